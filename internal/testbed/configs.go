@@ -1,0 +1,162 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func (c *Cluster) containerdSocket() string { return filepath.Join(c.opts.RunDir, "containerd.sock") }
+func (c *Cluster) state(elem ...string) string {
+	return filepath.Join(append([]string{c.opts.StateDir}, elem...)...)
+}
+
+// writeFile writes content with ${NAME} placeholders filled from vars.
+func writeFile(path, content string, vars map[string]string) error {
+	for k, v := range vars {
+		content = strings.ReplaceAll(content, "${"+k+"}", v)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(content), 0o600)
+}
+
+func (c *Cluster) vars() map[string]string {
+	return map[string]string{
+		"STATE": c.opts.StateDir, "RUN": c.opts.RunDir, "SOCKET": c.containerdSocket(), "PKI": c.state("pki"),
+		"NODE_IP": NodeIP, "NODE_NAME": NodeName, "POD_CIDR": PodCIDR, "POD_GATEWAY": podGatewayIP,
+		"POD_BRIDGE": podBridge, "DNS_IP": DNSServiceIP, "DOMAIN": ClusterDomain, "PAUSE": pauseImage,
+	}
+}
+
+// restrict_oom_score_adj: this machine's root lacks CAP_SYS_RESOURCE, so runc could not give Guaranteed pods
+// the negative OOM score the kubelet asks for; containerd clamps it to its own score instead.
+const containerdConfig = `version = 2
+root = "${STATE}/containerd"
+state = "${RUN}/containerd"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "${SOCKET}"
+
+[ttrpc]
+  address = "${SOCKET}.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "${STATE}/containerd-opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE}"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "${STATE}/cni/net.d"
+`
+
+const cniConfig = `{
+  "cniVersion": "0.4.0",
+  "name": "steward-testbed",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "${POD_BRIDGE}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "${POD_CIDR}", "gateway": "${POD_GATEWAY}"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "${STATE}/cni/ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+// Image garbage collection is off (100%): the images cannot be pulled again once deleted. Eviction thresholds
+// are low because the test bed shares the machine's disk and memory with the build and the tests.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: ${NODE_IP}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: ${PKI}/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: ${PKI}/kubelet-serving.crt
+tlsPrivateKeyFile: ${PKI}/kubelet-serving.key
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://${SOCKET}
+clusterDNS: [${DNS_IP}]
+clusterDomain: ${DOMAIN}
+resolvConf: ${STATE}/resolv.conf
+podCIDR: ${POD_CIDR}
+oomScoreAdj: 0
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.available: 1%
+rotateCertificates: false
+`
+
+// conntrack sizes and timeouts are left to the kernel (zero values): kube-proxy would otherwise write sysctls
+// this VM does not let it change.
+const kubeProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: ${STATE}/kube-proxy.kubeconfig
+mode: iptables
+clusterCIDR: ${POD_CIDR}
+hostnameOverride: ${NODE_NAME}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+nodePortAddresses: ["${NODE_IP}/32"]
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`
+
+func kubeconfig(server, ca, cert, key string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: steward-testbed
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: user
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: steward-testbed
+  context: {cluster: steward-testbed, user: user}
+current-context: steward-testbed
+`, server, ca, cert, key)
+}

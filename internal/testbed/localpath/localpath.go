@@ -1,0 +1,176 @@
+// Package localpath is the test bed's dynamic volume provisioner: for every PVC of its StorageClass that the
+// scheduler has placed on its node, it creates a directory and a `local` PersistentVolume bound to that claim,
+// and when a released volume's reclaim policy is Delete it removes the directory and the PersistentVolume.
+// It serves the single-node test bed only; it is not part of Steward.
+package localpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Annotations the PV controller and scheduler set on claims with delayed binding.
+const (
+	annSelectedNode       = "volume.kubernetes.io/selected-node"
+	annStorageProvisioner = "volume.kubernetes.io/storage-provisioner"
+	annProvisionedBy      = "pv.kubernetes.io/provisioned-by"
+)
+
+// Config is what the provisioner serves.
+type Config struct {
+	Provisioner string // provisioner name of the StorageClass
+	Node        string // the node whose volumes this provisioner creates
+	VolumeDir   string // where volume directories are created
+}
+
+// Run provisions and deletes volumes until ctx ends.
+func Run(ctx context.Context, cs kubernetes.Interface, cfg Config) error {
+	factory := informers.NewSharedInformerFactory(cs, 30*time.Second)
+	claims := factory.Core().V1().PersistentVolumeClaims()
+	volumes := factory.Core().V1().PersistentVolumes()
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	enqueue := func(prefix string) func(any) {
+		return func(obj any) {
+			if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+				queue.Add(prefix + key)
+			}
+		}
+	}
+	handler := func(prefix string) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{AddFunc: enqueue(prefix), UpdateFunc: func(_, obj any) { enqueue(prefix)(obj) }}
+	}
+	if _, err := claims.Informer().AddEventHandler(handler("pvc/")); err != nil {
+		return err
+	}
+	if _, err := volumes.Informer().AddEventHandler(handler("pv/")); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, volumes.Informer().HasSynced) {
+		return errors.New("caches did not sync")
+	}
+	p := &provisioner{cs: cs, cfg: cfg}
+	go func() { <-ctx.Done(); queue.ShutDown() }()
+	for {
+		key, quit := queue.Get()
+		if quit {
+			return nil
+		}
+		var err error
+		switch {
+		case len(key) > 4 && key[:4] == "pvc/":
+			var obj any
+			var exists bool
+			obj, exists, err = claims.Informer().GetIndexer().GetByKey(key[4:])
+			if err == nil && exists {
+				err = p.provision(ctx, obj.(*corev1.PersistentVolumeClaim))
+			}
+		case len(key) > 3 && key[:3] == "pv/":
+			var obj any
+			var exists bool
+			obj, exists, err = volumes.Informer().GetIndexer().GetByKey(key[3:])
+			if err == nil && exists {
+				err = p.reclaim(ctx, obj.(*corev1.PersistentVolume))
+			}
+		}
+		if err != nil {
+			klog.ErrorS(err, "Volume operation failed, will retry", "key", key)
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+type provisioner struct {
+	cs  kubernetes.Interface
+	cfg Config
+}
+
+func (p *provisioner) volumeName(claim *corev1.PersistentVolumeClaim) string {
+	return "pvc-" + string(claim.UID)
+}
+
+func (p *provisioner) provision(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	if claim.Spec.VolumeName != "" || claim.Status.Phase != corev1.ClaimPending ||
+		claim.Annotations[annStorageProvisioner] != p.cfg.Provisioner || claim.Annotations[annSelectedNode] != p.cfg.Node {
+		return nil
+	}
+	if claim.Spec.StorageClassName == nil {
+		return nil
+	}
+	class, err := p.cs.StorageV1().StorageClasses().Get(ctx, *claim.Spec.StorageClassName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get StorageClass of claim %s/%s: %w", claim.Namespace, claim.Name, err)
+	}
+	name := p.volumeName(claim)
+	dir := filepath.Join(p.cfg.VolumeDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create volume dir: %w", err)
+	}
+	// World-writable like a fresh disk formatted for any user: a `local` volume cannot be chowned to the pod's
+	// fsGroup reliably, and the pods the tests run are non-root.
+	if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // see comment above
+		return err
+	}
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	if class.ReclaimPolicy != nil {
+		reclaim = *class.ReclaimPolicy
+	}
+	fs := corev1.PersistentVolumeFilesystem
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{annProvisionedBy: p.cfg.Provisioner}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: claim.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes:                   claim.Spec.AccessModes,
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              class.Name,
+			VolumeMode:                    &fs,
+			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{p.cfg.Node}}},
+			}}}},
+		},
+	}
+	if _, err := p.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create PersistentVolume %s: %w", name, err)
+	}
+	klog.InfoS("Provisioned volume", "pv", name, "pvc", klog.KObj(claim), "path", dir)
+	return nil
+}
+
+func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if pv.Annotations[annProvisionedBy] != p.cfg.Provisioner || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete ||
+		pv.Status.Phase != corev1.VolumeReleased || pv.Spec.Local == nil || pv.DeletionTimestamp != nil {
+		return nil
+	}
+	dir := pv.Spec.Local.Path
+	if filepath.Dir(dir) != filepath.Clean(p.cfg.VolumeDir) {
+		return fmt.Errorf("refusing to delete %s: not under %s", dir, p.cfg.VolumeDir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete volume dir: %w", err)
+	}
+	if err := p.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete PersistentVolume %s: %w", pv.Name, err)
+	}
+	klog.InfoS("Deleted released volume", "pv", pv.Name, "path", dir)
+	return nil
+}

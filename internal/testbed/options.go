@@ -1,0 +1,118 @@
+package testbed
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Fixed addresses of the test bed's node. The node IP lives on a port-less bridge of its own so that nothing the
+// cluster serves listens on the machine's real network interfaces.
+const (
+	// NodeName is the name the kubelet registers its Node under.
+	NodeName = "steward-node"
+	// NodeIP is the node's InternalIP; kube-apiserver and kubelet listen on it.
+	NodeIP = "10.245.0.1"
+	// PodCIDR is the range pods get their IPs from (CNI host-local).
+	PodCIDR        = "10.244.0.0/24"
+	podGatewayIP   = "10.244.0.1"
+	serviceCIDR    = "10.96.0.0/16"
+	apiServiceIP   = "10.96.0.1"
+	// DNSServiceIP is the ClusterIP of the cluster DNS Service (kube-system/kube-dns).
+	DNSServiceIP = "10.96.0.10"
+	// ClusterDomain is the DNS domain of cluster Services.
+	ClusterDomain = "cluster.local"
+
+	hostBridge = "stw-host"
+	podBridge  = "stw0"
+
+	apiserverPort      = 6443
+	apiserverEtcdPort  = 23790
+	apiserverEtcdPeers = 23800
+
+	// StorageClassName is the default StorageClass, served by the test bed's local-path provisioner.
+	StorageClassName = "steward-local"
+	// ProvisionerName is the provisioner name of StorageClassName.
+	ProvisionerName = "steward.dev/local-path"
+
+	// KubernetesVersion is the version the Kubernetes components are built at (third_party/kubernetes/go.mod).
+	KubernetesVersion = "v1.34.4"
+	// CoreDNSVersion is the version cluster DNS is built at (third_party/coredns/go.mod).
+	CoreDNSVersion = "v1.14.7"
+)
+
+// EtcdVersions are the etcd versions the test bed builds images for, newest first; each has a pinned module
+// under third_party/etcd-v<version>. Two minor versions, so that upgrades and downgrades can be tested.
+var EtcdVersions = []string{"3.6.16", "3.5.35"}
+
+// Options configure Start. The zero value is usable.
+type Options struct {
+	// StateDir holds everything the cluster writes: PKI, configs, logs, PIDs, containerd's and the kubelet's
+	// data, and the provisioner's volumes. Wiped at Start. Default /var/lib/steward-testbed.
+	StateDir string
+	// RunDir holds sockets and runtime state; kept short because unix socket paths are limited to 108 bytes.
+	// Default /run/steward-testbed.
+	RunDir string
+	// CacheDir holds built binaries and images, keyed by version and module checksum, across runs.
+	// Default $XDG_CACHE_HOME/steward (~/.cache/steward).
+	CacheDir string
+	// ModuleRoot is the Steward source tree, used to build the test bed's own helpers (pause, provisioner) and
+	// to find the pinned modules under third_party. Default: found from the working directory.
+	ModuleRoot string
+	// Progress receives one line per step. Default os.Stderr.
+	Progress io.Writer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.StateDir == "" {
+		o.StateDir = "/var/lib/steward-testbed"
+	}
+	if o.RunDir == "" {
+		o.RunDir = "/run/steward-testbed"
+	}
+	if o.CacheDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return o, fmt.Errorf("find cache dir (set Options.CacheDir): %w", err)
+		}
+		o.CacheDir = filepath.Join(dir, "steward")
+	}
+	if o.Progress == nil {
+		o.Progress = os.Stderr
+	}
+	if o.ModuleRoot == "" {
+		root, err := findModuleRoot()
+		if err != nil {
+			return o, err
+		}
+		o.ModuleRoot = root
+	}
+	for _, p := range []*string{&o.StateDir, &o.RunDir, &o.CacheDir, &o.ModuleRoot} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return o, fmt.Errorf("absolute path of %s: %w", *p, err)
+		}
+		*p = abs
+	}
+	return o, nil
+}
+
+// findModuleRoot asks the go command for the main module of the working directory and checks it is Steward's.
+func findModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("locate Steward's source tree with `go env GOMOD` (the test bed needs the Go toolchain): %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("the working directory is not inside Steward's source tree; run from the repository or set Options.ModuleRoot")
+	}
+	root := filepath.Dir(gomod)
+	if _, err := os.Stat(filepath.Join(root, "internal", "testbed", "third_party")); err != nil {
+		return "", fmt.Errorf("%s is not Steward's source tree (no internal/testbed/third_party); set Options.ModuleRoot", root)
+	}
+	return root, nil
+}

@@ -1,0 +1,336 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Cluster is a running test bed.
+type Cluster struct {
+	// Kubeconfig is the path of a cluster-admin kubeconfig.
+	Kubeconfig string
+	// RESTConfig is the same credentials for Go clients.
+	RESTConfig *rest.Config
+
+	opts     Options
+	kubeBin  string
+	etcdBins map[string]string
+	procs    []*process
+	imageTars []string
+}
+
+// Start builds what is missing, stops any test bed left on this machine, and starts a fresh cluster. It returns
+// once the node is Ready, cluster DNS answers and the default StorageClass exists. On error everything started
+// so far is stopped again.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrerequisites(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, etcdBins: map[string]string{}}
+	begin := time.Now()
+	b := &builder{opts: opts}
+	if c.kubeBin, err = b.ensure(ctx, kubernetesSet()); err != nil {
+		return nil, err
+	}
+	for _, v := range EtcdVersions {
+		if c.etcdBins[v], err = b.ensure(ctx, etcdSet(v)); err != nil {
+			return nil, err
+		}
+	}
+	dnsBin, err := b.ensure(ctx, coreDNSSet())
+	if err != nil {
+		return nil, err
+	}
+
+	b.progress("stopping any earlier test bed")
+	if err := down(opts, filepath.Join(c.kubeBin, "kube-proxy")); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(opts.StateDir); err != nil {
+		return nil, fmt.Errorf("wipe state dir: %w", err)
+	}
+	for _, d := range []string{c.pidDir(), c.logDir(), c.state("bin"), c.state("volumes"), opts.RunDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.start(ctx, b, dnsBin); err != nil {
+		if stopErr := c.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, fmt.Errorf("start test bed (logs in %s): %w", c.logDir(), err)
+	}
+	b.progress("cluster ready in %s; kubeconfig %s", time.Since(begin).Round(100*time.Millisecond), c.Kubeconfig)
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
+	b.progress("building images and helpers")
+	if err := c.buildImages(ctx, b, dnsBin); err != nil {
+		return err
+	}
+	b.progress("writing certificates and configuration")
+	if err := c.writeConfigs(); err != nil {
+		return err
+	}
+	b.progress("setting up the node network (%s on %s, pods on %s)", NodeIP, hostBridge, PodCIDR)
+	if err := setupNetwork(); err != nil {
+		return err
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"etcd for kube-apiserver", c.startAPIServerEtcd},
+		{"kube-apiserver", c.startAPIServer},
+		{"containerd", c.startContainerd},
+		{"kubelet, kube-proxy, kube-controller-manager, kube-scheduler", c.startNodeAndControllers},
+		{"local-path provisioner", c.startProvisioner},
+		{"CoreDNS and the default StorageClass", c.installAddons},
+	}
+	for _, s := range steps {
+		b.progress("starting %s", s.name)
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// EtcdBinDir is the directory with etcd, etcdctl and etcdutl at version, for tests and benchmarks that run
+// etcd outside the cluster.
+func (c *Cluster) EtcdBinDir(version string) string { return c.etcdBins[version] }
+
+// KubectlPath is the kubectl built with the cluster.
+func (c *Cluster) KubectlPath() string { return filepath.Join(c.kubeBin, "kubectl") }
+
+// StateDir is where the cluster's logs (logs/), PIDs and data live.
+func (c *Cluster) StateDir() string { return c.opts.StateDir }
+
+// Stop stops every process of the test bed and removes what it changed on the host. The state dir is kept for
+// its logs; the next Start wipes it. Stop is safe to call more than once.
+func (c *Cluster) Stop() error {
+	return down(c.opts, filepath.Join(c.kubeBin, "kube-proxy"))
+}
+
+// Down stops a test bed started by another process (the playground), found through its state dir.
+func Down(opts Options) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	kubeProxy := ""
+	for _, r := range recordedProcesses(opts.StateDir) {
+		if r.name == "kube-proxy" {
+			kubeProxy = r.bin
+		}
+	}
+	return down(opts, kubeProxy)
+}
+
+func checkPrerequisites() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the test bed needs root: it runs kubelet, containerd and changes the host's network")
+	}
+	var missing []string
+	for bin, pkg := range map[string]string{
+		"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "ctr": "containerd", "runc": "runc",
+		"iptables": "iptables", "iptables-save": "iptables", "ip": "iproute2", "conntrack": "conntrack",
+		"mount": "mount", "go": "the Go toolchain",
+	} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (install %s)", bin, pkg))
+		}
+	}
+	for _, plugin := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		if _, err := os.Stat(filepath.Join("/usr/lib/cni", plugin)); err != nil {
+			missing = append(missing, fmt.Sprintf("/usr/lib/cni/%s (install containernetworking-plugins)", plugin))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("test bed prerequisites missing: %v; `bash .ci/run` shows how to install them", missing)
+	}
+	return nil
+}
+
+func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) error {
+	imgDir := filepath.Join(c.opts.CacheDir, "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return err
+	}
+	var tars []string
+	for _, v := range EtcdVersions {
+		bin := c.etcdBins[v]
+		out := filepath.Join(imgDir, filepath.Base(bin)+".tar")
+		files := []imageFile{
+			{path: "/usr/local/bin/etcd", source: filepath.Join(bin, "etcd"), mode: 0o755},
+			{path: "/usr/local/bin/etcdctl", source: filepath.Join(bin, "etcdctl"), mode: 0o755},
+			{path: "/usr/local/bin/etcdutl", source: filepath.Join(bin, "etcdutl"), mode: 0o755},
+		}
+		if err := writeImage(out, EtcdImage(v), files, []string{"/usr/local/bin/etcd"}, nonRootUser); err != nil {
+			return err
+		}
+		tars = append(tars, out)
+	}
+	dnsTar := filepath.Join(imgDir, filepath.Base(dnsBin)+".tar")
+	if err := writeImage(dnsTar, coreDNSImage, []imageFile{{path: "/coredns", source: filepath.Join(dnsBin, "coredns"), mode: 0o755}},
+		[]string{"/coredns"}, nonRootUser); err != nil {
+		return err
+	}
+	pauseBin := c.state("bin", "pause")
+	if err := b.buildLocal(ctx, "./internal/testbed/pause", pauseBin); err != nil {
+		return err
+	}
+	pauseTar := c.state("pause.tar")
+	if err := writeImage(pauseTar, pauseImage, []imageFile{{path: "/pause", source: pauseBin, mode: 0o755}}, []string{"/pause"}, "65535"); err != nil {
+		return err
+	}
+	c.imageTars = append(tars, dnsTar, pauseTar)
+	return b.buildLocal(ctx, "./cmd/steward-testbed", c.state("bin", "steward-testbed"))
+}
+
+func (c *Cluster) writeConfigs() error {
+	p, err := newPKI(c.state("pki"))
+	if err != nil {
+		return err
+	}
+	certs := []certSpec{
+		{file: "apiserver", cn: "kube-apiserver", server: true, ips: []string{NodeIP, apiServiceIP, "127.0.0.1"},
+			dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost"}},
+		{file: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true},
+		{file: "admin", cn: "steward-testbed-admin", orgs: []string{"system:masters"}, client: true},
+		{file: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, client: true},
+		{file: "kubelet-serving", cn: NodeName, server: true, ips: []string{NodeIP}, dns: []string{NodeName}},
+		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
+		{file: "scheduler", cn: "system:kube-scheduler", client: true},
+		{file: "kube-proxy", cn: "system:kube-proxy", client: true},
+	}
+	for _, s := range certs {
+		if err := p.issue(s); err != nil {
+			return err
+		}
+	}
+	if err := p.serviceAccountKeys(); err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://%s:%d", NodeIP, apiserverPort)
+	for _, user := range []string{"admin", "kubelet", "controller-manager", "scheduler", "kube-proxy"} {
+		kc := kubeconfig(server, p.path("ca.crt"), p.path(user+".crt"), p.path(user+".key"))
+		if err := writeFile(c.state(user+".kubeconfig"), kc, nil); err != nil {
+			return err
+		}
+	}
+	c.Kubeconfig = c.state("admin.kubeconfig")
+	if c.RESTConfig, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return err
+	}
+	v := c.vars()
+	for path, content := range map[string]string{
+		c.state("containerd.toml"):                   containerdConfig,
+		c.state("cni", "net.d", "10-steward.conflist"): cniConfig,
+		c.state("kubelet.yaml"):                      kubeletConfig,
+		c.state("kube-proxy.yaml"):                   kubeProxyConfig,
+		c.state("resolv.conf"):                       "",
+	} {
+		if err := writeFile(path, content, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) startAPIServerEtcd(ctx context.Context) error {
+	client := fmt.Sprintf("http://127.0.0.1:%d", apiserverEtcdPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", apiserverEtcdPeers)
+	// fsync off: this etcd only backs the test bed's API objects, never the etcd clusters under test, and
+	// fsync on a shared disk would make every API write wait on the tests' I/O.
+	p, err := c.spawn("apiserver-etcd", filepath.Join(c.etcdBins[EtcdVersions[0]], "etcd"),
+		"--name=apiserver-etcd", "--data-dir="+c.state("apiserver-etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=apiserver-etcd="+peer, "--listen-metrics-urls=http://127.0.0.1:0",
+		"--unsafe-no-fsync", "--quota-backend-bytes=4294967296", "--log-level=warn")
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, "etcd serves /health", 30*time.Second, httpOK(client+"/health"))
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	pki := c.state("pki")
+	p, err := c.spawn("kube-apiserver", filepath.Join(c.kubeBin, "kube-apiserver"),
+		"--advertise-address="+NodeIP, "--bind-address="+NodeIP, "--secure-port="+strconv.Itoa(apiserverPort),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", apiserverEtcdPort),
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--client-ca-file="+pki+"/ca.crt",
+		"--tls-cert-file="+pki+"/apiserver.crt", "--tls-private-key-file="+pki+"/apiserver.key",
+		"--kubelet-client-certificate="+pki+"/apiserver-kubelet-client.crt",
+		"--kubelet-client-key="+pki+"/apiserver-kubelet-client.key",
+		"--kubelet-certificate-authority="+pki+"/ca.crt",
+		"--service-account-issuer=https://kubernetes.default.svc."+ClusterDomain,
+		"--service-account-key-file="+pki+"/sa.pub", "--service-account-signing-key-file="+pki+"/sa.key",
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true", "--profiling=false", "--v=1")
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, "kube-apiserver is ready (/readyz)", 2*time.Minute, func(ctx context.Context) error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+func (c *Cluster) startContainerd(ctx context.Context) error {
+	p, err := c.spawn("containerd", "containerd", "--config", c.state("containerd.toml"))
+	if err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, p, "containerd answers on "+c.containerdSocket(), 30*time.Second, func(ctx context.Context) error {
+		return exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "version").Run()
+	}); err != nil {
+		return err
+	}
+	for _, t := range c.imageTars {
+		if err := c.importImage(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func httpOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
