@@ -28,15 +28,22 @@ func down(opts Options, kubeProxyBin string) error {
 	// What the components started in turn: containerd's shims (their command line names our socket) and the
 	// containers (in the kubelet's pod cgroups). SIGKILL: their managers are already gone.
 	socket := filepath.Join(opts.RunDir, "containerd.sock")
-	indirect := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle})
-	terminate(indirect, 0)
+	// Several rounds, because killing a shim can leave a container process that was not yet in a pod cgroup
+	// when the list was taken.
+	for round := 0; round < 5; round++ {
+		indirect := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle})
+		if len(indirect) == 0 {
+			break
+		}
+		terminate(indirect, 0)
+	}
 
 	unmountUnder(opts.StateDir, opts.RunDir)
 	teardownNetwork(kubeProxyBin)
 	removePodCgroups()
 
 	if left := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle}); len(left) > 0 {
-		return fmt.Errorf("test bed processes still running after stop: %v", left)
+		return fmt.Errorf("test bed processes still running after stop: %s", describeProcesses(left))
 	}
 	for _, r := range recordedProcesses(opts.StateDir) {
 		if r.alive() {
@@ -113,4 +120,14 @@ func removePodCgroups() {
 			_ = syscall.Rmdir(d)
 		}
 	}
+}
+
+// describeProcesses names processes by PID and command line, for an error a human can act on.
+func describeProcesses(pids []int) string {
+	var parts []string
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		parts = append(parts, fmt.Sprintf("%d (%s)", pid, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -198,8 +198,8 @@ func processesMatching(cmdNeedles, cgroupNeedles []string) []int {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || pid == 1 {
-			continue
+		if err != nil || pid == self || pid == 1 || !processExists(pid) {
+			continue // zombies count as gone: this machine's init may never reap them
 		}
 		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && containsAny(string(cmd), cmdNeedles) {
 			pids = append(pids, pid)
