@@ -86,26 +86,33 @@ func teardownNetwork(kubeProxy string) {
 }
 
 // removeCNIRules deletes the chains the CNI portmap plugin leaves behind when a sandbox is killed without a
-// CNI DEL. Only rules that name the test bed's pod range or bridge are touched.
+// CNI DEL, and the kubelet's own KUBE- chains (kube-proxy --cleanup removed its chains before). Only chains with
+// those prefixes and rules that name the test bed's pod range are touched.
 func removeCNIRules() {
-	for _, table := range []string{"nat", "filter"} {
-		out, err := exec.Command("iptables-save", "-t", table).Output()
+	for _, family := range []string{"iptables", "ip6tables"} {
+		removeChains(family)
+	}
+}
+
+func removeChains(iptables string) {
+	for _, table := range []string{"nat", "filter", "mangle"} {
+		out, err := exec.Command(iptables+"-save", "-t", table).Output()
 		if err != nil {
 			continue
 		}
 		var chains []string
 		for _, line := range strings.Split(string(out), "\n") {
 			switch {
-			case strings.HasPrefix(line, ":CNI-"):
+			case strings.HasPrefix(line, ":CNI-") || strings.HasPrefix(line, ":KUBE-"):
 				chains = append(chains, strings.Fields(strings.TrimPrefix(line, ":"))[0])
-			case strings.HasPrefix(line, "-A ") && (strings.Contains(line, "CNI-") || strings.Contains(line, "10.244.0.")):
+			case strings.HasPrefix(line, "-A ") && (strings.Contains(line, "CNI-") || strings.Contains(line, "KUBE-") || strings.Contains(line, "10.244.0.")):
 				args := append([]string{"-w", "-t", table, "-D"}, splitRule(strings.TrimPrefix(line, "-A "))...)
-				_ = exec.Command("iptables", args...).Run()
+				_ = exec.Command(iptables, args...).Run()
 			}
 		}
 		for _, op := range []string{"-F", "-X"} {
 			for _, chain := range chains {
-				_ = exec.Command("iptables", "-w", "-t", table, op, chain).Run()
+				_ = exec.Command(iptables, "-w", "-t", table, op, chain).Run()
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,22 @@ func TestClusterRunsEtcdPodWithDNSAndVolume(t *testing.T) {
 	}
 	if out, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(out), c.opts.StateDir+"/") {
 		t.Errorf("mounts left under %s after Stop", c.opts.StateDir)
+	}
+	for _, link := range []string{hostBridge, podBridge} {
+		if _, err := net.InterfaceByName(link); err == nil {
+			t.Errorf("link %s left after Stop", link)
+		}
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(save).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", save, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") || strings.Contains(line, "10.244.0.") {
+				t.Errorf("%s: rule left after Stop: %s", save, line)
+			}
+		}
 	}
 }
 
