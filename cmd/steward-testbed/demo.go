@@ -81,13 +81,20 @@ func demo(ctx context.Context, args []string) error {
 	_ = kubectl("", "get", "pods", "-A", "-o", "wide")
 	_ = kubectl("", "get", "etcdclusters", "-A")
 	step("etcdctl endpoint status of demo-etcd")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := kubectl("", "exec", "demo-etcd", "--", "etcdctl", "--endpoints=http://127.0.0.1:2379", "endpoint", "status", "-w", "table")
+	// etcd may still be electing itself leader; retry quietly and show the last answer.
+	var out []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		cmd := exec.CommandContext(ctx, c.KubectlPath(), "exec", "demo-etcd", "--",
+			"etcdctl", "--endpoints=http://127.0.0.1:2379", "endpoint", "status", "-w", "table")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+		out, err = cmd.CombinedOutput()
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(time.Second)
+	}
+	fmt.Print(string(out))
+	if err != nil {
+		return fmt.Errorf("etcdctl endpoint status in demo-etcd: %w", err)
 	}
 	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  %s get pods -A\nStop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath())
 	return nil

@@ -285,6 +285,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc."+ClusterDomain,
 		"--service-account-key-file="+pki+"/sa.pub", "--service-account-signing-key-file="+pki+"/sa.key",
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true", "--profiling=false", "--v=1")
 	if err != nil {
 		return err
