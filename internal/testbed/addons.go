@@ -48,7 +48,10 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 		VolumeBindingMode: &volumeMode,
 		ReclaimPolicy:     &reclaim,
 	}
-	if err := create(ctx, func() error { _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); return err }); err != nil {
+	if err := create(ctx, func() error {
+		_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("create StorageClass %s: %w", StorageClassName, err)
 	}
 	return c.waitFor(ctx, nil, "CoreDNS is available", 2*time.Minute, func(ctx context.Context) error {
@@ -159,15 +162,24 @@ func createCoreDNS(ctx context.Context, cs kubernetes.Interface) error {
 		},
 	}
 	steps := []func() error{
-		func() error { _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		},
 		func() error {
 			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
 			return err
 		},
 		func() error { _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); return err },
 		func() error { _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{})
+			return err
+		},
 	}
 	for _, s := range steps {
 		if err := create(ctx, s); err != nil {

@@ -89,9 +89,9 @@ func unescapeMount(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\\' && i+3 < len(s) {
-			var v int
+			var v uint8
 			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
+				b.WriteByte(v)
 				i += 3
 				continue
 			}

@@ -153,4 +153,3 @@ func (c *Cluster) importImage(ctx context.Context, tarPath string) error {
 	}
 	return nil
 }
-

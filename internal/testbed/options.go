@@ -17,10 +17,10 @@ const (
 	// NodeIP is the node's InternalIP; kube-apiserver and kubelet listen on it.
 	NodeIP = "10.245.0.1"
 	// PodCIDR is the range pods get their IPs from (CNI host-local).
-	PodCIDR        = "10.244.0.0/24"
-	podGatewayIP   = "10.244.0.1"
-	serviceCIDR    = "10.96.0.0/16"
-	apiServiceIP   = "10.96.0.1"
+	PodCIDR      = "10.244.0.0/24"
+	podGatewayIP = "10.244.0.1"
+	serviceCIDR  = "10.96.0.0/16"
+	apiServiceIP = "10.96.0.1"
 	// DNSServiceIP is the ClusterIP of the cluster DNS Service (kube-system/kube-dns).
 	DNSServiceIP = "10.96.0.10"
 	// ClusterDomain is the DNS domain of cluster Services.

@@ -23,10 +23,10 @@ type Cluster struct {
 	// RESTConfig is the same credentials for Go clients.
 	RESTConfig *rest.Config
 
-	opts     Options
-	kubeBin  string
-	etcdBins map[string]string
-	procs    []*process
+	opts      Options
+	kubeBin   string
+	etcdBins  map[string]string
+	procs     []*process
 	imageTars []string
 }
 
@@ -241,11 +241,11 @@ func (c *Cluster) writeConfigs() error {
 	}
 	v := c.vars()
 	for path, content := range map[string]string{
-		c.state("containerd.toml"):                   containerdConfig,
+		c.state("containerd.toml"):                     containerdConfig,
 		c.state("cni", "net.d", "10-steward.conflist"): cniConfig,
-		c.state("kubelet.yaml"):                      kubeletConfig,
-		c.state("kube-proxy.yaml"):                   kubeProxyConfig,
-		c.state("resolv.conf"):                       "",
+		c.state("kubelet.yaml"):                        kubeletConfig,
+		c.state("kube-proxy.yaml"):                     kubeProxyConfig,
+		c.state("resolv.conf"):                         "",
 	} {
 		if err := writeFile(path, content, v); err != nil {
 			return err

@@ -144,7 +144,7 @@ func TestClusterRunsEtcdPodWithDNSAndVolume(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	if _, err := os.Stat(c.state("volumes", pvc.Spec.VolumeName)); !os.IsNotExist(err) {
 		t.Errorf("volume dir of %s still exists (%v)", pvc.Spec.VolumeName, err)
@@ -187,8 +187,8 @@ func etcdCheckPod(labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd-0", Labels: labels},
 		Spec: corev1.PodSpec{
-			Hostname:  "etcd-0",
-			Subdomain: "etcd",
+			Hostname:        "etcd-0",
+			Subdomain:       "etcd",
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](65532)},
 			Containers: []corev1.Container{{
 				Name:            "etcd",
