@@ -51,7 +51,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (gosec, depguard, revive, ...).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests ## Check formatting, vet, that generated files are fresh and committed, and lint.
+verify: generate manifests $(GOLANGCI_LINT) ## Check formatting, vet, that generated files are fresh and committed, and lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
