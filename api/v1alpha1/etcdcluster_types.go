@@ -1,27 +1,201 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
 type EtcdClusterSpec struct {
-	// Replicas is the number of voting members. Odd, so that every member counts toward quorum.
+	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
+	// odd count below it and makes quorum harder to keep.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=9
-	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even member count tolerates no more failures than the odd count below it"
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd: 1, 3, 5, 7 or 9"
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// Version is the etcd version the members run, for example "3.6.16".
-	// +kubebuilder:validation:Pattern=`^3\.[0-9]+\.[0-9]+$`
+	// Version is the etcd version the members run. Steward supports the versions listed here; changing it is an
+	// upgrade or downgrade, which only moves one minor version at a time.
+	// +kubebuilder:validation:Enum="3.5.35";"3.6.16"
 	// +required
 	Version string `json:"version"`
 
-	// Paused stops Steward from changing the cluster; it still observes and reports status.
+	// Image overrides the etcd image. By default Steward uses <operator's --etcd-image-repository>:v<version>.
+	// The image must run etcd at Version and contain /usr/local/bin/etcd.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Storage is where members keep their data.
+	// +kubebuilder:default={size: "1Gi"}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Resources of the etcd container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Pod is metadata and scheduling for member Pods.
+	// +optional
+	Pod PodTemplate `json:"pod,omitempty"`
+
+	// Etcd tunes the etcd server.
+	// +optional
+	Etcd EtcdTuning `json:"etcd,omitempty"`
+
+	// TLS secures peer and client traffic. Reserved: a later version of Steward fills it in; today only the
+	// default (plaintext) is accepted.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Bootstrap says how a new cluster gets its first data: empty (the default) or from a backup. Immutable.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// Paused stops Steward from changing anything of the cluster; it still observes and reports status.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// StorageSpec is members' data storage: one PersistentVolumeClaim per member, or (only when chosen explicitly)
+// an emptyDir, which loses a member's data whenever its Pod goes away.
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storageClassName is immutable: members keep their volumes; create a new cluster (restore from a backup) to move storage class"
+// +kubebuilder:validation:XValidation:rule="self.ephemeral == oldSelf.ephemeral",message="ephemeral is immutable"
+// +kubebuilder:validation:XValidation:rule="quantity(self.size).isGreaterThan(quantity('0'))",message="size must be greater than zero"
+type StorageSpec struct {
+	// Size of each member's volume (or the emptyDir size limit).
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of members' PersistentVolumeClaims; empty means the cluster's default class.
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// Ephemeral keeps member data in an emptyDir instead of a PersistentVolumeClaim. For tests and caches only:
+	// a member whose Pod is deleted loses its data.
+	// +kubebuilder:default=false
+	// +optional
+	Ephemeral bool `json:"ephemeral"`
+}
+
+// PodTemplate is what users control of member Pods.
+type PodTemplate struct {
+	// Labels added to member Pods (Steward's own labels win on conflict).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations added to member Pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// EtcdTuning are etcd server settings. Unset fields keep etcd's defaults.
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatIntervalMillis) || !has(self.electionTimeoutMillis) || self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (etcd refuses to start otherwise)"
+type EtcdTuning struct {
+	// QuotaBackendBytes is the database size at which etcd raises a NOSPACE alarm and refuses writes.
+	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 1 byte and 100Gi"
+	// +optional
+	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
+	// AutoCompactionMode is "periodic" (retention is a duration) or "revision" (retention is a revision count).
+	// +kubebuilder:validation:Enum=periodic;revision
+	// +optional
+	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
+	// AutoCompactionRetention, for example "1h" (periodic) or "1000" (revision).
+	// +kubebuilder:validation:Pattern=`^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +optional
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+	// HeartbeatIntervalMillis is the raft heartbeat interval.
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=5000
+	// +optional
+	HeartbeatIntervalMillis *int32 `json:"heartbeatIntervalMillis,omitempty"`
+	// ElectionTimeoutMillis is the raft election timeout.
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=50000
+	// +optional
+	ElectionTimeoutMillis *int32 `json:"electionTimeoutMillis,omitempty"`
+	// SnapshotCount is the number of committed transactions that trigger a raft snapshot.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+}
+
+// TLSSpec secures etcd's traffic. Reserved for the TLS work; only `provider: None` is accepted today.
+// +kubebuilder:validation:XValidation:rule="self.provider == 'None'",message="TLS is not available yet in this version of Steward: only provider None (plaintext) is accepted"
+type TLSSpec struct {
+	// Provider of certificates: None (plaintext), Steward (a CA and certificates Steward manages), Secrets
+	// (user-provided Secrets), or CertManager (a cert-manager Issuer).
+	// +kubebuilder:validation:Enum=None;Steward;Secrets;CertManager
+	// +kubebuilder:default=None
+	// +optional
+	Provider string `json:"provider,omitempty"`
+}
+
+// BootstrapSpec is where a new cluster's data comes from. Reserved for the backup work: only an empty bootstrap
+// is accepted today.
+// +kubebuilder:validation:XValidation:rule="!has(self.fromBackup)",message="bootstrapping from a backup is not available yet in this version of Steward"
+type BootstrapSpec struct {
+	// FromBackup seeds every member from one snapshot.
+	// +optional
+	FromBackup *BackupSource `json:"fromBackup,omitempty"`
+}
+
+// BackupSource names a backup to restore from.
+type BackupSource struct {
+	// BackupName is an EtcdBackup in the cluster's namespace.
+	// +required
+	BackupName string `json:"backupName"`
+}
+
+// MemberRole is a member's raft role as etcd reports it.
+// +kubebuilder:validation:Enum=Leader;Follower;Learner;Unknown
+type MemberRole string
+
+// Member roles.
+const (
+	RoleLeader   MemberRole = "Leader"
+	RoleFollower MemberRole = "Follower"
+	RoleLearner  MemberRole = "Learner"
+	RoleUnknown  MemberRole = "Unknown"
+)
+
+// MemberStatus is one member as observed through etcd's API and Kubernetes.
+type MemberStatus struct {
+	// Name is the member's name: its Pod, PVC and etcd member name.
+	Name string `json:"name"`
+	// ID is etcd's member ID in hex; empty until the member has joined.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Role of the member in raft.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+	// Version of etcd the member runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Healthy is true when the member answered its status request without errors.
+	Healthy bool `json:"healthy"`
+	// DBSizeBytes is the size of the member's backend database.
+	// +optional
+	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+	// ClientURL is the member's advertised client URL.
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
 }
 
 // EtcdClusterStatus is the observed state of an etcd cluster.
@@ -35,6 +209,10 @@ type EtcdClusterStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Replicas is the number of members Steward manages (Pods), for `kubectl get`.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
 
 	// ReadyReplicas is the number of healthy voting members.
 	// +optional
@@ -51,6 +229,22 @@ type EtcdClusterStatus struct {
 	// ClusterID is etcd's cluster ID, in hex.
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+
+	// Members as observed.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// Bootstrapped is the controller's memory that the cluster has formed (every bootstrap member started).
+	// From then on a member without Pod and volume has lost data and is never re-created under its old
+	// identity, and a cluster whose members all vanished is not silently re-created empty.
+	// +optional
+	Bootstrapped bool `json:"bootstrapped,omitempty"`
+
+	// ClientEndpoint is the client Service's address clients use.
+	// +optional
+	ClientEndpoint string `json:"clientEndpoint,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster managed by Steward.
@@ -61,6 +255,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -4,6 +4,7 @@
 //	steward-testbed up           start the test bed and print its kubeconfig
 //	steward-testbed demo         start the test bed, install Steward and a sample EtcdCluster, show its state
 //	steward-testbed down         stop whatever test bed runs on this machine
+//	steward-testbed bench        measure the test bed and write docs/benchmarks.md
 //	steward-testbed provisioner  (internal) the test bed's local-path volume provisioner
 package main
 
@@ -36,6 +37,8 @@ func main() {
 		err = demo(ctx, args)
 	case "down":
 		err = downCmd(args)
+	case "bench":
+		err = bench(ctx, args)
 	case "provisioner":
 		err = provisioner(ctx, args)
 	default:
@@ -48,7 +51,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: steward-testbed up|demo|down [flags]")
+	fmt.Fprintln(os.Stderr, "usage: steward-testbed up|demo|down|bench [flags]")
 	os.Exit(2)
 }
 

@@ -16,6 +16,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/resources"
 )
 
 // Leader election and Events are what the manager itself needs; each controller declares its own permissions.
@@ -36,11 +39,15 @@ func run() error {
 		probeAddr        string
 		leaderElect      bool
 		leaderElectionNS string
+		resourceOpts     resources.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas acts")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	flag.StringVar(&resourceOpts.ImageRepository, "etcd-image-repository", "quay.io/coreos/etcd",
+		"repository of etcd images; members run <repository>:v<version> unless the EtcdCluster names an image")
+	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -69,7 +76,14 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	// Controllers are registered here as they are added (one package per kind under internal/controller).
+	if err := (&etcdcluster.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("steward"),
+		Etcd:     etcd.NewPool(),
+		Options:  resourceOpts,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdCluster controller: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

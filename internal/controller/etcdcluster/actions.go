@@ -1,0 +1,105 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// ensureServices creates the peer and client Services and the PodDisruptionBudget when missing, and keeps the
+// budget's quorum in step with spec.replicas. None of this disrupts members, so it runs on every pass.
+func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) error {
+	for _, svc := range []*corev1.Service{resources.PeerService(cluster), resources.ClientService(cluster)} {
+		if err := r.createIfMissing(ctx, cluster, svc, &corev1.Service{}); err != nil {
+			return err
+		}
+	}
+	want := resources.PodDisruptionBudget(cluster)
+	var have policyv1.PodDisruptionBudget
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.create(ctx, cluster, want)
+	case err != nil:
+		return fmt.Errorf("get PodDisruptionBudget: %w", err)
+	}
+	if have.Spec.MinAvailable == nil || *have.Spec.MinAvailable != *want.Spec.MinAvailable {
+		patch := client.MergeFrom(have.DeepCopy())
+		have.Spec.MinAvailable = want.Spec.MinAvailable
+		if err := r.Client.Patch(ctx, &have, patch); err != nil {
+			return fmt.Errorf("update PodDisruptionBudget minAvailable: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) createIfMissing(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, want, have client.Object) error {
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		return r.create(ctx, cluster, want)
+	}
+	if err != nil {
+		return fmt.Errorf("get %T %s: %w", want, want.GetName(), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) create(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obj client.Object) error {
+	if err := r.Client.Create(ctx, obj); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the cache was behind; the next pass sees it
+		}
+		return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created object", "EtcdCluster", klog.KObj(cluster), "kind", fmt.Sprintf("%T", obj), "name", obj.GetName())
+	return nil
+}
+
+// act executes the planned step.
+func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+	switch action.Kind {
+	case plan.Bootstrap, plan.CreateMemberPods:
+		return r.createMembers(ctx, cluster, action)
+	case plan.Wait:
+		if action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap {
+			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
+		}
+	}
+	return nil
+}
+
+// createMembers creates every member's PVC first and only then the Pods: once any Pod of a bootstrap exists,
+// every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data.
+func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+	members := make([]resources.Member, 0, len(action.Members))
+	for _, name := range action.Members {
+		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: "new"})
+	}
+	if action.Kind == plan.Bootstrap {
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
+	}
+	if !cluster.Spec.Storage.Ephemeral {
+		for _, m := range members {
+			if err := r.createIfMissing(ctx, cluster, resources.MemberPVC(cluster, m), &corev1.PersistentVolumeClaim{}); err != nil {
+				return fmt.Errorf("create volume of member %s: %w", m.Name, err)
+			}
+		}
+	}
+	for _, m := range members {
+		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, r.Options)); err != nil {
+			return fmt.Errorf("create member %s: %w", m.Name, err)
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberCreated", "Created Pod of member %s", m.Name)
+	}
+	return nil
+}

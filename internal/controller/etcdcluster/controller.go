@@ -1,0 +1,133 @@
+// Package etcdcluster is the EtcdCluster controller: each pass observes the cluster's Pods, PVCs and etcd's own
+// view of its members, asks internal/plan for the one next step, takes it, and writes status. It owns the
+// cluster's Kubernetes objects (through owner references, so deleting the EtcdCluster deletes them) and never
+// decides anything itself that internal/plan can decide.
+package etcdcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// Requeue intervals. etcd's state changes without a Kubernetes event, so the controller looks again on a timer.
+const (
+	// requeueProgressing: while members start or a step is under way, re-observe soon.
+	requeueProgressing = 3 * time.Second
+	// requeueSteady: a healthy cluster is re-checked for member health this often.
+	requeueSteady = 30 * time.Second
+)
+
+// Reconciler reconciles EtcdClusters.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Etcd     *etcd.Pool
+	Options  resources.Options
+	// Now is the clock for condition timestamps (injected for tests).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdCluster{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Named("etcdcluster").
+		Complete(r)
+}
+
+// Reconcile runs one observe -> plan -> act -> status pass.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Owned objects go with it through garbage collection; only the etcd client is ours to drop.
+			r.Etcd.Forget(req.String())
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get EtcdCluster: %w", err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	obs, err := r.observe(ctx, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	action := plan.Next(specOf(cluster), obs.plan)
+	defer func() {
+		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+
+	if !cluster.Spec.Paused {
+		if err := r.ensureServices(ctx, cluster); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
+	if err := r.act(ctx, cluster, action); err != nil {
+		return ctrl.Result{}, err
+	}
+	if action.Kind == plan.None {
+		return ctrl.Result{RequeueAfter: requeueSteady}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+}
+
+func specOf(c *etcdv1alpha1.EtcdCluster) plan.Spec {
+	return plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Paused: c.Spec.Paused}
+}
+
+// newMemberNames returns n candidate names <cluster>-<5 random characters> not used by any existing member.
+// Random, never derived from a counter, so that a replaced member never gets an old member's name.
+func newMemberNames(cluster string, n int, taken map[string]bool) []string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	var names []string
+	for len(names) < n {
+		suffix := make([]byte, 5)
+		for i := range suffix {
+			k, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+			if err != nil {
+				panic(fmt.Sprintf("read random: %v", err)) // crypto/rand does not fail on Linux
+			}
+			suffix[i] = alphabet[k.Int64()]
+		}
+		name := cluster + "-" + string(suffix)
+		if !taken[name] {
+			taken[name] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}

@@ -1,0 +1,175 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// observation is one pass's view of a cluster: its own objects from the cache and etcd's answers.
+type observation struct {
+	plan plan.Observation
+	pods map[string]*corev1.Pod
+	view etcd.ClusterView
+	// statusOf maps member name to its status answer.
+	statusOf map[string]etcd.Status
+	// nameOf maps etcd member ID to member name.
+	nameOf map[uint64]string
+}
+
+func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
+	sel := client.MatchingLabels{resources.LabelCluster: cluster.Name}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &pvcs, client.InNamespace(cluster.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("list member PVCs: %w", err)
+	}
+	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}}
+	members := map[string]*plan.Member{}
+	get := func(name string) *plan.Member {
+		if members[name] == nil {
+			members[name] = &plan.Member{Name: name}
+		}
+		return members[name]
+	}
+	endpointOf := map[string]string{} // endpoint -> member name
+	var endpoints []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		name := p.Labels[resources.LabelMember]
+		if name == "" || !metav1.IsControlledBy(p, cluster) {
+			continue // not ours: never touch it
+		}
+		obs.pods[name] = p
+		m := get(name)
+		m.HasPod = true
+		m.PodDeleting = p.DeletionTimestamp != nil
+		m.PodFailed = p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		m.PodReady = podReady(p)
+		m.PodVersion = p.Annotations[resources.AnnotationVersion]
+		readInitial(m, p.Annotations)
+		if p.Status.PodIP != "" && !m.PodDeleting && !m.PodFailed {
+			ep := fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+			endpoints = append(endpoints, ep)
+			endpointOf[ep] = name
+		}
+	}
+	for i := range pvcs.Items {
+		pvc := &pvcs.Items[i]
+		name := pvc.Labels[resources.LabelMember]
+		if name == "" || !metav1.IsControlledBy(pvc, cluster) {
+			continue
+		}
+		m := get(name)
+		m.HasPVC = true
+		if m.InitialCluster == nil {
+			readInitial(m, pvc.Annotations)
+		}
+	}
+	sort.Strings(endpoints)
+
+	view, err := r.Etcd.Observe(ctx, client.ObjectKeyFromObject(cluster).String(), endpoints)
+	if err != nil {
+		return nil, err
+	}
+	obs.view = view
+	for ep, s := range view.Statuses {
+		name := endpointOf[ep]
+		obs.statusOf[name] = s
+		if s.Err == nil {
+			obs.nameOf[s.MemberID] = name
+		}
+		get(name).Healthy = s.Healthy()
+	}
+	obs.plan.EtcdReachable = view.ListErr == nil
+	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
+	byPeerURL := map[string]string{}
+	for name := range members {
+		byPeerURL[resources.PeerURL(cluster, name, r.Options)] = name
+	}
+	for _, em := range view.Members {
+		name := em.Name
+		if name == "" {
+			for _, u := range em.PeerURLs {
+				if n, ok := byPeerURL[u]; ok {
+					name = n
+				}
+			}
+		}
+		if name == "" {
+			name = "unknown-" + etcd.FormatID(em.ID)
+		}
+		m := get(name)
+		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
+		obs.nameOf[em.ID] = name
+	}
+
+	taken := map[string]bool{}
+	for name := range members {
+		taken[name] = true
+	}
+	for _, m := range cluster.Status.Members {
+		taken[m.Name] = true
+	}
+	obs.plan.NewMemberNames = newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
+	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, r.Options) }
+	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || bootstrapComplete(members, obs.plan.EtcdReachable)
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		obs.plan.Members = append(obs.plan.Members, *members[name])
+	}
+	return obs, nil
+}
+
+// bootstrapComplete: etcd answered and every member of the bootstrap's initial cluster has started.
+func bootstrapComplete(members map[string]*plan.Member, reachable bool) bool {
+	if !reachable {
+		return false
+	}
+	for _, m := range members {
+		if m.InitialState != "new" || m.InitialCluster == nil {
+			continue
+		}
+		for name := range m.InitialCluster {
+			if members[name] == nil || !members[name].Started {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func readInitial(m *plan.Member, annotations map[string]string) {
+	if s := annotations[resources.AnnotationInitialCluster]; s != "" {
+		if initial, err := resources.ParseInitialCluster(s); err == nil {
+			m.InitialCluster = initial
+			m.InitialState = annotations[resources.AnnotationInitialClusterState]
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

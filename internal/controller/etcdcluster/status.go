@@ -1,0 +1,199 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// Condition reasons not taken from the plan.
+const (
+	ReasonQuorumAvailable  = "QuorumAvailable"
+	ReasonQuorumLost       = "QuorumLost"
+	ReasonAsExpected       = "AsExpected"
+	ReasonMembersUnhealthy = "MembersUnhealthy"
+	ReasonReconcileError   = "ReconcileError"
+)
+
+// writeStatus computes status from the observation and the planned step and writes it once per pass.
+func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action, passErr error) error {
+	before := cluster.DeepCopy()
+	st := &cluster.Status
+	st.Members = memberStatuses(cluster, obs, r.Options)
+	st.Replicas = 0
+	for range obs.pods {
+		st.Replicas++
+	}
+	st.ReadyReplicas, st.Leader, st.CurrentVersion = 0, "", ""
+	versions := map[string]bool{}
+	for _, m := range st.Members {
+		if m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
+			st.ReadyReplicas++
+		}
+		if m.Role == etcdv1alpha1.RoleLeader {
+			st.Leader = m.Name
+		}
+		if m.Version != "" {
+			versions[m.Version] = true
+		}
+	}
+	st.CurrentVersion = lowestVersion(versions)
+	if obs.view.ClusterID != 0 {
+		st.ClusterID = etcd.FormatID(obs.view.ClusterID)
+	}
+	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
+	st.Bootstrapped = obs.plan.Bootstrapped
+
+	now := metav1.NewTime(r.Now())
+	gen := cluster.Generation
+	for _, c := range conditions(obs, action, passErr) {
+		c.ObservedGeneration, c.LastTransitionTime = gen, now
+		if meta.SetStatusCondition(&st.Conditions, c) && c.Type == etcdv1alpha1.ConditionAvailable {
+			eventType := corev1.EventTypeNormal
+			if c.Status != metav1.ConditionTrue {
+				eventType = corev1.EventTypeWarning
+			}
+			r.Recorder.Event(cluster, eventType, c.Reason, c.Message)
+		}
+	}
+	if passErr == nil {
+		st.ObservedGeneration = gen
+	}
+	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// conditions are computed from the pass alone; every condition is written on every pass.
+func conditions(obs *observation, action plan.Action, passErr error) []metav1.Condition {
+	voters, healthyVoters := 0, 0
+	for _, m := range obs.view.Members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		if name, ok := obs.nameOf[m.ID]; ok && obs.statusOf[name].Healthy() {
+			healthyVoters++
+		}
+	}
+	quorum := int(resources.Quorum(int32(voters)))
+	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
+	switch {
+	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
+		available.Status, available.Reason = metav1.ConditionTrue, ReasonQuorumAvailable
+		available.Message = fmt.Sprintf("%d of %d voting members healthy (quorum %d)", healthyVoters, voters, quorum)
+	case !obs.plan.Bootstrapped:
+		available.Status, available.Reason = metav1.ConditionFalse, plan.ReasonBootstrapping
+		available.Message = "the cluster has not formed yet"
+	default:
+		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
+		available.Message = fmt.Sprintf("%d of %d voting members healthy, quorum is %d", healthyVoters, voters, quorum)
+		if obs.view.ListErr != nil {
+			available.Message += ": " + obs.view.ListErr.Error()
+		}
+	}
+
+	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Reason: action.Reason, Message: action.Message}
+	switch {
+	case action.Kind == plan.Bootstrap || action.Kind == plan.CreateMemberPods:
+		progressing.Status = metav1.ConditionTrue
+	case action.Kind == plan.Wait && (action.Reason == plan.ReasonBootstrapping || action.Reason == plan.ReasonWaitingForMembers || action.Reason == plan.ReasonPodDeleting):
+		progressing.Status = metav1.ConditionTrue
+	default:
+		progressing.Status = metav1.ConditionFalse
+	}
+
+	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
+	var unhealthy []string
+	for _, m := range obs.plan.Members {
+		if (m.HasPod || m.InEtcd) && !m.Healthy {
+			unhealthy = append(unhealthy, m.Name)
+		}
+	}
+	sort.Strings(unhealthy)
+	switch {
+	case passErr != nil:
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
+	case action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap:
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
+	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
+	case obs.plan.Bootstrapped && len(unhealthy) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMembersUnhealthy
+		degraded.Message = fmt.Sprintf("unhealthy members: %v", unhealthy)
+	}
+	return []metav1.Condition{available, progressing, degraded}
+}
+
+func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resources.Options) []etcdv1alpha1.MemberStatus {
+	leaderID := uint64(0)
+	for _, s := range obs.statusOf {
+		if s.Healthy() {
+			leaderID = s.LeaderID
+			break
+		}
+	}
+	var out []etcdv1alpha1.MemberStatus
+	for _, m := range obs.plan.Members {
+		ms := etcdv1alpha1.MemberStatus{Name: m.Name, Healthy: m.Healthy, Role: etcdv1alpha1.RoleUnknown}
+		if m.HasPod || m.HasPVC {
+			ms.ClientURL = resources.ClientURL(cluster, m.Name, o)
+		}
+		if m.ID != 0 {
+			ms.ID = etcd.FormatID(m.ID)
+		}
+		if s, ok := obs.statusOf[m.Name]; ok && s.Err == nil {
+			ms.Version, ms.DBSizeBytes = s.Version, s.DBSizeBytes
+			if ms.ID == "" {
+				ms.ID = etcd.FormatID(s.MemberID)
+			}
+		}
+		switch {
+		case m.IsLearner:
+			ms.Role = etcdv1alpha1.RoleLearner
+		case m.ID != 0 && m.ID == leaderID:
+			ms.Role = etcdv1alpha1.RoleLeader
+		case m.InEtcd && leaderID != 0:
+			ms.Role = etcdv1alpha1.RoleFollower
+		}
+		out = append(out, ms)
+	}
+	return out
+}
+
+// lowestVersion is the oldest server version among members: the version every member can at least speak.
+func lowestVersion(versions map[string]bool) string {
+	var list []string
+	for v := range versions {
+		list = append(list, v)
+	}
+	sort.Slice(list, func(i, j int) bool { return versionLess(list[i], list[j]) })
+	if len(list) == 0 {
+		return ""
+	}
+	return list[0]
+}
+
+func versionLess(a, b string) bool {
+	var a1, a2, a3, b1, b2, b3 int
+	_, _ = fmt.Sscanf(a, "%d.%d.%d", &a1, &a2, &a3)
+	_, _ = fmt.Sscanf(b, "%d.%d.%d", &b1, &b2, &b3)
+	if a1 != b1 {
+		return a1 < b1
+	}
+	if a2 != b2 {
+		return a2 < b2
+	}
+	return a3 < b3
+}

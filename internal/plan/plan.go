@@ -1,0 +1,249 @@
+// Package plan decides the next step for an etcd cluster from its spec and one observation of it. It is pure:
+// no Kubernetes or etcd clients, no clock, no randomness — everything arrives as values (new member names
+// included), so every decision is table-tested. It owns the safety rules of shared/DESIGN.md section 3; the
+// controller only executes the one step returned, then observes again.
+package plan
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Spec is the part of the EtcdCluster spec the planner decides on.
+type Spec struct {
+	Replicas int
+	Version  string
+	Paused   bool
+}
+
+// Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
+// endpoint), joined by name. A member can be known to only one side: a Pod not yet in etcd, or an etcd member
+// without a Pod.
+type Member struct {
+	Name string
+
+	HasPod      bool
+	PodDeleting bool
+	PodReady    bool
+	// PodFailed: the Pod ended (Failed or Succeeded phase) and will not restart by itself.
+	PodFailed bool
+	// PodVersion is the etcd version the Pod's image runs.
+	PodVersion string
+	// InitialCluster is the --initial-cluster the member was created with (name to peer URL), recorded on its
+	// Pod and PVC; InitialState is "new" for bootstrap members and "existing" for members that joined later.
+	InitialCluster map[string]string
+	InitialState   string
+
+	HasPVC bool
+
+	// InEtcd: the member is in etcd's member list (by name, or by peer URL while it has not started yet).
+	InEtcd bool
+	// Started: etcd lists the member with its name, which a member publishes when it first runs. A started
+	// member has data that only its own volume holds.
+	Started   bool
+	ID        uint64
+	IsLearner bool
+	// Healthy: its status endpoint answered without errors.
+	Healthy bool
+}
+
+// Observation is everything the planner knows about the cluster at one moment.
+type Observation struct {
+	Members []Member
+	// EtcdReachable: a member list was read from at least one member.
+	EtcdReachable bool
+	// Bootstrapped: the cluster has formed once (every bootstrap member started). The controller's memory in
+	// status, because after that a member without a volume is a member that lost its data, and before that it
+	// may be one that was never created.
+	Bootstrapped bool
+	// NewMemberNames are unused names the controller generated, more than any step needs.
+	NewMemberNames []string
+	// PeerURL maps a member name to the peer URL it gets.
+	PeerURL func(name string) string
+}
+
+// ActionKind is the kind of step.
+type ActionKind string
+
+// Steps the planner returns.
+const (
+	// Bootstrap creates the first members of a new cluster, all with --initial-cluster-state=new.
+	Bootstrap ActionKind = "Bootstrap"
+	// CreateMemberPods creates Pods (and PVCs) for members that belong to the cluster's bootstrap but have no
+	// Pod: the rest of a bootstrap the operator was interrupted in, or a deleted Pod whose data is intact.
+	CreateMemberPods ActionKind = "CreateMemberPods"
+	// Wait does nothing this pass; Reason says what for.
+	Wait ActionKind = "Wait"
+	// None: the cluster is as specified.
+	None ActionKind = "None"
+)
+
+// Action is one step, and why.
+type Action struct {
+	Kind ActionKind
+	// Members are the names the step creates.
+	Members []string
+	// InitialCluster is the --initial-cluster of the members the step creates.
+	InitialCluster map[string]string
+	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
+	Reason  string
+	Message string
+}
+
+// Reasons of Wait and None actions (also used as condition reasons).
+const (
+	ReasonPaused                = "Paused"
+	ReasonBootstrapping         = "Bootstrapping"
+	ReasonWaitingForMembers     = "WaitingForMembers"
+	ReasonReconciled            = "Reconciled"
+	ReasonScalingNotImplemented = "ScalingNotSupportedYet"
+	ReasonUpgradeNotImplemented = "VersionChangeNotSupportedYet"
+	ReasonInconsistentBootstrap = "InconsistentBootstrap"
+	ReasonPodDeleting           = "PodDeleting"
+	ReasonMemberDataLost        = "MemberDataLost"
+)
+
+// Next returns the one step to take now.
+func Next(spec Spec, obs Observation) Action {
+	if spec.Paused {
+		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
+	}
+	withPod := 0
+	for _, m := range obs.Members {
+		if m.HasPod {
+			withPod++
+		}
+	}
+	if _, err := bootstrapCluster(obs.Members); err != nil {
+		return Action{Kind: Wait, Reason: ReasonInconsistentBootstrap, Message: err.Error()}
+	}
+	// A brand-new cluster: no Pod, no etcd member. Nothing can be lost, so all members start at once; etcd's
+	// static bootstrap needs every initial member to be started with the same --initial-cluster anyway.
+	if withPod == 0 && !anyInEtcd(obs.Members) && !anyPVC(obs.Members) {
+		if obs.Bootstrapped {
+			// Silently starting an empty cluster under the same name would look like success to clients.
+			return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+				Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}
+		}
+		if len(obs.NewMemberNames) < spec.Replicas {
+			return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}
+		}
+		names := append([]string(nil), obs.NewMemberNames[:spec.Replicas]...)
+		sort.Strings(names)
+		initial := map[string]string{}
+		for _, n := range names {
+			initial[n] = obs.PeerURL(n)
+		}
+		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, Reason: ReasonBootstrapping,
+			Message: fmt.Sprintf("creating %d members", len(names))}
+	}
+
+	// Finish the bootstrap: every member listed in the bootstrap's --initial-cluster needs a Pod. The list is
+	// read back from the Pods and PVCs that exist, so a restarted operator creates the same members, never a second
+	// cluster identity.
+	initial, _ := bootstrapCluster(obs.Members)
+	if initial != nil {
+		var missing []string
+		for name := range initial {
+			m, ok := find(obs.Members, name)
+			if ok && m.PodDeleting {
+				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for Pod %s to be deleted before recreating it", name)}
+			}
+			if ok && !m.HasPod && !m.HasPVC && (m.Started || obs.Bootstrapped) || !ok && obs.Bootstrapped {
+				// Recreating it under the same member ID with an empty data dir would let it vote without the
+				// entries it acknowledged. It must be removed and replaced instead (membership changes).
+				return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+					Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC); replacing members is not supported yet", name)}
+			}
+			if !ok || !m.HasPod {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, Reason: ReasonBootstrapping,
+				Message: fmt.Sprintf("creating Pods of bootstrap members %v", missing)}
+		}
+	}
+
+	notReady := 0
+	for _, m := range obs.Members {
+		if m.HasPod && (!m.Healthy || !m.PodReady) {
+			notReady++
+		}
+	}
+	if !obs.EtcdReachable || notReady > 0 {
+		return Action{Kind: Wait, Reason: ReasonWaitingForMembers,
+			Message: fmt.Sprintf("%d of %d members not healthy yet", notReady, withPod)}
+	}
+	if withPod != spec.Replicas {
+		return Action{Kind: Wait, Reason: ReasonScalingNotImplemented,
+			Message: fmt.Sprintf("the cluster has %d members and spec.replicas is %d: changing the member count of a running cluster is not supported yet", withPod, spec.Replicas)}
+	}
+	for _, m := range obs.Members {
+		if m.HasPod && m.PodVersion != spec.Version {
+			return Action{Kind: Wait, Reason: ReasonUpgradeNotImplemented,
+				Message: fmt.Sprintf("member %s runs %s and spec.version is %s: changing the version of a running cluster is not supported yet", m.Name, m.PodVersion, spec.Version)}
+		}
+	}
+	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+}
+
+// bootstrapCluster returns the --initial-cluster that the bootstrap members' Pods and PVCs agree on, nil when
+// none is a bootstrap member, and an error when two disagree (which Steward never creates).
+func bootstrapCluster(members []Member) (map[string]string, error) {
+	var initial map[string]string
+	var from string
+	for _, m := range members {
+		if m.InitialState != "new" || m.InitialCluster == nil {
+			continue
+		}
+		if initial == nil {
+			initial, from = m.InitialCluster, m.Name
+			continue
+		}
+		if !sameCluster(initial, m.InitialCluster) {
+			return nil, fmt.Errorf("bootstrap members %s and %s were created with different initial clusters; refusing to guess which is right", from, m.Name)
+		}
+	}
+	return initial, nil
+}
+
+func sameCluster(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func find(members []Member, name string) (Member, bool) {
+	for _, m := range members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func anyInEtcd(members []Member) bool {
+	for _, m := range members {
+		if m.InEtcd {
+			return true
+		}
+	}
+	return false
+}
+
+func anyPVC(members []Member) bool {
+	for _, m := range members {
+		if m.HasPVC {
+			return true
+		}
+	}
+	return false
+}

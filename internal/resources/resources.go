@@ -1,0 +1,354 @@
+// Package resources builds the Kubernetes objects of an etcd cluster from its EtcdCluster: member Pods and
+// PVCs, the headless peer Service, the client Service and the PodDisruptionBudget. Builders are pure (no client,
+// no clock): the controller creates what they return, and tests use them as the expected objects. Names and
+// labels defined here are how the controller finds a cluster's objects again.
+package resources
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// Ports etcd listens on in every member Pod.
+const (
+	ClientPort  = 2379
+	PeerPort    = 2380
+	MetricsPort = 2381
+)
+
+// Labels and annotations Steward puts on the objects it owns.
+const (
+	LabelCluster = "etcd.steward.dev/cluster"
+	LabelMember  = "etcd.steward.dev/member"
+	// AnnotationInitialCluster records the --initial-cluster a member was created with. It is how a restarted
+	// operator finishes a bootstrap with the same member names instead of starting a second cluster identity.
+	AnnotationInitialCluster = "etcd.steward.dev/initial-cluster"
+	// AnnotationInitialClusterState is "new" (bootstrap) or "existing" (joined later).
+	AnnotationInitialClusterState = "etcd.steward.dev/initial-cluster-state"
+	// AnnotationVersion is the etcd version a member Pod was created to run (a custom image may not say).
+	AnnotationVersion = "etcd.steward.dev/version"
+
+	dataVolume = "data"
+	dataMount  = "/var/lib/etcd"
+	// nonRootID is the UID and GID etcd runs as; the volume is group-owned by it (fsGroup).
+	nonRootID = 65532
+)
+
+// Options are operator-wide settings the builders need.
+type Options struct {
+	// ImageRepository is prefixed to ":v<version>" when the spec has no image.
+	ImageRepository string
+	// ClusterDomain is the cluster's DNS domain, for member FQDNs.
+	ClusterDomain string
+}
+
+// Member is what a member Pod is started with.
+type Member struct {
+	Name string
+	// InitialCluster is the --initial-cluster list: member name to peer URL.
+	InitialCluster map[string]string
+	// State is "new" for members of the bootstrap, "existing" for members that join a running cluster.
+	State string
+}
+
+// ClusterLabels select every object of a cluster.
+func ClusterLabels(cluster *etcdv1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "etcd",
+		"app.kubernetes.io/instance":   cluster.Name,
+		"app.kubernetes.io/managed-by": "steward",
+		LabelCluster:                   cluster.Name,
+	}
+}
+
+// MemberLabels select one member's Pod and PVC.
+func MemberLabels(cluster *etcdv1alpha1.EtcdCluster, member string) map[string]string {
+	l := ClusterLabels(cluster)
+	l[LabelMember] = member
+	return l
+}
+
+// PeerServiceName is the headless Service that gives members their DNS names.
+func PeerServiceName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name + "-peer" }
+
+// ClientServiceName is the Service clients connect to.
+func ClientServiceName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name }
+
+// PVCName is a member's data volume claim.
+func PVCName(member string) string { return member + "-data" }
+
+// MemberHost is a member's stable DNS name, served by the peer Service.
+func MemberHost(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
+	return fmt.Sprintf("%s.%s.%s.svc.%s", member, PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain)
+}
+
+// PeerURL is a member's advertised peer URL.
+func PeerURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
+	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), PeerPort)
+}
+
+// ClientURL is a member's advertised client URL.
+func ClientURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
+	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), ClientPort)
+}
+
+// ClientEndpoint is the client Service's URL.
+func ClientEndpoint(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
+	return fmt.Sprintf("http://%s.%s.svc.%s:%d", ClientServiceName(cluster), cluster.Namespace, o.ClusterDomain, ClientPort)
+}
+
+// Image is the etcd image members run.
+func Image(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
+	if cluster.Spec.Image != "" {
+		return cluster.Spec.Image
+	}
+	return fmt.Sprintf("%s:v%s", o.ImageRepository, cluster.Spec.Version)
+}
+
+// FormatInitialCluster renders name=url pairs sorted by name, as etcd's --initial-cluster expects.
+func FormatInitialCluster(peers map[string]string) string {
+	names := make([]string, 0, len(peers))
+	for n := range peers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, n+"="+peers[n])
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseInitialCluster is the inverse of FormatInitialCluster.
+func ParseInitialCluster(s string) (map[string]string, error) {
+	peers := map[string]string{}
+	if s == "" {
+		return nil, fmt.Errorf("empty initial cluster")
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, url, ok := strings.Cut(part, "=")
+		if !ok || name == "" || url == "" {
+			return nil, fmt.Errorf("malformed initial cluster entry %q", part)
+		}
+		if _, dup := peers[name]; dup {
+			return nil, fmt.Errorf("member %q listed twice in initial cluster", name)
+		}
+		peers[name] = url
+	}
+	return peers, nil
+}
+
+// etcdArgs are the etcd flags of a member. The --initial-* flags only take effect on the first start with an
+// empty data dir; afterwards etcd reads membership from its data.
+func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
+	args := []string{
+		"--name=" + m.Name,
+		"--data-dir=" + dataMount + "/data",
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		"--advertise-client-urls=" + ClientURL(cluster, m.Name, o),
+		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
+		"--initial-advertise-peer-urls=" + PeerURL(cluster, m.Name, o),
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
+		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
+		"--initial-cluster-state=" + m.State,
+		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
+		"--initial-cluster-token=" + string(cluster.UID),
+	}
+	t := cluster.Spec.Etcd
+	if t.QuotaBackendBytes != nil {
+		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(t.QuotaBackendBytes.Value(), 10))
+	}
+	if t.AutoCompactionMode != "" {
+		args = append(args, "--auto-compaction-mode="+t.AutoCompactionMode)
+	}
+	if t.AutoCompactionRetention != "" {
+		args = append(args, "--auto-compaction-retention="+t.AutoCompactionRetention)
+	}
+	if t.HeartbeatIntervalMillis != nil {
+		args = append(args, fmt.Sprintf("--heartbeat-interval=%d", *t.HeartbeatIntervalMillis))
+	}
+	if t.ElectionTimeoutMillis != nil {
+		args = append(args, fmt.Sprintf("--election-timeout=%d", *t.ElectionTimeoutMillis))
+	}
+	if t.SnapshotCount != nil {
+		args = append(args, fmt.Sprintf("--snapshot-count=%d", *t.SnapshotCount))
+	}
+	return args
+}
+
+func ownerRef(cluster *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
+	return *metav1.NewControllerRef(cluster, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+}
+
+// MemberPod is the Pod of one member.
+func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.Pod {
+	labels := map[string]string{}
+	for k, v := range cluster.Spec.Pod.Labels {
+		labels[k] = v
+	}
+	for k, v := range MemberLabels(cluster, m.Name) {
+		labels[k] = v
+	}
+	annotations := map[string]string{}
+	for k, v := range cluster.Spec.Pod.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationInitialCluster] = FormatInitialCluster(m.InitialCluster)
+	annotations[AnnotationInitialClusterState] = m.State
+	annotations[AnnotationVersion] = cluster.Spec.Version
+
+	data := corev1.Volume{Name: dataVolume}
+	if cluster.Spec.Storage.Ephemeral {
+		var limit = cluster.Spec.Storage.Size
+		data.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: &limit}
+	} else {
+		data.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(m.Name)}
+	}
+	probe := func(path string, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(MetricsPort)}},
+			PeriodSeconds:    2,
+			TimeoutSeconds:   2,
+			FailureThreshold: failures,
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            m.Name,
+			Namespace:       cluster.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
+		},
+		Spec: corev1.PodSpec{
+			Hostname:                     m.Name,
+			Subdomain:                    PeerServiceName(cluster),
+			EnableServiceLinks:           ptr.To(false),
+			AutomountServiceAccountToken: ptr.To(false),
+			NodeSelector:                 cluster.Spec.Pod.NodeSelector,
+			Affinity:                     cluster.Spec.Pod.Affinity,
+			Tolerations:                  cluster.Spec.Pod.Tolerations,
+			TopologySpreadConstraints:    cluster.Spec.Pod.TopologySpreadConstraints,
+			PriorityClassName:            cluster.Spec.Pod.PriorityClassName,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](nonRootID),
+				RunAsGroup:     ptr.To[int64](nonRootID),
+				FSGroup:        ptr.To[int64](nonRootID),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            "etcd",
+				Image:           Image(cluster, o),
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
+				Ports: []corev1.ContainerPort{
+					{Name: "client", ContainerPort: ClientPort},
+					{Name: "peer", ContainerPort: PeerPort},
+					{Name: "metrics", ContainerPort: MetricsPort},
+				},
+				Resources: cluster.Spec.Resources,
+				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
+				// because a member that restarts during a slow disk loses more than it gains.
+				ReadinessProbe: probe("/readyz", 3),
+				LivenessProbe:  probe("/livez", 15),
+				StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
+			}},
+			Volumes: []corev1.Volume{data},
+		},
+	}
+}
+
+// MemberPVC is the data volume claim of one member. It records the member's initial cluster too, because during
+// a bootstrap the PVCs are created before any Pod.
+func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PVCName(m.Name),
+			Namespace: cluster.Namespace,
+			Labels:    MemberLabels(cluster, m.Name),
+			Annotations: map[string]string{
+				AnnotationInitialCluster:      FormatInitialCluster(m.InitialCluster),
+				AnnotationInitialClusterState: m.State,
+			},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: cluster.Spec.Storage.StorageClassName,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: cluster.Spec.Storage.Size},
+			},
+		},
+	}
+}
+
+// PeerService is the headless Service behind members' DNS names. It publishes members before they are ready,
+// because a member must be resolvable by its peers to become ready at all.
+func PeerService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PeerServiceName(cluster), Namespace: cluster.Namespace, Labels: ClusterLabels(cluster),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 ClusterLabels(cluster),
+			Ports: []corev1.ServicePort{
+				{Name: "peer", Port: PeerPort, TargetPort: intstr.FromInt32(PeerPort)},
+				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort)},
+			},
+		},
+	}
+}
+
+// ClientService is the Service clients use; it routes to ready members only.
+func ClientService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClientServiceName(cluster), Namespace: cluster.Namespace, Labels: ClusterLabels(cluster),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: ClusterLabels(cluster),
+			Ports:    []corev1.ServicePort{{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort)}},
+		},
+	}
+}
+
+// Quorum is the number of voting members that must agree: a majority.
+func Quorum(voters int32) int32 { return voters/2 + 1 }
+
+// PodDisruptionBudget keeps a quorum of members available through voluntary disruptions (drains, evictions).
+// For a one-member cluster that means no voluntary disruption at all.
+func PodDisruptionBudget(cluster *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
+	minAvailable := intstr.FromInt32(Quorum(cluster.Spec.Replicas))
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cluster.Name, Namespace: cluster.Namespace, Labels: ClusterLabels(cluster),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: ClusterLabels(cluster)},
+		},
+	}
+}

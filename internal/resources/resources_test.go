@@ -1,0 +1,205 @@
+package resources
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+var opts = Options{ImageRepository: "steward.local/etcd", ClusterDomain: "cluster.local"}
+
+func testCluster(mutate ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "prod", UID: "uid-1"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16",
+			Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("2Gi")}},
+	}
+	for _, m := range mutate {
+		m(c)
+	}
+	return c
+}
+
+var boot = Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{
+	"db-abcde": "http://db-abcde.db-peer.prod.svc.cluster.local:2380",
+	"db-fghjk": "http://db-fghjk.db-peer.prod.svc.cluster.local:2380",
+}}
+
+func arg(args []string, flag string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func TestMemberPod(t *testing.T) {
+	tests := map[string]struct {
+		cluster *etcdv1alpha1.EtcdCluster
+		check   func(t *testing.T, p *corev1.Pod)
+	}{
+		"identity, addresses and bootstrap flags": {
+			cluster: testCluster(),
+			check: func(t *testing.T, p *corev1.Pod) {
+				args := p.Spec.Containers[0].Command
+				want := map[string]string{
+					"--name":                        "db-abcde",
+					"--initial-advertise-peer-urls": "http://db-abcde.db-peer.prod.svc.cluster.local:2380",
+					"--advertise-client-urls":       "http://db-abcde.db-peer.prod.svc.cluster.local:2379",
+					"--initial-cluster":             "db-abcde=http://db-abcde.db-peer.prod.svc.cluster.local:2380,db-fghjk=http://db-fghjk.db-peer.prod.svc.cluster.local:2380",
+					"--initial-cluster-state":       "new",
+					"--initial-cluster-token":       "uid-1",
+					"--data-dir":                    "/var/lib/etcd/data",
+				}
+				for flag, v := range want {
+					if got, _ := arg(args, flag); got != v {
+						t.Errorf("%s = %q, want %q", flag, got, v)
+					}
+				}
+				if p.Spec.Hostname != "db-abcde" || p.Spec.Subdomain != "db-peer" {
+					t.Errorf("hostname %s subdomain %s", p.Spec.Hostname, p.Spec.Subdomain)
+				}
+				if p.Spec.Containers[0].Image != "steward.local/etcd:v3.6.16" {
+					t.Errorf("image %s", p.Spec.Containers[0].Image)
+				}
+				if p.Annotations[AnnotationInitialCluster] == "" || p.Annotations[AnnotationVersion] != "3.6.16" {
+					t.Errorf("annotations %v", p.Annotations)
+				}
+				if p.Labels[LabelCluster] != "db" || p.Labels[LabelMember] != "db-abcde" {
+					t.Errorf("labels %v", p.Labels)
+				}
+				if len(p.OwnerReferences) != 1 || !ptr.Deref(p.OwnerReferences[0].Controller, false) || p.OwnerReferences[0].UID != "uid-1" {
+					t.Errorf("owner references %v", p.OwnerReferences)
+				}
+				if v := p.Spec.Volumes[0]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "db-abcde-data" {
+					t.Errorf("data volume %+v", v)
+				}
+				sc := p.Spec.Containers[0].SecurityContext
+				if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(p.Spec.SecurityContext.RunAsNonRoot, false) {
+					t.Errorf("security context %+v / %+v", sc, p.Spec.SecurityContext)
+				}
+			},
+		},
+		"ephemeral storage uses a size-limited emptyDir": {
+			cluster: testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }),
+			check: func(t *testing.T, p *corev1.Pod) {
+				v := p.Spec.Volumes[0]
+				if v.EmptyDir == nil || v.EmptyDir.SizeLimit.String() != "2Gi" || v.PersistentVolumeClaim != nil {
+					t.Errorf("data volume %+v", v)
+				}
+			},
+		},
+		"custom image and tuning": {
+			cluster: testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.Image = "registry.example/etcd:custom"
+				q := resource.MustParse("4Gi")
+				c.Spec.Etcd = etcdv1alpha1.EtcdTuning{QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
+					HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000), SnapshotCount: ptr.To[int64](5000)}
+			}),
+			check: func(t *testing.T, p *corev1.Pod) {
+				if p.Spec.Containers[0].Image != "registry.example/etcd:custom" {
+					t.Errorf("image %s", p.Spec.Containers[0].Image)
+				}
+				for flag, v := range map[string]string{"--quota-backend-bytes": "4294967296", "--auto-compaction-mode": "periodic",
+					"--auto-compaction-retention": "1h", "--heartbeat-interval": "200", "--election-timeout": "2000", "--snapshot-count": "5000"} {
+					if got, _ := arg(p.Spec.Containers[0].Command, flag); got != v {
+						t.Errorf("%s = %q, want %q", flag, got, v)
+					}
+				}
+			},
+		},
+		"unset tuning leaves etcd defaults": {
+			cluster: testCluster(),
+			check: func(t *testing.T, p *corev1.Pod) {
+				for _, flag := range []string{"--quota-backend-bytes", "--heartbeat-interval", "--election-timeout", "--auto-compaction-mode"} {
+					if _, ok := arg(p.Spec.Containers[0].Command, flag); ok {
+						t.Errorf("%s set without a spec value", flag)
+					}
+				}
+			},
+		},
+		"user pod metadata and scheduling, Steward's labels win": {
+			cluster: testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.Pod = etcdv1alpha1.PodTemplate{Labels: map[string]string{"team": "a", LabelCluster: "evil"},
+					Annotations: map[string]string{"note": "x"}, NodeSelector: map[string]string{"disk": "ssd"},
+					Tolerations: []corev1.Toleration{{Key: "etcd", Operator: corev1.TolerationOpExists}}, PriorityClassName: "high"}
+			}),
+			check: func(t *testing.T, p *corev1.Pod) {
+				if p.Labels["team"] != "a" || p.Labels[LabelCluster] != "db" || p.Annotations["note"] != "x" {
+					t.Errorf("metadata %v %v", p.Labels, p.Annotations)
+				}
+				if p.Spec.NodeSelector["disk"] != "ssd" || len(p.Spec.Tolerations) != 1 || p.Spec.PriorityClassName != "high" {
+					t.Errorf("scheduling %+v", p.Spec)
+				}
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) { tt.check(t, MemberPod(tt.cluster, boot, opts)) })
+	}
+}
+
+func TestMemberPVC(t *testing.T) {
+	c := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") })
+	pvc := MemberPVC(c, boot)
+	if pvc.Name != "db-abcde-data" || ptr.Deref(pvc.Spec.StorageClassName, "") != "fast" ||
+		pvc.Spec.Resources.Requests.Storage().String() != "2Gi" || pvc.Annotations[AnnotationInitialCluster] == "" {
+		t.Errorf("pvc %+v", pvc)
+	}
+}
+
+func TestServicesAndBudget(t *testing.T) {
+	c := testCluster()
+	peer := PeerService(c)
+	if peer.Spec.ClusterIP != corev1.ClusterIPNone || !peer.Spec.PublishNotReadyAddresses || peer.Name != "db-peer" {
+		t.Errorf("peer service %+v", peer.Spec)
+	}
+	client := ClientService(c)
+	if client.Spec.ClusterIP != "" || client.Spec.PublishNotReadyAddresses || client.Name != "db" {
+		t.Errorf("client service %+v", client.Spec)
+	}
+	for replicas, want := range map[int32]int{1: 1, 3: 2, 5: 3, 7: 4, 9: 5} {
+		c.Spec.Replicas = replicas
+		if got := PodDisruptionBudget(c).Spec.MinAvailable.IntValue(); got != want {
+			t.Errorf("replicas %d: minAvailable %d, want %d (quorum)", replicas, got, want)
+		}
+	}
+}
+
+func TestInitialClusterRoundTrip(t *testing.T) {
+	s := FormatInitialCluster(boot.InitialCluster)
+	got, err := ParseInitialCluster(s)
+	if err != nil || !reflect.DeepEqual(got, boot.InitialCluster) {
+		t.Fatalf("ParseInitialCluster(%q) = %v, %v", s, got, err)
+	}
+	for _, bad := range []string{"", "a", "a=", "=u", "a=u,a=v", "a=u,,b=v"} {
+		if _, err := ParseInitialCluster(bad); err == nil {
+			t.Errorf("ParseInitialCluster(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseInitialCluster(f *testing.F) {
+	f.Add("a=http://a:2380,b=http://b:2380")
+	f.Add("a=u,a=v")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		peers, err := ParseInitialCluster(s)
+		if err != nil {
+			return
+		}
+		// Whatever parses must render back to something that parses to the same members.
+		again, err := ParseInitialCluster(FormatInitialCluster(peers))
+		if err != nil || !reflect.DeepEqual(again, peers) {
+			t.Fatalf("round trip of %q: %v, %v", s, again, err)
+		}
+	})
+}
