@@ -78,11 +78,112 @@ func bench(ctx context.Context, args []string) error {
 			"Pod: create a Pod from the local etcd %s image until etcd answers `/health` on the pod IP. "+
 			"Process: start the same etcd binary by hand until `/health` answers (the physical bound). %d runs each.\n\n%s",
 		testbed.EtcdVersions[0], *runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd process to healthy", procTimes}}))})
+	clusterSection, err := benchClusterCreate(ctx, c, *runs)
+	if err != nil {
+		return err
+	}
+	sections = append(sections, clusterSection)
 	if err := writeSections(*out, sections); err != nil {
 		return err
 	}
 	fmt.Printf("results written to %s\n", *out)
 	return nil
+}
+
+// benchClusterCreate times apply -> Available of 1- and 3-member EtcdClusters with the operator running as a
+// process, next to the same etcd binary forming a cluster of as many processes started by hand.
+func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	operator := filepath.Join(c.StateDir(), "bin", "steward")
+	build := exec.CommandContext(ctx, "go", "build", "-o", operator, "./cmd/steward")
+	if out, err := build.CombinedOutput(); err != nil {
+		return section{}, fmt.Errorf("build operator: %w: %s", err, out)
+	}
+	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, "--metrics-bind-address=0",
+		"--health-probe-bind-address=0", "--etcd-image-repository=steward.local/etcd"); err != nil {
+		return section{}, err
+	}
+	if out, err := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-f", "config/crd/bases").CombinedOutput(); err != nil {
+		return section{}, fmt.Errorf("install CRDs: %w: %s", err, out)
+	}
+	kubectl := func(stdin string, args ...string) error {
+		cmd := exec.CommandContext(ctx, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return nil
+	}
+	var rows []row
+	for _, size := range []int{1, 3} {
+		var times, bound []time.Duration
+		for i := 0; i < runs; i++ {
+			name := fmt.Sprintf("bench-%d-%d", size, i)
+			manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+				"spec: {replicas: %d, version: %q, storage: {size: 256Mi}}\n", name, size, testbed.EtcdVersions[0])
+			begin := time.Now()
+			if err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+				return section{}, err
+			}
+			if err := kubectl("", "wait", "--for=condition=Available", "etcdcluster/"+name, "--timeout=5m"); err != nil {
+				return section{}, err
+			}
+			times = append(times, time.Since(begin))
+			if err := kubectl("", "delete", "etcdcluster/"+name, "--wait=true"); err != nil {
+				return section{}, err
+			}
+			d, err := etcdProcessesForm(ctx, c, size)
+			if err != nil {
+				return section{}, err
+			}
+			bound = append(bound, d)
+		}
+		rows = append(rows, row{fmt.Sprintf("%d member(s): apply to Available", size), times},
+			row{fmt.Sprintf("%d etcd process(es) by hand: start to all healthy", size), bound})
+	}
+	return section{"cluster-create", fmt.Sprintf("### Create an EtcdCluster\n\n"+
+		"From `kubectl apply` of an EtcdCluster to its Available condition (operator running, images local, PVCs on the "+
+		"test bed's local-path provisioner), next to the physical bound: the same etcd %s binary started as that many "+
+		"processes on the host, until every member answers `/health`. %d runs each.\n\n%s",
+		testbed.EtcdVersions[0], runs, table(rows))}, nil
+}
+
+// etcdProcessesForm starts n etcd processes forming one cluster on loopback and times until all are healthy.
+func etcdProcessesForm(ctx context.Context, c *testbed.Cluster, n int) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "steward-bench-form-")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	var initial []string
+	for i := 0; i < n; i++ {
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, 33380+i))
+	}
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	begin := time.Now()
+	for i := 0; i < n; i++ {
+		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(testbed.EtcdVersions[0]), "etcd"),
+			fmt.Sprintf("--name=m%d", i), "--data-dir="+filepath.Join(dir, fmt.Sprint(i)),
+			fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", 33370+i), fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", 33370+i),
+			fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", 33380+i), fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", 33380+i),
+			"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token=bench")
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		cmds = append(cmds, cmd)
+	}
+	for i := 0; i < n; i++ {
+		url := fmt.Sprintf("http://127.0.0.1:%d/health", 33370+i)
+		if err := pollUntil(ctx, time.Minute, func() error { return healthy(ctx, url) }); err != nil {
+			return 0, fmt.Errorf("etcd process %d: %w", i, err)
+		}
+	}
+	return time.Since(begin), nil
 }
 
 func benchColdStart(ctx context.Context, opts testbed.Options) (section, error) {

@@ -13,24 +13,6 @@ import (
 	"steward.dev/steward/internal/testbed"
 )
 
-// demoPod is a one-member etcd the playground starts directly, to show the node runs the locally built etcd
-// image, until the EtcdCluster controller creates members itself.
-const demoPod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: demo-etcd
-  namespace: default
-  labels: {app: demo-etcd}
-spec:
-  containers:
-  - name: etcd
-    image: %s
-    imagePullPolicy: Never
-    command: [/usr/local/bin/etcd, --name=demo-etcd, --data-dir=/tmp/data,
-      --listen-client-urls=http://0.0.0.0:2379, --advertise-client-urls=http://demo-etcd:2379]
-    ports: [{containerPort: 2379, name: client}]
-`
-
 func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	opts := optionFlags(fs)
@@ -62,39 +44,48 @@ func demo(ctx context.Context, args []string) error {
 		return fmt.Errorf("build operator: %w", err)
 	}
 	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator,
-		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081"); err != nil {
+		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081",
+		"--etcd-image-repository=steward.local/etcd"); err != nil {
 		return err
 	}
-	step("Applying the sample EtcdCluster")
+	step("Applying the sample EtcdCluster (config/samples/etcd_v1alpha1_etcdcluster.yaml)")
 	if err := kubectl("", "apply", "-f", "config/samples/etcd_v1alpha1_etcdcluster.yaml"); err != nil {
 		return err
 	}
-	step("Starting a one-member etcd Pod from the locally built etcd image")
-	if err := kubectl(fmt.Sprintf(demoPod, testbed.EtcdImage(testbed.EtcdVersions[0])), "apply", "-f", "-"); err != nil {
-		return err
-	}
-	if err := kubectl("", "wait", "--for=condition=Ready", "pod/demo-etcd", "--timeout=120s"); err != nil {
-		return err
+	step("Waiting for it to become Available")
+	if err := kubectl("", "wait", "--for=condition=Available", "etcdcluster/example", "--timeout=5m"); err != nil {
+		_ = kubectl("", "get", "etcdcluster/example", "-o", "yaml")
+		return fmt.Errorf("sample cluster did not become Available: %w", err)
 	}
 	step("Cluster state")
-	_ = kubectl("", "get", "nodes", "-o", "wide")
-	_ = kubectl("", "get", "pods", "-A", "-o", "wide")
-	_ = kubectl("", "get", "etcdclusters", "-A")
-	step("etcdctl endpoint status of demo-etcd")
-	// etcd may still be electing itself leader; retry quietly and show the last answer.
+	_ = kubectl("", "get", "etcdclusters", "-o", "wide")
+	_ = kubectl("", "get", "pods,pvc,svc,pdb", "-l", "etcd.steward.dev/cluster=example", "-o", "wide")
+	_ = kubectl("", "get", "etcdcluster/example", "-o",
+		`custom-columns=MEMBER:.status.members[*].name,ID:.status.members[*].id,ROLE:.status.members[*].role,VERSION:.status.members[*].version`)
+	step("Conditions")
+	_ = kubectl("", "get", "etcdcluster/example", "-o",
+		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}): {.message}{"\n"}{end}`)
+	step("etcdctl endpoint status of the members")
+	// Leadership may still settle; retry quietly and show the last answer.
+	output := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, c.KubectlPath(), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+		return cmd.CombinedOutput()
+	}
 	var out []byte
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-		cmd := exec.CommandContext(ctx, c.KubectlPath(), "exec", "demo-etcd", "--",
-			"etcdctl", "--endpoints=http://127.0.0.1:2379", "endpoint", "status", "-w", "table")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
-		out, err = cmd.CombinedOutput()
+		var member []byte
+		if member, err = output("get", "pods", "-l", "etcd.steward.dev/cluster=example", "-o", "jsonpath={.items[0].metadata.name}"); err == nil {
+			out, err = output("exec", string(member), "--", "etcdctl", "--endpoints=http://127.0.0.1:2379",
+				"endpoint", "status", "--cluster", "-w", "table")
+		}
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
 	fmt.Print(string(out))
 	if err != nil {
-		return fmt.Errorf("etcdctl endpoint status in demo-etcd: %w", err)
+		return fmt.Errorf("etcdctl endpoint status: %w", err)
 	}
 	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  %s get pods -A\nStop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath())
 	return nil

@@ -1,0 +1,406 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+func requireBed(t *testing.T) {
+	t.Helper()
+	if bed == nil {
+		t.Skip("end-to-end test: needs the test bed (root, not -short)")
+	}
+}
+
+func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: replicas, Version: testbed.EtcdVersions[0],
+			Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("256Mi")}},
+	}
+}
+
+func createNamespace(t *testing.T, name string) {
+	t.Helper()
+	err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// waitAvailable waits for the Available condition at the current generation and returns the cluster.
+func waitAvailable(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, "EtcdCluster "+key.String()+" Available", timeout, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		if cond == nil || cond.Status != metav1.ConditionTrue || c.Status.ObservedGeneration != c.Generation ||
+			int(c.Status.ReadyReplicas) != int(c.Spec.Replicas) {
+			return fmt.Errorf("status: %s", describe(&c))
+		}
+		return nil
+	})
+	return &c
+}
+
+func describe(c *etcdv1alpha1.EtcdCluster) string {
+	var parts []string
+	for _, cond := range c.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message))
+	}
+	return fmt.Sprintf("ready %d/%d, %s", c.Status.ReadyReplicas, c.Spec.Replicas, strings.Join(parts, "; "))
+}
+
+// memberEndpoints are the client URLs of a cluster's member Pods, by pod IP (the host does not use cluster DNS).
+func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+	}
+	return out
+}
+
+// checkStatusMatchesEtcd compares status.members with etcd's own member list and each member's cluster ID.
+func checkStatusMatchesEtcd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	eps := memberEndpoints(t, c)
+	var list []string
+	for _, ep := range eps {
+		list = append(list, ep)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, m := range resp.Members {
+		want[m.Name] = etcd.FormatID(m.ID)
+	}
+	got := map[string]string{}
+	for _, m := range c.Status.Members {
+		got[m.Name] = m.ID
+	}
+	if fmt.Sprint(sorted(want)) != fmt.Sprint(sorted(got)) {
+		t.Errorf("status members %v, etcd member list %v", got, want)
+	}
+	if c.Status.ClusterID != etcd.FormatID(resp.Header.ClusterId) {
+		t.Errorf("status cluster ID %s, etcd says %s", c.Status.ClusterID, etcd.FormatID(resp.Header.ClusterId))
+	}
+	// One cluster identity: every member reports the same cluster ID.
+	for name, ep := range eps {
+		s, err := cli.Status(ctx, ep)
+		if err != nil {
+			t.Fatalf("status of %s: %v", name, err)
+		}
+		if s.Header.ClusterId != resp.Header.ClusterId {
+			t.Errorf("member %s is in cluster %x, others in %x", name, s.Header.ClusterId, resp.Header.ClusterId)
+		}
+	}
+	leaders := 0
+	for _, m := range c.Status.Members {
+		if m.Role == etcdv1alpha1.RoleLeader {
+			leaders++
+			if c.Status.Leader != m.Name {
+				t.Errorf("status.leader %s but member %s has role Leader", c.Status.Leader, m.Name)
+			}
+		}
+		if !m.Healthy || m.Version != c.Spec.Version || m.DBSizeBytes == 0 {
+			t.Errorf("member status %+v", m)
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d members with role Leader", leaders)
+	}
+}
+
+func sorted(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.
+func writeAndReadThroughService(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, resources.ClientPort)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for i := 0; i < 20; i++ {
+		key, val := fmt.Sprintf("e2e/%d", i), fmt.Sprintf("value-%d", i)
+		poll(t, "write "+key+" through the client Service", 30*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := cli.Put(ctx, key, val)
+			return err
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "e2e/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 20 {
+		t.Fatalf("read back %d keys through the client Service, want 20", len(resp.Kvs))
+	}
+}
+
+// deleteAndCheckNothingLeft deletes the cluster and waits until none of its objects (and no volume) remain.
+func deleteAndCheckNothingLeft(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	ctx := context.Background()
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(ctx, &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var volumes []string
+	for _, p := range pvcs.Items {
+		volumes = append(volumes, p.Spec.VolumeName)
+	}
+	if err := k8s.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	sel := []client.ListOption{client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}}
+	poll(t, "everything of "+c.Name+" deleted", 3*time.Minute, func() error {
+		var pods corev1.PodList
+		var pvcs corev1.PersistentVolumeClaimList
+		var svcs corev1.ServiceList
+		var pdbs policyv1.PodDisruptionBudgetList
+		for _, l := range []client.ObjectList{&pods, &pvcs, &svcs, &pdbs} {
+			if err := k8s.List(ctx, l, sel...); err != nil {
+				return err
+			}
+		}
+		if n := len(pods.Items) + len(pvcs.Items) + len(svcs.Items) + len(pdbs.Items); n > 0 {
+			return fmt.Errorf("%d pods, %d pvcs, %d services, %d budgets left", len(pods.Items), len(pvcs.Items), len(svcs.Items), len(pdbs.Items))
+		}
+		for _, v := range volumes {
+			var pv corev1.PersistentVolume
+			if err := k8s.Get(ctx, client.ObjectKey{Name: v}, &pv); err == nil {
+				return fmt.Errorf("volume %s left (%s)", v, pv.Status.Phase)
+			}
+		}
+		return nil
+	})
+}
+
+func TestOneMemberCluster(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	createNamespace(t, "one")
+	c := newCluster("one", "solo", 1)
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+func TestThreeMemberCluster(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	createNamespace(t, "three")
+	c := newCluster("three", "trio", 3)
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	var pdb policyv1.PodDisruptionBudget
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "three", Name: "trio"}, &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Spec.MinAvailable.IntValue() != 2 {
+		t.Errorf("PodDisruptionBudget minAvailable %s, want 2 (quorum of 3)", pdb.Spec.MinAvailable.String())
+	}
+	for _, cond := range []string{etcdv1alpha1.ConditionProgressing, etcdv1alpha1.ConditionDegraded} {
+		if c := meta.FindStatusCondition(got.Status.Conditions, cond); c == nil || c.Status != metav1.ConditionFalse {
+			t.Errorf("%s = %+v, want False", cond, c)
+		}
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestBootstrapResumesAfterOperatorCrash recreates the state an operator leaves when it dies in the middle of a
+// bootstrap — every PVC and the first member's Pod created, the other Pods not — and checks that the next
+// operator finishes that bootstrap with the same members and one cluster identity.
+func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "crash")
+	c := newCluster("crash", "phoenix", 3)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"phoenix-aaaaa", "phoenix-bbbbb", "phoenix-ccccc"}
+	initial := map[string]string{}
+	for _, n := range names {
+		initial[n] = resources.PeerURL(c, n, operatorOptions)
+	}
+	for _, n := range names {
+		m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
+		if err := k8s.Create(ctx, resources.MemberPVC(c, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := resources.MemberPod(c, resources.Member{Name: names[0], InitialCluster: initial, State: "new"}, operatorOptions)
+	if err := k8s.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t)
+	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+	var members []string
+	for _, m := range got.Status.Members {
+		members = append(members, m.Name)
+	}
+	sort.Strings(members)
+	if fmt.Sprint(members) != fmt.Sprint(names) {
+		t.Fatalf("members after resumed bootstrap %v, want the interrupted bootstrap's %v", members, names)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "bad")
+	tests := map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string
+	}{
+		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
+		"zero replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
+		"too many replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
+		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, `supported values: "3.5.35", "3.6.16"`},
+		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "Unsupported value"},
+		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
+		"TLS not yet":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward"} }, "TLS is not available yet"},
+		"restore not yet": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: "b"}}
+		}, "bootstrapping from a backup is not available yet"},
+		"election too short": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](100), ptr.To[int32](200)
+		}, "at least 5 times"},
+		"bad compaction mode": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "sometimes" }, "Unsupported value"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := newCluster("bad", "refused", 3)
+			tt.mutate(c)
+			err := k8s.Create(ctx, c)
+			if err == nil {
+				_ = k8s.Delete(ctx, c)
+				t.Fatalf("accepted")
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q, want Invalid containing %q", err, tt.want)
+			}
+		})
+	}
+
+	t.Run("zero replicas", func(t *testing.T) {
+		// The typed client drops a zero (omitempty); kubectl and YAML send it.
+		err := createUnstructured(ctx, map[string]any{
+			"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
+			"metadata": map[string]any{"name": "zero", "namespace": "bad"},
+			"spec":     map[string]any{"replicas": 0, "version": "3.6.16"},
+		})
+		if err == nil || !strings.Contains(err.Error(), "should be greater than or equal to 1") {
+			t.Fatalf("error %v, want a refusal of replicas 0", err)
+		}
+	})
+
+	t.Run("malformed quantity", func(t *testing.T) {
+		u := map[string]any{
+			"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
+			"metadata": map[string]any{"name": "badsize", "namespace": "bad"},
+			"spec":     map[string]any{"replicas": 1, "version": "3.6.16", "storage": map[string]any{"size": "12XB"}},
+		}
+		err := createUnstructured(ctx, u)
+		if err == nil || !strings.Contains(err.Error(), "size") {
+			t.Fatalf("error %v, want a refusal naming size", err)
+		}
+	})
+
+	// Immutable fields: accepted at creation, refused on change. No operator runs, so nothing else changes.
+	c := newCluster("bad", "fixed", 1)
+	c.Spec.Storage.StorageClassName = ptr.To(testbed.StorageClassName)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, c) }()
+	for name, tt := range map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string
+	}{
+		"storage class":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("other") }, "storageClassName is immutable"},
+		"storage class unset": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "storageClassName is immutable"},
+		"ephemeral":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }, "ephemeral is immutable"},
+	} {
+		t.Run("change "+name, func(t *testing.T) {
+			var cur etcdv1alpha1.EtcdCluster
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(&cur)
+			err := k8s.Update(ctx, &cur)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func createUnstructured(ctx context.Context, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	return k8s.Create(ctx, u)
+}

@@ -1,0 +1,194 @@
+// Package e2e runs Steward's end-to-end scenarios on the local test bed: a real Kubernetes node, real etcd
+// members in Pods, the operator's manager running in the test process (so tests can stop and restart it).
+// The tests skip under -short and without root.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+var (
+	bed       *testbed.Cluster
+	k8s       client.Client
+	clientset kubernetes.Interface
+	scheme    = runtime.NewScheme()
+	// operatorOptions are the options the in-process operator runs with, also used to build expected objects.
+	operatorOptions = resources.Options{ImageRepository: "steward.local/etcd", ClusterDomain: testbed.ClusterDomain}
+)
+
+func TestMain(m *testing.M) {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
+	if !shouldRun() {
+		os.Exit(m.Run())
+	}
+	os.Exit(runWithTestbed(m))
+}
+
+func shouldRun() bool {
+	for _, a := range os.Args {
+		if a == "-test.short=true" || a == "-test.short" {
+			return false
+		}
+	}
+	return os.Geteuid() == 0
+}
+
+func runWithTestbed(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	var err error
+	if bed, err = testbed.Start(ctx, testbed.Options{}); err != nil {
+		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := bed.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop test bed: %v\n", err)
+		}
+	}()
+	if k8s, err = client.New(bed.RESTConfig, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	clientset = kubernetes.NewForConfigOrDie(bed.RESTConfig)
+	if err := installCRDs(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "install CRDs: %v\n", err)
+		return 1
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logFile())))
+	return m.Run()
+}
+
+// logFile collects the in-process operator's logs next to the test bed's component logs.
+func logFile() *os.File {
+	f, err := os.Create(filepath.Join(bed.StateDir(), "logs", "steward-e2e.log"))
+	if err != nil {
+		return os.Stderr
+	}
+	return f
+}
+
+func installCRDs(ctx context.Context) error {
+	cs := apiextensionsclient.NewForConfigOrDie(bed.RESTConfig)
+	files, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs found (%v)", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+		if err := pollErr(ctx, time.Minute, func() error {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("CRD %s not established", crd.Name)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startOperator runs Steward's manager in the test process until the returned stop function is called.
+func startOperator(t *testing.T) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(bed.RESTConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start the manager more than once in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward"),
+		Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// pollErr retries check until it succeeds or timeout passes.
+func pollErr(ctx context.Context, timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func poll(t *testing.T, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	if err := pollErr(context.Background(), timeout, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
