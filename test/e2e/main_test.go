@@ -99,8 +99,11 @@ func logFile() *os.File {
 func installCRDs(ctx context.Context) error {
 	cs := apiextensionsclient.NewForConfigOrDie(bed.RESTConfig)
 	files, err := filepath.Glob("../../config/crd/bases/*.yaml")
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs found (%v)", err)
+	if err != nil {
+		return fmt.Errorf("find CRDs: %w", err)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no CRDs in ../../config/crd/bases")
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
