@@ -32,7 +32,7 @@ type EtcdClusterSpec struct {
 	Image string `json:"image,omitempty"`
 
 	// Storage is where members keep their data.
-	// +kubebuilder:default={size: "1Gi"}
+	// +kubebuilder:default={size: "1Gi", ephemeral: false}
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
@@ -65,8 +65,8 @@ type EtcdClusterSpec struct {
 // StorageSpec is members' data storage: one PersistentVolumeClaim per member, or (only when chosen explicitly)
 // an emptyDir, which loses a member's data whenever its Pod goes away.
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storageClassName is immutable: members keep their volumes; create a new cluster (restore from a backup) to move storage class"
-// +kubebuilder:validation:XValidation:rule="self.ephemeral == oldSelf.ephemeral",message="ephemeral is immutable"
-// +kubebuilder:validation:XValidation:rule="quantity(self.size).isGreaterThan(quantity('0'))",message="size must be greater than zero"
+// +kubebuilder:validation:XValidation:rule="(has(self.ephemeral) && self.ephemeral) == (has(oldSelf.ephemeral) && oldSelf.ephemeral)",message="ephemeral is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="size must be greater than zero"
 type StorageSpec struct {
 	// Size of each member's volume (or the emptyDir size limit).
 	// +kubebuilder:default="1Gi"
@@ -109,7 +109,7 @@ type PodTemplate struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.heartbeatIntervalMillis) || !has(self.electionTimeoutMillis) || self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (etcd refuses to start otherwise)"
 type EtcdTuning struct {
 	// QuotaBackendBytes is the database size at which etcd raises a NOSPACE alarm and refuses writes.
-	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 1 byte and 100Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 1 byte and 100Gi"
 	// +optional
 	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
 	// AutoCompactionMode is "periodic" (retention is a duration) or "revision" (retention is a revision count).

@@ -60,8 +60,9 @@ func demo(ctx context.Context, args []string) error {
 	step("Cluster state")
 	_ = kubectl("", "get", "etcdclusters", "-o", "wide")
 	_ = kubectl("", "get", "pods,pvc,svc,pdb", "-l", "etcd.steward.dev/cluster=example", "-o", "wide")
+	step("Members (status.members)")
 	_ = kubectl("", "get", "etcdcluster/example", "-o",
-		`custom-columns=MEMBER:.status.members[*].name,ID:.status.members[*].id,ROLE:.status.members[*].role,VERSION:.status.members[*].version`)
+		`jsonpath={range .status.members[*]}{.name}{"\t"}{.id}{"\t"}{.role}{"\t"}{.version}{"\thealthy="}{.healthy}{"\t"}{.dbSizeBytes}{" bytes\n"}{end}`)
 	step("Conditions")
 	_ = kubectl("", "get", "etcdcluster/example", "-o",
 		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}): {.message}{"\n"}{end}`)

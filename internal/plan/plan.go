@@ -166,15 +166,29 @@ func Next(spec Spec, obs Observation) Action {
 		}
 	}
 
-	notReady := 0
+	var unhealthy, unready []string
 	for _, m := range obs.Members {
-		if m.HasPod && (!m.Healthy || !m.PodReady) {
-			notReady++
+		if !m.HasPod {
+			continue
+		}
+		if !m.Healthy {
+			unhealthy = append(unhealthy, m.Name)
+		} else if !m.PodReady {
+			unready = append(unready, m.Name)
 		}
 	}
-	if !obs.EtcdReachable || notReady > 0 {
-		return Action{Kind: Wait, Reason: ReasonWaitingForMembers,
-			Message: fmt.Sprintf("%d of %d members not healthy yet", notReady, withPod)}
+	if !obs.EtcdReachable || len(unhealthy)+len(unready) > 0 {
+		msg := fmt.Sprintf("waiting for members: %d of %d healthy in etcd", withPod-len(unhealthy), withPod)
+		if len(unhealthy) > 0 {
+			msg += fmt.Sprintf(" (not yet: %v)", unhealthy)
+		}
+		if len(unready) > 0 {
+			msg += fmt.Sprintf("; Pods not yet Ready: %v", unready)
+		}
+		if !obs.EtcdReachable {
+			msg += "; no member list from etcd yet"
+		}
+		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: msg}
 	}
 	if withPod != spec.Replicas {
 		return Action{Kind: Wait, Reason: ReasonScalingNotImplemented,

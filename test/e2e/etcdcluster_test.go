@@ -228,6 +228,30 @@ func deleteAndCheckNothingLeft(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	})
 }
 
+// readKeysFromMember reads the keys writeAndReadThroughService wrote from one member, serializably (its own
+// data, not the leader's).
+func readKeysFromMember(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) {
+	t.Helper()
+	ep := memberEndpoints(t, c)[member]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	poll(t, "member "+member+" serves the keys written before", time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cli.Get(ctx, "e2e/", clientv3.WithPrefix(), clientv3.WithSerializable())
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) != 20 {
+			return fmt.Errorf("%d keys, want 20", len(resp.Kvs))
+		}
+		return nil
+	})
+}
+
 func TestOneMemberCluster(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
@@ -260,11 +284,47 @@ func TestThreeMemberCluster(t *testing.T) {
 	if pdb.Spec.MinAvailable.IntValue() != 2 {
 		t.Errorf("PodDisruptionBudget minAvailable %s, want 2 (quorum of 3)", pdb.Spec.MinAvailable.String())
 	}
-	for _, cond := range []string{etcdv1alpha1.ConditionProgressing, etcdv1alpha1.ConditionDegraded} {
-		if c := meta.FindStatusCondition(got.Status.Conditions, cond); c == nil || c.Status != metav1.ConditionFalse {
-			t.Errorf("%s = %+v, want False", cond, c)
+	// Available comes with quorum; Progressing and Degraded settle once every member's Pod is Ready too.
+	poll(t, "Progressing and Degraded False", time.Minute, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+			return err
+		}
+		for _, cond := range []string{etcdv1alpha1.ConditionProgressing, etcdv1alpha1.ConditionDegraded} {
+			if c := meta.FindStatusCondition(got.Status.Conditions, cond); c == nil || c.Status != metav1.ConditionFalse {
+				return fmt.Errorf("%s = %+v, want False", cond, c)
+			}
+		}
+		return nil
+	})
+
+	// A member Pod deleted with its volume intact comes back under the same name, with its data.
+	victim := got.Status.Members[0]
+	ctx := context.Background()
+	var pod corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "three", Name: victim.Name}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "member "+victim.Name+" re-created", 2*time.Minute, func() error {
+		var again corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pod), &again); err != nil {
+			return err
+		}
+		if again.UID == pod.UID {
+			return fmt.Errorf("still the old Pod")
+		}
+		return nil
+	})
+	got = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	checkStatusMatchesEtcd(t, got)
+	for _, m := range got.Status.Members {
+		if m.Name == victim.Name && m.ID != victim.ID {
+			t.Errorf("member %s came back with ID %s, was %s", m.Name, m.ID, victim.ID)
 		}
 	}
+	readKeysFromMember(t, got, victim.Name)
 	deleteAndCheckNothingLeft(t, got)
 }
 
@@ -318,7 +378,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		want   string
 	}{
 		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
-		"zero replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
+		"negative replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
 		"too many replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
 		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, `supported values: "3.5.35", "3.6.16"`},
 		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "Unsupported value"},
