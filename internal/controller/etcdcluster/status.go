@@ -56,14 +56,20 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 
 	now := metav1.NewTime(r.Now())
 	gen := cluster.Generation
+	wasAvailable := meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)
 	for _, c := range conditions(obs, action, passErr) {
 		c.ObservedGeneration, c.LastTransitionTime = gen, now
-		if meta.SetStatusCondition(&st.Conditions, c) && c.Type == etcdv1alpha1.ConditionAvailable {
-			eventType := corev1.EventTypeNormal
-			if c.Status != metav1.ConditionTrue {
-				eventType = corev1.EventTypeWarning
-			}
-			r.Recorder.Event(cluster, eventType, c.Reason, c.Message)
+		meta.SetStatusCondition(&st.Conditions, c)
+		// An event when the cluster becomes available and when it stops being available; not for the
+		// not-yet-formed states of a bootstrap.
+		if c.Type != etcdv1alpha1.ConditionAvailable {
+			continue
+		}
+		switch isTrue := c.Status == metav1.ConditionTrue; {
+		case isTrue && !wasAvailable:
+			r.Recorder.Event(cluster, corev1.EventTypeNormal, c.Reason, c.Message)
+		case !isTrue && wasAvailable:
+			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
 		}
 	}
 	if passErr == nil {
