@@ -40,7 +40,7 @@ func kubernetesSet() binarySet {
 		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	return binarySet{name: "kubernetes", version: v, module: "kubernetes", packages: pkgs,
-		ldflags: strings.Join(flags, " "), estimate: "about 20 minutes on 2 cores with a cold Go cache"}
+		ldflags: strings.Join(flags, " "), estimate: "about 15 minutes on 2 cores with a cold Go cache"}
 }
 
 func etcdSet(version string) binarySet {

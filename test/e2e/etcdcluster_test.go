@@ -328,45 +328,92 @@ func TestThreeMemberCluster(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
-// TestBootstrapResumesAfterOperatorCrash recreates the state an operator leaves when it dies in the middle of a
-// bootstrap — every PVC and the first member's Pod created, the other Pods not — and checks that the next
-// operator finishes that bootstrap with the same members and one cluster identity.
+// TestBootstrapResumesAfterOperatorCrash recreates the states an operator leaves when it dies in the middle of a
+// bootstrap — every PVC created and none, one or two of the Pods — and checks that the next operator finishes
+// that bootstrap with the same members and one cluster identity. A last case stops the real operator as soon as
+// the first member Pod exists and starts a new one.
 func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 	requireBed(t)
 	ctx := context.Background()
 	createNamespace(t, "crash")
-	c := newCluster("crash", "phoenix", 3)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"phoenix-aaaaa", "phoenix-bbbbb", "phoenix-ccccc"}
-	initial := map[string]string{}
-	for _, n := range names {
-		initial[n] = resources.PeerURL(c, n, operatorOptions)
-	}
-	for _, n := range names {
-		m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
-		if err := k8s.Create(ctx, resources.MemberPVC(c, m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	first := resources.MemberPod(c, resources.Member{Name: names[0], InitialCluster: initial, State: "new"}, operatorOptions)
-	if err := k8s.Create(ctx, first); err != nil {
-		t.Fatal(err)
+	for podsBeforeCrash := 0; podsBeforeCrash <= 2; podsBeforeCrash++ {
+		t.Run(fmt.Sprintf("crash after %d of 3 Pods", podsBeforeCrash), func(t *testing.T) {
+			name := fmt.Sprintf("phoenix%d", podsBeforeCrash)
+			c := newCluster("crash", name, 3)
+			if err := k8s.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			names := []string{name + "-bbbbb", name + "-ccccc", name + "-ddddd"}
+			initial := map[string]string{}
+			for _, n := range names {
+				initial[n] = resources.PeerURL(c, n, operatorOptions)
+			}
+			for _, n := range names {
+				m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
+				if err := k8s.Create(ctx, resources.MemberPVC(c, m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, n := range names[:podsBeforeCrash] {
+				if err := k8s.Create(ctx, resources.MemberPod(c, resources.Member{Name: n, InitialCluster: initial, State: "new"}, operatorOptions)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := startOperator(t)
+			got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+			stop()
+			if members := memberNames(got); fmt.Sprint(members) != fmt.Sprint(names) {
+				t.Fatalf("members after resumed bootstrap %v, want the interrupted bootstrap's %v", members, names)
+			}
+			checkStatusMatchesEtcd(t, got)
+			deleteAndCheckNothingLeft(t, got)
+		})
 	}
 
-	startOperator(t)
-	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
-	var members []string
-	for _, m := range got.Status.Members {
-		members = append(members, m.Name)
+	t.Run("operator stopped when the first Pod appears", func(t *testing.T) {
+		c := newCluster("crash", "phoenix-real", 3)
+		stop := startOperator(t)
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "first member Pod", time.Minute, func() error {
+			var pods corev1.PodList
+			if err := k8s.List(ctx, &pods, client.InNamespace("crash"), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+				return err
+			}
+			if len(pods.Items) == 0 {
+				return fmt.Errorf("no Pod yet")
+			}
+			return nil
+		})
+		stop()
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := k8s.List(ctx, &pvcs, client.InNamespace("crash"), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]bool{}
+		for _, p := range pvcs.Items {
+			before[p.Labels[resources.LabelMember]] = true
+		}
+		startOperator(t)
+		got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+		for _, n := range memberNames(got) {
+			if !before[n] {
+				t.Errorf("member %s was not part of the bootstrap the first operator started (%v)", n, before)
+			}
+		}
+		checkStatusMatchesEtcd(t, got)
+		deleteAndCheckNothingLeft(t, got)
+	})
+}
+
+func memberNames(c *etcdv1alpha1.EtcdCluster) []string {
+	var names []string
+	for _, m := range c.Status.Members {
+		names = append(names, m.Name)
 	}
-	sort.Strings(members)
-	if fmt.Sprint(members) != fmt.Sprint(names) {
-		t.Fatalf("members after resumed bootstrap %v, want the interrupted bootstrap's %v", members, names)
-	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	sort.Strings(names)
+	return names
 }
 
 func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {

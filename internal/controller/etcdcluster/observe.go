@@ -36,7 +36,49 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.Client.List(ctx, &pvcs, client.InNamespace(cluster.Namespace), sel); err != nil {
 		return nil, fmt.Errorf("list member PVCs: %w", err)
 	}
-	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}}
+	endpoints := memberEndpoints(cluster, pods.Items)
+	list := make([]string, 0, len(endpoints))
+	for ep := range endpoints {
+		list = append(list, ep)
+	}
+	sort.Strings(list)
+	view, err := r.Etcd.Observe(ctx, client.ObjectKeyFromObject(cluster).String(), list)
+	if err != nil {
+		return nil, err
+	}
+	taken := map[string]bool{}
+	for _, m := range cluster.Status.Members {
+		taken[m.Name] = true
+	}
+	return assemble(cluster, pods.Items, pvcs.Items, view, r.Options, func(used map[string]bool) []string {
+		for n := range used {
+			taken[n] = true
+		}
+		return newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
+	}), nil
+}
+
+// memberEndpoints maps the client URL (by Pod IP) of every running member Pod the cluster controls to its member
+// name. Pod IPs, not DNS names: the operator may run where cluster DNS does not resolve.
+func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for i := range pods {
+		p := &pods[i]
+		name := p.Labels[resources.LabelMember]
+		if name == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil || p.Status.PodIP == "" ||
+			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		out[fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)] = name
+	}
+	return out
+}
+
+// assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
+// unused member names given the names already in use.
+func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
+	o resources.Options, newNames func(used map[string]bool) []string) *observation {
+	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view}
 	members := map[string]*plan.Member{}
 	get := func(name string) *plan.Member {
 		if members[name] == nil {
@@ -44,10 +86,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		}
 		return members[name]
 	}
-	endpointOf := map[string]string{} // endpoint -> member name
-	var endpoints []string
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		name := p.Labels[resources.LabelMember]
 		if name == "" || !metav1.IsControlledBy(p, cluster) {
 			continue // not ours: never touch it
@@ -60,14 +100,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		readInitial(m, p.Annotations)
-		if p.Status.PodIP != "" && !m.PodDeleting && !m.PodFailed {
-			ep := fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
-			endpoints = append(endpoints, ep)
-			endpointOf[ep] = name
-		}
 	}
-	for i := range pvcs.Items {
-		pvc := &pvcs.Items[i]
+	for i := range pvcs {
+		pvc := &pvcs[i]
 		name := pvc.Labels[resources.LabelMember]
 		if name == "" || !metav1.IsControlledBy(pvc, cluster) {
 			continue
@@ -78,15 +113,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 			readInitial(m, pvc.Annotations)
 		}
 	}
-	sort.Strings(endpoints)
-
-	view, err := r.Etcd.Observe(ctx, client.ObjectKeyFromObject(cluster).String(), endpoints)
-	if err != nil {
-		return nil, err
-	}
-	obs.view = view
+	endpointOf := memberEndpoints(cluster, pods)
 	for ep, s := range view.Statuses {
-		name := endpointOf[ep]
+		name, ok := endpointOf[ep]
+		if !ok {
+			continue
+		}
 		obs.statusOf[name] = s
 		if s.Err == nil {
 			obs.nameOf[s.MemberID] = name
@@ -97,7 +129,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
 	byPeerURL := map[string]string{}
 	for name := range members {
-		byPeerURL[resources.PeerURL(cluster, name, r.Options)] = name
+		byPeerURL[resources.PeerURL(cluster, name, o)] = name
+	}
+	for _, m := range members {
+		for name := range m.InitialCluster {
+			byPeerURL[resources.PeerURL(cluster, name, o)] = name
+		}
 	}
 	for _, em := range view.Members {
 		name := em.Name
@@ -116,15 +153,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		obs.nameOf[em.ID] = name
 	}
 
-	taken := map[string]bool{}
+	used := map[string]bool{}
 	for name := range members {
-		taken[name] = true
+		used[name] = true
 	}
-	for _, m := range cluster.Status.Members {
-		taken[m.Name] = true
-	}
-	obs.plan.NewMemberNames = newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
-	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, r.Options) }
+	obs.plan.NewMemberNames = newNames(used)
+	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, o) }
 	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || bootstrapComplete(members, obs.plan.EtcdReachable)
 	names := make([]string, 0, len(members))
 	for name := range members {
@@ -134,7 +168,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for _, name := range names {
 		obs.plan.Members = append(obs.plan.Members, *members[name])
 	}
-	return obs, nil
+	return obs
 }
 
 // bootstrapComplete: etcd answered and every member of the bootstrap's initial cluster has started.

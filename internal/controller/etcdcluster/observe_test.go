@@ -1,0 +1,147 @@
+package etcdcluster
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+var testOpts = resources.Options{ImageRepository: "steward.local/etcd", ClusterDomain: "cluster.local"}
+
+func testCluster() *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns", UID: "uid-db"},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+	}
+}
+
+// fixture builds the objects Steward would have created for a bootstrap of names, with the given Pods running
+// at 10.0.0.<index+1>.
+func fixture(c *etcdv1alpha1.EtcdCluster, names []string, withPods int) ([]corev1.Pod, []corev1.PersistentVolumeClaim) {
+	initial := map[string]string{}
+	for _, n := range names {
+		initial[n] = resources.PeerURL(c, n, testOpts)
+	}
+	var pods []corev1.Pod
+	var pvcs []corev1.PersistentVolumeClaim
+	for i, n := range names {
+		m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
+		pvcs = append(pvcs, *resources.MemberPVC(c, m))
+		if i < withPods {
+			p := resources.MemberPod(c, m, testOpts)
+			p.Status.PodIP = "10.0.0." + string(rune('1'+i))
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			pods = append(pods, *p)
+		}
+	}
+	return pods, pvcs
+}
+
+func noNames(map[string]bool) []string { return nil }
+
+func TestAssemble(t *testing.T) {
+	c := testCluster()
+	names := []string{"db-aaaaa", "db-bbbbb", "db-ccccc"}
+
+	t.Run("joins Pods, PVCs and etcd by name, and by peer URL before a member starts", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 2)
+		view := etcd.ClusterView{
+			ClusterID: 7,
+			Members: []etcd.Member{
+				{ID: 1, Name: "db-aaaaa"},
+				{ID: 2, Name: "db-bbbbb"},
+				{ID: 3, PeerURLs: []string{resources.PeerURL(c, "db-ccccc", testOpts)}}, // not started
+			},
+			Statuses: map[string]etcd.Status{
+				"http://10.0.0.1:2379": {MemberID: 1, LeaderID: 1, Version: "3.6.16"},
+				"http://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"NOSPACE"}},
+			},
+		}
+		obs := assemble(c, pods, pvcs, view, testOpts, noNames)
+		want := map[string]plan.Member{
+			"db-aaaaa": {HasPod: true, HasPVC: true, PodReady: true, InEtcd: true, Started: true, ID: 1, Healthy: true},
+			"db-bbbbb": {HasPod: true, HasPVC: true, PodReady: true, InEtcd: true, Started: true, ID: 2, Healthy: false},
+			"db-ccccc": {HasPVC: true, InEtcd: true, Started: false, ID: 3},
+		}
+		if len(obs.plan.Members) != 3 {
+			t.Fatalf("members %+v", obs.plan.Members)
+		}
+		for _, m := range obs.plan.Members {
+			w := want[m.Name]
+			if m.HasPod != w.HasPod || m.HasPVC != w.HasPVC || m.PodReady != w.PodReady || m.InEtcd != w.InEtcd ||
+				m.Started != w.Started || m.ID != w.ID || m.Healthy != w.Healthy {
+				t.Errorf("%s = %+v, want %+v", m.Name, m, w)
+			}
+			if m.InitialState != "new" || len(m.InitialCluster) != 3 {
+				t.Errorf("%s: initial cluster not read back from its Pod or PVC: %v %q", m.Name, m.InitialCluster, m.InitialState)
+			}
+		}
+		if !obs.plan.EtcdReachable || obs.plan.Bootstrapped {
+			t.Errorf("reachable %v bootstrapped %v, want true/false (db-ccccc has not started)", obs.plan.EtcdReachable, obs.plan.Bootstrapped)
+		}
+	})
+
+	t.Run("bootstrapped once every bootstrap member started", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 3)
+		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}, {ID: 3, Name: names[2]}}}
+		if obs := assemble(c, pods, pvcs, view, testOpts, noNames); !obs.plan.Bootstrapped {
+			t.Error("not bootstrapped")
+		}
+	})
+
+	t.Run("bootstrapped is remembered from status when etcd is unreachable", func(t *testing.T) {
+		cc := c.DeepCopy()
+		cc.Status.Bootstrapped = true
+		pods, pvcs := fixture(cc, names, 3)
+		obs := assemble(cc, pods, pvcs, etcd.ClusterView{ListErr: errors.New("no quorum")}, testOpts, noNames)
+		if !obs.plan.Bootstrapped || obs.plan.EtcdReachable {
+			t.Errorf("bootstrapped %v reachable %v", obs.plan.Bootstrapped, obs.plan.EtcdReachable)
+		}
+	})
+
+	t.Run("objects the cluster does not control are ignored", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 1)
+		other := testCluster()
+		other.UID = "uid-other"
+		pods[0].OwnerReferences = resources.MemberPod(other, resources.Member{Name: names[0]}, testOpts).OwnerReferences
+		pvcs = pvcs[1:]
+		obs := assemble(c, pods, pvcs, etcd.ClusterView{ListErr: errors.New("x")}, testOpts, noNames)
+		for _, m := range obs.plan.Members {
+			if m.Name == names[0] {
+				t.Errorf("foreign Pod/PVC of %s observed as ours: %+v", m.Name, m)
+			}
+		}
+	})
+
+	t.Run("etcd members Steward does not know are reported, not dropped", func(t *testing.T) {
+		pods, pvcs := fixture(c, names[:1], 1)
+		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 0xbeef, PeerURLs: []string{"http://stranger:2380"}}}}
+		obs := assemble(c, pods, pvcs, view, testOpts, noNames)
+		found := false
+		for _, m := range obs.plan.Members {
+			found = found || (m.Name == "unknown-beef" && m.InEtcd)
+		}
+		if !found {
+			t.Errorf("stray member missing from %+v", obs.plan.Members)
+		}
+	})
+
+	t.Run("new names exclude every name in use", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 1)
+		var used map[string]bool
+		assemble(c, pods, pvcs, etcd.ClusterView{}, testOpts, func(u map[string]bool) []string { used = u; return nil })
+		for _, n := range names {
+			if !used[n] {
+				t.Errorf("%s not reported as used", n)
+			}
+		}
+	})
+}

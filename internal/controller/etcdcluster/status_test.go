@@ -1,0 +1,79 @@
+package etcdcluster
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+)
+
+// obsOf builds an observation of a 3-voter cluster whose members listed in healthy answer their status.
+func obsOf(bootstrapped, reachable bool, healthy ...string) *observation {
+	obs := &observation{statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}}
+	obs.plan.Bootstrapped, obs.plan.EtcdReachable = bootstrapped, reachable
+	for i, name := range []string{"a", "b", "c"} {
+		id := uint64(i + 1)
+		obs.view.Members = append(obs.view.Members, etcd.Member{ID: id, Name: name})
+		obs.nameOf[id] = name
+		m := plan.Member{Name: name, HasPod: true, InEtcd: true}
+		for _, h := range healthy {
+			if h == name {
+				obs.statusOf[name] = etcd.Status{MemberID: id, LeaderID: 1}
+				m.Healthy = true
+			}
+		}
+		if !m.Healthy {
+			obs.statusOf[name] = etcd.Status{Err: errors.New("timeout")}
+		}
+		obs.plan.Members = append(obs.plan.Members, m)
+	}
+	if !reachable {
+		obs.view.ListErr = errors.New("no quorum")
+	}
+	return obs
+}
+
+func TestConditions(t *testing.T) {
+	reconciled := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}
+	tests := map[string]struct {
+		obs         *observation
+		action      plan.Action
+		err         error
+		available   string
+		progressing string
+		degraded    string
+	}{
+		"healthy": {obsOf(true, true, "a", "b", "c"), reconciled, nil,
+			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonAsExpected},
+		"one member down keeps quorum but is degraded": {obsOf(true, true, "a", "b"), reconciled, nil,
+			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonMembersUnhealthy},
+		"majority down loses quorum": {obsOf(true, false, "a"), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
+			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
+		"bootstrap in progress is not degraded": {obsOf(false, false), plan.Action{Kind: plan.Bootstrap, Reason: plan.ReasonBootstrapping, Message: "b"}, nil,
+			plan.ReasonBootstrapping, plan.ReasonBootstrapping, ReasonAsExpected},
+		"data loss is degraded": {obsOf(true, true, "a", "b"), plan.Action{Kind: plan.Wait, Reason: plan.ReasonMemberDataLost, Message: "lost"}, nil,
+			ReasonQuorumAvailable, plan.ReasonMemberDataLost, plan.ReasonMemberDataLost},
+		"errors are degraded": {obsOf(true, true, "a", "b", "c"), reconciled, errors.New("boom"),
+			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonReconcileError},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			conds := conditions(tt.obs, tt.action, tt.err)
+			for typ, want := range map[string]string{etcdv1alpha1.ConditionAvailable: tt.available,
+				etcdv1alpha1.ConditionProgressing: tt.progressing, etcdv1alpha1.ConditionDegraded: tt.degraded} {
+				c := meta.FindStatusCondition(conds, typ)
+				if c == nil || c.Reason != want || c.Message == "" {
+					t.Errorf("%s = %+v, want reason %s", typ, c, want)
+				}
+			}
+			if a := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionAvailable); (a.Status == metav1.ConditionTrue) != (tt.available == ReasonQuorumAvailable) {
+				t.Errorf("Available status %s with reason %s", a.Status, a.Reason)
+			}
+		})
+	}
+}
