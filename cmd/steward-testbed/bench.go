@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,7 +178,7 @@ func etcdProcessesForm(ctx context.Context, c *testbed.Cluster, n int) (time.Dur
 	}
 	for i := 0; i < n; i++ {
 		url := fmt.Sprintf("http://127.0.0.1:%d/health", 33370+i)
-		if err := pollUntil(ctx, time.Minute, func() error { return healthy(ctx, url) }); err != nil {
+		if err := testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error { return testbed.HTTPHealthy(url)(ctx) }); err != nil {
 			return 0, fmt.Errorf("etcd process %d: %w", i, err)
 		}
 	}
@@ -238,7 +237,7 @@ func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int) ([]time.Du
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
-		err := pollUntil(ctx, 2*time.Minute, func() error {
+		err := testbed.Eventually(ctx, 2*time.Minute, 50*time.Millisecond, func() error {
 			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -246,7 +245,7 @@ func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int) ([]time.Du
 			if p.Status.PodIP == "" {
 				return fmt.Errorf("no pod IP yet")
 			}
-			return healthy(ctx, "http://"+p.Status.PodIP+":2379/health")
+			return testbed.HTTPHealthy("http://" + p.Status.PodIP + ":2379/health")(ctx)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: %w", name, err)
@@ -272,7 +271,7 @@ func benchEtcdProcess(ctx context.Context, c *testbed.Cluster, runs int) ([]time
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
-		err = pollUntil(ctx, time.Minute, func() error { return healthy(ctx, "http://127.0.0.1:32379/health") })
+		err = testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error { return testbed.HTTPHealthy("http://127.0.0.1:32379/health")(ctx) })
 		took := time.Since(begin)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -283,43 +282,6 @@ func benchEtcdProcess(ctx context.Context, c *testbed.Cluster, runs int) ([]time
 		times = append(times, took)
 	}
 	return times, nil
-}
-
-func healthy(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
-}
-
-// pollUntil retries check every 50 ms (fine enough for second-scale measurements) until it passes or timeout.
-func pollUntil(ctx context.Context, timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not after %s: %w", timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 type row struct {

@@ -69,7 +69,7 @@ func (c *Cluster) startNodeAndControllers(ctx context.Context) error {
 			return fmt.Errorf("%s exited; end of %s:\n%s", p.name, p.log, logTail(p.log, 30))
 		}
 	}
-	return c.waitFor(ctx, proxy, "kube-proxy is healthy", time.Minute, httpOK("http://127.0.0.1:10256/healthz"))
+	return c.waitFor(ctx, proxy, "kube-proxy is healthy", time.Minute, HTTPHealthy("http://127.0.0.1:10256/healthz"))
 }
 
 // processExited tells a component that crashed from one that is still running.

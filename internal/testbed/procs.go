@@ -141,39 +141,32 @@ func (r recorded) alive() bool {
 	return strings.TrimSuffix(exe, " (deleted)") == r.bin
 }
 
-// terminate sends SIGTERM to the processes, waits up to grace for them to exit, then SIGKILLs what is left.
+// terminate sends SIGTERM to the processes, waits up to grace for them to exit, then SIGKILLs what is left and
+// waits up to 5 seconds more.
 func terminate(pids []int, grace time.Duration) {
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
+	signal := func(sig syscall.Signal) {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, sig)
+		}
 	}
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		running := 0
+	signal(syscall.SIGTERM)
+	if allGone(pids, grace) {
+		return
+	}
+	signal(syscall.SIGKILL)
+	allGone(pids, 5*time.Second)
+}
+
+// allGone waits up to timeout for every process to exit and reports whether they did.
+func allGone(pids []int, timeout time.Duration) bool {
+	return Eventually(context.Background(), timeout, 100*time.Millisecond, func() error {
 		for _, pid := range pids {
 			if processExists(pid) {
-				running++
+				return fmt.Errorf("pid %d still running", pid)
 			}
 		}
-		if running == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	for i := 0; i < 50; i++ {
-		running := 0
-		for _, pid := range pids {
-			if processExists(pid) {
-				running++
-			}
-		}
-		if running == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}) == nil
 }
 
 // processExists is true for a live process; a zombie (exited, not yet reaped by its parent) counts as gone.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,7 +267,7 @@ func (c *Cluster) startAPIServerEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.waitFor(ctx, p, "etcd serves /health", 30*time.Second, httpOK(client+"/health"))
+	return c.waitFor(ctx, p, "etcd serves /health", 30*time.Second, HTTPHealthy(client+"/health"))
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
@@ -316,22 +315,4 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func httpOK(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
 }

@@ -214,15 +214,7 @@ func mustCreate(t *testing.T, f func() error) {
 // poll retries check until it succeeds or the timeout passes; the failure names what was awaited.
 func poll(ctx context.Context, t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: not after %s: %v", what, timeout, err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	if err := Eventually(ctx, timeout, 500*time.Millisecond, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -117,7 +117,7 @@ func installCRDs(ctx context.Context) error {
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
-		if err := pollErr(ctx, time.Minute, func() error {
+		if err := testbed.Eventually(ctx, time.Minute, 500*time.Millisecond, func() error {
 			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -170,28 +170,9 @@ func startOperator(t *testing.T) (stop func()) {
 	return stop
 }
 
-// pollErr retries check until it succeeds or timeout passes.
-func pollErr(ctx context.Context, timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not after %s: %w", timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 func poll(t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	if err := pollErr(context.Background(), timeout, check); err != nil {
+	if err := testbed.Eventually(context.Background(), timeout, 500*time.Millisecond, check); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }
