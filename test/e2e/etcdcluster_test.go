@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -23,6 +24,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/linearizability"
 )
 
 func requireBed(t *testing.T) {
@@ -157,14 +159,20 @@ func sorted(m map[string]string) []string {
 	return out
 }
 
-// writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.
-func writeAndReadThroughService(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+// clientServiceURL is the client Service's address by ClusterIP (the test process does not use cluster DNS).
+func clientServiceURL(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	var svc corev1.Service
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, resources.ClientPort)}, DialTimeout: 5 * time.Second})
+	return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
+}
+
+// writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.
+func writeAndReadThroughService(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,9 +305,14 @@ func TestThreeMemberCluster(t *testing.T) {
 		return nil
 	})
 
-	// A member Pod deleted with its volume intact comes back under the same name, with its data.
+	// A member Pod deleted with its volume intact comes back under the same name, with its data, while clients
+	// keep reading and writing through the client Service: no acknowledged write lost, history linearizable.
 	victim := got.Status.Members[0]
 	ctx := context.Background()
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var pod corev1.Pod
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "three", Name: victim.Name}, &pod); err != nil {
 		t.Fatal(err)
@@ -318,6 +331,16 @@ func TestThreeMemberCluster(t *testing.T) {
 		return nil
 	})
 	got = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	res, err := load.Verify(vctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load during member Pod re-creation: %s", res)
+	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
+		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
+	}
 	checkStatusMatchesEtcd(t, got)
 	for _, m := range got.Status.Members {
 		if m.Name == victim.Name && m.ID != victim.ID {
