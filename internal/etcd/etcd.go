@@ -171,3 +171,52 @@ func sameEndpoints(a, b []string) bool {
 
 // FormatID renders a member or cluster ID the way etcdctl does.
 func FormatID(id uint64) string { return fmt.Sprintf("%x", id) }
+
+// ErrLearnerNotReady is returned by PromoteLearner while the learner has not caught up with the leader.
+var ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")
+
+// AddLearner adds a learner with peerURL and returns its member ID.
+func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, peerURL string) (uint64, error) {
+	c, err := p.client(key, endpoints)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return 0, fmt.Errorf("add learner %s: %w", peerURL, err)
+	}
+	return resp.Member.ID, nil
+}
+
+// PromoteLearner makes learner id a voter. etcd refuses until the learner has caught up: ErrLearnerNotReady.
+func (p *Pool) PromoteLearner(ctx context.Context, key string, endpoints []string, id uint64) error {
+	c, err := p.client(key, endpoints)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	if _, err := c.MemberPromote(ctx, id); err != nil {
+		if strings.Contains(err.Error(), "can only promote a learner member which is in sync with leader") {
+			return ErrLearnerNotReady
+		}
+		return fmt.Errorf("promote learner %x: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveMember removes member id from the cluster.
+func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string, id uint64) error {
+	c, err := p.client(key, endpoints)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	if _, err := c.MemberRemove(ctx, id); err != nil {
+		return fmt.Errorf("remove member %x: %w", id, err)
+	}
+	return nil
+}

@@ -56,6 +56,8 @@ type Observation struct {
 	// status, because after that a member without a volume is a member that lost its data, and before that it
 	// may be one that was never created.
 	Bootstrapped bool
+	// LeaderID is the etcd member ID of the leader, 0 when unknown.
+	LeaderID uint64
 	// NewMemberNames are unused names the controller generated, more than any step needs.
 	NewMemberNames []string
 	// PeerURL maps a member name to the peer URL it gets.
@@ -83,8 +85,13 @@ type Action struct {
 	Kind ActionKind
 	// Members are the names the step creates.
 	Members []string
-	// InitialCluster is the --initial-cluster of the members the step creates.
+	// InitialCluster is the --initial-cluster of the members the step creates, and State their
+	// --initial-cluster-state ("new" in a bootstrap, "existing" when joining a running cluster).
 	InitialCluster map[string]string
+	State          string
+	// MemberID is the etcd member a membership step acts on; TargetID the member leadership moves to.
+	MemberID uint64
+	TargetID uint64
 	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
 	Reason  string
 	Message string
@@ -96,11 +103,11 @@ const (
 	ReasonBootstrapping         = "Bootstrapping"
 	ReasonWaitingForMembers     = "WaitingForMembers"
 	ReasonReconciled            = "Reconciled"
-	ReasonScalingNotImplemented = "ScalingNotSupportedYet"
 	ReasonUpgradeNotImplemented = "VersionChangeNotSupportedYet"
 	ReasonInconsistentBootstrap = "InconsistentBootstrap"
 	ReasonPodDeleting           = "PodDeleting"
 	ReasonMemberDataLost        = "MemberDataLost"
+	ReasonRecreatingMember      = "RecreatingMember"
 )
 
 // Next returns the one step to take now.
@@ -134,8 +141,12 @@ func Next(spec Spec, obs Observation) Action {
 		for _, n := range names {
 			initial[n] = obs.PeerURL(n)
 		}
-		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, Reason: ReasonBootstrapping,
+		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Reason: ReasonBootstrapping,
 			Message: fmt.Sprintf("creating %d members", len(names))}
+	}
+
+	if obs.Bootstrapped {
+		return nextAfterBootstrap(spec, obs)
 	}
 
 	// Finish the bootstrap: every member listed in the bootstrap's --initial-cluster needs a Pod. The list is
@@ -149,11 +160,11 @@ func Next(spec Spec, obs Observation) Action {
 			if ok && m.PodDeleting {
 				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for Pod %s to be deleted before recreating it", name)}
 			}
-			if ok && !m.HasPod && !m.HasPVC && (m.Started || obs.Bootstrapped) || !ok && obs.Bootstrapped {
+			if ok && !m.HasPod && !m.HasPVC && m.Started {
 				// Recreating it under the same member ID with an empty data dir would let it vote without the
 				// entries it acknowledged. It must be removed and replaced instead (membership changes).
 				return Action{Kind: Wait, Reason: ReasonMemberDataLost,
-					Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC); replacing members is not supported yet", name)}
+					Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC)", name)}
 			}
 			if !ok || !m.HasPod {
 				missing = append(missing, name)
@@ -161,46 +172,45 @@ func Next(spec Spec, obs Observation) Action {
 		}
 		if len(missing) > 0 {
 			sort.Strings(missing)
-			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, Reason: ReasonBootstrapping,
+			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Reason: ReasonBootstrapping,
 				Message: fmt.Sprintf("creating Pods of bootstrap members %v", missing)}
 		}
 	}
+	if w, waiting := waitForMembers(obs); waiting {
+		return w
+	}
+	return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "waiting for every bootstrap member to start"}
+}
 
+// waitForMembers returns a Wait while etcd is unreachable or a member Pod is not healthy and ready.
+func waitForMembers(obs Observation) (Action, bool) {
+	withPod := 0
 	var unhealthy, unready []string
 	for _, m := range obs.Members {
 		if !m.HasPod {
 			continue
 		}
+		withPod++
 		if !m.Healthy {
 			unhealthy = append(unhealthy, m.Name)
-		} else if !m.PodReady {
+		} else if !m.PodReady && !m.IsLearner { // a learner cannot pass /readyz: it serves no linearizable reads
 			unready = append(unready, m.Name)
 		}
 	}
-	if !obs.EtcdReachable || len(unhealthy)+len(unready) > 0 {
-		msg := fmt.Sprintf("waiting for members: %d of %d healthy in etcd", withPod-len(unhealthy), withPod)
-		if len(unhealthy) > 0 {
-			msg += fmt.Sprintf(" (not yet: %v)", unhealthy)
-		}
-		if len(unready) > 0 {
-			msg += fmt.Sprintf("; Pods not yet Ready: %v", unready)
-		}
-		if !obs.EtcdReachable {
-			msg += "; no member list from etcd yet"
-		}
-		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: msg}
+	if obs.EtcdReachable && len(unhealthy)+len(unready) == 0 {
+		return Action{}, false
 	}
-	if withPod != spec.Replicas {
-		return Action{Kind: Wait, Reason: ReasonScalingNotImplemented,
-			Message: fmt.Sprintf("the cluster has %d members and spec.replicas is %d: changing the member count of a running cluster is not supported yet", withPod, spec.Replicas)}
+	msg := fmt.Sprintf("waiting for members: %d of %d healthy in etcd", withPod-len(unhealthy), withPod)
+	if len(unhealthy) > 0 {
+		msg += fmt.Sprintf(" (not yet: %v)", unhealthy)
 	}
-	for _, m := range obs.Members {
-		if m.HasPod && m.PodVersion != spec.Version {
-			return Action{Kind: Wait, Reason: ReasonUpgradeNotImplemented,
-				Message: fmt.Sprintf("member %s runs %s and spec.version is %s: changing the version of a running cluster is not supported yet", m.Name, m.PodVersion, spec.Version)}
-		}
+	if len(unready) > 0 {
+		msg += fmt.Sprintf("; Pods not yet Ready: %v", unready)
 	}
-	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+	if !obs.EtcdReachable {
+		msg += "; no member list from etcd"
+	}
+	return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: msg}, true
 }
 
 // bootstrapCluster returns the --initial-cluster that the bootstrap members' Pods and PVCs agree on, nil when

@@ -97,6 +97,21 @@ func PeerURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string
 	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), PeerPort)
 }
 
+// MemberNameFromPeerURL returns the member name in a peer URL this cluster's members advertise, so a member
+// added to etcd but not yet started (etcd knows only its peer URL) is recognised by name.
+func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Options) (string, bool) {
+	suffix := fmt.Sprintf(".%s.%s.svc.%s:%d", PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain, PeerPort)
+	rest, ok := strings.CutPrefix(url, "http://")
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, suffix)
+	if !ok || name == "" || strings.Contains(name, ".") || !strings.HasPrefix(name, cluster.Name+"-") {
+		return "", false
+	}
+	return name, true
+}
+
 // ClientURL is a member's advertised client URL.
 func ClientURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
 	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), ClientPort)

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -66,10 +68,55 @@ func (r *Reconciler) create(ctx context.Context, cluster *etcdv1alpha1.EtcdClust
 }
 
 // act executes the planned step.
-func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("EtcdCluster", klog.KObj(cluster))
+	key := client.ObjectKeyFromObject(cluster).String()
+	endpoints := obs.endpoints
 	switch action.Kind {
 	case plan.Bootstrap, plan.CreateMemberPods:
 		return r.createMembers(ctx, cluster, action)
+	case plan.AddLearner:
+		name := action.Members[0]
+		id, err := r.Etcd.AddLearner(ctx, key, endpoints, resources.PeerURL(cluster, name, r.Options))
+		if err != nil {
+			return err
+		}
+		log.Info("Added learner", "member", name, "memberID", etcd.FormatID(id))
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberAdded", "Added member %s (%s) as a learner", name, etcd.FormatID(id))
+	case plan.PromoteLearner:
+		err := r.Etcd.PromoteLearner(ctx, key, endpoints, action.MemberID)
+		if errors.Is(err, etcd.ErrLearnerNotReady) {
+			log.Info("Learner not caught up yet", "member", action.Members[0])
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberPromoted", "Promoted learner %s to voting member", action.Members[0])
+	case plan.RemoveMember:
+		if err := r.Etcd.RemoveMember(ctx, key, endpoints, action.MemberID); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd", action.Members[0], etcd.FormatID(action.MemberID))
+	case plan.DeleteMemberPod:
+		pod := obs.pods[action.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		// The UID precondition makes sure the Pod deleted is the one observed, not a successor of the same name.
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Pod of removed member %s: %w", pod.Name, err)
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberPodDeleted", "Deleted Pod of removed member %s", pod.Name)
+	case plan.DeleteMemberPVC:
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.PVCName(action.Members[0])}, pvc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if err := r.Client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete volume of removed member %s: %w", action.Members[0], err)
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberVolumeDeleted", "Deleted volume of removed member %s", action.Members[0])
 	case plan.Wait:
 		if action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
@@ -83,7 +130,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
 	members := make([]resources.Member, 0, len(action.Members))
 	for _, name := range action.Members {
-		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: "new"})
+		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State})
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)

@@ -96,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
-	if err := r.act(ctx, cluster, action); err != nil {
+	if err := r.act(ctx, cluster, obs, action); err != nil {
 		return ctrl.Result{}, err
 	}
 	if action.Kind == plan.None {

@@ -24,6 +24,8 @@ type observation struct {
 	statusOf map[string]etcd.Status
 	// nameOf maps etcd member ID to member name.
 	nameOf map[uint64]string
+	// endpoints are the members' client URLs by Pod IP, for etcd calls.
+	endpoints []string
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -50,12 +52,14 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for _, m := range cluster.Status.Members {
 		taken[m.Name] = true
 	}
-	return assemble(cluster, pods.Items, pvcs.Items, view, r.Options, func(used map[string]bool) []string {
+	obs := assemble(cluster, pods.Items, pvcs.Items, view, r.Options, func(used map[string]bool) []string {
 		for n := range used {
 			taken[n] = true
 		}
 		return newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
-	}), nil
+	})
+	obs.endpoints = list
+	return obs, nil
 }
 
 // memberEndpoints maps the client URL (by Pod IP) of every running member Pod the cluster controls to its member
@@ -124,6 +128,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			obs.nameOf[s.MemberID] = name
 		}
 		get(name).Healthy = s.Healthy()
+		if s.Healthy() {
+			obs.plan.LeaderID = s.LeaderID
+		}
 	}
 	obs.plan.EtcdReachable = view.ListErr == nil
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
@@ -141,6 +148,13 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if name == "" {
 			for _, u := range em.PeerURLs {
 				if n, ok := byPeerURL[u]; ok {
+					name = n
+				}
+			}
+		}
+		if name == "" {
+			for _, u := range em.PeerURLs {
+				if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok {
 					name = n
 				}
 			}

@@ -112,7 +112,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 
 	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Reason: action.Reason, Message: action.Message}
 	switch {
-	case action.Kind == plan.Bootstrap || action.Kind == plan.CreateMemberPods:
+	case action.Kind != plan.Wait && action.Kind != plan.None:
 		progressing.Status = metav1.ConditionTrue
 	case action.Kind == plan.Wait && (action.Reason == plan.ReasonBootstrapping || action.Reason == plan.ReasonWaitingForMembers || action.Reason == plan.ReasonPodDeleting):
 		progressing.Status = metav1.ConditionTrue

@@ -1,0 +1,165 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Membership steps, taken only after the bootstrap, one per pass, each re-observed before the next.
+const (
+	// AddLearner adds Members[0] to etcd as a learner (it does not count toward quorum); its Pod comes next.
+	AddLearner ActionKind = "AddLearner"
+	// PromoteLearner makes learner MemberID a voter, once etcd says it has caught up.
+	PromoteLearner ActionKind = "PromoteLearner"
+	// RemoveMember removes voter MemberID from etcd; its Pod and then its PVC go in later passes.
+	RemoveMember ActionKind = "RemoveMember"
+	// DeleteMemberPod deletes the Pod of Members[0], which etcd no longer lists.
+	DeleteMemberPod ActionKind = "DeleteMemberPod"
+	// DeleteMemberPVC deletes the PVC of Members[0], which etcd no longer lists and which has no Pod.
+	DeleteMemberPVC ActionKind = "DeleteMemberPVC"
+)
+
+// Reasons of membership steps and waits.
+const (
+	ReasonScalingUp        = "ScalingUp"
+	ReasonScalingDown      = "ScalingDown"
+	ReasonRemovingLeftover = "RemovingLeftoverMember"
+	ReasonUnknownMember    = "UnknownMember"
+)
+
+// Quorum is the number of voting members that must agree: a majority.
+//
+//	voters: 1 3 5 7 9
+//	quorum: 1 2 3 4 5
+func Quorum(voters int) int { return voters/2 + 1 }
+
+// nextAfterBootstrap decides once the cluster has formed. From here on etcd's member list is the truth about who
+// belongs to the cluster; Pods and PVCs follow it.
+func nextAfterBootstrap(spec Spec, obs Observation) Action {
+	if !obs.EtcdReachable {
+		// No member list, no membership decision: without it Steward cannot tell a removed member from a live
+		// one, and without quorum etcd could not apply a change anyway.
+		w, _ := waitForMembers(obs)
+		return w
+	}
+	members := append([]Member(nil), obs.Members...)
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+
+	// 1. Members etcd lists without a Pod: start them (a new learner, or a member whose volume is intact).
+	for _, m := range members {
+		if !m.InEtcd || m.HasPod {
+			continue
+		}
+		if strings.HasPrefix(m.Name, "unknown-") {
+			return Action{Kind: Wait, Reason: ReasonUnknownMember,
+				Message: fmt.Sprintf("etcd lists member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
+		}
+		switch {
+		case m.HasPVC && m.InitialCluster != nil:
+			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: m.InitialCluster, State: m.InitialState,
+				Reason: ReasonRecreatingMember, Message: fmt.Sprintf("re-creating the Pod of member %s on its volume", m.Name)}
+		case !m.Started && m.IsLearner:
+			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
+				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}
+		default:
+			return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+				Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC); replacing members is not supported yet", m.Name)}
+		}
+	}
+	// 2. Leftovers of members etcd no longer lists (removed): their Pod first, then their volume.
+	for _, m := range members {
+		if m.InEtcd {
+			continue
+		}
+		if m.HasPod {
+			if m.PodDeleting {
+				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of removed member %s to go", m.Name)}
+			}
+			return Action{Kind: DeleteMemberPod, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
+				Message: fmt.Sprintf("deleting the Pod of member %s, which etcd no longer lists", m.Name)}
+		}
+		if m.HasPVC {
+			return Action{Kind: DeleteMemberPVC, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
+				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}
+		}
+	}
+	// 3. Every member healthy before any membership change.
+	if w, waiting := waitForMembers(obs); waiting {
+		return w
+	}
+	var voters, learners []Member
+	for _, m := range members {
+		if !m.InEtcd {
+			continue
+		}
+		if m.IsLearner {
+			learners = append(learners, m)
+		} else {
+			voters = append(voters, m)
+		}
+	}
+	// 4. A learner is promoted before anything else changes; etcd refuses until it has caught up.
+	if len(learners) > 0 {
+		l := learners[0]
+		return Action{Kind: PromoteLearner, Members: []string{l.Name}, MemberID: l.ID, Reason: ReasonScalingUp,
+			Message: fmt.Sprintf("promoting learner %s to voter once it has caught up", l.Name)}
+	}
+	// 5. Scale up: one learner at a time.
+	if len(voters) < spec.Replicas {
+		if len(obs.NewMemberNames) == 0 {
+			return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
+		}
+		name := obs.NewMemberNames[0]
+		return Action{Kind: AddLearner, Members: []string{name}, Reason: ReasonScalingUp,
+			Message: fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(voters), spec.Replicas)}
+	}
+	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum.
+	if len(voters) > spec.Replicas {
+		victim, ok := pickRemoval(voters, obs.LeaderID)
+		if !ok {
+			return Action{Kind: Wait, Reason: ReasonScalingDown, Message: "no follower to remove"}
+		}
+		healthyAfter := 0
+		for _, v := range voters {
+			if v.Name != victim.Name && v.Healthy {
+				healthyAfter++
+			}
+		}
+		if healthyAfter < Quorum(len(voters)-1) {
+			return Action{Kind: Wait, Reason: ReasonScalingDown,
+				Message: fmt.Sprintf("removing %s would leave %d healthy voters, fewer than quorum %d", victim.Name, healthyAfter, Quorum(len(voters)-1))}
+		}
+		return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: ReasonScalingDown,
+			Message: fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)}
+	}
+	for _, m := range members {
+		if m.HasPod && m.PodVersion != spec.Version {
+			return Action{Kind: Wait, Reason: ReasonUpgradeNotImplemented,
+				Message: fmt.Sprintf("member %s runs %s and spec.version is %s: changing the version of a running cluster is not supported yet", m.Name, m.PodVersion, spec.Version)}
+		}
+	}
+	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+}
+
+// pickRemoval chooses the voter to remove: never the leader while another voter exists (removing the leader
+// forces an election during which writes stall); among followers the last by name, so the choice is stable.
+func pickRemoval(voters []Member, leaderID uint64) (Member, bool) {
+	for i := len(voters) - 1; i >= 0; i-- {
+		if voters[i].ID != leaderID {
+			return voters[i], true
+		}
+	}
+	return Member{}, false
+}
+
+// currentCluster is the --initial-cluster a joining member starts with: every member etcd lists, itself included.
+func currentCluster(members []Member, peerURL func(string) string) map[string]string {
+	out := map[string]string{}
+	for _, m := range members {
+		if m.InEtcd {
+			out[m.Name] = peerURL(m.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package plan
+
+import (
+	"math/rand"
+	"testing"
+)
+
+func voter(name string, id uint64) Member {
+	m := bootMember(name)
+	m.ID = id
+	return m
+}
+
+func formed(members ...Member) Observation {
+	return Observation{EtcdReachable: true, Bootstrapped: true, LeaderID: 1, Members: members,
+		NewMemberNames: []string{"c-new"}, PeerURL: peerURL}
+}
+
+func TestNextMembership(t *testing.T) {
+	a, b, c := voter("c-a", 1), voter("c-b", 2), voter("c-c", 3)
+	learner := Member{Name: "c-new", InEtcd: true, IsLearner: true, ID: 9}
+	tests := map[string]struct {
+		replicas int
+		obs      Observation
+		want     ActionKind
+		reason   string
+		member   string
+		id       uint64
+	}{
+		"scale up adds one learner":                                   {5, formed(a, b, c), AddLearner, ReasonScalingUp, "c-new", 0},
+		"learner without Pod is started joining the existing cluster": {5, formed(a, b, c, learner), CreateMemberPods, ReasonScalingUp, "c-new", 0},
+		"learner starting is waited for": {5, formed(a, b, c, func() Member {
+			l := learner
+			l.HasPod, l.HasPVC = true, true
+			return l
+		}()), Wait, ReasonWaitingForMembers, "", 0},
+		"healthy learner is promoted": {5, formed(a, b, c, func() Member {
+			l := learner
+			l.HasPod, l.HasPVC, l.Healthy, l.PodReady, l.Started, l.PodVersion = true, true, true, true, true, "3.6.16"
+			return l
+		}()), PromoteLearner, ReasonScalingUp, "c-new", 9},
+		"no membership change while a member is unhealthy":    {5, formed(a, b, with([]Member{c}, "c-c", func(m *Member) { m.Healthy = false })[0]), Wait, ReasonWaitingForMembers, "", 0},
+		"scale down removes a follower, not the leader":       {1, formed(a, b, c), RemoveMember, ReasonScalingDown, "c-c", 3},
+		"scale down skips the leader":                         {1, func() Observation { o := formed(a, b, c); o.LeaderID = 3; return o }(), RemoveMember, ReasonScalingDown, "c-b", 2},
+		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, ReasonRemovingLeftover, "c-c", 0},
+		"removed member's volume goes after its Pod":          {1, formed(a, b, func() Member { m := c; m.InEtcd, m.HasPod = false, false; return m }()), DeleteMemberPVC, ReasonRemovingLeftover, "c-c", 0},
+		"a terminating Pod of a removed member is waited for": {1, formed(a, b, func() Member { m := c; m.InEtcd, m.PodDeleting = false, true; return m }()), Wait, ReasonPodDeleting, "", 0},
+		"unknown etcd member blocks changes":                  {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		"nothing is removed or deleted while etcd is unreachable": {1, func() Observation {
+			o := formed(a, b, func() Member { m := c; m.InEtcd = false; return m }())
+			o.EtcdReachable = false
+			return o
+		}(), Wait, ReasonWaitingForMembers, "", 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Next(Spec{Replicas: tt.replicas, Version: "3.6.16"}, tt.obs)
+			if got.Kind != tt.want || got.Reason != tt.reason {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+			if tt.member != "" && (len(got.Members) != 1 || got.Members[0] != tt.member) {
+				t.Errorf("members %v, want [%s]", got.Members, tt.member)
+			}
+			if got.MemberID != tt.id {
+				t.Errorf("member ID %d, want %d", got.MemberID, tt.id)
+			}
+		})
+	}
+	joining := Next(Spec{Replicas: 5, Version: "3.6.16"}, formed(a, b, c, learner))
+	if joining.State != "existing" || len(joining.InitialCluster) != 4 || joining.InitialCluster["c-new"] != peerURL("c-new") {
+		t.Errorf("joining learner starts with state %q and cluster %v", joining.State, joining.InitialCluster)
+	}
+}
+
+// TestMembershipNeverBreaksQuorum: over random formed clusters, a membership step is only taken when etcd
+// answered and every member is healthy, a removal leaves a healthy quorum and spares the leader while
+// another voter exists, and Pods and volumes are only deleted for members etcd no longer lists.
+func TestMembershipNeverBreaksQuorum(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 20000; i++ {
+		var members []Member
+		n := 1 + rng.Intn(6)
+		for j := 0; j < n; j++ {
+			m := voter(string(rune('a'+j)), uint64(j+1))
+			m.Healthy, m.PodReady = rng.Intn(5) > 0, rng.Intn(5) > 0
+			m.InEtcd, m.HasPod, m.HasPVC = rng.Intn(6) > 0, rng.Intn(6) > 0, rng.Intn(6) > 0
+			m.IsLearner = rng.Intn(6) == 0
+			members = append(members, m)
+		}
+		obs := formed(members...)
+		obs.EtcdReachable = rng.Intn(4) > 0
+		obs.LeaderID = uint64(1 + rng.Intn(n))
+		got := Next(Spec{Replicas: 1 + 2*rng.Intn(3), Version: "3.6.16"}, obs)
+		switch got.Kind {
+		case AddLearner, PromoteLearner, RemoveMember:
+			if !obs.EtcdReachable {
+				t.Fatalf("%s without a member list: %+v", got.Kind, members)
+			}
+			for _, m := range members {
+				if m.HasPod && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
+					t.Fatalf("%s while %s is unhealthy: %+v", got.Kind, m.Name, members)
+				}
+			}
+		case DeleteMemberPod, DeleteMemberPVC:
+			m, _ := find(members, got.Members[0])
+			if !obs.EtcdReachable || m.InEtcd {
+				t.Fatalf("%s of %s, which etcd lists (or etcd unreachable): %+v", got.Kind, m.Name, members)
+			}
+		}
+		if got.Kind == RemoveMember {
+			voters, healthy := 0, 0
+			for _, m := range members {
+				if m.InEtcd && !m.IsLearner {
+					voters++
+					if m.Healthy && m.ID != got.MemberID {
+						healthy++
+					}
+				}
+			}
+			if healthy < Quorum(voters-1) {
+				t.Fatalf("removal leaves %d healthy of %d voters: %+v", healthy, voters-1, members)
+			}
+			if got.MemberID == obs.LeaderID && voters > 1 {
+				t.Fatalf("removed the leader while other voters exist: %+v", members)
+			}
+		}
+	}
+}
