@@ -26,6 +26,8 @@ const (
 	ReasonScalingDown      = "ScalingDown"
 	ReasonRemovingLeftover = "RemovingLeftoverMember"
 	ReasonUnknownMember    = "UnknownMember"
+	ReasonReplacingMember  = "ReplacingMember"
+	ReasonQuorumAtRisk     = "QuorumAtRisk"
 )
 
 // Quorum is the number of voting members that must agree: a majority.
@@ -52,8 +54,14 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			continue
 		}
 		if strings.HasPrefix(m.Name, "unknown-") {
+			// A member Steward did not create. One that never ran, or a learner, holds no data and no vote that
+			// matters: removing it is safe. A voter that ran is somebody's deliberate change; leave it to them.
+			if !m.Started || m.IsLearner {
+				return removeIfSafe(members, m, ReasonUnknownMember,
+					fmt.Sprintf("removing member %x, which Steward did not create and which holds no data", m.ID))
+			}
 			return Action{Kind: Wait, Reason: ReasonUnknownMember,
-				Message: fmt.Sprintf("etcd lists member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
+				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
 		}
 		switch {
 		case m.HasPVC && m.InitialCluster != nil:
@@ -63,8 +71,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
 				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}
 		default:
-			return Action{Kind: Wait, Reason: ReasonMemberDataLost,
-				Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC); replacing members is not supported yet", m.Name)}
+			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
+			// acknowledged). Remove it; the scale-up that follows adds a successor with a new name and ID.
+			return removeIfSafe(members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name))
 		}
 	}
 	// 2. Leftovers of members etcd no longer lists (removed): their Pod first, then their volume.
@@ -140,6 +150,31 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		}
 	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+}
+
+// removeIfSafe removes member m unless that would leave fewer healthy voters than the quorum of the voters
+// that remain. Removing a member that is not healthy never lowers the healthy count, so replacing a dead member
+// is safe exactly when the others still form a quorum after it.
+func removeIfSafe(members []Member, m Member, reason, message string) Action {
+	voters, healthyOthers := 0, 0
+	for _, o := range members {
+		if !o.InEtcd || o.IsLearner {
+			continue
+		}
+		voters++
+		if o.Name != m.Name && o.Healthy {
+			healthyOthers++
+		}
+	}
+	remaining := voters
+	if !m.IsLearner {
+		remaining--
+	}
+	if remaining > 0 && healthyOthers < Quorum(remaining) {
+		return Action{Kind: Wait, Reason: ReasonQuorumAtRisk,
+			Message: fmt.Sprintf("%s: not now, it would leave %d healthy of %d voters, below quorum %d", message, healthyOthers, remaining, Quorum(remaining))}
+	}
+	return Action{Kind: RemoveMember, Members: []string{m.Name}, MemberID: m.ID, Reason: reason, Message: message}
 }
 
 // pickRemoval chooses the voter to remove: never the leader while another voter exists (removing the leader

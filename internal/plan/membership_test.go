@@ -45,7 +45,19 @@ func TestNextMembership(t *testing.T) {
 		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, ReasonRemovingLeftover, "c-c", 0},
 		"removed member's volume goes after its Pod":          {1, formed(a, b, func() Member { m := c; m.InEtcd, m.HasPod = false, false; return m }()), DeleteMemberPVC, ReasonRemovingLeftover, "c-c", 0},
 		"a terminating Pod of a removed member is waited for": {1, formed(a, b, func() Member { m := c; m.InEtcd, m.PodDeleting = false, true; return m }()), Wait, ReasonPodDeleting, "", 0},
-		"unknown etcd member blocks changes":                  {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		"unknown member that never ran is removed":            {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, "unknown-ff", 255},
+		"unknown voter that ran is left to a human":           {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		"member whose Pod and volume are gone is removed to be replaced": {3, formed(a, b, func() Member {
+			m := c
+			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
+			return m
+		}()), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"dead member is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], func() Member {
+			m := c
+			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
+			return m
+		}()), Wait, ReasonQuorumAtRisk, "", 0},
+		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
 		"nothing is removed or deleted while etcd is unreachable": {1, func() Observation {
 			o := formed(a, b, func() Member { m := c; m.InEtcd = false; return m }())
 			o.EtcdReachable = false
@@ -92,7 +104,7 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 		obs.LeaderID = uint64(1 + rng.Intn(n))
 		got := Next(Spec{Replicas: 1 + 2*rng.Intn(3), Version: "3.6.16"}, obs)
 		switch got.Kind {
-		case AddLearner, PromoteLearner, RemoveMember:
+		case AddLearner, PromoteLearner:
 			if !obs.EtcdReachable {
 				t.Fatalf("%s without a member list: %+v", got.Kind, members)
 			}
@@ -108,6 +120,9 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			}
 		}
 		if got.Kind == RemoveMember {
+			if !obs.EtcdReachable {
+				t.Fatalf("removal without a member list: %+v", members)
+			}
 			voters, healthy := 0, 0
 			for _, m := range members {
 				if m.InEtcd && !m.IsLearner {
@@ -117,10 +132,10 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 					}
 				}
 			}
-			if healthy < Quorum(voters-1) {
+			if voters > 1 && healthy < Quorum(voters-1) {
 				t.Fatalf("removal leaves %d healthy of %d voters: %+v", healthy, voters-1, members)
 			}
-			if got.MemberID == obs.LeaderID && voters > 1 {
+			if got.Reason == ReasonScalingDown && got.MemberID == obs.LeaderID && voters > 1 {
 				t.Fatalf("removed the leader while other voters exist: %+v", members)
 			}
 		}

@@ -112,7 +112,8 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			continue
 		}
 		m := get(name)
-		m.HasPVC = true
+		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it.
+		m.HasPVC = pvc.DeletionTimestamp == nil
 		if m.InitialCluster == nil {
 			readInitial(m, pvc.Annotations)
 		}
