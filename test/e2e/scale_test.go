@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +109,97 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("load during 3->5->3->1->3: %s", res)
+	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
+		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// membershipState summarises what a scale-up step changes: etcd's voters and learners and the member Pods.
+func membershipState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var eps []string
+	for _, ep := range memberEndpoints(t, c) {
+		eps = append(eps, ep)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return "unreachable"
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return "unreachable"
+	}
+	voters, learners, started := 0, 0, 0
+	for _, m := range resp.Members {
+		if m.IsLearner {
+			learners++
+		} else {
+			voters++
+		}
+		if m.Name != "" {
+			started++
+		}
+	}
+	return fmt.Sprintf("voters=%d learners=%d started=%d pods=%d", voters, learners, started, len(eps))
+}
+
+// TestScaleUpSurvivesOperatorRestartAtEveryStep scales 3 -> 5 and stops the operator after every step it takes
+// (learner added, its Pod created, the learner started, promoted), starting a new one each time, under load.
+func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "restart")
+	c := newCluster("restart", "stubborn", 3)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	stop := startOperator(t)
+	got := waitSettled(t, key, 4*time.Minute)
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Replicas = 5
+	if err := k8s.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	state := membershipState(t, got)
+	restarts := 0
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		if now := membershipState(t, got); now != state && now != "unreachable" {
+			stop()
+			restarts++
+			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
+			state = now
+			stop = startOperator(t)
+		}
+		if state == "voters=5 learners=0 started=5 pods=5" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got = waitSettled(t, key, 4*time.Minute)
+	if restarts < 4 {
+		t.Errorf("only %d operator restarts observed; want one after each of at least 4 steps", restarts)
+	}
+	checkStatusMatchesEtcd(t, got)
+	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	res, err := load.Verify(vctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load during restarted scale-up: %s", res)
 	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
 		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
 	}
