@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -82,6 +84,11 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	sections = append(sections, clusterSection)
+	scaleSection, err := benchScale(ctx, c, *runs)
+	if err != nil {
+		return err
+	}
+	sections = append(sections, scaleSection)
 	if err := writeSections(*out, sections); err != nil {
 		return err
 	}
@@ -144,6 +151,169 @@ func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		"test bed's local-path provisioner), next to the physical bound: the same etcd %s binary started as that many "+
 		"processes on the host, until every member answers `/health`. %d runs each.\n\n%s",
 		testbed.EtcdVersions[0], runs, table(rows))}, nil
+}
+
+// benchScale times scaling a 3-member EtcdCluster to 5 (and back) and replacing a member whose Pod and volume
+// were deleted, next to a fourth etcd process joining a 3-process cluster by hand as a learner and being promoted.
+// The operator is the one benchClusterCreate started.
+func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	settled := func(name string, replicas int) error {
+		return testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
+			out, err := kubectl("get", "etcdcluster", name, "-o",
+				`jsonpath={.status.readyReplicas}/{.status.conditions[?(@.type=="Progressing")].status}/{.status.members[*].name}/{.metadata.generation}/{.status.observedGeneration}`)
+			if err != nil {
+				return err
+			}
+			parts := strings.Split(out, "/")
+			if len(parts) != 5 || parts[0] != fmt.Sprint(replicas) || parts[1] != "False" || len(strings.Fields(parts[2])) != replicas || parts[3] != parts[4] {
+				return fmt.Errorf("not settled: %s", out)
+			}
+			return nil
+		})
+	}
+	const name = "bench-scale"
+	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, testbed.EtcdVersions[0])
+	apply := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(manifest)
+	if out, err := apply.CombinedOutput(); err != nil {
+		return section{}, fmt.Errorf("apply: %w: %s", err, out)
+	}
+	if err := settled(name, 3); err != nil {
+		return section{}, err
+	}
+	var up, down, replace, bound []time.Duration
+	for i := 0; i < runs; i++ {
+		for _, step := range []struct {
+			replicas int
+			into     *[]time.Duration
+		}{{5, &up}, {3, &down}} {
+			begin := time.Now()
+			if _, err := kubectl("patch", "etcdcluster", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, step.replicas)); err != nil {
+				return section{}, err
+			}
+			if err := settled(name, step.replicas); err != nil {
+				return section{}, err
+			}
+			*step.into = append(*step.into, time.Since(begin))
+		}
+		// Replace a follower whose data is gone: detection included (from the deletion).
+		leader, err := kubectl("get", "etcdcluster", name, "-o", "jsonpath={.status.leader}")
+		if err != nil {
+			return section{}, err
+		}
+		members, err := kubectl("get", "etcdcluster", name, "-o", "jsonpath={.status.members[*].name}")
+		if err != nil {
+			return section{}, err
+		}
+		victim := ""
+		for _, m := range strings.Fields(members) {
+			if m != leader {
+				victim = m
+			}
+		}
+		begin := time.Now()
+		if _, err := kubectl("delete", "pvc", victim+"-data", "--wait=false"); err != nil {
+			return section{}, err
+		}
+		if _, err := kubectl("delete", "pod", victim, "--wait=false"); err != nil {
+			return section{}, err
+		}
+		if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
+			out, err := kubectl("get", "etcdcluster", name, "-o", "jsonpath={.status.members[*].name}")
+			if err != nil || strings.Contains(out, victim) {
+				return fmt.Errorf("victim %s still listed (%v)", victim, err)
+			}
+			return settled(name, 3)
+		}); err != nil {
+			return section{}, err
+		}
+		replace = append(replace, time.Since(begin))
+		d, err := etcdProcessJoins(ctx, c)
+		if err != nil {
+			return section{}, err
+		}
+		bound = append(bound, d)
+	}
+	if _, err := kubectl("delete", "etcdcluster", name, "--wait=true"); err != nil {
+		return section{}, err
+	}
+	return section{"scale", fmt.Sprintf("### Scale and replace members\n\n"+
+		"A 3-member EtcdCluster scaled to 5 and back to 3 (patch to settled: all members voters and healthy, removed "+
+		"members' Pods and PVCs gone), and a follower whose Pod and PVC were deleted replaced by a new member "+
+		"(detection included, from the deletion to settled). Physical bound: one etcd process added by hand to a "+
+		"3-process cluster on the host as a learner, started, and promoted as soon as etcd allows. %d runs each.\n\n%s",
+		runs, table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data", replace},
+			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
+}
+
+// etcdProcessJoins forms a 3-process cluster on loopback and times adding a fourth as a learner, starting it
+// and promoting it.
+func etcdProcessJoins(ctx context.Context, c *testbed.Cluster) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "steward-bench-join-")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := filepath.Join(c.EtcdBinDir(testbed.EtcdVersions[0]), "etcd")
+	peer := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 34380+i) }
+	clientURL := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 34370+i) }
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	start := func(i int, initial, state string) error {
+		cmd := exec.CommandContext(ctx, bin, fmt.Sprintf("--name=m%d", i), "--data-dir="+filepath.Join(dir, fmt.Sprint(i)),
+			"--listen-client-urls="+clientURL(i), "--advertise-client-urls="+clientURL(i),
+			"--listen-peer-urls="+peer(i), "--initial-advertise-peer-urls="+peer(i),
+			"--initial-cluster="+initial, "--initial-cluster-state="+state, "--initial-cluster-token=bench-join")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		cmds = append(cmds, cmd)
+		return nil
+	}
+	initial := fmt.Sprintf("m0=%s,m1=%s,m2=%s", peer(0), peer(1), peer(2))
+	for i := 0; i < 3; i++ {
+		if err := start(i, initial, "new"); err != nil {
+			return 0, err
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error { return testbed.HTTPHealthy(clientURL(i) + "/health")(ctx) }); err != nil {
+			return 0, err
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL(0), clientURL(1), clientURL(2)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cli.Close() }()
+	begin := time.Now()
+	resp, err := cli.MemberAddAsLearner(ctx, []string{peer(3)})
+	if err != nil {
+		return 0, err
+	}
+	if err := start(3, initial+",m3="+peer(3), "existing"); err != nil {
+		return 0, err
+	}
+	if err := testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error {
+		_, err := cli.MemberPromote(ctx, resp.Member.ID)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("promote: %w", err)
+	}
+	return time.Since(begin), nil
 }
 
 // etcdProcessesForm starts n etcd processes forming one cluster on loopback and times until all are healthy.

@@ -59,6 +59,9 @@ type ClusterView struct {
 	Statuses map[string]Status
 	// ListErr is why no member list could be read (no quorum, no member reachable), nil when it was.
 	ListErr error
+	// VoterEndpoints are the endpoints that answered as voting members: where membership changes are sent,
+	// because a learner refuses them.
+	VoterEndpoints []string
 }
 
 // Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's UID).
@@ -128,10 +131,21 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 			mu.Unlock()
 		}(ep)
 	}
+	wg.Wait()
+	// Ask voters for the member list: a learner refuses it ("rpc not supported for learner").
+	var voters []string
+	for _, ep := range endpoints {
+		if s := view.Statuses[ep]; s.Err == nil && !s.IsLearner {
+			voters = append(voters, ep)
+		}
+	}
+	view.VoterEndpoints = voters
+	if len(voters) > 0 && !sameEndpoints(c.Endpoints(), voters) {
+		c.SetEndpoints(voters...)
+	}
 	lctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	resp, err := c.MemberList(lctx)
 	cancel()
-	wg.Wait()
 	if err != nil {
 		view.ListErr = fmt.Errorf("member list: %w", err)
 		return view, nil

@@ -24,7 +24,7 @@ type observation struct {
 	statusOf map[string]etcd.Status
 	// nameOf maps etcd member ID to member name.
 	nameOf map[uint64]string
-	// endpoints are the members' client URLs by Pod IP, for etcd calls.
+	// endpoints are the client URLs (by Pod IP) of the members that answered as voters, for membership calls.
 	endpoints []string
 }
 
@@ -58,7 +58,10 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		}
 		return newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
 	})
-	obs.endpoints = list
+	obs.endpoints = view.VoterEndpoints
+	if len(obs.endpoints) == 0 {
+		obs.endpoints = list
+	}
 	return obs, nil
 }
 
