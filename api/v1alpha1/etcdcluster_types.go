@@ -57,6 +57,14 @@ type EtcdClusterSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
+	// ReplaceUnhealthyAfter is how long a member may stay unhealthy (unreachable, not answering, erroring) before
+	// Steward replaces it: removes it from etcd, deletes its Pod and volume, and adds a new member. Replacement
+	// only happens while the other members keep a healthy quorum. Long enough to ride out a node reboot.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="replaceUnhealthyAfter must be at least 10s"
+	// +optional
+	ReplaceUnhealthyAfter *metav1.Duration `json:"replaceUnhealthyAfter,omitempty"`
+
 	// Paused stops Steward from changing anything of the cluster; it still observes and reports status.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -196,6 +204,10 @@ type MemberStatus struct {
 	// ClientURL is the member's advertised client URL.
 	// +optional
 	ClientURL string `json:"clientURL,omitempty"`
+	// UnhealthySince is when the member was first seen unhealthy in its current run of failures: the
+	// controller's memory for replacing members that stay unhealthy longer than spec.replaceUnhealthyAfter.
+	// +optional
+	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
 }
 
 // EtcdClusterStatus is the observed state of an etcd cluster.

@@ -299,10 +299,17 @@ func etcdProcessJoins(ctx context.Context, c *testbed.Cluster) (time.Duration, e
 		return 0, err
 	}
 	defer func() { _ = cli.Close() }()
-	begin := time.Now()
-	resp, err := cli.MemberAddAsLearner(ctx, []string{peer(3)})
-	if err != nil {
-		return 0, err
+	// etcd refuses membership changes ("unhealthy cluster") until its members have been connected for a few
+	// seconds; the clock starts at the attempt that is accepted.
+	var begin time.Time
+	var resp *clientv3.MemberAddResponse
+	if err := testbed.Eventually(ctx, time.Minute, 100*time.Millisecond, func() error {
+		begin = time.Now()
+		var err error
+		resp, err = cli.MemberAddAsLearner(ctx, []string{peer(3)})
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("add learner: %w", err)
 	}
 	if err := start(3, initial+",m3="+peer(3), "existing"); err != nil {
 		return 0, err

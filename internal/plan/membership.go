@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Membership steps, taken only after the bootstrap, one per pass, each re-observed before the next.
@@ -94,7 +95,16 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}
 		}
 	}
-	// 3. Every member healthy before any membership change.
+	// 3. A voter unhealthy for longer than allowed is replaced, one at a time, if the rest keeps a quorum.
+	if spec.ReplaceUnhealthyAfter > 0 {
+		for _, m := range members {
+			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter {
+				return removeIfSafe(members, m, ReasonReplacingMember,
+					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
+			}
+		}
+	}
+	// 4. Every member healthy before any other membership change.
 	if w, waiting := waitForMembers(obs); waiting {
 		return w
 	}

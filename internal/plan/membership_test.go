@@ -3,6 +3,7 @@ package plan
 import (
 	"math/rand"
 	"testing"
+	"time"
 )
 
 func voter(name string, id uint64) Member {
@@ -64,9 +65,30 @@ func TestNextMembership(t *testing.T) {
 			return o
 		}(), Wait, ReasonWaitingForMembers, "", 0},
 	}
+	down := func(d time.Duration) Member {
+		m := c
+		m.Healthy, m.PodReady, m.UnhealthyFor = false, false, d
+		return m
+	}
+	tests["member unhealthy longer than allowed is replaced"] = struct {
+		replicas int
+		obs      Observation
+		want     ActionKind
+		reason   string
+		member   string
+		id       uint64
+	}{3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3}
+	tests["member unhealthy for less than allowed is waited for"] = struct {
+		replicas int
+		obs      Observation
+		want     ActionKind
+		reason   string
+		member   string
+		id       uint64
+	}{3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Next(Spec{Replicas: tt.replicas, Version: "3.6.16"}, tt.obs)
+			got := Next(Spec{Replicas: tt.replicas, Version: "3.6.16", ReplaceUnhealthyAfter: 5 * time.Minute}, tt.obs)
 			if got.Kind != tt.want || got.Reason != tt.reason {
 				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
 			}
@@ -97,12 +119,15 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			m.Healthy, m.PodReady = rng.Intn(5) > 0, rng.Intn(5) > 0
 			m.InEtcd, m.HasPod, m.HasPVC = rng.Intn(6) > 0, rng.Intn(6) > 0, rng.Intn(6) > 0
 			m.IsLearner = rng.Intn(6) == 0
+			if !m.Healthy {
+				m.UnhealthyFor = time.Duration(rng.Intn(600)) * time.Second
+			}
 			members = append(members, m)
 		}
 		obs := formed(members...)
 		obs.EtcdReachable = rng.Intn(4) > 0
 		obs.LeaderID = uint64(1 + rng.Intn(n))
-		got := Next(Spec{Replicas: 1 + 2*rng.Intn(3), Version: "3.6.16"}, obs)
+		got := Next(Spec{Replicas: 1 + 2*rng.Intn(3), Version: "3.6.16", ReplaceUnhealthyAfter: 5 * time.Minute}, obs)
 		switch got.Kind {
 		case AddLearner, PromoteLearner:
 			if !obs.EtcdReachable {

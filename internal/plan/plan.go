@@ -7,6 +7,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Spec is the part of the EtcdCluster spec the planner decides on.
@@ -14,6 +15,8 @@ type Spec struct {
 	Replicas int
 	Version  string
 	Paused   bool
+	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
+	ReplaceUnhealthyAfter time.Duration
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
@@ -45,6 +48,8 @@ type Member struct {
 	IsLearner bool
 	// Healthy: its status endpoint answered without errors.
 	Healthy bool
+	// UnhealthyFor is how long the member has been unhealthy without a break (0 when healthy).
+	UnhealthyFor time.Duration
 }
 
 // Observation is everything the planner knows about the cluster at one moment.

@@ -69,7 +69,7 @@ func Start(cfg Config) (*Load, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Load{cfg: cfg, start: time.Now(), cancel: cancel, acked: map[string]string{}}
 	for i := 0; i < cfg.Clients; i++ {
-		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		c, err := newClient(cfg.Endpoints)
 		if err != nil {
 			l.Stop()
 			return nil, fmt.Errorf("client %d: %w", i, err)
@@ -170,7 +170,12 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 		}
 	}()
 	res := Result{Ops: l.ops, Failed: l.failed, Acked: len(l.acked)}
-	c := l.client[0]
+	// A fresh connection: a load client may still hold one to a member that was cut off or removed.
+	c, err := newClient(l.cfg.Endpoints)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.Close() }()
 	for key, want := range l.acked {
 		var got string
 		err := retry(ctx, func(rctx context.Context) error {
@@ -194,6 +199,13 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 	}
 	res.Linearizable = porcupine.CheckOperationsTimeout(Model(), l.history, time.Minute)
 	return res, nil
+}
+
+// newClient dials with keepalives, so a client whose connection goes to a member that vanished from the network
+// notices within seconds and reconnects, as a production client would.
+func newClient(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, DialKeepAliveTime: 2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop()})
 }
 
 func retry(ctx context.Context, f func(context.Context) error) error {

@@ -106,7 +106,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 func specOf(c *etcdv1alpha1.EtcdCluster) plan.Spec {
-	return plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Paused: c.Spec.Paused}
+	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Paused: c.Spec.Paused}
+	if c.Spec.ReplaceUnhealthyAfter != nil {
+		s.ReplaceUnhealthyAfter = c.Spec.ReplaceUnhealthyAfter.Duration
+	}
+	return s
 }
 
 // newMemberNames returns n candidate names <cluster>-<5 random characters> not used by any existing member.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,8 @@ type observation struct {
 	statusOf map[string]etcd.Status
 	// nameOf maps etcd member ID to member name.
 	nameOf map[uint64]string
+	// unhealthySince is when each unhealthy member was first seen unhealthy, to be remembered in status.
+	unhealthySince map[string]time.Time
 	// endpoints are the client URLs (by Pod IP) of the members that answered as voters, for membership calls.
 	endpoints []string
 }
@@ -52,7 +55,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for _, m := range cluster.Status.Members {
 		taken[m.Name] = true
 	}
-	obs := assemble(cluster, pods.Items, pvcs.Items, view, r.Options, func(used map[string]bool) []string {
+	obs := assemble(cluster, pods.Items, pvcs.Items, view, r.Options, r.Now(), func(used map[string]bool) []string {
 		for n := range used {
 			taken[n] = true
 		}
@@ -84,7 +87,7 @@ func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[s
 // assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
 // unused member names given the names already in use.
 func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
-	o resources.Options, newNames func(used map[string]bool) []string) *observation {
+	o resources.Options, now time.Time, newNames func(used map[string]bool) []string) *observation {
 	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view}
 	members := map[string]*plan.Member{}
 	get := func(name string) *plan.Member {
@@ -169,6 +172,26 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m := get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
 		obs.nameOf[em.ID] = name
+	}
+
+	// How long each member has been unhealthy, from the start recorded in status (the controller's memory).
+	since := map[string]time.Time{}
+	for _, m := range cluster.Status.Members {
+		if m.UnhealthySince != nil {
+			since[m.Name] = m.UnhealthySince.Time
+		}
+	}
+	obs.unhealthySince = map[string]time.Time{}
+	for name, m := range members {
+		if m.Healthy || !(m.HasPod || m.InEtcd) {
+			continue
+		}
+		start, ok := since[name]
+		if !ok {
+			start = now
+		}
+		obs.unhealthySince[name] = start
+		m.UnhealthyFor = now.Sub(start)
 	}
 
 	used := map[string]bool{}

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"errors"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +66,7 @@ func TestAssemble(t *testing.T) {
 				"http://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"NOSPACE"}},
 			},
 		}
-		obs := assemble(c, pods, pvcs, view, testOpts, noNames)
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		want := map[string]plan.Member{
 			"db-aaaaa": {HasPod: true, HasPVC: true, PodReady: true, InEtcd: true, Started: true, ID: 1, Healthy: true},
 			"db-bbbbb": {HasPod: true, HasPVC: true, PodReady: true, InEtcd: true, Started: true, ID: 2, Healthy: false},
@@ -92,7 +93,7 @@ func TestAssemble(t *testing.T) {
 	t.Run("bootstrapped once every bootstrap member started", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 3)
 		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}, {ID: 3, Name: names[2]}}}
-		if obs := assemble(c, pods, pvcs, view, testOpts, noNames); !obs.plan.Bootstrapped {
+		if obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames); !obs.plan.Bootstrapped {
 			t.Error("not bootstrapped")
 		}
 	})
@@ -101,7 +102,7 @@ func TestAssemble(t *testing.T) {
 		cc := c.DeepCopy()
 		cc.Status.Bootstrapped = true
 		pods, pvcs := fixture(cc, names, 3)
-		obs := assemble(cc, pods, pvcs, etcd.ClusterView{ListErr: errors.New("no quorum")}, testOpts, noNames)
+		obs := assemble(cc, pods, pvcs, etcd.ClusterView{ListErr: errors.New("no quorum")}, testOpts, time.Unix(1000, 0), noNames)
 		if !obs.plan.Bootstrapped || obs.plan.EtcdReachable {
 			t.Errorf("bootstrapped %v reachable %v", obs.plan.Bootstrapped, obs.plan.EtcdReachable)
 		}
@@ -113,7 +114,7 @@ func TestAssemble(t *testing.T) {
 		other.UID = "uid-other"
 		pods[0].OwnerReferences = resources.MemberPod(other, resources.Member{Name: names[0]}, testOpts).OwnerReferences
 		pvcs = pvcs[1:]
-		obs := assemble(c, pods, pvcs, etcd.ClusterView{ListErr: errors.New("x")}, testOpts, noNames)
+		obs := assemble(c, pods, pvcs, etcd.ClusterView{ListErr: errors.New("x")}, testOpts, time.Unix(1000, 0), noNames)
 		for _, m := range obs.plan.Members {
 			if m.Name == names[0] {
 				t.Errorf("foreign Pod/PVC of %s observed as ours: %+v", m.Name, m)
@@ -124,7 +125,7 @@ func TestAssemble(t *testing.T) {
 	t.Run("etcd members Steward does not know are reported, not dropped", func(t *testing.T) {
 		pods, pvcs := fixture(c, names[:1], 1)
 		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 0xbeef, PeerURLs: []string{"http://stranger:2380"}}}}
-		obs := assemble(c, pods, pvcs, view, testOpts, noNames)
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		found := false
 		for _, m := range obs.plan.Members {
 			found = found || (m.Name == "unknown-beef" && m.InEtcd)
@@ -134,10 +135,28 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("unhealthy time counts from the start remembered in status", func(t *testing.T) {
+		cc := c.DeepCopy()
+		start := metav1.NewTime(time.Unix(400, 0))
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}}
+		pods, pvcs := fixture(cc, names, 3)
+		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+		obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			want := map[string]time.Duration{names[0]: 0, names[1]: 600 * time.Second, names[2]: 0}[m.Name]
+			if m.UnhealthyFor != want {
+				t.Errorf("%s unhealthy for %s, want %s", m.Name, m.UnhealthyFor, want)
+			}
+		}
+		if got := obs.unhealthySince[names[2]]; !got.Equal(time.Unix(1000, 0)) {
+			t.Errorf("newly unhealthy member remembered since %s, want now", got)
+		}
+	})
+
 	t.Run("new names exclude every name in use", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 1)
 		var used map[string]bool
-		assemble(c, pods, pvcs, etcd.ClusterView{}, testOpts, func(u map[string]bool) []string { used = u; return nil })
+		assemble(c, pods, pvcs, etcd.ClusterView{}, testOpts, time.Unix(1000, 0), func(u map[string]bool) []string { used = u; return nil })
 		for _, n := range names {
 			if !used[n] {
 				t.Errorf("%s not reported as used", n)

@@ -153,6 +153,10 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 	var out []etcdv1alpha1.MemberStatus
 	for _, m := range obs.plan.Members {
 		ms := etcdv1alpha1.MemberStatus{Name: m.Name, Healthy: m.Healthy, Role: etcdv1alpha1.RoleUnknown}
+		if t, ok := obs.unhealthySince[m.Name]; ok {
+			since := metav1.NewTime(t)
+			ms.UnhealthySince = &since
+		}
 		if m.HasPod || m.HasPVC {
 			ms.ClientURL = resources.ClientURL(cluster, m.Name, o)
 		}
