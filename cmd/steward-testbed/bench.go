@@ -228,8 +228,11 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 		}
 		if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
 			out, err := kubectl("get", "etcdcluster", name, "-o", "jsonpath={.status.members[*].name}")
-			if err != nil || strings.Contains(out, victim) {
-				return fmt.Errorf("victim %s still listed (%v)", victim, err)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(out, victim) {
+				return fmt.Errorf("victim %s still listed", victim)
 			}
 			return settled(name, 3)
 		}); err != nil {

@@ -183,7 +183,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	obs.unhealthySince = map[string]time.Time{}
 	for name, m := range members {
-		if m.Healthy || !(m.HasPod || m.InEtcd) {
+		if m.Healthy || (!m.HasPod && !m.InEtcd) {
 			continue
 		}
 		start, ok := since[name]
