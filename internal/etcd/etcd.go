@@ -189,48 +189,50 @@ func FormatID(id uint64) string { return fmt.Sprintf("%x", id) }
 // ErrLearnerNotReady is returned by PromoteLearner while the learner has not caught up with the leader.
 var ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")
 
-// AddLearner adds a learner with peerURL and returns its member ID.
-func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, peerURL string) (uint64, error) {
+// withClient runs one membership call on the cluster's pooled client, bounded by RequestTimeout.
+func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, call func(context.Context, *clientv3.Client) error) error {
 	c, err := p.client(key, endpoints)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
-	if err != nil {
-		return 0, fmt.Errorf("add learner %s: %w", peerURL, err)
-	}
-	return resp.Member.ID, nil
+	return call(ctx, c)
+}
+
+// AddLearner adds a learner with peerURL and returns its member ID.
+func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, peerURL string) (uint64, error) {
+	var id uint64
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
+		if err != nil {
+			return fmt.Errorf("add learner %s: %w", peerURL, err)
+		}
+		id = resp.Member.ID
+		return nil
+	})
+	return id, err
 }
 
 // PromoteLearner makes learner id a voter. etcd refuses until the learner has caught up: ErrLearnerNotReady.
 func (p *Pool) PromoteLearner(ctx context.Context, key string, endpoints []string, id uint64) error {
-	c, err := p.client(key, endpoints)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
-	defer cancel()
-	if _, err := c.MemberPromote(ctx, id); err != nil {
-		if strings.Contains(err.Error(), "can only promote a learner member which is in sync with leader") {
-			return ErrLearnerNotReady
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.MemberPromote(ctx, id); err != nil {
+			if strings.Contains(err.Error(), "can only promote a learner member which is in sync with leader") {
+				return ErrLearnerNotReady
+			}
+			return fmt.Errorf("promote learner %x: %w", id, err)
 		}
-		return fmt.Errorf("promote learner %x: %w", id, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // RemoveMember removes member id from the cluster.
 func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string, id uint64) error {
-	c, err := p.client(key, endpoints)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
-	defer cancel()
-	if _, err := c.MemberRemove(ctx, id); err != nil {
-		return fmt.Errorf("remove member %x: %w", id, err)
-	}
-	return nil
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.MemberRemove(ctx, id); err != nil {
+			return fmt.Errorf("remove member %x: %w", id, err)
+		}
+		return nil
+	})
 }

@@ -20,6 +20,11 @@ func formed(members ...Member) Observation {
 func TestNextMembership(t *testing.T) {
 	a, b, c := voter("c-a", 1), voter("c-b", 2), voter("c-c", 3)
 	learner := Member{Name: "c-new", InEtcd: true, IsLearner: true, ID: 9}
+	down := func(d time.Duration) Member {
+		m := c
+		m.Healthy, m.PodReady, m.UnhealthyFor = false, false, d
+		return m
+	}
 	tests := map[string]struct {
 		replicas int
 		obs      Observation
@@ -28,6 +33,8 @@ func TestNextMembership(t *testing.T) {
 		member   string
 		id       uint64
 	}{
+		"member unhealthy longer than allowed is replaced":            {3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"member unhealthy for less than allowed is waited for":        {3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0},
 		"scale up adds one learner":                                   {5, formed(a, b, c), AddLearner, ReasonScalingUp, "c-new", 0},
 		"learner without Pod is started joining the existing cluster": {5, formed(a, b, c, learner), CreateMemberPods, ReasonScalingUp, "c-new", 0},
 		"learner starting is waited for": {5, formed(a, b, c, func() Member {
@@ -65,27 +72,6 @@ func TestNextMembership(t *testing.T) {
 			return o
 		}(), Wait, ReasonWaitingForMembers, "", 0},
 	}
-	down := func(d time.Duration) Member {
-		m := c
-		m.Healthy, m.PodReady, m.UnhealthyFor = false, false, d
-		return m
-	}
-	tests["member unhealthy longer than allowed is replaced"] = struct {
-		replicas int
-		obs      Observation
-		want     ActionKind
-		reason   string
-		member   string
-		id       uint64
-	}{3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3}
-	tests["member unhealthy for less than allowed is waited for"] = struct {
-		replicas int
-		obs      Observation
-		want     ActionKind
-		reason   string
-		member   string
-		id       uint64
-	}{3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := Next(Spec{Replicas: tt.replicas, Version: "3.6.16", ReplaceUnhealthyAfter: 5 * time.Minute}, tt.obs)

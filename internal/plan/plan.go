@@ -28,8 +28,6 @@ type Member struct {
 	HasPod      bool
 	PodDeleting bool
 	PodReady    bool
-	// PodFailed: the Pod ended (Failed or Succeeded phase) and will not restart by itself.
-	PodFailed bool
 	// PodVersion is the etcd version the Pod's image runs.
 	PodVersion string
 	// InitialCluster is the --initial-cluster the member was created with (name to peer URL), recorded on its

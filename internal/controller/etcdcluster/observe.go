@@ -106,7 +106,6 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m := get(name)
 		m.HasPod = true
 		m.PodDeleting = p.DeletionTimestamp != nil
-		m.PodFailed = p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		readInitial(m, p.Annotations)
