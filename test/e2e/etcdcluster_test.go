@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,7 +23,6 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
-	"steward.dev/steward/test/linearizability"
 )
 
 func requireBed(t *testing.T) {
@@ -309,10 +307,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	// keep reading and writing through the client Service: no acknowledged write lost, history linearizable.
 	victim := got.Status.Members[0]
 	ctx := context.Background()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	load := startLoad(t, got)
 	var pod corev1.Pod
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "three", Name: victim.Name}, &pod); err != nil {
 		t.Fatal(err)
@@ -331,16 +326,7 @@ func TestThreeMemberCluster(t *testing.T) {
 		return nil
 	})
 	got = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
-	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := load.Verify(vctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load during member Pod re-creation: %s", res)
-	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
-		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
-	}
+	requireNoLostWrites(t, load, "member Pod re-creation")
 	checkStatusMatchesEtcd(t, got)
 	for _, m := range got.Status.Members {
 		if m.Name == victim.Name && m.ID != victim.ID {

@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/chaos"
-	"steward.dev/steward/test/linearizability"
 )
 
 // TestMemberWithLostDataIsReplaced deletes a member's volume and Pod under client load: Steward removes the
@@ -29,19 +27,8 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := waitSettled(t, key, 4*time.Minute)
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Pick a follower, so the test also does not depend on an election.
-	var victim string
-	var victimID string
-	for _, m := range got.Status.Members {
-		if m.Name != got.Status.Leader {
-			victim, victimID = m.Name, m.ID
-			break
-		}
-	}
+	load := startLoad(t, got)
+	victim, victimID := aFollower(t, got)
 	begin := time.Now()
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "heal", Name: resources.PVCName(victim)}, pvc); err != nil {
@@ -67,16 +54,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	got = waitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
 	checkStatusMatchesEtcd(t, got)
-	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := load.Verify(vctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load during replacement: %s", res)
-	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
-		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
-	}
+	requireNoLostWrites(t, load, "replacement")
 	deleteAndCheckNothingLeft(t, got)
 }
 
@@ -94,17 +72,8 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := waitSettled(t, key, 4*time.Minute)
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim, victimID string
-	for _, m := range got.Status.Members {
-		if m.Name != got.Status.Leader {
-			victim, victimID = m.Name, m.ID
-			break
-		}
-	}
+	load := startLoad(t, got)
+	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "partition", Name: victim}, &pod); err != nil {
 		t.Fatal(err)
@@ -131,15 +100,6 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	}
 	t.Logf("replaced an unreachable member %s after it was cut off (grace period 20s)", took.Round(100*time.Millisecond))
 	checkStatusMatchesEtcd(t, got)
-	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := load.Verify(vctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load during replacement: %s", res)
-	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
-		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
-	}
+	requireNoLostWrites(t, load, "replacement")
 	deleteAndCheckNothingLeft(t, got)
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,6 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
-	"steward.dev/steward/test/linearizability"
 )
 
 // waitSettled waits until the cluster is Available, not Progressing, and has exactly spec.replicas members,
@@ -58,10 +56,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := waitSettled(t, key, 4*time.Minute)
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	load := startLoad(t, got)
 	// A member name is never reused: no member after a step has the name of a member removed before.
 	removed := map[string]bool{}
 	previous := got.Status.Members
@@ -102,16 +97,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 			t.Errorf("budget minAvailable %s at %d replicas", pdb.Spec.MinAvailable.String(), replicas)
 		}
 	}
-	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := load.Verify(vctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load during 3->5->3->1->3: %s", res)
-	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
-		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
-	}
+	requireNoLostWrites(t, load, "3->5->3->1->3")
 	deleteAndCheckNothingLeft(t, got)
 }
 
@@ -160,10 +146,7 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 	key := client.ObjectKeyFromObject(c)
 	stop := startOperator(t)
 	got := waitSettled(t, key, 4*time.Minute)
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	load := startLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
 	if err := k8s.Patch(ctx, got, patch); err != nil {
@@ -193,15 +176,6 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 		t.Errorf("only %d operator restarts observed; want one after each of at least 4 steps", restarts)
 	}
 	checkStatusMatchesEtcd(t, got)
-	vctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := load.Verify(vctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load during restarted scale-up: %s", res)
-	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
-		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
-	}
+	requireNoLostWrites(t, load, "restarted scale-up")
 	deleteAndCheckNothingLeft(t, got)
 }

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/linearizability"
+)
+
+// startLoad starts concurrent clients against the cluster's client Service.
+func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load {
+	t.Helper()
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return load
+}
+
+// requireNoLostWrites stops the load and fails the test unless the history is linearizable, some writes were
+// acknowledged, and none of them is missing.
+func requireNoLostWrites(t *testing.T, load *linearizability.Load, during string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := load.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load during %s: %s", during, res)
+	if res.Lost != 0 || res.Linearizable != porcupine.Ok || res.Acked == 0 {
+		t.Fatalf("client load: %s (lost keys %v)", res, res.LostKeys)
+	}
+}
+
+// aFollower returns the name and ID of a member that is not the leader, so a test that breaks it does not also
+// depend on an election.
+func aFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) {
+	t.Helper()
+	for _, m := range c.Status.Members {
+		if m.Name != c.Status.Leader {
+			return m.Name, m.ID
+		}
+	}
+	t.Fatalf("no follower in %+v", c.Status.Members)
+	return "", ""
+}
