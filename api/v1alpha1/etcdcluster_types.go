@@ -18,9 +18,14 @@ type EtcdClusterSpec struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// Version is the etcd version the members run. Steward supports the versions listed here; changing it is an
-	// upgrade or downgrade, which only moves one minor version at a time.
-	// +kubebuilder:validation:Enum="3.5.35";"3.6.16"
+	// Version is the etcd version the members run: a 3.5, 3.6 or 3.7 release, for example "3.6.16". Changing it
+	// rolls the members one at a time (followers first, the leader last after handing leadership over). Upgrades
+	// move at most one minor version per change and only from a patch release etcd's upgrade guide allows
+	// (3.5.26+ to 3.6, 3.6.11+ to 3.7); downgrades move one minor version through etcd's downgrade API (from 3.6
+	// or later). Rules that depend on what members run are checked against etcd and reported in status.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][5-7][.](0|[1-9][0-9]{0,3})$')",message="version must be an etcd release Steward supports: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || (int(self.split('.')[1]) - int(oldSelf.split('.')[1]) <= 1 && int(oldSelf.split('.')[1]) - int(self.split('.')[1]) <= 1)",message="version may change by at most one minor version at a time (for example 3.5.x -> 3.6.x, then 3.6.x -> 3.7.x); etcd does not support skipping a minor version"
 	// +required
 	Version string `json:"version"`
 
@@ -193,9 +198,13 @@ type MemberStatus struct {
 	// Role of the member in raft.
 	// +optional
 	Role MemberRole `json:"role,omitempty"`
-	// Version of etcd the member runs.
+	// Version of etcd the member runs, as it reports.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// StorageVersion is the version of the member's data format (etcd 3.6+); during a downgrade a member is
+	// restarted on the older release only once this has come down to it.
+	// +optional
+	StorageVersion string `json:"storageVersion,omitempty"`
 	// Healthy is true when the member answered its status request without errors.
 	Healthy bool `json:"healthy"`
 	// DBSizeBytes is the size of the member's backend database.
@@ -230,9 +239,19 @@ type EtcdClusterStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// CurrentVersion is the etcd cluster version the members agree on.
+	// CurrentVersion is the oldest etcd server version a member runs: during a rolling upgrade the version the
+	// cluster is still at, afterwards spec.version.
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
+
+	// ClusterVersion is the cluster version etcd reports (major.minor.0): the feature level every member must
+	// speak. It moves up once every member runs the newer minor, and down as soon as a downgrade is enabled.
+	// +optional
+	ClusterVersion string `json:"clusterVersion,omitempty"`
+
+	// Downgrade is etcd's downgrade in progress, if any (etcd 3.6+): the minor version the cluster is going to.
+	// +optional
+	DowngradeTarget string `json:"downgradeTarget,omitempty"`
 
 	// Leader is the name of the member that leads the cluster.
 	// +optional

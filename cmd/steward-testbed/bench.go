@@ -89,6 +89,11 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	sections = append(sections, scaleSection)
+	upgradeSection, err := benchUpgrade(ctx, c, *runs)
+	if err != nil {
+		return err
+	}
+	sections = append(sections, upgradeSection)
 	if err := writeSections(*out, sections); err != nil {
 		return err
 	}
@@ -112,12 +117,8 @@ func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		return section{}, fmt.Errorf("install CRDs: %w: %s", err, out)
 	}
 	kubectl := func(stdin string, args ...string) error {
-		cmd := exec.CommandContext(ctx, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
-		}
-		return nil
+		_, err := kubectlOn(ctx, c)(stdin, args...)
+		return err
 	}
 	var rows []row
 	for _, size := range []int{1, 3} {
@@ -157,13 +158,8 @@ func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (sect
 // were deleted, next to a fourth etcd process joining a 3-process cluster by hand as a learner and being promoted.
 // The operator is the one benchClusterCreate started.
 func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
-	kubectl := func(args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("kubectl %v: %w: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
+	run := kubectlOn(ctx, c)
+	kubectl := func(args ...string) (string, error) { return run("", args...) }
 	settled := func(name string, replicas int) error {
 		return testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
 			out, err := kubectl("get", "etcdcluster", name, "-o",
@@ -255,6 +251,143 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 		"3-process cluster on the host as a learner, started, and promoted as soon as etcd allows. %d runs each.\n\n%s",
 		runs, table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data", replace},
 			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
+}
+
+// kubectlOn returns a function that runs kubectl against the test bed with stdin and returns its trimmed output.
+func kubectlOn(ctx context.Context, c *testbed.Cluster) func(stdin string, args ...string) (string, error) {
+	return func(stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+}
+
+// benchUpgrade times rolling a 3-member EtcdCluster from one release to another (patch to settled: every member
+// reports the new version, etcd's cluster version followed, nothing in progress), up 3.5 -> 3.6 and back down,
+// next to the physical bound: three etcd processes on the host restarted one after another on the new binary,
+// each until it answers /health.
+func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	kubectl := kubectlOn(ctx, c)
+	const name, from, to = "bench-upgrade", "3.5.35", "3.6.16"
+	settledAt := func(version, clusterVersion string) error {
+		return testbed.Eventually(ctx, 10*time.Minute, 100*time.Millisecond, func() error {
+			out, err := kubectl("", "get", "etcdcluster", name, "-o",
+				`jsonpath={.status.currentVersion}/{.status.clusterVersion}/{.status.readyReplicas}/{.status.conditions[?(@.type=="Progressing")].status}/{.metadata.generation}/{.status.observedGeneration}/{.status.downgradeTarget}`)
+			if err != nil {
+				return err
+			}
+			if want := fmt.Sprintf("%s/%s/3/False/", version, clusterVersion); !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "/") {
+				return fmt.Errorf("not settled at %s: %s", version, out)
+			}
+			parts := strings.Split(out, "/")
+			if parts[4] != parts[5] {
+				return fmt.Errorf("not observed yet: %s", out)
+			}
+			return nil
+		})
+	}
+	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, from)
+	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+		return section{}, err
+	}
+	if err := settledAt(from, "3.5.0"); err != nil {
+		return section{}, err
+	}
+	var up, down, bound []time.Duration
+	for i := 0; i < runs; i++ {
+		for _, step := range []struct {
+			version, cluster string
+			into             *[]time.Duration
+		}{{to, "3.6.0", &up}, {from, "3.5.0", &down}} {
+			begin := time.Now()
+			if _, err := kubectl("", "patch", "etcdcluster", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"version":%q}}`, step.version)); err != nil {
+				return section{}, err
+			}
+			if err := settledAt(step.version, step.cluster); err != nil {
+				return section{}, err
+			}
+			*step.into = append(*step.into, time.Since(begin))
+		}
+		d, err := etcdProcessesRestart(ctx, c, from, to)
+		if err != nil {
+			return section{}, err
+		}
+		bound = append(bound, d)
+	}
+	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
+		return section{}, err
+	}
+	return section{"upgrade", fmt.Sprintf("### Rolling upgrade and downgrade\n\n"+
+		"A 3-member EtcdCluster moved from etcd %s to %s and back (downgrade through etcd's downgrade API), from the "+
+		"patch to settled: every member reports the new version, etcd's cluster version followed, nothing in progress. "+
+		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
+		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
+		"%d runs each.\n\n%s",
+		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to, up}, {"downgrade " + to + " -> " + from, down},
+			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
+}
+
+// etcdProcessesRestart forms a 3-process cluster on loopback at version from, then times stopping each process
+// in turn and starting it on version to's binary until it answers /health.
+func etcdProcessesRestart(ctx context.Context, c *testbed.Cluster, from, to string) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "steward-bench-restart-")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	peer := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 35380+i) }
+	clientURL := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 35370+i) }
+	initial := fmt.Sprintf("m0=%s,m1=%s,m2=%s", peer(0), peer(1), peer(2))
+	cmds := make([]*exec.Cmd, 3)
+	defer func() {
+		for _, cmd := range cmds {
+			if cmd != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		}
+	}()
+	start := func(i int, version string) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(version), "etcd"), fmt.Sprintf("--name=m%d", i),
+			"--data-dir="+filepath.Join(dir, fmt.Sprint(i)), "--listen-client-urls="+clientURL(i), "--advertise-client-urls="+clientURL(i),
+			"--listen-peer-urls="+peer(i), "--initial-advertise-peer-urls="+peer(i),
+			"--initial-cluster="+initial, "--initial-cluster-state=new", "--initial-cluster-token=bench-restart")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		cmds[i] = cmd
+		return nil
+	}
+	healthy := func(i int) error {
+		return testbed.Eventually(ctx, time.Minute, 20*time.Millisecond, func() error { return testbed.HTTPHealthy(clientURL(i) + "/health")(ctx) })
+	}
+	for i := 0; i < 3; i++ {
+		if err := start(i, from); err != nil {
+			return 0, err
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := healthy(i); err != nil {
+			return 0, err
+		}
+	}
+	begin := time.Now()
+	for i := 0; i < 3; i++ {
+		_ = cmds[i].Process.Signal(os.Interrupt)
+		_ = cmds[i].Wait()
+		if err := start(i, to); err != nil {
+			return 0, err
+		}
+		if err := healthy(i); err != nil {
+			return 0, fmt.Errorf("process %d on %s: %w", i, to, err)
+		}
+	}
+	return time.Since(begin), nil
 }
 
 // etcdProcessJoins forms a 3-process cluster on loopback and times adding a fourth as a learner, starting it

@@ -1,13 +1,16 @@
-// Package etcd is Steward's narrow adapter to etcd's client API: it reads a cluster's member list and each
-// member's status, with short timeouts, and (in later work) changes membership. Nothing else in Steward imports
-// clientv3. Clients are pooled per cluster and reused across reconciles; every call honours the caller's
-// context.
+// Package etcd is Steward's narrow adapter to etcd's client API: it reads a cluster's member list, each
+// member's status and the cluster version, with short timeouts, and changes membership, leadership and the
+// cluster version (downgrades). Nothing else in Steward imports clientv3. Clients are pooled per cluster and
+// reused across reconciles; every call honours the caller's context.
 package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -44,8 +47,16 @@ type Status struct {
 	IsLearner   bool
 	RaftTerm    uint64
 	RaftIndex   uint64
-	Errors      []string
-	Err         error // the request failed
+	// AppliedIndex is the raft index the member has applied; RaftIndex the one it knows committed.
+	AppliedIndex uint64
+	// StorageVersion is the version of the member's data format (etcd 3.6+, empty before).
+	StorageVersion string
+	// DowngradeTarget is the version of the downgrade etcd has enabled, empty when none (etcd 3.6+).
+	DowngradeTarget string
+	// ClusterVersion is the cluster version the member reports on /version ("3.6.0"), empty if it did not say.
+	ClusterVersion string
+	Errors         []string
+	Err            error // the request failed
 }
 
 // Healthy reports whether the member answered, with no member-reported errors (alarms such as NOSPACE appear there), and knows a leader.
@@ -62,6 +73,10 @@ type ClusterView struct {
 	// VoterEndpoints are the endpoints that answered as voting members: where membership changes are sent,
 	// because a learner refuses them.
 	VoterEndpoints []string
+	// ClusterVersion is the cluster version as the leader (or else any voter) reports it; DowngradeTarget the
+	// downgrade etcd has enabled, empty when none.
+	ClusterVersion  string
+	DowngradeTarget string
 }
 
 // Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's UID).
@@ -140,6 +155,7 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		}
 	}
 	view.VoterEndpoints = voters
+	view.ClusterVersion, view.DowngradeTarget = clusterVersion(view.Statuses, voters)
 	if len(voters) > 0 && !sameEndpoints(c.Endpoints(), voters) {
 		c.SetEndpoints(voters...)
 	}
@@ -169,8 +185,55 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	}
 	s.MemberID, s.LeaderID, s.Version = resp.Header.MemberId, resp.Leader, resp.Version
 	s.DBSizeBytes, s.IsLearner, s.RaftTerm, s.RaftIndex = resp.DbSize, resp.IsLearner, resp.RaftTerm, resp.RaftIndex
+	s.AppliedIndex, s.StorageVersion = resp.RaftAppliedIndex, resp.StorageVersion
+	if d := resp.DowngradeInfo; d != nil && d.Enabled {
+		s.DowngradeTarget = d.TargetVersion
+	}
 	s.Errors = resp.Errors
+	// The cluster version is not part of the gRPC status; etcd serves it on the client port's /version.
+	s.ClusterVersion, _ = versionEndpoint(ctx, endpoint)
 	return s
+}
+
+// httpClient asks members' /version; the same short timeout as every observation call.
+var httpClient = &http.Client{Timeout: RequestTimeout}
+
+// versionEndpoint returns the cluster version a member reports on /version.
+func versionEndpoint(ctx context.Context, endpoint string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
+	if err != nil {
+		return "", fmt.Errorf("version request: %w", err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("get %s/version: %w", endpoint, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&v); err != nil {
+		return "", fmt.Errorf("read %s/version: %w", endpoint, err)
+	}
+	return v.Cluster, nil
+}
+
+// clusterVersion picks the cluster version and downgrade target from the leader's answer, else from any voter
+// that gave one (they agree once raft has applied the change; the leader is first to know).
+func clusterVersion(statuses map[string]Status, voters []string) (version, downgrade string) {
+	for _, ep := range voters {
+		s := statuses[ep]
+		if s.ClusterVersion == "" {
+			continue
+		}
+		if s.MemberID == s.LeaderID {
+			return s.ClusterVersion, s.DowngradeTarget
+		}
+		if version == "" {
+			version, downgrade = s.ClusterVersion, s.DowngradeTarget
+		}
+	}
+	return version, downgrade
 }
 
 func sameEndpoints(a, b []string) bool {
@@ -232,6 +295,47 @@ func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string,
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		if _, err := c.MemberRemove(ctx, id); err != nil {
 			return fmt.Errorf("remove member %x: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// MoveLeader hands leadership from the leader to member to. etcd only takes the request from the leader itself,
+// so it goes over a connection to leaderEndpoint of its own, closed afterwards (a rare call: once per leader
+// restart).
+func (p *Pool) MoveLeader(ctx context.Context, leaderEndpoint string, to uint64) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEndpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return fmt.Errorf("connect to leader %s: %w", leaderEndpoint, err)
+	}
+	defer func() { _ = c.Close() }()
+	// A transfer waits for the transferee to catch up and win an election: longer than a plain request.
+	ctx, cancel := context.WithTimeout(ctx, 3*RequestTimeout)
+	defer cancel()
+	if _, err := c.MoveLeader(ctx, to); err != nil {
+		return fmt.Errorf("move leader to %x: %w", to, err)
+	}
+	return nil
+}
+
+// EnableDowngrade validates and then enables etcd's downgrade of the cluster version to version (major.minor).
+func (p *Pool) EnableDowngrade(ctx context.Context, key string, endpoints []string, version string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.Downgrade(ctx, clientv3.DowngradeValidate, version); err != nil {
+			return fmt.Errorf("validate downgrade to %s: %w", version, err)
+		}
+		if _, err := c.Downgrade(ctx, clientv3.DowngradeEnable, version); err != nil {
+			return fmt.Errorf("enable downgrade to %s: %w", version, err)
+		}
+		return nil
+	})
+}
+
+// CancelDowngrade cancels the downgrade etcd has enabled.
+func (p *Pool) CancelDowngrade(ctx context.Context, key string, endpoints []string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.Downgrade(ctx, clientv3.DowngradeCancel, ""); err != nil {
+			return fmt.Errorf("cancel downgrade: %w", err)
 		}
 		return nil
 	})

@@ -66,10 +66,18 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		}
 		switch {
 		case m.HasPVC && m.InitialCluster != nil:
+			// Same identity, same data, same release: the data may be in a format only that release reads.
+			version, image := m.VolumeVersion, m.VolumeImage
+			if version == "" {
+				version, image = joinVersion(spec, obs, members)
+			}
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: m.InitialCluster, State: m.InitialState,
+				Version: version, Image: image,
 				Reason: ReasonRecreatingMember, Message: fmt.Sprintf("re-creating the Pod of member %s on its volume", m.Name)}
 		case !m.Started && m.IsLearner:
+			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
+				Version: version, Image: image,
 				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}
 		default:
 			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
@@ -103,6 +111,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
 			}
 		}
+	}
+	// 3b. A member that is down on a release the spec no longer asks for is restarted on the spec's.
+	if a, ok := rollUnhealthy(spec, obs, members); ok {
+		return a
 	}
 	// 4. Every member healthy before any other membership change.
 	if w, waiting := waitForMembers(obs); waiting {
@@ -153,11 +165,9 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: ReasonScalingDown,
 			Message: fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)}
 	}
-	for _, m := range members {
-		if m.HasPod && m.PodVersion != spec.Version {
-			return Action{Kind: Wait, Reason: ReasonUpgradeNotImplemented,
-				Message: fmt.Sprintf("member %s runs %s and spec.version is %s: changing the version of a running cluster is not supported yet", m.Name, m.PodVersion, spec.Version)}
-		}
+	// 7. Versions: one member restarted at a time, followers first, the leader last.
+	if a, ok := nextVersionStep(spec, obs, members); ok {
+		return a
 	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
 }

@@ -14,7 +14,9 @@ import (
 type Spec struct {
 	Replicas int
 	Version  string
-	Paused   bool
+	// Image is the image members of Version run (the spec's image, or the operator's default for Version).
+	Image  string
+	Paused bool
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
 	ReplaceUnhealthyAfter time.Duration
 }
@@ -28,8 +30,15 @@ type Member struct {
 	HasPod      bool
 	PodDeleting bool
 	PodReady    bool
-	// PodVersion is the etcd version the Pod's image runs.
-	PodVersion string
+	// PodVersion is the etcd version the Pod is set to run, and PodImage its image; ContainerImage is the image
+	// the running container was started from (the kubelet's report; differs from PodImage until it restarts).
+	PodVersion     string
+	PodImage       string
+	ContainerImage string
+	// VolumeVersion and VolumeImage are the release the member's data was last started with (recorded on its
+	// PVC): a Pod re-created on the volume starts on it, whatever spec.version says by then.
+	VolumeVersion string
+	VolumeImage   string
 	// InitialCluster is the --initial-cluster the member was created with (name to peer URL), recorded on its
 	// Pod and PVC; InitialState is "new" for bootstrap members and "existing" for members that joined later.
 	InitialCluster map[string]string
@@ -48,6 +57,12 @@ type Member struct {
 	Healthy bool
 	// UnhealthyFor is how long the member has been unhealthy without a break (0 when healthy).
 	UnhealthyFor time.Duration
+	// RunningVersion is the etcd version the member reports; StorageVersion the version of its data format
+	// (etcd 3.6+); AppliedIndex the raft index it has applied and CommitIndex the one it knows committed.
+	RunningVersion string
+	StorageVersion string
+	AppliedIndex   uint64
+	CommitIndex    uint64
 }
 
 // Observation is everything the planner knows about the cluster at one moment.
@@ -61,6 +76,10 @@ type Observation struct {
 	Bootstrapped bool
 	// LeaderID is the etcd member ID of the leader, 0 when unknown.
 	LeaderID uint64
+	// ClusterVersion is the cluster version etcd reports ("3.6.0"), empty when unknown; DowngradeTarget the
+	// version of a downgrade etcd has enabled, empty when none.
+	ClusterVersion  string
+	DowngradeTarget string
 	// NewMemberNames are unused names the controller generated, more than any step needs.
 	NewMemberNames []string
 	// PeerURL maps a member name to the peer URL it gets.
@@ -92,6 +111,9 @@ type Action struct {
 	// --initial-cluster-state ("new" in a bootstrap, "existing" when joining a running cluster).
 	InitialCluster map[string]string
 	State          string
+	// Version and Image are what the members the step creates or restarts run; empty means the spec's.
+	Version string
+	Image   string
 	// MemberID is the etcd member a membership step acts on; TargetID the member leadership moves to.
 	MemberID uint64
 	TargetID uint64
@@ -106,7 +128,6 @@ const (
 	ReasonBootstrapping         = "Bootstrapping"
 	ReasonWaitingForMembers     = "WaitingForMembers"
 	ReasonReconciled            = "Reconciled"
-	ReasonUpgradeNotImplemented = "VersionChangeNotSupportedYet"
 	ReasonInconsistentBootstrap = "InconsistentBootstrap"
 	ReasonPodDeleting           = "PodDeleting"
 	ReasonMemberDataLost        = "MemberDataLost"

@@ -110,9 +110,9 @@ func TestNext(t *testing.T) {
 			spec: spec3, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names, Members: healthy3()},
 			want: None, reason: ReasonReconciled,
 		},
-		"changed version is reported, not acted on": {
-			spec: Spec{Replicas: 3, Version: "3.5.35"}, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names, Members: healthy3()},
-			want: Wait, reason: ReasonUpgradeNotImplemented,
+		"changed version waits for etcd's cluster version before restarting anyone": {
+			spec: Spec{Replicas: 3, Version: "3.6.15"}, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names, Members: healthy3()},
+			want: Wait, reason: ReasonWaitingClusterVersion,
 		},
 		"bootstrap members all healthy but not yet recorded as started wait": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,

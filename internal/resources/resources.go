@@ -35,8 +35,14 @@ const (
 	AnnotationInitialCluster = "etcd.steward.dev/initial-cluster"
 	// AnnotationInitialClusterState is "new" (bootstrap) or "existing" (joined later).
 	AnnotationInitialClusterState = "etcd.steward.dev/initial-cluster-state"
-	// AnnotationVersion is the etcd version a member Pod was created to run (a custom image may not say).
+	// AnnotationVersion is the etcd version a member Pod is set to run (a custom image may not say). On a PVC it
+	// is the version the member's data was last started with, and AnnotationImage that release's image: a Pod
+	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
+	AnnotationImage   = "etcd.steward.dev/image"
+
+	// EtcdContainer is the name of the etcd container in a member Pod.
+	EtcdContainer = "etcd"
 
 	dataVolume = "data"
 	dataMount  = "/var/lib/etcd"
@@ -59,6 +65,21 @@ type Member struct {
 	InitialCluster map[string]string
 	// State is "new" for members of the bootstrap, "existing" for members that join a running cluster.
 	State string
+	// Version and Image the member runs; empty means the spec's version and image.
+	Version string
+	Image   string
+}
+
+// release is the version and image member m runs.
+func release(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (version, image string) {
+	version, image = m.Version, m.Image
+	if version == "" {
+		version = cluster.Spec.Version
+	}
+	if image == "" {
+		image = ImageFor(cluster, version, o)
+	}
+	return version, image
 }
 
 // ClusterLabels select every object of a cluster.
@@ -122,12 +143,18 @@ func ClientEndpoint(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
 	return fmt.Sprintf("http://%s.%s.svc.%s:%d", ClientServiceName(cluster), cluster.Namespace, o.ClusterDomain, ClientPort)
 }
 
-// Image is the etcd image members run.
+// Image is the etcd image members of spec.version run.
 func Image(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
-	if cluster.Spec.Image != "" {
+	return ImageFor(cluster, cluster.Spec.Version, o)
+}
+
+// ImageFor is the image of etcd version: the spec's image when it is set and for that version, else the
+// operator's repository tagged v<version>.
+func ImageFor(cluster *etcdv1alpha1.EtcdCluster, version string, o Options) string {
+	if cluster.Spec.Image != "" && version == cluster.Spec.Version {
 		return cluster.Spec.Image
 	}
-	return fmt.Sprintf("%s:v%s", o.ImageRepository, cluster.Spec.Version)
+	return fmt.Sprintf("%s:v%s", o.ImageRepository, version)
 }
 
 // FormatInitialCluster renders name=url pairs sorted by name, as etcd's --initial-cluster expects.
@@ -220,7 +247,8 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	}
 	annotations[AnnotationInitialCluster] = FormatInitialCluster(m.InitialCluster)
 	annotations[AnnotationInitialClusterState] = m.State
-	annotations[AnnotationVersion] = cluster.Spec.Version
+	version, image := release(cluster, m, o)
+	annotations[AnnotationVersion] = version
 
 	data := corev1.Volume{Name: dataVolume}
 	if cluster.Spec.Storage.Ephemeral {
@@ -263,8 +291,8 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name:            "etcd",
-				Image:           Image(cluster, o),
+				Name:            EtcdContainer,
+				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
 				Ports: []corev1.ContainerPort{
@@ -292,7 +320,8 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 
 // MemberPVC is the data volume claim of one member. It records the member's initial cluster too, because during
 // a bootstrap the PVCs are created before any Pod.
-func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVolumeClaim {
+func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.PersistentVolumeClaim {
+	version, image := release(cluster, m, o)
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      PVCName(m.Name),
@@ -301,6 +330,8 @@ func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member) *corev1.PersistentVo
 			Annotations: map[string]string{
 				AnnotationInitialCluster:      FormatInitialCluster(m.InitialCluster),
 				AnnotationInitialClusterState: m.State,
+				AnnotationVersion:             version,
+				AnnotationImage:               image,
 			},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
 		},

@@ -149,10 +149,33 @@ func TestMemberPod(t *testing.T) {
 
 func TestMemberPVC(t *testing.T) {
 	c := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") })
-	pvc := MemberPVC(c, boot)
+	pvc := MemberPVC(c, boot, opts)
 	if pvc.Name != "db-abcde-data" || ptr.Deref(pvc.Spec.StorageClassName, "") != "fast" ||
 		pvc.Spec.Resources.Requests.Storage().String() != "2Gi" || pvc.Annotations[AnnotationInitialCluster] == "" {
 		t.Errorf("pvc %+v", pvc)
+	}
+	if pvc.Annotations[AnnotationVersion] != c.Spec.Version || pvc.Annotations[AnnotationImage] != Image(c, opts) {
+		t.Errorf("pvc records release %q %q, want the spec's", pvc.Annotations[AnnotationVersion], pvc.Annotations[AnnotationImage])
+	}
+}
+
+// TestMemberRelease: a member created on a release other than the spec's (a learner joining while a downgrade
+// is pending, a Pod re-created on its volume) runs that release's image, and records it.
+func TestMemberRelease(t *testing.T) {
+	c := testCluster()
+	old := boot
+	old.Version = "3.5.35"
+	pod, pvc := MemberPod(c, old, opts), MemberPVC(c, old, opts)
+	want := opts.ImageRepository + ":v3.5.35"
+	if pod.Spec.Containers[0].Image != want || pod.Annotations[AnnotationVersion] != "3.5.35" || pvc.Annotations[AnnotationImage] != want {
+		t.Errorf("pod image %s, version %s, pvc image %s; want %s", pod.Spec.Containers[0].Image, pod.Annotations[AnnotationVersion], pvc.Annotations[AnnotationImage], want)
+	}
+	custom := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "mirror.example/etcd:3.6" })
+	if got := ImageFor(custom, custom.Spec.Version, opts); got != "mirror.example/etcd:3.6" {
+		t.Errorf("custom image for the spec's version = %s", got)
+	}
+	if got := ImageFor(custom, "3.5.35", opts); got != want {
+		t.Errorf("image for another version than the custom image's = %s, want the default %s", got, want)
 	}
 }
 

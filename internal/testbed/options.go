@@ -44,9 +44,11 @@ const (
 	CoreDNSVersion = "v1.14.7"
 )
 
-// EtcdVersions are the etcd versions the test bed builds images for, newest first; each has a pinned module
-// under third_party/etcd-v<version>. Two minor versions, so that upgrades and downgrades can be tested.
-var EtcdVersions = []string{"3.6.16", "3.5.35"}
+// EtcdVersions are the etcd versions the test bed builds images for; each has a pinned module under
+// third_party/etcd-v<version>. The first is the default: the API server's own etcd, samples and tests run it.
+// Three minor versions and two patches of one, so that patch and minor upgrades, downgrades and a refused
+// two-minor jump can all be tested.
+var EtcdVersions = []string{"3.6.16", "3.7.3", "3.6.15", "3.5.35"}
 
 // Options configure Start. The zero value is usable.
 type Options struct {

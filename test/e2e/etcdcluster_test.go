@@ -359,7 +359,7 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 			}
 			for _, n := range names {
 				m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
-				if err := k8s.Create(ctx, resources.MemberPVC(c, m)); err != nil {
+				if err := k8s.Create(ctx, resources.MemberPVC(c, m, operatorOptions)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -436,8 +436,10 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
 		"negative replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
 		"too many replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
-		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, `supported values: "3.5.35", "3.6.16"`},
-		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "Unsupported value"},
+		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, "version must be an etcd release Steward supports"},
+		"old version":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release Steward supports"},
+		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
+		"pre-release":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
 		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
 		"TLS not yet":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward"} }, "TLS is not available yet"},
 		"restore not yet": {func(c *etcdv1alpha1.EtcdCluster) {
@@ -513,6 +515,38 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestTwoMinorJumpIsRefusedAtAdmission: a version change that skips a minor version (3.5 -> 3.7) is refused
+// at admission with a message saying why, and the cluster's spec keeps its version.
+func TestTwoMinorJumpIsRefusedAtAdmission(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "bad")
+	c := newCluster("bad", "jumpy", 1)
+	c.Spec.Version = "3.5.35"
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, c) }()
+	for _, to := range []string{"3.7.3", "3.7.0"} {
+		var cur etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.Version = to
+		err := k8s.Update(ctx, &cur)
+		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "at most one minor version at a time") {
+			t.Fatalf("3.5.35 -> %s: error %v, want a refusal of a two-minor jump", to, err)
+		}
+	}
+	var after etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Spec.Version != "3.5.35" {
+		t.Fatalf("version after refused changes: %s", after.Spec.Version)
 	}
 }
 

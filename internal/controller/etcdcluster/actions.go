@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,11 +118,87 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			return fmt.Errorf("delete volume of removed member %s: %w", action.Members[0], err)
 		}
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberVolumeDeleted", "Deleted volume of removed member %s", action.Members[0])
+	case plan.RollMember:
+		return r.rollMember(ctx, cluster, obs, action)
+	case plan.MoveLeader:
+		from, to := action.Members[0], action.Members[1]
+		leaderEndpoint := obs.endpointOf[from]
+		if leaderEndpoint == "" {
+			return fmt.Errorf("move leadership from %s: it has no address", from)
+		}
+		if err := r.Etcd.MoveLeader(ctx, leaderEndpoint, action.TargetID); err != nil {
+			return err
+		}
+		log.Info("Moved leadership", "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s before restarting %s", from, to, from)
+	case plan.EnableDowngrade:
+		if err := r.Etcd.EnableDowngrade(ctx, key, endpoints, action.Version); err != nil {
+			return err
+		}
+		log.Info("Enabled downgrade", "targetVersion", action.Version)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "DowngradeEnabled", "Enabled etcd's downgrade to %s: the cluster version comes down, then members restart one at a time", action.Version)
+	case plan.CancelDowngrade:
+		if err := r.Etcd.CancelDowngrade(ctx, key, endpoints); err != nil {
+			return err
+		}
+		log.Info("Cancelled downgrade", "reason", action.Message)
+		r.Recorder.Event(cluster, corev1.EventTypeNormal, "DowngradeCancelled", action.Message)
 	case plan.Wait:
 		if action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
 		}
+		if action.Reason == plan.ReasonVersionChangeRefused && !waitingFor(cluster, action.Reason) {
+			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
+		}
 	}
+	return nil
+}
+
+// waitingFor reports whether the previous pass already waited for reason (its Progressing condition says so),
+// so that a wait's Warning is emitted once when it begins, not on every pass.
+func waitingFor(cluster *etcdv1alpha1.EtcdCluster, reason string) bool {
+	c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+	return c != nil && c.Reason == reason
+}
+
+// rollMember restarts a member in place on a new release: first its volume records the release (a Pod
+// re-created on it from now on starts on it), then the Pod's image changes and the kubelet restarts the etcd
+// container with the same volume, name and member ID. The patch carries the observed resourceVersion, so it
+// never applies to a Pod that changed since it was observed.
+func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	name := action.Members[0]
+	pod := obs.pods[name]
+	if pod == nil {
+		return nil
+	}
+	version, image := action.Version, action.Image
+	from := pod.Annotations[resources.AnnotationVersion]
+	if !cluster.Spec.Storage.Ephemeral {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+			return fmt.Errorf("get volume of member %s: %w", name, err)
+		}
+		if pvc.Annotations[resources.AnnotationVersion] != version || pvc.Annotations[resources.AnnotationImage] != image {
+			patch := client.MergeFromWithOptions(pvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage] = version, image
+			if err := r.Client.Patch(ctx, pvc, patch); err != nil {
+				return fmt.Errorf("record release %s on volume of member %s: %w", version, name, err)
+			}
+		}
+	}
+	updated := pod.DeepCopy()
+	updated.Annotations[resources.AnnotationVersion] = version
+	for i := range updated.Spec.Containers {
+		if updated.Spec.Containers[i].Name == resources.EtcdContainer {
+			updated.Spec.Containers[i].Image = image
+		}
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("restart member %s on %s: %w", name, version, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Restarting member on new release", "EtcdCluster", klog.KObj(cluster), "member", name,
+		"fromVersion", from, "targetVersion", version, "image", image)
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRestarting", "Restarting member %s on etcd %s (was %s): %s", name, version, from, action.Message)
 	return nil
 }
 
@@ -130,14 +207,15 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
 	members := make([]resources.Member, 0, len(action.Members))
 	for _, name := range action.Members {
-		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State})
+		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
+			Version: action.Version, Image: action.Image})
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {
-			if err := r.createIfMissing(ctx, cluster, resources.MemberPVC(cluster, m), &corev1.PersistentVolumeClaim{}); err != nil {
+			if err := r.createIfMissing(ctx, cluster, resources.MemberPVC(cluster, m, r.Options), &corev1.PersistentVolumeClaim{}); err != nil {
 				return fmt.Errorf("create volume of member %s: %w", m.Name, err)
 			}
 		}

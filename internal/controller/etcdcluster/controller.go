@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	action := plan.Next(specOf(cluster), obs.plan)
+	action := plan.Next(specOf(cluster, r.Options), obs.plan)
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err
@@ -105,8 +105,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{RequeueAfter: requeueProgressing}, nil
 }
 
-func specOf(c *etcdv1alpha1.EtcdCluster) plan.Spec {
-	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Paused: c.Spec.Paused}
+func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
+	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Image: resources.Image(c, o), Paused: c.Spec.Paused}
 	if c.Spec.ReplaceUnhealthyAfter != nil {
 		s.ReplaceUnhealthyAfter = c.Spec.ReplaceUnhealthyAfter.Duration
 	}

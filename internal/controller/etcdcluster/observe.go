@@ -29,6 +29,8 @@ type observation struct {
 	unhealthySince map[string]time.Time
 	// endpoints are the client URLs (by Pod IP) of the members that answered as voters, for membership calls.
 	endpoints []string
+	// endpointOf maps member name to its client URL (by Pod IP), for calls one member must take (MoveLeader).
+	endpointOf map[string]string
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -64,6 +66,10 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	obs.endpoints = view.VoterEndpoints
 	if len(obs.endpoints) == 0 {
 		obs.endpoints = list
+	}
+	obs.endpointOf = map[string]string{}
+	for ep, name := range endpoints {
+		obs.endpointOf[name] = ep
 	}
 	return obs, nil
 }
@@ -108,6 +114,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodDeleting = p.DeletionTimestamp != nil
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
+		m.PodImage, m.ContainerImage = etcdImages(p)
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -119,6 +126,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m := get(name)
 		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it.
 		m.HasPVC = pvc.DeletionTimestamp == nil
+		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
 		if m.InitialCluster == nil {
 			readInitial(m, pvc.Annotations)
 		}
@@ -133,12 +141,18 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if s.Err == nil {
 			obs.nameOf[s.MemberID] = name
 		}
-		get(name).Healthy = s.Healthy()
+		m := get(name)
+		m.Healthy = s.Healthy()
+		if s.Err == nil {
+			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
+			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
+		}
 		if s.Healthy() {
 			obs.plan.LeaderID = s.LeaderID
 		}
 	}
 	obs.plan.EtcdReachable = view.ListErr == nil
+	obs.plan.ClusterVersion, obs.plan.DowngradeTarget = view.ClusterVersion, view.DowngradeTarget
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
 	byPeerURL := map[string]string{}
 	for name := range members {
@@ -237,6 +251,22 @@ func readInitial(m *plan.Member, annotations map[string]string) {
 			m.InitialState = annotations[resources.AnnotationInitialClusterState]
 		}
 	}
+}
+
+// etcdImages returns the image the etcd container is set to run and the one its running container was started
+// from (empty until the kubelet reports it).
+func etcdImages(p *corev1.Pod) (spec, running string) {
+	for _, c := range p.Spec.Containers {
+		if c.Name == resources.EtcdContainer {
+			spec = c.Image
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == resources.EtcdContainer && c.State.Running != nil {
+			running = c.Image
+		}
+	}
+	return spec, running
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -34,7 +34,7 @@ func fixture(c *etcdv1alpha1.EtcdCluster, names []string, withPods int) ([]corev
 	var pvcs []corev1.PersistentVolumeClaim
 	for i, n := range names {
 		m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
-		pvcs = append(pvcs, *resources.MemberPVC(c, m))
+		pvcs = append(pvcs, *resources.MemberPVC(c, m, testOpts))
 		if i < withPods {
 			p := resources.MemberPod(c, m, testOpts)
 			p.Status.PodIP = "10.0.0." + string(rune('1'+i))

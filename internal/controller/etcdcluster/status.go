@@ -48,6 +48,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		}
 	}
 	st.CurrentVersion = lowestVersion(versions)
+	if obs.plan.EtcdReachable {
+		st.ClusterVersion, st.DowngradeTarget = obs.view.ClusterVersion, obs.view.DowngradeTarget
+	}
 	if obs.view.ClusterID != 0 {
 		st.ClusterID = etcd.FormatID(obs.view.ClusterID)
 	}
@@ -79,6 +82,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		return fmt.Errorf("write status: %w", err)
 	}
 	return nil
+}
+
+// progressingWaits are the waits that are part of a step under way (Progressing stays True through them), as
+// opposed to waits for a human (paused, refused, data lost).
+var progressingWaits = map[string]bool{
+	plan.ReasonBootstrapping: true, plan.ReasonWaitingForMembers: true, plan.ReasonPodDeleting: true,
+	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
+	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -114,7 +125,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	switch {
 	case action.Kind != plan.Wait && action.Kind != plan.None:
 		progressing.Status = metav1.ConditionTrue
-	case action.Kind == plan.Wait && (action.Reason == plan.ReasonBootstrapping || action.Reason == plan.ReasonWaitingForMembers || action.Reason == plan.ReasonPodDeleting):
+	case action.Kind == plan.Wait && progressingWaits[action.Reason]:
 		progressing.Status = metav1.ConditionTrue
 	default:
 		progressing.Status = metav1.ConditionFalse
@@ -131,7 +142,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
-	case action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap:
+	case action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap || action.Reason == plan.ReasonVersionChangeRefused:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
@@ -164,7 +175,7 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 			ms.ID = etcd.FormatID(m.ID)
 		}
 		if s, ok := obs.statusOf[m.Name]; ok && s.Err == nil {
-			ms.Version, ms.DBSizeBytes = s.Version, s.DBSizeBytes
+			ms.Version, ms.DBSizeBytes, ms.StorageVersion = s.Version, s.DBSizeBytes, s.StorageVersion
 			if ms.ID == "" {
 				ms.ID = etcd.FormatID(s.MemberID)
 			}

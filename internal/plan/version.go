@@ -1,0 +1,408 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Version steps, taken once membership is settled, one member per pass.
+const (
+	// RollMember restarts member Members[0] in place on Version and Image (its Pod's image changes; its volume,
+	// name and member ID stay).
+	RollMember ActionKind = "RollMember"
+	// MoveLeader hands leadership from MemberID to TargetID, so that the leader is never restarted while it leads.
+	MoveLeader ActionKind = "MoveLeader"
+	// EnableDowngrade asks etcd to lower the cluster version to Version (major.minor), which lets members run
+	// the older release; etcd then migrates every member's storage version down.
+	EnableDowngrade ActionKind = "EnableDowngrade"
+	// CancelDowngrade cancels a downgrade etcd has enabled that spec.version no longer asks for.
+	CancelDowngrade ActionKind = "CancelDowngrade"
+)
+
+// Reasons of version steps and waits.
+const (
+	ReasonUpgrading             = "Upgrading"
+	ReasonDowngrading           = "Downgrading"
+	ReasonRestartingForImage    = "RestartingForImage"
+	ReasonMovingLeader          = "MovingLeader"
+	ReasonVersionChangeRefused  = "VersionChangeRefused"
+	ReasonWaitingForStorage     = "WaitingForStorageVersion"
+	ReasonWaitingForRestart     = "WaitingForRestart"
+	ReasonWaitingForCatchUp     = "WaitingForCatchUp"
+	ReasonWaitingClusterVersion = "WaitingForClusterVersion"
+)
+
+// Version is an etcd release, major.minor.patch.
+type Version struct{ Major, Minor, Patch int }
+
+// ParseVersion reads "3.6.16", "v3.6.16" or a cluster version "3.6" / "3.6.0". Pre-release and build suffixes
+// are refused: Steward only rolls members between releases.
+func ParseVersion(s string) (Version, error) {
+	parts := strings.Split(strings.TrimPrefix(s, "v"), ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return Version{}, fmt.Errorf("version %q is not major.minor.patch", s)
+	}
+	var n [3]int
+	for i, p := range parts {
+		if p == "" || len(p) > 4 || (len(p) > 1 && p[0] == '0') {
+			return Version{}, fmt.Errorf("version %q: %q is not a version number", s, p)
+		}
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 {
+			return Version{}, fmt.Errorf("version %q: %q is not a version number", s, p)
+		}
+		n[i] = v
+	}
+	return Version{n[0], n[1], n[2]}, nil
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// MinorString is major.minor, the form etcd's cluster version and downgrade API use.
+func (v Version) MinorString() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Less orders releases.
+func (v Version) Less(o Version) bool {
+	if v.Major != o.Major {
+		return v.Major < o.Major
+	}
+	if v.Minor != o.Minor {
+		return v.Minor < o.Minor
+	}
+	return v.Patch < o.Patch
+}
+
+func (v Version) sameMinor(o Version) bool { return v.Major == o.Major && v.Minor == o.Minor }
+
+// minorsApart is how many minor versions o is above v (negative when below); both are 3.x in practice.
+func (v Version) minorsApart(o Version) int { return (o.Major-v.Major)*100 + o.Minor - v.Minor }
+
+// upgradeFloor is, per minor, the oldest patch release etcd's upgrade guide allows to move to the next minor:
+//
+//	3.5 -> 3.6: 3.5.26 or later (3.5.20 fixed learners reverting, 3.5.26 "zombie" members; etcd names 3.5.26
+//	            the only safe path)
+//	3.6 -> 3.7: 3.6.11 or later
+var upgradeFloor = map[string]Version{
+	"3.5": {3, 5, 26},
+	"3.6": {3, 6, 11},
+}
+
+// firstDowngradableMinor: etcd's downgrade API exists from 3.6; a 3.5 cluster cannot be downgraded in place.
+var firstDowngradableMinor = Version{3, 6, 0}
+
+// versionGoal is what the spec's version asks of a cluster in its observed state.
+type versionGoal int
+
+const (
+	goalNone      versionGoal = iota // every member runs the spec's version and image
+	goalRoll                         // restart members on the spec's version, one at a time
+	goalEnable                       // enable etcd's downgrade first
+	goalCancel                       // cancel a downgrade the spec no longer wants
+	goalRefused                      // the change is not allowed from the observed state
+	goalWaitingCV                    // etcd has not settled its cluster version yet
+)
+
+// stale reports whether a member's Pod is not yet set to the spec's version and image.
+func stale(spec Spec, m Member) bool {
+	return m.HasPod && (m.PodVersion != spec.Version || (spec.Image != "" && m.PodImage != spec.Image))
+}
+
+// restartPending reports whether a member's Pod was changed but the process does not run it yet: the kubelet
+// has not restarted the container, or etcd reports another version than the Pod was set to.
+func restartPending(m Member) bool {
+	if !m.HasPod {
+		return false
+	}
+	if m.ContainerImage != "" && m.PodImage != "" && !SameImage(m.ContainerImage, m.PodImage) {
+		return true
+	}
+	return m.RunningVersion != "" && m.PodVersion != "" && m.RunningVersion != m.PodVersion
+}
+
+// SameImage compares image references the way the kubelet reports them (it may add the default registry).
+func SameImage(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.TrimPrefix(s, "docker.io/")
+		return strings.TrimPrefix(s, "library/")
+	}
+	return norm(a) == norm(b)
+}
+
+// decideVersion compares the spec's version with the cluster version etcd reports and with what members run,
+// by etcd's rules: patch changes freely; up one minor only from the patch releases etcd's upgrade guide names;
+// down one minor only through etcd's downgrade API (3.6+), and a member is moved to the older release only once
+// etcd has migrated its storage version down.
+func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, string) {
+	anyStale := false
+	for _, m := range members {
+		if m.InEtcd && stale(spec, m) {
+			anyStale = true
+		}
+	}
+	target, err := ParseVersion(spec.Version)
+	if err != nil {
+		return goalRefused, err.Error()
+	}
+	downgrading := obs.DowngradeTarget != ""
+	if !anyStale {
+		if downgrading {
+			if dt, err := ParseVersion(obs.DowngradeTarget); err == nil && !dt.sameMinor(target) {
+				return goalCancel, fmt.Sprintf("etcd has a downgrade to %s enabled that spec.version %s does not ask for", obs.DowngradeTarget, spec.Version)
+			}
+		}
+		return goalNone, ""
+	}
+	if obs.ClusterVersion == "" {
+		return goalWaitingCV, "etcd has not reported its cluster version yet"
+	}
+	cv, err := ParseVersion(obs.ClusterVersion)
+	if err != nil {
+		return goalRefused, fmt.Sprintf("etcd reports cluster version %q, which Steward cannot read", obs.ClusterVersion)
+	}
+	if downgrading {
+		if dt, err := ParseVersion(obs.DowngradeTarget); err == nil && !dt.sameMinor(target) {
+			return goalCancel, fmt.Sprintf("cancelling etcd's downgrade to %s: spec.version is now %s", obs.DowngradeTarget, spec.Version)
+		}
+	}
+	switch apart := cv.minorsApart(target); {
+	case apart == 0:
+		return goalRoll, ""
+	case apart == 1:
+		floor, known := upgradeFloor[cv.MinorString()]
+		if !known {
+			return goalRefused, fmt.Sprintf("Steward knows no upgrade path from etcd %s to %s", cv.MinorString(), target.MinorString())
+		}
+		var tooOld []string
+		for _, m := range members {
+			running := m.RunningVersion
+			if running == "" {
+				running = m.PodVersion
+			}
+			v, err := ParseVersion(running)
+			if err != nil || !m.InEtcd {
+				continue
+			}
+			if v.sameMinor(cv) && v.Less(floor) {
+				tooOld = append(tooOld, fmt.Sprintf("%s runs %s", m.Name, running))
+			}
+		}
+		if len(tooOld) > 0 {
+			sort.Strings(tooOld)
+			return goalRefused, fmt.Sprintf("etcd supports upgrading to %s only from %s or later (%s): set spec.version to a %s release at or above %s first",
+				target.MinorString(), floor, strings.Join(tooOld, ", "), cv.MinorString(), floor)
+		}
+		return goalRoll, ""
+	case apart == -1:
+		if cv.Less(firstDowngradableMinor) {
+			return goalRefused, fmt.Sprintf("etcd %s has no downgrade API: a cluster at %s cannot be downgraded in place; restore a backup into a new cluster instead", cv.MinorString(), cv.MinorString())
+		}
+		if downgrading {
+			return goalWaitingCV, fmt.Sprintf("etcd's downgrade to %s is enabled; waiting for the cluster version to follow", target.MinorString())
+		}
+		return goalEnable, fmt.Sprintf("enabling etcd's downgrade from %s to %s", cv.MinorString(), target.MinorString())
+	case apart > 1:
+		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions ahead: etcd upgrades one minor version at a time; set spec.version to a %d.%d release first",
+			cv.MinorString(), spec.Version, apart, cv.Major, cv.Minor+1)
+	default:
+		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions behind: etcd downgrades one minor version at a time",
+			cv.MinorString(), spec.Version, -apart)
+	}
+}
+
+// joinVersion is the version and image a member that joins now (a learner, or a member re-created on its volume
+// without a recorded version) starts with: the spec's when the cluster may run it, else the leader's, so that a
+// pending downgrade or a refused change never lets a member start on a release the cluster cannot take.
+func joinVersion(spec Spec, obs Observation, members []Member) (version, image string) {
+	goal, _ := decideVersion(spec, obs, members)
+	if goal == goalNone || goal == goalRoll {
+		return spec.Version, spec.Image
+	}
+	var fallback *Member
+	for i := range members {
+		m := &members[i]
+		if !m.HasPod || m.PodVersion == "" || !m.InEtcd {
+			continue
+		}
+		if m.ID == obs.LeaderID {
+			return m.PodVersion, m.PodImage
+		}
+		if fallback == nil {
+			fallback = m
+		}
+	}
+	if fallback != nil {
+		return fallback.PodVersion, fallback.PodImage
+	}
+	return spec.Version, spec.Image
+}
+
+// catchUpSlack is how far (in raft entries) a member's applied index may trail the leader's commit index and
+// still count as caught up before the next member restarts: well inside the 5000 entries etcd keeps for
+// followers to catch up from its log, and far more than the few entries in flight between two status calls.
+const catchUpSlack = 1000
+
+// nextVersionStep returns the step that moves a settled cluster (every member healthy, no learner, as many
+// voters as specified) toward spec.version, and false when there is nothing to do.
+func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool) {
+	goal, why := decideVersion(spec, obs, members)
+	switch goal {
+	case goalNone:
+		return Action{}, false
+	case goalRefused:
+		return Action{Kind: Wait, Reason: ReasonVersionChangeRefused, Message: why}, true
+	case goalWaitingCV:
+		return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion, Message: why}, true
+	case goalCancel:
+		return Action{Kind: CancelDowngrade, Reason: ReasonDowngrading, Message: why}, true
+	case goalEnable:
+		target, _ := ParseVersion(spec.Version)
+		return Action{Kind: EnableDowngrade, Version: target.MinorString(), Reason: ReasonDowngrading, Message: why}, true
+	}
+
+	// Every member runs what its Pod says and has caught up with the leader, or the last restart is not over.
+	var leader *Member
+	for i := range members {
+		if members[i].InEtcd && members[i].ID == obs.LeaderID {
+			leader = &members[i]
+		}
+	}
+	for _, m := range members {
+		if restartPending(m) {
+			return Action{Kind: Wait, Reason: ReasonWaitingForRestart,
+				Message: fmt.Sprintf("waiting for member %s to run %s (it reports %s)", m.Name, m.PodVersion, orUnknown(m.RunningVersion))}, true
+		}
+		if leader != nil && m.InEtcd && leader.CommitIndex > m.AppliedIndex+catchUpSlack {
+			return Action{Kind: Wait, Reason: ReasonWaitingForCatchUp,
+				Message: fmt.Sprintf("waiting for member %s to catch up (applied %d, leader committed %d)", m.Name, m.AppliedIndex, leader.CommitIndex)}, true
+		}
+	}
+
+	var todo []Member
+	for _, m := range members {
+		if m.InEtcd && !m.IsLearner && stale(spec, m) {
+			todo = append(todo, m)
+		}
+	}
+	if len(todo) == 0 {
+		return Action{}, false
+	}
+	sort.Slice(todo, func(i, j int) bool { return todo[i].Name < todo[j].Name })
+	// Followers first; the leader last, and only after it has handed leadership to a member already rolled.
+	next := todo[0]
+	for _, m := range todo {
+		if m.ID != obs.LeaderID {
+			next = m
+			break
+		}
+	}
+	voters := 0
+	for _, m := range members {
+		if m.InEtcd && !m.IsLearner {
+			voters++
+		}
+	}
+	if next.ID == obs.LeaderID && voters > 1 {
+		if to, ok := transferee(spec, members, next); ok {
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+				Message: fmt.Sprintf("moving leadership from %s to %s before restarting %s", next.Name, to.Name, next.Name)}, true
+		}
+		return Action{Kind: Wait, Reason: ReasonMovingLeader, Message: fmt.Sprintf("no healthy follower to take leadership from %s", next.Name)}, true
+	}
+	return rollStep(spec, next, len(todo), voters)
+}
+
+// rollStep restarts member m on the spec's version, unless it is moving down a minor and etcd has not yet
+// migrated its storage version down (a 3.5 binary cannot read 3.6 data).
+func rollStep(spec Spec, m Member, left, voters int) (Action, bool) {
+	target, _ := ParseVersion(spec.Version)
+	from := m.RunningVersion
+	if from == "" {
+		from = m.PodVersion
+	}
+	reason := ReasonRestartingForImage
+	if cur, err := ParseVersion(from); err == nil {
+		switch {
+		case target.Less(cur):
+			reason = ReasonDowngrading
+		case cur.Less(target):
+			reason = ReasonUpgrading
+		}
+	}
+	if storageAbove(m, target, from) {
+		return Action{Kind: Wait, Reason: ReasonWaitingForStorage,
+			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}, true
+	}
+	return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image, Reason: reason,
+		Message: fmt.Sprintf("restarting member %s on %s (from %s; %d of %d members left)", m.Name, spec.Version, orUnknown(from), left, voters)}, true
+}
+
+// storageAbove reports whether member m's data may be in a newer format than target's minor reads: its storage
+// version says so, or it is not known while the member runs (from) a newer minor.
+func storageAbove(m Member, target Version, from string) bool {
+	if sv, err := ParseVersion(m.StorageVersion); err == nil {
+		return target.minorsApart(sv) > 0
+	}
+	cur, err := ParseVersion(from)
+	return err == nil && cur.minorsApart(target) < 0
+}
+
+// transferee picks the healthy voter to take leadership: one already on the spec's version if any, by name.
+func transferee(spec Spec, members []Member, leader Member) (Member, bool) {
+	var best Member
+	found := false
+	for _, m := range members {
+		if !m.InEtcd || m.IsLearner || !m.Healthy || m.ID == leader.ID {
+			continue
+		}
+		better := !found || (stale(spec, best) && !stale(spec, m)) || (stale(spec, best) == stale(spec, m) && m.Name < best.Name)
+		if better {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// rollUnhealthy restarts on the spec's version a member that is down and whose Pod is not at the spec's version
+// (a release that crashes, an image that cannot be pulled, and the user set spec.version back). Restarting a
+// member that is already down lowers nobody's health, so it is safe whenever the others keep a quorum; without
+// it a failed roll would block its own repair (every other step waits for all members to be healthy).
+func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) {
+	goal, _ := decideVersion(spec, obs, members)
+	if goal != goalRoll {
+		return Action{}, false
+	}
+	for _, m := range members {
+		if !m.InEtcd || m.IsLearner || m.Healthy || !stale(spec, m) {
+			continue
+		}
+		voters, healthyOthers := 0, 0
+		for _, o := range members {
+			if o.InEtcd && !o.IsLearner {
+				voters++
+				if o.Healthy && o.Name != m.Name {
+					healthyOthers++
+				}
+			}
+		}
+		if healthyOthers < Quorum(voters) {
+			return Action{}, false
+		}
+		// Moving down a minor needs the storage version, which a member that is down cannot report. Only while no
+		// downgrade is under way is it known anyway: it follows the cluster version, which is the spec's minor.
+		if target, err := ParseVersion(spec.Version); err == nil && (m.StorageVersion != "" || obs.DowngradeTarget != "") && storageAbove(m, target, m.PodVersion) {
+			return Action{}, false
+		}
+		return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image,
+			Reason: ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true
+	}
+	return Action{}, false
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

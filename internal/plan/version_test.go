@@ -1,0 +1,402 @@
+package plan
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// at returns a healthy voter running version v (Pod, container and etcd agree), ID id.
+func at(name string, id uint64, v string) Member {
+	m := voter(name, id)
+	m.PodVersion, m.RunningVersion = v, v
+	m.PodImage, m.ContainerImage = "etcd:v"+v, "etcd:v"+v
+	minor, _ := ParseVersion(v)
+	if !minor.Less(Version{3, 6, 0}) {
+		m.StorageVersion = minor.MinorString() + ".0"
+	}
+	m.AppliedIndex, m.CommitIndex = 5000, 5000
+	return m
+}
+
+func specAt(v string) Spec { return Spec{Replicas: 3, Version: v, Image: "etcd:v" + v} }
+
+func clusterAt(cv string, members ...Member) Observation {
+	o := formed(members...)
+	o.ClusterVersion = cv
+	return o
+}
+
+func TestNextVersion(t *testing.T) {
+	tests := map[string]struct {
+		spec   Spec
+		obs    Observation
+		want   ActionKind
+		reason string
+		member string // Members[0]
+		msg    string // a part of the message
+	}{
+		"members at the spec's version need nothing": {
+			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), None, ReasonReconciled, "", "",
+		},
+		"patch upgrade restarts a follower first, by name": {
+			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "3 of 3",
+		},
+		"minor upgrade from an allowed patch restarts a follower": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, ReasonUpgrading, "c-b", "",
+		},
+		"the leader is restarted last, after handing leadership to a member already upgraded": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, ReasonMovingLeader, "c-a", "to c-b",
+		},
+		"a former leader that is now a follower is restarted": {
+			specAt("3.6.16"), func() Observation {
+				o := clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
+				o.LeaderID = 2
+				return o
+			}(), RollMember, ReasonUpgrading, "c-a", "1 of 3",
+		},
+		"a single member is restarted in place (no one to hand leadership to)": {
+			Spec{Replicas: 1, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.15")), RollMember, ReasonUpgrading, "c-a", "",
+		},
+		"upgrade from a patch etcd's guide does not allow is refused, naming the floor": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, ReasonVersionChangeRefused, "", "3.5.26",
+		},
+		"a jump of two minor versions over the cluster version is refused": {
+			specAt("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.5.35")), Wait, ReasonVersionChangeRefused, "", "one minor version at a time",
+		},
+		"3.6 to 3.7 from 3.6.11 or later is allowed": {
+			specAt("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "",
+		},
+		"downgrade starts by enabling etcd's downgrade to the target minor": {
+			specAt("3.5.35"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), EnableDowngrade, ReasonDowngrading, "", "",
+		},
+		"downgrade enabled but the cluster version not yet lowered is waited for": {
+			specAt("3.5.35"), func() Observation {
+				o := clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
+				o.DowngradeTarget = "3.5.0"
+				return o
+			}(), Wait, ReasonWaitingClusterVersion, "", "",
+		},
+		"a member is moved down only once its storage version came down": {
+			specAt("3.5.35"), func() Observation {
+				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
+				o.DowngradeTarget = "3.5.0"
+				return o
+			}(), Wait, ReasonWaitingForStorage, "", "c-b",
+		},
+		"a member whose storage version came down is restarted on the older release": {
+			specAt("3.5.35"), func() Observation {
+				b := at("c-b", 2, "3.6.16")
+				b.StorageVersion = "3.5.0"
+				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), b, at("c-c", 3, "3.6.16"))
+				o.DowngradeTarget = "3.5.0"
+				return o
+			}(), RollMember, ReasonDowngrading, "c-b", "",
+		},
+		"downgrade of a 3.5 cluster is refused: no downgrade API": {
+			Spec{Replicas: 3, Version: "3.4.30"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), Wait, ReasonVersionChangeRefused, "", "no downgrade API",
+		},
+		"a partial upgrade is rolled back without the downgrade API (cluster version never moved)": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(), at("c-c", 3, "3.5.35")), RollMember, ReasonDowngrading, "c-b", "",
+		},
+		"user changes their mind during a downgrade: the downgrade is cancelled first": {
+			specAt("3.6.16"), func() Observation {
+				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.6.16"))
+				o.DowngradeTarget = "3.5.0"
+				return o
+			}(), CancelDowngrade, ReasonDowngrading, "", "",
+		},
+		"a downgrade etcd still has enabled after every member is at the spec's version is cancelled": {
+			specAt("3.6.16"), func() Observation {
+				o := clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
+				o.DowngradeTarget = "3.5.0"
+				return o
+			}(), CancelDowngrade, ReasonDowngrading, "", "",
+		},
+		"a restart the kubelet has not done yet is waited for": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
+				m := at("c-b", 2, "3.5.35")
+				m.PodVersion, m.PodImage = "3.6.16", "etcd:v3.6.16"
+				return m
+			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForRestart, "", "c-b",
+		},
+		"a member that restarted but lags behind the leader is waited for": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.AppliedIndex = 100
+				return m
+			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForCatchUp, "", "c-b",
+		},
+		"a member down after its restart blocks the next one": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
+				return m
+			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForMembers, "", "",
+		},
+		"a member down on a release the spec no longer asks for is restarted on the spec's": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion = false, false, "", ""
+				return m
+			}(), at("c-c", 3, "3.5.35")), RollMember, ReasonRestartingForImage, "c-b", "down",
+		},
+		"a member down is not restarted when the others have no quorum": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
+				return m
+			}(), func() Member { m := at("c-c", 3, "3.5.35"); m.Healthy, m.PodReady = false, false; return m }()), Wait, ReasonWaitingForMembers, "", "",
+		},
+		"an image change at the same version restarts members too": {
+			Spec{Replicas: 3, Version: "3.6.16", Image: "mirror/etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, ReasonRestartingForImage, "c-b", "",
+		},
+		"scale-up comes before the version change": {
+			Spec{Replicas: 5, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), AddLearner, ReasonScalingUp, "c-new", "",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Next(tt.spec, tt.obs)
+			if got.Kind != tt.want || got.Reason != tt.reason {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+			if tt.member != "" && (len(got.Members) == 0 || got.Members[0] != tt.member) {
+				t.Errorf("members = %v, want %s first", got.Members, tt.member)
+			}
+			if !strings.Contains(got.Message, tt.msg) {
+				t.Errorf("message %q does not say %q", got.Message, tt.msg)
+			}
+			if got.Kind == RollMember && (got.Version != tt.spec.Version || got.Image != tt.spec.Image) {
+				t.Errorf("roll to %s/%s, want the spec's %s/%s", got.Version, got.Image, tt.spec.Version, tt.spec.Image)
+			}
+			if got.Kind == EnableDowngrade && got.Version != "3.5" {
+				t.Errorf("downgrade enabled to %q, want 3.5", got.Version)
+			}
+		})
+	}
+}
+
+// TestJoinVersion: members that join while a downgrade is pending or a change is refused start on the release
+// the cluster runs, never on one it cannot take.
+func TestJoinVersion(t *testing.T) {
+	learner := Member{Name: "c-new", InEtcd: true, IsLearner: true, ID: 9}
+	tests := map[string]struct {
+		spec Spec
+		obs  Observation
+		want string
+	}{
+		"upgrade: the new release":                {specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35"), learner), "3.6.16"},
+		"downgrade not yet enabled: the leader's": {specAt("3.5.35"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.16"), learner), "3.6.16"},
+		"refused upgrade: the leader's":           {specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21"), learner), "3.5.21"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Next(Spec{Replicas: 5, Version: tt.spec.Version, Image: tt.spec.Image}, tt.obs)
+			if got.Kind != CreateMemberPods || got.Version != tt.want {
+				t.Fatalf("Next = %s %v on %q (%s), want the learner started on %s", got.Kind, got.Members, got.Version, got.Message, tt.want)
+			}
+		})
+	}
+	// A Pod re-created on its volume starts on the release its data was last run with.
+	c := at("c-c", 3, "3.5.35")
+	c.HasPod, c.VolumeVersion, c.VolumeImage = false, "3.5.35", "etcd:v3.5.35"
+	got := Next(specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), c))
+	if got.Kind != CreateMemberPods || got.Version != "3.5.35" || got.Image != "etcd:v3.5.35" {
+		t.Fatalf("re-created member on %s/%s (%s), want 3.5.35 from its volume", got.Version, got.Image, got.Message)
+	}
+}
+
+// TestVersionStepsKeepQuorum checks, over random mid-roll observations, that a version step never restarts a
+// member while another restart is unfinished or a voter is down and healthy, never restarts or moves the leader
+// by restarting it while another voter exists, and never puts a member on an older minor than its storage.
+func TestVersionStepsKeepQuorum(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	versions := []string{"3.5.21", "3.5.35", "3.6.15", "3.6.16", "3.7.3"}
+	names := []string{"c-a", "c-b", "c-c", "c-d", "c-e"}
+	for i := 0; i < 20000; i++ {
+		n := []int{1, 3, 5}[rng.Intn(3)]
+		var members []Member
+		for j := 0; j < n; j++ {
+			m := at(names[j], uint64(j+1), versions[rng.Intn(len(versions))])
+			if rng.Intn(4) == 0 {
+				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
+			}
+			if rng.Intn(5) == 0 {
+				m.PodVersion = versions[rng.Intn(len(versions))]
+				m.PodImage = "etcd:v" + m.PodVersion
+			}
+			if rng.Intn(6) == 0 {
+				m.StorageVersion = []string{"", "3.5.0", "3.6.0", "3.7.0"}[rng.Intn(4)]
+			}
+			members = append(members, m)
+		}
+		obs := clusterAt([]string{"3.5.0", "3.6.0", "3.7.0", ""}[rng.Intn(4)], members...)
+		obs.LeaderID = uint64(rng.Intn(n) + 1)
+		if rng.Intn(4) == 0 {
+			obs.DowngradeTarget = []string{"3.5.0", "3.6.0"}[rng.Intn(2)]
+		}
+		spec := specAt(versions[rng.Intn(len(versions))])
+		spec.Replicas = n
+		got := Next(spec, obs)
+		if got.Kind != RollMember && got.Kind != MoveLeader {
+			continue
+		}
+		target, _ := find(members, got.Members[0])
+		healthyOthers := 0
+		for _, m := range members {
+			if m.Name != target.Name && m.Healthy {
+				healthyOthers++
+			}
+			if got.Kind == RollMember && target.Healthy && (restartPending(m) || !m.Healthy) {
+				t.Fatalf("restarted %s while %s is down or restarting: %+v", target.Name, m.Name, members)
+			}
+		}
+		if got.Kind == RollMember && n > 1 && healthyOthers < Quorum(n) && target.Healthy { // one member: downtime is inherent
+			t.Fatalf("restarting %s leaves %d healthy of %d: %+v", target.Name, healthyOthers, n, members)
+		}
+		if got.Kind == RollMember && target.Healthy && target.ID == obs.LeaderID && n > 1 {
+			t.Fatalf("restarted leader %s while another voter exists: %+v", target.Name, members)
+		}
+		tv, _ := ParseVersion(got.Version)
+		if sv, err := ParseVersion(target.StorageVersion); got.Kind == RollMember && err == nil && tv.minorsApart(sv) > 0 {
+			t.Fatalf("moved %s to %s below its storage version %s", target.Name, got.Version, target.StorageVersion)
+		}
+		if got.Kind == RollMember && obs.ClusterVersion != "" {
+			cv, _ := ParseVersion(obs.ClusterVersion)
+			if d := cv.minorsApart(tv); d > 1 || d < 0 && obs.DowngradeTarget != "" && target.StorageVersion == "" {
+				t.Fatalf("restarted %s on %s with cluster version %s: %+v", target.Name, got.Version, obs.ClusterVersion, members)
+			}
+		}
+	}
+}
+
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"3.6.16", "v3.5.0", "3.6", "3.6.0", "", "3..1", "03.1.1", "3.6.16-rc.0", "99999.1.1", "-1.2.3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseVersion(s)
+		if err != nil {
+			return
+		}
+		if v.Major < 0 || v.Minor < 0 || v.Patch < 0 {
+			t.Fatalf("negative part in %q: %+v", s, v)
+		}
+		again, err := ParseVersion(v.String())
+		if err != nil || again != v {
+			t.Fatalf("%q -> %s does not round-trip: %+v, %v", s, v, again, err)
+		}
+	})
+}
+
+// simulatedCluster plays etcd and the kubelet for a sequence test: it applies the planner's version steps the
+// way they take effect (a Pod switched restarts on the next pass, etcd moves the cluster version and the storage
+// versions on the pass after), so that many passes replay a whole roll.
+type simulatedCluster struct {
+	members   []Member
+	obs       Observation
+	pending   map[string]bool // switched Pods whose container has not restarted yet
+	downgrade string
+}
+
+func (s *simulatedCluster) apply(a Action) {
+	switch a.Kind {
+	case RollMember:
+		for i := range s.members {
+			if s.members[i].Name == a.Members[0] {
+				s.members[i].PodVersion, s.members[i].PodImage = a.Version, a.Image
+				s.pending[a.Members[0]] = true
+			}
+		}
+	case MoveLeader:
+		s.obs.LeaderID = a.TargetID
+	case EnableDowngrade:
+		s.downgrade = a.Version + ".0"
+	}
+}
+
+// tick is what happens between two passes: restarts finish, etcd settles versions.
+func (s *simulatedCluster) tick() {
+	lowest := Version{9, 9, 9}
+	for i := range s.members {
+		m := &s.members[i]
+		if s.pending[m.Name] {
+			m.RunningVersion, m.ContainerImage = m.PodVersion, m.PodImage
+			delete(s.pending, m.Name)
+		}
+		if v, _ := ParseVersion(m.RunningVersion); v.Less(lowest) {
+			lowest = v
+		}
+	}
+	cv, _ := ParseVersion(s.obs.ClusterVersion)
+	switch {
+	case s.downgrade != "":
+		s.obs.ClusterVersion = s.downgrade
+		if dt, _ := ParseVersion(s.downgrade); dt.sameMinor(lowest) {
+			s.downgrade = "" // etcd ends the downgrade once every member runs the target
+		}
+	case cv.Less(Version{lowest.Major, lowest.Minor, 0}):
+		s.obs.ClusterVersion = lowest.MinorString() + ".0"
+	}
+	s.obs.DowngradeTarget = s.downgrade
+	for i := range s.members {
+		if v, _ := ParseVersion(s.members[i].RunningVersion); !v.Less(Version{3, 6, 0}) {
+			s.members[i].StorageVersion = s.obs.ClusterVersion
+		} else {
+			s.members[i].StorageVersion = ""
+		}
+	}
+	s.obs.Members = s.members
+}
+
+func TestRollSequences(t *testing.T) {
+	tests := map[string]struct {
+		from, to string
+		want     []string
+	}{
+		"upgrade 3.5 -> 3.6: followers by name, leadership handed over, then the old leader": {
+			"3.5.35", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+		},
+		"downgrade 3.6 -> 3.5: enable etcd's downgrade, then the same order": {
+			"3.6.16", "3.5.35", []string{"enable 3.5", "roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+		},
+		"patch 3.6.15 -> 3.6.16": {
+			"3.6.15", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			from, _ := ParseVersion(tt.from)
+			s := &simulatedCluster{pending: map[string]bool{},
+				members: []Member{at("c-a", 1, tt.from), at("c-b", 2, tt.from), at("c-c", 3, tt.from)}}
+			s.obs = clusterAt(from.MinorString()+".0", s.members...)
+			var steps []string
+			for pass := 0; pass < 50; pass++ {
+				s.tick()
+				a := Next(specAt(tt.to), s.obs)
+				switch a.Kind {
+				case None:
+					pass = 50
+				case RollMember:
+					steps = append(steps, "roll "+a.Members[0])
+				case MoveLeader:
+					steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
+				case EnableDowngrade:
+					steps = append(steps, "enable "+a.Version)
+				case Wait:
+				default:
+					t.Fatalf("pass %d: unexpected step %s (%s)", pass, a.Kind, a.Message)
+				}
+				s.apply(a)
+			}
+			if strings.Join(steps, ", ") != strings.Join(tt.want, ", ") {
+				t.Fatalf("steps %v, want %v", steps, tt.want)
+			}
+			want, _ := ParseVersion(tt.to)
+			if s.obs.ClusterVersion != want.MinorString()+".0" || s.downgrade != "" {
+				t.Errorf("ended at cluster version %s, downgrade %q", s.obs.ClusterVersion, s.downgrade)
+			}
+		})
+	}
+}

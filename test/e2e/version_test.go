@@ -1,0 +1,504 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// rollWatcher watches a cluster's Pods and etcd's leader while its members are restarted on a new release: for
+// each member, whether it led the cluster when its Pod was switched, and the most members down at one time.
+type rollWatcher struct {
+	mu sync.Mutex
+	// restarted lists members in the order their Pods were switched to the target version.
+	restarted []string
+	// ledWhenRestarted holds members that were etcd's leader at the moment their Pod was switched.
+	ledWhenRestarted []string
+	maxDown          int
+	leaderMoves      int
+	stop             chan struct{}
+	done             chan struct{}
+}
+
+func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWatcher {
+	t.Helper()
+	w := &rollWatcher{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		seen := map[string]bool{}
+		leader := ""
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+				continue
+			}
+			down := 0
+			for _, p := range pods.Items {
+				if !podIsReady(&p) {
+					down++
+				}
+			}
+			now := currentLeader(pods.Items)
+			w.mu.Lock()
+			if down > w.maxDown {
+				w.maxDown = down
+			}
+			if now != "" && leader != "" && now != leader {
+				w.leaderMoves++
+			}
+			for _, p := range pods.Items {
+				if p.Annotations[resources.AnnotationVersion] == target && !seen[p.Name] {
+					seen[p.Name] = true
+					w.restarted = append(w.restarted, p.Name)
+					if p.Name == leader && len(pods.Items) > 1 {
+						w.ledWhenRestarted = append(w.ledWhenRestarted, p.Name)
+					}
+				}
+			}
+			w.mu.Unlock()
+			if now != "" {
+				leader = now
+			}
+		}
+	}()
+	return w
+}
+
+func (w *rollWatcher) finish() {
+	close(w.stop)
+	<-w.done
+}
+
+// check fails the test unless every member was switched, none while it led, and never two down at once.
+func (w *rollWatcher) check(t *testing.T, members int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("restart order %v, %d leadership changes, at most %d member(s) down at once", w.restarted, w.leaderMoves, w.maxDown)
+	if len(w.restarted) != members {
+		t.Errorf("%d members switched, want %d: %v", len(w.restarted), members, w.restarted)
+	}
+	if len(w.ledWhenRestarted) > 0 {
+		t.Errorf("members %v were restarted while leading", w.ledWhenRestarted)
+	}
+	if w.maxDown > 1 {
+		t.Errorf("%d members down at once; one at a time is the rule", w.maxDown)
+	}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// currentLeader asks the members for etcd's leader and returns its name ("" when no member answered).
+func currentLeader(pods []corev1.Pod) string {
+	nameOf := map[string]string{}
+	var eps []string
+	for _, p := range pods {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		ep := fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		eps = append(eps, ep)
+		nameOf[ep] = p.Name
+	}
+	if len(eps) == 0 {
+		return ""
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = cli.Close() }()
+	ids := map[uint64]string{}
+	var leader uint64
+	for _, ep := range eps {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s, err := cli.Status(ctx, ep)
+		cancel()
+		if err != nil {
+			continue
+		}
+		ids[s.Header.MemberId] = nameOf[ep]
+		if s.Leader != 0 {
+			leader = s.Leader
+		}
+	}
+	return ids[leader]
+}
+
+// setVersion changes spec.version.
+func setVersion(t *testing.T, key client.ObjectKey, version string) {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Version = version
+	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
+		t.Fatalf("set version %s: %v", version, err)
+	}
+}
+
+// waitAtVersion waits until the cluster settled with every member running version and etcd's cluster version
+// at its minor, and checks that the members kept their names and IDs (restarts in place, not replacements).
+func waitAtVersion(t *testing.T, key client.ObjectKey, version string, before map[string]string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	v, err := plan.ParseVersion(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *etcdv1alpha1.EtcdCluster
+	poll(t, "members at "+version, timeout, func() error {
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := k8s.Get(context.Background(), key, c); err != nil {
+			return err
+		}
+		if c.Status.ClusterVersion != v.MinorString()+".0" || c.Status.CurrentVersion != version || c.Status.DowngradeTarget != "" {
+			return fmt.Errorf("cluster version %q, current %q, downgrade %q: %s", c.Status.ClusterVersion, c.Status.CurrentVersion, c.Status.DowngradeTarget, describe(c))
+		}
+		for _, m := range c.Status.Members {
+			if m.Version != version {
+				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
+			}
+		}
+		if !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+			return fmt.Errorf("still progressing: %s", describe(c))
+		}
+		got = c
+		return nil
+	})
+	got = waitSettled(t, key, time.Minute)
+	checkStatusMatchesEtcd(t, got)
+	if before != nil {
+		if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Errorf("members changed during the version change: %v, before %v", now, before)
+		}
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pvc := range pvcs.Items {
+		if pvc.Annotations[resources.AnnotationVersion] != version {
+			t.Errorf("volume %s records release %q, want %s", pvc.Name, pvc.Annotations[resources.AnnotationVersion], version)
+		}
+	}
+	return got
+}
+
+// memberIDs maps member name to etcd member ID.
+func memberIDs(c *etcdv1alpha1.EtcdCluster) map[string]string {
+	out := map[string]string{}
+	for _, m := range c.Status.Members {
+		out[m.Name] = m.ID
+	}
+	return out
+}
+
+// rollTo changes spec.version under watch and waits for every member to run it, in place.
+func rollTo(t *testing.T, key client.ObjectKey, version string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &c); err != nil {
+		t.Fatal(err)
+	}
+	before := memberIDs(&c)
+	w := watchRoll(t, &c, version)
+	begin := time.Now()
+	setVersion(t, key, version)
+	got := waitAtVersion(t, key, version, before, 8*time.Minute)
+	w.finish()
+	t.Logf("%s -> %s: %d members in %s", c.Spec.Version, version, len(before), time.Since(begin).Round(100*time.Millisecond))
+	w.check(t, len(before))
+	return got
+}
+
+func newClusterAt(ns, name, version string) *etcdv1alpha1.EtcdCluster {
+	c := newCluster(ns, name, 3)
+	c.Spec.Version = version
+	return c
+}
+
+// TestMinorUpgradesUnderLoad upgrades a three-member cluster 3.5 -> 3.6 -> 3.7 while clients read and write:
+// one member at a time, followers first, the leader after handing leadership over, same members throughout.
+func TestMinorUpgradesUnderLoad(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	createNamespace(t, "upgrade")
+	c := newClusterAt("upgrade", "rising", "3.5.35")
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	rollTo(t, key, "3.6.16")
+	got = rollTo(t, key, "3.7.3")
+	requireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestPatchUpgradeUnderLoad moves a cluster from 3.6.15 to 3.6.16 under load.
+func TestPatchUpgradeUnderLoad(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	createNamespace(t, "patch")
+	c := newClusterAt("patch", "mended", "3.6.15")
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	got = rollTo(t, key, "3.6.16")
+	requireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestDowngradesUnderLoad downgrades 3.7 -> 3.6 -> 3.5 through etcd's downgrade API under load: the downgrade is
+// enabled (status shows its target), each member restarts on the older release only once etcd migrated its
+// storage version down, and etcd ends the downgrade when every member runs the target.
+func TestDowngradesUnderLoad(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	createNamespace(t, "downgrade")
+	c := newClusterAt("downgrade", "falling", "3.7.3")
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	for _, to := range []string{"3.6.16", "3.5.35"} {
+		var targets sync.Map
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				var cur etcdv1alpha1.EtcdCluster
+				if k8s.Get(context.Background(), key, &cur) == nil && cur.Status.DowngradeTarget != "" {
+					targets.Store(cur.Status.DowngradeTarget, true)
+				}
+			}
+		}()
+		got = rollTo(t, key, to)
+		close(stop)
+		v, _ := plan.ParseVersion(to)
+		if _, ok := targets.Load(v.MinorString() + ".0"); !ok {
+			t.Errorf("status never showed the downgrade to %s", v.MinorString())
+		}
+	}
+	requireNoLostWrites(t, load, "3.7.3 -> 3.6.16 -> 3.5.35")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestUpgradeSurvivesOperatorRestarts stops the operator after every step of a 3.5 -> 3.6 upgrade it takes (a
+// member restarted, leadership moved) and starts a new one, under load.
+func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "upgrade-restart")
+	c := newClusterAt("upgrade-restart", "phoenix", "3.5.35")
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	stop := startOperator(t)
+	got := waitSettled(t, key, 4*time.Minute)
+	before := memberIDs(got)
+	load := startLoad(t, got)
+	setVersion(t, key, "3.6.16")
+	state := rollState(t, got)
+	restarts := 0
+	deadline := time.Now().Add(6 * time.Minute)
+	for time.Now().Before(deadline) && !strings.HasPrefix(state, "3/3 switched") {
+		if now := rollState(t, got); now != state {
+			stop()
+			restarts++
+			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
+			state = now
+			stop = startOperator(t)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got = waitAtVersion(t, key, "3.6.16", before, 4*time.Minute)
+	if restarts < 3 {
+		t.Errorf("only %d operator restarts; want one after each member's switch at least", restarts)
+	}
+	requireNoLostWrites(t, load, "upgrade with operator restarts")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// rollState summarises what an upgrade step changes: how many Pods are switched to 3.6.16, and the leader.
+func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	switched := 0
+	for _, p := range pods.Items {
+		if p.Annotations[resources.AnnotationVersion] == "3.6.16" {
+			switched++
+		}
+	}
+	return fmt.Sprintf("%d/%d switched, leader %s", switched, len(pods.Items), currentLeader(pods.Items))
+}
+
+// TestUpgradeContinuesAfterMemberFailure deletes the Pod of a member that has not been upgraded yet, in the
+// middle of a 3.5 -> 3.6 upgrade under load: the member comes back on its volume's release, and the upgrade
+// carries on to every member.
+func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	createNamespace(t, "upgrade-fail")
+	c := newClusterAt("upgrade-fail", "sturdy", "3.5.35")
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	before := memberIDs(got)
+	load := startLoad(t, got)
+	setVersion(t, key, "3.6.16")
+	var victim string
+	poll(t, "first member switched", 3*time.Minute, func() error {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			return err
+		}
+		var old []string
+		switched := 0
+		for _, p := range pods.Items {
+			if p.Annotations[resources.AnnotationVersion] == "3.6.16" {
+				switched++
+			} else {
+				old = append(old, p.Name)
+			}
+		}
+		if switched == 0 || len(old) == 0 {
+			return fmt.Errorf("%d switched, not yet: %v", switched, old)
+		}
+		sort.Strings(old)
+		victim = old[0]
+		return nil
+	})
+	var pod corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: victim}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted the Pod of member %s mid-upgrade", victim)
+	got = waitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
+	requireNoLostWrites(t, load, "upgrade with a member failing")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestVersionChangeOfMind: mid-way through a 3.5 -> 3.6 upgrade the user asks for 3.7, which etcd cannot reach
+// from a cluster still at 3.5: Steward refuses in status (Degraded, VersionChangeRefused) and restarts nobody.
+// Then the user goes back to 3.5, and the members already on 3.6 are rolled back, under load.
+func TestVersionChangeOfMind(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	createNamespace(t, "mind")
+	c := newClusterAt("mind", "fickle", "3.5.35")
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	before := memberIDs(got)
+	load := startLoad(t, got)
+	setVersion(t, key, "3.6.16")
+	poll(t, "a member upgraded", 3*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		for _, m := range got.Status.Members {
+			if m.Version == "3.6.16" {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet: %s", describe(got))
+	})
+	setVersion(t, key, "3.7.3")
+	poll(t, "3.7.3 refused in status", time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != "True" || d.Reason != plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("not refused: %s", describe(got))
+		}
+		t.Logf("refused: %s", d.Message)
+		return nil
+	})
+	// Nothing moves while refused: the Pods' releases stay as they are over several passes.
+	pods := podReleases(t, got)
+	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if now := podReleases(t, got); now != pods {
+			t.Fatalf("members changed while the change was refused: %s -> %s", pods, now)
+		}
+	}
+	if got.Status.ClusterVersion != "3.5.0" {
+		t.Fatalf("cluster version %s while the upgrade is half done, want 3.5.0", got.Status.ClusterVersion)
+	}
+	got = rollBack(t, key, before)
+	requireNoLostWrites(t, load, "upgrade, refused jump, rollback")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+func rollBack(t *testing.T, key client.ObjectKey, before map[string]string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	setVersion(t, key, "3.5.35")
+	return waitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
+}
+
+// podReleases lists each member Pod's version annotation and etcd image.
+func podReleases(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, p.Name+"="+p.Annotations[resources.AnnotationVersion]+"/"+p.Spec.Containers[0].Image)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
