@@ -429,7 +429,8 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 
 // TestVersionChangeOfMind: mid-way through a 3.5 -> 3.6 upgrade the user asks for 3.7, which etcd cannot reach
 // from a cluster still at 3.5: Steward refuses in status (Degraded, VersionChangeRefused) and restarts nobody.
-// Then the user goes back to 3.5, and the members already on 3.6 are rolled back, under load.
+// The user goes back to 3.6 (the roll carries on), then changes their mind again to 3.5 while members are still
+// rolling: the members already on 3.6 are rolled back. Under load throughout.
 func TestVersionChangeOfMind(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
@@ -444,17 +445,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
-	poll(t, "a member upgraded", 3*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Version == "3.6.16" {
-				return nil
-			}
-		}
-		return fmt.Errorf("none yet: %s", describe(got))
-	})
+	waitSomeMemberAt(t, key, "3.6.16")
 	setVersion(t, key, "3.7.3")
 	poll(t, "3.7.3 refused in status", time.Minute, func() error {
 		if err := k8s.Get(ctx, key, got); err != nil {
@@ -474,18 +465,45 @@ func TestVersionChangeOfMind(t *testing.T) {
 			t.Fatalf("members changed while the change was refused: %s -> %s", pods, now)
 		}
 	}
+	if err := k8s.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
 	if got.Status.ClusterVersion != "3.5.0" {
 		t.Fatalf("cluster version %s while the upgrade is half done, want 3.5.0", got.Status.ClusterVersion)
 	}
-	got = rollBack(t, key, before)
-	requireNoLostWrites(t, load, "upgrade, refused jump, rollback")
+	// Back to 3.6, and (before the roll is over) back to 3.5.
+	setVersion(t, key, "3.6.16")
+	poll(t, "3.6.16 no longer refused", time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason == plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("still refused: %s", describe(got))
+		}
+		return nil
+	})
+	t.Logf("members when asked for 3.5.35 again: %s (cluster version %s)", podReleases(t, got), got.Status.ClusterVersion)
+	setVersion(t, key, "3.5.35")
+	got = waitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
+	requireNoLostWrites(t, load, "upgrade, refused jump, back and forth")
 	deleteAndCheckNothingLeft(t, got)
 }
 
-func rollBack(t *testing.T, key client.ObjectKey, before map[string]string) *etcdv1alpha1.EtcdCluster {
+// waitSomeMemberAt waits until at least one member reports version.
+func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
 	t.Helper()
-	setVersion(t, key, "3.5.35")
-	return waitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
+	poll(t, "a member at "+version, 3*time.Minute, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if m.Version == version {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet: %s", describe(&c))
+	})
 }
 
 // podReleases lists each member Pod's version annotation and etcd image.
