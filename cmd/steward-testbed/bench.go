@@ -36,7 +36,9 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade); the others in the file are kept")
 	_ = fs.Parse(args)
+	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
 	var sections []section
 	if *cold {
@@ -66,34 +68,27 @@ func bench(ctx context.Context, args []string) error {
 		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until node Ready, CoreDNS available, StorageClass present; %d runs.\n\n%s",
 		len(starts), table([]row{{"warm start", starts}}))})
 
-	podTimes, err := benchPodStart(ctx, c, *runs)
-	if err != nil {
-		return err
+	measured := []struct {
+		name string
+		run  func(context.Context, *testbed.Cluster, int) (section, error)
+	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade}}
+	operatorRunning := false
+	for _, m := range measured {
+		if !want(m.name) {
+			continue
+		}
+		if m.name != "etcd-start" && !operatorRunning {
+			if err := startOperatorProcess(ctx, c); err != nil {
+				return err
+			}
+			operatorRunning = true
+		}
+		s, err := m.run(ctx, c, *runs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		sections = append(sections, s)
 	}
-	procTimes, err := benchEtcdProcess(ctx, c, *runs)
-	if err != nil {
-		return err
-	}
-	sections = append(sections, section{"etcd-start", fmt.Sprintf(
-		"### One etcd member: Pod on the test bed vs. the bare process\n\n"+
-			"Pod: create a Pod from the local etcd %s image until etcd answers `/health` on the pod IP. "+
-			"Process: start the same etcd binary by hand until `/health` answers (the physical bound). %d runs each.\n\n%s",
-		testbed.EtcdVersions[0], *runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd process to healthy", procTimes}}))})
-	clusterSection, err := benchClusterCreate(ctx, c, *runs)
-	if err != nil {
-		return err
-	}
-	sections = append(sections, clusterSection)
-	scaleSection, err := benchScale(ctx, c, *runs)
-	if err != nil {
-		return err
-	}
-	sections = append(sections, scaleSection)
-	upgradeSection, err := benchUpgrade(ctx, c, *runs)
-	if err != nil {
-		return err
-	}
-	sections = append(sections, upgradeSection)
 	if err := writeSections(*out, sections); err != nil {
 		return err
 	}
@@ -101,21 +96,43 @@ func bench(ctx context.Context, args []string) error {
 	return nil
 }
 
-// benchClusterCreate times apply -> Available of 1- and 3-member EtcdClusters with the operator running as a
-// process, next to the same etcd binary forming a cluster of as many processes started by hand.
-func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+// startOperatorProcess builds Steward, runs it as a process of the test bed and installs the CRDs.
+func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	operator := filepath.Join(c.StateDir(), "bin", "steward")
 	build := exec.CommandContext(ctx, "go", "build", "-o", operator, "./cmd/steward")
 	if out, err := build.CombinedOutput(); err != nil {
-		return section{}, fmt.Errorf("build operator: %w: %s", err, out)
+		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
 	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, "--metrics-bind-address=0",
 		"--health-probe-bind-address=0", "--etcd-image-repository=steward.local/etcd"); err != nil {
+		return err
+	}
+	if _, err := kubectlOn(ctx, c)("", "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
+		return fmt.Errorf("install CRDs: %w", err)
+	}
+	return nil
+}
+
+// benchEtcdStart times one etcd member as a Pod on the test bed next to the bare process.
+func benchEtcdStart(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	podTimes, err := benchPodStart(ctx, c, runs)
+	if err != nil {
 		return section{}, err
 	}
-	if out, err := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-f", "config/crd/bases").CombinedOutput(); err != nil {
-		return section{}, fmt.Errorf("install CRDs: %w: %s", err, out)
+	procTimes, err := benchEtcdProcess(ctx, c, runs)
+	if err != nil {
+		return section{}, err
 	}
+	return section{"etcd-start", fmt.Sprintf(
+		"### One etcd member: Pod on the test bed vs. the bare process\n\n"+
+			"Pod: create a Pod from the local etcd %s image until etcd answers `/health` on the pod IP. "+
+			"Process: start the same etcd binary by hand until `/health` answers (the physical bound). %d runs each.\n\n%s",
+		testbed.EtcdVersions[0], runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd process to healthy", procTimes}}))}, nil
+}
+
+// benchClusterCreate times apply -> Available of 1- and 3-member EtcdClusters with the operator running as a
+// process, next to the same etcd binary forming a cluster of as many processes started by hand.
+func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
 	kubectl := func(stdin string, args ...string) error {
 		_, err := kubectlOn(ctx, c)(stdin, args...)
 		return err
@@ -327,7 +344,7 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"patch to settled: every member reports the new version, etcd's cluster version followed, nothing in progress. "+
 		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
 		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each.\n\n%s",
+		"%d runs each. Where the time goes: before each next member Steward waits for the restarted one to pass etcd's `/readyz` (probed every 2 s) and to report its new version, and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to, up}, {"downgrade " + to + " -> " + from, down},
 			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
 }
