@@ -37,6 +37,21 @@ const (
 //	quorum: 1 2 3 4 5
 func Quorum(voters int) int { return voters/2 + 1 }
 
+// HealthyVoters counts the voting members etcd lists and how many of them answered healthy: the one count behind
+// both status.readyReplicas and the Available condition.
+func HealthyVoters(members []Member) (voters, healthy int) {
+	for _, m := range members {
+		if !m.InEtcd || m.IsLearner {
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	return voters, healthy
+}
+
 // nextAfterBootstrap decides once the cluster has formed. From here on etcd's member list is the truth about who
 // belongs to the cluster; Pods and PVCs follow it.
 func nextAfterBootstrap(spec Spec, obs Observation) Action {

@@ -152,3 +152,29 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 		}
 	}
 }
+
+func TestHealthyVoters(t *testing.T) {
+	a, b := voter("c-a", 1), voter("c-b", 2)
+	sick := voter("c-c", 3)
+	sick.Healthy = false
+	learner := Member{Name: "c-l", InEtcd: true, IsLearner: true, Healthy: true, HasPod: true}
+	removed := voter("c-r", 4)
+	removed.InEtcd = false
+	tests := map[string]struct {
+		members         []Member
+		voters, healthy int
+	}{
+		"all healthy": {[]Member{a, b}, 2, 2},
+		"a sick voter counts as voter, not healthy": {[]Member{a, b, sick}, 3, 2},
+		"a healthy learner is no voter":             {[]Member{a, learner}, 1, 1},
+		"a member etcd no longer lists is no voter": {[]Member{a, b, removed}, 2, 2},
+		"nothing": {nil, 0, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if v, h := HealthyVoters(tt.members); v != tt.voters || h != tt.healthy {
+				t.Errorf("HealthyVoters = %d, %d; want %d, %d", v, h, tt.voters, tt.healthy)
+			}
+		})
+	}
+}

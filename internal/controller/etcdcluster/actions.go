@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,11 +120,23 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		}
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberVolumeDeleted", "Deleted volume of removed member %s", action.Members[0])
 	case plan.Wait:
-		if action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap {
+		if waitStarts(cluster.Status.Conditions, action.Reason) {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
 		}
 	}
 	return nil
+}
+
+// waitStarts reports whether a Wait for reason needs a human and has just begun: its reason is one that only a
+// human ends (lost data, an inconsistent bootstrap), and the Degraded condition as read at the start of this
+// pass, which the previous pass wrote, does not carry it yet. So the warning is recorded once per wait, not on
+// every pass.
+func waitStarts(conditions []metav1.Condition, reason string) bool {
+	if reason != plan.ReasonMemberDataLost && reason != plan.ReasonInconsistentBootstrap {
+		return false
+	}
+	degraded := meta.FindStatusCondition(conditions, etcdv1alpha1.ConditionDegraded)
+	return degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != reason
 }
 
 // createMembers creates every member's PVC first and only then the Pods: once any Pod of a bootstrap exists,

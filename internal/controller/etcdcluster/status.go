@@ -34,12 +34,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	for range obs.pods {
 		st.Replicas++
 	}
-	st.ReadyReplicas, st.Leader, st.CurrentVersion = 0, "", ""
+	_, ready := plan.HealthyVoters(obs.plan.Members)
+	st.ReadyReplicas, st.Leader, st.CurrentVersion = int32(ready), "", "" //nolint:gosec // at most a few members
 	versions := map[string]bool{}
 	for _, m := range st.Members {
-		if m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
-			st.ReadyReplicas++
-		}
 		if m.Role == etcdv1alpha1.RoleLeader {
 			st.Leader = m.Name
 		}
@@ -83,16 +81,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 
 // conditions are computed from the pass alone; every condition is written on every pass.
 func conditions(obs *observation, action plan.Action, passErr error) []metav1.Condition {
-	voters, healthyVoters := 0, 0
-	for _, m := range obs.view.Members {
-		if m.IsLearner {
-			continue
-		}
-		voters++
-		if name, ok := obs.nameOf[m.ID]; ok && obs.statusOf[name].Healthy() {
-			healthyVoters++
-		}
-	}
+	voters, healthyVoters := plan.HealthyVoters(obs.plan.Members)
 	quorum := int(resources.Quorum(int32(voters)))
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
 	switch {
