@@ -28,6 +28,7 @@ const (
 	ReasonRemovingLeftover = "RemovingLeftoverMember"
 	ReasonUnknownMember    = "UnknownMember"
 	ReasonReplacingMember  = "ReplacingMember"
+	ReasonReplacingLearner = "ReplacingLearner"
 	ReasonQuorumAtRisk     = "QuorumAtRisk"
 )
 
@@ -110,12 +111,31 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}
 		}
 	}
-	// 3. A voter unhealthy for longer than allowed is replaced, one at a time, if the rest keeps a quorum.
+	// 3. Replacements, one at a time, each only if the rest keeps a healthy quorum. First a member that crashed
+	// because its data dir was emptied or corrupted on its intact volume: restarting it can never help, and if it
+	// came back under its old ID it would vote without the entries it acknowledged. (Only while it is unhealthy:
+	// the evidence is its last crash, and a member that runs again has been repaired by someone.)
+	for _, m := range members {
+		if m.InEtcd && m.DataLoss != "" && !m.Healthy {
+			return removeIfSafe(members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss))
+		}
+	}
 	if spec.ReplaceUnhealthyAfter > 0 {
+		// A voter unhealthy for longer than allowed.
 		for _, m := range members {
 			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter {
 				return removeIfSafe(members, m, ReasonReplacingMember,
 					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
+			}
+		}
+		// A learner that has not caught up within the same bound (cut off, crashing, or refused promotion): it
+		// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
+		// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
+		for _, m := range members {
+			if m.InEtcd && m.IsLearner && m.HasPod && m.LearnerFor >= spec.ReplaceUnhealthyAfter && (!m.Healthy || !othersUnready(members, m.Name)) {
+				return removeIfSafe(members, m, ReasonReplacingLearner,
+					fmt.Sprintf("removing member %s, still a learner %s after its Pod was created (more than %s), to replace it", m.Name, m.LearnerFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
 			}
 		}
 	}
@@ -200,6 +220,17 @@ func removeIfSafe(members []Member, m Member, reason, message string) Action {
 			Message: fmt.Sprintf("%s: not now, it would leave %d healthy of %d voters, below quorum %d", message, healthyOthers, remaining, Quorum(remaining))}
 	}
 	return Action{Kind: RemoveMember, Members: []string{m.Name}, MemberID: m.ID, Reason: reason, Message: message}
+}
+
+// othersUnready reports whether a member other than name has a Pod and is not healthy and ready: what makes
+// waitForMembers hold back a promotion.
+func othersUnready(members []Member, name string) bool {
+	for _, m := range members {
+		if m.Name != name && m.HasPod && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
+			return true
+		}
+	}
+	return false
 }
 
 // pickRemoval chooses the voter to remove: never the leader while another voter exists (removing the leader

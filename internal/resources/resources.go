@@ -38,6 +38,9 @@ const (
 	// AnnotationVersion is the etcd version a member Pod was created to run (a custom image may not say).
 	AnnotationVersion = "etcd.steward.dev/version"
 
+	// EtcdContainer is the name of the etcd container in a member Pod.
+	EtcdContainer = "etcd"
+
 	dataVolume = "data"
 	dataMount  = "/var/lib/etcd"
 	// nonRootID is the UID and GID etcd runs as; the volume is group-owned by it (fsGroup).
@@ -263,7 +266,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name:            "etcd",
+				Name:            EtcdContainer,
 				Image:           Image(cluster, o),
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
@@ -284,6 +287,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
+				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
+				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
+				// (plan.DataLossEvidence) from a crash that a restart fixes.
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Volumes: []corev1.Volume{data},
 		},

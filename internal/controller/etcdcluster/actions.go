@@ -99,7 +99,9 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Etcd.RemoveMember(ctx, key, endpoints, action.MemberID); err != nil {
 			return err
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd", action.Members[0], etcd.FormatID(action.MemberID))
+		log.Info("Removed member", "member", action.Members[0], "memberID", etcd.FormatID(action.MemberID), "reason", action.Reason)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd (%s): %s",
+			action.Members[0], etcd.FormatID(action.MemberID), action.Reason, action.Message)
 	case plan.DeleteMemberPod:
 		pod := obs.pods[action.Members[0]]
 		if pod == nil {
