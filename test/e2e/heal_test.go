@@ -27,13 +27,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "heal")
-	c := newCluster("heal", "mended", 3)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "heal", "mended", 0)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	begin := time.Now()
@@ -47,17 +41,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("heal"), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == victim || m.ID == victimID {
-				return fmt.Errorf("member %s (%s) still listed: %s", victim, victimID, describe(got))
-			}
-		}
-		return nil
-	})
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	got = waitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
 	checkStatusMatchesEtcd(t, got)
@@ -71,14 +55,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "partition")
-	c := newCluster("partition", "islands", 3)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "partition", "islands", 20*time.Second)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
@@ -89,17 +66,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "unreachable member "+victim+" replaced", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == victim || m.ID == victimID {
-				return fmt.Errorf("member %s still listed: %s", victim, describe(got))
-			}
-		}
-		return nil
-	})
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	got = waitSettled(t, key, 4*time.Minute)
 	took := time.Since(begin)
 	if took < 20*time.Second {
@@ -109,6 +76,22 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	checkStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "replacement")
 	deleteAndCheckNothingLeft(t, got)
+}
+
+// createSettled creates a 3-member cluster in a new namespace, with spec.replaceUnhealthyAfter unless 0, and
+// waits until it has settled.
+func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	createNamespace(t, namespace)
+	c := newCluster(namespace, name, 3)
+	if replaceUnhealthyAfter != 0 {
+		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
+	}
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	return key, waitSettled(t, key, 4*time.Minute)
 }
 
 // waitMemberGone waits until status.members lists no member named name and none with etcd member ID id.
@@ -156,14 +139,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "laggard")
-	c := newCluster("laggard", "tortoise", 3)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "laggard", "tortoise", 20*time.Second)
 	original := map[string]bool{}
 	for _, m := range got.Status.Members {
 		original[m.Name] = true
@@ -272,15 +248,7 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
-	ctx := context.Background()
-	createNamespace(t, "wiped")
-	c := newCluster("wiped", "amnesiac", 3)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: time.Hour}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "wiped", "amnesiac", time.Hour)
 	bootstrap := map[string]bool{}
 	for _, m := range got.Status.Members {
 		bootstrap[m.Name] = true
@@ -305,13 +273,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "stray")
-	c := newCluster("stray", "crowded", 3)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "stray", "crowded", 0)
 	load := startLoad(t, got)
 	var eps []string
 	for _, ep := range memberEndpoints(t, got) {
