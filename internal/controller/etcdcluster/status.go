@@ -82,7 +82,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 // conditions are computed from the pass alone; every condition is written on every pass.
 func conditions(obs *observation, action plan.Action, passErr error) []metav1.Condition {
 	voters, healthyVoters := plan.HealthyVoters(obs.plan.Members)
-	quorum := int(resources.Quorum(int32(voters)))
+	quorum := plan.Quorum(voters)
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
 	switch {
 	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
