@@ -28,6 +28,7 @@ const (
 	ReasonRemovingLeftover = "RemovingLeftoverMember"
 	ReasonUnknownMember    = "UnknownMember"
 	ReasonReplacingMember  = "ReplacingMember"
+	ReasonReplacingLearner = "ReplacingLearner"
 	ReasonQuorumAtRisk     = "QuorumAtRisk"
 )
 
@@ -36,6 +37,21 @@ const (
 //	voters: 1 3 5 7 9
 //	quorum: 1 2 3 4 5
 func Quorum(voters int) int { return voters/2 + 1 }
+
+// HealthyVoters counts the voting members etcd lists and how many of them answered healthy: the one count behind
+// both status.readyReplicas and the Available condition.
+func HealthyVoters(members []Member) (voters, healthy int) {
+	for _, m := range members {
+		if !m.InEtcd || m.IsLearner {
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	return voters, healthy
+}
 
 // nextAfterBootstrap decides once the cluster has formed. From here on etcd's member list is the truth about who
 // belongs to the cluster; Pods and PVCs follow it.
@@ -58,7 +74,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			// A member Steward did not create. One that never ran, or a learner, holds no data and no vote that
 			// matters: removing it is safe. A voter that ran is somebody's deliberate change; leave it to them.
 			if !m.Started || m.IsLearner {
-				return removeIfSafe(members, m, ReasonUnknownMember,
+				return removeIfSafe(obs.LeaderID, members, m, ReasonUnknownMember,
 					fmt.Sprintf("removing member %x, which Steward did not create and which holds no data", m.ID))
 			}
 			return Action{Kind: Wait, Reason: ReasonUnknownMember,
@@ -82,7 +98,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		default:
 			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
 			// acknowledged). Remove it; the scale-up that follows adds a successor with a new name and ID.
-			return removeIfSafe(members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name))
 		}
 	}
@@ -103,12 +119,31 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}
 		}
 	}
-	// 3. A voter unhealthy for longer than allowed is replaced, one at a time, if the rest keeps a quorum.
+	// 3. Replacements, one at a time, each only if the rest keeps a healthy quorum. First a member that crashed
+	// because its data dir was emptied or corrupted on its intact volume: restarting it can never help, and if it
+	// came back under its old ID it would vote without the entries it acknowledged. (Only while it is unhealthy:
+	// the evidence is its last crash, and a member that runs again has been repaired by someone.)
+	for _, m := range members {
+		if m.InEtcd && m.DataLoss != "" && !m.Healthy {
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss))
+		}
+	}
 	if spec.ReplaceUnhealthyAfter > 0 {
+		// A voter unhealthy for longer than allowed.
 		for _, m := range members {
 			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter {
-				return removeIfSafe(members, m, ReasonReplacingMember,
+				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
 					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
+			}
+		}
+		// A learner that has not caught up within the same bound (cut off, crashing, or refused promotion): it
+		// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
+		// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
+		for _, m := range members {
+			if m.InEtcd && m.IsLearner && m.HasPod && m.LearnerFor >= spec.ReplaceUnhealthyAfter && (!m.Healthy || !othersUnready(members, m.Name)) {
+				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+					fmt.Sprintf("removing member %s, still a learner %s after its Pod was created (more than %s), to replace it", m.Name, m.LearnerFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
 			}
 		}
 	}
@@ -175,17 +210,8 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 // removeIfSafe removes member m unless that would leave fewer healthy voters than the quorum of the voters
 // that remain. Removing a member that is not healthy never lowers the healthy count, so replacing a dead member
 // is safe exactly when the others still form a quorum after it.
-func removeIfSafe(members []Member, m Member, reason, message string) Action {
-	voters, healthyOthers := 0, 0
-	for _, o := range members {
-		if !o.InEtcd || o.IsLearner {
-			continue
-		}
-		voters++
-		if o.Name != m.Name && o.Healthy {
-			healthyOthers++
-		}
-	}
+func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message string) Action {
+	voters, healthyOthers := votersAndHealthyOthers(members, m.Name)
 	remaining := voters
 	if !m.IsLearner {
 		remaining--
@@ -194,7 +220,40 @@ func removeIfSafe(members []Member, m Member, reason, message string) Action {
 		return Action{Kind: Wait, Reason: ReasonQuorumAtRisk,
 			Message: fmt.Sprintf("%s: not now, it would leave %d healthy of %d voters, below quorum %d", message, healthyOthers, remaining, Quorum(remaining))}
 	}
+	// The leader goes last and never while it leads: hand leadership to a healthy voter first, so that the
+	// removal does not stall writes for an election.
+	if m.ID == leaderID && m.Healthy && remaining > 0 {
+		if to, ok := transferee(Spec{}, members, m); ok {
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+				Message: fmt.Sprintf("moving leadership from %s to %s before removing it", m.Name, to.Name)}
+		}
+	}
 	return Action{Kind: RemoveMember, Members: []string{m.Name}, MemberID: m.ID, Reason: reason, Message: message}
+}
+
+// votersAndHealthyOthers counts etcd's voting members, and the healthy ones among them other than name.
+func votersAndHealthyOthers(members []Member, name string) (voters, healthyOthers int) {
+	for _, o := range members {
+		if !o.InEtcd || o.IsLearner {
+			continue
+		}
+		voters++
+		if o.Name != name && o.Healthy {
+			healthyOthers++
+		}
+	}
+	return voters, healthyOthers
+}
+
+// othersUnready reports whether a member other than name has a Pod and is not healthy and ready: what makes
+// waitForMembers hold back a promotion.
+func othersUnready(members []Member, name string) bool {
+	for _, m := range members {
+		if m.Name != name && m.HasPod && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
+			return true
+		}
+	}
+	return false
 }
 
 // pickRemoval chooses the voter to remove: never the leader while another voter exists (removing the leader

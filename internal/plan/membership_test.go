@@ -25,6 +25,20 @@ func TestNextMembership(t *testing.T) {
 		m.Healthy, m.PodReady, m.UnhealthyFor = false, false, d
 		return m
 	}
+	// stuck is the learner c-new, its Pod created age ago, answering (healthy) or cut off.
+	stuck := func(age time.Duration, healthy bool) Member {
+		l := learner
+		l.HasPod, l.HasPVC, l.LearnerFor, l.Healthy = true, true, age, healthy
+		if !healthy {
+			l.UnhealthyFor = age
+		}
+		return l
+	}
+	// lost is m crash-looping on a data dir that was emptied: its Pod and volume are there, etcd lists it.
+	lost := func(m Member) Member {
+		m.Healthy, m.PodReady, m.UnhealthyFor, m.DataLoss = false, false, 10*time.Second, "raft log lost"
+		return m
+	}
 	tests := map[string]struct {
 		replicas int
 		obs      Observation
@@ -65,7 +79,19 @@ func TestNextMembership(t *testing.T) {
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
 			return m
 		}()), Wait, ReasonQuorumAtRisk, "", 0},
-		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
+		"after a replacement's removal a successor is added":       {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
+		"learner cut off longer than allowed is removed":           {5, formed(a, b, c, stuck(10*time.Minute, false)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
+		"learner refused promotion longer than allowed is removed": {5, formed(a, b, c, stuck(10*time.Minute, true)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
+		"learner younger than allowed is waited for":               {5, formed(a, b, c, stuck(time.Minute, false)), Wait, ReasonWaitingForMembers, "", 0},
+		"healthy learner whose promotion waits for a sick voter stays": {5, formed(a, b, down(time.Minute), stuck(10*time.Minute, true)),
+			Wait, ReasonWaitingForMembers, "", 0},
+		"stuck learner is removed while a voter is sick, if the voters have quorum": {5, formed(a, b, down(time.Minute), stuck(10*time.Minute, false)),
+			RemoveMember, ReasonReplacingLearner, "c-new", 9},
+		"member whose data dir was emptied is removed to be replaced": {3, formed(a, b, lost(c)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"member with data-loss evidence that runs again is left alone": {3, formed(a, b, func() Member { m := c; m.DataLoss = "raft log lost"; return m }()),
+			None, ReasonReconciled, "", 0},
+		"member that lost its data is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], lost(c)),
+			Wait, ReasonQuorumAtRisk, "", 0},
 		"nothing is removed or deleted while etcd is unreachable": {1, func() Observation {
 			o := formed(a, b, func() Member { m := c; m.InEtcd = false; return m }())
 			o.EtcdReachable = false
@@ -105,6 +131,12 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			m.Healthy, m.PodReady = rng.Intn(5) > 0, rng.Intn(5) > 0
 			m.InEtcd, m.HasPod, m.HasPVC = rng.Intn(6) > 0, rng.Intn(6) > 0, rng.Intn(6) > 0
 			m.IsLearner = rng.Intn(6) == 0
+			if m.IsLearner && m.HasPod {
+				m.LearnerFor = time.Duration(rng.Intn(600)) * time.Second
+			}
+			if rng.Intn(8) == 0 {
+				m.DataLoss = "raft log lost"
+			}
 			if !m.Healthy {
 				m.UnhealthyFor = time.Duration(rng.Intn(600)) * time.Second
 			}
@@ -150,5 +182,48 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 				t.Fatalf("removed the leader while other voters exist: %+v", members)
 			}
 		}
+	}
+}
+
+func TestHealthyVoters(t *testing.T) {
+	a, b := voter("c-a", 1), voter("c-b", 2)
+	sick := voter("c-c", 3)
+	sick.Healthy = false
+	learner := Member{Name: "c-l", InEtcd: true, IsLearner: true, Healthy: true, HasPod: true}
+	removed := voter("c-r", 4)
+	removed.InEtcd = false
+	tests := map[string]struct {
+		members         []Member
+		voters, healthy int
+	}{
+		"all healthy": {[]Member{a, b}, 2, 2},
+		"a sick voter counts as voter, not healthy": {[]Member{a, b, sick}, 3, 2},
+		"a healthy learner is no voter":             {[]Member{a, learner}, 1, 1},
+		"a member etcd no longer lists is no voter": {[]Member{a, b, removed}, 2, 2},
+		"nothing": {nil, 0, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if v, h := HealthyVoters(tt.members); v != tt.voters || h != tt.healthy {
+				t.Errorf("HealthyVoters = %d, %d; want %d, %d", v, h, tt.voters, tt.healthy)
+			}
+		})
+	}
+}
+
+// TestRemoveIfSafeMovesLeadershipFirst: the leader is never removed while it leads and another healthy voter can
+// take over; leadership goes first, to a healthy voter.
+func TestRemoveIfSafeMovesLeadershipFirst(t *testing.T) {
+	a, b, c := voter("c-a", 1), voter("c-b", 2), voter("c-c", 3)
+	got := removeIfSafe(1, []Member{a, b, c}, a, ReasonScalingDown, "removing c-a")
+	if got.Kind != MoveLeader || got.MemberID != 1 || got.TargetID != 2 {
+		t.Fatalf("removing the leader: %s %d -> %d (%s), want MoveLeader to c-b first", got.Kind, got.MemberID, got.TargetID, got.Message)
+	}
+	b.Healthy, c.Healthy = false, false
+	if got := removeIfSafe(1, []Member{a, b, c}, a, ReasonScalingDown, "removing c-a"); got.Kind != Wait || got.Reason != ReasonQuorumAtRisk {
+		t.Fatalf("removing the only healthy voter: %s/%s, want a wait", got.Kind, got.Reason)
+	}
+	if got := removeIfSafe(2, []Member{a, voter("c-b", 2), voter("c-c", 3)}, a, ReasonScalingDown, "removing c-a"); got.Kind != RemoveMember {
+		t.Fatalf("removing a follower: %s, want RemoveMember", got.Kind)
 	}
 }

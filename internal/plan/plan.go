@@ -63,6 +63,12 @@ type Member struct {
 	StorageVersion string
 	AppliedIndex   uint64
 	CommitIndex    uint64
+	// LearnerFor is how long a learner has had its Pod (0 for voters and for learners without a Pod): the time it
+	// has had to catch up. Derived from the Pod's creation time, so a restarted operator sees the same.
+	LearnerFor time.Duration
+	// DataLoss is the evidence, from the member's last crash, that its data dir was emptied or corrupted on a
+	// volume that is still there (see DataLossEvidence); empty when there is none.
+	DataLoss string
 }
 
 // Observation is everything the planner knows about the cluster at one moment.

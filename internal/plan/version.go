@@ -377,15 +377,7 @@ func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) 
 		if !m.InEtcd || m.IsLearner || m.Healthy || !stale(spec, m) {
 			continue
 		}
-		voters, healthyOthers := 0, 0
-		for _, o := range members {
-			if o.InEtcd && !o.IsLearner {
-				voters++
-				if o.Healthy && o.Name != m.Name {
-					healthyOthers++
-				}
-			}
-		}
+		voters, healthyOthers := votersAndHealthyOthers(members, m.Name)
 		if healthyOthers < Quorum(voters) {
 			return Action{}, false
 		}

@@ -312,6 +312,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
+				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
+				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
+				// (plan.DataLossEvidence) from a crash that a restart fixes.
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Volumes: []corev1.Volume{data},
 		},

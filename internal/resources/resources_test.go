@@ -82,6 +82,9 @@ func TestMemberPod(t *testing.T) {
 				if v := p.Spec.Volumes[0]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "db-abcde-data" {
 					t.Errorf("data volume %+v", v)
 				}
+				if c := p.Spec.Containers[0]; c.Name != EtcdContainer || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+					t.Errorf("container %s keeps termination message %q; want its log tail on errors", c.Name, c.TerminationMessagePolicy)
+				}
 				sc := p.Spec.Containers[0].SecurityContext
 				if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(p.Spec.SecurityContext.RunAsNonRoot, false) {
 					t.Errorf("security context %+v / %+v", sc, p.Spec.SecurityContext)

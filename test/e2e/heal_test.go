@@ -3,14 +3,21 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
 )
 
@@ -20,13 +27,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "heal")
-	c := newCluster("heal", "mended", 3)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "heal", "mended", 0)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	begin := time.Now()
@@ -40,17 +41,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("heal"), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == victim || m.ID == victimID {
-				return fmt.Errorf("member %s (%s) still listed: %s", victim, victimID, describe(got))
-			}
-		}
-		return nil
-	})
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	got = waitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
 	checkStatusMatchesEtcd(t, got)
@@ -64,14 +55,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "partition")
-	c := newCluster("partition", "islands", 3)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := createSettled(t, "partition", "islands", 20*time.Second)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
@@ -82,17 +66,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "unreachable member "+victim+" replaced", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		for _, m := range got.Status.Members {
-			if m.Name == victim || m.ID == victimID {
-				return fmt.Errorf("member %s still listed: %s", victim, describe(got))
-			}
-		}
-		return nil
-	})
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	got = waitSettled(t, key, 4*time.Minute)
 	took := time.Since(begin)
 	if took < 20*time.Second {
@@ -101,5 +75,259 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	t.Logf("replaced an unreachable member %s after it was cut off (grace period 20s)", took.Round(100*time.Millisecond))
 	checkStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "replacement")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// createSettled creates a 3-member cluster in a new namespace, with spec.replaceUnhealthyAfter unless 0, and
+// waits until it has settled.
+func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	createNamespace(t, namespace)
+	c := newCluster(namespace, name, 3)
+	if replaceUnhealthyAfter != 0 {
+		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
+	}
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	return key, waitSettled(t, key, 4*time.Minute)
+}
+
+// waitMemberGone waits until status.members lists no member named name and none with etcd member ID id.
+func waitMemberGone(t *testing.T, key client.ObjectKey, name, id string, timeout time.Duration) {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, "member "+name+" ("+id+") gone", timeout, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if m.Name == name || (id != "" && m.ID == id) {
+				return fmt.Errorf("member %s (%s) still listed: %s", name, id, describe(&c))
+			}
+		}
+		return nil
+	})
+}
+
+// removalEvent returns the message of the MemberRemoved Event Steward recorded for the cluster's member name.
+func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string {
+	t.Helper()
+	var msg string
+	poll(t, "MemberRemoved event for "+name, 30*time.Second, func() error {
+		var events corev1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == c.Name && e.Reason == "MemberRemoved" && strings.Contains(e.Message, "member "+name+" ") {
+				msg = e.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("no MemberRemoved event for %s among %d events", name, len(events.Items))
+	})
+	return msg
+}
+
+// TestStuckLearnerIsReplaced scales 3 -> 5 under load and cuts the first learner's Pod off the network as soon as
+// its sandbox exists, before etcd starts in it: the learner never catches up. Once it has been a learner longer
+// than spec.replaceUnhealthyAfter, Steward removes it from etcd, deletes its Pod and volume, and adds a fresh
+// learner; the cluster settles at 5 healthy voters.
+func TestStuckLearnerIsReplaced(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	key, got := createSettled(t, "laggard", "tortoise", 20*time.Second)
+	original := map[string]bool{}
+	for _, m := range got.Status.Members {
+		original[m.Name] = true
+	}
+	load := startLoad(t, got)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Replicas = 5
+	if err := k8s.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	// Poll fast: the cut must land between the sandbox (network namespace) and the etcd container's start.
+	var victim string
+	var begin, created time.Time
+	if err := testbed.Eventually(ctx, 2*time.Minute, 20*time.Millisecond, func() error {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if original[p.Name] {
+				continue
+			}
+			if _, err := chaos.CutOffNetwork(p); err != nil {
+				return err // no sandbox yet
+			}
+			victim, begin, created = p.Name, time.Now(), p.CreationTimestamp.Time
+			return nil
+		}
+		return fmt.Errorf("no learner Pod yet")
+	}); err != nil {
+		t.Fatalf("cut off the first learner: %v", err)
+	}
+	t.Logf("learner %s cut off the network", victim)
+	waitMemberGone(t, key, victim, "", 4*time.Minute)
+	removed, age := time.Since(begin), time.Since(created)
+	got = waitSettled(t, key, 5*time.Minute)
+	t.Logf("stuck learner removed %s after it was cut off, %s after its Pod was created (bound 20s); cluster settled at 5 voters after %s",
+		removed.Round(100*time.Millisecond), age.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+	// The bound counts from the Pod's creation (whole seconds, rounded down), which is before the cut.
+	if age < 20*time.Second {
+		t.Errorf("learner removed %s after its Pod was created, before the 20s bound", age)
+	}
+	if msg := removalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
+		t.Errorf("learner %s removed for another reason: %s", victim, msg)
+	}
+	for _, m := range got.Status.Members {
+		if m.Role == etcdv1alpha1.RoleLearner || m.Name == victim {
+			t.Errorf("member %+v after the replacement", m)
+		}
+	}
+	checkStatusMatchesEtcd(t, got)
+	requireNoLostWrites(t, load, "3->5 with a stuck learner")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// wipeAndCrash empties the member's volume under its running etcd and kills the etcd process, so that the kubelet
+// restarts it on an empty data dir with its old name, flags and member ID.
+func wipeAndCrash(t *testing.T, namespace, member string) {
+	t.Helper()
+	ctx := context.Background()
+	var pvc corev1.PersistentVolumeClaim
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+		t.Fatal(err)
+	}
+	var pv corev1.PersistentVolume
+	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := chaos.WipeVolume(&pv); err != nil {
+		t.Fatal(err)
+	}
+	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceWiped wipes and crashes member victim and waits until Steward has replaced it and the cluster settled.
+func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	begin := time.Now()
+	wipeAndCrash(t, key.Namespace, victim)
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	removed := time.Since(begin)
+	got := waitSettled(t, key, 4*time.Minute)
+	t.Logf("%s %s (%s) on an emptied data dir: removed after %s, replaced and settled after %s", kind, victim, victimID,
+		removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+	msg := removalEvent(t, got, victim)
+	t.Logf("event: %s", msg)
+	if !strings.Contains(msg, "lost or corrupt") {
+		t.Errorf("%s removed for another reason: %s", victim, msg)
+	}
+	checkStatusMatchesEtcd(t, got)
+	return got
+}
+
+// TestEmptiedDataDirIsReplaced empties a follower's data dir on its intact volume and crashes it, under load:
+// restarted, etcd refuses to start ("has already been bootstrapped"); Steward reads that from the container's
+// termination message, removes the member (it must not rejoin under its old ID) and adds a successor with a new
+// name and ID. Then the same to that successor, which joined as a learner: restarted empty, it is told to commit
+// beyond its empty log and raft panics. replaceUnhealthyAfter is an hour, so only that evidence can trigger this.
+func TestEmptiedDataDirIsReplaced(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	key, got := createSettled(t, "wiped", "amnesiac", time.Hour)
+	bootstrap := map[string]bool{}
+	for _, m := range got.Status.Members {
+		bootstrap[m.Name] = true
+	}
+	load := startLoad(t, got)
+	victim, victimID := aFollower(t, got)
+	got = replaceWiped(t, key, "bootstrap member", victim, victimID)
+	for _, m := range got.Status.Members {
+		if !bootstrap[m.Name] {
+			victim, victimID = m.Name, m.ID // the successor, which joined as a learner
+		}
+	}
+	got = replaceWiped(t, key, "joined member", victim, victimID)
+	requireNoLostWrites(t, load, "two members restarted on emptied data dirs")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestStrayMembersAreRemoved adds, by hand through etcd's API and under load, a learner and a voter that Steward
+// did not create and that never start (their peer URLs are in TEST-NET-1, where nothing answers): Steward removes
+// both (they hold no data) and the cluster settles as it was.
+func TestStrayMembersAreRemoved(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	key, got := createSettled(t, "stray", "crowded", 0)
+	load := startLoad(t, got)
+	var eps []string
+	for _, ep := range memberEndpoints(t, got) {
+		eps = append(eps, ep)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	begin := time.Now()
+	strays := map[uint64]string{}
+	for _, add := range []struct {
+		kind string
+		call func(context.Context, []string) (*clientv3.MemberAddResponse, error)
+		url  string
+	}{{"learner", cli.MemberAddAsLearner, "http://192.0.2.10:2380"}, {"voter", cli.MemberAdd, "http://192.0.2.11:2380"}} {
+		// etcd refuses a membership change while it considers the cluster unhealthy (a member just became active,
+		// or Steward's own removal of the first stray is being applied): retry.
+		poll(t, "add stray "+add.kind, time.Minute, func() error {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := add.call(actx, []string{add.url})
+			if err != nil {
+				return err
+			}
+			strays[resp.Member.ID] = add.kind
+			return nil
+		})
+	}
+	t.Logf("added strays %v", strays)
+	poll(t, "stray members removed from etcd", 4*time.Minute, func() error {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := cli.MemberList(lctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range resp.Members {
+			if kind, ok := strays[m.ID]; ok {
+				return fmt.Errorf("stray %s %x still a member", kind, m.ID)
+			}
+		}
+		return nil
+	})
+	removed := time.Since(begin)
+	got = waitSettled(t, key, 4*time.Minute)
+	t.Logf("both strays removed %s after they were added; settled after %s", removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+	for id := range strays {
+		if msg := removalEvent(t, got, "unknown-"+etcd.FormatID(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
+			t.Errorf("stray %x removed for another reason: %s", id, msg)
+		}
+	}
+	checkStatusMatchesEtcd(t, got)
+	requireNoLostWrites(t, load, "stray members added and removed")
 	deleteAndCheckNothingLeft(t, got)
 }

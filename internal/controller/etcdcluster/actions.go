@@ -9,6 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,7 +99,9 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Etcd.RemoveMember(ctx, key, endpoints, action.MemberID); err != nil {
 			return err
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd", action.Members[0], etcd.FormatID(action.MemberID))
+		log.Info("Removed member", "member", action.Members[0], "memberID", etcd.FormatID(action.MemberID), "reason", action.Reason)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd (%s): %s",
+			action.Members[0], etcd.FormatID(action.MemberID), action.Reason, action.Message)
 	case plan.DeleteMemberPod:
 		pod := obs.pods[action.Members[0]]
 		if pod == nil {
@@ -144,21 +147,23 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		log.Info("Cancelled downgrade", "reason", action.Message)
 		r.Recorder.Event(cluster, corev1.EventTypeNormal, "DowngradeCancelled", action.Message)
 	case plan.Wait:
-		if action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap {
-			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
-		}
-		if action.Reason == plan.ReasonVersionChangeRefused && !waitingFor(cluster, action.Reason) {
+		if waitStarts(cluster.Status.Conditions, action.Reason) {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
 		}
 	}
 	return nil
 }
 
-// waitingFor reports whether the previous pass already waited for reason (its Progressing condition says so),
-// so that a wait's Warning is emitted once when it begins, not on every pass.
-func waitingFor(cluster *etcdv1alpha1.EtcdCluster, reason string) bool {
-	c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-	return c != nil && c.Reason == reason
+// waitStarts reports whether a Wait for reason needs a human and has just begun: its reason is one that only a
+// human ends (lost data, an inconsistent bootstrap, a refused version change), and the Degraded condition as
+// read at the start of this pass, which the previous pass wrote, does not carry it yet. So the warning is recorded
+// once per wait, not on every pass.
+func waitStarts(conditions []metav1.Condition, reason string) bool {
+	if !humanWaits[reason] {
+		return false
+	}
+	degraded := meta.FindStatusCondition(conditions, etcdv1alpha1.ConditionDegraded)
+	return degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != reason
 }
 
 // rollMember restarts a member in place on a new release: first its volume records the release (a Pod

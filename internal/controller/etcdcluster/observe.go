@@ -115,6 +115,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodImage, m.ContainerImage = etcdImages(p)
+		m.DataLoss = dataLossOf(p)
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -185,6 +186,11 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m := get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
 		obs.nameOf[em.ID] = name
+		// How long a learner has had to catch up: since its Pod was created. Re-observable (a restarted operator
+		// sees the same), and a learner without a Pod is Steward's to start, not the learner's fault.
+		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
+			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
+		}
 	}
 
 	// How long each member has been unhealthy, from the start recorded in status (the controller's memory).
@@ -267,6 +273,26 @@ func etcdImages(p *corev1.Pod) (spec, running string) {
 		}
 	}
 	return spec, running
+}
+
+// dataLossOf classifies the log tail the kubelet kept when the etcd container last exited with an error
+// (resources sets TerminationMessagePolicy FallbackToLogsOnError): evidence that the member's data dir was
+// emptied or corrupted, or "".
+func dataLossOf(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != resources.EtcdContainer {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t == nil {
+				continue
+			}
+			if e := plan.DataLossEvidence(t.Message); e != "" {
+				return e
+			}
+		}
+	}
+	return ""
 }
 
 func podReady(p *corev1.Pod) bool {

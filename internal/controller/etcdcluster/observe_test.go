@@ -153,6 +153,39 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a learner's time to catch up counts from its Pod's creation", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 3)
+		pods[2].CreationTimestamp = metav1.NewTime(time.Unix(700, 0))
+		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}, {ID: 3, Name: names[2], IsLearner: true}}}
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			want := map[string]time.Duration{names[2]: 300 * time.Second}[m.Name]
+			if m.LearnerFor != want {
+				t.Errorf("%s a learner for %s, want %s", m.Name, m.LearnerFor, want)
+			}
+		}
+	})
+
+	t.Run("data loss is read from the etcd container's last crash", func(t *testing.T) {
+		pods, pvcs := fixture(c, names, 3)
+		crashed := func(msg string) corev1.ContainerStatus {
+			return corev1.ContainerStatus{Name: resources.EtcdContainer, RestartCount: 2,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: msg}}}
+		}
+		pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{crashed("panic: tocommit(611) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?")}
+		pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{crashed(`{"level":"info","msg":"closed etcd server"}`)}
+		sidecar := crashed("member 1 has already been bootstrapped")
+		sidecar.Name = "sidecar"
+		pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{sidecar}
+		obs := assemble(c, pods, pvcs, etcd.ClusterView{}, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			if lost := m.DataLoss != ""; lost != (m.Name == names[0]) {
+				t.Errorf("%s: data loss %q", m.Name, m.DataLoss)
+			}
+		}
+	})
+
 	t.Run("new names exclude every name in use", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 1)
 		var used map[string]bool

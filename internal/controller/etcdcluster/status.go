@@ -34,12 +34,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	for range obs.pods {
 		st.Replicas++
 	}
-	st.ReadyReplicas, st.Leader, st.CurrentVersion = 0, "", ""
+	_, ready := plan.HealthyVoters(obs.plan.Members)
+	st.ReadyReplicas, st.Leader, st.CurrentVersion = int32(ready), "", "" //nolint:gosec // at most a few members
 	versions := map[string]bool{}
 	for _, m := range st.Members {
-		if m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
-			st.ReadyReplicas++
-		}
 		if m.Role == etcdv1alpha1.RoleLeader {
 			st.Leader = m.Name
 		}
@@ -92,19 +90,16 @@ var progressingWaits = map[string]bool{
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true,
 }
 
+// humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
+// recorded when the wait begins.
+var humanWaits = map[string]bool{
+	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
+}
+
 // conditions are computed from the pass alone; every condition is written on every pass.
 func conditions(obs *observation, action plan.Action, passErr error) []metav1.Condition {
-	voters, healthyVoters := 0, 0
-	for _, m := range obs.view.Members {
-		if m.IsLearner {
-			continue
-		}
-		voters++
-		if name, ok := obs.nameOf[m.ID]; ok && obs.statusOf[name].Healthy() {
-			healthyVoters++
-		}
-	}
-	quorum := int(resources.Quorum(int32(voters)))
+	voters, healthyVoters := plan.HealthyVoters(obs.plan.Members)
+	quorum := plan.Quorum(voters)
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
 	switch {
 	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
@@ -142,7 +137,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
-	case action.Reason == plan.ReasonMemberDataLost || action.Reason == plan.ReasonInconsistentBootstrap || action.Reason == plan.ReasonVersionChangeRefused:
+	case humanWaits[action.Reason]:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message

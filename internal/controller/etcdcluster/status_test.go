@@ -77,3 +77,44 @@ func TestConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitStarts(t *testing.T) {
+	degraded := func(reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason}}
+	}
+	tests := map[string]struct {
+		before []metav1.Condition
+		reason string
+		want   bool
+	}{
+		"first pass of a data-loss wait warns":         {nil, plan.ReasonMemberDataLost, true},
+		"data-loss wait after another problem warns":   {degraded(ReasonMembersUnhealthy), plan.ReasonMemberDataLost, true},
+		"data-loss wait already reported stays quiet":  {degraded(plan.ReasonMemberDataLost), plan.ReasonMemberDataLost, false},
+		"inconsistent bootstrap already reported":      {degraded(plan.ReasonInconsistentBootstrap), plan.ReasonInconsistentBootstrap, false},
+		"inconsistent bootstrap after data loss warns": {degraded(plan.ReasonMemberDataLost), plan.ReasonInconsistentBootstrap, true},
+		"data loss again after it was resolved warns":  {[]metav1.Condition{{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: plan.ReasonMemberDataLost}}, plan.ReasonMemberDataLost, true},
+		"ordinary waits never warn":                    {nil, plan.ReasonWaitingForMembers, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := waitStarts(tt.before, tt.reason); got != tt.want {
+				t.Errorf("waitStarts = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadyReplicasMatchesAvailable: status.readyReplicas and the Available condition's count of healthy voters
+// come from the same members, learners and members etcd no longer lists excluded from both.
+func TestReadyReplicasMatchesAvailable(t *testing.T) {
+	obs := obsOf(true, true, "a", "b")
+	obs.plan.Members = append(obs.plan.Members,
+		plan.Member{Name: "learner", HasPod: true, InEtcd: true, IsLearner: true, Healthy: true},
+		plan.Member{Name: "removed", HasPod: true, Healthy: true})
+	obs.view.Members = append(obs.view.Members, etcd.Member{ID: 9, Name: "learner", IsLearner: true})
+	_, ready := plan.HealthyVoters(obs.plan.Members)
+	a := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}, nil), etcdv1alpha1.ConditionAvailable)
+	if ready != 2 || a.Message != "2 of 3 voting members healthy (quorum 2)" {
+		t.Errorf("ready %d, Available says %q", ready, a.Message)
+	}
+}
