@@ -82,11 +82,17 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 // waits until it has settled.
 func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	createNamespace(t, namespace)
 	c := newCluster(namespace, name, 3)
 	if replaceUnhealthyAfter != 0 {
 		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
 	}
+	return settle(t, c)
+}
+
+// settle creates cluster c (and its namespace) and waits until it has settled.
+func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	createNamespace(t, c.Namespace)
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}

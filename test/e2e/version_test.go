@@ -250,13 +250,7 @@ func newClusterAt(ns, name, version string) *etcdv1alpha1.EtcdCluster {
 func TestMinorUpgradesUnderLoad(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
-	createNamespace(t, "upgrade")
-	c := newClusterAt("upgrade", "rising", "3.5.35")
-	if err := k8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := settle(t, newClusterAt("upgrade", "rising", "3.5.35"))
 	load := startLoad(t, got)
 	rollTo(t, key, "3.6.16")
 	got = rollTo(t, key, "3.7.3")
@@ -268,13 +262,7 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 func TestPatchUpgradeUnderLoad(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
-	createNamespace(t, "patch")
-	c := newClusterAt("patch", "mended", "3.6.15")
-	if err := k8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := settle(t, newClusterAt("patch", "mended", "3.6.15"))
 	load := startLoad(t, got)
 	got = rollTo(t, key, "3.6.16")
 	requireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
@@ -287,13 +275,7 @@ func TestPatchUpgradeUnderLoad(t *testing.T) {
 func TestDowngradesUnderLoad(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
-	createNamespace(t, "downgrade")
-	c := newClusterAt("downgrade", "falling", "3.7.3")
-	if err := k8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := settle(t, newClusterAt("downgrade", "falling", "3.7.3"))
 	load := startLoad(t, got)
 	for _, to := range []string{"3.6.16", "3.5.35"} {
 		var targets sync.Map
@@ -382,20 +364,14 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "upgrade-fail")
-	c := newClusterAt("upgrade-fail", "sturdy", "3.5.35")
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := settle(t, newClusterAt("upgrade-fail", "sturdy", "3.5.35"))
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
 	var victim string
 	poll(t, "first member switched", 3*time.Minute, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		var old []string
@@ -415,7 +391,7 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 		return nil
 	})
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: victim}, &pod); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
@@ -435,13 +411,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 	requireBed(t)
 	startOperator(t)
 	ctx := context.Background()
-	createNamespace(t, "mind")
-	c := newClusterAt("mind", "fickle", "3.5.35")
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	key, got := settle(t, newClusterAt("mind", "fickle", "3.5.35"))
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
