@@ -219,6 +219,14 @@ type MemberStatus struct {
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
 }
 
+// ClusterVersionMark is a cluster version and the raft index from which the cluster ran it.
+type ClusterVersionMark struct {
+	// Version is the cluster version ("3.6.0").
+	Version string `json:"version"`
+	// RaftIndex is the raft index from which the cluster ran Version (0: from its start).
+	RaftIndex int64 `json:"raftIndex"`
+}
+
 // EtcdClusterStatus is the observed state of an etcd cluster.
 type EtcdClusterStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
@@ -252,6 +260,15 @@ type EtcdClusterStatus struct {
 	// Downgrade is etcd's downgrade in progress, if any (etcd 3.6+): the minor version the cluster is going to.
 	// +optional
 	DowngradeTarget string `json:"downgradeTarget,omitempty"`
+
+	// ClusterVersionSince is the controller's memory of when the cluster reached its cluster version: the raft
+	// index (the leader's commit index when Steward first saw it) at which etcd reported ClusterVersion after a
+	// change Steward observed; 0 when the cluster was created at it. Before moving a member on to the next minor,
+	// Steward waits until every member has applied a snapshot interval past it: members replay their log from
+	// their last snapshot, and a newer release cannot read log entries the release before the last one wrote
+	// (etcd 3.7 panics on entries written under 3.5).
+	// +optional
+	ClusterVersionSince *ClusterVersionMark `json:"clusterVersionSince,omitempty"`
 
 	// Leader is the name of the member that leads the cluster.
 	// +optional

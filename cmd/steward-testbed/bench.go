@@ -202,7 +202,7 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 	if err := settled(name, 3); err != nil {
 		return section{}, err
 	}
-	var up, down, replace, bound []time.Duration
+	var up, down, replace, afterRemoval, bound []time.Duration
 	for i := 0; i < runs; i++ {
 		for _, step := range []struct {
 			replicas int
@@ -239,6 +239,7 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 		if _, err := kubectl("delete", "pod", victim, "--wait=false"); err != nil {
 			return section{}, err
 		}
+		var removed time.Time
 		if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
 			out, err := kubectl("get", "etcdcluster", name, "-o", "jsonpath={.status.members[*].name}")
 			if err != nil {
@@ -247,11 +248,15 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 			if strings.Contains(out, victim) {
 				return fmt.Errorf("victim %s still listed", victim)
 			}
+			if removed.IsZero() {
+				removed = time.Now()
+			}
 			return settled(name, 3)
 		}); err != nil {
 			return section{}, err
 		}
 		replace = append(replace, time.Since(begin))
+		afterRemoval = append(afterRemoval, time.Since(removed))
 		d, err := etcdProcessJoins(ctx, c)
 		if err != nil {
 			return section{}, err
@@ -263,10 +268,12 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 	}
 	return section{"scale", fmt.Sprintf("### Scale and replace members\n\n"+
 		"A 3-member EtcdCluster scaled to 5 and back to 3 (patch to settled: all members voters and healthy, removed "+
-		"members' Pods and PVCs gone), and a follower whose Pod and PVC were deleted replaced by a new member "+
-		"(detection included, from the deletion to settled). Physical bound: one etcd process added by hand to a "+
+		"members' Pods and PVCs gone), and a follower whose Pod and PVC were deleted replaced by a new member: "+
+		"detection included (from the deletion to settled) and excluded (from the moment status no longer lists the "+
+		"removed member, i.e. Steward has removed it from etcd, to settled). Physical bound: one etcd process added by hand to a "+
 		"3-process cluster on the host as a learner, started, and promoted as soon as etcd allows. %d runs each.\n\n%s",
-		runs, table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data", replace},
+		runs, table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data, detection included", replace},
+			{"replace a member with lost data, after its removal", afterRemoval},
 			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
 }
 

@@ -17,6 +17,8 @@ type Spec struct {
 	// Image is the image members of Version run (the spec's image, or the operator's default for Version).
 	Image  string
 	Paused bool
+	// SnapshotCount is the spec's etcd --snapshot-count; 0 means etcd's default.
+	SnapshotCount int64
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
 	ReplaceUnhealthyAfter time.Duration
 }
@@ -86,6 +88,9 @@ type Observation struct {
 	// version of a downgrade etcd has enabled, empty when none.
 	ClusterVersion  string
 	DowngradeTarget string
+	// ClusterVersionSince is the raft index from which the cluster has run ClusterVersion (the controller's
+	// memory in status); 0 when it was created at it.
+	ClusterVersionSince uint64
 	// NewMemberNames are unused names the controller generated, more than any step needs.
 	NewMemberNames []string
 	// PeerURL maps a member name to the peer URL it gets.

@@ -32,6 +32,7 @@ const (
 	ReasonWaitingForRestart     = "WaitingForRestart"
 	ReasonWaitingForCatchUp     = "WaitingForCatchUp"
 	ReasonWaitingClusterVersion = "WaitingForClusterVersion"
+	ReasonWaitingForSnapshot    = "WaitingForSnapshot"
 )
 
 // Version is an etcd release, major.minor.patch.
@@ -102,7 +103,23 @@ const (
 	goalCancel                       // cancel a downgrade the spec no longer wants
 	goalRefused                      // the change is not allowed from the observed state
 	goalWaitingCV                    // etcd has not settled its cluster version yet
+	goalWaitingSnap                  // members still replay log entries the next minor cannot read
 )
+
+// defaultSnapshotCount is etcd's --snapshot-count default per minor: how many applied entries trigger a raft
+// snapshot when the spec does not set it.
+var defaultSnapshotCount = map[string]uint64{"3.5": 100000, "3.6": 10000, "3.7": 10000}
+
+// snapshotInterval is how many entries members of minor cv apply between two raft snapshots at most.
+func snapshotInterval(spec Spec, cv Version) uint64 {
+	if spec.SnapshotCount > 0 {
+		return uint64(spec.SnapshotCount)
+	}
+	if n, ok := defaultSnapshotCount[cv.MinorString()]; ok {
+		return n
+	}
+	return 100000
+}
 
 // stale reports whether a member's Pod is not yet set to the spec's version and image.
 func stale(spec Spec, m Member) bool {
@@ -193,6 +210,24 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 			return goalRefused, fmt.Sprintf("etcd supports upgrading to %s only from %s or later (%s): set spec.version to a %s release at or above %s first",
 				target.MinorString(), floor, strings.Join(tooOld, ", "), cv.MinorString(), floor)
 		}
+		// A member restarts by replaying its log from its last raft snapshot. Until every member on cv has
+		// snapshotted past the point where the cluster reached cv, its log may hold entries the release before
+		// cv wrote, which target cannot read (etcd 3.7 panics on entries written under 3.5). Snapshots come every
+		// snapshotInterval applied entries; the slack covers entries applied in one batch.
+		if obs.ClusterVersionSince > 0 {
+			need := obs.ClusterVersionSince + snapshotInterval(spec, cv) + catchUpSlack
+			var behind []string
+			for _, m := range members {
+				if running, err := ParseVersion(m.RunningVersion); m.InEtcd && (err != nil || running.sameMinor(cv)) && m.AppliedIndex < need {
+					behind = append(behind, fmt.Sprintf("%s needs %d more", m.Name, need-m.AppliedIndex))
+				}
+			}
+			if len(behind) > 0 {
+				sort.Strings(behind)
+				return goalWaitingSnap, fmt.Sprintf("waiting for members to take a raft snapshot past index %d, where the cluster reached %s, before moving to %s: a member replays its log from its last snapshot and %s cannot read entries written before %s (applied entries: %s)",
+					obs.ClusterVersionSince, cv.MinorString(), target.MinorString(), target.MinorString(), cv.MinorString(), strings.Join(behind, ", "))
+			}
+		}
 		return goalRoll, ""
 	case apart == -1:
 		if cv.Less(firstDowngradableMinor) {
@@ -254,6 +289,8 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 		return Action{Kind: Wait, Reason: ReasonVersionChangeRefused, Message: why}, true
 	case goalWaitingCV:
 		return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion, Message: why}, true
+	case goalWaitingSnap:
+		return Action{Kind: Wait, Reason: ReasonWaitingForSnapshot, Message: why}, true
 	case goalCancel:
 		return Action{Kind: CancelDowngrade, Reason: ReasonDowngrading, Message: why}, true
 	case goalEnable:

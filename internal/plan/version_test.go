@@ -400,3 +400,39 @@ func TestRollSequences(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeWaitsForSnapshotPastOlderLog: a cluster that reached 3.6 by an upgrade at raft index 10000 moves on
+// to 3.7 only once every member applied a snapshot interval past it (etcd 3.7 cannot replay entries 3.5 wrote).
+func TestUpgradeWaitsForSnapshotPastOlderLog(t *testing.T) {
+	members := func(applied uint64) []Member {
+		ms := []Member{at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")}
+		for i := range ms {
+			ms[i].AppliedIndex, ms[i].CommitIndex = applied, applied
+		}
+		return ms
+	}
+	tests := map[string]struct {
+		since, applied uint64
+		snapshotCount  int64
+		want           ActionKind
+		reason         string
+	}{
+		"created at 3.6: no older log":                     {0, 100, 0, RollMember, ReasonUpgrading},
+		"reached 3.6 by upgrade, too few entries since":    {10000, 15000, 0, Wait, ReasonWaitingForSnapshot},
+		"reached 3.6 by upgrade, a default interval later": {10000, 21001, 0, RollMember, ReasonUpgrading},
+		"a smaller snapshot count shortens the wait":       {10000, 12001, 1000, RollMember, ReasonUpgrading},
+		"a smaller snapshot count, still too early":        {10000, 11500, 1000, Wait, ReasonWaitingForSnapshot},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := specAt("3.7.3")
+			spec.SnapshotCount = tt.snapshotCount
+			obs := clusterAt("3.6.0", members(tt.applied)...)
+			obs.ClusterVersionSince = tt.since
+			got := Next(spec, obs)
+			if got.Kind != tt.want || got.Reason != tt.reason {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+		})
+	}
+}

@@ -31,6 +31,9 @@ type observation struct {
 	endpoints []string
 	// endpointOf maps member name to its client URL (by Pod IP), for calls one member must take (MoveLeader).
 	endpointOf map[string]string
+	// versionMark is the cluster version and the raft index from which the cluster has run it, to remember in
+	// status.
+	versionMark *etcdv1alpha1.ClusterVersionMark
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -154,6 +157,16 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	obs.plan.EtcdReachable = view.ListErr == nil
 	obs.plan.ClusterVersion, obs.plan.DowngradeTarget = view.ClusterVersion, view.DowngradeTarget
+	var leaderCommit uint64
+	for _, st := range obs.statusOf {
+		if st.Err == nil && st.MemberID == st.LeaderID {
+			leaderCommit = st.RaftIndex
+		}
+	}
+	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit, cluster.Status.Bootstrapped)
+	if obs.versionMark != nil && obs.versionMark.Version == view.ClusterVersion {
+		obs.plan.ClusterVersionSince = uint64(obs.versionMark.RaftIndex)
+	}
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
 	byPeerURL := map[string]string{}
 	for name := range members {
@@ -293,6 +306,34 @@ func dataLossOf(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// clusterVersionMark updates the memory of when the cluster reached its cluster version. A cluster Steward saw
+// at cv from before it formed ran cv from its start (index 0); a change of cluster version Steward sees is marked
+// at the leader's commit index then (at or after the real change: a later mark only waits longer). etcd reports
+// 3.0.0 while a new cluster settles its version, which is not a release the cluster ran. An unreadable answer
+// keeps the old mark.
+func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leaderCommit uint64, bootstrapped bool) *etcdv1alpha1.ClusterVersionMark {
+	v, err := plan.ParseVersion(cv)
+	if err != nil {
+		return prev
+	}
+	placeholder := func(s string) bool {
+		pv, err := plan.ParseVersion(s)
+		return err == nil && pv.Less(plan.Version{Major: 3, Minor: 5})
+	}
+	switch {
+	case prev != nil && prev.Version == cv:
+		return prev
+	case !bootstrapped:
+		return &etcdv1alpha1.ClusterVersionMark{Version: cv}
+	case prev != nil && placeholder(prev.Version):
+		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
+	case v.Less(plan.Version{Major: 3, Minor: 5}):
+		return prev
+	}
+	// #nosec G115 -- raft indexes fit in int64 for the lifetime of any cluster.
+	return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: int64(leaderCommit)}
 }
 
 func podReady(p *corev1.Pod) bool {

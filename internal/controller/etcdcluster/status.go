@@ -49,6 +49,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	if obs.plan.EtcdReachable {
 		st.ClusterVersion, st.DowngradeTarget = obs.view.ClusterVersion, obs.view.DowngradeTarget
 	}
+	if obs.versionMark != nil {
+		st.ClusterVersionSince = obs.versionMark
+	}
 	if obs.view.ClusterID != 0 {
 		st.ClusterID = etcd.FormatID(obs.view.ClusterID)
 	}
@@ -87,7 +90,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 var progressingWaits = map[string]bool{
 	plan.ReasonBootstrapping: true, plan.ReasonWaitingForMembers: true, plan.ReasonPodDeleting: true,
 	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
-	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true,
+	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
