@@ -276,6 +276,11 @@ type EtcdClusterStatus struct {
 	// ClientEndpoint is the client Service's address clients use.
 	// +optional
 	ClientEndpoint string `json:"clientEndpoint,omitempty"`
+
+	// LastBackup is the cluster's newest Complete EtcdBackup. Written by the backup controller (only this
+	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".
+	// +optional
+	LastBackup *BackupRef `json:"lastBackup,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster managed by Steward.
