@@ -140,8 +140,8 @@ func (s *S3Store) Put(ctx context.Context, r io.Reader) (string, error) {
 		return "", fmt.Errorf("check %s: %w", s.Location(), err)
 	}
 	_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.cfg.Key, r, -1, minio.PutObjectOptions{
-		ContentType: "application/octet-stream",
-		PartSize:    PartSize,
+		ContentType:  "application/octet-stream",
+		PartSize:     PartSize,
 		UserMetadata: map[string]string{"steward-snapshot": "etcd"},
 	})
 	if err != nil {
