@@ -76,7 +76,9 @@ func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string {
 }
 
 func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *batchv1.Job {
-	labels := map[string]string{LabelBackup: b.Name, LabelCluster: b.Spec.ClusterName}
+	// Not LabelCluster: the cluster's controller finds its member Pods by that label, and an agent Pod is not
+	// a member.
+	labels := map[string]string{LabelBackup: b.Name}
 	var (
 		env     []corev1.EnvVar
 		volumes []corev1.Volume

@@ -34,7 +34,9 @@ import (
 )
 
 const (
-	backupKeyCount  = 200
+	backupKeyCount = 200
+	// bigKeyCount values of 1 MiB make the snapshot larger than one 16 MiB part of the agent's S3 multipart upload.
+	bigKeyCount     = 20
 	backupKeyPrefix = "backup/"
 	s3SecretName    = "s3-credentials"
 )
@@ -52,6 +54,17 @@ func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 		k, v := fmt.Sprintf("%s%04d", backupKeyPrefix, i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
 		poll(t, "write "+k, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := cli.Put(ctx, k, v)
+			return err
+		})
+		keys[k] = v
+	}
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	for i := 0; i < bigKeyCount; i++ {
+		k, v := fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i), fmt.Sprintf("%02d", i)+big[2:]
+		poll(t, "write "+k, 30*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, err := cli.Put(ctx, k, v)
 			return err
@@ -163,7 +176,7 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 	}
 	for k, v := range keys {
 		if got[k] != v {
-			t.Fatalf("restored %s = %q, want %q", k, got[k], v)
+			t.Fatalf("restored %s differs (%d bytes, want %d)", k, len(got[k]), len(v))
 		}
 	}
 	t.Logf("verified %s: %d bytes, revision %d, %d keys restored and matched", b.Status.Location, len(data), status.Revision, len(keys))
