@@ -24,7 +24,7 @@ import (
 // Environment variables the Job sets from the credentials Secret.
 const (
 	envAccessKeyID     = "STEWARD_S3_ACCESS_KEY_ID"
-	envSecretAccessKey = "STEWARD_S3_SECRET_ACCESS_KEY"
+	envSecretAccessKey = "STEWARD_S3_SECRET_ACCESS_KEY" //nolint:gosec // the name of a variable, not a credential
 )
 
 type memberList []string
@@ -146,7 +146,7 @@ func snapshot(ctx context.Context, members []string, store backup.Store) backup.
 // failure so that the Job fails.
 func finish(resultFile string, r backup.Result) {
 	b := backup.Encode(r)
-	if err := os.WriteFile(resultFile, b, 0o644); err != nil {
+	if err := os.WriteFile(resultFile, b, 0o600); err != nil {
 		fmt.Fprintf(os.Stderr, "write result to %s: %v\n", resultFile, err)
 	}
 	fmt.Println(string(b))

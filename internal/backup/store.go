@@ -45,11 +45,11 @@ func (f FileStore) Put(_ context.Context, r io.Reader) (string, error) {
 	if _, err := os.Lstat(final); err == nil {
 		return "", fmt.Errorf("%s: %w", f.Location(), ErrExists)
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
 		return "", fmt.Errorf("create directory of %s: %w", f.Location(), err)
 	}
 	tmp := filepath.Join(f.Root, filepath.FromSlash(TempName(f.Path, nonce())))
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640) //nolint:gosec // the path is the backup's destination by design (CEL keeps it relative, without "..")
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", tmp, err)
 	}

@@ -310,7 +310,7 @@ func TestBackup(t *testing.T) {
 		}
 		poll(t, "EtcdBackup to-pvc gone", 30*time.Second, func() error {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
+				return fmt.Errorf("still there (%w)", err)
 			}
 			return nil
 		})
@@ -451,7 +451,7 @@ func copyFile(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(to, data, 0o600); err != nil {
+	if err := os.WriteFile(to, data, 0o600); err != nil { //nolint:gosec // a temporary file of the test
 		t.Fatal(err)
 	}
 }
