@@ -116,13 +116,7 @@ func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *ba
 					RestartPolicy:                corev1.RestartPolicyNever,
 					EnableServiceLinks:           ptr.To(false),
 					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](nonRootID),
-						RunAsGroup:     ptr.To[int64](nonRootID),
-						FSGroup:        ptr.To[int64](nonRootID),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:              restrictedPod(),
 					Containers: []corev1.Container{{
 						Name:                     AgentContainer,
 						Image:                    image,
@@ -133,11 +127,7 @@ func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *ba
 						VolumeMounts:             mounts,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
+						SecurityContext:          restrictedContainer(),
 					}},
 					Volumes: volumes,
 				},

@@ -51,25 +51,19 @@ func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 	defer func() { _ = cli.Close() }()
 	keys := map[string]string{}
 	for i := 0; i < backupKeyCount; i++ {
-		k, v := fmt.Sprintf("%s%04d", backupKeyPrefix, i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
-		poll(t, "write "+k, 30*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err := cli.Put(ctx, k, v)
-			return err
-		})
-		keys[k] = v
+		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
 	}
 	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	for i := 0; i < bigKeyCount; i++ {
-		k, v := fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i), fmt.Sprintf("%02d", i)+big[2:]
+		keys[fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i)] = fmt.Sprintf("%02d", i) + big[2:]
+	}
+	for k, v := range keys {
 		poll(t, "write "+k, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, err := cli.Put(ctx, k, v)
 			return err
 		})
-		keys[k] = v
 	}
 	return keys
 }
