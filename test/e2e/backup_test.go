@@ -234,6 +234,18 @@ func TestBackup(t *testing.T) {
 		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
 		t.Fatal(err)
 	}
+	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
+	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
+	// the other cases.
+	unreachable := newCluster(ns, "never-up", 1)
+	unreachable.Spec.Image = "steward.local/etcd:v0.0.0-missing"
+	if err := k8s.Create(ctx, unreachable); err != nil {
+		t.Fatal(err)
+	}
+	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination("never-up/x.db"))
+	if err := k8s.Create(ctx, ofUnreachable); err != nil {
+		t.Fatal(err)
+	}
 	c := newCluster(ns, "backed", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -427,16 +439,33 @@ func TestBackup(t *testing.T) {
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterNotFound)
 		}
-		var jobs batchv1.JobList
-		if err := k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
-			t.Fatal(err)
+		requireNothingStarted(t, b, "missing/")
+	})
+
+	t.Run("UnavailableClusterFails", func(t *testing.T) {
+		b := waitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
+		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterUnavailable {
+			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterUnavailable)
 		}
-		if len(jobs.Items) != 0 || len(s3Keys(t, "missing/")) != 0 {
-			t.Fatalf("a failed admission started %d Jobs or stored objects", len(jobs.Items))
-		}
+		t.Logf("backup of a cluster without a healthy member: %s: %s", cond.Reason, cond.Message)
+		requireNothingStarted(t, b, "never-up/")
 	})
 
 	deleteAndCheckNothingLeft(t, c)
+	deleteAndCheckNothingLeft(t, unreachable)
+}
+
+// requireNothingStarted checks that a refused backup started no Job and stored nothing under prefix.
+func requireNothingStarted(t *testing.T, b *etcdv1alpha1.EtcdBackup, prefix string) {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := k8s.List(context.Background(), &jobs, client.InNamespace(b.Namespace), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if keys := s3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
+		t.Fatalf("refused backup %s started %d Jobs and stored %v", b.Name, len(jobs.Items), keys)
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
