@@ -242,10 +242,12 @@ func jobFinished(job *batchv1.Job) *batchv1.JobCondition {
 	return nil
 }
 
-// terminationMessage is the agent container's termination message of the Job's Pod ("" if none).
+// terminationMessage is the agent container's termination message of the Job's Pod ("" if none). Read past the
+// cache: the Job's informer can report the Job finished before the Pod's informer has the terminated container,
+// and a missed message would turn a success into JobFailed. Once per finished Job, so cheap.
 func (r *Reconciler) terminationMessage(ctx context.Context, job *batchv1.Job) (string, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return "", fmt.Errorf("list Pods of Job %s: %w", job.Name, err)
 	}
 	for _, p := range pods.Items {
