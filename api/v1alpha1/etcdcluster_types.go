@@ -293,6 +293,11 @@ type EtcdClusterStatus struct {
 	// ClientEndpoint is the client Service's address clients use.
 	// +optional
 	ClientEndpoint string `json:"clientEndpoint,omitempty"`
+
+	// LastBackup is the cluster's newest Complete EtcdBackup. Written by the backup controller (only this
+	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".
+	// +optional
+	LastBackup *BackupRef `json:"lastBackup,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster managed by Steward.
@@ -304,6 +309,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

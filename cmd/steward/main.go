@@ -16,6 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdbackup"
+	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
@@ -40,6 +42,7 @@ func run() error {
 		leaderElect      bool
 		leaderElectionNS string
 		resourceOpts     resources.Options
+		agentImage       string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
@@ -48,6 +51,8 @@ func run() error {
 	flag.StringVar(&resourceOpts.ImageRepository, "etcd-image-repository", "quay.io/coreos/etcd",
 		"repository of etcd images; members run <repository>:v<version> unless the EtcdCluster names an image")
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
+	flag.StringVar(&agentImage, "agent-image", etcdbackup.DefaultAgentImage,
+		"image of backup Jobs: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -83,6 +88,20 @@ func run() error {
 		Options:  resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
+	}
+	if err := (&etcdbackup.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorderFor("steward"),
+		AgentImage: agentImage,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackup controller: %w", err)
+	}
+	if err := (&etcdbackupschedule.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("steward"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -97,13 +97,13 @@ var firstDowngradableMinor = Version{3, 6, 0}
 type versionGoal int
 
 const (
-	goalNone      versionGoal = iota // every member runs the spec's version and image
-	goalRoll                         // restart members on the spec's version, one at a time
-	goalEnable                       // enable etcd's downgrade first
-	goalCancel                       // cancel a downgrade the spec no longer wants
-	goalRefused                      // the change is not allowed from the observed state
-	goalWaitingCV                    // etcd has not settled its cluster version yet
-	goalWaitingSnap                  // members still replay log entries the next minor cannot read
+	goalNone        versionGoal = iota // every member runs the spec's version and image
+	goalRoll                           // restart members on the spec's version, one at a time
+	goalEnable                         // enable etcd's downgrade first
+	goalCancel                         // cancel a downgrade the spec no longer wants
+	goalRefused                        // the change is not allowed from the observed state
+	goalWaitingCV                      // etcd has not settled its cluster version yet
+	goalWaitingSnap                    // members still replay log entries the next minor cannot read
 )
 
 // defaultSnapshotCount is etcd's --snapshot-count default per minor: how many applied entries trigger a raft

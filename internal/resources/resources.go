@@ -283,13 +283,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 			Tolerations:                  cluster.Spec.Pod.Tolerations,
 			TopologySpreadConstraints:    cluster.Spec.Pod.TopologySpreadConstraints,
 			PriorityClassName:            cluster.Spec.Pod.PriorityClassName,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](nonRootID),
-				RunAsGroup:     ptr.To[int64](nonRootID),
-				FSGroup:        ptr.To[int64](nonRootID),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:              restrictedPod(),
 			Containers: []corev1.Container{{
 				Name:            EtcdContainer,
 				Image:           image,
@@ -303,15 +297,11 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Resources: cluster.Spec.Resources,
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
-				ReadinessProbe: probe("/readyz", 3),
-				LivenessProbe:  probe("/livez", 15),
-				StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-				VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
+				ReadinessProbe:  probe("/readyz", 3),
+				LivenessProbe:   probe("/livez", 15),
+				StartupProbe:    &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
+				SecurityContext: restrictedContainer(),
+				VolumeMounts:    []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
 				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
 				// (plan.DataLossEvidence) from a crash that a restart fixes.
@@ -400,5 +390,26 @@ func PodDisruptionBudget(cluster *etcdv1alpha1.EtcdCluster) *policyv1.PodDisrupt
 			MinAvailable: &minAvailable,
 			Selector:     &metav1.LabelSelector{MatchLabels: ClusterLabels(cluster)},
 		},
+	}
+}
+
+// restrictedPod runs a Pod's processes as the non-root user, group-owning its volumes (fsGroup), under the
+// runtime's default seccomp profile: what Pod Security "restricted" asks for. Member Pods and backup Jobs use it.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](nonRootID),
+		RunAsGroup:     ptr.To[int64](nonRootID),
+		FSGroup:        ptr.To[int64](nonRootID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// restrictedContainer is a container without privilege escalation, capabilities or a writable root file system.
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }

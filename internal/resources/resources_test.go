@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -228,4 +229,23 @@ func FuzzParseInitialCluster(f *testing.F) {
 			t.Fatalf("round trip of %q: %v, %v", s, again, err)
 		}
 	})
+}
+
+func TestBackupJobIsNotAMember(t *testing.T) {
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("b", 70)},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
+			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
+	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=http://m:2379"}, "agent"), DeleteJob(b, "agent")} {
+		if _, ok := job.Spec.Template.Labels[LabelCluster]; ok {
+			t.Errorf("Job %s Pods carry %s: the cluster controller would take them for members", job.Name, LabelCluster)
+		}
+		if len(job.Name) > 63 {
+			t.Errorf("Job name %s longer than a label value may be", job.Name)
+		}
+		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "creds" {
+				t.Errorf("credential %s not taken from the Secret by reference", e.Name)
+			}
+		}
+	}
 }

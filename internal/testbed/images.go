@@ -24,6 +24,9 @@ const imageRegistry = "steward.local"
 // It contains /usr/local/bin/etcd, etcdctl and etcdutl, runs as UID 65532 and has no shell.
 func EtcdImage(version string) string { return fmt.Sprintf("%s/etcd:v%s", imageRegistry, version) }
 
+// AgentImage is the locally built image of Steward's backup agent (cmd/steward-agent), rebuilt at every start.
+const AgentImage = imageRegistry + "/steward-agent:dev"
+
 const (
 	pauseImage   = imageRegistry + "/pause:v1"
 	coreDNSImage = imageRegistry + "/coredns:" + CoreDNSVersion

@@ -22,7 +22,11 @@ type Cluster struct {
 	// RESTConfig is the same credentials for Go clients.
 	RESTConfig *rest.Config
 
+	// S3 is the S3-compatible server backups are tested against.
+	S3 *S3Server
+
 	opts      Options
+	s3Bin     string
 	kubeBin   string
 	etcdBins  map[string]string
 	procs     []*process
@@ -53,6 +57,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	dnsBin, err := b.ensure(ctx, coreDNSSet())
 	if err != nil {
+		return nil, err
+	}
+	if c.s3Bin, err = b.ensure(ctx, versityGWSet()); err != nil {
 		return nil, err
 	}
 
@@ -101,6 +108,7 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 		{"kubelet, kube-proxy, kube-controller-manager, kube-scheduler", c.startNodeAndControllers},
 		{"local-path provisioner", c.startProvisioner},
 		{"CoreDNS and the default StorageClass", c.installAddons},
+		{"S3-compatible server (versitygw)", c.startS3},
 	}
 	for _, s := range steps {
 		b.progress("starting %s", s.name)
@@ -199,7 +207,17 @@ func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) er
 	if err := writeImage(pauseTar, pauseImage, []imageFile{{path: "/pause", source: pauseBin, mode: 0o755}}, []string{"/pause"}, "65535"); err != nil {
 		return err
 	}
-	c.imageTars = append(tars, dnsTar, pauseTar)
+	agentBin := c.state("bin", "steward-agent")
+	if err := b.buildLocal(ctx, "./cmd/steward-agent", agentBin); err != nil {
+		return err
+	}
+	// Built from the working tree at every start (a link step when unchanged), so the image is never cached.
+	agentTar := c.state("steward-agent.tar")
+	if err := writeImage(agentTar, AgentImage, []imageFile{{path: "/usr/local/bin/steward-agent", source: agentBin, mode: 0o755}},
+		[]string{"/usr/local/bin/steward-agent"}, nonRootUser); err != nil {
+		return err
+	}
+	c.imageTars = append(tars, dnsTar, pauseTar, agentTar)
 	return b.buildLocal(ctx, "./cmd/steward-testbed", c.state("bin", "steward-testbed"))
 }
 

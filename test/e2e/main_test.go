@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdbackup"
+	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
@@ -150,6 +152,13 @@ func startOperator(t *testing.T) (stop func()) {
 	}
 	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward"),
 		Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorderFor("steward"), AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

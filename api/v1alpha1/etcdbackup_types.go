@@ -1,0 +1,200 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdBackupSpec is one snapshot of one cluster to one destination. Immutable: a backup is a record of what was
+// taken; to take another, create another EtcdBackup.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a new EtcdBackup instead"
+type EtcdBackupSpec struct {
+	// ClusterName is the EtcdCluster in the backup's namespace to take the snapshot of.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ClusterName string `json:"clusterName"`
+
+	// Destination is where the snapshot is stored.
+	// +required
+	Destination BackupDestination `json:"destination"`
+
+	// DeletionPolicy says what happens to the stored snapshot when this EtcdBackup is deleted: Retain (the
+	// default: the file or object stays, only the record goes) or Delete (Steward deletes the file or object
+	// first, through a short Job, and only then lets the EtcdBackup go). Backups an EtcdBackupSchedule creates
+	// use Delete, so that retention frees the space of the backups it prunes.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// DeletionPolicy is what happens to a backup's stored snapshot when the EtcdBackup is deleted.
+type DeletionPolicy string
+
+// Deletion policies.
+const (
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// BackupDestination is exactly one place to store a snapshot.
+// +kubebuilder:validation:XValidation:rule="has(self.pvc) != has(self.s3)",message="exactly one of pvc or s3 must be set"
+type BackupDestination struct {
+	// PVC stores the snapshot as a file on a PersistentVolumeClaim in the backup's namespace.
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
+	// S3 stores the snapshot as an object in an S3-compatible bucket.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+}
+
+// PVCDestination is a file on a PersistentVolumeClaim. The claim must exist; the backup Job mounts it.
+type PVCDestination struct {
+	// ClaimName is the PersistentVolumeClaim in the backup's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ClaimName string `json:"claimName"`
+	// Path of the snapshot file, relative to the volume's root, for example "backups/etcd-1.db". On an
+	// EtcdBackupSchedule it is the directory each backup's file is created in. An existing file is never
+	// overwritten: the backup fails instead.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..') && self.matches('^[A-Za-z0-9._/-]+$')",message="path must be relative, without '..', made of letters, digits, '.', '_', '-' and '/'"
+	// +required
+	Path string `json:"path"`
+}
+
+// S3Destination is an object in an S3-compatible bucket.
+// +kubebuilder:validation:XValidation:rule="self.key.size() > 0 && !self.key.startsWith('/')",message="key must not be empty or start with '/'"
+type S3Destination struct {
+	// Endpoint is the S3 API's host[:port], without scheme, for example "s3.eu-central-1.amazonaws.com" or
+	// "minio.storage:9000".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!self.contains('://') && !self.contains('/')",message="endpoint is host[:port] without scheme or path"
+	// +required
+	Endpoint string `json:"endpoint"`
+	// Bucket must exist.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+	// Key of the object, for example "etcd/prod-20260101T000000Z.db". On an EtcdBackupSchedule it is the prefix
+	// each backup's key starts with. An existing object is never overwritten: the backup fails instead.
+	// +kubebuilder:validation:MaxLength=900
+	// +required
+	Key string `json:"key"`
+	// Region of the bucket; empty lets the client discover it (or use us-east-1 for most S3-compatible servers).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Region string `json:"region,omitempty"`
+	// ForcePathStyle addresses the bucket as endpoint/bucket instead of bucket.endpoint (most self-hosted S3
+	// servers need it).
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+	// Insecure talks plain HTTP instead of HTTPS. For tests and trusted networks only: credentials and data
+	// travel unencrypted.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+	// CredentialsSecret is a Secret in the backup's namespace with keys accessKeyID and secretAccessKey. Only
+	// the backup Job reads the values (as environment variables); Steward never copies them.
+	// +required
+	CredentialsSecret SecretReference `json:"credentialsSecret"`
+}
+
+// SecretReference names a Secret in the same namespace.
+type SecretReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// Keys of an S3 credentials Secret.
+const (
+	S3AccessKeyIDKey     = "accessKeyID"
+	S3SecretAccessKeyKey = "secretAccessKey"
+)
+
+// EtcdBackupStatus is what the backup took and where it is: everything a restore needs to find the snapshot and
+// check it before trusting it.
+type EtcdBackupStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Complete and Failed (see conditions.go). At most one of them is True, and once one is, the
+	// backup never runs again.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// StartTime is when the backup Job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the backup reached Complete or Failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Location is where the snapshot is: pvc://<claim>/<path> or s3://<bucket>/<key> (on spec's endpoint).
+	// +optional
+	Location string `json:"location,omitempty"`
+	// SizeBytes is the size of the stored snapshot file, including etcd's trailing sha256.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// SHA256 is the hex sha256 of the stored file as a whole, to check a copy before restoring it. (The file
+	// also ends with etcd's own sha256 of the database, which was verified while streaming.)
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// Revision is the etcd revision the member had applied when the snapshot began: the snapshot holds every
+	// write up to it (and possibly later writes made while the snapshot started).
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// EtcdVersion is the server version of the member the snapshot was taken from.
+	// +optional
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+	// StorageVersion is the snapshot's storage (data format) version as etcd reported it (3.6+).
+	// +optional
+	StorageVersion string `json:"storageVersion,omitempty"`
+	// ClusterID is etcd's cluster ID (hex) of the cluster the snapshot came from.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// Member is the name of the member the snapshot was taken from.
+	// +optional
+	Member string `json:"member,omitempty"`
+	// JobName is the backup Job.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+}
+
+// EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC or in an S3-compatible bucket.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdbackup,categories=steward
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].reason`,priority=0
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec EtcdBackupSpec `json:"spec"`
+	// +optional
+	Status EtcdBackupStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupList is a list of EtcdBackups.
+// +kubebuilder:object:root=true
+type EtcdBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdBackup{}, &EtcdBackupList{})
+}

@@ -1,0 +1,147 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdBackupScheduleSpec creates EtcdBackups on a cron schedule and prunes them by retention.
+type EtcdBackupScheduleSpec struct {
+	// ClusterName is the EtcdCluster in the schedule's namespace to back up.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ClusterName string `json:"clusterName"`
+
+	// Schedule in standard five-field cron syntax (minute hour day-of-month month day-of-week, UTC), or a
+	// descriptor such as "@hourly" or "@every 6h". A missed time is not caught up: after downtime only the most
+	// recent missed backup is taken.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').filter(f, f != '').size() == 5",message="schedule must have five fields (minute hour day-of-month month day-of-week) or be a descriptor like @hourly"
+	// +required
+	Schedule string `json:"schedule"`
+
+	// Destination is the template of each backup's destination: for pvc, path is the directory the backup files
+	// go to; for s3, key is the prefix of the backup objects. Each backup is named
+	// <cluster>-<UTC time of the schedule, 20060102T150405Z>.db inside it.
+	// +required
+	Destination BackupDestination `json:"destination"`
+
+	// Retention says which successful backups to keep. The newest successful backup is always kept.
+	// +optional
+	Retention Retention `json:"retention,omitempty"`
+
+	// ConcurrencyPolicy: Forbid (the default) skips a scheduled time while a backup of this schedule is still
+	// running; Allow starts it anyway.
+	// +kubebuilder:validation:Enum=Forbid;Allow
+	// +kubebuilder:default=Forbid
+	// +optional
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// Suspend stops creating backups; retention still applies.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// FailedBackupsHistoryLimit is how many failed EtcdBackups to keep for inspection (a failed backup has no
+	// data). Successful ones are governed by retention.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	// +optional
+	FailedBackupsHistoryLimit *int32 `json:"failedBackupsHistoryLimit,omitempty"`
+}
+
+// Retention limits successful backups by count and age. Pruned backups are deleted together with their data.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxAge) || duration(self.maxAge) >= duration('1m')",message="maxAge must be at least 1m"
+type Retention struct {
+	// MaxCount is the most successful backups to keep.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=7
+	// +optional
+	MaxCount *int32 `json:"maxCount,omitempty"`
+	// MaxAge deletes successful backups older than this (by the time they completed), except the newest one.
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// ConcurrencyPolicy is what a schedule does when a scheduled time comes while its previous backup still runs.
+type ConcurrencyPolicy string
+
+// Concurrency policies.
+const (
+	ConcurrencyForbid ConcurrencyPolicy = "Forbid"
+	ConcurrencyAllow  ConcurrencyPolicy = "Allow"
+)
+
+// BackupRef is one backup and when it finished.
+type BackupRef struct {
+	// Name of the EtcdBackup.
+	Name string `json:"name"`
+	// Time it completed or failed.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Reason it failed, for a failed backup.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// EtcdBackupScheduleStatus is the schedule's memory and its last results.
+type EtcdBackupScheduleStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (see conditions.go).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastScheduleTime is the last scheduled time a backup was created for: the controller's memory, so that
+	// no scheduled time is taken twice.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// NextScheduleTime is the next time a backup is due.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// Active are the schedule's backups still running.
+	// +optional
+	Active []string `json:"active,omitempty"`
+	// LastSuccessfulBackup is the newest Complete backup of the schedule.
+	// +optional
+	LastSuccessfulBackup *BackupRef `json:"lastSuccessfulBackup,omitempty"`
+	// LastFailure is the newest Failed backup of the schedule.
+	// +optional
+	LastFailure *BackupRef `json:"lastFailure,omitempty"`
+}
+
+// EtcdBackupSchedule creates EtcdBackups of a cluster on a cron schedule and prunes old ones (and their data).
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdbackupschedule,categories=steward
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulBackup.time`
+// +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+type EtcdBackupSchedule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec EtcdBackupScheduleSpec `json:"spec"`
+	// +optional
+	Status EtcdBackupScheduleStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupScheduleList is a list of EtcdBackupSchedules.
+// +kubebuilder:object:root=true
+type EtcdBackupScheduleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackupSchedule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdBackupSchedule{}, &EtcdBackupScheduleList{})
+}

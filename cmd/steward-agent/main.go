@@ -1,0 +1,157 @@
+// Command steward-agent is the program of Steward's backup Jobs. `steward-agent snapshot` streams a snapshot
+// from the first healthy member it is given to a file on a mounted volume or an S3-compatible bucket, verifying
+// etcd's checksum on the way and committing only a verified snapshot; `steward-agent delete` deletes a stored
+// snapshot. It reports its result as one line of JSON in the container's termination message, which the
+// controller reads into the EtcdBackup's status. It never holds a whole snapshot in memory and never prints
+// credentials.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/etcd"
+)
+
+// Environment variables the Job sets from the credentials Secret.
+const (
+	envAccessKeyID     = "STEWARD_S3_ACCESS_KEY_ID"
+	envSecretAccessKey = "STEWARD_S3_SECRET_ACCESS_KEY" //nolint:gosec // the name of a variable, not a credential
+)
+
+type memberList []string
+
+func (m *memberList) String() string     { return strings.Join(*m, ",") }
+func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete [flags]")
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	var (
+		members    memberList
+		resultFile string
+		timeout    time.Duration
+		pvcRoot    string
+		pvcClaim   string
+		path       string
+		s3         backup.S3Config
+	)
+	fs.Var(&members, "member", "name=clientURL of a member to snapshot from, in order of preference (repeatable)")
+	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "where to write the JSON result")
+	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "deadline of the whole operation")
+	fs.StringVar(&pvcRoot, "pvc-root", "", "mount point of the destination volume (PVC destination)")
+	fs.StringVar(&pvcClaim, "pvc-claim", "", "name of the destination PVC, for the reported location")
+	fs.StringVar(&path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint")
+	fs.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint host[:port] (S3 destination)")
+	fs.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket")
+	fs.StringVar(&s3.Region, "s3-region", "", "S3 region")
+	fs.BoolVar(&s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
+	fs.BoolVar(&s3.Insecure, "s3-insecure", false, "plain HTTP")
+	_ = fs.Parse(os.Args[2:])
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, timeout)
+	defer cancelT()
+
+	var store backup.Store
+	switch {
+	case pvcRoot != "" && s3.Endpoint == "":
+		store = backup.FileStore{Root: pvcRoot, Path: path, Claim: pvcClaim}
+	case s3.Endpoint != "" && pvcRoot == "":
+		s3.Key = path
+		s3.AccessKeyID, s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
+		st, err := backup.NewS3Store(s3)
+		if err != nil {
+			finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
+		}
+		store = st
+	default:
+		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root or --s3-endpoint is required")
+		os.Exit(2)
+	}
+
+	switch cmd {
+	case "snapshot":
+		finish(resultFile, snapshot(ctx, members, store))
+	case "delete":
+		r := backup.Result{Succeeded: true, Location: store.Location()}
+		if err := store.Delete(ctx); err != nil {
+			r = backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()}
+		}
+		finish(resultFile, r)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
+		os.Exit(2)
+	}
+}
+
+// snapshot tries the members in order until one delivers a verified snapshot to the store. A member that fails
+// before any byte is stored is skipped; a checksum mismatch or a destination error ends the attempt (the next
+// member would not fix the destination, and a corrupt stream is worth a human's look).
+func snapshot(ctx context.Context, members []string, store backup.Store) backup.Result {
+	var errs []string
+	for _, m := range members {
+		name, url, ok := strings.Cut(m, "=")
+		if !ok {
+			return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("bad --member %q: want name=url", m)}
+		}
+		snap, err := etcd.OpenSnapshot(ctx, url)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		v := backup.NewVerifier(snap.Data)
+		loc, err := store.Put(ctx, v)
+		_ = snap.Data.Close()
+		switch {
+		case errors.Is(err, backup.ErrExists):
+			return backup.Result{Reason: backup.ReasonDestinationExists, Message: err.Error()}
+		case errors.Is(err, backup.ErrChecksumMismatch) || v.Mismatch():
+			return backup.Result{Reason: backup.ReasonChecksumMismatch, Message: fmt.Sprintf("snapshot from %s after %d bytes: %v", name, v.Size(), err)}
+		case err != nil && v.Size() == 0:
+			// Nothing arrived: the member went away between status and stream; try the next.
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			continue
+		case err != nil:
+			return backup.Result{Reason: backup.ReasonUploadFailed, Message: fmt.Sprintf("snapshot from %s: %v", name, err)}
+		case !v.Verified():
+			return backup.Result{Reason: backup.ReasonChecksumMismatch, Message: "the destination stopped reading before the end of the snapshot"}
+		}
+		return backup.Result{
+			Succeeded: true, Member: name, Endpoint: url, Location: loc,
+			SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision,
+			EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion, ClusterID: etcd.FormatID(snap.ClusterID),
+		}
+	}
+	if len(members) == 0 {
+		errs = append(errs, "no member given")
+	}
+	return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: "no member delivered a snapshot: " + strings.Join(errs, "; ")}
+}
+
+// finish writes the result where Kubernetes picks it up as the termination message, and exits non-zero on
+// failure so that the Job fails.
+func finish(resultFile string, r backup.Result) {
+	b := backup.Encode(r)
+	if err := os.WriteFile(resultFile, b, 0o600); err != nil {
+		fmt.Fprintf(os.Stderr, "write result to %s: %v\n", resultFile, err)
+	}
+	fmt.Println(string(b))
+	if !r.Succeeded {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}

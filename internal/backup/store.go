@@ -1,0 +1,168 @@
+package backup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// ErrExists means something is already stored under the final name; backups never overwrite.
+var ErrExists = errors.New("destination already exists")
+
+// Store is where snapshots are written and deleted.
+type Store interface {
+	// Put streams r to the store under the store's name and commits it only when r ends with io.EOF; any
+	// error from r (ErrChecksumMismatch included) leaves nothing under the name. It returns the location.
+	Put(ctx context.Context, r io.Reader) (string, error)
+	// Delete removes the stored snapshot; a missing one is not an error.
+	Delete(ctx context.Context) error
+	// Location names the snapshot: pvc://<claim>/<path> or s3://<bucket>/<key>.
+	Location() string
+}
+
+// FileStore is a file on a mounted volume.
+type FileStore struct {
+	// Root is the mount point of the volume, Path the file's path relative to it, Claim the PVC (for Location).
+	Root, Path, Claim string
+}
+
+// Location implements Store.
+func (f FileStore) Location() string { return "pvc://" + f.Claim + "/" + f.Path }
+
+// Put writes to a hidden temporary file next to the target, fsyncs it, and renames it into place only after
+// the stream verified; the directory is fsynced so that the rename survives a crash.
+func (f FileStore) Put(_ context.Context, r io.Reader) (string, error) {
+	final := filepath.Join(f.Root, filepath.FromSlash(f.Path))
+	if _, err := os.Lstat(final); err == nil {
+		return "", fmt.Errorf("%s: %w", f.Location(), ErrExists)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
+		return "", fmt.Errorf("create directory of %s: %w", f.Location(), err)
+	}
+	tmp := filepath.Join(f.Root, filepath.FromSlash(TempName(f.Path, nonce())))
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640) //nolint:gosec // the path is the backup's destination by design (CEL keeps it relative, without "..")
+	if err != nil {
+		return "", fmt.Errorf("create %s: %w", tmp, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = out.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := io.Copy(out, r); err != nil {
+		return "", fmt.Errorf("write %s: %w", f.Location(), err)
+	}
+	if err := out.Sync(); err != nil {
+		return "", fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("close %s: %w", tmp, err)
+	}
+	// Link, not rename: link fails if the target appeared meanwhile, so a concurrent backup is never overwritten.
+	if err := os.Link(tmp, final); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("%s: %w", f.Location(), ErrExists)
+		}
+		return "", fmt.Errorf("commit %s: %w", f.Location(), err)
+	}
+	committed = true
+	_ = os.Remove(tmp)
+	if d, err := os.Open(filepath.Dir(final)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return f.Location(), nil
+}
+
+// Delete implements Store.
+func (f FileStore) Delete(context.Context) error {
+	err := os.Remove(filepath.Join(f.Root, filepath.FromSlash(f.Path)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", f.Location(), err)
+	}
+	return nil
+}
+
+// S3Config addresses one object of an S3-compatible bucket.
+type S3Config struct {
+	Endpoint, Bucket, Key, Region string
+	ForcePathStyle, Insecure      bool
+	AccessKeyID, SecretAccessKey  string
+}
+
+// S3Store is an object in an S3-compatible bucket.
+type S3Store struct {
+	cfg    S3Config
+	client *minio.Client
+}
+
+// PartSize is the multipart upload part size: the most of a snapshot the agent holds in memory at once.
+const PartSize = 16 << 20
+
+// NewS3Store returns a store for cfg's object.
+func NewS3Store(cfg S3Config) (*S3Store, error) {
+	lookup := minio.BucketLookupDNS
+	if cfg.ForcePathStyle {
+		lookup = minio.BucketLookupPath
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, ""),
+		Secure:       !cfg.Insecure,
+		Region:       cfg.Region,
+		BucketLookup: lookup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
+	}
+	return &S3Store{cfg: cfg, client: c}, nil
+}
+
+// Location implements Store.
+func (s *S3Store) Location() string { return "s3://" + s.cfg.Bucket + "/" + s.cfg.Key }
+
+// Put streams r as a multipart upload (parts of PartSize). S3 makes an object visible only when its upload
+// completes, which happens only after r returned io.EOF; on any error the upload is aborted.
+func (s *S3Store) Put(ctx context.Context, r io.Reader) (string, error) {
+	if _, err := s.client.StatObject(ctx, s.cfg.Bucket, s.cfg.Key, minio.StatObjectOptions{}); err == nil {
+		return "", fmt.Errorf("%s: %w", s.Location(), ErrExists)
+	} else if minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
+		return "", fmt.Errorf("check %s: %w", s.Location(), err)
+	}
+	_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.cfg.Key, r, -1, minio.PutObjectOptions{
+		ContentType:  "application/octet-stream",
+		PartSize:     PartSize,
+		UserMetadata: map[string]string{"steward-snapshot": "etcd"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("upload %s: %w", s.Location(), err)
+	}
+	return s.Location(), nil
+}
+
+// Delete implements Store.
+func (s *S3Store) Delete(ctx context.Context) error {
+	if err := s.client.RemoveObject(ctx, s.cfg.Bucket, s.cfg.Key, minio.RemoveObjectOptions{}); err != nil {
+		if minio.ToErrorResponse(err).StatusCode == http.StatusNotFound {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", s.Location(), err)
+	}
+	return nil
+}
+
+func nonce() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,266 @@
+// Package etcdbackup is the EtcdBackup controller. A backup is a one-shot task shaped Admit -> Execute ->
+// Cleanup: admission checks the cluster and destination (internal/backup decides), execution is a Job running
+// steward-agent that streams a snapshot from a member straight to the destination (the operator never holds
+// snapshot data or reads credentials' values), and the Job's termination message becomes the backup's status.
+// With deletionPolicy Delete a finalizer deletes the stored snapshot, through another Job, before the
+// EtcdBackup goes. It writes only status.lastBackup of EtcdClusters, never their spec.
+package etcdbackup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/resources"
+)
+
+// Finalizer holds an EtcdBackup with deletionPolicy Delete until its stored snapshot is deleted.
+const Finalizer = "etcd.steward.dev/delete-snapshot"
+
+// DefaultAgentImage is the agent image of the test bed; production deployments set --agent-image.
+const DefaultAgentImage = "steward.local/steward-agent:dev"
+
+// Requeue intervals.
+const (
+	// requeueWaiting: a backup waiting for its cluster to become available looks again this often.
+	requeueWaiting = 5 * time.Second
+	// requeueRunning: the Job's completion is watched; this is only the safety net for a missed event.
+	requeueRunning = 30 * time.Second
+	// requeueDeleteRetry: a failed snapshot deletion is retried this often (the finalizer holds until it works).
+	requeueDeleteRetry = time.Minute
+)
+
+// Reconciler reconciles EtcdBackups.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets uncached: Steward only checks that the credentials Secret exists with its keys,
+	// and does not cache (or list, or watch) the namespace's Secrets for that.
+	APIReader  client.Reader
+	Recorder   record.EventRecorder
+	AgentImage string
+	// Now is the clock (injected for tests).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// SetupWithManager registers the controller: it watches EtcdBackups and their Jobs.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.AgentImage == "" {
+		r.AgentImage = DefaultAgentImage
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdBackup{}).
+		Owns(&batchv1.Job{}).
+		Named("etcdbackup").
+		Complete(r)
+}
+
+// Reconcile runs one pass: delete, or admit, execute, and record the result.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &etcdv1alpha1.EtcdBackup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, b)
+	}
+	if b.Spec.DeletionPolicy == etcdv1alpha1.DeletionPolicyDelete && !controllerutil.ContainsFinalizer(b, Finalizer) {
+		controllerutil.AddFinalizer(b, Finalizer)
+		if err := r.Client.Update(ctx, b); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		return ctrl.Result{}, nil // the update brings the next pass
+	}
+	if finished(b) {
+		// Cleanup: nothing runs any more; only make sure the cluster knows its newest backup.
+		return ctrl.Result{}, r.recordLastBackup(ctx, b)
+	}
+
+	o := &outcome{}
+	defer func() { r.writeStatus(ctx, b, o) }()
+	if err := r.execute(ctx, b, o); err != nil {
+		o.err = err
+		return ctrl.Result{}, err
+	}
+	switch o.phase {
+	case phaseWaiting:
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	case phaseRunning:
+		return ctrl.Result{RequeueAfter: requeueRunning}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// execute admits the backup and starts its Job, or reads the result of the Job already started.
+func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o *outcome) error {
+	log := ctrl.LoggerFrom(ctx)
+	job := &batchv1.Job{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, job)
+	switch {
+	case err == nil:
+		return r.observeJob(ctx, b, job, o)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("get backup Job: %w", err)
+	}
+	// Admit.
+	in, err := r.admitInput(ctx, b)
+	if err != nil {
+		return err
+	}
+	d := backup.Decide(in)
+	switch d.Verdict {
+	case backup.Wait:
+		o.phase, o.reason, o.message = phaseWaiting, d.Reason, d.Message
+		return nil
+	case backup.Refuse:
+		o.phase, o.reason, o.message = phaseFailed, d.Reason, d.Message
+		return nil
+	}
+	// Execute.
+	job = resources.BackupJob(b, d.Members, r.AgentImage)
+	log.Info("Starting backup Job", "EtcdBackup", klog.KObj(b), "job", job.Name, "members", d.Members)
+	if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create backup Job: %w", err)
+	}
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, "Started", "Job %s takes a snapshot of %s", job.Name, b.Spec.ClusterName)
+	o.phase, o.started = phaseRunning, true
+	return nil
+}
+
+// admitInput gathers what admission decides on.
+func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (backup.AdmitInput, error) {
+	in := backup.AdmitInput{Age: r.Now().Sub(b.CreationTimestamp.Time)}
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, cluster); {
+	case apierrors.IsNotFound(err):
+		return in, nil
+	case err != nil:
+		return in, fmt.Errorf("get EtcdCluster: %w", err)
+	}
+	in.ClusterFound = true
+	for _, m := range cluster.Status.Members {
+		in.Members = append(in.Members, backup.Member{Name: m.Name, ClientURL: m.ClientURL, Healthy: m.Healthy,
+			Leader: m.Role == etcdv1alpha1.RoleLeader, Learner: m.Role == etcdv1alpha1.RoleLearner})
+	}
+	problem, err := r.destinationProblem(ctx, b)
+	in.DestinationProblem = problem
+	return in, err
+}
+
+// destinationProblem says why the destination cannot be used; a Job started anyway would wait forever for a
+// missing volume or Secret instead of failing.
+func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (string, error) {
+	if pvc := b.Spec.Destination.PVC; pvc != nil {
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: pvc.ClaimName}, &corev1.PersistentVolumeClaim{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("PersistentVolumeClaim %s does not exist", pvc.ClaimName), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("get PersistentVolumeClaim %s: %w", pvc.ClaimName, err)
+		}
+		return "", nil
+	}
+	name := b.Spec.Destination.S3.CredentialsSecret.Name
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("credentials Secret %s does not exist", name), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get credentials Secret %s: %w", name, err)
+	}
+	for _, k := range []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey} {
+		if len(secret.Data[k]) == 0 {
+			return fmt.Sprintf("credentials Secret %s has no key %s", name, k), nil
+		}
+	}
+	return "", nil
+}
+
+// observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.
+func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, o *outcome) error {
+	o.jobStart = job.CreationTimestamp.Time
+	cond := jobFinished(job)
+	if cond == nil {
+		o.phase = phaseRunning
+		return nil
+	}
+	msg, err := r.terminationMessage(ctx, job)
+	if err != nil {
+		return err
+	}
+	res, perr := backup.ParseResult(msg)
+	switch {
+	case perr == nil && res.Succeeded && cond.Type == batchv1.JobComplete:
+		o.phase, o.result = phaseSucceeded, &res
+	case perr == nil && !res.Succeeded:
+		o.phase, o.reason, o.message = phaseFailed, res.Reason, res.Message
+	default:
+		// No usable result: the Pod was killed (deadline, eviction) or never ran (image missing).
+		o.phase, o.reason = phaseFailed, etcdv1alpha1.ReasonJobFailed
+		o.message = fmt.Sprintf("Job %s %s: %s", job.Name, cond.Reason, cond.Message)
+		if perr != nil {
+			o.message += fmt.Sprintf(" (%v)", perr)
+		}
+	}
+	return nil
+}
+
+// jobFinished is the Job's Complete or Failed condition once it is True.
+func jobFinished(job *batchv1.Job) *batchv1.JobCondition {
+	for i, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return &job.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// terminationMessage is the agent container's termination message of the Job's Pod ("" if none). Read past the
+// cache: the Job's informer can report the Job finished before the Pod's informer has the terminated container,
+// and a missed message would turn a success into JobFailed. Once per finished Job, so cheap.
+func (r *Reconciler) terminationMessage(ctx context.Context, job *batchv1.Job) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return "", fmt.Errorf("list Pods of Job %s: %w", job.Name, err)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == resources.AgentContainer && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
+				return cs.State.Terminated.Message, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func finished(b *etcdv1alpha1.EtcdBackup) bool {
+	return meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
+		meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+}

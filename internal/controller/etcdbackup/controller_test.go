@@ -1,0 +1,205 @@
+package etcdbackup
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/resources"
+)
+
+var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithStatusSubresource(&etcdv1alpha1.EtcdBackup{}, &etcdv1alpha1.EtcdCluster{}, &batchv1.Job{}, &corev1.Pod{}).Build()
+	return &Reconciler{Client: c, APIReader: c, Recorder: record.NewFakeRecorder(100), AgentImage: "agent:test", Now: func() time.Time { return now }}, c
+}
+
+func cluster() *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Status: etcdv1alpha1.EtcdClusterStatus{ClusterID: "c1", Members: []etcdv1alpha1.MemberStatus{
+			{Name: "db-a", Healthy: true, Role: etcdv1alpha1.RoleLeader, ClientURL: "http://a:2379"},
+			{Name: "db-b", Healthy: true, Role: etcdv1alpha1.RoleFollower, ClientURL: "http://b:2379"},
+		}}}
+}
+
+func pvcBackup(policy etcdv1alpha1.DeletionPolicy) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1", CreationTimestamp: metav1.NewTime(now)},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", DeletionPolicy: policy,
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "x/b1.db"}}}}
+}
+
+func reconcile(t *testing.T, r *Reconciler) ctrl.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "b1"}})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func get(t *testing.T, c client.Client, obj client.Object, name string) {
+	t.Helper()
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finishJob marks a Job done and gives it a Pod whose agent container left msg.
+func finishJob(t *testing.T, c client.Client, name string, condition batchv1.JobConditionType, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	job := &batchv1.Job{}
+	get(t, c, job, name)
+	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: condition, Status: corev1.ConditionTrue, Reason: "Done", Message: "job done"})
+	if err := c.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name + "-pod", Labels: map[string]string{batchv1.JobNameLabel: name}}}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.AgentContainer,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBackupSucceeds(t *testing.T) {
+	r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyRetain),
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+	if res := reconcile(t, r); res.RequeueAfter != requeueRunning {
+		t.Fatalf("after starting: %+v", res)
+	}
+	job := &batchv1.Job{}
+	get(t, c, job, "b1")
+	args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--member=db-b=http://b:2379 --member=db-a=http://a:2379") || !strings.Contains(args, "--path=x/b1.db") {
+		t.Fatalf("Job args %s: want the follower first, the leader last, and the path", args)
+	}
+	b := &etcdv1alpha1.EtcdBackup{}
+	get(t, c, b, "b1")
+	if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionComplete); cond == nil || cond.Reason != etcdv1alpha1.ReasonBackupRunning || b.Status.StartTime == nil {
+		t.Fatalf("running status %+v", b.Status)
+	}
+
+	res := backup.Result{Succeeded: true, Member: "db-b", Location: "pvc://backups/x/b1.db", SizeBytes: 4128, SHA256: strings.Repeat("a", 64),
+		Revision: 7, EtcdVersion: "3.6.16", ClusterID: "c1"}
+	finishJob(t, c, "b1", batchv1.JobComplete, string(backup.Encode(res)))
+	reconcile(t, r)
+	get(t, c, b, "b1")
+	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || b.Status.SHA256 != res.SHA256 ||
+		b.Status.Revision != 7 || b.Status.Member != "db-b" || b.Status.CompletionTime == nil || b.Status.ObservedGeneration != b.Generation {
+		t.Fatalf("complete status %+v", b.Status)
+	}
+	cl := &etcdv1alpha1.EtcdCluster{}
+	get(t, c, cl, "db")
+	if cl.Status.LastBackup == nil || cl.Status.LastBackup.Name != "b1" || len(cl.Status.Members) != 2 {
+		t.Fatalf("cluster status %+v", cl.Status)
+	}
+	// Finished: further passes change nothing and start nothing.
+	if res := reconcile(t, r); res != (ctrl.Result{}) {
+		t.Fatalf("finished backup requeued: %+v", res)
+	}
+}
+
+func TestBackupFailures(t *testing.T) {
+	t.Run("missing cluster", func(t *testing.T) {
+		r, c := newReconciler(t, pvcBackup(""))
+		reconcile(t, r)
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue ||
+			cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
+			t.Fatalf("status %+v", b.Status)
+		}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a refused backup started a Job: %v", err)
+		}
+	})
+	t.Run("missing PVC", func(t *testing.T) {
+		r, c := newReconciler(t, cluster(), pvcBackup(""))
+		reconcile(t, r)
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Reason != etcdv1alpha1.ReasonDestinationNotFound {
+			t.Fatalf("status %+v", b.Status)
+		}
+	})
+	t.Run("agent reports a failure", func(t *testing.T) {
+		r, c := newReconciler(t, cluster(), pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+		reconcile(t, r)
+		finishJob(t, c, "b1", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: backup.ReasonChecksumMismatch, Message: "bad"})))
+		reconcile(t, r)
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Reason != etcdv1alpha1.ReasonChecksumMismatch || b.Status.Location != "" {
+			t.Fatalf("status %+v", b.Status)
+		}
+	})
+	t.Run("Job killed without a result", func(t *testing.T) {
+		r, c := newReconciler(t, cluster(), pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+		reconcile(t, r)
+		finishJob(t, c, "b1", batchv1.JobFailed, "")
+		reconcile(t, r)
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Reason != etcdv1alpha1.ReasonJobFailed {
+			t.Fatalf("status %+v", b.Status)
+		}
+	})
+}
+
+func TestDeletePolicyDeletesTheSnapshotFirst(t *testing.T) {
+	r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyDelete),
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+	ctx := context.Background()
+	reconcile(t, r) // adds the finalizer
+	reconcile(t, r) // starts the Job
+	finishJob(t, c, "b1", batchv1.JobComplete, string(backup.Encode(backup.Result{Succeeded: true, Location: "pvc://backups/x/b1.db",
+		SizeBytes: 4128, SHA256: strings.Repeat("b", 64)})))
+	reconcile(t, r)
+	b := &etcdv1alpha1.EtcdBackup{}
+	get(t, c, b, "b1")
+	if err := c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r)
+	del := &batchv1.Job{}
+	get(t, c, del, "b1-delete")
+	if args := strings.Join(del.Spec.Template.Spec.Containers[0].Args, " "); !strings.HasPrefix(args, "delete ") || !strings.Contains(args, "--path=x/b1.db") {
+		t.Fatalf("delete Job args %s", args)
+	}
+	get(t, c, b, "b1") // still held by the finalizer
+	finishJob(t, c, "b1-delete", batchv1.JobComplete, string(backup.Encode(backup.Result{Succeeded: true, Location: "pvc://backups/x/b1.db",
+		SizeBytes: 1, SHA256: strings.Repeat("b", 64)})))
+	reconcile(t, r)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b1"}, b); !apierrors.IsNotFound(err) {
+		t.Fatalf("backup not released after its snapshot was deleted: %v", err)
+	}
+}

@@ -1,0 +1,238 @@
+// Package etcdbackupschedule is the EtcdBackupSchedule controller: like a CronJob for EtcdBackups. Each pass
+// creates the backup of the most recent due time (never catching up a burst of missed ones), then retires
+// backups by retention (internal/backup decides which). Backups it creates carry deletionPolicy Delete, so
+// retiring one deletes its stored snapshot too. They are labelled with the schedule but not owned by it:
+// deleting a schedule keeps its backups and their data, because losing every backup is not what anyone
+// deleting a schedule expects.
+package etcdbackupschedule
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/resources"
+)
+
+// requeueMax bounds the wait for the next scheduled time, so that a changed clock or a missed event costs at
+// most this much delay.
+const requeueMax = 5 * time.Minute
+
+// Reconciler reconciles EtcdBackupSchedules.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	// Now is the clock (injected for tests).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;delete
+
+// SetupWithManager registers the controller: it watches schedules and the backups labelled with them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	toSchedule := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name, ok := o.GetLabels()[resources.LabelSchedule]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdBackupSchedule{}).
+		Watches(&etcdv1alpha1.EtcdBackup{}, toSchedule).
+		Named("etcdbackupschedule").
+		Complete(r)
+}
+
+// Reconcile runs one pass: observe the schedule's backups, create the due one, prune, write status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	s := &etcdv1alpha1.EtcdBackupSchedule{}
+	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	now := r.Now()
+	before := s.DeepCopy()
+	ready := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonScheduled}
+	defer func() {
+		if retErr != nil {
+			ready.Message += fmt.Sprintf(" (last pass failed: %v)", retErr)
+		} else {
+			s.Status.ObservedGeneration = s.Generation
+		}
+		ready.ObservedGeneration = s.Generation
+		meta.SetStatusCondition(&s.Status.Conditions, ready)
+		if err := r.Client.Status().Patch(ctx, s, client.MergeFrom(before)); err != nil && retErr == nil {
+			retErr = fmt.Errorf("write status: %w", err)
+		}
+	}()
+
+	sched, err := backup.ParseSchedule(s.Spec.Schedule)
+	if err != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonInvalidSchedule, err.Error()
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	backups, err := r.observe(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	last := s.CreationTimestamp.Time
+	if s.Status.LastScheduleTime != nil {
+		last = s.Status.LastScheduleTime.Time
+	}
+	due, isDue, next := sched.Due(last, now)
+	s.Status.NextScheduleTime = &metav1.Time{Time: next}
+	ready.Message = "next backup at " + next.UTC().Format(time.RFC3339)
+	switch {
+	case s.Spec.Suspend:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonSuspended, "spec.suspend is set"
+	case isDue && len(s.Status.Active) > 0 && s.Spec.ConcurrencyPolicy != etcdv1alpha1.ConcurrencyAllow:
+		// Forbid: skip this time; it is not caught up later.
+		log.Info("Skipping a scheduled backup: the previous one still runs", "EtcdBackupSchedule", klog.KObj(s), "due", due, "active", s.Status.Active)
+		r.Recorder.Eventf(s, corev1.EventTypeWarning, "Skipped", "backup due at %s skipped: %v still running", due.UTC().Format(time.RFC3339), s.Status.Active)
+		s.Status.LastScheduleTime = &metav1.Time{Time: due}
+	case isDue:
+		b := scheduledBackup(s, due)
+		log.Info("Creating scheduled backup", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b), "due", due)
+		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
+		}
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "Created", "created EtcdBackup %s", b.Name)
+		s.Status.LastScheduleTime = &metav1.Time{Time: due}
+		s.Status.Active = append(s.Status.Active, b.Name)
+	}
+
+	if err := r.prune(ctx, s, backups, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	wait := next.Sub(now)
+	if wait > requeueMax {
+		wait = requeueMax
+	}
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// observe lists the schedule's backups and fills the status fields that describe them.
+func (r *Reconciler) observe(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) ([]etcdv1alpha1.EtcdBackup, error) {
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+		return nil, fmt.Errorf("list EtcdBackups: %w", err)
+	}
+	s.Status.Active = nil
+	for _, b := range list.Items {
+		it := item(&b)
+		switch it.State {
+		case backup.Running:
+			if b.DeletionTimestamp.IsZero() {
+				s.Status.Active = append(s.Status.Active, b.Name)
+			}
+		case backup.Succeeded:
+			if lb := s.Status.LastSuccessfulBackup; lb == nil || lb.Time == nil || lb.Time.Time.Before(it.Finished) {
+				s.Status.LastSuccessfulBackup = &etcdv1alpha1.BackupRef{Name: b.Name, Time: &metav1.Time{Time: it.Finished}}
+			}
+		case backup.Failed:
+			if lf := s.Status.LastFailure; lf == nil || lf.Time == nil || lf.Time.Time.Before(it.Finished) {
+				c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+				s.Status.LastFailure = &etcdv1alpha1.BackupRef{Name: b.Name, Time: &metav1.Time{Time: it.Finished}, Reason: c.Reason}
+			}
+		}
+	}
+	return list.Items, nil
+}
+
+// prune deletes the backups retention retires; their finalizer deletes the stored snapshots.
+func (r *Reconciler) prune(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup, now time.Time) error {
+	log := ctrl.LoggerFrom(ctx)
+	var items []backup.Item
+	byName := map[string]*etcdv1alpha1.EtcdBackup{}
+	for i := range backups {
+		if !backups[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		items = append(items, item(&backups[i]))
+		byName[backups[i].Name] = &backups[i]
+	}
+	for _, name := range backup.Prune(items, now, retentionOf(s)) {
+		b := byName[name]
+		log.Info("Pruning backup", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b), "location", b.Status.Location)
+		if err := r.Client.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("prune EtcdBackup %s: %w", name, err)
+		}
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "Pruned", "deleted EtcdBackup %s (%s)", name, b.Status.Location)
+	}
+	return nil
+}
+
+func retentionOf(s *etcdv1alpha1.EtcdBackupSchedule) backup.Retention {
+	r := backup.Retention{MaxCount: 7, FailedLimit: 3}
+	if s.Spec.Retention.MaxCount != nil {
+		r.MaxCount = int(*s.Spec.Retention.MaxCount)
+	}
+	if s.Spec.Retention.MaxAge != nil {
+		r.MaxAge = s.Spec.Retention.MaxAge.Duration
+	}
+	if s.Spec.FailedBackupsHistoryLimit != nil {
+		r.FailedLimit = int(*s.Spec.FailedBackupsHistoryLimit)
+	}
+	return r
+}
+
+// item is what retention knows of a backup.
+func item(b *etcdv1alpha1.EtcdBackup) backup.Item {
+	it := backup.Item{Name: b.Name, Created: b.CreationTimestamp.Time, State: backup.Running}
+	if b.Status.CompletionTime != nil {
+		it.Finished = b.Status.CompletionTime.Time
+	}
+	switch {
+	case meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete):
+		it.State = backup.Succeeded
+	case meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed):
+		it.State = backup.Failed
+	}
+	return it
+}
+
+// scheduledBackup is the EtcdBackup of schedule s for due time t.
+func scheduledBackup(s *etcdv1alpha1.EtcdBackupSchedule, t time.Time) *etcdv1alpha1.EtcdBackup {
+	d := *s.Spec.Destination.DeepCopy()
+	artifact := backup.ArtifactName(s.Spec.ClusterName, t)
+	if d.PVC != nil {
+		d.PVC.Path = backup.JoinPrefix(d.PVC.Path, artifact)
+	}
+	if d.S3 != nil {
+		d.S3.Key = backup.JoinPrefix(d.S3.Key, artifact)
+	}
+	return &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: backup.ScheduledBackupName(s.Name, t), Namespace: s.Namespace,
+			Labels: map[string]string{resources.LabelSchedule: s.Name, resources.LabelCluster: s.Spec.ClusterName},
+		},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: s.Spec.ClusterName, Destination: d, DeletionPolicy: etcdv1alpha1.DeletionPolicyDelete},
+	}
+}

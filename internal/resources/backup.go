@@ -1,0 +1,137 @@
+package resources
+
+import (
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// Labels of backup objects.
+const (
+	// LabelBackup is on a backup's Jobs: the EtcdBackup they belong to.
+	LabelBackup = "etcd.steward.dev/backup"
+	// LabelSchedule is on EtcdBackups a schedule created: the EtcdBackupSchedule's name.
+	LabelSchedule = "etcd.steward.dev/schedule"
+
+	// AgentContainer is the name of the container of backup Jobs.
+	AgentContainer = "agent"
+	// backupMount is where a PVC destination is mounted in the agent's container.
+	backupMount  = "/backup"
+	backupVolume = "destination"
+	// BackupJobDeadline bounds a backup Job: a snapshot that has not finished by then is given up (the Job
+	// fails, the EtcdBackup reports JobFailed).
+	BackupJobDeadline = 30 * 60
+)
+
+// BackupJobName is the Job that takes backup's snapshot; DeleteJobName the one that deletes its stored data.
+// Job names become label values (at most 63 characters), so a long backup name is cut.
+func BackupJobName(b *etcdv1alpha1.EtcdBackup) string { return jobName(b.Name, "") }
+
+// DeleteJobName is the Job that deletes backup's stored snapshot.
+func DeleteJobName(b *etcdv1alpha1.EtcdBackup) string { return jobName(b.Name, "-delete") }
+
+func jobName(name, suffix string) string {
+	const max = 63
+	if len(name)+len(suffix) > max {
+		name = strings.TrimRight(name[:max-len(suffix)], "-.")
+	}
+	return name + suffix
+}
+
+// BackupJob runs `steward-agent snapshot` against members (name=clientURL, in order of preference).
+func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage string) *batchv1.Job {
+	args := []string{"snapshot"}
+	for _, m := range members {
+		args = append(args, "--member="+m)
+	}
+	return agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
+}
+
+// DeleteJob runs `steward-agent delete` on backup's destination.
+func DeleteJob(b *etcdv1alpha1.EtcdBackup, agentImage string) *batchv1.Job {
+	return agentJob(b, DeleteJobName(b), agentImage, append([]string{"delete"}, destinationArgs(b)...))
+}
+
+func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string {
+	d := b.Spec.Destination
+	if d.PVC != nil {
+		return []string{"--pvc-root=" + backupMount, "--pvc-claim=" + d.PVC.ClaimName, "--path=" + d.PVC.Path}
+	}
+	args := []string{"--s3-endpoint=" + d.S3.Endpoint, "--s3-bucket=" + d.S3.Bucket, "--path=" + d.S3.Key}
+	if d.S3.Region != "" {
+		args = append(args, "--s3-region="+d.S3.Region)
+	}
+	if d.S3.ForcePathStyle {
+		args = append(args, "--s3-path-style")
+	}
+	if d.S3.Insecure {
+		args = append(args, "--s3-insecure")
+	}
+	return args
+}
+
+func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *batchv1.Job {
+	// Not LabelCluster: the cluster's controller finds its member Pods by that label, and an agent Pod is not
+	// a member.
+	labels := map[string]string{LabelBackup: b.Name}
+	var (
+		env     []corev1.EnvVar
+		volumes []corev1.Volume
+		mounts  []corev1.VolumeMount
+	)
+	if s3 := b.Spec.Destination.S3; s3 != nil {
+		// The agent reads the credentials from its environment; they never pass through Steward.
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: s3.CredentialsSecret.Name}, Key: key}}
+		}
+		env = []corev1.EnvVar{
+			{Name: "STEWARD_S3_ACCESS_KEY_ID", ValueFrom: ref(etcdv1alpha1.S3AccessKeyIDKey)},
+			{Name: "STEWARD_S3_SECRET_ACCESS_KEY", ValueFrom: ref(etcdv1alpha1.S3SecretAccessKeyKey)},
+		}
+	}
+	if pvc := b.Spec.Destination.PVC; pvc != nil {
+		volumes = []corev1.Volume{{Name: backupVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.ClaimName}}}}
+		mounts = []corev1.VolumeMount{{Name: backupVolume, MountPath: backupMount}}
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: b.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup"))},
+		},
+		Spec: batchv1.JobSpec{
+			// The agent already tries every member it was given; a retry of the Pod would only repeat that, and
+			// one Pod keeps one termination message to read.
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To[int64](BackupJobDeadline),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					EnableServiceLinks:           ptr.To(false),
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              restrictedPod(),
+					Containers: []corev1.Container{{
+						Name:                     AgentContainer,
+						Image:                    image,
+						ImagePullPolicy:          corev1.PullIfNotPresent,
+						Command:                  []string{"/usr/local/bin/steward-agent"},
+						Args:                     args,
+						Env:                      env,
+						VolumeMounts:             mounts,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						SecurityContext:          restrictedContainer(),
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+}

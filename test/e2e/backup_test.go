@@ -1,0 +1,496 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+const (
+	backupKeyCount = 200
+	// bigKeyCount values of 1 MiB make the snapshot larger than one 16 MiB part of the agent's S3 multipart upload.
+	bigKeyCount     = 20
+	backupKeyPrefix = "backup/"
+	s3SecretName    = "s3-credentials"
+)
+
+// writeBackupKeys writes known keys through the client Service and returns them.
+func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	keys := map[string]string{}
+	for i := 0; i < backupKeyCount; i++ {
+		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
+	}
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	for i := 0; i < bigKeyCount; i++ {
+		keys[fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i)] = fmt.Sprintf("%02d", i) + big[2:]
+	}
+	for k, v := range keys {
+		poll(t, "write "+k, 30*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := cli.Put(ctx, k, v)
+			return err
+		})
+	}
+	return keys
+}
+
+// waitBackupFinished waits for Complete or Failed and returns the backup.
+func waitBackupFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	var b etcdv1alpha1.EtcdBackup
+	poll(t, "EtcdBackup "+key.String()+" finished", timeout, func() error {
+		if err := k8s.Get(context.Background(), key, &b); err != nil {
+			return err
+		}
+		if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
+			meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed) {
+			return nil
+		}
+		return fmt.Errorf("conditions %v", b.Status.Conditions)
+	})
+	return &b
+}
+
+func requireComplete(t *testing.T, b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+		t.Fatalf("backup %s did not complete: %+v", b.Name, b.Status.Conditions)
+	}
+	st := b.Status
+	if st.SizeBytes <= 0 || len(st.SHA256) != 64 || st.Revision <= 0 || st.Location == "" || st.Member == "" ||
+		st.EtcdVersion != c.Spec.Version || st.ClusterID != c.Status.ClusterID || st.StartTime == nil || st.CompletionTime == nil {
+		t.Fatalf("backup %s status incomplete: %+v (cluster ID %s)", b.Name, st, c.Status.ClusterID)
+	}
+}
+
+// verifySnapshot checks a copied-out snapshot file independently of Steward: size and sha256 as recorded,
+// `etcdutl snapshot status` agrees on the revision, and a restore into a throwaway etcd serves every key.
+func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != b.Status.SizeBytes || hex.EncodeToString(sum[:]) != b.Status.SHA256 {
+		t.Fatalf("stored snapshot is %d bytes sha256 %x; status says %d bytes sha256 %s", len(data), sum, b.Status.SizeBytes, b.Status.SHA256)
+	}
+	bin := bed.EtcdBinDir(testbed.EtcdVersions[0])
+	out, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "status", file, "--write-out=json").Output()
+	if err != nil {
+		t.Fatalf("etcdutl snapshot status: %v", err)
+	}
+	var status struct {
+		Revision  int64 `json:"revision"`
+		TotalKey  int   `json:"totalKey"`
+		TotalSize int64 `json:"totalSize"`
+	}
+	if err := json.Unmarshal(out, &status); err != nil {
+		t.Fatalf("parse %s: %v", out, err)
+	}
+	if status.Revision != b.Status.Revision {
+		t.Fatalf("etcdutl says revision %d, status says %d", status.Revision, b.Status.Revision)
+	}
+
+	dir := t.TempDir()
+	peer, clientURL := "http://"+freeLoopback(t), "http://"+freeLoopback(t)
+	restore := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", file, "--data-dir", filepath.Join(dir, "data"),
+		"--name", "verify", "--initial-cluster", "verify="+peer, "--initial-advertise-peer-urls", peer)
+	if out, err := restore.CombinedOutput(); err != nil {
+		t.Fatalf("etcdutl snapshot restore: %v\n%s", err, out)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = logFile.Close() }()
+	etcd := exec.Command(filepath.Join(bin, "etcd"), "--name", "verify", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL, "--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer, "--initial-cluster", "verify="+peer, "--listen-metrics-urls", "http://"+freeLoopback(t))
+	etcd.Stdout, etcd.Stderr = logFile, logFile
+	if err := etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = etcd.Process.Kill(); _ = etcd.Wait() }()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	var got map[string]string
+	poll(t, "restored etcd serves the keys", 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		resp, err := cli.Get(ctx, backupKeyPrefix, clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		got = map[string]string{}
+		for _, kv := range resp.Kvs {
+			got[string(kv.Key)] = string(kv.Value)
+		}
+		return nil
+	})
+	if len(got) != len(keys) {
+		t.Fatalf("restored snapshot has %d keys under %s, want %d", len(got), backupKeyPrefix, len(keys))
+	}
+	for k, v := range keys {
+		if got[k] != v {
+			t.Fatalf("restored %s differs (%d bytes, want %d)", k, len(got[k]), len(v))
+		}
+	}
+	t.Logf("verified %s: %d bytes, revision %d, %d keys restored and matched", b.Status.Location, len(data), status.Revision, len(keys))
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func s3Client(t *testing.T) *minio.Client {
+	t.Helper()
+	c, err := minio.New(bed.S3.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(bed.S3.AccessKeyID, bed.S3.SecretAccessKey, ""),
+		Secure: false, BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// s3Keys lists the object keys under prefix.
+func s3Keys(t *testing.T, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o := range s3Client(t).ListObjects(context.Background(), bed.S3.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func s3Destination(key string) etcdv1alpha1.BackupDestination {
+	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+		Endpoint: bed.S3.Endpoint, Bucket: bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true, Insecure: true,
+		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
+}
+
+func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
+}
+
+// TestBackup takes snapshots of a 3-member cluster with known keys to a PVC and to S3 and verifies each stored
+// artifact independently (etcdutl, restore, every key); runs a schedule with retention and checks that pruned
+// backups' objects are deleted; and checks that a backup of a missing cluster fails without starting anything.
+func TestBackup(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	ns := "backup"
+	createNamespace(t, ns)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
+	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
+	// the other cases.
+	unreachable := newCluster(ns, "never-up", 1)
+	unreachable.Spec.Image = "steward.local/etcd:v0.0.0-missing"
+	if err := k8s.Create(ctx, unreachable); err != nil {
+		t.Fatal(err)
+	}
+	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination("never-up/x.db"))
+	if err := k8s.Create(ctx, ofUnreachable); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(ns, "backed", 3)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	keys := writeBackupKeys(t, c)
+
+	t.Run("PVC", func(t *testing.T) {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
+		if err := k8s.Create(ctx, pvc); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		b := newBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		t.Logf("PVC backup finished in %s", time.Since(start).Round(100*time.Millisecond))
+		requireComplete(t, b, c)
+		if b.Status.Location != "pvc://backups/etcd/backed-1.db" {
+			t.Fatalf("location %s", b.Status.Location)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			t.Fatal(err)
+		}
+		var pv corev1.PersistentVolume
+		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(pv.Spec.Local.Path, "etcd", "backed-1.db")
+		copied := filepath.Join(t.TempDir(), "snapshot.db")
+		copyFile(t, file, copied)
+		verifySnapshot(t, copied, b, keys)
+		entries, err := os.ReadDir(filepath.Dir(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			t.Fatalf("backup directory holds %d entries, want only the snapshot (no temporary file left)", len(entries))
+		}
+		var cl etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cl); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Status.LastBackup == nil || cl.Status.LastBackup.Name != b.Name {
+			t.Fatalf("cluster's lastBackup is %+v, want %s", cl.Status.LastBackup, b.Name)
+		}
+
+		// A second backup to the same path refuses to overwrite.
+		again := newBackup(ns, "to-pvc-again", c.Name, b.Spec.Destination)
+		if err := k8s.Create(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		again = waitBackupFinished(t, client.ObjectKeyFromObject(again), 2*time.Minute)
+		if cond := meta.FindStatusCondition(again.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Status != metav1.ConditionTrue ||
+			cond.Reason != etcdv1alpha1.ReasonDestinationExists {
+			t.Fatalf("second backup to the same path: %+v", cond)
+		}
+		copyFile(t, file, copied+".after")
+		requireSameContent(t, copied, copied+".after")
+
+		// Deleting a backup with the default policy (Retain) keeps its file.
+		if err := k8s.Delete(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "EtcdBackup to-pvc gone", 30*time.Second, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%w)", err)
+			}
+			return nil
+		})
+		if _, err := os.Stat(file); err != nil {
+			t.Fatalf("the snapshot of a Retain backup was deleted: %v", err)
+		}
+	})
+
+	t.Run("S3", func(t *testing.T) {
+		start := time.Now()
+		b := newBackup(ns, "to-s3", c.Name, s3Destination("manual/backed.db"))
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		t.Logf("S3 backup finished in %s", time.Since(start).Round(100*time.Millisecond))
+		requireComplete(t, b, c)
+		if b.Status.Location != "s3://"+bed.S3.Bucket+"/manual/backed.db" {
+			t.Fatalf("location %s", b.Status.Location)
+		}
+		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, "manual/backed.db", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied := filepath.Join(t.TempDir(), "snapshot.db")
+		f, err := os.Create(copied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, obj); err != nil {
+			t.Fatalf("GET the snapshot through the S3 API: %v", err)
+		}
+		_ = f.Close()
+		verifySnapshot(t, copied, b, keys)
+		if got := s3Keys(t, "manual/"); len(got) != 1 {
+			t.Fatalf("objects under manual/: %v, want only the snapshot", got)
+		}
+	})
+
+	t.Run("ScheduleWithRetention", func(t *testing.T) {
+		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: s3Destination("scheduled"),
+				Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}}}
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		var current []etcdv1alpha1.EtcdBackup
+		poll(t, "four scheduled backups taken, two kept", 4*time.Minute, func() error {
+			var list etcdv1alpha1.EtcdBackupList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+				return err
+			}
+			complete := 0
+			for _, b := range list.Items {
+				seen[b.Name] = true
+				if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() {
+					complete++
+				}
+			}
+			if len(seen) < 4 || len(list.Items) != 2 || complete != 2 {
+				return fmt.Errorf("%d backups seen, %d now, %d complete", len(seen), len(list.Items), complete)
+			}
+			current = list.Items
+			return nil
+		})
+		// Stop the schedule before looking at the bucket, so that no new backup races the check.
+		if err := k8s.Delete(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		// The bucket holds exactly the objects of the backups that remain (two, or three if one more started
+		// just before the schedule went), and none of the pruned ones.
+		var want []string
+		poll(t, "only the kept backups' objects are in the bucket", time.Minute, func() error {
+			var list etcdv1alpha1.EtcdBackupList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+				return err
+			}
+			want = nil
+			for _, b := range list.Items {
+				if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || !b.DeletionTimestamp.IsZero() {
+					return fmt.Errorf("backup %s not settled", b.Name)
+				}
+				want = append(want, strings.TrimPrefix(b.Status.Location, "s3://"+bed.S3.Bucket+"/"))
+			}
+			sort.Strings(want)
+			if got := s3Keys(t, "scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("objects %v, want %v", got, want)
+			}
+			current = list.Items
+			return nil
+		})
+		t.Logf("schedule took %d backups, kept %v", len(seen), want)
+
+		// Deleting the kept backups (deletionPolicy Delete) deletes their objects.
+		for i := range current {
+			if err := k8s.Delete(ctx, &current[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		poll(t, "kept backups and their objects deleted", 2*time.Minute, func() error {
+			var list etcdv1alpha1.EtcdBackupList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+				return err
+			}
+			if got := s3Keys(t, "scheduled/"); len(list.Items) > 0 || len(got) > 0 {
+				return fmt.Errorf("%d backups, objects %v", len(list.Items), got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("MissingClusterFails", func(t *testing.T) {
+		b := newBackup(ns, "of-nothing", "no-such-cluster", s3Destination("missing/x.db"))
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), time.Minute)
+		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
+			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterNotFound)
+		}
+		requireNothingStarted(t, b, "missing/")
+	})
+
+	t.Run("UnavailableClusterFails", func(t *testing.T) {
+		b := waitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
+		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterUnavailable {
+			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterUnavailable)
+		}
+		t.Logf("backup of a cluster without a healthy member: %s: %s", cond.Reason, cond.Message)
+		requireNothingStarted(t, b, "never-up/")
+	})
+
+	deleteAndCheckNothingLeft(t, c)
+	deleteAndCheckNothingLeft(t, unreachable)
+}
+
+// requireNothingStarted checks that a refused backup started no Job and stored nothing under prefix.
+func requireNothingStarted(t *testing.T, b *etcdv1alpha1.EtcdBackup, prefix string) {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := k8s.List(context.Background(), &jobs, client.InNamespace(b.Namespace), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if keys := s3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
+		t.Fatalf("refused backup %s started %d Jobs and stored %v", b.Name, len(jobs.Items), keys)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil { //nolint:gosec // a temporary file of the test
+		t.Fatal(err)
+	}
+}
+
+// requireSameContent fails the test unless a and b have the same content.
+func requireSameContent(t *testing.T, a, b string) {
+	t.Helper()
+	da, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(da) != string(db) {
+		t.Fatalf("%s changed: a refused backup overwrote it", a)
+	}
+}
