@@ -164,8 +164,8 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 	}
 	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit, cluster.Status.Bootstrapped)
-	if obs.versionMark != nil && obs.versionMark.Version == view.ClusterVersion {
-		obs.plan.ClusterVersionSince = uint64(obs.versionMark.RaftIndex)
+	if m := obs.versionMark; m != nil && m.Version == view.ClusterVersion && m.RaftIndex > 0 {
+		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
 	}
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
 	byPeerURL := map[string]string{}
