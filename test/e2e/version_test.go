@@ -289,7 +289,10 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000)
 	key, got := settle(t, c)
 	load := startLoad(t, got)
-	rollTo(t, key, "3.6.16")
+	_, first := rollTo(t, key, "3.6.16")
+	if first[plan.ReasonWaitingForSnapshot] {
+		t.Errorf("3.5 -> 3.6 waited for snapshots, but the cluster was created at 3.5: it has no older log")
+	}
 	got, reasons := rollTo(t, key, "3.7.3")
 	if !reasons[plan.ReasonWaitingForSnapshot] {
 		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", reasons)

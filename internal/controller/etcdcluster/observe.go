@@ -163,7 +163,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			leaderCommit = st.RaftIndex
 		}
 	}
-	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit, cluster.Status.Bootstrapped)
+	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit)
 	if m := obs.versionMark; m != nil && m.Version == view.ClusterVersion && m.RaftIndex > 0 {
 		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
 	}
@@ -308,29 +308,27 @@ func dataLossOf(p *corev1.Pod) string {
 	return ""
 }
 
-// clusterVersionMark updates the memory of when the cluster reached its cluster version. A cluster Steward saw
-// at cv from before it formed ran cv from its start (index 0); a change of cluster version Steward sees is marked
-// at the leader's commit index then (at or after the real change: a later mark only waits longer). etcd reports
-// 3.0.0 while a new cluster settles its version, which is not a release the cluster ran. An unreadable answer
-// keeps the old mark.
-func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leaderCommit uint64, bootstrapped bool) *etcdv1alpha1.ClusterVersionMark {
+// clusterVersionMark updates the memory of when the cluster reached its cluster version. The first cluster
+// version Steward sees is one the cluster has run from its start (index 0): Steward creates every cluster it
+// manages, and a new cluster reports no decided version (3.5: "not_decided", 3.6: a 3.0.0 placeholder) until it
+// has formed. A change of cluster version Steward sees later is marked at the leader's commit index then (at or
+// after the real change: a later mark only waits longer). An unreadable answer keeps the old mark.
+func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leaderCommit uint64) *etcdv1alpha1.ClusterVersionMark {
 	v, err := plan.ParseVersion(cv)
 	if err != nil {
 		return prev
 	}
-	placeholder := func(s string) bool {
-		pv, err := plan.ParseVersion(s)
-		return err == nil && pv.Less(plan.Version{Major: 3, Minor: 5})
-	}
+	placeholder := func(v plan.Version) bool { return v.Less(plan.Version{Major: 3, Minor: 5}) }
 	switch {
 	case prev != nil && prev.Version == cv:
 		return prev
-	case !bootstrapped:
+	case prev == nil:
 		return &etcdv1alpha1.ClusterVersionMark{Version: cv}
-	case prev != nil && placeholder(prev.Version):
-		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
-	case v.Less(plan.Version{Major: 3, Minor: 5}):
+	case placeholder(v):
 		return prev
+	}
+	if pv, err := plan.ParseVersion(prev.Version); err == nil && placeholder(pv) {
+		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
 	}
 	// #nosec G115 -- raft indexes fit in int64 for the lifetime of any cluster.
 	return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: int64(leaderCommit)}

@@ -203,24 +203,22 @@ func TestClusterVersionMark(t *testing.T) {
 		return &etcdv1alpha1.ClusterVersionMark{Version: v, RaftIndex: i}
 	}
 	tests := map[string]struct {
-		prev         *etcdv1alpha1.ClusterVersionMark
-		cv           string
-		bootstrapped bool
-		want         *etcdv1alpha1.ClusterVersionMark
+		prev *etcdv1alpha1.ClusterVersionMark
+		cv   string
+		want *etcdv1alpha1.ClusterVersionMark
 	}{
-		"new cluster: from its start":                            {nil, "3.6.0", false, mark("3.6.0", 0)},
-		"new cluster settling from 3.0.0 keeps its start":        {mark("3.6.0", 0), "3.6.0", true, mark("3.6.0", 0)},
-		"etcd's placeholder 3.0.0 while forming: from the start": {nil, "3.0.0", false, mark("3.0.0", 0)},
-		"placeholder, then the real version once formed":         {mark("3.0.0", 0), "3.6.0", true, mark("3.6.0", 0)},
-		"upgrade seen: marked at the leader's commit":            {mark("3.5.0", 0), "3.6.0", true, mark("3.6.0", 500)},
-		"downgrade seen: marked too":                             {mark("3.6.0", 0), "3.5.0", true, mark("3.5.0", 500)},
-		"unchanged: kept":                                        {mark("3.6.0", 42), "3.6.0", true, mark("3.6.0", 42)},
-		"no answer: kept":                                        {mark("3.6.0", 42), "", true, mark("3.6.0", 42)},
-		"cluster formed before Steward remembered: marked now":   {nil, "3.6.0", true, mark("3.6.0", 500)},
+		"first version seen: from the start":            {nil, "3.6.0", mark("3.6.0", 0)},
+		"3.5 not decided yet: nothing to remember":      {nil, "not_decided", nil},
+		"3.6 placeholder first, then the real version":  {mark("3.0.0", 0), "3.6.0", mark("3.6.0", 0)},
+		"a placeholder after a real version is ignored": {mark("3.6.0", 0), "3.0.0", mark("3.6.0", 0)},
+		"upgrade seen: marked at the leader's commit":   {mark("3.5.0", 0), "3.6.0", mark("3.6.0", 500)},
+		"downgrade seen: marked too":                    {mark("3.6.0", 0), "3.5.0", mark("3.5.0", 500)},
+		"unchanged: kept":                               {mark("3.6.0", 42), "3.6.0", mark("3.6.0", 42)},
+		"no answer: kept":                               {mark("3.6.0", 42), "", mark("3.6.0", 42)},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := clusterVersionMark(tt.prev, tt.cv, 500, tt.bootstrapped)
+			got := clusterVersionMark(tt.prev, tt.cv, 500)
 			if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
 				t.Fatalf("mark = %+v, want %+v", got, tt.want)
 			}
