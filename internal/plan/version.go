@@ -138,6 +138,13 @@ func restartPending(m Member) bool {
 	return m.RunningVersion != "" && m.PodVersion != "" && m.RunningVersion != m.PodVersion
 }
 
+// waitForRestart waits for member m's process to run what its Pod was switched to.
+func waitForRestart(m Member) Action {
+	return Action{Kind: Wait, Reason: ReasonWaitingForRestart,
+		Message: fmt.Sprintf("waiting for member %s to restart on %s (image %s; the container runs %s, etcd reports %s)",
+			m.Name, m.PodVersion, m.PodImage, orUnknown(m.ContainerImage), orUnknown(m.RunningVersion))}
+}
+
 // SameImage compares image references the way the kubelet reports them (it may add the default registry).
 func SameImage(a, b string) bool {
 	norm := func(s string) string {
@@ -284,6 +291,12 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 	goal, why := decideVersion(spec, obs, members)
 	switch goal {
 	case goalNone:
+		// Every Pod is set to the spec's release; the last one switched may still be restarting.
+		for _, m := range members {
+			if restartPending(m) {
+				return waitForRestart(m), true
+			}
+		}
 		return Action{}, false
 	case goalRefused:
 		return Action{Kind: Wait, Reason: ReasonVersionChangeRefused, Message: why}, true
@@ -307,8 +320,7 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 	}
 	for _, m := range members {
 		if restartPending(m) {
-			return Action{Kind: Wait, Reason: ReasonWaitingForRestart,
-				Message: fmt.Sprintf("waiting for member %s to run %s (it reports %s)", m.Name, m.PodVersion, orUnknown(m.RunningVersion))}, true
+			return waitForRestart(m), true
 		}
 		if leader != nil && m.InEtcd && leader.CommitIndex > m.AppliedIndex+catchUpSlack {
 			return Action{Kind: Wait, Reason: ReasonWaitingForCatchUp,

@@ -120,6 +120,13 @@ func TestNextVersion(t *testing.T) {
 				return m
 			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForRestart, "", "c-b",
 		},
+		"the last member switched is waited for until its container restarted": {
+			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), func() Member {
+				m := at("c-c", 3, "3.6.15")
+				m.PodVersion, m.PodImage = "3.6.16", "etcd:v3.6.16"
+				return m
+			}()), Wait, ReasonWaitingForRestart, "", "c-c",
+		},
 		"a member that restarted but lags behind the leader is waited for": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
