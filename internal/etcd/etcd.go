@@ -53,10 +53,8 @@ type Status struct {
 	StorageVersion string
 	// DowngradeTarget is the version of the downgrade etcd has enabled, empty when none (etcd 3.6+).
 	DowngradeTarget string
-	// ClusterVersion is the cluster version the member reports on /version ("3.6.0"), empty if it did not say.
-	ClusterVersion string
-	Errors         []string
-	Err            error // the request failed
+	Errors          []string
+	Err             error // the request failed
 }
 
 // Healthy reports whether the member answered, with no member-reported errors (alarms such as NOSPACE appear there), and knows a leader.
@@ -155,7 +153,7 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		}
 	}
 	view.VoterEndpoints = voters
-	view.ClusterVersion, view.DowngradeTarget = clusterVersion(view.Statuses, voters)
+	view.ClusterVersion, view.DowngradeTarget = clusterVersion(ctx, view.Statuses, voters)
 	if len(voters) > 0 && !sameEndpoints(c.Endpoints(), voters) {
 		c.SetEndpoints(voters...)
 	}
@@ -190,8 +188,6 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 		s.DowngradeTarget = d.TargetVersion
 	}
 	s.Errors = resp.Errors
-	// The cluster version is not part of the gRPC status; etcd serves it on the client port's /version.
-	s.ClusterVersion, _ = versionEndpoint(ctx, endpoint)
 	return s
 }
 
@@ -218,22 +214,24 @@ func versionEndpoint(ctx context.Context, endpoint string) (string, error) {
 	return v.Cluster, nil
 }
 
-// clusterVersion picks the cluster version and downgrade target from the leader's answer, else from any voter
-// that gave one (they agree once raft has applied the change; the leader is first to know).
-func clusterVersion(statuses map[string]Status, voters []string) (version, downgrade string) {
-	for _, ep := range voters {
-		s := statuses[ep]
-		if s.ClusterVersion == "" {
-			continue
-		}
-		if s.MemberID == s.LeaderID {
-			return s.ClusterVersion, s.DowngradeTarget
-		}
-		if version == "" {
-			version, downgrade = s.ClusterVersion, s.DowngradeTarget
+// clusterVersion asks one voter for the cluster version, which is not part of the gRPC status (etcd serves it on
+// the client port's /version): the leader first, being first to know a change, else the other voters in turn
+// until one answers. The downgrade target comes from the same member's status. One request per pass, not one per
+// member: it is a fact of the whole cluster.
+func clusterVersion(ctx context.Context, statuses map[string]Status, voters []string) (version, downgrade string) {
+	ordered := append([]string(nil), voters...)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		si, sj := statuses[ordered[i]], statuses[ordered[j]]
+		return si.MemberID == si.LeaderID && sj.MemberID != sj.LeaderID
+	})
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	for _, ep := range ordered {
+		if v, err := versionEndpoint(ctx, ep); err == nil && v != "" {
+			return v, statuses[ep].DowngradeTarget
 		}
 	}
-	return version, downgrade
+	return "", ""
 }
 
 func sameEndpoints(a, b []string) bool {
