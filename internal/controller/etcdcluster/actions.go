@@ -125,7 +125,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		return r.rollMember(ctx, cluster, obs, action)
 	case plan.MoveLeader:
 		from, to := action.Members[0], action.Members[1]
-		leaderEndpoint := obs.endpointOf[from]
+		// The leader answered this pass's status request (that is how it is known to lead), at its endpoint.
+		leaderEndpoint := obs.statusOf[from].Endpoint
 		if leaderEndpoint == "" {
 			return fmt.Errorf("move leadership from %s: it has no address", from)
 		}

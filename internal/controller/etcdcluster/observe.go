@@ -29,8 +29,6 @@ type observation struct {
 	unhealthySince map[string]time.Time
 	// endpoints are the client URLs (by Pod IP) of the members that answered as voters, for membership calls.
 	endpoints []string
-	// endpointOf maps member name to its client URL (by Pod IP), for calls one member must take (MoveLeader).
-	endpointOf map[string]string
 	// versionMark is the cluster version and the raft index from which the cluster has run it, to remember in
 	// status.
 	versionMark *etcdv1alpha1.ClusterVersionMark
@@ -69,10 +67,6 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	obs.endpoints = view.VoterEndpoints
 	if len(obs.endpoints) == 0 {
 		obs.endpoints = list
-	}
-	obs.endpointOf = map[string]string{}
-	for ep, name := range endpoints {
-		obs.endpointOf[name] = ep
 	}
 	return obs, nil
 }
