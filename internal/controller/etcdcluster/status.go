@@ -192,27 +192,15 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 }
 
 // lowestVersion is the oldest server version among members: the version every member can at least speak.
+// A version etcd reports that does not parse sorts first, as the one Steward knows least about.
 func lowestVersion(versions map[string]bool) string {
-	var list []string
-	for v := range versions {
-		list = append(list, v)
+	lowest, found := "", false
+	var lowestV plan.Version
+	for s := range versions {
+		v, _ := plan.ParseVersion(s)
+		if !found || v.Less(lowestV) || (v == lowestV && s < lowest) {
+			lowest, lowestV, found = s, v, true
+		}
 	}
-	sort.Slice(list, func(i, j int) bool { return versionLess(list[i], list[j]) })
-	if len(list) == 0 {
-		return ""
-	}
-	return list[0]
-}
-
-func versionLess(a, b string) bool {
-	var a1, a2, a3, b1, b2, b3 int
-	_, _ = fmt.Sscanf(a, "%d.%d.%d", &a1, &a2, &a3)
-	_, _ = fmt.Sscanf(b, "%d.%d.%d", &b1, &b2, &b3)
-	if a1 != b1 {
-		return a1 < b1
-	}
-	if a2 != b2 {
-		return a2 < b2
-	}
-	return a3 < b3
+	return lowest
 }
