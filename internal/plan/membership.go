@@ -223,7 +223,7 @@ func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message s
 	// The leader goes last and never while it leads: hand leadership to a healthy voter first, so that the
 	// removal does not stall writes for an election.
 	if m.ID == leaderID && m.Healthy && remaining > 0 {
-		if to, ok := transferee(Spec{}, members, m); ok {
+		if to, ok := transferee(members, m, nil); ok {
 			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before removing it", m.Name, to.Name)}
 		}

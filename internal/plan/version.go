@@ -353,7 +353,7 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 		}
 	}
 	if next.ID == obs.LeaderID && voters > 1 {
-		if to, ok := transferee(spec, members, next); ok {
+		if to, ok := transferee(members, next, func(m Member) bool { return !stale(spec, m) }); ok {
 			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before restarting %s", next.Name, to.Name, next.Name)}, true
 		}
@@ -397,16 +397,17 @@ func storageAbove(m Member, target Version, from string) bool {
 	return err == nil && cur.minorsApart(target) < 0
 }
 
-// transferee picks the healthy voter to take leadership: one already on the spec's version if any, by name.
-func transferee(spec Spec, members []Member, leader Member) (Member, bool) {
+// transferee picks the healthy voter to take leadership from leader: by name, among those preferred first when
+// preferred is given (a roll prefers a member already on the new release).
+func transferee(members []Member, leader Member, preferred func(Member) bool) (Member, bool) {
+	rank := func(m Member) bool { return preferred != nil && preferred(m) }
 	var best Member
 	found := false
 	for _, m := range members {
 		if !m.InEtcd || m.IsLearner || !m.Healthy || m.ID == leader.ID {
 			continue
 		}
-		better := !found || (stale(spec, best) && !stale(spec, m)) || (stale(spec, best) == stale(spec, m) && m.Name < best.Name)
-		if better {
+		if !found || (rank(m) && !rank(best)) || (rank(m) == rank(best) && m.Name < best.Name) {
 			best, found = m, true
 		}
 	}
