@@ -132,7 +132,7 @@ func restartPending(m Member) bool {
 	if !m.HasPod {
 		return false
 	}
-	if m.ContainerImage != "" && m.PodImage != "" && !SameImage(m.ContainerImage, m.PodImage) {
+	if m.ContainerImage != "" && m.PodImage != "" && !sameImage(m.ContainerImage, m.PodImage) {
 		return true
 	}
 	return m.RunningVersion != "" && m.PodVersion != "" && m.RunningVersion != m.PodVersion
@@ -145,8 +145,8 @@ func waitForRestart(m Member) Action {
 			m.Name, m.PodVersion, m.PodImage, orUnknown(m.ContainerImage), orUnknown(m.RunningVersion))}
 }
 
-// SameImage compares image references the way the kubelet reports them (it may add the default registry).
-func SameImage(a, b string) bool {
+// sameImage compares image references the way the kubelet reports them (it may add the default registry).
+func sameImage(a, b string) bool {
 	norm := func(s string) string {
 		s = strings.TrimPrefix(s, "docker.io/")
 		return strings.TrimPrefix(s, "library/")
@@ -200,10 +200,7 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 		}
 		var tooOld []string
 		for _, m := range members {
-			running := m.RunningVersion
-			if running == "" {
-				running = m.PodVersion
-			}
+			running := runningVersion(m)
 			v, err := ParseVersion(running)
 			if err != nil || !m.InEtcd {
 				continue
@@ -359,17 +356,14 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 		}
 		return Action{Kind: Wait, Reason: ReasonMovingLeader, Message: fmt.Sprintf("no healthy follower to take leadership from %s", next.Name)}, true
 	}
-	return rollStep(spec, next, len(todo), voters)
+	return rollStep(spec, next, len(todo), voters), true
 }
 
 // rollStep restarts member m on the spec's version, unless it is moving down a minor and etcd has not yet
 // migrated its storage version down (a 3.5 binary cannot read 3.6 data).
-func rollStep(spec Spec, m Member, left, voters int) (Action, bool) {
+func rollStep(spec Spec, m Member, left, voters int) Action {
 	target, _ := ParseVersion(spec.Version)
-	from := m.RunningVersion
-	if from == "" {
-		from = m.PodVersion
-	}
+	from := runningVersion(m)
 	reason := ReasonRestartingForImage
 	if cur, err := ParseVersion(from); err == nil {
 		switch {
@@ -381,10 +375,10 @@ func rollStep(spec Spec, m Member, left, voters int) (Action, bool) {
 	}
 	if storageAbove(m, target, from) {
 		return Action{Kind: Wait, Reason: ReasonWaitingForStorage,
-			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}, true
+			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}
 	}
 	return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image, Reason: reason,
-		Message: fmt.Sprintf("restarting member %s on %s (from %s; %d of %d members left)", m.Name, spec.Version, orUnknown(from), left, voters)}, true
+		Message: fmt.Sprintf("restarting member %s on %s (from %s; %d of %d members left)", m.Name, spec.Version, orUnknown(from), left, voters)}
 }
 
 // storageAbove reports whether member m's data may be in a newer format than target's minor reads: its storage
@@ -440,6 +434,14 @@ func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) 
 			Reason: ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true
 	}
 	return Action{}, false
+}
+
+// runningVersion is the version member m runs as etcd reports it, else (it does not answer) what its Pod is set to.
+func runningVersion(m Member) string {
+	if m.RunningVersion != "" {
+		return m.RunningVersion
+	}
+	return m.PodVersion
 }
 
 func orUnknown(s string) string {
