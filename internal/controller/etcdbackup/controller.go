@@ -82,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile runs one pass: delete, or admit, execute, and record the result.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	b := &etcdv1alpha1.EtcdBackup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -103,7 +103,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	o := &outcome{}
-	defer func() { r.writeStatus(ctx, b, o) }()
+	defer func() {
+		// A status that could not be written is this pass's error, so the pass is retried: a finished backup
+		// requeues nothing else, and would otherwise never show Complete or Failed.
+		if err := r.writeStatus(ctx, b, o); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	if err := r.execute(ctx, b, o); err != nil {
 		o.err = err
 		return ctrl.Result{}, err

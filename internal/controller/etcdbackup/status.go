@@ -69,7 +69,7 @@ func conditions(o *outcome) (complete, failed metav1.Condition) {
 
 // writeStatus writes the pass's outcome once, emits an Event when the backup finishes, and records a success
 // on the cluster.
-func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o *outcome) {
+func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o *outcome) error {
 	log := ctrl.LoggerFrom(ctx)
 	before := b.DeepCopy()
 	st := &b.Status
@@ -101,8 +101,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 		st.ObservedGeneration = b.Generation
 	}
 	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
-		log.Error(err, "Writing status failed", "EtcdBackup", klog.KObj(b))
-		return
+		return fmt.Errorf("write status: %w", err)
 	}
 	switch o.phase {
 	case phaseSucceeded:
@@ -115,6 +114,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 		r.Recorder.Event(b, corev1.EventTypeWarning, failed.Reason, failed.Message)
 		log.Info("Backup failed", "EtcdBackup", klog.KObj(b), "reason", failed.Reason, "message", failed.Message)
 	}
+	return nil
 }
 
 // recordLastBackup sets the cluster's status.lastBackup to b if b is Complete and newer than what it names.
