@@ -60,3 +60,42 @@ const (
 	// ReasonInvalidSchedule: spec.schedule does not parse.
 	ReasonInvalidSchedule = "InvalidSchedule"
 )
+
+// Condition types and reasons of EtcdRestore status. Complete and Failed are as for EtcdBackup.
+const (
+	// ConditionVerified is True once the stored snapshot matched the backup's size and sha256 and etcd's own
+	// trailing checksum; only then is anything of the cluster touched.
+	ConditionVerified = "Verified"
+
+	// ReasonRestorePending: admission checks under way.
+	ReasonRestorePending = "Pending"
+	// ReasonConfirmationRequired: re-seeding a formed cluster needs spec.confirm set to the cluster's name.
+	ReasonConfirmationRequired = "ConfirmationRequired"
+	// ReasonVerifying: the verify Job is reading the stored snapshot.
+	ReasonVerifying = "Verifying"
+	// ReasonRestoring: the cluster's controller is replacing members with ones started from the snapshot.
+	ReasonRestoring = "Restoring"
+	// ReasonRestoreSucceeded: every member started from the snapshot and the cluster has quorum.
+	ReasonRestoreSucceeded = "Succeeded"
+	// ReasonBackupNotFound: spec.backupName names no EtcdBackup in the namespace.
+	ReasonBackupNotFound = "BackupNotFound"
+	// ReasonBackupNotComplete: the EtcdBackup failed, or has no complete record (location, size, sha256).
+	ReasonBackupNotComplete = "BackupNotComplete"
+	// ReasonWrongCluster: the backup was taken of another cluster than the one to re-seed.
+	ReasonWrongCluster = "WrongCluster"
+	// ReasonIncompatibleVersion: the snapshot's etcd version cannot be restored by the cluster's release.
+	ReasonIncompatibleVersion = "IncompatibleVersion"
+	// ReasonClusterHasQuorum: the cluster to re-seed has quorum; Steward never re-seeds a working cluster.
+	ReasonClusterHasQuorum = "ClusterHasQuorum"
+	// ReasonClusterNotFormed: the cluster has not formed and does not name this backup in bootstrap.fromBackup.
+	ReasonClusterNotFormed = "ClusterNotFormed"
+	// ReasonRestoreInProgress: another restore of the same cluster is under way.
+	ReasonRestoreInProgress = "RestoreInProgress"
+	// ReasonSnapshotCorrupt: the stored snapshot does not match the backup's size or sha256, or etcd's own
+	// trailing checksum: it was truncated, damaged or replaced. Nothing of the cluster was touched.
+	ReasonSnapshotCorrupt = "SnapshotCorrupt"
+	// ReasonSnapshotUnreadable: the stored snapshot could not be read (missing file or object, credentials).
+	ReasonSnapshotUnreadable = "SnapshotUnreadable"
+	// ReasonRestoreFailed: a member failed to restore the snapshot into its data dir.
+	ReasonRestoreFailed = "RestoreFailed"
+)

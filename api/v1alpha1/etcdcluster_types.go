@@ -62,6 +62,12 @@ type EtcdClusterSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
+	// QuorumLossRecovery says what Steward does when the cluster has lost quorum: by default nothing but report
+	// it (re-seeding from a backup takes an EtcdRestore with confirmation); with policy RestoreLatestBackup it
+	// re-seeds the cluster from its newest Complete backup by itself once quorum has been lost for `after`.
+	// +optional
+	QuorumLossRecovery *QuorumLossRecovery `json:"quorumLossRecovery,omitempty"`
+
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy (unreachable, not answering, erroring) before
 	// Steward replaces it: removes it from etcd, deletes its Pod and volume, and adds a new member. Replacement
 	// only happens while the other members keep a healthy quorum. Long enough to ride out a node reboot.
@@ -160,20 +166,52 @@ type TLSSpec struct {
 	Provider string `json:"provider,omitempty"`
 }
 
-// BootstrapSpec is where a new cluster's data comes from. Reserved for the backup work: only an empty bootstrap
-// is accepted today.
-// +kubebuilder:validation:XValidation:rule="!has(self.fromBackup)",message="bootstrapping from a backup is not available yet in this version of Steward"
+// BootstrapSpec is where a new cluster's data comes from.
 type BootstrapSpec struct {
-	// FromBackup seeds every member from one snapshot.
+	// FromBackup seeds every member from one snapshot: Steward creates an EtcdRestore named
+	// <cluster>-from-backup, which verifies the stored snapshot before any member is created, and each first
+	// member restores it into its data dir before etcd starts.
 	// +optional
 	FromBackup *BackupSource `json:"fromBackup,omitempty"`
 }
 
 // BackupSource names a backup to restore from.
 type BackupSource struct {
-	// BackupName is an EtcdBackup in the cluster's namespace.
+	// BackupName is a Complete EtcdBackup in the cluster's namespace (of any cluster).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	BackupName string `json:"backupName"`
+}
+
+// QuorumLossPolicy is what Steward does about a cluster without quorum.
+// +kubebuilder:validation:Enum=Manual;RestoreLatestBackup
+type QuorumLossPolicy string
+
+// Quorum-loss policies.
+const (
+	// QuorumLossManual: report it (Available=False, Degraded=True/QuorumLost) and wait for a human.
+	QuorumLossManual QuorumLossPolicy = "Manual"
+	// QuorumLossRestoreLatestBackup: re-seed from the newest Complete backup of the cluster after `after`.
+	QuorumLossRestoreLatestBackup QuorumLossPolicy = "RestoreLatestBackup"
+)
+
+// QuorumLossRecovery is the opt-in automatic re-seed of a cluster that lost quorum.
+type QuorumLossRecovery struct {
+	// Policy is Manual (the default) or RestoreLatestBackup. With RestoreLatestBackup, once quorum has been
+	// lost for `after` (as seen by Steward through etcd's API and by the kubelet's readiness probes alike),
+	// Steward creates a confirmed EtcdRestore from the newest Complete EtcdBackup of this cluster. Writes
+	// acknowledged after that backup are lost. It does so once per loss of quorum: if that restore fails, it
+	// waits for a human.
+	// +kubebuilder:default=Manual
+	// +optional
+	Policy QuorumLossPolicy `json:"policy,omitempty"`
+	// After is how long the cluster must have been without quorum before Steward re-seeds it: long enough for
+	// members to come back by themselves (a node reboot).
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="after must be at least 30s"
+	// +optional
+	After *metav1.Duration `json:"after,omitempty"`
 }
 
 // MemberRole is a member's raft role as etcd reports it.
@@ -293,6 +331,16 @@ type EtcdClusterStatus struct {
 	// ClientEndpoint is the client Service's address clients use.
 	// +optional
 	ClientEndpoint string `json:"clientEndpoint,omitempty"`
+
+	// FormerClusterIDs are the etcd cluster IDs the cluster had before it was re-seeded from a backup, oldest
+	// first: backups taken under them are backups of this cluster.
+	// +optional
+	FormerClusterIDs []string `json:"formerClusterIDs,omitempty"`
+
+	// QuorumLostSince is when Steward first saw the formed cluster without quorum in the current loss of it
+	// (the controller's memory for spec.quorumLossRecovery); empty while it has quorum.
+	// +optional
+	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
 
 	// LastBackup is the cluster's newest Complete EtcdBackup. Written by the backup controller (only this
 	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".

@@ -1,8 +1,11 @@
-// Command steward-agent is the program of Steward's backup Jobs. `steward-agent snapshot` streams a snapshot
-// from the first healthy member it is given to a file on a mounted volume or an S3-compatible bucket, verifying
-// etcd's checksum on the way and committing only a verified snapshot; `steward-agent delete` deletes a stored
-// snapshot. It reports its result as one line of JSON in the container's termination message, which the
-// controller reads into the EtcdBackup's status. It never holds a whole snapshot in memory and never prints
+// Command steward-agent is the program of Steward's backup and restore Jobs and init containers.
+// `steward-agent snapshot` streams a snapshot from the first healthy member it is given to a file on a mounted
+// volume or an S3-compatible bucket, verifying etcd's checksum on the way and committing only a verified
+// snapshot; `delete` deletes a stored snapshot; `verify` reads a stored snapshot back and checks it against its
+// backup's record; `install` copies the agent into a shared volume, and `restore` (run from there inside the
+// member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
+// restores it into an empty data dir. It reports its result as one line of JSON in the container's termination
+// message, which the controllers read into status. It never holds a whole snapshot in memory and never prints
 // credentials.
 package main
 
@@ -34,10 +37,13 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
+	if cmd == "install" {
+		os.Exit(install(os.Args[2:]))
+	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	var (
 		members    memberList
@@ -59,6 +65,19 @@ func main() {
 	fs.StringVar(&s3.Region, "s3-region", "", "S3 region")
 	fs.BoolVar(&s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
 	fs.BoolVar(&s3.Insecure, "s3-insecure", false, "plain HTTP")
+	var (
+		want backup.Expected
+		rst  restoreConfig
+	)
+	fs.Int64Var(&want.SizeBytes, "size", 0, "verify/restore: the snapshot's size as its backup recorded it")
+	fs.StringVar(&want.SHA256, "sha256", "", "verify/restore: the snapshot's sha256 as its backup recorded it")
+	fs.StringVar(&rst.dataDir, "data-dir", "", "restore: the member's etcd data dir (must not hold a member yet)")
+	fs.StringVar(&rst.etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "restore: etcdutl of the member's release")
+	fs.StringVar(&rst.name, "name", "", "restore: the member's name")
+	fs.StringVar(&rst.initialCluster, "initial-cluster", "", "restore: the new cluster's --initial-cluster")
+	fs.StringVar(&rst.token, "initial-cluster-token", "", "restore: the new cluster's --initial-cluster-token")
+	fs.StringVar(&rst.peerURLs, "initial-advertise-peer-urls", "", "restore: the member's peer URLs")
+	fs.Uint64Var(&rst.bumpRevision, "bump-revision", 0, "restore: raise the restored revision by this much and mark it compacted (a re-seed: clients have seen later revisions)")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -92,6 +111,11 @@ func main() {
 			r = backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()}
 		}
 		finish(resultFile, r)
+	case "verify":
+		finish(resultFile, verify(ctx, store, want))
+	case "restore":
+		rst.want = want
+		finish(resultFile, restore(ctx, store, rst))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
 		os.Exit(2)

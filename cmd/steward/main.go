@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
 )
@@ -52,7 +53,7 @@ func run() error {
 		"repository of etcd images; members run <repository>:v<version> unless the EtcdCluster names an image")
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	flag.StringVar(&agentImage, "agent-image", etcdbackup.DefaultAgentImage,
-		"image of backup Jobs: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
+		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -81,6 +82,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	resourceOpts.AgentImage = agentImage
 	if err := (&etcdcluster.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("steward"),
@@ -96,6 +98,14 @@ func run() error {
 		AgentImage: agentImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
+	}
+	if err := (&etcdrestore.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorderFor("steward"),
+		AgentImage: agentImage,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdRestore controller: %w", err)
 	}
 	if err := (&etcdbackupschedule.Reconciler{
 		Client:   mgr.GetClient(),

@@ -25,6 +25,8 @@ type Store interface {
 	Put(ctx context.Context, r io.Reader) (string, error)
 	// Delete removes the stored snapshot; a missing one is not an error.
 	Delete(ctx context.Context) error
+	// Open streams the stored snapshot back.
+	Open(ctx context.Context) (io.ReadCloser, error)
 	// Location names the snapshot: pvc://<claim>/<path> or s3://<bucket>/<key>.
 	Location() string
 }
@@ -94,6 +96,15 @@ func (f FileStore) Delete(context.Context) error {
 	return nil
 }
 
+// Open implements Store.
+func (f FileStore) Open(context.Context) (io.ReadCloser, error) {
+	r, err := os.Open(filepath.Join(f.Root, filepath.FromSlash(f.Path))) //nolint:gosec // the path is the backup's destination by design (CEL keeps it relative, without "..")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.Location(), err)
+	}
+	return r, nil
+}
+
 // S3Config addresses one object of an S3-compatible bucket.
 type S3Config struct {
 	Endpoint, Bucket, Key, Region string
@@ -159,6 +170,20 @@ func (s *S3Store) Delete(ctx context.Context) error {
 		return fmt.Errorf("delete %s: %w", s.Location(), err)
 	}
 	return nil
+}
+
+// Open implements Store. The object is streamed: the reader fetches it as it is read.
+func (s *S3Store) Open(ctx context.Context) (io.ReadCloser, error) {
+	obj, err := s.client.GetObject(ctx, s.cfg.Bucket, s.cfg.Key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", s.Location(), err)
+	}
+	// GetObject is lazy; Stat surfaces a missing object or refused credentials before any byte is read.
+	if _, err := obj.Stat(); err != nil {
+		_ = obj.Close()
+		return nil, fmt.Errorf("get %s: %w", s.Location(), err)
+	}
+	return obj, nil
 }
 
 func nonce() string {

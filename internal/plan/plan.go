@@ -21,6 +21,11 @@ type Spec struct {
 	SnapshotCount int64
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
 	ReplaceUnhealthyAfter time.Duration
+	// FromBackup is spec.bootstrap.fromBackup's backup name: a new cluster starts from it.
+	FromBackup string
+	// QuorumLossAfter is how long the cluster may be without quorum before Steward re-seeds it from its newest
+	// backup (spec.quorumLossRecovery with policy RestoreLatestBackup); 0 never.
+	QuorumLossAfter time.Duration
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
@@ -71,6 +76,9 @@ type Member struct {
 	// DataLoss is the evidence, from the member's last crash, that its data dir was emptied or corrupted on a
 	// volume that is still there (see DataLossEvidence); empty when there is none.
 	DataLoss string
+	// Restore is the EtcdRestore that seeded the member from a snapshot (recorded on its Pod and volume), empty
+	// for members that started empty or joined.
+	Restore string
 }
 
 // Observation is everything the planner knows about the cluster at one moment.
@@ -95,6 +103,15 @@ type Observation struct {
 	NewMemberNames []string
 	// PeerURL maps a member name to the peer URL it gets.
 	PeerURL func(name string) string
+	// Restore is the EtcdRestore under way for the cluster (the oldest, if several), or for a new cluster with
+	// spec.bootstrap.fromBackup its restore even if it failed; nil when none.
+	Restore *Restore
+	// QuorumLostFor is how long the formed cluster has been without quorum (0 while it has quorum).
+	QuorumLostFor time.Duration
+	// LatestBackup is the newest Complete EtcdBackup of this cluster, empty when there is none.
+	LatestBackup string
+	// AutoRestoreTried names a restore the quorum-loss policy created during the current loss of quorum.
+	AutoRestoreTried string
 }
 
 // ActionKind is the kind of step.
@@ -125,6 +142,11 @@ type Action struct {
 	// Version and Image are what the members the step creates or restarts run; empty means the spec's.
 	Version string
 	Image   string
+	// Restore is the EtcdRestore whose snapshot the members a step creates start from; Backup the backup a
+	// CreateRestore restores, and Reseed whether that restore re-seeds a formed cluster.
+	Restore string
+	Backup  string
+	Reseed  bool
 	// MemberID is the etcd member a membership step acts on; TargetID the member leadership moves to.
 	MemberID uint64
 	TargetID uint64
@@ -150,6 +172,12 @@ func Next(spec Spec, obs Observation) Action {
 	if spec.Paused {
 		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
 	}
+	if r := obs.Restore; r != nil && r.Reseed && r.Ready && obs.Bootstrapped {
+		return reseed(spec, obs)
+	}
+	if a, ok := quorumLossRecovery(spec, obs); ok {
+		return a
+	}
 	withPod := 0
 	for _, m := range obs.Members {
 		if m.HasPod {
@@ -167,6 +195,13 @@ func Next(spec Spec, obs Observation) Action {
 			return Action{Kind: Wait, Reason: ReasonMemberDataLost,
 				Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}
 		}
+		restore := ""
+		if spec.FromBackup != "" || obs.Restore != nil {
+			if a, waiting := fromBackup(spec, obs); waiting {
+				return a
+			}
+			restore = obs.Restore.Name
+		}
 		if len(obs.NewMemberNames) < spec.Replicas {
 			return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}
 		}
@@ -176,8 +211,11 @@ func Next(spec Spec, obs Observation) Action {
 		for _, n := range names {
 			initial[n] = obs.PeerURL(n)
 		}
-		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Reason: ReasonBootstrapping,
-			Message: fmt.Sprintf("creating %d members", len(names))}
+		msg := fmt.Sprintf("creating %d members", len(names))
+		if restore != "" {
+			msg += " from the snapshot of restore " + restore
+		}
+		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore, Reason: ReasonBootstrapping, Message: msg}
 	}
 
 	if obs.Bootstrapped {
@@ -207,7 +245,13 @@ func Next(spec Spec, obs Observation) Action {
 		}
 		if len(missing) > 0 {
 			sort.Strings(missing)
-			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Reason: ReasonBootstrapping,
+			// Members of a bootstrap from a snapshot start from the same snapshot, through the same restore.
+			restore := bootstrapRestore(obs.Members)
+			if restore != "" && (obs.Restore == nil || obs.Restore.Name != restore || !obs.Restore.Ready) {
+				return Action{Kind: Wait, Reason: ReasonWaitingForRestore,
+					Message: fmt.Sprintf("bootstrap members %v were created from restore %s, which is not ready or gone; waiting for it", missing, restore)}
+			}
+			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Restore: restore, Reason: ReasonBootstrapping,
 				Message: fmt.Sprintf("creating Pods of bootstrap members %v", missing)}
 		}
 	}
@@ -266,6 +310,16 @@ func bootstrapCluster(members []Member) (map[string]string, error) {
 		}
 	}
 	return initial, nil
+}
+
+// bootstrapRestore is the restore the bootstrap members were seeded from, "" when they started empty.
+func bootstrapRestore(members []Member) string {
+	for _, m := range members {
+		if m.InitialState == "new" && m.Restore != "" {
+			return m.Restore
+		}
+	}
+	return ""
 }
 
 func sameCluster(a, b map[string]string) bool {

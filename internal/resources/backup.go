@@ -57,8 +57,10 @@ func DeleteJob(b *etcdv1alpha1.EtcdBackup, agentImage string) *batchv1.Job {
 	return agentJob(b, DeleteJobName(b), agentImage, append([]string{"delete"}, destinationArgs(b)...))
 }
 
-func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string {
-	d := b.Spec.Destination
+func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string { return sourceArgs(b.Spec.Destination) }
+
+// sourceArgs are the agent flags that address a backup's stored snapshot.
+func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
 	if d.PVC != nil {
 		return []string{"--pvc-root=" + backupMount, "--pvc-claim=" + d.PVC.ClaimName, "--path=" + d.PVC.Path}
 	}
@@ -75,17 +77,10 @@ func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string {
 	return args
 }
 
-func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *batchv1.Job {
-	// Not LabelCluster: the cluster's controller finds its member Pods by that label, and an agent Pod is not
-	// a member.
-	labels := map[string]string{LabelBackup: b.Name}
-	var (
-		env     []corev1.EnvVar
-		volumes []corev1.Volume
-		mounts  []corev1.VolumeMount
-	)
-	if s3 := b.Spec.Destination.S3; s3 != nil {
-		// The agent reads the credentials from its environment; they never pass through Steward.
+// destinationAccess is what a container needs to reach a backup destination: the S3 credentials as environment
+// variables from the Secret (they never pass through Steward), or the PVC mounted at backupMount.
+func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) {
+	if s3 := d.S3; s3 != nil {
 		ref := func(key string) *corev1.EnvVarSource {
 			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: s3.CredentialsSecret.Name}, Key: key}}
@@ -95,15 +90,29 @@ func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *ba
 			{Name: "STEWARD_S3_SECRET_ACCESS_KEY", ValueFrom: ref(etcdv1alpha1.S3SecretAccessKeyKey)},
 		}
 	}
-	if pvc := b.Spec.Destination.PVC; pvc != nil {
+	if pvc := d.PVC; pvc != nil {
 		volumes = []corev1.Volume{{Name: backupVolume, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.ClaimName}}}}
-		mounts = []corev1.VolumeMount{{Name: backupVolume, MountPath: backupMount}}
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.ClaimName, ReadOnly: readOnly}}}}
+		mounts = []corev1.VolumeMount{{Name: backupVolume, MountPath: backupMount, ReadOnly: readOnly}}
 	}
+	return env, volumes, mounts
+}
+
+func agentJob(b *etcdv1alpha1.EtcdBackup, name, image string, args []string) *batchv1.Job {
+	// Not LabelCluster: the cluster's controller finds its member Pods by that label, and an agent Pod is not
+	// a member.
+	return oneShotJob(b.Namespace, name, map[string]string{LabelBackup: b.Name},
+		*metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup")), b.Spec.Destination, false, image, args)
+}
+
+// oneShotJob is a Job of one agent container, run once, that reports through its termination message.
+func oneShotJob(namespace, name string, labels map[string]string, owner metav1.OwnerReference, d etcdv1alpha1.BackupDestination,
+	readOnly bool, image string, args []string) *batchv1.Job {
+	env, volumes, mounts := destinationAccess(d, readOnly)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: b.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup"))},
+			Name: name, Namespace: namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{owner},
 		},
 		Spec: batchv1.JobSpec{
 			// The agent already tries every member it was given; a retry of the Pod would only repeat that, and

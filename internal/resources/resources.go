@@ -56,6 +56,8 @@ type Options struct {
 	ImageRepository string
 	// ClusterDomain is the cluster's DNS domain, for member FQDNs.
 	ClusterDomain string
+	// AgentImage is the image of steward-agent, which restores snapshots into new members' data dirs.
+	AgentImage string
 }
 
 // Member is what a member Pod is started with.
@@ -68,6 +70,8 @@ type Member struct {
 	// Version and Image the member runs; empty means the spec's version and image.
 	Version string
 	Image   string
+	// Restore, when set, is the snapshot the member's data dir is restored from before etcd first starts.
+	Restore *RestoreSource
 }
 
 // release is the version and image member m runs.
@@ -249,6 +253,14 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	annotations[AnnotationInitialClusterState] = m.State
 	version, image := release(cluster, m, o)
 	annotations[AnnotationVersion] = version
+	var (
+		initContainers []corev1.Container
+		extraVolumes   []corev1.Volume
+	)
+	if m.Restore != nil {
+		annotations[AnnotationRestore] = m.Restore.Restore
+		initContainers, extraVolumes = restoreInitContainers(cluster, m, image, o)
+	}
 
 	data := corev1.Volume{Name: dataVolume}
 	if cluster.Spec.Storage.Ephemeral {
@@ -284,6 +296,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 			TopologySpreadConstraints:    cluster.Spec.Pod.TopologySpreadConstraints,
 			PriorityClassName:            cluster.Spec.Pod.PriorityClassName,
 			SecurityContext:              restrictedPod(),
+			InitContainers:               initContainers,
 			Containers: []corev1.Container{{
 				Name:            EtcdContainer,
 				Image:           image,
@@ -307,7 +320,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				// (plan.DataLossEvidence) from a crash that a restart fixes.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
-			Volumes: []corev1.Volume{data},
+			Volumes: append([]corev1.Volume{data}, extraVolumes...),
 		},
 	}
 }
@@ -316,17 +329,21 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 // a bootstrap the PVCs are created before any Pod.
 func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.PersistentVolumeClaim {
 	version, image := release(cluster, m, o)
+	annotations := map[string]string{
+		AnnotationInitialCluster:      FormatInitialCluster(m.InitialCluster),
+		AnnotationInitialClusterState: m.State,
+		AnnotationVersion:             version,
+		AnnotationImage:               image,
+	}
+	if m.Restore != nil {
+		annotations[AnnotationRestore] = m.Restore.Restore
+	}
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PVCName(m.Name),
-			Namespace: cluster.Namespace,
-			Labels:    MemberLabels(cluster, m.Name),
-			Annotations: map[string]string{
-				AnnotationInitialCluster:      FormatInitialCluster(m.InitialCluster),
-				AnnotationInitialClusterState: m.State,
-				AnnotationVersion:             version,
-				AnnotationImage:               image,
-			},
+			Name:            PVCName(m.Name),
+			Namespace:       cluster.Namespace,
+			Labels:          MemberLabels(cluster, m.Name),
+			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{

@@ -31,6 +31,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
@@ -42,7 +43,7 @@ var (
 	clientset kubernetes.Interface
 	scheme    = runtime.NewScheme()
 	// operatorOptions are the options the in-process operator runs with, also used to build expected objects.
-	operatorOptions = resources.Options{ImageRepository: "steward.local/etcd", ClusterDomain: testbed.ClusterDomain}
+	operatorOptions = resources.Options{ImageRepository: "steward.local/etcd", ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage}
 )
 
 func TestMain(m *testing.M) {
@@ -155,6 +156,10 @@ func startOperator(t *testing.T) (stop func()) {
 		t.Fatal(err)
 	}
 	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorderFor("steward"), AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcdrestore.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("steward"), AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

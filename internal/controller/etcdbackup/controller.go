@@ -212,7 +212,7 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 // observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.
 func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, o *outcome) error {
 	o.jobStart = job.CreationTimestamp.Time
-	cond := jobFinished(job)
+	cond := JobFinished(job)
 	if cond == nil {
 		o.phase = phaseRunning
 		return nil
@@ -238,8 +238,8 @@ func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup,
 	return nil
 }
 
-// jobFinished is the Job's Complete or Failed condition once it is True.
-func jobFinished(job *batchv1.Job) *batchv1.JobCondition {
+// JobFinished is the Job's Complete or Failed condition once it is True.
+func JobFinished(job *batchv1.Job) *batchv1.JobCondition {
 	for i, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			return &job.Status.Conditions[i]
@@ -252,8 +252,14 @@ func jobFinished(job *batchv1.Job) *batchv1.JobCondition {
 // cache: the Job's informer can report the Job finished before the Pod's informer has the terminated container,
 // and a missed message would turn a success into JobFailed. Once per finished Job, so cheap.
 func (r *Reconciler) terminationMessage(ctx context.Context, job *batchv1.Job) (string, error) {
+	return TerminationMessage(ctx, r.APIReader, job)
+}
+
+// TerminationMessage is the agent container's termination message of the Job's Pod ("" if none), read past the
+// cache (see terminationMessage).
+func TerminationMessage(ctx context.Context, reader client.Reader, job *batchv1.Job) (string, error) {
 	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return "", fmt.Errorf("list Pods of Job %s: %w", job.Name, err)
 	}
 	for _, p := range pods.Items {

@@ -29,7 +29,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, b *etcdv1alpha1.EtcdBa
 	snapJob := &batchv1.Job{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, snapJob)
 	switch {
-	case err == nil && jobFinished(snapJob) == nil:
+	case err == nil && JobFinished(snapJob) == nil:
 		if snapJob.DeletionTimestamp.IsZero() {
 			log.Info("Stopping the running backup Job before deleting the backup", "EtcdBackup", klog.KObj(b), "job", snapJob.Name)
 			if err := r.Client.Delete(ctx, snapJob, client.PropagationPolicy("Foreground")); err != nil && !apierrors.IsNotFound(err) {
@@ -59,7 +59,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, b *etcdv1alpha1.EtcdBa
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get delete Job: %w", err)
 	}
-	cond := jobFinished(job)
+	cond := JobFinished(job)
 	switch {
 	case cond == nil:
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil

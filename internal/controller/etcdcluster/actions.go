@@ -76,7 +76,23 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 	endpoints := obs.endpoints
 	switch action.Kind {
 	case plan.Bootstrap, plan.CreateMemberPods:
-		return r.createMembers(ctx, cluster, action)
+		return r.createMembers(ctx, cluster, obs, action)
+	case plan.CreateRestore:
+		return r.createRestore(ctx, cluster, action)
+	case plan.RetireMembers:
+		for _, name := range action.Members {
+			pod := obs.pods[name]
+			if pod == nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("stop member %s for restore %s: %w", name, action.Restore, err)
+			}
+		}
+		log.Info("Stopped members for a re-seed", "members", action.Members, "restore", action.Restore)
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "MembersRetired", "Deleted the Pods of members %v: restore %s re-seeds the cluster, which lost quorum", action.Members, action.Restore)
+	case plan.RetireVolumes:
+		return r.retireVolumes(ctx, cluster, action)
 	case plan.AddLearner:
 		name := action.Members[0]
 		id, err := r.Etcd.AddLearner(ctx, key, endpoints, resources.PeerURL(cluster, name, r.Options))
@@ -210,11 +226,15 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 
 // createMembers creates every member's PVC first and only then the Pods: once any Pod of a bootstrap exists,
 // every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data.
-func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	src, err := restoreSource(obs, action.Restore)
+	if err != nil {
+		return err
+	}
 	members := make([]resources.Member, 0, len(action.Members))
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
-			Version: action.Version, Image: action.Image})
+			Version: action.Version, Image: action.Image, Restore: src})
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)

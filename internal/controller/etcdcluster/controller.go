@@ -14,10 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
@@ -47,6 +50,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
 
 // SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -59,6 +64,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// Restores a user creates are not owned by the cluster: map them to it by spec.clusterName.
+		Watches(&etcdv1alpha1.EtcdRestore{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			rs, ok := o.(*etcdv1alpha1.EtcdRestore)
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}}}
+		})).
 		Named("etcdcluster").
 		Complete(r)
 }
@@ -112,6 +125,15 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	}
 	if c.Spec.ReplaceUnhealthyAfter != nil {
 		s.ReplaceUnhealthyAfter = c.Spec.ReplaceUnhealthyAfter.Duration
+	}
+	if b := c.Spec.Bootstrap; b != nil && b.FromBackup != nil {
+		s.FromBackup = b.FromBackup.BackupName
+	}
+	if q := c.Spec.QuorumLossRecovery; q != nil && q.Policy == etcdv1alpha1.QuorumLossRestoreLatestBackup {
+		s.QuorumLossAfter = 10 * time.Minute
+		if q.After != nil {
+			s.QuorumLossAfter = q.After.Duration
+		}
 	}
 	return s
 }

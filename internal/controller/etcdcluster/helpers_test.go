@@ -67,7 +67,11 @@ func TestBootstrapComplete(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := bootstrapComplete(tt.members, tt.reachable); got != tt.want {
+			var members []plan.Member
+			for _, m := range tt.members {
+				members = append(members, *m)
+			}
+			if got := plan.BootstrapComplete(members, tt.reachable); got != tt.want {
 				t.Errorf("bootstrapComplete = %v, want %v", got, tt.want)
 			}
 		})

@@ -32,6 +32,11 @@ type observation struct {
 	// versionMark is the cluster version and the raft index from which the cluster has run it, to remember in
 	// status.
 	versionMark *etcdv1alpha1.ClusterVersionMark
+	// quorumLostSince is when the formed cluster lost quorum, to remember in status; nil while it has quorum.
+	quorumLostSince *time.Time
+	// restore is the EtcdRestore of obs.plan.Restore, and restoreBackup its EtcdBackup (nil when not found).
+	restore       *etcdv1alpha1.EtcdRestore
+	restoreBackup *etcdv1alpha1.EtcdBackup
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -67,6 +72,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	obs.endpoints = view.VoterEndpoints
 	if len(obs.endpoints) == 0 {
 		obs.endpoints = list
+	}
+	if err := r.observeRestores(ctx, cluster, obs); err != nil {
+		return nil, err
 	}
 	return obs, nil
 }
@@ -113,6 +121,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
+		m.Restore = p.Annotations[resources.AnnotationRestore]
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -125,6 +134,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it.
 		m.HasPVC = pvc.DeletionTimestamp == nil
 		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
+		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
+			m.Restore = r
+		}
 		if m.InitialCluster == nil {
 			readInitial(m, pvc.Annotations)
 		}
@@ -226,7 +238,6 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	obs.plan.NewMemberNames = newNames(used)
 	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, o) }
-	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || bootstrapComplete(members, obs.plan.EtcdReachable)
 	names := make([]string, 0, len(members))
 	for name := range members {
 		names = append(names, name)
@@ -235,26 +246,48 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	for _, name := range names {
 		obs.plan.Members = append(obs.plan.Members, *members[name])
 	}
+	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || plan.BootstrapComplete(obs.plan.Members, obs.plan.EtcdReachable)
+	obs.quorumLostSince = quorumLostSince(cluster, pods, obs.plan, now)
+	if obs.quorumLostSince != nil {
+		obs.plan.QuorumLostFor = now.Sub(*obs.quorumLostSince)
+	}
 	return obs
 }
 
-// bootstrapComplete: etcd answered and every member of the bootstrap's initial cluster has started.
-func bootstrapComplete(members map[string]*plan.Member, reachable bool) bool {
-	if !reachable {
-		return false
+// quorumLostSince is when the formed cluster was first seen without quorum in its current loss of it, nil while
+// it has quorum. Lost means both views agree: Steward gets no healthy quorum through etcd's API, and the
+// kubelet's readiness probes (etcd's /readyz, which needs a leader) pass on fewer member Pods than a quorum. The
+// second view keeps a network problem between the operator and the members from looking like a dead cluster to
+// the quorum-loss policy, which would otherwise re-seed a working one.
+func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs plan.Observation, now time.Time) *time.Time {
+	if !obs.Bootstrapped {
+		return nil
 	}
-	for _, m := range members {
-		if m.InitialState != "new" || m.InitialCluster == nil {
-			continue
-		}
-		for name := range m.InitialCluster {
-			if members[name] == nil || !members[name].Started {
-				return false
+	voters, healthy := plan.HealthyVoters(obs.Members)
+	if !obs.EtcdReachable || voters == 0 {
+		// Without a member list, the members Steward knows stand for the voters.
+		voters = 0
+		for _, m := range obs.Members {
+			if (m.HasPod || m.HasPVC || m.InEtcd) && !m.IsLearner {
+				voters++
 			}
 		}
-		return true
+		healthy = 0
 	}
-	return false
+	ready := 0
+	for i := range pods {
+		if metav1.IsControlledBy(&pods[i], cluster) && pods[i].DeletionTimestamp == nil && podReady(&pods[i]) {
+			ready++
+		}
+	}
+	if voters == 0 || healthy >= plan.Quorum(voters) || ready >= plan.Quorum(voters) {
+		return nil
+	}
+	if s := cluster.Status.QuorumLostSince; s != nil {
+		t := s.Time
+		return &t
+	}
+	return &now
 }
 
 func readInitial(m *plan.Member, annotations map[string]string) {

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.ClusterVersionSince = obs.versionMark
 	}
 	if obs.view.ClusterID != 0 {
-		st.ClusterID = etcd.FormatID(obs.view.ClusterID)
+		id := etcd.FormatID(obs.view.ClusterID)
+		if st.ClusterID != "" && st.ClusterID != id && !slices.Contains(st.FormerClusterIDs, st.ClusterID) {
+			// Re-seeded from a backup: backups taken under the old ID remain backups of this cluster.
+			st.FormerClusterIDs = append(st.FormerClusterIDs, st.ClusterID)
+		}
+		st.ClusterID = id
+	}
+	st.QuorumLostSince = nil
+	if obs.quorumLostSince != nil {
+		t := metav1.NewTime(*obs.quorumLostSince)
+		st.QuorumLostSince = &t
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
 	st.Bootstrapped = obs.plan.Bootstrapped
@@ -91,12 +102,14 @@ var progressingWaits = map[string]bool{
 	plan.ReasonBootstrapping: true, plan.ReasonWaitingForMembers: true, plan.ReasonPodDeleting: true,
 	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
+	plan.ReasonWaitingForRestore: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
 // recorded when the wait begins.
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
+	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.

@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdRestoreSpec seeds an EtcdCluster from one EtcdBackup: every member is restored from the same snapshot,
+// as a new cluster identity. Two uses:
+//
+//   - A cluster that has not formed yet and names the backup in spec.bootstrap.fromBackup: Steward creates this
+//     EtcdRestore itself (named <cluster>-from-backup) and the cluster's first members start from the snapshot.
+//   - A cluster that has formed and lost quorum: its members are stopped, their volumes set aside (kept, not
+//     deleted) and new members start from the snapshot. Writes made after the backup are lost, so this needs
+//     spec.confirm, and it is refused while the cluster has quorum.
+//
+// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && self.backupName == oldSelf.backupName",message="clusterName and backupName are immutable: create a new EtcdRestore instead"
+type EtcdRestoreSpec struct {
+	// ClusterName is the EtcdCluster in the restore's namespace to seed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ClusterName string `json:"clusterName"`
+
+	// BackupName is a Complete EtcdBackup in the restore's namespace. To re-seed a cluster that has formed, it
+	// must be a backup of that cluster (its etcd cluster ID is checked).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	BackupName string `json:"backupName"`
+
+	// Confirm must equal clusterName to re-seed a cluster that has formed and lost quorum: its members are
+	// replaced by new ones restored from the backup, and writes acknowledged after the backup are lost. Until it
+	// does, the restore waits (reason ConfirmationRequired) and touches nothing. Not needed for a new cluster.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Confirm string `json:"confirm,omitempty"`
+}
+
+// RestoreMode is what a restore does to its cluster.
+// +kubebuilder:validation:Enum=NewCluster;Reseed
+type RestoreMode string
+
+// Restore modes.
+const (
+	// RestoreNewCluster: the cluster's first members start from the snapshot (spec.bootstrap.fromBackup).
+	RestoreNewCluster RestoreMode = "NewCluster"
+	// RestoreReseed: a cluster that lost quorum gets new members started from the snapshot.
+	RestoreReseed RestoreMode = "Reseed"
+)
+
+// EtcdRestoreStatus is the progress and outcome of a restore.
+type EtcdRestoreStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Verified (the stored snapshot matched the backup's size and sha256 and etcd's own checksum),
+	// Complete and Failed (at most one True; once one is, the restore is over). See conditions.go.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Mode is NewCluster or Reseed, decided when the restore is admitted.
+	// +optional
+	Mode RestoreMode `json:"mode,omitempty"`
+	// StartTime is when the restore was admitted.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the restore reached Complete or Failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Location, SHA256, SizeBytes and Revision are the backup's, as verified.
+	// +optional
+	Location string `json:"location,omitempty"`
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// PreviousClusterID is the cluster's etcd cluster ID before a re-seed; ClusterID the one after the restore.
+	// +optional
+	PreviousClusterID string `json:"previousClusterID,omitempty"`
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// Members are the members started from the snapshot.
+	// +optional
+	Members []string `json:"members,omitempty"`
+	// RetiredVolumes are the PersistentVolumeClaims of the members a re-seed replaced. They are kept, labelled
+	// etcd.steward.dev/retired-from=<cluster>, for a human to inspect or delete.
+	// +optional
+	RetiredVolumes []string `json:"retiredVolumes,omitempty"`
+	// VerifyJobName is the Job that verified the stored snapshot.
+	// +optional
+	VerifyJobName string `json:"verifyJobName,omitempty"`
+}
+
+// EtcdRestore seeds an EtcdCluster from an EtcdBackup.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=etcdrestore,categories=steward
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.backupName`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdRestore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec EtcdRestoreSpec `json:"spec"`
+	// +optional
+	Status EtcdRestoreStatus `json:"status,omitempty"`
+}
+
+// EtcdRestoreList is a list of EtcdRestores.
+// +kubebuilder:object:root=true
+type EtcdRestoreList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdRestore `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdRestore{}, &EtcdRestoreList{})
+}

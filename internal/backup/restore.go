@@ -1,0 +1,203 @@
+package backup
+
+import (
+	"fmt"
+	"slices"
+
+	"steward.dev/steward/internal/plan"
+)
+
+// RestoreInput is what a restore's next step is decided on: its cluster, its backup, the verify Job's result
+// and, once restoring, the cluster's members.
+type RestoreInput struct {
+	ClusterName  string
+	ClusterFound bool
+	// Bootstrapped: the cluster has formed (its status' memory). FromBackup is its bootstrap.fromBackup.
+	Bootstrapped bool
+	FromBackup   string
+	// ClusterAvailable: the cluster's Available condition is True (it has quorum).
+	ClusterAvailable bool
+	// ClusterIDs are the etcd cluster IDs the cluster has had (the current one and those before re-seeds).
+	ClusterIDs []string
+	// Version is the cluster's spec.version.
+	Version string
+
+	Backup BackupRecord
+	// Confirm is the restore's spec.confirm.
+	Confirm string
+	// Mode is the mode decided at admission (status), empty before.
+	Mode string
+	// OtherActive names an older unfinished restore of the same cluster, empty when none.
+	OtherActive string
+
+	// Verify is the verify Job's result, nil while there is none (not started, or running).
+	Verify *Result
+	// Verified: the Verified condition is already True.
+	Verified bool
+
+	// FreshMembers and OtherMembers count the cluster's member Pods started from this restore and the others;
+	// MemberFailure is a restore init container's failure, empty when none.
+	FreshMembers, OtherMembers int
+	MemberFailure              string
+}
+
+// BackupRecord is the part of an EtcdBackup a restore checks.
+type BackupRecord struct {
+	Name             string
+	Found            bool
+	Complete, Failed bool
+	ClusterName      string
+	ClusterID        string
+	EtcdVersion      string
+	Location, SHA256 string
+	SizeBytes        int64
+}
+
+// Restore modes (they match the EtcdRestore status' mode).
+const (
+	ModeNewCluster = "NewCluster"
+	ModeReseed     = "Reseed"
+)
+
+// RestoreStep is what the restore controller does next.
+type RestoreStep int
+
+// Restore steps.
+const (
+	// RestoreWait: nothing yet (Reason says why: waiting for confirmation, for the backup, for the cluster).
+	RestoreWait RestoreStep = iota
+	// RestoreRefuse: the restore fails with Reason; nothing of the cluster was or will be touched (unless it
+	// failed while restoring, which Message says).
+	RestoreRefuse
+	// RestoreVerify: start (or keep waiting for) the verify Job.
+	RestoreVerify
+	// RestoreHandOver: the snapshot is verified; the cluster's controller replaces members. Wait for it.
+	RestoreHandOver
+	// RestoreDone: every member of the cluster started from the snapshot and the cluster has quorum.
+	RestoreDone
+)
+
+// RestoreDecision is the step, the mode, and why.
+type RestoreDecision struct {
+	Step            RestoreStep
+	Mode            string
+	Reason, Message string
+}
+
+// Restore reasons (they match the EtcdRestore condition reasons of the same name).
+const (
+	ReasonPending              = "Pending"
+	ReasonConfirmationRequired = "ConfirmationRequired"
+	ReasonVerifying            = "Verifying"
+	ReasonRestoring            = "Restoring"
+	ReasonSucceeded            = "Succeeded"
+	ReasonBackupNotFound       = "BackupNotFound"
+	ReasonBackupNotComplete    = "BackupNotComplete"
+	ReasonWrongCluster         = "WrongCluster"
+	ReasonIncompatibleVersion  = "IncompatibleVersion"
+	ReasonClusterHasQuorum     = "ClusterHasQuorum"
+	ReasonClusterNotFormed     = "ClusterNotFormed"
+	ReasonRestoreInProgress    = "RestoreInProgress"
+)
+
+// DecideRestore chooses a restore's next step. Every check that can refuse happens before the snapshot is
+// verified, and the verification before anything of the cluster is touched: a refused restore changes nothing.
+func DecideRestore(in RestoreInput) RestoreDecision {
+	refuse := func(reason, format string, args ...any) RestoreDecision {
+		return RestoreDecision{Step: RestoreRefuse, Mode: in.Mode, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	if !in.ClusterFound {
+		return refuse(ReasonClusterNotFound, "EtcdCluster %s does not exist", in.ClusterName)
+	}
+	if in.Mode == "" && in.Verify == nil && !in.Verified {
+		b := in.Backup
+		switch {
+		case !b.Found:
+			return refuse(ReasonBackupNotFound, "EtcdBackup %s does not exist", b.Name)
+		case b.Failed:
+			return refuse(ReasonBackupNotComplete, "EtcdBackup %s failed; restore from a Complete backup", b.Name)
+		case !b.Complete:
+			return RestoreDecision{Step: RestoreWait, Reason: ReasonPending, Message: fmt.Sprintf("waiting for EtcdBackup %s to complete", b.Name)}
+		case b.Location == "" || b.SizeBytes <= 0 || !isHex(b.SHA256, 64):
+			return refuse(ReasonBackupNotComplete, "EtcdBackup %s has no complete record (location, size, sha256) to check the snapshot against", b.Name)
+		}
+		if in.OtherActive != "" {
+			return refuse(ReasonRestoreInProgress, "restore %s of cluster %s is under way; one restore at a time", in.OtherActive, in.ClusterName)
+		}
+		switch {
+		case in.Bootstrapped:
+			in.Mode = ModeReseed
+		case in.FromBackup == b.Name:
+			in.Mode = ModeNewCluster
+		default:
+			return refuse(ReasonClusterNotFormed, "cluster %s has not formed and does not name backup %s in spec.bootstrap.fromBackup; to create a cluster from a backup, set that field on a new EtcdCluster", in.ClusterName, b.Name)
+		}
+		if in.Mode == ModeReseed && (b.ClusterName != in.ClusterName || !slices.Contains(in.ClusterIDs, b.ClusterID)) {
+			return refuse(ReasonWrongCluster, "EtcdBackup %s was taken of cluster %s (etcd cluster ID %s), not of %s (IDs %v); a re-seed only restores the cluster's own backups (create a new cluster with bootstrap.fromBackup to clone another)",
+				b.Name, b.ClusterName, b.ClusterID, in.ClusterName, in.ClusterIDs)
+		}
+		if why := versionProblem(b.EtcdVersion, in.Version); why != "" {
+			return refuse(ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
+		}
+	}
+	mode := in.Mode
+	if mode == "" {
+		// Admitted on an earlier pass whose status write was lost; decided again the same way.
+		mode = ModeNewCluster
+		if in.Bootstrapped {
+			mode = ModeReseed
+		}
+	}
+	if !in.Verified {
+		if mode == ModeReseed {
+			if in.Confirm != in.ClusterName {
+				return RestoreDecision{Step: RestoreWait, Mode: mode, Reason: ReasonConfirmationRequired,
+					Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
+			}
+			if in.ClusterAvailable {
+				return refuse(ReasonClusterHasQuorum, "cluster %s has quorum; Steward never re-seeds a working cluster (restore into a new cluster with bootstrap.fromBackup instead)", in.ClusterName)
+			}
+		}
+		switch {
+		case in.Verify == nil:
+			return RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
+		case !in.Verify.Succeeded:
+			return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: in.Verify.Reason, Message: in.Verify.Message + "; nothing of the cluster was touched"}
+		}
+	}
+	switch {
+	case in.MemberFailure != "":
+		return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: ReasonRestoreFailed, Message: in.MemberFailure}
+	case in.FreshMembers > 0 && in.OtherMembers == 0 && in.ClusterAvailable:
+		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: ReasonSucceeded,
+			Message: fmt.Sprintf("%d members started from the snapshot of EtcdBackup %s; the cluster has quorum", in.FreshMembers, in.Backup.Name)}
+	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable:
+		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
+		return refuse(ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
+	}
+	return RestoreDecision{Step: RestoreHandOver, Mode: mode, Reason: ReasonRestoring,
+		Message: fmt.Sprintf("snapshot verified; members restored from it: %d, others still present: %d", in.FreshMembers, in.OtherMembers)}
+}
+
+// versionProblem says why a snapshot taken by etcd version from cannot seed members of version to: etcd reads
+// data of its own minor and the one before (the upgrade path), never of a newer minor.
+func versionProblem(from, to string) string {
+	if from == "" {
+		return ""
+	}
+	f, err := plan.ParseVersion(from)
+	if err != nil {
+		return fmt.Sprintf("its etcd version %q does not parse", from)
+	}
+	t, err := plan.ParseVersion(to)
+	if err != nil {
+		return fmt.Sprintf("the cluster's version %q does not parse", to)
+	}
+	switch {
+	case f.Major != t.Major || f.Minor > t.Minor:
+		return fmt.Sprintf("the snapshot was taken by etcd %s, newer than the cluster's %s; etcd cannot read data of a newer minor version", from, to)
+	case t.Minor-f.Minor > 1:
+		return fmt.Sprintf("the snapshot was taken by etcd %s, more than one minor version before the cluster's %s; restore it into a cluster of %d.%d first", from, to, f.Major, f.Minor+1)
+	}
+	return ""
+}

@@ -1,0 +1,221 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// LabelAutoRestore is on EtcdRestores the quorum-loss policy created: the cluster's name.
+const LabelAutoRestore = "etcd.steward.dev/auto-restore"
+
+// FromBackupRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup.
+func FromBackupRestoreName(cluster *etcdv1alpha1.EtcdCluster) string {
+	return cluster.Name + "-from-backup"
+}
+
+// restoreFinished reports whether a restore has ended (Complete or Failed).
+func restoreFinished(r *etcdv1alpha1.EtcdRestore) bool {
+	return meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
+		meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionFailed)
+}
+
+// observeRestores reads the cluster's EtcdRestores and EtcdBackups from the cache into the observation: the
+// restore under way (if any), the newest backup of this cluster, and whether the quorum-loss policy already
+// tried a restore during the current loss of quorum.
+func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	var restores etcdv1alpha1.EtcdRestoreList
+	if err := r.Client.List(ctx, &restores, client.InNamespace(cluster.Namespace)); err != nil {
+		return fmt.Errorf("list EtcdRestores: %w", err)
+	}
+	var backups etcdv1alpha1.EtcdBackupList
+	if err := r.Client.List(ctx, &backups, client.InNamespace(cluster.Namespace)); err != nil {
+		return fmt.Errorf("list EtcdBackups: %w", err)
+	}
+	picked := pickRestore(cluster, restores.Items, obs.quorumLostSince)
+	obs.plan.Restore, obs.restore = picked.restore, picked.object
+	obs.plan.AutoRestoreTried = picked.autoTried
+	if obs.restore != nil {
+		for i := range backups.Items {
+			if backups.Items[i].Name == obs.restore.Spec.BackupName {
+				obs.restoreBackup = &backups.Items[i]
+			}
+		}
+	}
+	obs.plan.LatestBackup = latestBackup(cluster, backups.Items)
+	return nil
+}
+
+type pickedRestore struct {
+	restore   *plan.Restore
+	object    *etcdv1alpha1.EtcdRestore
+	autoTried string
+}
+
+// pickRestore chooses the restore the planner acts on: the oldest unfinished one of the cluster whose mode the
+// restore controller has decided; else, for a cluster that has not formed and names a backup in
+// bootstrap.fromBackup, its restore even when it failed (so the cluster reports why it cannot start).
+func pickRestore(cluster *etcdv1alpha1.EtcdCluster, restores []etcdv1alpha1.EtcdRestore, quorumLostSince *time.Time) pickedRestore {
+	var out pickedRestore
+	items := append([]etcdv1alpha1.EtcdRestore(nil), restores...)
+	sort.Slice(items, func(i, j int) bool {
+		if !items[i].CreationTimestamp.Equal(&items[j].CreationTimestamp) {
+			return items[i].CreationTimestamp.Before(&items[j].CreationTimestamp)
+		}
+		return items[i].Name < items[j].Name
+	})
+	for i := range items {
+		rs := &items[i]
+		if rs.Spec.ClusterName != cluster.Name || rs.DeletionTimestamp != nil {
+			continue
+		}
+		if rs.Labels[LabelAutoRestore] == cluster.Name && quorumLostSince != nil && !rs.CreationTimestamp.Time.Before(quorumLostSince.Add(-time.Second)) {
+			out.autoTried = rs.Name
+		}
+		if out.object != nil || restoreFinished(rs) || rs.Status.Mode == "" {
+			continue
+		}
+		out.object = rs
+		out.restore = &plan.Restore{
+			Name:   rs.Name,
+			Reseed: rs.Status.Mode == etcdv1alpha1.RestoreReseed,
+			Ready: meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified) &&
+				(rs.Status.Mode == etcdv1alpha1.RestoreNewCluster || rs.Spec.Confirm == cluster.Name),
+		}
+	}
+	if out.object == nil && !cluster.Status.Bootstrapped && cluster.Spec.Bootstrap != nil && cluster.Spec.Bootstrap.FromBackup != nil {
+		for i := range items {
+			rs := &items[i]
+			if rs.Name != FromBackupRestoreName(cluster) || rs.Spec.ClusterName != cluster.Name {
+				continue
+			}
+			out.object = rs
+			out.restore = &plan.Restore{Name: rs.Name}
+			if c := meta.FindStatusCondition(rs.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+				out.restore.Failed, out.restore.Message = true, c.Reason+": "+c.Message
+			}
+		}
+	}
+	return out
+}
+
+// latestBackup is the newest Complete EtcdBackup of this cluster: named after it and taken under one of its
+// etcd cluster IDs (the current one or one it had before a re-seed).
+func latestBackup(cluster *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup) string {
+	ids := map[string]bool{}
+	if cluster.Status.ClusterID != "" {
+		ids[cluster.Status.ClusterID] = true
+	}
+	for _, id := range cluster.Status.FormerClusterIDs {
+		ids[id] = true
+	}
+	var best *etcdv1alpha1.EtcdBackup
+	for i := range backups {
+		b := &backups[i]
+		if b.Spec.ClusterName != cluster.Name || !ids[b.Status.ClusterID] || b.Status.CompletionTime == nil || b.DeletionTimestamp != nil ||
+			!meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+			continue
+		}
+		if best == nil || best.Status.CompletionTime.Before(b.Status.CompletionTime) ||
+			(best.Status.CompletionTime.Equal(b.Status.CompletionTime) && best.Name < b.Name) {
+			best = b
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Name
+}
+
+// createRestore creates the EtcdRestore a step asks for: the one of spec.bootstrap.fromBackup, or a confirmed
+// re-seed by the quorum-loss policy. Both are owned by the cluster.
+func (r *Reconciler) createRestore(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+	rs := &etcdv1alpha1.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       cluster.Namespace,
+			Name:            FromBackupRestoreName(cluster),
+			Labels:          map[string]string{resources.LabelCluster: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cluster, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))},
+		},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: cluster.Name, BackupName: action.Backup},
+	}
+	if action.Reseed {
+		rs.Name = autoRestoreName(cluster.Name, r.Now())
+		rs.Labels[LabelAutoRestore] = cluster.Name
+		rs.Spec.Confirm = cluster.Name
+	}
+	if err := r.create(ctx, cluster, rs); err != nil {
+		return err
+	}
+	if action.Reseed {
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "QuorumLossRecovery", "Created EtcdRestore %s: %s", rs.Name, action.Message)
+	} else {
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "RestoreCreated", "Created EtcdRestore %s of backup %s for the cluster's first members", rs.Name, action.Backup)
+	}
+	return nil
+}
+
+func autoRestoreName(cluster string, now time.Time) string {
+	name := cluster + "-auto-" + strings.ToLower(now.UTC().Format("20060102t150405"))
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return name
+}
+
+// restoreSource resolves the restore a Bootstrap or CreateMemberPods step names into what member Pods need.
+func restoreSource(obs *observation, name string) (*resources.RestoreSource, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if obs.restore == nil || obs.restore.Name != name {
+		return nil, fmt.Errorf("restore %s is not the one under way", name)
+	}
+	if obs.restoreBackup == nil {
+		return nil, fmt.Errorf("restore %s: backup %s not found", name, obs.restore.Spec.BackupName)
+	}
+	src := &resources.RestoreSource{Restore: name, Backup: obs.restoreBackup}
+	if obs.restore.Status.Mode == etcdv1alpha1.RestoreReseed {
+		src.BumpRevision = resources.ReseedBumpRevision
+	}
+	return src, nil
+}
+
+// retireVolumes sets aside the volumes of members a re-seed replaced: the cluster's labels give way to
+// LabelRetiredFrom, so no controller counts them as members, and the data stays for a human.
+func (r *Reconciler) retireVolumes(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+	for _, name := range action.Members {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				continue
+			}
+			return fmt.Errorf("get volume of replaced member %s: %w", name, err)
+		}
+		patch := client.MergeFromWithOptions(pvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		delete(pvc.Labels, resources.LabelCluster)
+		delete(pvc.Labels, resources.LabelMember)
+		pvc.Labels[resources.LabelRetiredFrom] = cluster.Name
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		pvc.Annotations[resources.AnnotationRetiredBy] = action.Restore
+		if err := r.Client.Patch(ctx, pvc, patch); err != nil {
+			return fmt.Errorf("set aside volume of replaced member %s: %w", name, err)
+		}
+	}
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "VolumesRetired",
+		"Set aside the volumes of replaced members %v (kept; label %s=%s)", action.Members, resources.LabelRetiredFrom, cluster.Name)
+	return nil
+}

@@ -1,0 +1,359 @@
+// Package etcdrestore is the EtcdRestore controller. A restore is shaped Admit -> Verify -> Hand over -> Done:
+// admission checks the cluster, the backup and (to re-seed a formed cluster) the confirmation and the loss of
+// quorum (internal/backup.DecideRestore decides); a Job running steward-agent then reads the stored snapshot to
+// the end and checks it against the backup's size and sha256 and etcd's own checksum. Only a verified restore is
+// acted on, by the EtcdCluster controller, which alone creates and deletes member Pods: it stops the old members
+// (a re-seed) and starts new ones whose init containers restore the snapshot. This controller reports progress
+// and decides when the restore is done (every member from the snapshot, the cluster available) or failed.
+package etcdrestore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/etcdbackup"
+	"steward.dev/steward/internal/resources"
+)
+
+// Requeue intervals: member Pods and the cluster's status change without an event on the restore.
+const (
+	requeueWaiting   = 5 * time.Second
+	requeueRestoring = 3 * time.Second
+)
+
+// Reconciler reconciles EtcdRestores.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads the verify Job's Pod past the cache (see etcdbackup.TerminationMessage).
+	APIReader  client.Reader
+	Recorder   record.EventRecorder
+	AgentImage string
+	// Now is the clock (injected for tests).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
+
+// SetupWithManager registers the controller: it watches EtcdRestores, their verify Jobs, and the EtcdClusters
+// they restore (mapped back by spec.clusterName).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.AgentImage == "" {
+		r.AgentImage = etcdbackup.DefaultAgentImage
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdRestore{}).
+		Owns(&batchv1.Job{}).
+		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.restoresOf)).
+		Named("etcdrestore").
+		Complete(r)
+}
+
+// restoresOf maps a cluster to its unfinished restores.
+func (r *Reconciler) restoresOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list etcdv1alpha1.EtcdRestoreList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Spec.ClusterName == o.GetName() && !finished(&list.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}
+
+func finished(rs *etcdv1alpha1.EtcdRestore) bool {
+	return meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
+		meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionFailed)
+}
+
+// Reconcile runs one pass: gather, decide, act, and write status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	rs := &etcdv1alpha1.EtcdRestore{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rs.DeletionTimestamp.IsZero() || finished(rs) {
+		return ctrl.Result{}, nil
+	}
+	in, cluster, b, err := r.gather(ctx, rs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := backup.DecideRestore(in)
+	log.V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
+
+	before := rs.DeepCopy()
+	st := &rs.Status
+	now := metav1.NewTime(r.Now())
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	if d.Mode != "" {
+		st.Mode = etcdv1alpha1.RestoreMode(d.Mode)
+	}
+	st.ObservedGeneration = rs.Generation
+	if b != nil {
+		st.Location, st.SHA256, st.SizeBytes, st.Revision = b.Status.Location, b.Status.SHA256, b.Status.SizeBytes, b.Status.Revision
+	}
+	if cluster != nil && st.PreviousClusterID == "" && d.Mode == backup.ModeReseed {
+		st.PreviousClusterID = cluster.Status.ClusterID
+	}
+	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: rs.Generation, LastTransitionTime: now})
+	}
+	requeue := time.Duration(0)
+	switch d.Step {
+	case backup.RestoreWait:
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
+		requeue = requeueWaiting
+	case backup.RestoreRefuse:
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionTrue, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
+		st.CompletionTime = &now
+		r.Recorder.Event(rs, corev1.EventTypeWarning, d.Reason, d.Message)
+		log.Info("Restore failed", "EtcdRestore", klog.KObj(rs), "reason", d.Reason, "message", d.Message)
+	case backup.RestoreVerify:
+		if err := r.ensureVerifyJob(ctx, rs, b); err != nil {
+			return ctrl.Result{}, err
+		}
+		st.VerifyJobName = resources.VerifyJobName(rs)
+		set(etcdv1alpha1.ConditionVerified, metav1.ConditionFalse, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
+		requeue = requeueWaiting
+	case backup.RestoreHandOver:
+		if !meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionVerified) {
+			msg := fmt.Sprintf("%s matches its backup's size and sha256 and etcd's own checksum", b.Status.Location)
+			set(etcdv1alpha1.ConditionVerified, metav1.ConditionTrue, backup.ReasonSucceeded, msg)
+			r.Recorder.Eventf(rs, corev1.EventTypeNormal, "Verified", "Snapshot %s", msg)
+		}
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
+		requeue = requeueRestoring
+	case backup.RestoreDone:
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionTrue, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
+		st.CompletionTime = &now
+		st.ClusterID = cluster.Status.ClusterID
+		r.Recorder.Event(rs, corev1.EventTypeNormal, "Restored", d.Message)
+		log.Info("Restore complete", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "clusterID", st.ClusterID)
+	}
+	if err := r.fillMembers(ctx, rs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Client.Status().Patch(ctx, rs, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// gather reads what DecideRestore needs, from the cache (the verify Job's Pod past it).
+func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, error) {
+	in := backup.RestoreInput{ClusterName: rs.Spec.ClusterName, Confirm: rs.Spec.Confirm, Mode: string(rs.Status.Mode),
+		Verified: meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
+		Backup:   backup.BackupRecord{Name: rs.Spec.BackupName}}
+	var cluster *etcdv1alpha1.EtcdCluster
+	c := &etcdv1alpha1.EtcdCluster{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
+	case err == nil:
+		cluster = c
+		in.ClusterFound = true
+		in.Bootstrapped = c.Status.Bootstrapped
+		if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.FromBackup != nil {
+			in.FromBackup = c.Spec.Bootstrap.FromBackup.BackupName
+		}
+		in.ClusterAvailable = meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		if c.Status.ClusterID != "" {
+			in.ClusterIDs = append(in.ClusterIDs, c.Status.ClusterID)
+		}
+		in.ClusterIDs = append(in.ClusterIDs, c.Status.FormerClusterIDs...)
+		in.Version = c.Spec.Version
+	case !apierrors.IsNotFound(err):
+		return in, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
+	}
+	var b *etcdv1alpha1.EtcdBackup
+	eb := &etcdv1alpha1.EtcdBackup{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.BackupName}, eb); {
+	case err == nil:
+		b = eb
+		in.Backup = backup.BackupRecord{Name: eb.Name, Found: true,
+			Complete:    meta.IsStatusConditionTrue(eb.Status.Conditions, etcdv1alpha1.ConditionComplete),
+			Failed:      meta.IsStatusConditionTrue(eb.Status.Conditions, etcdv1alpha1.ConditionFailed),
+			ClusterName: eb.Spec.ClusterName, ClusterID: eb.Status.ClusterID, EtcdVersion: eb.Status.EtcdVersion,
+			Location: eb.Status.Location, SHA256: eb.Status.SHA256, SizeBytes: eb.Status.SizeBytes}
+	case !apierrors.IsNotFound(err):
+		return in, nil, nil, fmt.Errorf("get EtcdBackup: %w", err)
+	}
+	other, err := r.olderActive(ctx, rs)
+	if err != nil {
+		return in, nil, nil, err
+	}
+	in.OtherActive = other
+	res, err := r.verifyResult(ctx, rs)
+	if err != nil {
+		return in, nil, nil, err
+	}
+	in.Verify = res
+	if cluster != nil {
+		if err := r.countMembers(ctx, rs, &in); err != nil {
+			return in, nil, nil, err
+		}
+	}
+	return in, cluster, b, nil
+}
+
+// olderActive names an unfinished restore of the same cluster created before rs (the one that goes first).
+func (r *Reconciler) olderActive(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (string, error) {
+	var list etcdv1alpha1.EtcdRestoreList
+	if err := r.Client.List(ctx, &list, client.InNamespace(rs.Namespace)); err != nil {
+		return "", fmt.Errorf("list EtcdRestores: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == rs.Name || o.Spec.ClusterName != rs.Spec.ClusterName || finished(o) || o.Status.Mode == "" {
+			continue
+		}
+		if o.CreationTimestamp.Before(&rs.CreationTimestamp) || (o.CreationTimestamp.Equal(&rs.CreationTimestamp) && o.Name < rs.Name) {
+			return o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// verifyResult is the verify Job's result once it has finished, nil before (or when there is no Job).
+func (r *Reconciler) verifyResult(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (*backup.Result, error) {
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: resources.VerifyJobName(rs)}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get verify Job: %w", err)
+	}
+	cond := etcdbackup.JobFinished(job)
+	if cond == nil {
+		return nil, nil
+	}
+	msg, err := etcdbackup.TerminationMessage(ctx, r.APIReader, job)
+	if err != nil {
+		return nil, err
+	}
+	res, perr := backup.ParseResult(msg)
+	switch {
+	case perr == nil && (res.Succeeded == (cond.Type == batchv1.JobComplete)):
+		return &res, nil
+	default:
+		m := fmt.Sprintf("verify Job %s %s: %s", job.Name, cond.Reason, cond.Message)
+		if perr != nil {
+			m += fmt.Sprintf(" (%v)", perr)
+		}
+		return &backup.Result{Reason: etcdv1alpha1.ReasonJobFailed, Message: m}, nil
+	}
+}
+
+// ensureVerifyJob creates the verify Job unless it exists.
+func (r *Reconciler) ensureVerifyJob(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, b *etcdv1alpha1.EtcdBackup) error {
+	job := resources.VerifyJob(rs, b, r.AgentImage)
+	err := r.Client.Create(ctx, job)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create verify Job: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Verifying snapshot", "EtcdRestore", klog.KObj(rs), "job", job.Name, "location", b.Status.Location)
+	r.Recorder.Eventf(rs, corev1.EventTypeNormal, "Verifying", "Job %s reads %s and checks it against backup %s", job.Name, b.Status.Location, b.Name)
+	return nil
+}
+
+// countMembers counts the cluster's member Pods started from this restore and the others, and finds a restore
+// init container that failed (its result is in its termination message).
+func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, in *backup.RestoreInput) error {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
+		return fmt.Errorf("list member Pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Annotations[resources.AnnotationRestore] != rs.Name {
+			in.OtherMembers++
+			continue
+		}
+		in.FreshMembers++
+		for _, cs := range p.Status.InitContainerStatuses {
+			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if cs.Name != resources.RestoreContainer || t == nil || t.ExitCode == 0 {
+					continue
+				}
+				if res, err := backup.ParseResult(t.Message); err == nil && !res.Succeeded {
+					in.MemberFailure = fmt.Sprintf("member %s could not restore the snapshot: %s: %s", p.Name, res.Reason, res.Message)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fillMembers records the members started from the snapshot and, for a re-seed, the volumes set aside.
+func (r *Reconciler) fillMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) error {
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &pvcs, client.InNamespace(rs.Namespace)); err != nil {
+		return fmt.Errorf("list PersistentVolumeClaims: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
+		return fmt.Errorf("list member Pods: %w", err)
+	}
+	members, retired := []string{}, []string{}
+	for _, p := range pods.Items {
+		if p.Annotations[resources.AnnotationRestore] == rs.Name {
+			members = append(members, p.Name)
+		}
+	}
+	for _, v := range pvcs.Items {
+		if v.Labels[resources.LabelRetiredFrom] == rs.Spec.ClusterName && v.Annotations[resources.AnnotationRetiredBy] == rs.Name {
+			retired = append(retired, v.Name)
+		}
+	}
+	sort.Strings(members)
+	sort.Strings(retired)
+	if len(members) > 0 {
+		rs.Status.Members = members
+	}
+	if len(retired) > 0 {
+		rs.Status.RetiredVolumes = retired
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Restore steps.
+const (
+	// CreateRestore creates an EtcdRestore of Backup: for spec.bootstrap.fromBackup (a new cluster), or, with
+	// Reseed, by the quorum-loss policy (a confirmed re-seed).
+	CreateRestore ActionKind = "CreateRestore"
+	// RetireMembers deletes the Pods of Members, members a re-seed replaces. The cluster has no quorum.
+	RetireMembers ActionKind = "RetireMembers"
+	// RetireVolumes sets aside the volumes of Members, members a re-seed replaced (their Pods are gone): the
+	// data is kept for a human, no longer counted as the cluster's.
+	RetireVolumes ActionKind = "RetireVolumes"
+)
+
+// Reasons of restore steps and waits.
+const (
+	ReasonWaitingForRestore   = "WaitingForRestore"
+	ReasonRestoreFailed       = "RestoreFailed"
+	ReasonRestoreRefused      = "RestoreRefused"
+	ReasonReseeding           = "Reseeding"
+	ReasonRestoringFromBackup = "RestoringFromBackup"
+	ReasonNoBackupToRestore   = "NoBackupToRestore"
+	ReasonAutoRestoreFailed   = "AutoRestoreFailed"
+	ReasonAutoRestore         = "QuorumLossRecovery"
+)
+
+// Restore is the EtcdRestore the cluster's members are (to be) seeded from, as the controller read it.
+type Restore struct {
+	Name string
+	// Reseed: the cluster had formed and lost quorum; its members are replaced. Otherwise the restore seeds a
+	// new cluster's first members (spec.bootstrap.fromBackup).
+	Reseed bool
+	// Ready: the stored snapshot was verified (and a re-seed confirmed): members may start from it and, for a
+	// re-seed, the old ones may go.
+	Ready bool
+	// Failed: the restore ended without success; Message says why.
+	Failed  bool
+	Message string
+}
+
+// reseed replaces a cluster that lost quorum by one started from a verified, confirmed snapshot: first the old
+// members' Pods go (all at once: without quorum there is nothing to keep serving), then their volumes are set
+// aside, and then the new members bootstrap from the snapshot like a new cluster. Members are told apart by the
+// restore that seeded them (recorded on their Pods and volumes). A restarted operator resumes at the same step.
+func reseed(spec Spec, obs Observation) Action {
+	var old, fresh []Member
+	for _, m := range obs.Members {
+		if m.Restore == obs.Restore.Name {
+			fresh = append(fresh, m)
+		} else {
+			old = append(old, m)
+		}
+	}
+	if len(old) > 0 {
+		// The last check before anything is destroyed, on this pass's observation: the restore controller
+		// admitted the re-seed on an earlier one.
+		if voters, healthy := HealthyVoters(old); obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
+			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
+				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
+		}
+		var pods, deleting, volumes []string
+		for _, m := range old {
+			switch {
+			case m.HasPod && m.PodDeleting:
+				deleting = append(deleting, m.Name)
+			case m.HasPod:
+				pods = append(pods, m.Name)
+			case m.HasPVC:
+				volumes = append(volumes, m.Name)
+			}
+		}
+		sort.Strings(pods)
+		sort.Strings(volumes)
+		switch {
+		case len(pods) > 0:
+			return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+				Message: fmt.Sprintf("restore %s: stopping members %v of the cluster that lost quorum", obs.Restore.Name, pods)}
+		case len(deleting) > 0:
+			return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}
+		case len(volumes) > 0:
+			return Action{Kind: RetireVolumes, Members: volumes, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+				Message: fmt.Sprintf("restore %s: setting aside the volumes of replaced members %v (kept, not deleted)", obs.Restore.Name, volumes)}
+		}
+		// Only etcd still lists old members (no Pod, no volume): nothing of them is left to act on.
+	}
+	next := obs
+	next.Members = fresh
+	next.Bootstrapped = BootstrapComplete(fresh, obs.EtcdReachable)
+	return Next(spec, next)
+}
+
+// BootstrapComplete reports whether a bootstrap has formed: etcd answered and every member of the bootstrap's
+// initial cluster has started.
+func BootstrapComplete(members []Member, reachable bool) bool {
+	if !reachable {
+		return false
+	}
+	initial, err := bootstrapCluster(members)
+	if err != nil || initial == nil {
+		return false
+	}
+	for name := range initial {
+		m, ok := find(members, name)
+		if !ok || !m.Started {
+			return false
+		}
+	}
+	return true
+}
+
+// fromBackup decides a new cluster's first step when spec.bootstrap.fromBackup names a backup: its EtcdRestore
+// is created, verifies the snapshot, and only then do members start (from it).
+func fromBackup(spec Spec, obs Observation) (Action, bool) {
+	r := obs.Restore
+	switch {
+	case r == nil:
+		return Action{Kind: CreateRestore, Backup: spec.FromBackup, Reason: ReasonRestoringFromBackup,
+			Message: fmt.Sprintf("creating the restore of backup %s for the cluster's first members", spec.FromBackup)}, true
+	case r.Failed:
+		return Action{Kind: Wait, Reason: ReasonRestoreFailed, Message: fmt.Sprintf("restore %s failed: %s", r.Name, r.Message)}, true
+	case !r.Ready:
+		return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf("waiting for restore %s to verify backup %s", r.Name, spec.FromBackup)}, true
+	}
+	return Action{}, false
+}
+
+// quorumLossRecovery is the opt-in automatic re-seed: once the formed cluster has been without quorum for
+// spec.QuorumLossAfter and no restore is under way, a confirmed restore of the newest backup of this cluster is
+// created. Once per loss of quorum: after a failed one, a human decides.
+func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
+	if spec.QuorumLossAfter <= 0 || !obs.Bootstrapped || obs.Restore != nil || obs.QuorumLostFor < spec.QuorumLossAfter {
+		return Action{}, false
+	}
+	if obs.AutoRestoreTried != "" {
+		return Action{Kind: Wait, Reason: ReasonAutoRestoreFailed,
+			Message: fmt.Sprintf("quorum lost for %s; the automatic restore %s did not succeed, a human must decide", obs.QuorumLostFor.Round(time.Second), obs.AutoRestoreTried)}, true
+	}
+	if obs.LatestBackup == "" {
+		return Action{Kind: Wait, Reason: ReasonNoBackupToRestore,
+			Message: fmt.Sprintf("quorum lost for %s and no Complete backup of this cluster to restore from", obs.QuorumLostFor.Round(time.Second))}, true
+	}
+	return Action{Kind: CreateRestore, Backup: obs.LatestBackup, Reseed: true, Reason: ReasonAutoRestore,
+		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
+}

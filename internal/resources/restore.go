@@ -1,0 +1,110 @@
+package resources
+
+import (
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// Restore objects' names, labels and annotations.
+const (
+	// LabelRestore is on a restore's verify Job: the EtcdRestore it belongs to.
+	LabelRestore = "etcd.steward.dev/restore"
+	// AnnotationRestore is on the Pods and PVCs of members started from a snapshot: the EtcdRestore that seeded
+	// them. During a re-seed it tells the new members from the ones they replace.
+	AnnotationRestore = "etcd.steward.dev/restore"
+	// LabelRetiredFrom replaces the cluster's labels on the volume of a member a re-seed replaced: the data is
+	// kept for a human, and no controller counts it as a member any more.
+	LabelRetiredFrom = "etcd.steward.dev/retired-from"
+	// AnnotationRetiredBy is on a retired volume: the EtcdRestore that replaced its member.
+	AnnotationRetiredBy = "etcd.steward.dev/retired-by"
+
+	// RestoreContainer restores the snapshot into a member's data dir before etcd starts; InstallContainer puts
+	// the agent where RestoreContainer (the member's etcd image, which has no shell) can run it.
+	RestoreContainer = "restore"
+	InstallContainer = "install-agent"
+
+	toolsVolume = "steward-tools"
+	toolsMount  = "/steward"
+
+	// ReseedBumpRevision is how far a re-seeded cluster's revision is raised above the snapshot's: clients
+	// (watchers, caches) have seen revisions written after the backup, and must never see a revision they saw go
+	// back to different data. etcd's restore guide suggests a margin larger than the revisions a cluster could
+	// have made since the backup; a billion is years of writes at thousands per second. The restored revision is
+	// marked compacted, so watchers from older revisions get a clean "compacted" error and re-list.
+	ReseedBumpRevision = 1_000_000_000
+)
+
+// RestoreSource is the snapshot members of a restored cluster start from.
+type RestoreSource struct {
+	// Restore is the EtcdRestore's name.
+	Restore string
+	// Backup is the EtcdBackup it restores (destination and record).
+	Backup *etcdv1alpha1.EtcdBackup
+	// BumpRevision raises the restored revision (a re-seed), 0 keeps it (a new cluster).
+	BumpRevision uint64
+}
+
+// VerifyJobName is the Job that verifies a restore's snapshot.
+func VerifyJobName(r *etcdv1alpha1.EtcdRestore) string { return jobName(r.Name, "-verify") }
+
+// VerifyJob runs `steward-agent verify`: it reads the stored snapshot of backup to the end and checks it against
+// the backup's size and sha256 and etcd's own checksum, before a restore touches anything.
+func VerifyJob(r *etcdv1alpha1.EtcdRestore, b *etcdv1alpha1.EtcdBackup, agentImage string) *batchv1.Job {
+	args := append([]string{"verify"}, sourceArgs(b.Spec.Destination)...)
+	args = append(args, expectedArgs(b)...)
+	return oneShotJob(r.Namespace, VerifyJobName(r), map[string]string{LabelRestore: r.Name},
+		*metav1.NewControllerRef(r, etcdv1alpha1.GroupVersion.WithKind("EtcdRestore")), b.Spec.Destination, true, agentImage, args)
+}
+
+func expectedArgs(b *etcdv1alpha1.EtcdBackup) []string {
+	return []string{"--size=" + strconv.FormatInt(b.Status.SizeBytes, 10), "--sha256=" + b.Status.SHA256}
+}
+
+// restoreInitContainers fetch, verify and restore the snapshot into member m's data dir before etcd starts.
+// The restore runs in the member's own etcd image, so the snapshot is restored by the etcdutl of the release the
+// member runs. A data dir that already holds a member is left alone (a re-created Pod of a restored member).
+func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image string, o Options) ([]corev1.Container, []corev1.Volume) {
+	src := m.Restore
+	env, volumes, mounts := destinationAccess(src.Backup.Spec.Destination, true)
+	tools := corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount}
+	volumes = append(volumes, corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	args := append([]string{"restore",
+		"--data-dir=" + dataMount + "/data",
+		"--etcdutl=/usr/local/bin/etcdutl",
+		"--name=" + m.Name,
+		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
+		"--initial-cluster-token=" + string(cluster.UID),
+		"--initial-advertise-peer-urls=" + PeerURL(cluster, m.Name, o),
+	}, sourceArgs(src.Backup.Spec.Destination)...)
+	args = append(args, expectedArgs(src.Backup)...)
+	if src.BumpRevision > 0 {
+		args = append(args, "--bump-revision="+strconv.FormatUint(src.BumpRevision, 10))
+	}
+	containers := []corev1.Container{
+		{
+			Name:            InstallContainer,
+			Image:           o.AgentImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
+			VolumeMounts:    []corev1.VolumeMount{tools},
+			SecurityContext: restrictedContainer(),
+		},
+		{
+			Name:                     RestoreContainer,
+			Image:                    image,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  append([]string{toolsMount + "/steward-agent"}, args...),
+			Env:                      env,
+			VolumeMounts:             append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}, tools}, mounts...),
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			SecurityContext:          restrictedContainer(),
+		},
+	}
+	return containers, volumes
+}
