@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/resources"
+)
+
+// readKeys reads every key under prefix through the cluster's client Service.
+func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[string]string, int64) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	var resp *clientv3.GetResponse
+	poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err = cli.Get(ctx, prefix, clientv3.WithPrefix())
+		return err
+	})
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out, resp.Header.Revision
+}
+
+func requireSameKeys(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d keys, want %d", what, len(got), len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s: key %s differs (%d bytes, want %d)", what, k, len(got[k]), len(v))
+		}
+	}
+}
+
+func waitRestoreFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdRestore {
+	t.Helper()
+	var r etcdv1alpha1.EtcdRestore
+	poll(t, "EtcdRestore "+key.String()+" finished", timeout, func() error {
+		if err := k8s.Get(context.Background(), key, &r); err != nil {
+			return err
+		}
+		if meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
+			meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionFailed) {
+			return nil
+		}
+		return fmt.Errorf("conditions %v", r.Status.Conditions)
+	})
+	return &r
+}
+
+func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, reason string) {
+	t.Helper()
+	c := meta.FindStatusCondition(r.Status.Conditions, condType)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+		t.Fatalf("restore %s: %s is %+v, want True/%s", r.Name, condType, c, reason)
+	}
+	t.Logf("restore %s: %s/%s: %s", r.Name, condType, c.Reason, c.Message)
+}
+
+// podUIDs maps the cluster's member Pods to their UIDs, and its PVCs to theirs.
+func podAndVolumeUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		out["pod/"+p.Name] = string(p.UID)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range pvcs.Items {
+		out["pvc/"+v.Name] = string(v.UID)
+	}
+	return out
+}
+
+func requireUnchanged(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("%s changed the cluster's objects:\nbefore %v\nafter  %v", what, before, after)
+	}
+}
+
+// breakQuorum wipes the data of and crashes all but one member of a 3-member cluster, and waits until Steward
+// reports the quorum lost.
+func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	victims := 0
+	for _, m := range c.Status.Members {
+		if victims == 2 {
+			break
+		}
+		wipeAndCrash(t, c.Namespace, m.Name)
+		victims++
+	}
+	var got etcdv1alpha1.EtcdCluster
+	poll(t, c.Name+" without quorum", 2*time.Minute, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &got); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionFalse || got.Status.QuorumLostSince == nil {
+			return fmt.Errorf("status: %s", describe(&got))
+		}
+		return nil
+	})
+	return &got
+}
+
+func newRestore(ns, name, cluster, backupName string) *etcdv1alpha1.EtcdRestore {
+	return &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: cluster, BackupName: backupName}}
+}
+
+func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha1.EtcdCluster {
+	c := newCluster(ns, name, replicas)
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: backupName}}
+	return c
+}
+
+// TestRestore backs up a cluster with known keys to a PVC and to S3 and restores each into a new cluster
+// (bootstrap.fromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
+// creating a member; then breaks the source cluster's quorum (two of three members wiped and crashed) and
+// re-seeds it: not without confirmation, not from another cluster's backup, and then from its own backup once
+// confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
+func TestRestore(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	ns := "restore"
+	createNamespace(t, ns)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
+		t.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("512Mi")}}}}
+	if err := k8s.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	origin := newCluster(ns, "origin", 3)
+	if err := k8s.Create(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
+	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
+	keys := writeBackupKeys(t, origin)
+
+	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		t.Helper()
+		b := newBackup(ns, name, origin.Name, d)
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		requireComplete(t, b, origin)
+		return b
+	}
+	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
+	toS3 := backupTo("to-s3", s3Destination("restore/origin-1.db"))
+	damaged := backupTo("damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
+	truncated := backupTo("truncated", s3Destination("restore/truncated.db"))
+
+	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
+		t.Helper()
+		start := time.Now()
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+		t.Logf("cluster %s restored from %s (%d bytes) and settled in %s", c.Name, b.Status.Location, b.Status.SizeBytes, time.Since(start).Round(100*time.Millisecond))
+		read, rev := readKeys(t, got, backupKeyPrefix)
+		requireSameKeys(t, c.Name, read, keys)
+		if rev < b.Status.Revision {
+			t.Fatalf("restored revision %d is below the backup's %d", rev, b.Status.Revision)
+		}
+		if got.Status.ClusterID == origin.Status.ClusterID {
+			t.Fatalf("restored cluster has the origin's cluster ID %s; it must be a new identity", got.Status.ClusterID)
+		}
+		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, time.Minute)
+		requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		if r.Status.Mode != etcdv1alpha1.RestoreNewCluster || len(r.Status.Members) != int(c.Spec.Replicas) || r.Status.SHA256 != b.Status.SHA256 {
+			t.Fatalf("restore status %+v", r.Status)
+		}
+		checkStatusMatchesEtcd(t, got)
+	}
+	t.Run("NewClusterFromPVC", func(t *testing.T) {
+		restoreInto(t, fromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
+	})
+	t.Run("NewClusterFromS3", func(t *testing.T) {
+		restoreInto(t, fromBackup(ns, "from-s3", 1, toS3.Name), toS3)
+	})
+
+	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
+		t.Helper()
+		c := fromBackup(ns, name, 3, b.Name)
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
+		requireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
+		var got etcdv1alpha1.EtcdCluster
+		poll(t, name+" reports the refused restore", time.Minute, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
+				return err
+			}
+			if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
+				return fmt.Errorf("status: %s", describe(&got))
+			}
+			return nil
+		})
+		if objs := podAndVolumeUIDs(t, &got); len(objs) != 0 {
+			t.Fatalf("a refused restore created members: %v", objs)
+		}
+	}
+	t.Run("BitFlipRefused", func(t *testing.T) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			t.Fatal(err)
+		}
+		var pv corev1.PersistentVolume
+		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(pv.Spec.Local.Path, "origin", "damaged.db")
+		data, err := os.ReadFile(file) //nolint:gosec // the test's own volume
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0x01
+		if err := os.WriteFile(file, data, 0o640); err != nil { //nolint:gosec // the test's own volume
+			t.Fatal(err)
+		}
+		refused(t, "from-damaged", damaged)
+	})
+	t.Run("TruncatedRefused", func(t *testing.T) {
+		s3 := s3Client(t)
+		obj, err := s3.GetObject(ctx, bed.S3.Bucket, "restore/truncated.db", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := truncated.Status.SizeBytes / 2
+		if _, err := s3.PutObject(ctx, bed.S3.Bucket, "restore/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_ = obj.Close()
+		refused(t, "from-truncated", truncated)
+	})
+
+	// Writes after the backup: a re-seed loses them, by design and with the user's confirmation.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, origin)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, backupKeyPrefix+"zz-after-backup", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	_ = cli.Close()
+
+	t.Run("QuorumLossReseed", func(t *testing.T) {
+		broken := breakQuorum(t, origin)
+		before := podAndVolumeUIDs(t, broken)
+
+		// Without confirmation: nothing happens.
+		r := newRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "restore waits for confirmation", time.Minute, func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c == nil || c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
+				return fmt.Errorf("conditions %v", r.Status.Conditions)
+			}
+			return nil
+		})
+		t.Logf("unconfirmed: %s", meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete).Message)
+		time.Sleep(15 * time.Second)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
+			t.Fatalf("unconfirmed restore moved on: %v", r.Status.Conditions)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
+			t.Fatal("an unconfirmed restore started its verify Job")
+		}
+		requireUnchanged(t, "an unconfirmed restore", before, podAndVolumeUIDs(t, broken))
+
+		// Another cluster's backup, confirmed: refused (taken while this one waits: the older restore goes first,
+		// so the unconfirmed one is deleted).
+		if err := k8s.Delete(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		var fromPVC etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
+			t.Fatal(err)
+		}
+		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination("restore/from-pvc.db"))
+		if err := k8s.Create(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		other = waitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
+		wrong := newRestore(ns, "reseed-wrong", origin.Name, other.Name)
+		wrong.Spec.Confirm = origin.Name
+		if err := k8s.Create(ctx, wrong); err != nil {
+			t.Fatal(err)
+		}
+		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
+		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
+		requireUnchanged(t, "a restore of another cluster's backup", before, podAndVolumeUIDs(t, broken))
+
+		// Confirmed, from its own backup.
+		start := time.Now()
+		ok := newRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
+		ok.Spec.Confirm = origin.Name
+		if err := k8s.Create(ctx, ok); err != nil {
+			t.Fatal(err)
+		}
+		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
+		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		t.Logf("re-seeded from %s in %s: members %v, retired volumes %v", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond), ok.Status.Members, ok.Status.RetiredVolumes)
+		read, rev := readKeys(t, got, backupKeyPrefix)
+		requireSameKeys(t, "re-seeded origin", read, keys)
+		if rev < toPVC.Status.Revision+resources.ReseedBumpRevision {
+			t.Fatalf("re-seeded revision %d, want above the backup's %d + %d: clients must never see revisions go back", rev, toPVC.Status.Revision, resources.ReseedBumpRevision)
+		}
+		for name := range before {
+			if strings.HasPrefix(name, "pod/") && memberIn(got, strings.TrimPrefix(name, "pod/")) {
+				t.Fatalf("old member %s still in the re-seeded cluster", name)
+			}
+		}
+		if len(ok.Status.RetiredVolumes) != 3 || ok.Status.PreviousClusterID != origin.Status.ClusterID || ok.Status.ClusterID != got.Status.ClusterID ||
+			got.Status.ClusterID == origin.Status.ClusterID || len(got.Status.FormerClusterIDs) != 1 || got.Status.FormerClusterIDs[0] != origin.Status.ClusterID {
+			t.Fatalf("restore status %+v, cluster IDs %s (former %v)", ok.Status, got.Status.ClusterID, got.Status.FormerClusterIDs)
+		}
+		var retired corev1.PersistentVolumeClaimList
+		if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(retired.Items) != 3 {
+			t.Fatalf("%d retired volumes, want the 3 old members'", len(retired.Items))
+		}
+		checkStatusMatchesEtcd(t, got)
+		origin = got
+	})
+
+	t.Run("QuorumLossPolicy", func(t *testing.T) {
+		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
+		again := backupTo("after-reseed", s3Destination("restore/origin-2.db"))
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(origin), origin); err != nil {
+			t.Fatal(err)
+		}
+		origin.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
+		if err := k8s.Update(ctx, origin); err != nil {
+			t.Fatal(err)
+		}
+		origin = waitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
+		start := time.Now()
+		broken := breakQuorum(t, origin)
+		var auto *etcdv1alpha1.EtcdRestore
+		poll(t, "the policy's restore", 3*time.Minute, func() error {
+			var list etcdv1alpha1.EtcdRestoreList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{etcdcluster.LabelAutoRestore: origin.Name}); err != nil {
+				return err
+			}
+			if len(list.Items) != 1 {
+				return fmt.Errorf("%d automatic restores", len(list.Items))
+			}
+			auto = &list.Items[0]
+			return nil
+		})
+		lostFor := auto.CreationTimestamp.Sub(broken.Status.QuorumLostSince.Time)
+		t.Logf("automatic restore %s of %s created %s after quorum was lost", auto.Name, auto.Spec.BackupName, lostFor.Round(time.Second))
+		if auto.Spec.BackupName != again.Name || lostFor < 29*time.Second {
+			t.Fatalf("automatic restore of %s after %s; want %s after at least 30s", auto.Spec.BackupName, lostFor, again.Name)
+		}
+		auto = waitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
+		requireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		t.Logf("re-seeded by the policy %s after the loss", time.Since(start).Round(time.Second))
+		read, _ := readKeys(t, got, backupKeyPrefix)
+		requireSameKeys(t, "origin re-seeded by the policy", read, keys)
+		deleteAndCheckNothingLeft(t, got)
+	})
+}
+
+func memberIn(c *etcdv1alpha1.EtcdCluster, name string) bool {
+	for _, m := range c.Status.Members {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
