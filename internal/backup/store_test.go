@@ -3,6 +3,8 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -57,3 +59,42 @@ func TestFileStore(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+// TestCopyVerified reads stored snapshots back against their record: a good one passes whole; a flipped bit, a
+// truncation, a replacement by another valid snapshot, and a missing file are each refused with their kind.
+func TestCopyVerified(t *testing.T) {
+	good := snapshotBytes(8192)
+	other := snapshotBytes(4096)
+	whole := sha256.Sum256(good)
+	want := Expected{SizeBytes: int64(len(good)), SHA256: hex.EncodeToString(whole[:])}
+	flipped := append([]byte(nil), good...)
+	flipped[100] ^= 1
+	tests := map[string]struct {
+		content []byte // nil: no file
+		err     error
+	}{
+		"good":                               {content: good},
+		"bit flip":                           {content: flipped, err: ErrCorrupt},
+		"truncated":                          {content: good[:len(good)/2], err: ErrCorrupt},
+		"replaced by another valid snapshot": {content: other, err: ErrCorrupt},
+		"missing":                            {err: ErrUnreadable},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			if tt.content != nil {
+				if err := os.WriteFile(filepath.Join(root, "s.db"), tt.content, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			_, _, err := CopyVerified(context.Background(), FileStore{Root: root, Path: "s.db", Claim: "c"}, want, &out)
+			if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Fatalf("CopyVerified: %v, want %v", err, tt.err)
+			}
+			if err == nil && !bytes.Equal(out.Bytes(), good) {
+				t.Fatal("copy differs from the stored snapshot")
+			}
+		})
+	}
+}

@@ -89,9 +89,14 @@ func reseed(spec Spec, obs Observation) Action {
 		}
 		// Only etcd still lists old members (no Pod, no volume): nothing of them is left to act on.
 	}
+	// The old members are gone: the new ones are a cluster of their own, bootstrapped (from the snapshot) or
+	// formed, and decided on as any other.
 	next := obs
 	next.Members = fresh
 	next.Bootstrapped = BootstrapComplete(fresh, obs.EtcdReachable)
+	seeding := *obs.Restore
+	seeding.Reseed = false
+	next.Restore = &seeding
 	return Next(spec, next)
 }
 

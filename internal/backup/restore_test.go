@@ -1,0 +1,110 @@
+package backup
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDecideRestore(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	good := BackupRecord{Name: "b1", Found: true, Complete: true, ClusterName: "c", ClusterID: "id1", EtcdVersion: "3.6.16",
+		Location: "s3://bkt/k", SHA256: sha, SizeBytes: 4096}
+	formed := RestoreInput{ClusterName: "c", ClusterFound: true, Bootstrapped: true, ClusterIDs: []string{"id1"}, Version: "3.6.16", Backup: good}
+	fresh := RestoreInput{ClusterName: "c", ClusterFound: true, FromBackup: "b1", Version: "3.6.16", Backup: good}
+	with := func(in RestoreInput, f func(*RestoreInput)) RestoreInput { f(&in); return in }
+	tests := map[string]struct {
+		in     RestoreInput
+		step   RestoreStep
+		reason string
+		mode   string
+	}{
+		"missing cluster":  {in: with(formed, func(in *RestoreInput) { in.ClusterFound = false }), step: RestoreRefuse, reason: ReasonClusterNotFound},
+		"missing backup":   {in: with(formed, func(in *RestoreInput) { in.Backup = BackupRecord{Name: "b1"} }), step: RestoreRefuse, reason: ReasonBackupNotFound},
+		"failed backup":    {in: with(formed, func(in *RestoreInput) { in.Backup.Complete, in.Backup.Failed = false, true }), step: RestoreRefuse, reason: ReasonBackupNotComplete},
+		"running backup":   {in: with(formed, func(in *RestoreInput) { in.Backup.Complete = false }), step: RestoreWait, reason: ReasonPending},
+		"no sha in record": {in: with(formed, func(in *RestoreInput) { in.Backup.SHA256 = "" }), step: RestoreRefuse, reason: ReasonBackupNotComplete},
+		"another restore first": {
+			in: with(formed, func(in *RestoreInput) { in.OtherActive = "r0" }), step: RestoreRefuse, reason: ReasonRestoreInProgress,
+		},
+		"not formed, not its fromBackup": {
+			in: with(fresh, func(in *RestoreInput) { in.FromBackup = "" }), step: RestoreRefuse, reason: ReasonClusterNotFormed,
+		},
+		"new cluster: verify without confirmation": {in: fresh, step: RestoreVerify, reason: ReasonVerifying, mode: ModeNewCluster},
+		"new cluster: any cluster's backup": {
+			in: with(fresh, func(in *RestoreInput) { in.Backup.ClusterName, in.Backup.ClusterID = "other", "id9" }), step: RestoreVerify, mode: ModeNewCluster,
+		},
+		"reseed: another cluster's backup by name": {
+			in: with(formed, func(in *RestoreInput) { in.Backup.ClusterName = "other"; in.Confirm = "c" }), step: RestoreRefuse, reason: ReasonWrongCluster,
+		},
+		"reseed: a same-named cluster's backup of another identity": {
+			in: with(formed, func(in *RestoreInput) { in.Backup.ClusterID = "id9"; in.Confirm = "c" }), step: RestoreRefuse, reason: ReasonWrongCluster,
+		},
+		"reseed: a backup from before an earlier re-seed": {
+			in: with(formed, func(in *RestoreInput) { in.ClusterIDs = []string{"id2", "id1"}; in.Confirm = "c" }), step: RestoreVerify, mode: ModeReseed,
+		},
+		"reseed: newer minor refused": {
+			in: with(formed, func(in *RestoreInput) { in.Version = "3.5.35"; in.Confirm = "c" }), step: RestoreRefuse, reason: ReasonIncompatibleVersion,
+		},
+		"reseed: two minors older refused": {
+			in: with(formed, func(in *RestoreInput) { in.Backup.EtcdVersion = "3.5.35"; in.Version = "3.7.3"; in.Confirm = "c" }), step: RestoreRefuse, reason: ReasonIncompatibleVersion,
+		},
+		"reseed: one minor older accepted": {
+			in: with(formed, func(in *RestoreInput) { in.Backup.EtcdVersion = "3.5.35"; in.Confirm = "c" }), step: RestoreVerify, mode: ModeReseed,
+		},
+		"reseed: unconfirmed waits and verifies nothing": {in: formed, step: RestoreWait, reason: ReasonConfirmationRequired, mode: ModeReseed},
+		"reseed: confirmation must name the cluster": {
+			in: with(formed, func(in *RestoreInput) { in.Confirm = "yes" }), step: RestoreWait, reason: ReasonConfirmationRequired,
+		},
+		"reseed: a cluster with quorum is refused": {
+			in: with(formed, func(in *RestoreInput) { in.Confirm = "c"; in.ClusterAvailable = true }), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
+		},
+		"reseed: confirmed, without quorum: verify": {
+			in: with(formed, func(in *RestoreInput) { in.Confirm = "c" }), step: RestoreVerify, reason: ReasonVerifying, mode: ModeReseed,
+		},
+		"corrupt snapshot refused": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.Mode = "c", ModeReseed
+				in.Verify = &Result{Reason: ReasonSnapshotCorrupt, Message: "sha256 differs"}
+			}), step: RestoreRefuse, reason: ReasonSnapshotCorrupt,
+		},
+		"verified: hand over": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.Mode = "c", ModeReseed
+				in.Verify = &Result{Succeeded: true}
+			}), step: RestoreHandOver, reason: ReasonRestoring,
+		},
+		"restoring: old members still there": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.FreshMembers, in.OtherMembers = ModeReseed, true, 3, 1
+			}), step: RestoreHandOver,
+		},
+		"restoring: a member failed to restore": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.FreshMembers, in.MemberFailure = ModeReseed, true, 3, "etcdutl failed"
+			}),
+			step: RestoreRefuse, reason: ReasonRestoreFailed,
+		},
+		"restoring: regained quorum before any new member": {
+			in: with(formed, func(in *RestoreInput) { in.Mode, in.Verified, in.ClusterAvailable = ModeReseed, true, true }), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
+		},
+		"done: only new members, available": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.FreshMembers, in.ClusterAvailable = ModeReseed, true, 3, true
+			}), step: RestoreDone, reason: ReasonSucceeded,
+		},
+		"confirmation withdrawn after verification does not stop the hand-over": {
+			in: with(formed, func(in *RestoreInput) { in.Mode, in.Verified, in.Confirm = ModeReseed, true, "" }), step: RestoreHandOver,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := DecideRestore(tt.in)
+			if d.Step != tt.step || (tt.reason != "" && d.Reason != tt.reason) || (tt.mode != "" && d.Mode != tt.mode) {
+				t.Fatalf("DecideRestore = step %d %s/%s (%s), want step %d %s/%s", d.Step, d.Mode, d.Reason, d.Message, tt.step, tt.mode, tt.reason)
+			}
+			if d.Message == "" {
+				t.Error("no message")
+			}
+		})
+	}
+}

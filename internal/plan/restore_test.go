@@ -1,0 +1,148 @@
+package plan
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRestoreSteps(t *testing.T) {
+	spec3 := Spec{Replicas: 3, Version: "3.6.16"}
+	names := []string{"c-x", "c-y", "c-z", "c-w"}
+	fromB := Spec{Replicas: 3, Version: "3.6.16", FromBackup: "b1"}
+	ready := &Restore{Name: "r1", Ready: true}
+	reseedReady := &Restore{Name: "r1", Reseed: true, Ready: true}
+	// Quorum lost: two of three members down.
+	lost := with(with(healthy3(), "c-a", func(m *Member) { m.Healthy = false }), "c-b", func(m *Member) { m.Healthy = false })
+	fresh := func(name string, started bool) Member {
+		initial := map[string]string{"c-x": peerURL("c-x"), "c-y": peerURL("c-y"), "c-z": peerURL("c-z")}
+		m := Member{Name: name, HasPod: true, HasPVC: true, PodReady: started, PodVersion: "3.6.16", InitialCluster: initial, InitialState: "new",
+			InEtcd: started, Started: started, Healthy: started, Restore: "r1"}
+		if started {
+			m.RunningVersion = "3.6.16"
+		}
+		return m
+	}
+	tests := map[string]struct {
+		spec    Spec
+		obs     Observation
+		want    ActionKind
+		reason  string
+		members []string
+		restore string
+	}{
+		"fromBackup: first the restore is created": {
+			spec: fromB, obs: Observation{NewMemberNames: names}, want: CreateRestore, reason: ReasonRestoringFromBackup,
+		},
+		"fromBackup: members wait for the snapshot to be verified": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1"}}, want: Wait, reason: ReasonWaitingForRestore,
+		},
+		"fromBackup: a failed restore creates nothing and needs a human": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1", Failed: true, Message: "SnapshotCorrupt"}}, want: Wait, reason: ReasonRestoreFailed,
+		},
+		"fromBackup: verified, every member starts from the snapshot": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: ready}, want: Bootstrap, reason: ReasonBootstrapping,
+			members: []string{"c-x", "c-y", "c-z"}, restore: "r1",
+		},
+		"fromBackup: an interrupted bootstrap creates the rest from the same restore": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: ready, EtcdReachable: false,
+				Members: []Member{fresh("c-x", false), {Name: "c-y", HasPVC: true, InitialCluster: fresh("c-x", false).InitialCluster, InitialState: "new", Restore: "r1"}}},
+			want: CreateMemberPods, members: []string{"c-y", "c-z"}, restore: "r1",
+		},
+		"fromBackup: an interrupted bootstrap whose restore is gone waits": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Members: []Member{fresh("c-x", false)}},
+			want: Wait, reason: ReasonWaitingForRestore,
+		},
+		"reseed: refused while the old members have quorum": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
+			want: Wait, reason: ReasonRestoreRefused,
+		},
+		"reseed: an unconfirmed or unverified restore does nothing": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true}, NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"reseed: first every old Pod goes, at once": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: reseedReady, NewMemberNames: names},
+			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+		},
+		"reseed: then their volumes are set aside": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
+				{Name: "c-a", HasPVC: true}, {Name: "c-b", HasPVC: true, HasPod: true, PodDeleting: true}}},
+			want: Wait, reason: ReasonPodDeleting,
+		},
+		"reseed: volumes set aside once no old Pod is left": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
+				{Name: "c-a", HasPVC: true}, {Name: "c-b", HasPVC: true}}},
+			want: RetireVolumes, members: []string{"c-a", "c-b"}, restore: "r1",
+		},
+		"reseed: then the new members bootstrap from the snapshot": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names},
+			want: Bootstrap, members: []string{"c-x", "c-y", "c-z"}, restore: "r1",
+		},
+		"reseed: new members starting are waited for": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names,
+				Members: []Member{fresh("c-x", false), fresh("c-y", false), fresh("c-z", false)}},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"reseed: formed, the new cluster is reconciled as any other": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Restore: reseedReady, NewMemberNames: names, ClusterVersion: "3.6.0",
+				Members: []Member{fresh("c-x", true), fresh("c-y", true), fresh("c-z", true)}},
+			want: None,
+		},
+		"policy: not before the time without quorum": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
+			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: 59 * time.Second, LatestBackup: "b9", NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"policy: after it, a confirmed restore of the newest backup": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
+			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Minute, LatestBackup: "b9", NewMemberNames: names},
+			want: CreateRestore, reason: ReasonAutoRestore,
+		},
+		"policy: without a backup it waits for a human": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
+			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, NewMemberNames: names},
+			want: Wait, reason: ReasonNoBackupToRestore,
+		},
+		"policy: once per loss of quorum": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
+			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, LatestBackup: "b9", AutoRestoreTried: "c-auto-1", NewMemberNames: names},
+			want: Wait, reason: ReasonAutoRestoreFailed,
+		},
+		"policy: not while a restore is under way": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
+			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, LatestBackup: "b9", Restore: &Restore{Name: "r0", Reseed: true}, NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"manual policy never re-seeds": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Members: lost, QuorumLostFor: 24 * time.Hour, LatestBackup: "b9", NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			tt.obs.PeerURL = peerURL
+			got := Next(tt.spec, tt.obs)
+			if got.Kind != tt.want || (tt.reason != "" && got.Reason != tt.reason) {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+			if tt.members != nil && !equalStrings(got.Members, tt.members) {
+				t.Errorf("members %v, want %v", got.Members, tt.members)
+			}
+			if got.Restore != tt.restore {
+				t.Errorf("restore %q, want %q", got.Restore, tt.restore)
+			}
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
