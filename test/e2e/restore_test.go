@@ -154,7 +154,7 @@ func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha
 // confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
 func TestRestore(t *testing.T) {
 	requireBed(t)
-	startOperator(t)
+	stopOperator := startOperator(t)
 	ctx := context.Background()
 	ns := "restore"
 	createNamespace(t, ns)
@@ -339,13 +339,28 @@ func TestRestore(t *testing.T) {
 		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
 		requireUnchanged(t, "a restore of another cluster's backup", before, podAndVolumeUIDs(t, broken))
 
-		// Confirmed, from its own backup.
+		// Confirmed, from its own backup. The operator is stopped right after it began replacing members (the
+		// old members' volumes set aside), and restarted: it resumes from what it observes.
 		start := time.Now()
 		ok := newRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
 		ok.Spec.Confirm = origin.Name
 		if err := k8s.Create(ctx, ok); err != nil {
 			t.Fatal(err)
 		}
+		poll(t, "old members' volumes set aside", 2*time.Minute, func() error {
+			var retired corev1.PersistentVolumeClaimList
+			if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+				return err
+			}
+			if len(retired.Items) == 0 {
+				return fmt.Errorf("none yet")
+			}
+			return nil
+		})
+		stopOperator()
+		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
+		time.Sleep(3 * time.Second)
+		startOperator(t) // stopped by its cleanup
 		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
