@@ -67,6 +67,7 @@ type PVCDestination struct {
 
 // S3Destination is an object in an S3-compatible bucket.
 // +kubebuilder:validation:XValidation:rule="self.key.size() > 0 && !self.key.startsWith('/')",message="key must not be empty or start with '/'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.insecure) && self.insecure && has(self.caBundle))",message="caBundle is for HTTPS; it cannot be combined with insecure (plain HTTP)"
 type S3Destination struct {
 	// Endpoint is the S3 API's host[:port], without scheme, for example "s3.eu-central-1.amazonaws.com" or
 	// "minio.storage:9000".
@@ -97,6 +98,12 @@ type S3Destination struct {
 	// travel unencrypted.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
+	// CABundle is PEM-encoded CA certificates to trust for the endpoint's HTTPS certificate, in addition to the
+	// system's: for S3 servers with a certificate from a private CA. Certificates are public; no Secret needed.
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule="self.contains('-----BEGIN CERTIFICATE-----')",message="caBundle must be PEM-encoded certificates (-----BEGIN CERTIFICATE-----)"
+	// +optional
+	CABundle string `json:"caBundle,omitempty"`
 	// CredentialsSecret is a Secret in the backup's namespace with keys accessKeyID and secretAccessKey. Only
 	// the backup Job reads the values (as environment variables); Steward never copies them.
 	// +required

@@ -28,6 +28,7 @@ import (
 const (
 	envAccessKeyID     = "STEWARD_S3_ACCESS_KEY_ID"
 	envSecretAccessKey = "STEWARD_S3_SECRET_ACCESS_KEY" //nolint:gosec // the name of a variable, not a credential
+	envCABundle        = "STEWARD_S3_CA_BUNDLE"
 )
 
 type memberList []string
@@ -92,6 +93,7 @@ func main() {
 	case s3.Endpoint != "" && pvcRoot == "":
 		s3.Key = path
 		s3.AccessKeyID, s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
+		s3.CABundle = os.Getenv(envCABundle)
 		st, err := backup.NewS3Store(s3)
 		if err != nil {
 			finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
@@ -143,6 +145,8 @@ func snapshot(ctx context.Context, members []string, store backup.Store) backup.
 		switch {
 		case errors.Is(err, backup.ErrExists):
 			return backup.Result{Reason: backup.ReasonDestinationExists, Message: err.Error()}
+		case errors.Is(err, backup.ErrDestination):
+			return backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()}
 		case errors.Is(err, backup.ErrChecksumMismatch) || v.Mismatch():
 			return backup.Result{Reason: backup.ReasonChecksumMismatch, Message: fmt.Sprintf("snapshot from %s after %d bytes: %v", name, v.Size(), err)}
 		case err != nil && v.Size() == 0:

@@ -3,6 +3,8 @@ package backup
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +19,10 @@ import (
 
 // ErrExists means something is already stored under the final name; backups never overwrite.
 var ErrExists = errors.New("destination already exists")
+
+// ErrDestination wraps a destination that cannot be used at all (unreachable, refused credentials or
+// certificate), found before any snapshot byte was read: trying another member would not help.
+var ErrDestination = errors.New("destination unusable")
 
 // Store is where snapshots are written and deleted.
 type Store interface {
@@ -110,6 +116,8 @@ type S3Config struct {
 	Endpoint, Bucket, Key, Region string
 	ForcePathStyle, Insecure      bool
 	AccessKeyID, SecretAccessKey  string
+	// CABundle is PEM CA certificates trusted for HTTPS in addition to the system's.
+	CABundle string
 }
 
 // S3Store is an object in an S3-compatible bucket.
@@ -127,16 +135,44 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 	if cfg.ForcePathStyle {
 		lookup = minio.BucketLookupPath
 	}
-	c, err := minio.New(cfg.Endpoint, &minio.Options{
+	opts := &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, ""),
 		Secure:       !cfg.Insecure,
 		Region:       cfg.Region,
 		BucketLookup: lookup,
-	})
+	}
+	if cfg.CABundle != "" {
+		tr, err := transportTrusting(cfg.CABundle)
+		if err != nil {
+			return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
+		}
+		opts.Transport = tr
+	}
+	c, err := minio.New(cfg.Endpoint, opts)
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
 	}
 	return &S3Store{cfg: cfg, client: c}, nil
+}
+
+// transportTrusting is minio's default HTTPS transport trusting the system's CAs and those in bundle.
+func transportTrusting(bundle string) (*http.Transport, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM([]byte(bundle)) {
+		return nil, errors.New("caBundle holds no PEM certificate")
+	}
+	tr, err := minio.DefaultTransport(true)
+	if err != nil {
+		return nil, fmt.Errorf("https transport: %w", err)
+	}
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tr.TLSClientConfig.RootCAs = pool
+	return tr, nil
 }
 
 // Location implements Store.
@@ -148,7 +184,7 @@ func (s *S3Store) Put(ctx context.Context, r io.Reader) (string, error) {
 	if _, err := s.client.StatObject(ctx, s.cfg.Bucket, s.cfg.Key, minio.StatObjectOptions{}); err == nil {
 		return "", fmt.Errorf("%s: %w", s.Location(), ErrExists)
 	} else if minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
-		return "", fmt.Errorf("check %s: %w", s.Location(), err)
+		return "", fmt.Errorf("%w: check %s: %w", ErrDestination, s.Location(), err)
 	}
 	_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.cfg.Key, r, -1, minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",

@@ -89,6 +89,10 @@ func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []c
 			{Name: "STEWARD_S3_ACCESS_KEY_ID", ValueFrom: ref(etcdv1alpha1.S3AccessKeyIDKey)},
 			{Name: "STEWARD_S3_SECRET_ACCESS_KEY", ValueFrom: ref(etcdv1alpha1.S3SecretAccessKeyKey)},
 		}
+		if s3.CABundle != "" {
+			// Public certificates, from the spec: an environment variable, not a volume.
+			env = append(env, corev1.EnvVar{Name: "STEWARD_S3_CA_BUNDLE", Value: s3.CABundle})
+		}
 	}
 	if pvc := d.PVC; pvc != nil {
 		volumes = []corev1.Volume{{Name: backupVolume, VolumeSource: corev1.VolumeSource{

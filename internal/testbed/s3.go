@@ -18,10 +18,14 @@ const VersityGWVersion = "v1.8.0"
 const S3Bucket = "steward-backups"
 
 // S3Server is the test bed's S3-compatible server: the Versity S3 Gateway serving a directory of the state dir
-// over plain HTTP on the node IP, so that Pods (backup Jobs) and the test process both reach it.
+// over plain HTTP on the node IP, so that Pods (backup Jobs) and the test process both reach it, and a second
+// gateway serving the same directory over HTTPS with a certificate from the test bed's own CA.
 type S3Server struct {
 	// Endpoint is host:port, without scheme (plain HTTP).
 	Endpoint string
+	// TLSEndpoint is host:port of the HTTPS gateway; CABundle the PEM of the CA its certificate is issued by
+	// (no system trusts it).
+	TLSEndpoint, CABundle string
 	// AccessKeyID and SecretAccessKey are the root credentials, generated at every start.
 	AccessKeyID, SecretAccessKey string
 	// Bucket exists from the start.
@@ -52,21 +56,40 @@ func (c *Cluster) startS3(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(s.Root, s.Bucket), 0o755); err != nil {
 		return err
 	}
-	// Credentials go through the environment, not the command line, so they do not show in ps.
-	p, err := c.spawnEnv("versitygw", []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey},
-		filepath.Join(c.s3Bin, "versitygw"), "--port", s.Endpoint, "--quiet", "posix", s.Root)
+	tlsPort, err := freePort(NodeIP)
 	if err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, p, "versitygw listens on "+s.Endpoint, 30*time.Second, func(ctx context.Context) error {
-		d := net.Dialer{Timeout: time.Second}
-		conn, err := d.DialContext(ctx, "tcp", s.Endpoint)
+	s.TLSEndpoint = fmt.Sprintf("%s:%d", NodeIP, tlsPort)
+	ca, err := os.ReadFile(c.state("pki", "ca.crt"))
+	if err != nil {
+		return fmt.Errorf("read the test bed's CA: %w", err)
+	}
+	s.CABundle = string(ca)
+	// Credentials go through the environment, not the command line, so they do not show in ps.
+	env := []string{"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey}
+	for _, gw := range []struct {
+		name, endpoint string
+		tls            []string
+	}{
+		{"versitygw", s.Endpoint, nil},
+		{"versitygw-tls", s.TLSEndpoint, []string{"--cert", c.state("pki", "s3.crt"), "--key", c.state("pki", "s3.key")}},
+	} {
+		args := append(append([]string{"--port", gw.endpoint, "--quiet"}, gw.tls...), "posix", s.Root)
+		p, err := c.spawnEnv(gw.name, env, filepath.Join(c.s3Bin, "versitygw"), args...)
 		if err != nil {
 			return err
 		}
-		return conn.Close()
-	}); err != nil {
-		return err
+		if err := c.waitFor(ctx, p, gw.name+" listens on "+gw.endpoint, 30*time.Second, func(ctx context.Context) error {
+			d := net.Dialer{Timeout: time.Second}
+			conn, err := d.DialContext(ctx, "tcp", gw.endpoint)
+			if err != nil {
+				return err
+			}
+			return conn.Close()
+		}); err != nil {
+			return err
+		}
 	}
 	c.S3 = s
 	return nil

@@ -236,6 +236,8 @@ func (c *Cluster) writeConfigs() error {
 		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{file: "scheduler", cn: "system:kube-scheduler", client: true},
 		{file: "kube-proxy", cn: "system:kube-proxy", client: true},
+		// The S3 server's HTTPS endpoint: a certificate from a private CA, as S3 servers inside companies have.
+		{file: "s3", cn: "steward-testbed-s3", server: true, ips: []string{NodeIP, "127.0.0.1"}},
 	}
 	for _, s := range certs {
 		if err := p.issue(s); err != nil {

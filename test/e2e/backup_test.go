@@ -216,6 +216,17 @@ func s3Destination(key string) etcdv1alpha1.BackupDestination {
 		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
 }
 
+// s3TLSDestination is key on the test bed's HTTPS gateway, whose certificate only the test bed's CA vouches for.
+func s3TLSDestination(key string, trustCA bool) etcdv1alpha1.BackupDestination {
+	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+		Endpoint: bed.S3.TLSEndpoint, Bucket: bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true,
+		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
+	if trustCA {
+		d.S3.CABundle = bed.S3.CABundle
+	}
+	return d
+}
+
 func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}

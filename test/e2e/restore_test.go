@@ -220,6 +220,21 @@ func TestRestore(t *testing.T) {
 		restoreInto(t, fromBackup(ns, "from-s3", 1, toS3.Name), toS3)
 	})
 
+	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
+		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination("restore/https-untrusted.db", false))
+		if err := k8s.Create(ctx, untrusted); err != nil {
+			t.Fatal(err)
+		}
+		untrusted = waitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
+		c := meta.FindStatusCondition(untrusted.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonUploadFailed || !strings.Contains(c.Message, "certificate") {
+			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
+		}
+		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
+		b := backupTo("https-trusted", s3TLSDestination("restore/https-trusted.db", true))
+		restoreInto(t, fromBackup(ns, "from-https", 1, b.Name), b)
+	})
+
 	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
 		c := fromBackup(ns, name, 3, b.Name)
