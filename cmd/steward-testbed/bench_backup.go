@@ -165,11 +165,12 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		"data dir, and that restore followed by an etcd process started on it until `/health`. MiB/s is the snapshot's "+
 		"size over the median time. %d runs each.\n\n%s\n"+
 		"Where Steward's time goes (Kubernetes timestamps, 1 s resolution):\n\n%s\n"+
-		"The copy itself runs at the raw speed; the difference is Kubernetes around it. A backup is a Job: its Pod is "+
-		"scheduled, the PVC mounted and the agent started before it streams the snapshot, and Steward sees it finish on "+
-		"its next pass. A restore first runs a verify Job that reads the whole snapshot once more (size and SHA-256) "+
-		"before any member exists, then creates the member, whose init containers install the agent, fetch and check "+
-		"the snapshot again and run `etcdutl snapshot restore`, before etcd starts and the cluster becomes Available.\n",
+		"A backup is mostly its agent Job, timed from the Job's start, so including its Pod's scheduling, volume "+
+		"mounts and container start, then the snapshot streamed from the member to the PVC and hashed; the rest is "+
+		"Steward creating the Job and seeing it finish. A restore first runs a verify Job that reads the whole snapshot "+
+		"once more (size and SHA-256) before any member exists, then creates the member's PVC and Pod, whose init "+
+		"containers install the agent and fetch, check and `etcdutl snapshot restore` the snapshot, before etcd "+
+		"starts and Steward sees the cluster Available.\n",
 		version, benchValues, benchValueSize>>10, float64(dbSize)/(1<<20), runs,
 		rateTable([]rateRow{{"Steward backup (EtcdBackup to PVC)", backup, backupBytes},
 			{"`etcdctl snapshot save`", rawSave, rawBytes},
