@@ -36,7 +36,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, backup-restore); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -71,7 +71,8 @@ func bench(ctx context.Context, args []string) error {
 	measured := []struct {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
-	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade}}
+	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
+		{"backup-restore", benchBackupRestore}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -104,7 +105,7 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
 	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, "--metrics-bind-address=0",
-		"--health-probe-bind-address=0", "--etcd-image-repository=steward.local/etcd"); err != nil {
+		"--health-probe-bind-address=0", "--etcd-image-repository=steward.local/etcd", "--agent-image="+testbed.AgentImage); err != nil {
 		return err
 	}
 	if _, err := kubectlOn(ctx, c)("", "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
@@ -630,11 +631,20 @@ func table(rows []row) string {
 	var b strings.Builder
 	b.WriteString("| measurement | runs | median | min | max |\n|---|---|---|---|---|\n")
 	for _, r := range rows {
-		t := append([]time.Duration(nil), r.times...)
-		sort.Slice(t, func(i, j int) bool { return t[i] < t[j] })
+		if len(r.times) == 0 {
+			continue
+		}
+		t := sorted(r.times)
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", r.name, len(t), round(t[len(t)/2]), round(t[0]), round(t[len(t)-1]))
 	}
 	return b.String()
+}
+
+// sorted is a sorted copy of times.
+func sorted(times []time.Duration) []time.Duration {
+	t := append([]time.Duration(nil), times...)
+	sort.Slice(t, func(i, j int) bool { return t[i] < t[j] })
+	return t
 }
 
 func round(d time.Duration) string {

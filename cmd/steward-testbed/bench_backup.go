@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+// The database the backup-restore section copies: benchValues values of benchValueSize bytes (256 MiB).
+const (
+	benchValues    = 1024
+	benchValueSize = 256 << 10
+)
+
+// benchBackupRestore times a Steward backup of a 256 MiB database to a PVC (EtcdBackup created to Complete) and
+// a new cluster restored from it (EtcdCluster with bootstrap.fromBackup created to restore Complete and cluster
+// Available), next to etcdctl snapshot save / etcdutl snapshot restore of the same member on the host.
+func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	kubectl := kubectlOn(ctx, c)
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return section{}, err
+	}
+	const name, claim = "bench-backup", "bench-backups"
+	version := testbed.EtcdVersions[0]
+	cluster := func(name, bootstrap string) string {
+		return fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+			"spec: {replicas: 1, version: %q, storage: {size: 2Gi}, etcd: {quotaBackendBytes: 2Gi}%s}\n", name, version, bootstrap)
+	}
+	manifest := cluster(name, "") + "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: " + claim + ", namespace: default}\n" +
+		"spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 4Gi}}}\n"
+	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+		return section{}, err
+	}
+	if _, err := kubectl("", "wait", "--for=condition=Available", "etcdcluster/"+name, "--timeout=5m"); err != nil {
+		return section{}, err
+	}
+	member, err := kubectl("", "get", "etcdcluster", name, "-o", "jsonpath={.status.members[0].name}")
+	if err != nil {
+		return section{}, err
+	}
+	ip, err := kubectl("", "get", "pod", member, "-o", "jsonpath={.status.podIP}")
+	if err != nil {
+		return section{}, err
+	}
+	endpoint := "http://" + ip + ":2379"
+	dbSize, err := fillEtcd(ctx, endpoint)
+	if err != nil {
+		return section{}, fmt.Errorf("write data: %w", err)
+	}
+	// finished polls an object's Complete and Failed conditions (and, for a cluster, Available) until done.
+	finished := func(kind, name string, timeout time.Duration) error {
+		var failed error
+		err := testbed.Eventually(ctx, timeout, 200*time.Millisecond, func() error {
+			out, err := kubectl("", "get", kind, name, "-o",
+				`jsonpath={.status.conditions[?(@.type=="Complete")].status}/{.status.conditions[?(@.type=="Failed")].status}/{.status.conditions[?(@.type=="Available")].status}`)
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(out, "True/") || (kind == "etcdcluster" && strings.HasSuffix(out, "/True")) {
+				return nil
+			}
+			if strings.Contains(out, "/True/") {
+				failed = fmt.Errorf("%s %s failed", kind, name)
+				return nil
+			}
+			return fmt.Errorf("%s %s not finished: %s", kind, name, out)
+		})
+		if err != nil {
+			return err
+		}
+		return failed
+	}
+	var backup, backupJob, restore, verifyJob, restoreInit, rawSave, rawRestore, rawStart []time.Duration
+	var backupBytes, rawBytes int64
+	for i := 0; i < runs; i++ {
+		b := fmt.Sprintf("bench-backup-%d", i)
+		begin := time.Now()
+		if _, err := kubectl(fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdBackup\nmetadata: {name: %s, namespace: default}\n"+
+			"spec: {clusterName: %s, destination: {pvc: {claimName: %s, path: bench/%d.db}}}\n", b, name, claim, i), "apply", "-f", "-"); err != nil {
+			return section{}, err
+		}
+		if err := finished("etcdbackup", b, 10*time.Minute); err != nil {
+			return section{}, err
+		}
+		backup = append(backup, time.Since(begin))
+		out, err := kubectl("", "get", "etcdbackup", b, "-o", "jsonpath={.status.sizeBytes}/{.status.jobName}")
+		if err != nil {
+			return section{}, err
+		}
+		size, job, _ := strings.Cut(out, "/")
+		if backupBytes, err = strconv.ParseInt(size, 10, 64); err != nil {
+			return section{}, fmt.Errorf("backup %s size %q: %w", b, size, err)
+		}
+		if d, ok := jobDuration(ctx, cs, job); ok {
+			backupJob = append(backupJob, d)
+		}
+
+		restored := fmt.Sprintf("bench-restored-%d", i)
+		begin = time.Now()
+		if _, err := kubectl(cluster(restored, ", bootstrap: {fromBackup: {backupName: "+b+"}}"), "apply", "-f", "-"); err != nil {
+			return section{}, err
+		}
+		if err := finished("etcdrestore", restored+"-from-backup", 10*time.Minute); err != nil {
+			return section{}, err
+		}
+		if err := finished("etcdcluster", restored, 10*time.Minute); err != nil {
+			return section{}, err
+		}
+		restore = append(restore, time.Since(begin))
+		if job, err := kubectl("", "get", "etcdrestore", restored+"-from-backup", "-o", "jsonpath={.status.verifyJobName}"); err == nil {
+			if d, ok := jobDuration(ctx, cs, job); ok {
+				verifyJob = append(verifyJob, d)
+			}
+		}
+		if pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: resources.LabelCluster + "=" + restored}); err == nil {
+			for _, p := range pods.Items {
+				for _, st := range p.Status.InitContainerStatuses {
+					if t := st.State.Terminated; st.Name == resources.RestoreContainer && t != nil {
+						restoreInit = append(restoreInit, t.FinishedAt.Sub(t.StartedAt.Time))
+					}
+				}
+			}
+		}
+		if _, err := kubectl("", "delete", "etcdcluster", restored, "--wait=true"); err != nil {
+			return section{}, err
+		}
+
+		save, restoreTime, start, n, err := etcdutlSaveRestore(ctx, c, endpoint)
+		if err != nil {
+			return section{}, err
+		}
+		rawSave, rawRestore, rawStart, rawBytes = append(rawSave, save), append(rawRestore, restoreTime), append(rawStart, start), n
+	}
+	for i := 0; i < runs; i++ {
+		if _, err := kubectl("", "delete", "etcdbackup", fmt.Sprintf("bench-backup-%d", i), "--wait=true"); err != nil {
+			return section{}, err
+		}
+	}
+	if _, err := kubectl("", "delete", "etcdcluster/"+name, "pvc/"+claim, "--wait=true"); err != nil {
+		return section{}, err
+	}
+	parts := table([]row{{"backup agent Job, start to completion", backupJob}, {"restore verify Job, start to completion", verifyJob},
+		{"member's restore init container", restoreInit}})
+	return section{"backup-restore", fmt.Sprintf("### Backup and restore a 256 MiB database\n\n"+
+		"A 1-member etcd %s cluster holding %d values of %d KiB (database %.0f MiB). Steward backup: an `EtcdBackup` to a "+
+		"PVC, from creation to Complete. Steward restore: a new 1-member `EtcdCluster` with `bootstrap.fromBackup` of that "+
+		"backup, from creation to its `EtcdRestore` Complete and the cluster Available. Next to it, on the host, the same "+
+		"member's data: `etcdctl snapshot save` over the Pod IP to a file, `etcdutl snapshot restore` of that file into a "+
+		"data dir, and that restore followed by an etcd process started on it until `/health`. MiB/s is the snapshot's "+
+		"size over the median time. %d runs each.\n\n%s\n"+
+		"Where Steward's time goes (Kubernetes timestamps, 1 s resolution):\n\n%s\n"+
+		"A backup is mostly its agent Job, timed from the Job's start, so including its Pod's scheduling, volume "+
+		"mounts and container start, then the snapshot streamed from the member to the PVC and hashed; the rest is "+
+		"Steward creating the Job and seeing it finish. A restore first runs a verify Job that reads the whole snapshot "+
+		"once more (size and SHA-256) before any member exists, then creates the member's PVC and Pod, whose init "+
+		"containers install the agent and fetch, check and `etcdutl snapshot restore` the snapshot, before etcd "+
+		"starts and Steward sees the cluster Available.\n",
+		version, benchValues, benchValueSize>>10, float64(dbSize)/(1<<20), runs,
+		rateTable([]rateRow{{"Steward backup (EtcdBackup to PVC)", backup, backupBytes},
+			{"`etcdctl snapshot save`", rawSave, rawBytes},
+			{"Steward restore (fromBackup to Available)", restore, backupBytes},
+			{"`etcdutl snapshot restore`", rawRestore, rawBytes},
+			{"`etcdutl snapshot restore` + etcd to healthy", rawStart, rawBytes}}), parts)}, nil
+}
+
+// fillEtcd writes benchValues random values of benchValueSize bytes to etcd at endpoint, 8 at a time, and
+// returns the database size.
+func fillEtcd(ctx context.Context, endpoint string) (int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cli.Close() }()
+	keys := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			value := make([]byte, benchValueSize)
+			for k := range keys {
+				_, _ = rand.Read(value)
+				if _, err := cli.Put(ctx, fmt.Sprintf("/bench/%04d", k), string(value)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(keys)
+		for k := 0; k < benchValues; k++ {
+			select {
+			case keys <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	st, err := cli.Status(ctx, endpoint)
+	if err != nil {
+		return 0, err
+	}
+	return st.DbSize, nil
+}
+
+// jobDuration is a Job's start to completion time, if it still exists and completed.
+func jobDuration(ctx context.Context, cs kubernetes.Interface, name string) (time.Duration, bool) {
+	if name == "" {
+		return 0, false
+	}
+	j, err := cs.BatchV1().Jobs("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil || j.Status.StartTime == nil || j.Status.CompletionTime == nil {
+		return 0, false
+	}
+	return j.Status.CompletionTime.Sub(j.Status.StartTime.Time), true
+}
+
+// etcdutlSaveRestore times etcdctl snapshot save from endpoint to a file, etcdutl snapshot restore of that file
+// into a data dir, and (separately, on a second restore) restore plus an etcd process started on it until /health.
+func etcdutlSaveRestore(ctx context.Context, c *testbed.Cluster, endpoint string) (save, restore, restoreStart time.Duration, size int64, err error) {
+	dir, err := os.MkdirTemp("", "steward-bench-snapshot-")
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := c.EtcdBinDir(testbed.EtcdVersions[0])
+	run := func(name string, args ...string) (time.Duration, error) {
+		begin := time.Now()
+		out, err := exec.CommandContext(ctx, filepath.Join(bin, name), args...).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+		}
+		return time.Since(begin), nil
+	}
+	snap := filepath.Join(dir, "snapshot.db")
+	if save, err = run("etcdctl", "--endpoints="+endpoint, "snapshot", "save", snap); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	fi, err := os.Stat(snap)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	const peer, client = "http://127.0.0.1:36380", "http://127.0.0.1:36379"
+	restoreArgs := func(data string) []string {
+		return []string{"snapshot", "restore", snap, "--data-dir=" + data, "--name=default",
+			"--initial-cluster=default=" + peer, "--initial-advertise-peer-urls=" + peer}
+	}
+	if restore, err = run("etcdutl", restoreArgs(filepath.Join(dir, "restored"))...); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	data := filepath.Join(dir, "started")
+	begin := time.Now()
+	if _, err := run("etcdutl", restoreArgs(data)...); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "etcd"), "--name=default", "--data-dir="+data,
+		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--listen-peer-urls="+peer,
+		"--initial-advertise-peer-urls="+peer, "--initial-cluster=default="+peer, "--quota-backend-bytes=2147483648")
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	if err := testbed.Eventually(ctx, time.Minute, 20*time.Millisecond, func() error { return testbed.HTTPHealthy(client + "/health")(ctx) }); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("etcd on the restored data: %w", err)
+	}
+	return save, restore, time.Since(begin), fi.Size(), nil
+}
+
+type rateRow struct {
+	name  string
+	times []time.Duration
+	bytes int64
+}
+
+// rateTable is table with the throughput at the median time: bytes over it in MiB/s.
+func rateTable(rows []rateRow) string {
+	var b strings.Builder
+	b.WriteString("| measurement | runs | median | min | max | MiB/s (median) |\n|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		t := sorted(r.times)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.0f |\n", r.name, len(t), round(t[len(t)/2]), round(t[0]), round(t[len(t)-1]),
+			float64(r.bytes)/(1<<20)/t[len(t)/2].Seconds())
+	}
+	return b.String()
+}
