@@ -154,6 +154,7 @@ func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha
 // confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
 func TestRestore(t *testing.T) {
 	requireBed(t)
+	parent := t
 	stopOperator := startOperator(t)
 	ctx := context.Background()
 	ns := "restore"
@@ -175,7 +176,7 @@ func TestRestore(t *testing.T) {
 	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := writeBackupKeys(t, origin)
 
-	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
 		b := newBackup(ns, name, origin.Name, d)
 		if err := k8s.Create(ctx, b); err != nil {
@@ -185,10 +186,10 @@ func TestRestore(t *testing.T) {
 		requireComplete(t, b, origin)
 		return b
 	}
-	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := backupTo("to-s3", s3Destination("restore/origin-1.db"))
-	damaged := backupTo("damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := backupTo("truncated", s3Destination("restore/truncated.db"))
+	toPVC := backupTo(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
+	toS3 := backupTo(t, "to-s3", s3Destination("restore/origin-1.db"))
+	damaged := backupTo(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
+	truncated := backupTo(t, "truncated", s3Destination("restore/truncated.db"))
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
@@ -231,7 +232,7 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
 		}
 		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
-		b := backupTo("https-trusted", s3TLSDestination("restore/https-trusted.db", true))
+		b := backupTo(t, "https-trusted", s3TLSDestination("restore/https-trusted.db", true))
 		restoreInto(t, fromBackup(ns, "from-https", 1, b.Name), b)
 	})
 
@@ -375,7 +376,7 @@ func TestRestore(t *testing.T) {
 		stopOperator()
 		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(3 * time.Second)
-		startOperator(t) // stopped by its cleanup
+		startOperator(parent) // runs for the rest of the test, stopped by its cleanup
 		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
@@ -407,7 +408,7 @@ func TestRestore(t *testing.T) {
 
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
-		again := backupTo("after-reseed", s3Destination("restore/origin-2.db"))
+		again := backupTo(t, "after-reseed", s3Destination("restore/origin-2.db"))
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(origin), origin); err != nil {
 			t.Fatal(err)
 		}
