@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -171,25 +172,14 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			byPeerURL[resources.PeerURL(cluster, name, o)] = name
 		}
 	}
+	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, o)
+	listed := map[uint64]bool{}
 	for _, em := range view.Members {
-		name := em.Name
-		if name == "" {
-			for _, u := range em.PeerURLs {
-				if n, ok := byPeerURL[u]; ok {
-					name = n
-				}
-			}
+		if listed[em.ID] {
+			continue // etcd's IDs are unique: a repeated entry is a corrupt answer; the first one stands
 		}
-		if name == "" {
-			for _, u := range em.PeerURLs {
-				if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok {
-					name = n
-				}
-			}
-		}
-		if name == "" {
-			name = "unknown-" + etcd.FormatID(em.ID)
-		}
+		listed[em.ID] = true
+		name := etcdNames[em.ID]
 		m := get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
 		obs.nameOf[em.ID] = name
@@ -197,6 +187,20 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		// sees the same), and a learner without a Pod is Steward's to start, not the learner's fault.
 		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
 			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
+		}
+	}
+	// A status answer counts for the member whose Pod was asked only if it came from that member: an answer
+	// from another member ID (a Pod IP reused while the cache lags, a Pod that runs someone else's data) says
+	// nothing about this member's health, and must not make one etcd member stand for two names.
+	for name, st := range obs.statusOf {
+		m := members[name]
+		if st.Err != nil || !m.InEtcd || st.MemberID == m.ID {
+			continue
+		}
+		m.Healthy, m.RunningVersion, m.StorageVersion, m.AppliedIndex, m.CommitIndex = false, "", "", 0, 0
+		delete(obs.statusOf, name)
+		if obs.nameOf[st.MemberID] == name && !listed[st.MemberID] {
+			delete(obs.nameOf, st.MemberID)
 		}
 	}
 
@@ -236,6 +240,62 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		obs.plan.Members = append(obs.plan.Members, *members[name])
 	}
 	return obs
+}
+
+// etcdMemberNames names every member of etcd's list, by ID. A started member is known by the name it reports,
+// one not started yet by the peer URL it was added with (a member Steward created, or one this cluster's
+// naming recognises); anything else is "unknown-<id>". Names are unique: when several members claim one name
+// (two members started with the same --name, or a hostile entry), the one whose Pod answered with its ID keeps
+// it, else the lowest ID, and the others are observed as "unknown-<id>", so that no member hides another.
+func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPeerURL map[string]string, statusOf map[string]etcd.Status,
+	o resources.Options) map[uint64]string {
+	candidate := map[uint64]string{}
+	claims := map[string][]uint64{}
+	for _, em := range list {
+		if _, seen := candidate[em.ID]; seen {
+			continue
+		}
+		name := em.Name
+		for _, u := range em.PeerURLs {
+			if n, ok := byPeerURL[u]; ok && name == "" {
+				name = n
+			}
+		}
+		for _, u := range em.PeerURLs {
+			if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok && name == "" {
+				name = n
+			}
+		}
+		if name == "" {
+			name = "unknown-" + etcd.FormatID(em.ID)
+		}
+		candidate[em.ID] = name
+		claims[name] = append(claims[name], em.ID)
+	}
+	names := map[uint64]string{}
+	taken := map[string]bool{}
+	var losers []uint64
+	for name, ids := range claims {
+		winner := ids[0] // the list is sorted by ID
+		if st, ok := statusOf[name]; ok && st.Err == nil && slices.Contains(ids, st.MemberID) {
+			winner = st.MemberID
+		}
+		names[winner], taken[name] = name, true
+		for _, id := range ids {
+			if id != winner {
+				losers = append(losers, id)
+			}
+		}
+	}
+	slices.Sort(losers)
+	for _, id := range losers {
+		name := "unknown-" + etcd.FormatID(id)
+		for taken[name] {
+			name += "-" + etcd.FormatID(id)
+		}
+		names[id], taken[name] = name, true
+	}
+	return names
 }
 
 // bootstrapComplete: etcd answered and every member of the bootstrap's initial cluster has started.
