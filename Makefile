@@ -76,6 +76,12 @@ test: prereqs ## Run all test tiers: unit, then integration and e2e on the local
 test-short: ## Run the fast tiers only (no test bed).
 	go test -short ./...
 
+FUZZTIME ?= 20s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 20s); findings go to testdata/fuzz and become seeds.
+	FUZZTIME=$(FUZZTIME) bash hack/fuzz.sh
+
 .PHONY: bench
 bench: prereqs ## Measure operations on the test bed and write docs/benchmarks.md.
 	go run ./cmd/steward-testbed bench
