@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
@@ -154,4 +155,63 @@ func uniqueByID(ms []etcd.Member) []etcd.Member {
 		}
 	}
 	return out
+}
+
+// FuzzClusterVersionMark: the cluster version and commit index come from etcd. The mark never goes negative,
+// always names a version that parses, keeps the previous mark for an unreadable answer, and is only created
+// from nothing at index 0 (Steward created the cluster at that version).
+func FuzzClusterVersionMark(f *testing.F) {
+	f.Add("3.5.0", int64(0), "3.6.0", uint64(500), true)
+	f.Add("3.0.0", int64(7), "3.6.0", uint64(500), true)
+	f.Add("", int64(0), "not_decided", uint64(0), false)
+	f.Add("3.6.0", int64(1), "3.7.0", uint64(1)<<63, true)
+	f.Fuzz(func(t *testing.T, prevVersion string, prevIndex int64, cv string, commit uint64, hasPrev bool) {
+		var prev *etcdv1alpha1.ClusterVersionMark
+		if hasPrev {
+			if _, err := plan.ParseVersion(prevVersion); err != nil || prevIndex < 0 {
+				return // Steward only ever stores marks it made
+			}
+			prev = &etcdv1alpha1.ClusterVersionMark{Version: prevVersion, RaftIndex: prevIndex}
+		}
+		got := clusterVersionMark(prev, cv, commit)
+		if _, err := plan.ParseVersion(cv); err != nil {
+			if got != prev {
+				t.Fatalf("unreadable %q replaced the mark %+v with %+v", cv, prev, got)
+			}
+			return
+		}
+		if got == nil {
+			t.Fatalf("no mark for readable version %q", cv)
+		}
+		if _, err := plan.ParseVersion(got.Version); err != nil || got.RaftIndex < 0 {
+			t.Fatalf("mark %+v from %+v, %q, %d", got, prev, cv, commit)
+		}
+		if prev == nil && got.RaftIndex != 0 {
+			t.Fatalf("first mark %+v not at 0", got)
+		}
+	})
+}
+
+// FuzzLowestVersion: the version status reports as current is one the members reported, and no reported
+// version that parses is lower.
+func FuzzLowestVersion(f *testing.F) {
+	f.Add("3.6.16", "3.5.35", "3.5.9")
+	f.Add("3.5.10", "3.5.9", "garbage")
+	f.Add("", "3.6.0", "v3.6.0")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		set := map[string]bool{a: true, b: true, c: true}
+		got := lowestVersion(set)
+		if !set[got] {
+			t.Fatalf("lowestVersion(%v) = %q, not one of them", set, got)
+		}
+		gv, gerr := plan.ParseVersion(got)
+		for s := range set {
+			if v, err := plan.ParseVersion(s); err == nil && gerr == nil && v.Less(gv) {
+				t.Fatalf("lowestVersion(%v) = %q, but %q is lower", set, got, s)
+			}
+		}
+		if lowestVersion(set) != got {
+			t.Fatalf("lowestVersion(%v) is not deterministic", set)
+		}
+	})
 }

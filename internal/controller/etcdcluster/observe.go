@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -384,7 +385,11 @@ func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leader
 	if pv, err := plan.ParseVersion(prev.Version); err == nil && placeholder(pv) {
 		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
 	}
-	// #nosec G115 -- raft indexes fit in int64 for the lifetime of any cluster.
+	// The index is etcd's answer: one beyond int64 (no real cluster gets there; a broken or hostile one might
+	// say so) is held at the largest mark, which only makes Steward wait longer, never shorter.
+	if leaderCommit > math.MaxInt64 {
+		leaderCommit = math.MaxInt64
+	}
 	return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: int64(leaderCommit)}
 }
 
