@@ -32,13 +32,14 @@ func TestMain(m *testing.M) {
 // environment appears neither on stdout, nor on stderr, nor in the termination message the controller copies
 // into status and events.
 func TestCredentialsNeverReachOutput(t *testing.T) {
-	const secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+	const secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY" //nolint:gosec // a made-up key: the value the test looks for
 	// A hostile or broken S3 server: refuses everything and puts the whole request in its error message.
 	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var headers bytes.Buffer
 		_ = r.Header.Write(&headers)
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(http.StatusForbidden)
+		//nolint:gosec // a fake S3 server answering the agent under test, not a page a browser renders
 		_, _ = fmt.Fprintf(w, "<Error><Code>AccessDenied</Code><Message>denied %s %s</Message></Error>", r.URL, headers.String())
 	}))
 	defer s3.Close()
@@ -57,7 +58,7 @@ func TestCredentialsNeverReachOutput(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			result := filepath.Join(t.TempDir(), "termination-log")
-			cmd := exec.Command(os.Args[0], append(tt.args, "--result-file="+result)...)
+			cmd := exec.Command(os.Args[0], append(tt.args, "--result-file="+result)...) //nolint:gosec // re-runs this test binary as the agent
 			cmd.Env = append(os.Environ(), asMain+"=1", "STEWARD_S3_ACCESS_KEY_ID=AKIAEXAMPLE", "STEWARD_S3_SECRET_ACCESS_KEY="+secret)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -109,7 +109,7 @@ func CheckRelativePath(p string) error {
 		return fmt.Errorf("path %q: must be relative and not empty", p)
 	}
 	for _, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._/-", c)) {
+		if !pathChar(c) {
 			return fmt.Errorf("path %q: character %q not allowed", p, c)
 		}
 	}
@@ -119,6 +119,11 @@ func CheckRelativePath(p string) error {
 		}
 	}
 	return nil
+}
+
+// pathChar: the characters the CRD allows in a path.
+func pathChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._/-", c)
 }
 
 // S3Config addresses one object of an S3-compatible bucket.
