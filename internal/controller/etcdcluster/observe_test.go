@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -132,6 +133,43 @@ func TestAssemble(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("stray member missing from %+v", obs.plan.Members)
+		}
+	})
+
+	t.Run("two etcd members claiming one name are both observed, the Pod's own keeps it", func(t *testing.T) {
+		pods, pvcs := fixture(c, names[:1], 1)
+		view := etcd.ClusterView{
+			Members:  []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[0]}, {ID: 3, Name: "stranger"}, {ID: 4, Name: "stranger"}},
+			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}},
+		}
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		want := map[string]uint64{names[0]: 2, "unknown-1": 1, "stranger": 3, "unknown-4": 4}
+		got := map[string]uint64{}
+		for _, m := range obs.plan.Members {
+			if m.InEtcd {
+				got[m.Name] = m.ID
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("members by name %v, want %v", got, want)
+		}
+	})
+
+	t.Run("an answer from another member ID does not make a member healthy", func(t *testing.T) {
+		pods, pvcs := fixture(c, names[:2], 2)
+		view := etcd.ClusterView{
+			Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}},
+			// db-aaaaa's Pod IP answers as member 2 (an IP reused while the cache lags).
+			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}, "http://10.0.0.2:2379": {MemberID: 2, LeaderID: 2}},
+		}
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			if healthy := m.Name == names[1]; m.Healthy != healthy {
+				t.Errorf("%s healthy %v, want %v", m.Name, m.Healthy, healthy)
+			}
+		}
+		if obs.nameOf[2] != names[1] {
+			t.Errorf("member 2 named %q", obs.nameOf[2])
 		}
 	})
 
