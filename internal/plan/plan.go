@@ -71,6 +71,11 @@ type Member struct {
 	// DataLoss is the evidence, from the member's last crash, that its data dir was emptied or corrupted on a
 	// volume that is still there (see DataLossEvidence); empty when there is none.
 	DataLoss string
+	// PodStuck is why the member's Pod cannot start in a way that replacing the member would not fix (the
+	// kubelet's reason: its image cannot be pulled, its container cannot be created); empty otherwise. A successor
+	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits
+	// for the spec or the image to be fixed, and loses no member's data over a typo.
+	PodStuck string
 }
 
 // Observation is everything the planner knows about the cluster at one moment.

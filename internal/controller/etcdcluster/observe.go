@@ -115,6 +115,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
+		m.PodStuck = stuckOf(p)
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -341,6 +342,23 @@ func etcdImages(p *corev1.Pod) (spec, running string) {
 		}
 	}
 	return spec, running
+}
+
+// specStuckReasons are the kubelet's waiting reasons of a container that cannot start because of what its Pod
+// asks for (image, configuration): a successor built from the same spec would be stuck the same way.
+var specStuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// stuckOf is the kubelet's reason when the etcd container cannot start because of its spec, or "".
+func stuckOf(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; cs.Name == resources.EtcdContainer && w != nil && specStuckReasons[w.Reason] {
+			return w.Reason
+		}
+	}
+	return ""
 }
 
 // dataLossOf classifies the log tail the kubelet kept when the etcd container last exited with an error

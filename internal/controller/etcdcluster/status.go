@@ -30,10 +30,10 @@ const (
 	ReasonMemberPodsFailing = "MemberPodsFailing"
 )
 
-// stuckReasons are the kubelet's waiting reasons of a container that will not start without a change by a human.
-var stuckReasons = map[string]bool{
-	"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
+// reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
+// cannot start because of its spec, and a crash loop.
+func reportedWait(reason string) bool {
+	return specStuckReasons[reason] || reason == "CrashLoopBackOff"
 }
 
 // maxProblemsMessage bounds the problems a condition message lists (the kubelet's messages can be long).
@@ -58,7 +58,7 @@ func podProblems(pods map[string]*corev1.Pod) string {
 			}
 		}
 		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			if w := cs.State.Waiting; w != nil && reportedWait(w.Reason) {
 				out = append(out, fmt.Sprintf("%s: %s: %s", name, w.Reason, w.Message))
 			}
 		}
