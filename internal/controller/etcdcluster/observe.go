@@ -351,11 +351,20 @@ var specStuckReasons = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true,
 }
 
-// stuckOf is the kubelet's reason when the etcd container cannot start because of its spec, or "".
+// stuckOf says why the etcd container does not run because of what its Pod asks for, or "": the kubelet reports
+// a pull or create failure, or the Pod was switched to an image its container has not run yet (while the kubelet
+// still pulls, its status shows the previous container, not yet a reason; a successor would be in the same spot).
 func stuckOf(p *corev1.Pod) string {
+	spec, _ := etcdImages(p)
 	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; cs.Name == resources.EtcdContainer && w != nil && specStuckReasons[w.Reason] {
+		if cs.Name != resources.EtcdContainer || cs.State.Running != nil {
+			continue
+		}
+		if w := cs.State.Waiting; w != nil && specStuckReasons[w.Reason] {
 			return w.Reason
+		}
+		if cs.Image != "" && spec != "" && !plan.SameImage(cs.Image, spec) {
+			return "ImageNotStartedYet"
 		}
 	}
 	return ""

@@ -263,3 +263,34 @@ func TestClusterVersionMark(t *testing.T) {
 		})
 	}
 }
+
+func TestStuckOf(t *testing.T) {
+	pod := func(spec string, cs corev1.ContainerStatus) *corev1.Pod {
+		cs.Name = resources.EtcdContainer
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: resources.EtcdContainer, Image: spec}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}
+	}
+	waiting := func(reason string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	tests := map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"image cannot be pulled":                               {pod("bad", corev1.ContainerStatus{Image: "bad", State: waiting("ImagePullBackOff")}), "ImagePullBackOff"},
+		"container cannot be created":                          {pod("x", corev1.ContainerStatus{Image: "x", State: waiting("CreateContainerConfigError")}), "CreateContainerConfigError"},
+		"switched, still pulling":                              {pod("new", corev1.ContainerStatus{Image: "old", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}), "ImageNotStartedYet"},
+		"running the new image":                                {pod("new", corev1.ContainerStatus{Image: "new", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), ""},
+		"running, switch not yet picked":                       {pod("new", corev1.ContainerStatus{Image: "old", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), ""},
+		"crash loop is not the spec's":                         {pod("x", corev1.ContainerStatus{Image: "x", State: waiting("CrashLoopBackOff")}), ""},
+		"crashed on the new image, reported with the registry": {pod("etcd:v1", corev1.ContainerStatus{Image: "docker.io/library/etcd:v1", State: waiting("CrashLoopBackOff")}), ""},
+		"never started, no status":                             {pod("x", corev1.ContainerStatus{State: waiting("ContainerCreating")}), ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := stuckOf(tt.pod); got != tt.want {
+				t.Errorf("stuckOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
