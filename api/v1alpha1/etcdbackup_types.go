@@ -73,12 +73,13 @@ type S3Destination struct {
 	// "minio.storage:9000".
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="!self.contains('://') && !self.contains('/')",message="endpoint is host[:port] without scheme or path"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\\\\[[0-9A-Fa-f:.]+\\\\])(:[0-9]{1,5})?$')",message="endpoint is host[:port] without scheme or path"
 	// +required
 	Endpoint string `json:"endpoint"`
 	// Bucket must exist.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
 	// +required
 	Bucket string `json:"bucket"`
 	// Key of the object, for example "etcd/prod-20260101T000000Z.db". On an EtcdBackupSchedule it is the prefix
@@ -88,6 +89,7 @@ type S3Destination struct {
 	Key string `json:"key"`
 	// Region of the bucket; empty lets the client discover it (or use us-east-1 for most S3-compatible servers).
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]*$`
 	// +optional
 	Region string `json:"region,omitempty"`
 	// ForcePathStyle addresses the bucket as endpoint/bucket instead of bucket.endpoint (most self-hosted S3

@@ -18,6 +18,7 @@ type EtcdBackupScheduleSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').filter(f, f != '').size() == 5",message="schedule must have five fields (minute hour day-of-month month day-of-week) or be a descriptor like @hourly"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@every ') || duration(self.substring(7).trim()) >= duration('10s')",message="@every interval must be a duration of at least 10s"
 	// +required
 	Schedule string `json:"schedule"`
 

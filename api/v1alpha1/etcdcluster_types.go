@@ -33,6 +33,7 @@ type EtcdClusterSpec struct {
 	// The image must run etcd at Version and contain /usr/local/bin/etcd.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -94,6 +95,7 @@ type StorageSpec struct {
 
 	// StorageClassName of members' PersistentVolumeClaims; empty means the cluster's default class.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
@@ -120,12 +122,16 @@ type PodTemplate struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // EtcdTuning are etcd server settings. Unset fields keep etcd's defaults.
-// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatIntervalMillis) || !has(self.electionTimeoutMillis) || self.electionTimeoutMillis >= 5 * self.heartbeatIntervalMillis",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (etcd refuses to start otherwise)"
+// etcd's defaults (heartbeat 100ms, election timeout 1000ms) stand in for an unset field: a heartbeat of 500ms
+// alone is refused too, because etcd would refuse to start with its default election timeout.
+// +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (etcd's defaults: 1000 and 100; etcd refuses to start otherwise)"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'revision' || self.autoCompactionRetention.matches('^[0-9]+$')",message="autoCompactionRetention must be a number of revisions (for example 1000) when autoCompactionMode is revision"
 type EtcdTuning struct {
 	// QuotaBackendBytes is the database size at which etcd raises a NOSPACE alarm and refuses writes.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 1 byte and 100Gi"
@@ -136,6 +142,7 @@ type EtcdTuning struct {
 	// +optional
 	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
 	// AutoCompactionRetention, for example "1h" (periodic) or "1000" (revision).
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
 	// +optional
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`

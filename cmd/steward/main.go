@@ -21,13 +21,16 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/resources"
 )
 
-// Leader election and Events are what the manager itself needs; each controller declares its own permissions.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election and Events are what the manager itself needs; each controller declares its own permissions,
+// the least its code uses (docs/security.md explains each). Leader election reads, creates and renews one Lease
+// (client-go's LeaseLock: get, create, update); the event recorder writes core/v1 Events (create, and patch to
+// count repeats).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func main() {
 	if err := run(); err != nil {
@@ -44,6 +47,7 @@ func run() error {
 		leaderElectionNS string
 		resourceOpts     resources.Options
 		agentImage       string
+		namespaces       manager.Namespaces
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
@@ -54,6 +58,9 @@ func run() error {
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	flag.StringVar(&agentImage, "agent-image", etcdbackup.DefaultAgentImage,
 		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
+	flag.Var(&namespaces, "watch-namespace",
+		"namespace to manage (repeatable or comma-separated); unset: every namespace. Set, Steward's cache and "+
+			"watches are limited to these namespaces and it needs only Roles in them (config/namespaced)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -70,6 +77,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   namespaces.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -120,7 +128,8 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	log.Info("Starting manager", "metricsAddr", metricsAddr, "probeAddr", probeAddr, "leaderElect", leaderElect)
+	log.Info("Starting manager", "metricsAddr", metricsAddr, "probeAddr", probeAddr, "leaderElect", leaderElect,
+		"watchNamespaces", namespaces.Sorted())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

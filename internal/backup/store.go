@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -49,6 +50,9 @@ func (f FileStore) Location() string { return "pvc://" + f.Claim + "/" + f.Path 
 // Put writes to a hidden temporary file next to the target, fsyncs it, and renames it into place only after
 // the stream verified; the directory is fsynced so that the rename survives a crash.
 func (f FileStore) Put(_ context.Context, r io.Reader) (string, error) {
+	if err := CheckRelativePath(f.Path); err != nil {
+		return "", err
+	}
 	final := filepath.Join(f.Root, filepath.FromSlash(f.Path))
 	if _, err := os.Lstat(final); err == nil {
 		return "", fmt.Errorf("%s: %w", f.Location(), ErrExists)
@@ -95,6 +99,9 @@ func (f FileStore) Put(_ context.Context, r io.Reader) (string, error) {
 
 // Delete implements Store.
 func (f FileStore) Delete(context.Context) error {
+	if err := CheckRelativePath(f.Path); err != nil {
+		return err
+	}
 	err := os.Remove(filepath.Join(f.Root, filepath.FromSlash(f.Path)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", f.Location(), err)
@@ -104,11 +111,39 @@ func (f FileStore) Delete(context.Context) error {
 
 // Open implements Store.
 func (f FileStore) Open(context.Context) (io.ReadCloser, error) {
+	if err := CheckRelativePath(f.Path); err != nil {
+		return nil, err
+	}
 	r, err := os.Open(filepath.Join(f.Root, filepath.FromSlash(f.Path))) //nolint:gosec // the path is the backup's destination by design (CEL keeps it relative, without "..")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", f.Location(), err)
 	}
 	return r, nil
+}
+
+// CheckRelativePath refuses a snapshot path that could leave the destination volume: absolute, with a ".."
+// element, or with characters outside [A-Za-z0-9._/-]. Admission refuses such paths already (the CRD's CEL
+// rule); the agent checks again because it must not trust its arguments, whoever wrote them.
+func CheckRelativePath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") {
+		return fmt.Errorf("path %q: must be relative and not empty", p)
+	}
+	for _, c := range p {
+		if !pathChar(c) {
+			return fmt.Errorf("path %q: character %q not allowed", p, c)
+		}
+	}
+	for _, elem := range strings.Split(p, "/") {
+		if elem == ".." {
+			return fmt.Errorf("path %q: must not contain '..'", p)
+		}
+	}
+	return nil
+}
+
+// pathChar: the characters the CRD allows in a path.
+func pathChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._/-", c)
 }
 
 // S3Config addresses one object of an S3-compatible bucket.

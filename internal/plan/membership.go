@@ -132,7 +132,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if spec.ReplaceUnhealthyAfter > 0 {
 		// A voter unhealthy for longer than allowed.
 		for _, m := range members {
-			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter {
+			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter && m.PodStuck == "" {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
 					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
 			}
@@ -141,7 +141,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
 		// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
 		for _, m := range members {
-			if m.InEtcd && m.IsLearner && m.HasPod && m.LearnerFor >= spec.ReplaceUnhealthyAfter && (!m.Healthy || !othersUnready(members, m.Name)) {
+			if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && m.LearnerFor >= spec.ReplaceUnhealthyAfter && (!m.Healthy || !othersUnready(members, m.Name)) {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
 					fmt.Sprintf("removing member %s, still a learner %s after its Pod was created (more than %s), to replace it", m.Name, m.LearnerFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
 			}

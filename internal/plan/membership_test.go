@@ -47,8 +47,18 @@ func TestNextMembership(t *testing.T) {
 		member   string
 		id       uint64
 	}{
-		"member unhealthy longer than allowed is replaced":            {3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3},
-		"member unhealthy for less than allowed is waited for":        {3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0},
+		"member unhealthy longer than allowed is replaced":     {3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"member unhealthy for less than allowed is waited for": {3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0},
+		"member whose image cannot be pulled is not replaced": {3, formed(a, b, func() Member {
+			m := down(time.Hour)
+			m.PodStuck = "ImagePullBackOff"
+			return m
+		}()), Wait, ReasonWaitingForMembers, "", 0},
+		"learner whose container cannot be created is not replaced": {5, formed(a, b, c, func() Member {
+			l := stuck(time.Hour, false)
+			l.PodStuck = "CreateContainerConfigError"
+			return l
+		}()), Wait, ReasonWaitingForMembers, "", 0},
 		"scale up adds one learner":                                   {5, formed(a, b, c), AddLearner, ReasonScalingUp, "c-new", 0},
 		"learner without Pod is started joining the existing cluster": {5, formed(a, b, c, learner), CreateMemberPods, ReasonScalingUp, "c-new", 0},
 		"learner starting is waited for": {5, formed(a, b, c, func() Member {

@@ -79,6 +79,11 @@ type Member struct {
 	// Restore is the EtcdRestore that seeded the member from a snapshot (recorded on its Pod and volume), empty
 	// for members that started empty or joined.
 	Restore string
+	// PodStuck is why the member's Pod cannot start in a way that replacing the member would not fix (the
+	// kubelet's reason: its image cannot be pulled, its container cannot be created); empty otherwise. A successor
+	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits
+	// for the spec or the image to be fixed, and loses no member's data over a typo.
+	PodStuck string
 }
 
 // Observation is everything the planner knows about the cluster at one moment.

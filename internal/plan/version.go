@@ -132,7 +132,7 @@ func restartPending(m Member) bool {
 	if !m.HasPod {
 		return false
 	}
-	if m.ContainerImage != "" && m.PodImage != "" && !sameImage(m.ContainerImage, m.PodImage) {
+	if m.ContainerImage != "" && m.PodImage != "" && !SameImage(m.ContainerImage, m.PodImage) {
 		return true
 	}
 	return m.RunningVersion != "" && m.PodVersion != "" && m.RunningVersion != m.PodVersion
@@ -145,8 +145,9 @@ func waitForRestart(m Member) Action {
 			m.Name, m.PodVersion, m.PodImage, orUnknown(m.ContainerImage), orUnknown(m.RunningVersion))}
 }
 
-// sameImage compares image references the way the kubelet reports them (it may add the default registry).
-func sameImage(a, b string) bool {
+// SameImage compares image references the way the kubelet reports them (it may add the default registry); the
+// controller uses it too, to tell a Pod switched to an image its container has not run yet.
+func SameImage(a, b string) bool {
 	norm := func(s string) string {
 		s = strings.TrimPrefix(s, "docker.io/")
 		return strings.TrimPrefix(s, "library/")

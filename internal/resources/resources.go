@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -131,7 +132,9 @@ func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Opti
 		return "", false
 	}
 	name, ok := strings.CutSuffix(rest, suffix)
-	if !ok || name == "" || strings.Contains(name, ".") || !strings.HasPrefix(name, cluster.Name+"-") {
+	// The list comes from etcd, which anyone able to reach it can change: only a name Steward could have given
+	// (a DNS label: it is the Pod's hostname) under this cluster's prefix is taken as one of its members.
+	if !ok || !strings.HasPrefix(name, cluster.Name+"-") || len(validation.IsDNS1123Label(name)) > 0 {
 		return "", false
 	}
 	return name, true

@@ -214,23 +214,6 @@ func TestInitialClusterRoundTrip(t *testing.T) {
 	}
 }
 
-func FuzzParseInitialCluster(f *testing.F) {
-	f.Add("a=http://a:2380,b=http://b:2380")
-	f.Add("a=u,a=v")
-	f.Add("")
-	f.Fuzz(func(t *testing.T, s string) {
-		peers, err := ParseInitialCluster(s)
-		if err != nil {
-			return
-		}
-		// Whatever parses must render back to something that parses to the same members.
-		again, err := ParseInitialCluster(FormatInitialCluster(peers))
-		if err != nil || !reflect.DeepEqual(again, peers) {
-			t.Fatalf("round trip of %q: %v, %v", s, again, err)
-		}
-	})
-}
-
 func TestBackupJobIsNotAMember(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("b", 70)},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{

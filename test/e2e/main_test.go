@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 )
@@ -141,10 +144,22 @@ func installCRDs(ctx context.Context) error {
 // startOperator runs Steward's manager in the test process until the returned stop function is called.
 func startOperator(t *testing.T) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(bed.RESTConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	return startOperatorAs(t, bed.RESTConfig, nil)
+}
+
+// startOperatorAs runs the manager with cfg's credentials, watching only namespaces (all when empty), as
+// `steward --watch-namespace` does, electing a leader with a Lease in the first of them when there are any.
+func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespaces) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         namespaces.CacheOptions(),
+		LeaderElection:                len(namespaces) > 0,
+		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
+		LeaderElectionNamespace:       strings.Join(namespaces[:min(1, len(namespaces))], ""),
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
 		// Tests start the manager more than once in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -54,13 +54,19 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
+// The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status
+// patches record results (and a cluster's lastBackup); Jobs are created and deleted, never changed; the Pods
+// of a Job are listed (uncached) for their termination message; PVCs are read from the cache to check a
+// destination exists; a credentials Secret is read (uncached, get only) to check its keys exist, never
+// copied. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // SetupWithManager registers the controller: it watches EtcdBackups and their Jobs.

@@ -41,7 +41,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the controller: it watches schedules and the backups labelled with them.

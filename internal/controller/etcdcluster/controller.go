@@ -46,10 +46,19 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// The least this controller's code uses: it reads EtcdClusters and patches their status; it creates member Pods
+// and PVCs, patches them (a Pod's image on a version change, a PVC's release annotations) and deletes them
+// (removed members, UID-preconditioned); it only creates Services and creates or patches the budget (garbage
+// collection deletes them with the cluster). Its objects carry blockOwnerDeletion owner references to the
+// EtcdCluster, which needs update on etcdclusters/finalizers where OwnerReferencesPermissionEnforcement is on.
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
+// It reads EtcdBackups (the newest for the quorum-loss policy) and EtcdRestores, and creates the EtcdRestore of
+// bootstrap.fromBackup and of the quorum-loss policy.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
 

@@ -3,6 +3,8 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -122,6 +124,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
 		m.Restore = p.Annotations[resources.AnnotationRestore]
+		m.PodStuck = stuckOf(p)
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -183,25 +186,14 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			byPeerURL[resources.PeerURL(cluster, name, o)] = name
 		}
 	}
+	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, o)
+	listed := map[uint64]bool{}
 	for _, em := range view.Members {
-		name := em.Name
-		if name == "" {
-			for _, u := range em.PeerURLs {
-				if n, ok := byPeerURL[u]; ok {
-					name = n
-				}
-			}
+		if listed[em.ID] {
+			continue // etcd's IDs are unique: a repeated entry is a corrupt answer; the first one stands
 		}
-		if name == "" {
-			for _, u := range em.PeerURLs {
-				if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok {
-					name = n
-				}
-			}
-		}
-		if name == "" {
-			name = "unknown-" + etcd.FormatID(em.ID)
-		}
+		listed[em.ID] = true
+		name := etcdNames[em.ID]
 		m := get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
 		obs.nameOf[em.ID] = name
@@ -209,6 +201,20 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		// sees the same), and a learner without a Pod is Steward's to start, not the learner's fault.
 		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
 			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
+		}
+	}
+	// A status answer counts for the member whose Pod was asked only if it came from that member: an answer
+	// from another member ID (a Pod IP reused while the cache lags, a Pod that runs someone else's data) says
+	// nothing about this member's health, and must not make one etcd member stand for two names.
+	for name, st := range obs.statusOf {
+		m := members[name]
+		if st.Err != nil || !m.InEtcd || st.MemberID == m.ID {
+			continue
+		}
+		m.Healthy, m.RunningVersion, m.StorageVersion, m.AppliedIndex, m.CommitIndex = false, "", "", 0, 0
+		delete(obs.statusOf, name)
+		if obs.nameOf[st.MemberID] == name && !listed[st.MemberID] {
+			delete(obs.nameOf, st.MemberID)
 		}
 	}
 
@@ -252,6 +258,62 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		obs.plan.QuorumLostFor = now.Sub(*obs.quorumLostSince)
 	}
 	return obs
+}
+
+// etcdMemberNames names every member of etcd's list, by ID. A started member is known by the name it reports,
+// one not started yet by the peer URL it was added with (a member Steward created, or one this cluster's
+// naming recognises); anything else is "unknown-<id>". Names are unique: when several members claim one name
+// (two members started with the same --name, or a hostile entry), the one whose Pod answered with its ID keeps
+// it, else the lowest ID, and the others are observed as "unknown-<id>", so that no member hides another.
+func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPeerURL map[string]string, statusOf map[string]etcd.Status,
+	o resources.Options) map[uint64]string {
+	candidate := map[uint64]string{}
+	claims := map[string][]uint64{}
+	for _, em := range list {
+		if _, seen := candidate[em.ID]; seen {
+			continue
+		}
+		name := em.Name
+		for _, u := range em.PeerURLs {
+			if n, ok := byPeerURL[u]; ok && name == "" {
+				name = n
+			}
+		}
+		for _, u := range em.PeerURLs {
+			if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok && name == "" {
+				name = n
+			}
+		}
+		if name == "" {
+			name = "unknown-" + etcd.FormatID(em.ID)
+		}
+		candidate[em.ID] = name
+		claims[name] = append(claims[name], em.ID)
+	}
+	names := map[uint64]string{}
+	taken := map[string]bool{}
+	var losers []uint64
+	for name, ids := range claims {
+		winner := ids[0] // the list is sorted by ID
+		if st, ok := statusOf[name]; ok && st.Err == nil && slices.Contains(ids, st.MemberID) {
+			winner = st.MemberID
+		}
+		names[winner], taken[name] = name, true
+		for _, id := range ids {
+			if id != winner {
+				losers = append(losers, id)
+			}
+		}
+	}
+	slices.Sort(losers)
+	for _, id := range losers {
+		name := "unknown-" + etcd.FormatID(id)
+		for taken[name] {
+			name += "-" + etcd.FormatID(id)
+		}
+		names[id], taken[name] = name, true
+	}
+	return names
 }
 
 // quorumLostSince is when the formed cluster was first seen without quorum in its current loss of it, nil while
@@ -315,6 +377,32 @@ func etcdImages(p *corev1.Pod) (spec, running string) {
 	return spec, running
 }
 
+// specStuckReasons are the kubelet's waiting reasons of a container that cannot start because of what its Pod
+// asks for (image, configuration): a successor built from the same spec would be stuck the same way.
+var specStuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// stuckOf says why the etcd container does not run because of what its Pod asks for, or "": the kubelet reports
+// a pull or create failure, or the Pod was switched to an image its container has not run yet (while the kubelet
+// still pulls, its status shows the previous container, not yet a reason; a successor would be in the same spot).
+func stuckOf(p *corev1.Pod) string {
+	spec, _ := etcdImages(p)
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != resources.EtcdContainer || cs.State.Running != nil {
+			continue
+		}
+		if w := cs.State.Waiting; w != nil && specStuckReasons[w.Reason] {
+			return w.Reason
+		}
+		if cs.Image != "" && spec != "" && !plan.SameImage(cs.Image, spec) {
+			return "ImageNotStartedYet"
+		}
+	}
+	return ""
+}
+
 // dataLossOf classifies the log tail the kubelet kept when the etcd container last exited with an error
 // (resources sets TerminationMessagePolicy FallbackToLogsOnError): evidence that the member's data dir was
 // emptied or corrupted, or "".
@@ -357,7 +445,11 @@ func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leader
 	if pv, err := plan.ParseVersion(prev.Version); err == nil && placeholder(pv) {
 		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
 	}
-	// #nosec G115 -- raft indexes fit in int64 for the lifetime of any cluster.
+	// The index is etcd's answer: one beyond int64 (no real cluster gets there; a broken or hostile one might
+	// say so) is held at the largest mark, which only makes Steward wait longer, never shorter.
+	if leaderCommit > math.MaxInt64 {
+		leaderCommit = math.MaxInt64
+	}
 	return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: int64(leaderCommit)}
 }
 

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,6 +136,43 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("two etcd members claiming one name are both observed, the Pod's own keeps it", func(t *testing.T) {
+		pods, pvcs := fixture(c, names[:1], 1)
+		view := etcd.ClusterView{
+			Members:  []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[0]}, {ID: 3, Name: "stranger"}, {ID: 4, Name: "stranger"}},
+			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}},
+		}
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		want := map[string]uint64{names[0]: 2, "unknown-1": 1, "stranger": 3, "unknown-4": 4}
+		got := map[string]uint64{}
+		for _, m := range obs.plan.Members {
+			if m.InEtcd {
+				got[m.Name] = m.ID
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("members by name %v, want %v", got, want)
+		}
+	})
+
+	t.Run("an answer from another member ID does not make a member healthy", func(t *testing.T) {
+		pods, pvcs := fixture(c, names[:2], 2)
+		view := etcd.ClusterView{
+			Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}},
+			// db-aaaaa's Pod IP answers as member 2 (an IP reused while the cache lags).
+			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}, "http://10.0.0.2:2379": {MemberID: 2, LeaderID: 2}},
+		}
+		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			if healthy := m.Name == names[1]; m.Healthy != healthy {
+				t.Errorf("%s healthy %v, want %v", m.Name, m.Healthy, healthy)
+			}
+		}
+		if obs.nameOf[2] != names[1] {
+			t.Errorf("member 2 named %q", obs.nameOf[2])
+		}
+	})
+
 	t.Run("unhealthy time counts from the start remembered in status", func(t *testing.T) {
 		cc := c.DeepCopy()
 		start := metav1.NewTime(time.Unix(400, 0))
@@ -221,6 +259,37 @@ func TestClusterVersionMark(t *testing.T) {
 			got := clusterVersionMark(tt.prev, tt.cv, 500)
 			if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
 				t.Fatalf("mark = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStuckOf(t *testing.T) {
+	pod := func(spec string, cs corev1.ContainerStatus) *corev1.Pod {
+		cs.Name = resources.EtcdContainer
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: resources.EtcdContainer, Image: spec}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}
+	}
+	waiting := func(reason string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	tests := map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"image cannot be pulled":                               {pod("bad", corev1.ContainerStatus{Image: "bad", State: waiting("ImagePullBackOff")}), "ImagePullBackOff"},
+		"container cannot be created":                          {pod("x", corev1.ContainerStatus{Image: "x", State: waiting("CreateContainerConfigError")}), "CreateContainerConfigError"},
+		"switched, still pulling":                              {pod("new", corev1.ContainerStatus{Image: "old", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}), "ImageNotStartedYet"},
+		"running the new image":                                {pod("new", corev1.ContainerStatus{Image: "new", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), ""},
+		"running, switch not yet picked":                       {pod("new", corev1.ContainerStatus{Image: "old", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), ""},
+		"crash loop is not the spec's":                         {pod("x", corev1.ContainerStatus{Image: "x", State: waiting("CrashLoopBackOff")}), ""},
+		"crashed on the new image, reported with the registry": {pod("etcd:v1", corev1.ContainerStatus{Image: "docker.io/library/etcd:v1", State: waiting("CrashLoopBackOff")}), ""},
+		"never started, no status":                             {pod("x", corev1.ContainerStatus{State: waiting("ContainerCreating")}), ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := stuckOf(tt.pod); got != tt.want {
+				t.Errorf("stuckOf = %q, want %q", got, tt.want)
 			}
 		})
 	}

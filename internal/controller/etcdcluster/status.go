@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,7 +25,51 @@ const (
 	ReasonAsExpected       = "AsExpected"
 	ReasonMembersUnhealthy = "MembersUnhealthy"
 	ReasonReconcileError   = "ReconcileError"
+	// ReasonMemberPodsFailing: a member Pod cannot run (its image cannot be pulled, it cannot be scheduled, for
+	// example because its volume's storage class does not exist, or its container cannot be created or keeps
+	// crashing). Nothing CEL can check at admission; Steward reports it and changes nothing because of it.
+	ReasonMemberPodsFailing = "MemberPodsFailing"
 )
+
+// reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
+// cannot start because of its spec, and a crash loop.
+func reportedWait(reason string) bool {
+	return specStuckReasons[reason] || reason == "CrashLoopBackOff"
+}
+
+// maxProblemsMessage bounds the problems a condition message lists (the kubelet's messages can be long).
+const maxProblemsMessage = 1024
+
+// podProblems says, per member Pod, why it cannot run: the scheduler's or the kubelet's reason and message.
+func podProblems(pods map[string]*corev1.Pod) string {
+	names := make([]string, 0, len(pods))
+	for n := range pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []string
+	for _, name := range names {
+		p := pods[name]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				out = append(out, fmt.Sprintf("%s: %s: %s", name, c.Reason, c.Message))
+			}
+		}
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && reportedWait(w.Reason) {
+				out = append(out, fmt.Sprintf("%s: %s: %s", name, w.Reason, w.Message))
+			}
+		}
+	}
+	msg := strings.Join(out, "; ")
+	if len(msg) > maxProblemsMessage {
+		msg = strings.ToValidUTF8(msg[:maxProblemsMessage], "") + "..."
+	}
+	return msg
+}
 
 // writeStatus computes status from the observation and the planned step and writes it once per pass.
 func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action, passErr error) error {
@@ -150,6 +195,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		}
 	}
 	sort.Strings(unhealthy)
+	problems := podProblems(obs.pods)
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
@@ -157,6 +203,11 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
+		if problems != "" {
+			degraded.Message += "; " + problems
+		}
+	case problems != "":
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonMemberPodsFailing, problems
 	case obs.plan.Bootstrapped && len(unhealthy) > 0:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMembersUnhealthy
 		degraded.Message = fmt.Sprintf("unhealthy members: %v", unhealthy)

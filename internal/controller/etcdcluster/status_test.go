@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -116,5 +117,46 @@ func TestReadyReplicasMatchesAvailable(t *testing.T) {
 	a := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}, nil), etcdv1alpha1.ConditionAvailable)
 	if ready != 2 || a.Message != "2 of 3 voting members healthy (quorum 2)" {
 		t.Errorf("ready %d, Available says %q", ready, a.Message)
+	}
+}
+
+// TestPodProblemsAreDegraded: what CEL cannot check (an image that does not exist, a storage class that does
+// not exist) shows as Degraded with the kubelet's or scheduler's own words, also before the cluster formed.
+func TestPodProblemsAreDegraded(t *testing.T) {
+	waiting := func(reason, msg string) corev1.PodStatus {
+		return corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}
+	}
+	unschedulable := corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "pod has unbound immediate PersistentVolumeClaims"}}}
+	tests := map[string]struct {
+		bootstrapped bool
+		healthy      []string
+		status       corev1.PodStatus
+		reason, msg  string
+	}{
+		"image missing while bootstrapping": {false, nil, waiting("ImagePullBackOff", `Back-off pulling image "nope"`),
+			ReasonMemberPodsFailing, `a: ImagePullBackOff: Back-off pulling image "nope"`},
+		"unschedulable while bootstrapping": {false, nil, unschedulable, ReasonMemberPodsFailing,
+			"a: Unschedulable: pod has unbound immediate PersistentVolumeClaims"},
+		"one member failing in a healthy cluster": {true, []string{"b", "c"}, waiting("ErrImagePull", "not found"),
+			ReasonMemberPodsFailing, "a: ErrImagePull: not found"},
+		"quorum lost says which Pods fail": {true, []string{"b"}, waiting("CrashLoopBackOff", "back-off 5m"),
+			ReasonQuorumLost, "1 of 3 voting members healthy, quorum is 2; a: CrashLoopBackOff: back-off 5m"},
+		"a container that is only starting is no problem": {false, nil, waiting("ContainerCreating", ""), ReasonAsExpected, "no problem found"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			obs := obsOf(tt.bootstrapped, tt.bootstrapped, tt.healthy...)
+			obs.pods = map[string]*corev1.Pod{"a": {Status: tt.status}, "b": {}, "c": {}}
+			got := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, nil), etcdv1alpha1.ConditionDegraded)
+			wantStatus := metav1.ConditionTrue
+			if tt.reason == ReasonAsExpected {
+				wantStatus = metav1.ConditionFalse
+			}
+			if got.Status != wantStatus || got.Reason != tt.reason || got.Message != tt.msg {
+				t.Errorf("Degraded = %s %s %q, want %s %s %q", got.Status, got.Reason, got.Message, wantStatus, tt.reason, tt.msg)
+			}
+		})
 	}
 }

@@ -49,8 +49,13 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=get;update;patch
+// The least this controller's code uses: it reads EtcdRestores, EtcdBackups, EtcdClusters, member Pods and PVCs
+// (to count the members started from the snapshot and the volumes set aside) and patches restores' status; it
+// creates the verify Job, owned by the restore with blockOwnerDeletion (hence etcdrestores/finalizers), and reads
+// the Job's Pod for its result.
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create

@@ -1,0 +1,471 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/resources"
+)
+
+const hostileNS = "hostile"
+
+// refused asserts that err is the API server refusing an object at admission with a message containing want.
+func refused(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted, want a refusal containing %q", want)
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		t.Fatalf("error %v is not a validation error (want %q)", err, want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
+
+// TestHostileSpecsAreRefused: malformed and dangerous EtcdClusters, EtcdBackups and EtcdBackupSchedules are
+// refused at admission with a message saying what is wrong, and nothing is stored. No operator runs: refusing
+// is the API server's job alone.
+func TestHostileSpecsAreRefused(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, hostileNS)
+	huge := strings.Repeat("a", 100_000)
+
+	clusters := map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string
+	}{
+		"huge version":                 {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = huge }, "Too long"},
+		"version with v":               {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "version must be an etcd release"},
+		"version with leading zero":    {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.016" }, "version must be an etcd release"},
+		"version with shell":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.1;rm" }, "version must be an etcd release"},
+		"huge image":                   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = huge }, "Too long"},
+		"image with whitespace":        {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "etcd:v3.6.16 --evil" }, "spec.image"},
+		"negative size":                {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("-1Gi") }, "size must be greater than zero"},
+		"huge storage class":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To(huge) }, "Too long"},
+		"quota zero":                   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("0")) }, "quotaBackendBytes must be between"},
+		"quota above 100Gi":            {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("1Ti")) }, "quotaBackendBytes must be between"},
+		"heartbeat below minimum":      {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](1) }, "heartbeatIntervalMillis"},
+		"election above maximum":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](60000) }, "electionTimeoutMillis"},
+		"heartbeat vs default timeout": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](500) }, "at least 5 times"},
+		"timeout vs default heartbeat": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](400) }, "at least 5 times"},
+		"revision retention as time": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.AutoCompactionMode, c.Spec.Etcd.AutoCompactionRetention = "revision", "1h"
+		}, "must be a number of revisions"},
+		"retention not a duration": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.AutoCompactionRetention = "1 day" }, "autoCompactionRetention"},
+		"snapshot count zero":      {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.SnapshotCount = ptr.To[int64](0) }, "snapshotCount"},
+		"replace unhealthy too soon": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: time.Second}
+		}, "at least 10s"},
+		"replace unhealthy negative": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: -time.Hour}
+		}, "at least 10s"},
+		"huge priority class": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Pod.PriorityClassName = huge }, "Too long"},
+	}
+	for name, tt := range clusters {
+		t.Run("EtcdCluster "+name, func(t *testing.T) {
+			c := newCluster(hostileNS, "refused", 1)
+			tt.mutate(c)
+			refused(t, k8s.Create(ctx, c), tt.want)
+			requireNotStored(t, &etcdv1alpha1.EtcdCluster{}, "refused")
+		})
+	}
+
+	// Spellings the typed client cannot send.
+	raw := map[string]struct {
+		spec map[string]any
+		want string
+	}{
+		"replicas as string": {map[string]any{"replicas": "3", "version": "3.6.16"}, "spec.replicas"},
+		"replicas 2^31":      {map[string]any{"replicas": int64(1) << 31, "version": "3.6.16"}, "spec.replicas"},
+		"no version":         {map[string]any{"replicas": 1}, "spec.version: Required value"},
+		"quota not a quantity": {map[string]any{"replicas": 1, "version": "3.6.16", "etcd": map[string]any{"quotaBackendBytes": "lots"}},
+			"quotaBackendBytes"},
+		"unknown TLS provider": {map[string]any{"replicas": 1, "version": "3.6.16", "tls": map[string]any{"provider": "Magic"}}, "Unsupported value"},
+	}
+	for name, tt := range raw {
+		t.Run("EtcdCluster "+name, func(t *testing.T) {
+			refused(t, createUnstructured(ctx, map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
+				"metadata": map[string]any{"name": "raw", "namespace": hostileNS}, "spec": tt.spec}), tt.want)
+			requireNotStored(t, &etcdv1alpha1.EtcdCluster{}, "raw")
+		})
+	}
+
+	pvc := func(path string) etcdv1alpha1.BackupDestination {
+		return etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: path}}
+	}
+	s3 := func(mutate func(*etcdv1alpha1.S3Destination)) etcdv1alpha1.BackupDestination {
+		d := &etcdv1alpha1.S3Destination{Endpoint: "s3.example.com", Bucket: "backups", Key: "etcd/",
+			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}
+		mutate(d)
+		return etcdv1alpha1.BackupDestination{S3: d}
+	}
+	destinations := map[string]struct {
+		d    etcdv1alpha1.BackupDestination
+		want string
+	}{
+		"path traversal":         {pvc("../../etc/passwd"), "without '..'"},
+		"path traversal inside":  {pvc("backups/../../x.db"), "without '..'"},
+		"absolute path":          {pvc("/etc/shadow"), "path must be relative"},
+		"path with newline":      {pvc("a\nb.db"), "path must be relative"},
+		"huge path":              {pvc(huge), "Too long"},
+		"both destinations":      {etcdv1alpha1.BackupDestination{PVC: pvc("x.db").PVC, S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3}, "exactly one of pvc or s3"},
+		"no destination":         {etcdv1alpha1.BackupDestination{}, "exactly one of pvc or s3"},
+		"endpoint with scheme":   {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "https://s3.example.com" }), "endpoint is host[:port]"},
+		"endpoint with path":     {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "s3.example.com/bucket" }), "endpoint is host[:port]"},
+		"endpoint with userinfo": {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "admin:secret@s3.example.com" }), "endpoint is host[:port]"},
+		"endpoint with query":    {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "s3.example.com?x=1" }), "endpoint is host[:port]"},
+		"bucket with slash":      {s3(func(d *etcdv1alpha1.S3Destination) { d.Bucket = "a/b/c" }), "spec.destination.s3.bucket"},
+		"key absolute":           {s3(func(d *etcdv1alpha1.S3Destination) { d.Key = "/etcd" }), "key must not be empty or start with '/'"},
+		"region with spaces":     {s3(func(d *etcdv1alpha1.S3Destination) { d.Region = "us east" }), "spec.destination.s3.region"},
+		"no credentials secret":  {s3(func(d *etcdv1alpha1.S3Destination) { d.CredentialsSecret.Name = "" }), "credentialsSecret.name"},
+	}
+	for name, tt := range destinations {
+		t.Run("EtcdBackup "+name, func(t *testing.T) {
+			refused(t, k8s.Create(ctx, newBackup(hostileNS, "refused", "db", tt.d)), tt.want)
+			requireNotStored(t, &etcdv1alpha1.EtcdBackup{}, "refused")
+		})
+	}
+	t.Run("EtcdBackup without cluster", func(t *testing.T) {
+		refused(t, k8s.Create(ctx, newBackup(hostileNS, "refused", "", pvc("x.db"))), "spec.clusterName")
+	})
+	t.Run("EtcdBackup bad deletion policy", func(t *testing.T) {
+		b := newBackup(hostileNS, "refused", "db", pvc("x.db"))
+		b.Spec.DeletionPolicy = "Shred"
+		refused(t, k8s.Create(ctx, b), "Unsupported value")
+	})
+
+	schedules := map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdBackupSchedule)
+		want   string
+	}{
+		"four fields":    {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Schedule = "* * * *" }, "schedule must have five fields"},
+		"six fields":     {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Schedule = "0 * * * * *" }, "schedule must have five fields"},
+		"every second":   {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Schedule = "@every 1s" }, "at least 10s"},
+		"huge schedule":  {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Schedule = huge }, "Too long"},
+		"retention zero": {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Retention.MaxCount = ptr.To[int32](0) }, "maxCount"},
+		"retention too young": {func(s *etcdv1alpha1.EtcdBackupSchedule) {
+			s.Spec.Retention.MaxAge = &metav1.Duration{Duration: time.Second}
+		}, "maxAge must be at least 1m"},
+		"failed history huge": {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.FailedBackupsHistoryLimit = ptr.To[int32](1000) }, "failedBackupsHistoryLimit"},
+		"path traversal":      {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Destination = pvc("..") }, "without '..'"},
+		"bad concurrency":     {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.ConcurrencyPolicy = "Replace" }, "Unsupported value"},
+	}
+	for name, tt := range schedules {
+		t.Run("EtcdBackupSchedule "+name, func(t *testing.T) {
+			s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: hostileNS, Name: "refused"},
+				Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "@hourly", Destination: pvc("nightly")}}
+			tt.mutate(s)
+			refused(t, k8s.Create(ctx, s), tt.want)
+			requireNotStored(t, &etcdv1alpha1.EtcdBackupSchedule{}, "refused")
+		})
+	}
+
+	t.Run("EtcdBackup spec change", func(t *testing.T) {
+		b := newBackup(hostileNS, "fixed", "db", pvc("x.db"))
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = k8s.Delete(ctx, b) }()
+		before := b.ResourceVersion
+		b.Spec.Destination.PVC.Path = "y.db"
+		refused(t, k8s.Update(ctx, b), "spec is immutable")
+		var after etcdv1alpha1.EtcdBackup
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.ResourceVersion != before || after.Spec.Destination.PVC.Path != "x.db" {
+			t.Fatalf("stored backup changed: %s %s", after.ResourceVersion, after.Spec.Destination.PVC.Path)
+		}
+	})
+}
+
+func requireNotStored(t *testing.T, obj client.Object, name string) {
+	t.Helper()
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: hostileNS, Name: name}, obj)
+	if !apierrors.IsNotFound(err) {
+		if err == nil {
+			_ = k8s.Delete(context.Background(), obj)
+		}
+		t.Fatalf("refused object %s: get says %v, want NotFound", name, err)
+	}
+}
+
+// memberPodsState is what must not move when a change is refused: each member Pod's UID and resourceVersion.
+func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = string(p.UID) + "@" + p.ResourceVersion
+	}
+	return out
+}
+
+// TestHostileUpdatesChangeNothing: every refused change to a running cluster leaves the stored object (same
+// resourceVersion and generation) and the member Pods (same UIDs and resourceVersions) as they were.
+func TestHostileUpdatesChangeNothing(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, hostileNS)
+	startOperator(t)
+	c := newCluster(hostileNS, "steady", 1)
+	c.Spec.Version = "3.5.35"
+	c.Spec.Storage.Ephemeral = true
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	defer deleteAndCheckNothingLeft(t, c)
+	key := client.ObjectKeyFromObject(c)
+	waitAvailable(t, key, 3*time.Minute)
+	// The Pod's readiness can trail etcd's own answer by a probe period; after it, nothing changes the Pod.
+	poll(t, "member Pod ready", time.Minute, func() error {
+		var list corev1.PodList
+		if err := k8s.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 || !podIsReady(&list.Items[0]) {
+			return fmt.Errorf("%d Pods, not ready", len(list.Items))
+		}
+		return nil
+	})
+	var settled etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(ctx, key, &settled); err != nil {
+		t.Fatal(err)
+	}
+	pods := memberPodsState(t, &settled)
+
+	updates := map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string
+	}{
+		"even replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
+		"eleven replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "less than or equal to 9"},
+		"negative replicas":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -3 }, "greater than or equal to 1"},
+		"two-minor jump":      {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" }, "at most one minor version at a time"},
+		"unsupported version": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release"},
+		"ephemeral off":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = false }, "ephemeral is immutable"},
+		"storage class added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storageClassName is immutable"},
+		"bootstrap added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{} },
+			"bootstrap is immutable"},
+		"election too short": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](300), ptr.To[int32](1000)
+		}, "at least 5 times"},
+		"quota too big": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("200Gi")) }, "quotaBackendBytes"},
+	}
+	for name, tt := range updates {
+		t.Run(name, func(t *testing.T) {
+			// The operator writes status meanwhile: a stale resourceVersion is a conflict, not the refusal under
+			// test, so take the current object.
+			var err error
+			for attempt := 0; attempt < 5; attempt++ {
+				var cur etcdv1alpha1.EtcdCluster
+				if err = k8s.Get(ctx, key, &cur); err != nil {
+					t.Fatal(err)
+				}
+				tt.mutate(&cur)
+				if err = k8s.Update(ctx, &cur); !apierrors.IsConflict(err) {
+					break
+				}
+			}
+			refused(t, err, tt.want)
+		})
+	}
+	t.Run("zero replicas by merge patch", func(t *testing.T) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+		u.SetNamespace(key.Namespace)
+		u.SetName(key.Name)
+		refused(t, k8s.Patch(ctx, u, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))), "greater than or equal to 1")
+	})
+
+	var after etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(ctx, key, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != settled.Generation || after.Spec.Version != "3.5.35" || after.Spec.Replicas != 1 || !after.Spec.Storage.Ephemeral {
+		t.Fatalf("stored spec changed by refused updates: generation %d -> %d, %+v", settled.Generation, after.Generation, after.Spec)
+	}
+	if now := memberPodsState(t, &after); fmt.Sprint(now) != fmt.Sprint(pods) {
+		t.Fatalf("member Pods changed by refused updates: %v -> %v", pods, now)
+	}
+}
+
+// TestHostileSpecsCELCannotCatchAreReported: specs that pass admission but cannot run (an image that does not exist, a
+// storage class that does not exist) end in a Degraded condition that says why, and Steward deletes nothing:
+// the member Pods and PVCs it created stay (same UIDs), even past spec.replaceUnhealthyAfter.
+func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, hostileNS)
+	startOperator(t)
+	cases := map[string]struct {
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string
+	}{
+		"noimage": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Image = "steward.invalid/etcd:v" + c.Spec.Version
+			c.Spec.Storage.Ephemeral = true
+		}, "Image"},
+		"noclass": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("does-not-exist") }, "Unschedulable"},
+	}
+	for name, tt := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(hostileNS, name, 1)
+			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
+			tt.mutate(c)
+			if err := k8s.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			defer deleteAndCheckNothingLeft(t, c)
+			key := client.ObjectKeyFromObject(c)
+			var cur etcdv1alpha1.EtcdCluster
+			poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
+				if err := k8s.Get(ctx, key, &cur); err != nil {
+					return err
+				}
+				d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+				if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, tt.want) {
+					return fmt.Errorf("conditions: %s", describe(&cur))
+				}
+				return nil
+			})
+			t.Logf("reported: %s", describe(&cur))
+			before := ownedState(t, &cur)
+			if len(before) == 0 {
+				t.Fatal("no member Pod or PVC created")
+			}
+			// Past replaceUnhealthyAfter (10s) twice over: a member that never ran is not Steward's to replace.
+			deadline := time.Now().Add(25 * time.Second)
+			for time.Now().Before(deadline) {
+				if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
+					t.Fatalf("owned objects changed: %v -> %v", before, now)
+				}
+				time.Sleep(time.Second)
+			}
+		})
+	}
+}
+
+// ownedState maps each member Pod and PVC of a cluster to its UID.
+func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	sel := client.MatchingLabels{resources.LabelCluster: c.Name}
+	var pods corev1.PodList
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		out["pod/"+p.Name] = string(p.UID)
+	}
+	for _, p := range pvcs.Items {
+		out["pvc/"+p.Name] = string(p.UID)
+	}
+	return out
+}
+
+// TestHostileImageChangeReplacesNothing: spec.image changed on a running 3-member cluster to an image that does
+// not exist. Steward restarts one follower on it, reports the Pod that cannot pull as Degraded/MemberPodsFailing,
+// goes no further, and replaces nobody even past spec.replaceUnhealthyAfter (a successor would pull the same
+// image, and the member's data would be lost over a typo). Setting the image back heals the member in place:
+// the same members, IDs and Pods as before.
+func TestHostileImageChangeReplacesNothing(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, hostileNS)
+	startOperator(t)
+	c := newCluster(hostileNS, "typo", 3)
+	c.Spec.Storage.Ephemeral = true
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	defer deleteAndCheckNothingLeft(t, c)
+	key := client.ObjectKeyFromObject(c)
+	c = waitAvailable(t, key, 4*time.Minute)
+	ids := memberIDs(c)
+	pods := ownedState(t, c)
+
+	setImage := func(image string) {
+		t.Helper()
+		poll(t, "set spec.image", time.Minute, func() error {
+			var cur etcdv1alpha1.EtcdCluster
+			if err := k8s.Get(ctx, key, &cur); err != nil {
+				return err
+			}
+			cur.Spec.Image = image
+			return k8s.Update(ctx, &cur)
+		})
+	}
+	setImage("steward.invalid/etcd:v" + c.Spec.Version)
+	var cur etcdv1alpha1.EtcdCluster
+	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, &cur); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "Image") {
+			return fmt.Errorf("conditions: %s", describe(&cur))
+		}
+		return nil
+	})
+	t.Logf("reported: %s", describe(&cur))
+	// Twice replaceUnhealthyAfter: the members, their IDs and Pods stay, and the cluster keeps its quorum.
+	deadline := time.Now().Add(25 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := k8s.Get(ctx, key, &cur); err != nil {
+			t.Fatal(err)
+		}
+		if now := memberIDs(&cur); fmt.Sprint(now) != fmt.Sprint(ids) {
+			t.Fatalf("members changed while the image could not be pulled: %v -> %v (%s)", ids, now, describe(&cur))
+		}
+		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(pods) {
+			t.Fatalf("member Pods changed: %v -> %v", pods, now)
+		}
+		if !meta.IsStatusConditionTrue(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
+			t.Fatalf("quorum lost: %s", describe(&cur))
+		}
+		time.Sleep(time.Second)
+	}
+
+	setImage("")
+	healed := waitAvailable(t, key, 3*time.Minute)
+	poll(t, "member healed in place", 2*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, healed); err != nil {
+			return err
+		}
+		if d := meta.FindStatusCondition(healed.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
+			return fmt.Errorf("conditions: %s", describe(healed))
+		}
+		return nil
+	})
+	if now := memberIDs(healed); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Fatalf("members after healing %v, want the same as before %v", now, ids)
+	}
+	if now := ownedState(t, healed); fmt.Sprint(now) != fmt.Sprint(pods) {
+		t.Fatalf("member Pods after healing %v, want the same as before %v", now, pods)
+	}
+}
