@@ -11,6 +11,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -77,6 +78,7 @@ func run() error {
 		// Stepping down on shutdown hands over in seconds instead of a lease duration; safe because the
 		// process exits right after.
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{ByObject: etcdcluster.CacheByObject()},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -21,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -146,6 +147,7 @@ func startOperator(t *testing.T) (stop func()) {
 		HealthProbeBindAddress: "0",
 		// Tests start the manager more than once in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      cache.Options{ByObject: etcdcluster.CacheByObject()},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 	endpoints := obs.endpoints
 	switch action.Kind {
 	case plan.Bootstrap, plan.CreateMemberPods:
-		return r.createMembers(ctx, cluster, action)
+		return r.createMembers(ctx, cluster, obs, action)
 	case plan.AddLearner:
 		name := action.Members[0]
 		id, err := r.Etcd.AddLearner(ctx, key, endpoints, resources.PeerURL(cluster, name, r.Options))
@@ -130,7 +130,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if leaderEndpoint == "" {
 			return fmt.Errorf("move leadership from %s: it has no address", from)
 		}
-		if err := r.Etcd.MoveLeader(ctx, leaderEndpoint, action.TargetID); err != nil {
+		if err := r.Etcd.MoveLeader(ctx, key, leaderEndpoint, action.TargetID); err != nil {
 			return err
 		}
 		log.Info("Moved leadership", "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
@@ -210,7 +210,7 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 
 // createMembers creates every member's PVC first and only then the Pods: once any Pod of a bootstrap exists,
 // every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data.
-func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action) error {
+func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
 	members := make([]resources.Member, 0, len(action.Members))
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
@@ -218,6 +218,18 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
+	}
+	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
+	// kubelet's retry backoff, for it to appear.
+	if ts := obs.tls; ts != nil {
+		for _, m := range members {
+			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
+				memberRequest(cluster, m.Name, r.Options)); err != nil {
+				return fmt.Errorf("certificate of member %s: %w", m.Name, err)
+			}
+		}
+	} else if resources.TLSEnabled(cluster) {
+		return fmt.Errorf("create members: the cluster's TLS is not ready")
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {

@@ -7,6 +7,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -47,6 +48,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 
 // SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -59,6 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Secret{}).
 		Named("etcdcluster").
 		Complete(r)
 }
@@ -79,17 +82,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
+	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
+	// certificate the pool already has) and report, but not act.
+	ts, tlsErr := r.ensureTLS(ctx, cluster)
 	obs, err := r.observe(ctx, cluster)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(tlsErr, err)
 	}
+	obs.tls = ts
 	action := plan.Next(specOf(cluster, r.Options), obs.plan)
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
-
+	if tlsErr != nil {
+		return ctrl.Result{}, tlsErr
+	}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !cluster.Spec.Paused {
 		if err := r.ensureServices(ctx, cluster); err != nil {
 			return ctrl.Result{}, err

@@ -56,6 +56,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.ClusterID = etcd.FormatID(obs.view.ClusterID)
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
+	switch {
+	case !resources.TLSEnabled(cluster):
+		st.TLS = nil
+	case obs.tls != nil:
+		st.TLS = obs.tls.status
+	}
 	st.Bootstrapped = obs.plan.Bootstrapped
 
 	now := metav1.NewTime(r.Now())
