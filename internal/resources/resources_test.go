@@ -121,7 +121,7 @@ func TestMemberPod(t *testing.T) {
 						secret = v.Secret.SecretName
 					}
 				}
-				if secret != "db-abcde-tls" {
+				if secret != MemberSecretName("db-abcde") {
 					t.Errorf("TLS Secret volume %q, want db-abcde-tls", secret)
 				}
 				for _, m := range p.Spec.Containers[0].VolumeMounts {
