@@ -40,6 +40,9 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
+	// AnnotationTLS is the TLS provider a member Pod was created for (TLSMode): "Steward" (https, certificates)
+	// or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
+	AnnotationTLS = "etcd.steward.dev/tls"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"
@@ -255,6 +258,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	annotations[AnnotationInitialClusterState] = m.State
 	version, image := release(cluster, m, o)
 	annotations[AnnotationVersion] = version
+	annotations[AnnotationTLS] = TLSMode(cluster)
 
 	data := corev1.Volume{Name: dataVolume}
 	if cluster.Spec.Storage.Ephemeral {

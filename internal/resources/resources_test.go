@@ -129,6 +129,9 @@ func TestMemberPod(t *testing.T) {
 						t.Errorf("mount %s uses subPath %s: the kubelet would not update it in place", m.Name, m.SubPath)
 					}
 				}
+				if p.Annotations[AnnotationTLS] != "Steward" {
+					t.Errorf("annotation %s = %q, want Steward", AnnotationTLS, p.Annotations[AnnotationTLS])
+				}
 				if p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue() != MetricsPort {
 					t.Errorf("probes must use the plain HTTP metrics port")
 				}
@@ -145,6 +148,9 @@ func TestMemberPod(t *testing.T) {
 					if !strings.HasPrefix(a, "--initial-cluster=") && (strings.Contains(a, "cert") || strings.Contains(a, "https")) {
 						t.Errorf("plaintext member has TLS flag %s", a)
 					}
+				}
+				if p.Annotations[AnnotationTLS] != "None" {
+					t.Errorf("annotation %s = %q, want None", AnnotationTLS, p.Annotations[AnnotationTLS])
 				}
 				if len(p.Spec.Volumes) != 1 {
 					t.Errorf("volumes %+v, want only data", p.Spec.Volumes)

@@ -38,6 +38,23 @@ func TLSEnabled(cluster *etcdv1alpha1.EtcdCluster) bool {
 	return cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider != etcdv1alpha1.TLSProviderNone
 }
 
+// TLSMode is how members of cluster run: "Steward" (TLS with Steward's certificates) or "None" (plaintext).
+func TLSMode(cluster *etcdv1alpha1.EtcdCluster) string {
+	if TLSEnabled(cluster) {
+		return etcdv1alpha1.TLSProviderSteward
+	}
+	return etcdv1alpha1.TLSProviderNone
+}
+
+// PodTLSMode is the TLSMode a member Pod was created with; a Pod without the annotation predates TLS and runs
+// plaintext.
+func PodTLSMode(p *corev1.Pod) string {
+	if m, ok := p.Annotations[AnnotationTLS]; ok {
+		return m
+	}
+	return etcdv1alpha1.TLSProviderNone
+}
+
 // Scheme of members' client and peer URLs.
 func Scheme(cluster *etcdv1alpha1.EtcdCluster) string {
 	if TLSEnabled(cluster) {

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -200,6 +201,48 @@ func TestTLSByDefault(t *testing.T) {
 		t.Errorf("plaintext cluster has %d Secrets", len(secrets.Items))
 	}
 	deleteAndCheckNothingLeft(t, plain)
+
+	// A member Pod that says it runs plaintext (as Pods of a Steward without TLS do: no annotation) under a TLS
+	// spec: Steward changes nothing and reports the mismatch; once the Pod matches again, the cluster settles.
+	victim := got.Status.Members[0].Name
+	setTLSAnnotation := func(value *string) {
+		var p corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tls", Name: victim}, &p); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		if value == nil {
+			delete(p.Annotations, resources.AnnotationTLS)
+		} else {
+			p.Annotations[resources.AnnotationTLS] = *value
+		}
+		if err := k8s.Patch(ctx, &p, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTLSAnnotation(nil)
+	poll(t, "TLSProviderMismatch reported", time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != "TLSProviderMismatch" || !strings.Contains(d.Message, victim) {
+			return fmt.Errorf("Degraded %+v", d)
+		}
+		return nil
+	})
+	steward := etcdv1alpha1.TLSProviderSteward
+	setTLSAnnotation(&steward)
+	poll(t, "mismatch cleared", time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+			return err
+		}
+		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Degraded %+v", d)
+		}
+		return nil
+	})
+	got = waitSettled(t, client.ObjectKeyFromObject(got), 2*time.Minute)
 
 	deleteAndCheckNothingLeft(t, got)
 	poll(t, "Secrets of the deleted cluster gone", time.Minute, func() error {

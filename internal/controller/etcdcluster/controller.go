@@ -84,13 +84,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
 	// certificate the pool already has) and report, but not act.
-	ts, tlsErr := r.ensureTLS(ctx, cluster)
+	ts, mismatch, tlsErr := r.prepareTLS(ctx, cluster)
 	obs, err := r.observe(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(tlsErr, err)
 	}
 	obs.tls = ts
 	action := plan.Next(specOf(cluster, r.Options), obs.plan)
+	if mismatch != nil {
+		action = *mismatch
+	}
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err

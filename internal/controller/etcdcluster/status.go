@@ -103,6 +103,7 @@ var progressingWaits = map[string]bool{
 // recorded when the wait begins.
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
+	ReasonTLSProviderMismatch: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.

@@ -18,6 +18,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -46,6 +47,21 @@ func (ts *tlsState) note(notAfter time.Time) {
 	if ts.status.NotAfter == nil || notAfter.Before(ts.status.NotAfter.Time) {
 		ts.status.NotAfter = &metav1.Time{Time: notAfter}
 	}
+}
+
+// prepareTLS checks that the members run the TLS provider the spec asks for and, if they do, ensures the
+// cluster's CA and client certificate (ensureTLS). On a mismatch it returns the Wait to take instead of the
+// plan's step, and touches no Secret.
+func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, *plan.Action, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return nil, nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	if wait, ok := tlsMismatch(cluster, pods.Items); ok {
+		return nil, &wait, nil
+	}
+	ts, err := r.ensureTLS(ctx, cluster)
+	return ts, nil, err
 }
 
 // ensureTLS makes sure the cluster's CA and Steward's client certificate exist and are current, and points
@@ -215,4 +231,27 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "secret", s.Name)
 	}
 	return errors.Join(errs...)
+}
+
+// ReasonTLSProviderMismatch means member Pods run another TLS provider than the spec asks for (a cluster created by a
+// Steward without TLS, whose stored spec now reads with the default provider Steward). Steward cannot move
+// running members between plaintext and TLS, so it changes nothing until the spec matches the members.
+const ReasonTLSProviderMismatch = "TLSProviderMismatch"
+
+// tlsMismatch returns a Wait when a member Pod the cluster controls runs another TLS provider than the spec's.
+// Pure: from the spec and the Pods.
+func tlsMismatch(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
+	want := resources.TLSMode(cluster)
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if have := resources.PodTLSMode(p); have != want {
+			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
+				"member %s runs TLS provider %s but spec.tls.provider is %s: Steward cannot switch running members between plaintext and TLS and changes nothing; set spec.tls.provider to %s (see docs/etcdcluster.md#tls)",
+				p.Name, have, want, have)}, true
+		}
+	}
+	return plan.Action{}, false
 }

@@ -178,3 +178,44 @@ func TestEnsureMemberCerts(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSMismatch(t *testing.T) {
+	plainSpec := func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }
+	legacy := func(p *corev1.Pod) { delete(p.Annotations, resources.AnnotationTLS) }
+	tests := map[string]struct {
+		spec    func(*etcdv1alpha1.EtcdCluster)
+		podSpec func(*etcdv1alpha1.EtcdCluster)
+		pod     func(*corev1.Pod)
+		want    bool
+	}{
+		"TLS cluster, TLS Pods":                          {},
+		"plaintext cluster, plaintext Pods":              {spec: plainSpec, podSpec: plainSpec},
+		"Pod of a Steward without TLS, spec defaulted":   {pod: legacy, want: true},
+		"Pod of a Steward without TLS, spec set to None": {spec: plainSpec, pod: legacy},
+		"provider changed under running TLS members":     {spec: plainSpec, want: true},
+		"provider changed under running plain members":   {podSpec: plainSpec, want: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, podCluster := testCluster(), testCluster()
+			for _, f := range []struct {
+				mutate func(*etcdv1alpha1.EtcdCluster)
+				c      *etcdv1alpha1.EtcdCluster
+			}{{tt.spec, c}, {tt.podSpec, podCluster}} {
+				if f.mutate != nil {
+					f.mutate(f.c)
+				}
+			}
+			pods, _ := fixture(podCluster, []string{"db-aaaaa", "db-bbbbb"}, 2)
+			for i := range pods {
+				if tt.pod != nil {
+					tt.pod(&pods[i])
+				}
+			}
+			wait, got := tlsMismatch(c, pods)
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+				t.Fatalf("mismatch %v (%+v), want %v", got, wait, tt.want)
+			}
+		})
+	}
+}
