@@ -54,8 +54,9 @@ type EtcdClusterSpec struct {
 	// +optional
 	Etcd EtcdTuning `json:"etcd,omitempty"`
 
-	// TLS secures peer and client traffic. Reserved: a later version of Steward fills it in; today only the
-	// default (plaintext) is accepted.
+	// TLS secures peer and client traffic. On by default: without a tls field Steward creates a CA and
+	// certificates for the members and for itself (provider Steward). provider None runs plaintext.
+	// +kubebuilder:default={provider: "Steward"}
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 
@@ -162,15 +163,49 @@ type EtcdTuning struct {
 	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
 }
 
-// TLSSpec secures etcd's traffic. Reserved for the TLS work; only `provider: None` is accepted today.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'None'",message="TLS is not available yet in this version of Steward: only provider None (plaintext) is accepted"
+// TLSSpec secures etcd's traffic: client (port 2379) and peer (2380) connections use TLS with client
+// certificates on both. Metrics and health (2381) stay plain HTTP so that kubelet probes work.
+// +kubebuilder:validation:XValidation:rule="self.provider in ['None', 'Steward']",message="tls.provider Secrets and CertManager are not available yet in this version of Steward: use Steward (the default: Steward's own CA) or None (plaintext)"
+// +kubebuilder:validation:XValidation:rule="self.provider == oldSelf.provider",message="tls.provider cannot change on an existing cluster yet: this version of Steward cannot move running members between plaintext and TLS; create a new cluster with the provider you want (and restore a backup into it)"
 type TLSSpec struct {
-	// Provider of certificates: None (plaintext), Steward (a CA and certificates Steward manages), Secrets
-	// (user-provided Secrets), or CertManager (a cert-manager Issuer).
+	// Provider of certificates: Steward (the default: a CA and certificates Steward creates and renews), None
+	// (plaintext), Secrets (user-provided Secrets) or CertManager (a cert-manager Issuer). Secrets and
+	// CertManager are not available yet. Immutable.
 	// +kubebuilder:validation:Enum=None;Steward;Secrets;CertManager
-	// +kubebuilder:default=None
+	// +kubebuilder:default=Steward
 	// +optional
 	Provider string `json:"provider,omitempty"`
+
+	// CertificateLifetime is how long the member and client certificates Steward issues are valid (provider
+	// Steward; the CA is valid for 10 years). Steward renews each certificate once two thirds of its lifetime
+	// have passed, and re-issues every certificate when this field changes. Default 2160h (90 days).
+	// +kubebuilder:default="2160h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('87600h')",message="certificateLifetime must be between 1h and 87600h (10 years, the CA's lifetime)"
+	// +optional
+	CertificateLifetime *metav1.Duration `json:"certificateLifetime,omitempty"`
+}
+
+// TLS providers.
+const (
+	TLSProviderNone    = "None"
+	TLSProviderSteward = "Steward"
+)
+
+// TLSStatus names the Secrets of a cluster's TLS and when its certificates expire. Never key material.
+type TLSStatus struct {
+	// CASecret is the Secret with the cluster's CA (key ca.crt, and the CA's key tls.key).
+	// +optional
+	CASecret string `json:"caSecret,omitempty"`
+	// ClientSecret is the Secret with the client certificate Steward and its backup Jobs use (ca.crt,
+	// tls.crt, tls.key); users may mount it to reach the members.
+	// +optional
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// CANotAfter is when the CA expires.
+	// +optional
+	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
+	// NotAfter is when the first of the member and client certificates expires (each is renewed well before).
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
 }
 
 // BootstrapSpec is where a new cluster's data comes from.
@@ -349,6 +384,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
 
+	// TLS names the cluster's CA and client Secrets and when certificates expire (provider Steward).
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
+
 	// LastBackup is the cluster's newest Complete EtcdBackup. Written by the backup controller (only this
 	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".
 	// +optional
@@ -364,6 +403,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.provider`,priority=1
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {

@@ -54,6 +54,9 @@ func main() {
 		pvcClaim   string
 		path       string
 		s3         backup.S3Config
+		caFile     string
+		certFile   string
+		keyFile    string
 	)
 	fs.Var(&members, "member", "name=clientURL of a member to snapshot from, in order of preference (repeatable)")
 	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "where to write the JSON result")
@@ -79,6 +82,9 @@ func main() {
 	fs.StringVar(&rst.token, "initial-cluster-token", "", "restore: the new cluster's --initial-cluster-token")
 	fs.StringVar(&rst.peerURLs, "initial-advertise-peer-urls", "", "restore: the member's peer URLs")
 	fs.Uint64Var(&rst.bumpRevision, "bump-revision", 0, "restore: raise the restored revision by this much and mark it compacted (a re-seed: clients have seen later revisions)")
+	fs.StringVar(&caFile, "ca-file", "", "CA certificate members' certificates must chain to (TLS clusters; with --cert-file and --key-file)")
+	fs.StringVar(&certFile, "cert-file", "", "client certificate to authenticate to members with")
+	fs.StringVar(&keyFile, "key-file", "", "key of --cert-file")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -106,7 +112,15 @@ func main() {
 
 	switch cmd {
 	case "snapshot":
-		finish(resultFile, snapshot(ctx, members, store))
+		var t *etcd.TLS
+		if caFile != "" || certFile != "" || keyFile != "" {
+			var err error
+			// No server name override: the agent dials members by their DNS names, which their certificates carry.
+			if t, err = etcd.LoadTLS(caFile, certFile, keyFile, ""); err != nil {
+				finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+			}
+		}
+		finish(resultFile, snapshot(ctx, members, store, t))
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
 		if err := store.Delete(ctx); err != nil {
@@ -127,14 +141,14 @@ func main() {
 // snapshot tries the members in order until one delivers a verified snapshot to the store. A member that fails
 // before any byte is stored is skipped; a checksum mismatch or a destination error ends the attempt (the next
 // member would not fix the destination, and a corrupt stream is worth a human's look).
-func snapshot(ctx context.Context, members []string, store backup.Store) backup.Result {
+func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd.TLS) backup.Result {
 	var errs []string
 	for _, m := range members {
 		name, url, ok := strings.Cut(m, "=")
 		if !ok {
 			return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("bad --member %q: want name=url", m)}
 		}
-		snap, err := etcd.OpenSnapshot(ctx, url)
+		snap, err := etcd.OpenSnapshot(ctx, url, t)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
 			continue

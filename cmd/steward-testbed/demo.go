@@ -77,7 +77,9 @@ func demo(ctx context.Context, args []string) error {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
 		var member []byte
 		if member, err = output("get", "pods", "-l", "etcd.steward.dev/cluster=example", "-o", "jsonpath={.items[0].metadata.name}"); err == nil {
-			out, err = output("exec", string(member), "--", "etcdctl", "--endpoints=http://127.0.0.1:2379",
+			// The sample cluster runs TLS (the default); a member's own certificate is a client certificate too.
+			out, err = output("exec", string(member), "--", "etcdctl", "--endpoints=https://localhost:2379",
+				"--cacert=/etc/etcd/tls/ca.crt", "--cert=/etc/etcd/tls/tls.crt", "--key=/etc/etcd/tls/tls.key",
 				"endpoint", "status", "--cluster", "-w", "table")
 		}
 		if err == nil || time.Now().After(deadline) {

@@ -75,9 +75,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	// The namespaces to manage (all when unset), and only Steward's own Secrets (its certificates) in them.
+	cacheOptions := namespaces.CacheOptions()
+	cacheOptions.ByObject = etcdcluster.CacheByObject()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   namespaces.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -86,6 +88,7 @@ func run() error {
 		// Stepping down on shutdown hands over in seconds instead of a lease duration; safe because the
 		// process exits right after.
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOptions,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -6,6 +6,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,14 +78,45 @@ type ClusterView struct {
 	DowngradeTarget string
 }
 
-// Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's UID).
+// Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's namespace/name), and the TLS each
+// cluster is dialed with.
 type Pool struct {
 	mu      sync.Mutex
 	clients map[string]*clientv3.Client
+	tls     map[string]*TLS
+	configs map[string]*tls.Config
 }
 
 // NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{clients: map[string]*clientv3.Client{}} }
+func NewPool() *Pool {
+	return &Pool{clients: map[string]*clientv3.Client{}, tls: map[string]*TLS{}, configs: map[string]*tls.Config{}}
+}
+
+// SetTLS sets how the cluster under key is dialed (nil: plaintext). A change (a renewed client certificate)
+// closes the pooled client, so the next call dials with the new certificate.
+func (p *Pool) SetTLS(key string, t *TLS) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.tls[key]; ok && old.Equal(t) {
+		return nil
+	}
+	cfg, err := t.Config()
+	if err != nil {
+		return err
+	}
+	if c, ok := p.clients[key]; ok {
+		_ = c.Close()
+		delete(p.clients, key)
+	}
+	p.tls[key], p.configs[key] = t, cfg
+	return nil
+}
+
+func (p *Pool) tlsConfig(key string) *tls.Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.configs[key]
+}
 
 // client returns the pooled client for key, pointed at endpoints.
 func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) {
@@ -102,6 +134,7 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		DialOptions:          []grpc.DialOption{},
+		TLS:                  p.configs[key],
 		Logger:               zap.NewNop(),
 	})
 	if err != nil {
@@ -119,6 +152,8 @@ func (p *Pool) Forget(key string) {
 		_ = c.Close()
 		delete(p.clients, key)
 	}
+	delete(p.tls, key)
+	delete(p.configs, key)
 }
 
 // Observe reads the member list (through any endpoint) and every endpoint's status, concurrently.
@@ -153,7 +188,7 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		}
 	}
 	view.VoterEndpoints = voters
-	view.ClusterVersion, view.DowngradeTarget = clusterVersion(ctx, view.Statuses, voters)
+	view.ClusterVersion, view.DowngradeTarget = clusterVersion(ctx, httpClient(p.tlsConfig(key)), view.Statuses, voters)
 	if len(voters) > 0 && !sameEndpoints(c.Endpoints(), voters) {
 		c.SetEndpoints(voters...)
 	}
@@ -191,11 +226,8 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	return s
 }
 
-// httpClient asks members' /version; the same short timeout as every observation call.
-var httpClient = &http.Client{Timeout: RequestTimeout}
-
 // versionEndpoint returns the cluster version a member reports on /version.
-func versionEndpoint(ctx context.Context, endpoint string) (string, error) {
+func versionEndpoint(ctx context.Context, httpClient *http.Client, endpoint string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
 	if err != nil {
 		return "", fmt.Errorf("version request: %w", err)
@@ -218,7 +250,7 @@ func versionEndpoint(ctx context.Context, endpoint string) (string, error) {
 // the client port's /version): the leader first, being first to know a change, else the other voters in turn
 // until one answers. The downgrade target comes from the same member's status. One request per pass, not one per
 // member: it is a fact of the whole cluster.
-func clusterVersion(ctx context.Context, statuses map[string]Status, voters []string) (version, downgrade string) {
+func clusterVersion(ctx context.Context, hc *http.Client, statuses map[string]Status, voters []string) (version, downgrade string) {
 	ordered := append([]string(nil), voters...)
 	sort.SliceStable(ordered, func(i, j int) bool {
 		si, sj := statuses[ordered[i]], statuses[ordered[j]]
@@ -227,7 +259,7 @@ func clusterVersion(ctx context.Context, statuses map[string]Status, voters []st
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	for _, ep := range ordered {
-		if v, err := versionEndpoint(ctx, ep); err == nil && v != "" {
+		if v, err := versionEndpoint(ctx, hc, ep); err == nil && v != "" {
 			return v, statuses[ep].DowngradeTarget
 		}
 	}
@@ -301,8 +333,9 @@ func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string,
 // MoveLeader hands leadership from the leader to member to. etcd only takes the request from the leader itself,
 // so it goes over a connection to leaderEndpoint of its own, closed afterwards (a rare call: once per leader
 // restart).
-func (p *Pool) MoveLeader(ctx context.Context, leaderEndpoint string, to uint64) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEndpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx})
+func (p *Pool) MoveLeader(ctx context.Context, key, leaderEndpoint string, to uint64) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEndpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx,
+		TLS: p.tlsConfig(key)})
 	if err != nil {
 		return fmt.Errorf("connect to leader %s: %w", leaderEndpoint, err)
 	}

@@ -27,9 +27,13 @@ type Snapshot struct {
 // OpenSnapshot checks that the member at endpoint is healthy (answers, knows a leader, reports no alarm), then
 // opens a snapshot stream from it. The snapshot is read from that member only: the client has no other
 // endpoint to fail over to, so status and data describe one member. ctx bounds the whole stream; Close of Data
-// releases the connection.
-func OpenSnapshot(ctx context.Context, endpoint string) (*Snapshot, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx})
+// releases the connection. t is the cluster's TLS, nil for a plaintext cluster.
+func OpenSnapshot(ctx context.Context, endpoint string, t *TLS) (*Snapshot, error) {
+	cfg, err := t.Config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx, TLS: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}

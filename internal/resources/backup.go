@@ -44,12 +44,24 @@ func jobName(name, suffix string) string {
 }
 
 // BackupJob runs `steward-agent snapshot` against members (name=clientURL, in order of preference).
-func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage string) *batchv1.Job {
+// clientSecret is the cluster's client Secret (ClientSecretName) when its members use TLS, else "": the Job
+// mounts it and the agent authenticates with it.
+func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage, clientSecret string) *batchv1.Job {
 	args := []string{"snapshot"}
 	for _, m := range members {
 		args = append(args, "--member="+m)
 	}
-	return agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
+	if clientSecret != "" {
+		args = append(args, AgentTLSArgs()...)
+	}
+	job := agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
+	if clientSecret != "" {
+		spec := &job.Spec.Template.Spec
+		spec.Volumes = append(spec.Volumes, secretVolume(agentTLSVolume, clientSecret))
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: agentTLSVolume, MountPath: AgentTLSMount, ReadOnly: true})
+	}
+	return job
 }
 
 // DeleteJob runs `steward-agent delete` on backup's destination.

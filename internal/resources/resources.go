@@ -41,6 +41,9 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
+	// AnnotationTLS is the TLS provider a member Pod was created for (TLSMode): "Steward" (https, certificates)
+	// or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
+	AnnotationTLS = "etcd.steward.dev/tls"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"
@@ -120,14 +123,14 @@ func MemberHost(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) str
 
 // PeerURL is a member's advertised peer URL.
 func PeerURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
-	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), PeerPort)
+	return fmt.Sprintf("%s://%s:%d", Scheme(cluster), MemberHost(cluster, member, o), PeerPort)
 }
 
 // MemberNameFromPeerURL returns the member name in a peer URL this cluster's members advertise, so a member
 // added to etcd but not yet started (etcd knows only its peer URL) is recognised by name.
 func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Options) (string, bool) {
 	suffix := fmt.Sprintf(".%s.%s.svc.%s:%d", PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain, PeerPort)
-	rest, ok := strings.CutPrefix(url, "http://")
+	rest, ok := strings.CutPrefix(url, Scheme(cluster)+"://")
 	if !ok {
 		return "", false
 	}
@@ -142,12 +145,17 @@ func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Opti
 
 // ClientURL is a member's advertised client URL.
 func ClientURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
-	return fmt.Sprintf("http://%s:%d", MemberHost(cluster, member, o), ClientPort)
+	return fmt.Sprintf("%s://%s:%d", Scheme(cluster), MemberHost(cluster, member, o), ClientPort)
 }
 
 // ClientEndpoint is the client Service's URL.
 func ClientEndpoint(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
-	return fmt.Sprintf("http://%s.%s.svc.%s:%d", ClientServiceName(cluster), cluster.Namespace, o.ClusterDomain, ClientPort)
+	return fmt.Sprintf("%s://%s:%d", Scheme(cluster), ClientServiceHost(cluster, o), ClientPort)
+}
+
+// ClientServiceHost is the client Service's fully qualified DNS name.
+func ClientServiceHost(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
+	return fmt.Sprintf("%s.%s.svc.%s", ClientServiceName(cluster), cluster.Namespace, o.ClusterDomain)
 }
 
 // Image is the etcd image members of spec.version run.
@@ -203,9 +211,9 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + dataMount + "/data",
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", Scheme(cluster), ClientPort),
 		"--advertise-client-urls=" + ClientURL(cluster, m.Name, o),
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", Scheme(cluster), PeerPort),
 		"--initial-advertise-peer-urls=" + PeerURL(cluster, m.Name, o),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
@@ -213,6 +221,7 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
 		"--initial-cluster-token=" + string(cluster.UID),
 	}
+	args = append(args, tlsArgs(cluster)...)
 	t := cluster.Spec.Etcd
 	if t.QuotaBackendBytes != nil {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(t.QuotaBackendBytes.Value(), 10))
@@ -264,6 +273,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		initContainers, extraVolumes = restoreInitContainers(cluster, m, image, o)
 	}
+	annotations[AnnotationTLS] = TLSMode(cluster)
 
 	data := corev1.Volume{Name: dataVolume}
 	if cluster.Spec.Storage.Ephemeral {
@@ -317,13 +327,13 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				LivenessProbe:   probe("/livez", 15),
 				StartupProbe:    &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
 				SecurityContext: restrictedContainer(),
-				VolumeMounts:    []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}},
+				VolumeMounts:    append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}, memberTLSMounts(cluster)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
 				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
 				// (plan.DataLossEvidence) from a crash that a restart fixes.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
-			Volumes: append([]corev1.Volume{data}, extraVolumes...),
+			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m.Name)...), extraVolumes...),
 		},
 	}
 }

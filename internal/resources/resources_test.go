@@ -29,8 +29,8 @@ func testCluster(mutate ...func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCl
 }
 
 var boot = Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{
-	"db-abcde": "http://db-abcde.db-peer.prod.svc.cluster.local:2380",
-	"db-fghjk": "http://db-fghjk.db-peer.prod.svc.cluster.local:2380",
+	"db-abcde": "https://db-abcde.db-peer.prod.svc.cluster.local:2380",
+	"db-fghjk": "https://db-fghjk.db-peer.prod.svc.cluster.local:2380",
 }}
 
 func arg(args []string, flag string) (string, bool) {
@@ -53,9 +53,9 @@ func TestMemberPod(t *testing.T) {
 				args := p.Spec.Containers[0].Command
 				want := map[string]string{
 					"--name":                        "db-abcde",
-					"--initial-advertise-peer-urls": "http://db-abcde.db-peer.prod.svc.cluster.local:2380",
-					"--advertise-client-urls":       "http://db-abcde.db-peer.prod.svc.cluster.local:2379",
-					"--initial-cluster":             "db-abcde=http://db-abcde.db-peer.prod.svc.cluster.local:2380,db-fghjk=http://db-fghjk.db-peer.prod.svc.cluster.local:2380",
+					"--initial-advertise-peer-urls": "https://db-abcde.db-peer.prod.svc.cluster.local:2380",
+					"--advertise-client-urls":       "https://db-abcde.db-peer.prod.svc.cluster.local:2379",
+					"--initial-cluster":             "db-abcde=https://db-abcde.db-peer.prod.svc.cluster.local:2380,db-fghjk=https://db-fghjk.db-peer.prod.svc.cluster.local:2380",
 					"--initial-cluster-state":       "new",
 					"--initial-cluster-token":       "uid-1",
 					"--data-dir":                    "/var/lib/etcd/data",
@@ -89,6 +89,71 @@ func TestMemberPod(t *testing.T) {
 				sc := p.Spec.Containers[0].SecurityContext
 				if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(p.Spec.SecurityContext.RunAsNonRoot, false) {
 					t.Errorf("security context %+v / %+v", sc, p.Spec.SecurityContext)
+				}
+			},
+		},
+		"TLS by default: https URLs, client certificates required, the member's own Secret mounted whole": {
+			cluster: testCluster(),
+			check: func(t *testing.T, p *corev1.Pod) {
+				args := p.Spec.Containers[0].Command
+				for flag, v := range map[string]string{
+					"--listen-client-urls": "https://0.0.0.0:2379", "--listen-peer-urls": "https://0.0.0.0:2380",
+					"--listen-metrics-urls": "http://0.0.0.0:2381",
+					"--cert-file":           "/etc/etcd/tls/tls.crt", "--key-file": "/etc/etcd/tls/tls.key", "--trusted-ca-file": "/etc/etcd/tls/ca.crt",
+					"--peer-cert-file": "/etc/etcd/tls/tls.crt", "--peer-key-file": "/etc/etcd/tls/tls.key", "--peer-trusted-ca-file": "/etc/etcd/tls/ca.crt",
+				} {
+					if got, _ := arg(args, flag); got != v {
+						t.Errorf("%s = %q, want %q", flag, got, v)
+					}
+				}
+				for _, flag := range []string{"--client-cert-auth", "--peer-client-cert-auth"} {
+					found := false
+					for _, a := range args {
+						found = found || a == flag
+					}
+					if !found {
+						t.Errorf("%s missing", flag)
+					}
+				}
+				var secret string
+				for _, v := range p.Spec.Volumes {
+					if v.Secret != nil {
+						secret = v.Secret.SecretName
+					}
+				}
+				if secret != MemberSecretName("db-abcde") {
+					t.Errorf("TLS Secret volume %q, want db-abcde-tls", secret)
+				}
+				for _, m := range p.Spec.Containers[0].VolumeMounts {
+					if m.SubPath != "" {
+						t.Errorf("mount %s uses subPath %s: the kubelet would not update it in place", m.Name, m.SubPath)
+					}
+				}
+				if p.Annotations[AnnotationTLS] != "Steward" {
+					t.Errorf("annotation %s = %q, want Steward", AnnotationTLS, p.Annotations[AnnotationTLS])
+				}
+				if p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue() != MetricsPort {
+					t.Errorf("probes must use the plain HTTP metrics port")
+				}
+			},
+		},
+		"provider None: plaintext as before": {
+			cluster: testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }),
+			check: func(t *testing.T, p *corev1.Pod) {
+				args := p.Spec.Containers[0].Command
+				if got, _ := arg(args, "--advertise-client-urls"); got != "http://db-abcde.db-peer.prod.svc.cluster.local:2379" {
+					t.Errorf("--advertise-client-urls = %q", got)
+				}
+				for _, a := range args {
+					if !strings.HasPrefix(a, "--initial-cluster=") && (strings.Contains(a, "cert") || strings.Contains(a, "https")) {
+						t.Errorf("plaintext member has TLS flag %s", a)
+					}
+				}
+				if p.Annotations[AnnotationTLS] != "None" {
+					t.Errorf("annotation %s = %q, want None", AnnotationTLS, p.Annotations[AnnotationTLS])
+				}
+				if len(p.Spec.Volumes) != 1 {
+					t.Errorf("volumes %+v, want only data", p.Spec.Volumes)
 				}
 			},
 		},
@@ -218,7 +283,7 @@ func TestBackupJobIsNotAMember(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("b", 70)},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
 			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
-	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=http://m:2379"}, "agent"), DeleteJob(b, "agent")} {
+	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", "db-client"), DeleteJob(b, "agent")} {
 		if _, ok := job.Spec.Template.Labels[LabelCluster]; ok {
 			t.Errorf("Job %s Pods carry %s: the cluster controller would take them for members", job.Name, LabelCluster)
 		}
@@ -229,6 +294,42 @@ func TestBackupJobIsNotAMember(t *testing.T) {
 			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "creds" {
 				t.Errorf("credential %s not taken from the Secret by reference", e.Name)
 			}
+		}
+	}
+}
+
+func TestBackupJobTLS(t *testing.T) {
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
+			PVC: &etcdv1alpha1.PVCDestination{ClaimName: "c", Path: "p"}}}}
+	tests := map[string]struct {
+		secret    string
+		wantMount bool
+	}{"TLS cluster": {"db-client", true}, "plaintext cluster": {"", false}}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			job := BackupJob(b, []string{"m=https://m:2379"}, "agent", tt.secret)
+			spec := job.Spec.Template.Spec
+			var mounted string
+			for _, v := range spec.Volumes {
+				if v.Secret != nil {
+					mounted = v.Secret.SecretName
+				}
+			}
+			args := strings.Join(spec.Containers[0].Args, " ")
+			hasFlags := strings.Contains(args, "--cert-file=/etc/steward/etcd-tls/tls.crt") && strings.Contains(args, "--ca-file=") && strings.Contains(args, "--key-file=")
+			if mounted != tt.secret || hasFlags != tt.wantMount {
+				t.Errorf("mounted Secret %q, TLS flags %v (args %s); want Secret %q", mounted, hasFlags, args, tt.secret)
+			}
+		})
+	}
+}
+
+func TestMemberDNSNames(t *testing.T) {
+	names := strings.Join(MemberDNSNames(testCluster(), "db-abcde", opts), " ")
+	for _, want := range []string{"db-abcde.db-peer.prod.svc.cluster.local", "db-abcde", "db.prod.svc.cluster.local", "db.prod.svc", "db.prod", "db", "localhost"} {
+		if !strings.Contains(" "+names+" ", " "+want+" ") {
+			t.Errorf("member certificate lacks %s: %s", want, names)
 		}
 	}
 }

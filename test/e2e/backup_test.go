@@ -44,7 +44,7 @@ const (
 // writeBackupKeys writes known keys through the client Service and returns them.
 func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}

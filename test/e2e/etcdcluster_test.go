@@ -83,7 +83,7 @@ func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 	}
 	out := map[string]string{}
 	for _, p := range pods.Items {
-		out[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		out[p.Name] = fmt.Sprintf("%s://%s:%d", resources.Scheme(c), p.Status.PodIP, resources.ClientPort)
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func checkStatusMatchesEtcd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	for _, ep := range eps {
 		list = append(list, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,13 +164,13 @@ func clientServiceURL(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
+	return fmt.Sprintf("%s://%s:%d", resources.Scheme(c), svc.Spec.ClusterIP, resources.ClientPort)
 }
 
 // writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.
 func writeAndReadThroughService(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func deleteAndCheckNothingLeft(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 func readKeysFromMember(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) {
 	t.Helper()
 	ep := memberEndpoints(t, c)[member]
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,15 +433,19 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
 	}{
-		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
-		"negative replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
-		"too many replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
-		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, "version must be an etcd release Steward supports"},
-		"old version":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release Steward supports"},
-		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
-		"pre-release":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
-		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
-		"TLS not yet":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward"} }, "TLS is not available yet"},
+		"even replicas":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
+		"negative replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
+		"too many replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
+		"unknown version":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, "version must be an etcd release Steward supports"},
+		"old version":             {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release Steward supports"},
+		"not a version":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
+		"pre-release":             {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
+		"zero size":               {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
+		"TLS Secrets not yet":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets"} }, "tls.provider Secrets and CertManager are not available yet"},
+		"TLS CertManager not yet": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager"} }, "not available yet"},
+		"certificate lifetime too short": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", CertificateLifetime: &metav1.Duration{Duration: time.Minute}}
+		}, "certificateLifetime must be between 1h and 87600h"},
 		"restore not yet": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: "b"}}
 		}, "bootstrapping from a backup is not available yet"},
@@ -503,6 +507,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"storage class":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("other") }, "storageClassName is immutable"},
 		"storage class unset": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "storageClassName is immutable"},
 		"ephemeral":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }, "ephemeral is immutable"},
+		"TLS provider":        {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }, "tls.provider cannot change on an existing cluster yet"},
 	} {
 		t.Run("change "+name, func(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster

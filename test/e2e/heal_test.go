@@ -285,7 +285,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	for _, ep := range memberEndpoints(t, got) {
 		eps = append(eps, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, got)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // startLoad starts concurrent clients against the cluster's client Service.
 func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load {
 	t.Helper()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}})
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,9 +151,11 @@ func startOperator(t *testing.T) (stop func()) {
 // `steward --watch-namespace` does, electing a leader with a Lease in the first of them when there are any.
 func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespaces) (stop func()) {
 	t.Helper()
+	cacheOptions := namespaces.CacheOptions()
+	cacheOptions.ByObject = etcdcluster.CacheByObject()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         namespaces.CacheOptions(),
+		Cache:                         cacheOptions,
 		LeaderElection:                len(namespaces) > 0,
 		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
 		LeaderElectionNamespace:       strings.Join(namespaces[:min(1, len(namespaces))], ""),

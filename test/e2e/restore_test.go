@@ -27,7 +27,7 @@ import (
 // readKeys reads every key under prefix through the cluster's client Service.
 func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[string]string, int64) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestRestore(t *testing.T) {
 	})
 
 	// Writes after the backup: a re-seed loses them, by design and with the user's confirmation.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, origin)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, origin)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, origin)})
 	if err != nil {
 		t.Fatal(err)
 	}

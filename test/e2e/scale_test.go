@@ -110,7 +110,7 @@ func membershipState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	for _, ep := range memberEndpoints(t, c) {
 		eps = append(eps, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
 	if err != nil {
 		return "unreachable"
 	}

@@ -61,7 +61,7 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 					down++
 				}
 			}
-			now := currentLeader(pods.Items)
+			now := currentLeader(c, pods.Items)
 			var cur etcdv1alpha1.EtcdCluster
 			cluster := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &cur)
 			w.mu.Lock()
@@ -146,21 +146,25 @@ func podIsReady(p *corev1.Pod) bool {
 }
 
 // currentLeader asks the members for etcd's leader and returns its name ("" when no member answered).
-func currentLeader(pods []corev1.Pod) string {
+func currentLeader(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) string {
+	tlsConfig, err := clusterTLSConfig(c)
+	if err != nil {
+		return ""
+	}
 	nameOf := map[string]string{}
 	var eps []string
 	for _, p := range pods {
 		if p.Status.PodIP == "" {
 			continue
 		}
-		ep := fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		ep := fmt.Sprintf("%s://%s:%d", resources.Scheme(c), p.Status.PodIP, resources.ClientPort)
 		eps = append(eps, ep)
 		nameOf[ep] = p.Name
 	}
 	if len(eps) == 0 {
 		return ""
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsConfig})
 	if err != nil {
 		return ""
 	}
@@ -400,7 +404,7 @@ func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 			switched++
 		}
 	}
-	return fmt.Sprintf("%d/%d switched, leader %s", switched, len(pods.Items), currentLeader(pods.Items))
+	return fmt.Sprintf("%d/%d switched, leader %s", switched, len(pods.Items), currentLeader(c, pods.Items))
 }
 
 // TestUpgradeContinuesAfterMemberFailure deletes the Pod of a member that has not been upgraded yet, in the

@@ -6,6 +6,7 @@ package linearizability
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"math/rand"
@@ -27,6 +28,8 @@ type Config struct {
 	SharedKeys int
 	// OpTimeout bounds each request (default 2s).
 	OpTimeout time.Duration
+	// TLS for clusters that require it (nil: plaintext).
+	TLS *tls.Config
 }
 
 // input and output are one operation on a shared key, as porcupine sees it.
@@ -69,7 +72,7 @@ func Start(cfg Config) (*Load, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Load{cfg: cfg, start: time.Now(), cancel: cancel, acked: map[string]string{}}
 	for i := 0; i < cfg.Clients; i++ {
-		c, err := newClient(cfg.Endpoints)
+		c, err := newClient(cfg.Endpoints, cfg.TLS)
 		if err != nil {
 			l.Stop()
 			return nil, fmt.Errorf("client %d: %w", i, err)
@@ -171,7 +174,7 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 	}()
 	res := Result{Ops: l.ops, Failed: l.failed, Acked: len(l.acked)}
 	// A fresh connection: a load client may still hold one to a member that was cut off or removed.
-	c, err := newClient(l.cfg.Endpoints)
+	c, err := newClient(l.cfg.Endpoints, l.cfg.TLS)
 	if err != nil {
 		return res, err
 	}
@@ -203,9 +206,9 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 
 // newClient dials with keepalives, so a client whose connection goes to a member that vanished from the network
 // notices within seconds and reconnects, as a production client would.
-func newClient(endpoints []string) (*clientv3.Client, error) {
+func newClient(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, DialKeepAliveTime: 2 * time.Second,
-		DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsConfig})
 }
 
 func retry(ctx context.Context, f func(context.Context) error) error {

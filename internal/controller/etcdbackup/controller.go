@@ -141,7 +141,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return fmt.Errorf("get backup Job: %w", err)
 	}
 	// Admit.
-	in, err := r.admitInput(ctx, b)
+	in, clientSecret, err := r.admitInput(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return nil
 	}
 	// Execute.
-	job = resources.BackupJob(b, d.Members, r.AgentImage)
+	job = resources.BackupJob(b, d.Members, r.AgentImage, clientSecret)
 	log.Info("Starting backup Job", "EtcdBackup", klog.KObj(b), "job", job.Name, "members", d.Members)
 	if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create backup Job: %w", err)
@@ -165,24 +165,27 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 	return nil
 }
 
-// admitInput gathers what admission decides on.
-func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (backup.AdmitInput, error) {
-	in := backup.AdmitInput{Age: r.Now().Sub(b.CreationTimestamp.Time)}
+// admitInput gathers what admission decides on, and the cluster's client Secret when its members use TLS.
+func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.AdmitInput, clientSecret string, err error) {
+	in = backup.AdmitInput{Age: r.Now().Sub(b.CreationTimestamp.Time)}
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, cluster); {
 	case apierrors.IsNotFound(err):
-		return in, nil
+		return in, "", nil
 	case err != nil:
-		return in, fmt.Errorf("get EtcdCluster: %w", err)
+		return in, "", fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	in.ClusterFound = true
+	if resources.TLSEnabled(cluster) {
+		clientSecret = resources.ClientSecretName(cluster)
+	}
 	for _, m := range cluster.Status.Members {
 		in.Members = append(in.Members, backup.Member{Name: m.Name, ClientURL: m.ClientURL, Healthy: m.Healthy,
 			Leader: m.Role == etcdv1alpha1.RoleLeader, Learner: m.Role == etcdv1alpha1.RoleLearner})
 	}
 	problem, err := r.destinationProblem(ctx, b)
 	in.DestinationProblem = problem
-	return in, err
+	return in, clientSecret, err
 }
 
 // destinationProblem says why the destination cannot be used; a Job started anyway would wait forever for a

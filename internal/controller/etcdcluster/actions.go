@@ -146,7 +146,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if leaderEndpoint == "" {
 			return fmt.Errorf("move leadership from %s: it has no address", from)
 		}
-		if err := r.Etcd.MoveLeader(ctx, leaderEndpoint, action.TargetID); err != nil {
+		if err := r.Etcd.MoveLeader(ctx, key, leaderEndpoint, action.TargetID); err != nil {
 			return err
 		}
 		log.Info("Moved leadership", "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
@@ -238,6 +238,18 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
+	}
+	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
+	// kubelet's retry backoff, for it to appear.
+	if ts := obs.tls; ts != nil {
+		for _, m := range members {
+			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
+				memberRequest(cluster, m.Name, r.Options)); err != nil {
+				return fmt.Errorf("certificate of member %s: %w", m.Name, err)
+			}
+		}
+	} else if resources.TLSEnabled(cluster) {
+		return fmt.Errorf("create members: the cluster's TLS is not ready")
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {

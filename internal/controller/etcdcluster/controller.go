@@ -7,6 +7,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -61,6 +62,8 @@ type Reconciler struct {
 // bootstrap.fromBackup and of the quorum-loss policy.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
+// It manages the cluster's certificates in Secrets it owns (labelled; the cache holds only those).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 
 // SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -81,6 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}}}
 		})).
+		Owns(&corev1.Secret{}).
 		Named("etcdcluster").
 		Complete(r)
 }
@@ -101,17 +105,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
+	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
+	// certificate the pool already has) and report, but not act.
+	ts, mismatch, tlsErr := r.prepareTLS(ctx, cluster)
 	obs, err := r.observe(ctx, cluster)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(tlsErr, err)
 	}
+	obs.tls = ts
 	action := plan.Next(specOf(cluster, r.Options), obs.plan)
+	if mismatch != nil {
+		action = *mismatch
+	}
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
-
+	if tlsErr != nil {
+		return ctrl.Result{}, tlsErr
+	}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !cluster.Spec.Paused {
 		if err := r.ensureServices(ctx, cluster); err != nil {
 			return ctrl.Result{}, err

@@ -69,7 +69,7 @@ func FuzzAssemble(f *testing.F) {
 			if b%3 == 2 {
 				s = etcd.Status{Err: errors.New("deadline exceeded")}
 			}
-			view.Statuses["http://"+pods[i].Status.PodIP+":2379"] = s
+			view.Statuses[resources.Scheme(c)+"://"+pods[i].Status.PodIP+":2379"] = s
 		}
 		if in.next()%5 == 0 {
 			view.ListErr = errors.New("no quorum")

@@ -39,6 +39,8 @@ type observation struct {
 	// restore is the EtcdRestore of obs.plan.Restore, and restoreBackup its EtcdBackup (nil when not found).
 	restore       *etcdv1alpha1.EtcdRestore
 	restoreBackup *etcdv1alpha1.EtcdBackup
+	// tls is the pass's view of the cluster's TLS; nil for a plaintext cluster or when it could not be read.
+	tls *tlsState
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -82,7 +84,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 }
 
 // memberEndpoints maps the client URL (by Pod IP) of every running member Pod the cluster controls to its member
-// name. Pod IPs, not DNS names: the operator may run where cluster DNS does not resolve.
+// name. Pod IPs, not DNS names: the operator may run where cluster DNS does not resolve (with TLS, Steward checks
+// a member's certificate for the client Service's name, which every member's certificate carries).
 func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[string]string {
 	out := map[string]string{}
 	for i := range pods {
@@ -92,7 +95,7 @@ func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[s
 			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		out[fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)] = name
+		out[fmt.Sprintf("%s://%s:%d", resources.Scheme(cluster), p.Status.PodIP, resources.ClientPort)] = name
 	}
 	return out
 }

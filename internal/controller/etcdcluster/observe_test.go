@@ -63,8 +63,8 @@ func TestAssemble(t *testing.T) {
 				{ID: 3, PeerURLs: []string{resources.PeerURL(c, "db-ccccc", testOpts)}}, // not started
 			},
 			Statuses: map[string]etcd.Status{
-				"http://10.0.0.1:2379": {MemberID: 1, LeaderID: 1, Version: "3.6.16"},
-				"http://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"NOSPACE"}},
+				"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1, Version: "3.6.16"},
+				"https://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"NOSPACE"}},
 			},
 		}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
@@ -140,7 +140,7 @@ func TestAssemble(t *testing.T) {
 		pods, pvcs := fixture(c, names[:1], 1)
 		view := etcd.ClusterView{
 			Members:  []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[0]}, {ID: 3, Name: "stranger"}, {ID: 4, Name: "stranger"}},
-			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}},
+			Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}},
 		}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		want := map[string]uint64{names[0]: 2, "unknown-1": 1, "stranger": 3, "unknown-4": 4}
@@ -160,7 +160,7 @@ func TestAssemble(t *testing.T) {
 		view := etcd.ClusterView{
 			Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}},
 			// db-aaaaa's Pod IP answers as member 2 (an IP reused while the cache lags).
-			Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}, "http://10.0.0.2:2379": {MemberID: 2, LeaderID: 2}},
+			Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}, "https://10.0.0.2:2379": {MemberID: 2, LeaderID: 2}},
 		}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		for _, m := range obs.plan.Members {
@@ -178,7 +178,7 @@ func TestAssemble(t *testing.T) {
 		start := metav1.NewTime(time.Unix(400, 0))
 		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}}
 		pods, pvcs := fixture(cc, names, 3)
-		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"http://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
 		obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		for _, m := range obs.plan.Members {
 			want := map[string]time.Duration{names[0]: 0, names[1]: 600 * time.Second, names[2]: 0}[m.Name]

@@ -112,6 +112,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.QuorumLostSince = &t
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
+	switch {
+	case !resources.TLSEnabled(cluster):
+		st.TLS = nil
+	case obs.tls != nil:
+		st.TLS = obs.tls.status
+	}
 	st.Bootstrapped = obs.plan.Bootstrapped
 
 	now := metav1.NewTime(r.Now())
@@ -155,6 +161,7 @@ var progressingWaits = map[string]bool{
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
+	ReasonTLSProviderMismatch: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.

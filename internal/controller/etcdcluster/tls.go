@@ -1,0 +1,257 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// secretGrace: a member Secret is deleted as a leftover only once it is this old, so that a Secret created a
+// moment ago, whose member's PVC and Pod the cache has not shown yet, is not taken for one.
+const secretGrace = time.Minute
+
+// CacheByObject limits the manager's cache of Secrets to those Steward manages (its TLS Secrets): the
+// controller reads them on every pass, and other Secrets of the cluster are none of its business to hold in
+// memory. The manager of cmd/steward and the e2e tests use it.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
+	}
+}
+
+// tlsState is one pass's view of the cluster's TLS (provider Steward): the CA that issues, and what status
+// reports. Nil for a plaintext cluster.
+type tlsState struct {
+	ca     *pki.KeyPair
+	status *etcdv1alpha1.TLSStatus
+}
+
+// note records the expiry of a certificate that is in place.
+func (ts *tlsState) note(notAfter time.Time) {
+	if ts.status.NotAfter == nil || notAfter.Before(ts.status.NotAfter.Time) {
+		ts.status.NotAfter = &metav1.Time{Time: notAfter}
+	}
+}
+
+// prepareTLS checks that the members run the TLS provider the spec asks for and, if they do, ensures the
+// cluster's CA and client certificate (ensureTLS). On a mismatch it returns the Wait to take instead of the
+// plan's step, and touches no Secret.
+func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, *plan.Action, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return nil, nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	if wait, ok := tlsMismatch(cluster, pods.Items); ok {
+		return nil, &wait, nil
+	}
+	ts, err := r.ensureTLS(ctx, cluster)
+	return ts, nil, err
+}
+
+// ensureTLS makes sure the cluster's CA and Steward's client certificate exist and are current, and points
+// the etcd pool at them. It runs before observing etcd, which needs the client certificate.
+func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, error) {
+	key := client.ObjectKeyFromObject(cluster).String()
+	if !resources.TLSEnabled(cluster) {
+		return nil, r.Etcd.SetTLS(key, nil)
+	}
+	ca, err := r.ensureCA(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	ts := &tlsState{ca: ca, status: &etcdv1alpha1.TLSStatus{
+		CASecret: resources.CASecretName(cluster), ClientSecret: resources.ClientSecretName(cluster),
+		CANotAfter: &metav1.Time{Time: ca.Cert.NotAfter},
+	}}
+	secret, err := r.ensureCert(ctx, cluster, ts, resources.ClientSecretName(cluster), resources.ClusterLabels(cluster), clientRequest(cluster))
+	if err != nil {
+		return ts, err
+	}
+	return ts, r.Etcd.SetTLS(key, &etcd.TLS{CA: ca.CertPEM, Cert: secret.Data[resources.SecretCertKey],
+		Key: secret.Data[resources.SecretKeyKey], ServerName: resources.ClientServiceHost(cluster, r.Options)})
+}
+
+// ensureCA reads the cluster's CA, creating it for a cluster that has not formed yet. A formed cluster's CA is
+// never replaced: its members loaded it when they started (etcd does not reload trusted CAs), so a new CA
+// would cut every member off from the others and from Steward.
+func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*pki.KeyPair, error) {
+	name := resources.CASecretName(cluster)
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, secret)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(secret, cluster) {
+			return nil, fmt.Errorf("CA Secret %s exists and is not owned by this EtcdCluster: Steward does not take it over", name)
+		}
+		ca, err := pki.ParseKeyPair(secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey])
+		if err != nil {
+			return nil, fmt.Errorf("read CA Secret %s: %w", name, err)
+		}
+		return ca, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("get CA Secret %s: %w", name, err)
+	case cluster.Status.Bootstrapped:
+		return nil, fmt.Errorf("CA Secret %s is missing: the members trust only the CA they started with, so Steward does not create a new one for a running cluster; restore the Secret", name)
+	case cluster.Spec.Paused:
+		return nil, fmt.Errorf("CA Secret %s is missing and the cluster is paused", name)
+	}
+	ca, err := pki.NewCA(fmt.Sprintf("steward-etcd-ca:%s/%s", cluster.Namespace, cluster.Name), r.Now())
+	if err != nil {
+		return nil, err
+	}
+	secret = resources.TLSSecret(cluster, name, resources.ClusterLabels(cluster), ca.CertPEM, ca.CertPEM, ca.KeyPEM)
+	if err := r.Client.Create(ctx, secret); err != nil {
+		// AlreadyExists included: the CA in hand is not the one stored; the next pass reads that one.
+		return nil, fmt.Errorf("create CA Secret %s: %w", name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created CA", "EtcdCluster", klog.KObj(cluster), "secret", name)
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CACreated", "Created the cluster's CA in Secret %s (valid until %s)",
+		name, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+	return ca, nil
+}
+
+func clientRequest(cluster *etcdv1alpha1.EtcdCluster) pki.Request {
+	return pki.Request{CommonName: resources.ClientCommonName(cluster), Client: true, Lifetime: resources.CertificateLifetime(cluster)}
+}
+
+func memberRequest(cluster *etcdv1alpha1.EtcdCluster, member string, o resources.Options) pki.Request {
+	return pki.Request{CommonName: member, DNSNames: resources.MemberDNSNames(cluster, member, o), IPs: resources.MemberIPs(),
+		Server: true, Client: true, Lifetime: resources.CertificateLifetime(cluster)}
+}
+
+// ensureCert makes the Secret name hold a current certificate for req from the cluster's CA: it issues one
+// when the Secret is missing, its certificate is due for renewal (two thirds of its lifetime), was issued for
+// other names, another lifetime or by another CA, or the Secret's CA certificate is not the cluster's.
+// Renewing in place is what keeps members up: their volumes follow the Secret and etcd reads the new files on
+// the next handshake. Returns the Secret as it now is.
+func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, name string, lbls map[string]string, req pki.Request) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, secret)
+	exists := err == nil
+	switch {
+	case exists && !metav1.IsControlledBy(secret, cluster):
+		return nil, fmt.Errorf("secret %s exists and is not owned by this EtcdCluster: Steward does not take it over", name)
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("get Secret %s: %w", name, err)
+	}
+	reason := "missing"
+	if exists {
+		reason = pki.RenewalReason(secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey], ts.ca.Cert, req, r.Now())
+		if reason == "" && string(secret.Data[resources.SecretCAKey]) != string(ts.ca.CertPEM) {
+			reason = "its CA certificate is not the cluster's"
+		}
+	}
+	if reason == "" || cluster.Spec.Paused {
+		if !exists {
+			return nil, fmt.Errorf("secret %s is missing and the cluster is paused", name)
+		}
+		if c, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey]); err == nil {
+			ts.note(c.NotAfter)
+		}
+		return secret, nil
+	}
+	kp, err := ts.ca.Issue(req, r.Now())
+	if err != nil {
+		return nil, err
+	}
+	want := resources.TLSSecret(cluster, name, lbls, ts.ca.CertPEM, kp.CertPEM, kp.KeyPEM)
+	if exists {
+		// Update, not patch: it carries the resourceVersion read, so a stale cache loses (a conflict, retried)
+		// instead of overwriting a certificate issued meanwhile.
+		secret.Data, secret.Type = want.Data, want.Type
+		if err := r.Client.Update(ctx, secret); err != nil {
+			return nil, fmt.Errorf("renew certificate in Secret %s: %w", name, err)
+		}
+	} else {
+		secret = want
+		if err := r.Client.Create(ctx, secret); err != nil {
+			return nil, fmt.Errorf("create Secret %s: %w", name, err)
+		}
+	}
+	ts.note(kp.Cert.NotAfter)
+	ctrl.LoggerFrom(ctx).Info("Issued certificate", "EtcdCluster", klog.KObj(cluster), "secret", name,
+		"commonName", req.CommonName, "reason", reason, "notAfter", kp.Cert.NotAfter)
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateIssued", "Issued certificate %s in Secret %s (%s), valid until %s",
+		req.CommonName, name, reason, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+	return secret, nil
+}
+
+// ensureMemberCerts keeps the certificate of every member that has a running Pod current, and deletes the
+// Secrets of members that are gone (no Pod, no volume, not in etcd). Certificates of members about to be
+// created are issued by createMembers, before their Pods.
+func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation) error {
+	if ts == nil {
+		return nil
+	}
+	known := map[string]bool{}
+	var errs []error
+	for _, m := range obs.plan.Members {
+		known[m.Name] = m.HasPod || m.HasPVC || m.InEtcd
+		if m.HasPod && !m.PodDeleting {
+			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
+				memberRequest(cluster, m.Name, r.Options)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if cluster.Spec.Paused {
+		return errors.Join(errs...)
+	}
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list member Secrets: %w", err))...)
+	}
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		member := s.Labels[resources.LabelMember]
+		if member == "" || known[member] || !metav1.IsControlledBy(s, cluster) || s.Name != resources.MemberSecretName(member) ||
+			r.Now().Sub(s.CreationTimestamp.Time) < secretGrace {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete Secret %s of removed member %s: %w", s.Name, member, err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "secret", s.Name)
+	}
+	return errors.Join(errs...)
+}
+
+// ReasonTLSProviderMismatch means member Pods run another TLS provider than the spec asks for (a cluster created by a
+// Steward without TLS, whose stored spec now reads with the default provider Steward). Steward cannot move
+// running members between plaintext and TLS, so it changes nothing until the spec matches the members.
+const ReasonTLSProviderMismatch = "TLSProviderMismatch"
+
+// tlsMismatch returns a Wait when a member Pod the cluster controls runs another TLS provider than the spec's.
+// Pure: from the spec and the Pods.
+func tlsMismatch(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
+	want := resources.TLSMode(cluster)
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if have := resources.PodTLSMode(p); have != want {
+			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
+				"member %s runs TLS provider %s but spec.tls.provider is %s: Steward cannot switch running members between plaintext and TLS and changes nothing; set spec.tls.provider to %s (see docs/etcdcluster.md#tls)",
+				p.Name, have, want, have)}, true
+		}
+	}
+	return plan.Action{}, false
+}

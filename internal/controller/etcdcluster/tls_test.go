@@ -1,0 +1,221 @@
+package etcdcluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+func tlsReconciler(t *testing.T, now *time.Time, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
+		Now: func() time.Time { return *now }}, c
+}
+
+func secretCert(t *testing.T, c client.Client, name string) (*corev1.Secret, string) {
+	t.Helper()
+	var s corev1.Secret
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &s); err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+	cert, err := pki.ParseCertificate(s.Data[resources.SecretCertKey])
+	if err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+	return &s, cert.SerialNumber.String()
+}
+
+// TestEnsureTLSLifecycle replays passes over time: the first creates the CA and the client certificate, later
+// ones leave them alone until two thirds of the lifetime have passed, then renew the client certificate in place
+// under the same CA; a changed lifetime re-issues at once.
+func TestEnsureTLSLifecycle(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := testCluster()
+	r, c := tlsReconciler(t, &now, cluster)
+
+	ts, err := r.ensureTLS(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.status.CASecret != "db-ca" || ts.status.ClientSecret != "db-client" || ts.status.NotAfter == nil ||
+		!ts.status.NotAfter.Time.Equal(now.Add(resources.DefaultCertificateLifetime)) {
+		t.Fatalf("status %+v", ts.status)
+	}
+	ca, caSerial := secretCert(t, c, "db-ca")
+	if !metav1.IsControlledBy(ca, cluster) || ca.Type != corev1.SecretTypeTLS {
+		t.Fatalf("CA Secret %+v", ca.ObjectMeta)
+	}
+	_, first := secretCert(t, c, "db-client")
+
+	steps := []struct {
+		after       time.Duration
+		mutate      func(*etcdv1alpha1.EtcdCluster)
+		wantRenewed bool
+	}{
+		{after: time.Hour},
+		{after: 59 * 24 * time.Hour},
+		{after: 60*24*time.Hour + time.Minute, wantRenewed: true},
+		{after: 61 * 24 * time.Hour},
+		{after: 61 * 24 * time.Hour, mutate: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", CertificateLifetime: &metav1.Duration{Duration: time.Hour}}
+		}, wantRenewed: true},
+		{after: 61*24*time.Hour + time.Minute},
+	}
+	start, prev := now, first
+	for i, s := range steps {
+		now = start.Add(s.after)
+		if s.mutate != nil {
+			s.mutate(cluster)
+		}
+		if _, err := r.ensureTLS(ctx, cluster); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		_, serial := secretCert(t, c, "db-client")
+		if renewed := serial != prev; renewed != s.wantRenewed {
+			t.Fatalf("step %d (+%s): renewed %v, want %v", i, s.after, renewed, s.wantRenewed)
+		}
+		prev = serial
+		if _, again := secretCert(t, c, "db-ca"); again != caSerial {
+			t.Fatalf("step %d: the CA changed", i)
+		}
+	}
+}
+
+func TestEnsureTLSRefusals(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Run("formed cluster without its CA: no new CA", func(t *testing.T) {
+		cluster := testCluster()
+		cluster.Status.Bootstrapped = true
+		r, c := tlsReconciler(t, &now, cluster)
+		_, err := r.ensureTLS(ctx, cluster)
+		if err == nil || !strings.Contains(err.Error(), "restore the Secret") {
+			t.Fatalf("error %v", err)
+		}
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-ca"}, &s); err == nil {
+			t.Fatal("a new CA was created for a running cluster")
+		}
+	})
+	t.Run("Secret Steward does not own: not taken over", func(t *testing.T) {
+		cluster := testCluster()
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-ca"}, Data: map[string][]byte{"x": []byte("y")}}
+		r, _ := tlsReconciler(t, &now, cluster, foreign)
+		if _, err := r.ensureTLS(ctx, cluster); err == nil || !strings.Contains(err.Error(), "not owned") {
+			t.Fatalf("error %v", err)
+		}
+	})
+	t.Run("plaintext cluster: nothing", func(t *testing.T) {
+		cluster := testCluster()
+		cluster.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"}
+		r, c := tlsReconciler(t, &now, cluster)
+		ts, err := r.ensureTLS(ctx, cluster)
+		var list corev1.SecretList
+		if err != nil || ts != nil || c.List(ctx, &list) != nil || len(list.Items) != 0 {
+			t.Fatalf("state %v, error %v, %d Secrets", ts, err, len(list.Items))
+		}
+	})
+}
+
+// TestEnsureMemberCerts: members with a Pod get their certificate; the Secret of a member that is gone is
+// deleted once it is older than the grace period, and a young one (its member's objects not in the cache yet)
+// is kept.
+func TestEnsureMemberCerts(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := testCluster()
+	gone := func(name string, age time.Duration) *corev1.Secret {
+		s := resources.TLSSecret(cluster, resources.MemberSecretName(name), resources.MemberLabels(cluster, name), nil, nil, nil)
+		s.CreationTimestamp = metav1.NewTime(now.Add(-age))
+		return s
+	}
+	r, c := tlsReconciler(t, &now, cluster, gone("db-old", time.Hour), gone("db-new", time.Second))
+	ts, err := r.ensureTLS(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observation{plan: plan.Observation{Members: []plan.Member{
+		{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true},
+		{Name: "db-bbbbb", HasPVC: true}, // no Pod: its certificate comes with the Pod
+	}}}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := secretCert(t, c, "db-aaaaa-tls")
+	cert, _ := pki.ParseCertificate(s.Data[resources.SecretCertKey])
+	if cert.Subject.CommonName != "db-aaaaa" || cert.DNSNames[0] != "db-aaaaa.db-peer.ns.svc.cluster.local" {
+		t.Errorf("member certificate %s %v", cert.Subject.CommonName, cert.DNSNames)
+	}
+	for name, want := range map[string]bool{"db-bbbbb-tls": false, "db-old-tls": false, "db-new-tls": true} {
+		var s corev1.Secret
+		err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, &s)
+		if exists := err == nil; exists != want {
+			t.Errorf("Secret %s exists %v, want %v", name, exists, want)
+		}
+	}
+}
+
+func TestTLSMismatch(t *testing.T) {
+	plainSpec := func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }
+	legacy := func(p *corev1.Pod) { delete(p.Annotations, resources.AnnotationTLS) }
+	tests := map[string]struct {
+		spec    func(*etcdv1alpha1.EtcdCluster)
+		podSpec func(*etcdv1alpha1.EtcdCluster)
+		pod     func(*corev1.Pod)
+		want    bool
+	}{
+		"TLS cluster, TLS Pods":                          {},
+		"plaintext cluster, plaintext Pods":              {spec: plainSpec, podSpec: plainSpec},
+		"Pod of a Steward without TLS, spec defaulted":   {pod: legacy, want: true},
+		"Pod of a Steward without TLS, spec set to None": {spec: plainSpec, pod: legacy},
+		"provider changed under running TLS members":     {spec: plainSpec, want: true},
+		"provider changed under running plain members":   {podSpec: plainSpec, want: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, podCluster := testCluster(), testCluster()
+			for _, f := range []struct {
+				mutate func(*etcdv1alpha1.EtcdCluster)
+				c      *etcdv1alpha1.EtcdCluster
+			}{{tt.spec, c}, {tt.podSpec, podCluster}} {
+				if f.mutate != nil {
+					f.mutate(f.c)
+				}
+			}
+			pods, _ := fixture(podCluster, []string{"db-aaaaa", "db-bbbbb"}, 2)
+			for i := range pods {
+				if tt.pod != nil {
+					tt.pod(&pods[i])
+				}
+			}
+			wait, got := tlsMismatch(c, pods)
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+				t.Fatalf("mismatch %v (%+v), want %v", got, wait, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,77 @@
+package etcd
+
+import (
+	"crypto/tls"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"steward.dev/steward/internal/pki"
+)
+
+// TestTLSChecksTheFixedName: members are dialed by IP, and gRPC overwrites tls.Config.ServerName with the
+// address; the config must still accept only a certificate of the cluster's CA that carries the fixed name.
+func TestTLSChecksTheFixedName(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA("ca", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA("other", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *pki.KeyPair, req pki.Request) *pki.KeyPair {
+		req.Lifetime = time.Hour
+		kp, err := ca.Issue(req, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kp
+	}
+	clientCert := issue(ca, pki.Request{CommonName: "steward", Client: true})
+	tests := map[string]struct {
+		server  *pki.KeyPair
+		wantErr string
+	}{
+		"member certificate with the name":    {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), ""},
+		"certificate for another name":        {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"other.ns.svc"}, Server: true}), "verify member certificate"},
+		"certificate of another CA":           {issue(other, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), "verify member certificate"},
+		"client-only certificate as a server": {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Client: true}), "verify member certificate"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			pair, err := tls.X509KeyPair(tt.server.CertPEM, tt.server.KeyPEM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = ln.Close() }()
+			go func() {
+				c, err := ln.Accept()
+				if err == nil {
+					_ = c.(*tls.Conn).Handshake()
+					_ = c.Close()
+				}
+			}()
+			cfg, err := (&TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local"}).Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What gRPC does: dial the IP with ServerName set to it.
+			host, _, _ := net.SplitHostPort(ln.Addr().String())
+			cfg.ServerName = host
+			conn, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+			if err == nil {
+				_ = conn.Close()
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("dial: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
