@@ -446,9 +446,12 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"certificate lifetime too short": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", CertificateLifetime: &metav1.Duration{Duration: time.Minute}}
 		}, "certificateLifetime must be between 1h and 87600h"},
-		"restore not yet": {func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: "b"}}
-		}, "bootstrapping from a backup is not available yet"},
+		"quorum-loss recovery too eager": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 10 * time.Second}}
+		}, "after must be at least 30s"},
+		"unknown quorum-loss policy": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: "Always"}
+		}, "Unsupported value"},
 		"election too short": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](100), ptr.To[int32](200)
 		}, "at least 5 times"},
