@@ -315,6 +315,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
+				Env:             tlsEnv(cluster, version),
 				Ports: []corev1.ContainerPort{
 					{Name: "client", ContainerPort: ClientPort},
 					{Name: "peer", ContainerPort: PeerPort},

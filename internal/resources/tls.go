@@ -3,6 +3,7 @@ package resources
 import (
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +137,26 @@ func tlsArgs(cluster *etcdv1alpha1.EtcdCluster) []string {
 		"--cert-file=" + cert, "--key-file=" + key, "--trusted-ca-file=" + ca, "--client-cert-auth",
 		"--peer-cert-file=" + cert, "--peer-key-file=" + key, "--peer-trusted-ca-file=" + ca, "--peer-client-cert-auth",
 	}
+}
+
+// tlsEnv turns off etcd's check that a peer's client certificate names the address the peer connects from (its
+// DNS names are looked up and must resolve to that IP). A new member's DNS record appears only after its Pod has an
+// IP and cluster DNS has caught up, and until then the members it asks for the cluster's membership reject it:
+// it exits ("cannot fetch cluster info from peer urls") and restarts with back-off, often past
+// spec.replaceUnhealthyAfter. Every peer still has to present a certificate of the cluster's own CA
+// (--peer-client-cert-auth). Given as an environment variable, not a flag, because the Pod's command outlives a
+// version change (only the image changes) and the name differs: etcd 3.5 knows only the experimental name, 3.7
+// only the new one, and 3.6 refuses both set at once; an environment variable a release does not know is only a
+// warning.
+func tlsEnv(cluster *etcdv1alpha1.EtcdCluster, version string) []corev1.EnvVar {
+	if !TLSEnabled(cluster) {
+		return nil
+	}
+	name := "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION"
+	if strings.HasPrefix(version, "3.5.") {
+		name = "ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION"
+	}
+	return []corev1.EnvVar{{Name: name, Value: "true"}}
 }
 
 func memberTLSVolumes(cluster *etcdv1alpha1.EtcdCluster, member string) []corev1.Volume {
