@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // Condition types of EtcdCluster status. Every condition is written on the first reconcile (Unknown until
 // known), with a CamelCase reason from the constants below.
 const (
@@ -11,6 +16,11 @@ const (
 	// ConditionDegraded is True when members are unhealthy or Steward cannot act safely; its reason says why.
 	ConditionDegraded = "Degraded"
 )
+
+// Finished reports whether a one-shot object (EtcdBackup, EtcdRestore) has ended: Complete or Failed is True.
+func Finished(conditions []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conditions, ConditionComplete) || meta.IsStatusConditionTrue(conditions, ConditionFailed)
+}
 
 // Condition types of EtcdBackup status. Both are written on the first reconcile (False until the backup ends);
 // once one is True the backup is finished and never runs again.

@@ -14,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -103,7 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, nil // the update brings the next pass
 	}
-	if finished(b) {
+	if etcdv1alpha1.Finished(b.Status.Conditions) {
 		// Cleanup: nothing runs any more; only make sure the cluster knows its newest backup.
 		return ctrl.Result{}, r.recordLastBackup(ctx, b)
 	}
@@ -221,30 +220,45 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 // observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.
 func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, o *outcome) error {
 	o.jobStart = job.CreationTimestamp.Time
+	res, err := JobResult(ctx, r.APIReader, job)
+	switch {
+	case err != nil:
+		return err
+	case res == nil:
+		o.phase = phaseRunning
+	case res.Succeeded:
+		o.phase, o.result = phaseSucceeded, res
+	default:
+		o.phase, o.reason, o.message = phaseFailed, res.Reason, res.Message
+	}
+	return nil
+}
+
+// JobResult is the result of a finished agent Job (backup, delete, verify), nil while it runs: the agent's own
+// result from its termination message, a success only when the Job completed; without a usable result (the Pod
+// was killed by the deadline or an eviction, or never ran for a missing image) a JobFailed result with the Job's
+// own words.
+func JobResult(ctx context.Context, reader client.Reader, job *batchv1.Job) (*backup.Result, error) {
 	cond := JobFinished(job)
 	if cond == nil {
-		o.phase = phaseRunning
-		return nil
+		return nil, nil
 	}
-	msg, err := r.terminationMessage(ctx, job)
+	msg, err := TerminationMessage(ctx, reader, job)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, perr := backup.ParseResult(msg)
 	switch {
 	case perr == nil && res.Succeeded && cond.Type == batchv1.JobComplete:
-		o.phase, o.result = phaseSucceeded, &res
+		return &res, nil
 	case perr == nil && !res.Succeeded:
-		o.phase, o.reason, o.message = phaseFailed, res.Reason, res.Message
-	default:
-		// No usable result: the Pod was killed (deadline, eviction) or never ran (image missing).
-		o.phase, o.reason = phaseFailed, etcdv1alpha1.ReasonJobFailed
-		o.message = fmt.Sprintf("Job %s %s: %s", job.Name, cond.Reason, cond.Message)
-		if perr != nil {
-			o.message += fmt.Sprintf(" (%v)", perr)
-		}
+		return &res, nil
 	}
-	return nil
+	failed := &backup.Result{Reason: etcdv1alpha1.ReasonJobFailed, Message: fmt.Sprintf("Job %s %s: %s", job.Name, cond.Reason, cond.Message)}
+	if perr != nil {
+		failed.Message += fmt.Sprintf(" (%v)", perr)
+	}
+	return failed, nil
 }
 
 // JobFinished is the Job's Complete or Failed condition once it is True.
@@ -279,9 +293,4 @@ func TerminationMessage(ctx context.Context, reader client.Reader, job *batchv1.
 		}
 	}
 	return "", nil
-}
-
-func finished(b *etcdv1alpha1.EtcdBackup) bool {
-	return meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-		meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 }

@@ -25,12 +25,6 @@ func FromBackupRestoreName(cluster *etcdv1alpha1.EtcdCluster) string {
 	return cluster.Name + "-from-backup"
 }
 
-// restoreFinished reports whether a restore has ended (Complete or Failed).
-func restoreFinished(r *etcdv1alpha1.EtcdRestore) bool {
-	return meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-		meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionFailed)
-}
-
 // observeRestores reads the cluster's EtcdRestores and EtcdBackups from the cache into the observation: the
 // restore under way (if any), the newest backup of this cluster, and whether the quorum-loss policy already
 // tried a restore during the current loss of quorum.
@@ -83,7 +77,7 @@ func pickRestore(cluster *etcdv1alpha1.EtcdCluster, restores []etcdv1alpha1.Etcd
 		if rs.Labels[LabelAutoRestore] == cluster.Name && quorumLostSince != nil && !rs.CreationTimestamp.Time.Before(quorumLostSince.Add(-time.Second)) {
 			out.autoTried = rs.Name
 		}
-		if out.object != nil || restoreFinished(rs) || rs.Status.Mode == "" {
+		if out.object != nil || etcdv1alpha1.Finished(rs.Status.Conditions) || rs.Status.Mode == "" {
 			continue
 		}
 		out.object = rs

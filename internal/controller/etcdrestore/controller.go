@@ -89,16 +89,11 @@ func (r *Reconciler) restoresOf(ctx context.Context, o client.Object) []reconcil
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if list.Items[i].Spec.ClusterName == o.GetName() && !finished(&list.Items[i]) {
+		if list.Items[i].Spec.ClusterName == o.GetName() && !etcdv1alpha1.Finished(list.Items[i].Status.Conditions) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
 		}
 	}
 	return out
-}
-
-func finished(rs *etcdv1alpha1.EtcdRestore) bool {
-	return meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-		meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionFailed)
 }
 
 // Reconcile runs one pass: gather, decide, act, and write status.
@@ -108,10 +103,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !rs.DeletionTimestamp.IsZero() || finished(rs) {
+	if !rs.DeletionTimestamp.IsZero() || etcdv1alpha1.Finished(rs.Status.Conditions) {
 		return ctrl.Result{}, nil
 	}
-	in, cluster, b, err := r.gather(ctx, rs)
+	in, cluster, b, members, err := r.gather(ctx, rs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -175,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Recorder.Event(rs, corev1.EventTypeNormal, "Restored", d.Message)
 		log.Info("Restore complete", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "clusterID", st.ClusterID)
 	}
-	if err := r.fillMembers(ctx, rs); err != nil {
+	if err := r.fillMembers(ctx, rs, members); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.Client.Status().Patch(ctx, rs, client.MergeFrom(before)); err != nil {
@@ -185,7 +180,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // gather reads what DecideRestore needs, from the cache (the verify Job's Pod past it).
-func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, error) {
+// It also returns the names of the member Pods started from this restore.
+func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, []string, error) {
 	in := backup.RestoreInput{ClusterName: rs.Spec.ClusterName, Confirm: rs.Spec.Confirm, Mode: string(rs.Status.Mode),
 		Verified: meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
 		Backup:   backup.BackupRecord{Name: rs.Spec.BackupName}}
@@ -206,7 +202,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		in.ClusterIDs = append(in.ClusterIDs, c.Status.FormerClusterIDs...)
 		in.Version = c.Spec.Version
 	case !apierrors.IsNotFound(err):
-		return in, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
+		return in, nil, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	var b *etcdv1alpha1.EtcdBackup
 	eb := &etcdv1alpha1.EtcdBackup{}
@@ -219,24 +215,23 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 			ClusterName: eb.Spec.ClusterName, ClusterID: eb.Status.ClusterID, EtcdVersion: eb.Status.EtcdVersion,
 			Location: eb.Status.Location, SHA256: eb.Status.SHA256, SizeBytes: eb.Status.SizeBytes}
 	case !apierrors.IsNotFound(err):
-		return in, nil, nil, fmt.Errorf("get EtcdBackup: %w", err)
+		return in, nil, nil, nil, fmt.Errorf("get EtcdBackup: %w", err)
 	}
 	other, err := r.olderActive(ctx, rs)
 	if err != nil {
-		return in, nil, nil, err
+		return in, nil, nil, nil, err
 	}
 	in.OtherActive = other
 	res, err := r.verifyResult(ctx, rs)
 	if err != nil {
-		return in, nil, nil, err
+		return in, nil, nil, nil, err
 	}
 	in.Verify = res
-	if cluster != nil {
-		if err := r.countMembers(ctx, rs, &in); err != nil {
-			return in, nil, nil, err
-		}
+	members, err := r.countMembers(ctx, rs, &in)
+	if err != nil {
+		return in, nil, nil, nil, err
 	}
-	return in, cluster, b, nil
+	return in, cluster, b, members, nil
 }
 
 // olderActive names an unfinished restore of the same cluster created before rs (the one that goes first).
@@ -248,7 +243,7 @@ func (r *Reconciler) olderActive(ctx context.Context, rs *etcdv1alpha1.EtcdResto
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.Name == rs.Name || o.Spec.ClusterName != rs.Spec.ClusterName || finished(o) || o.Status.Mode == "" {
+		if o.Name == rs.Name || o.Spec.ClusterName != rs.Spec.ClusterName || etcdv1alpha1.Finished(o.Status.Conditions) || o.Status.Mode == "" {
 			continue
 		}
 		if o.CreationTimestamp.Before(&rs.CreationTimestamp) || (o.CreationTimestamp.Equal(&rs.CreationTimestamp) && o.Name < rs.Name) {
@@ -267,25 +262,7 @@ func (r *Reconciler) verifyResult(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 		}
 		return nil, fmt.Errorf("get verify Job: %w", err)
 	}
-	cond := etcdbackup.JobFinished(job)
-	if cond == nil {
-		return nil, nil
-	}
-	msg, err := etcdbackup.TerminationMessage(ctx, r.APIReader, job)
-	if err != nil {
-		return nil, err
-	}
-	res, perr := backup.ParseResult(msg)
-	switch {
-	case perr == nil && (res.Succeeded == (cond.Type == batchv1.JobComplete)):
-		return &res, nil
-	default:
-		m := fmt.Sprintf("verify Job %s %s: %s", job.Name, cond.Reason, cond.Message)
-		if perr != nil {
-			m += fmt.Sprintf(" (%v)", perr)
-		}
-		return &backup.Result{Reason: etcdv1alpha1.ReasonJobFailed, Message: m}, nil
-	}
+	return etcdbackup.JobResult(ctx, r.APIReader, job)
 }
 
 // ensureVerifyJob creates the verify Job unless it exists.
@@ -304,12 +281,13 @@ func (r *Reconciler) ensureVerifyJob(ctx context.Context, rs *etcdv1alpha1.EtcdR
 }
 
 // countMembers counts the cluster's member Pods started from this restore and the others, and finds a restore
-// init container that failed (its result is in its termination message).
-func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, in *backup.RestoreInput) error {
+// init container that failed (its result is in its termination message). It returns the fresh members' names.
+func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, in *backup.RestoreInput) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
-		return fmt.Errorf("list member Pods: %w", err)
+		return nil, fmt.Errorf("list member Pods: %w", err)
 	}
+	var fresh []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Annotations[resources.AnnotationRestore] != rs.Name {
@@ -317,6 +295,7 @@ func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 			continue
 		}
 		in.FreshMembers++
+		fresh = append(fresh, p.Name)
 		for _, cs := range p.Status.InitContainerStatuses {
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if cs.Name != resources.RestoreContainer || t == nil || t.ExitCode == 0 {
@@ -328,31 +307,22 @@ func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 			}
 		}
 	}
-	return nil
+	sort.Strings(fresh)
+	return fresh, nil
 }
 
 // fillMembers records the members started from the snapshot and, for a re-seed, the volumes set aside.
-func (r *Reconciler) fillMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) error {
+func (r *Reconciler) fillMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, members []string) error {
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := r.Client.List(ctx, &pvcs, client.InNamespace(rs.Namespace)); err != nil {
-		return fmt.Errorf("list PersistentVolumeClaims: %w", err)
+	if err := r.Client.List(ctx, &pvcs, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelRetiredFrom: rs.Spec.ClusterName}); err != nil {
+		return fmt.Errorf("list set-aside PersistentVolumeClaims: %w", err)
 	}
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
-		return fmt.Errorf("list member Pods: %w", err)
-	}
-	members, retired := []string{}, []string{}
-	for _, p := range pods.Items {
-		if p.Annotations[resources.AnnotationRestore] == rs.Name {
-			members = append(members, p.Name)
-		}
-	}
+	var retired []string
 	for _, v := range pvcs.Items {
-		if v.Labels[resources.LabelRetiredFrom] == rs.Spec.ClusterName && v.Annotations[resources.AnnotationRetiredBy] == rs.Name {
+		if v.Annotations[resources.AnnotationRetiredBy] == rs.Name {
 			retired = append(retired, v.Name)
 		}
 	}
-	sort.Strings(members)
 	sort.Strings(retired)
 	if len(members) > 0 {
 		rs.Status.Members = members
