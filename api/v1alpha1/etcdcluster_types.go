@@ -166,11 +166,12 @@ type EtcdTuning struct {
 // TLSSpec secures etcd's traffic: client (port 2379) and peer (2380) connections use TLS with client
 // certificates on both. Metrics and health (2381) stay plain HTTP so that kubelet probes work.
 // +kubebuilder:validation:XValidation:rule="self.provider in ['None', 'Steward']",message="tls.provider Secrets and CertManager are not available yet in this version of Steward: use Steward (the default: Steward's own CA) or None (plaintext)"
-// +kubebuilder:validation:XValidation:rule="self.provider == oldSelf.provider",message="tls.provider cannot change on an existing cluster yet: this version of Steward cannot move running members between plaintext and TLS; create a new cluster with the provider you want (and restore a backup into it)"
+// +kubebuilder:validation:XValidation:rule="self.provider == oldSelf.provider || self.provider == 'None' || oldSelf.provider == 'None'",message="tls.provider can change between None and a TLS provider (a rolling switch), not from one TLS provider to another: members trust only the CA they started with"
 type TLSSpec struct {
 	// Provider of certificates: Steward (the default: a CA and certificates Steward creates and renews), None
 	// (plaintext), Secrets (user-provided Secrets) or CertManager (a cert-manager Issuer). Secrets and
-	// CertManager are not available yet. Immutable.
+	// CertManager are not available yet. Changing it between None and a TLS provider on a running cluster
+	// switches the members one at a time, keeping quorum; from one TLS provider to another is refused.
 	// +kubebuilder:validation:Enum=None;Steward;Secrets;CertManager
 	// +kubebuilder:default=Steward
 	// +optional
@@ -293,6 +294,11 @@ type MemberStatus struct {
 	// ClientURL is the member's advertised client URL.
 	// +optional
 	ClientURL string `json:"clientURL,omitempty"`
+	// TLS is how the member's Pod runs TLS: TLS (https, client certificates required), Plaintext, or Bridge
+	// (plaintext listeners, holding the cluster's certificates to reach TLS peers: a member in the middle of a
+	// switch between plaintext and TLS).
+	// +optional
+	TLS string `json:"tls,omitempty"`
 	// UnhealthySince is when the member was first seen unhealthy in its current run of failures: the
 	// controller's memory for replacing members that stay unhealthy longer than spec.replaceUnhealthyAfter.
 	// +optional

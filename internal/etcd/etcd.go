@@ -118,15 +118,25 @@ func (p *Pool) tlsConfig(key string) *tls.Config {
 	return p.configs[key]
 }
 
-// client returns the pooled client for key, pointed at endpoints.
+// client returns the pooled client for key, pointed at endpoints (those of one scheme: balancedEndpoints).
 func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no member has an address yet")
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	endpoints = balancedEndpoints(endpoints)
 	if c, ok := p.clients[key]; ok {
-		if !sameEndpoints(c.Endpoints(), endpoints) {
-			c.SetEndpoints(endpoints...)
+		if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
+			// The client's transport was set up for the scheme of its first endpoint; another needs a new one.
+			_ = c.Close()
+			delete(p.clients, key)
+		} else {
+			if !sameEndpoints(have, endpoints) {
+				c.SetEndpoints(endpoints...)
+			}
+			return c, nil
 		}
-		return c, nil
 	}
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
@@ -189,8 +199,10 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 	}
 	view.VoterEndpoints = voters
 	view.ClusterVersion, view.DowngradeTarget = clusterVersion(ctx, httpClient(p.tlsConfig(key)), view.Statuses, voters)
-	if len(voters) > 0 && !sameEndpoints(c.Endpoints(), voters) {
-		c.SetEndpoints(voters...)
+	if len(voters) > 0 {
+		if c, err = p.client(key, voters); err != nil {
+			return view, err
+		}
 	}
 	lctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	resp, err := c.MemberList(lctx)
@@ -266,6 +278,32 @@ func clusterVersion(ctx context.Context, hc *http.Client, statuses map[string]St
 	return "", ""
 }
 
+// balancedEndpoints are the endpoints one pooled client balances over: clientv3 dials all of them with the
+// transport of the first one's scheme, so while members switch between plaintext and TLS only those of the
+// scheme most of them have (https on a tie) are kept. Calls to one member (Status) dial it by its own scheme.
+func balancedEndpoints(endpoints []string) []string {
+	var plain, secure []string
+	for _, ep := range endpoints {
+		if schemeOf(ep) == "https" {
+			secure = append(secure, ep)
+		} else {
+			plain = append(plain, ep)
+		}
+	}
+	if len(plain) > len(secure) {
+		return plain
+	}
+	if len(secure) == 0 {
+		return endpoints
+	}
+	return secure
+}
+
+func schemeOf(endpoint string) string {
+	scheme, _, _ := strings.Cut(endpoint, "://")
+	return scheme
+}
+
 func sameEndpoints(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -325,6 +363,16 @@ func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string,
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		if _, err := c.MemberRemove(ctx, id); err != nil {
 			return fmt.Errorf("remove member %x: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// UpdatePeerURL sets the peer URL etcd lists for member id: its peers dial it there from now on.
+func (p *Pool) UpdatePeerURL(ctx context.Context, key string, endpoints []string, id uint64, url string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.MemberUpdate(ctx, id, []string{url}); err != nil {
+			return fmt.Errorf("update peer URL of member %x to %s: %w", id, url, err)
 		}
 		return nil
 	})

@@ -88,12 +88,12 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				version, image = joinVersion(spec, obs, members)
 			}
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: m.InitialCluster, State: m.InitialState,
-				Version: version, Image: image,
+				Version: version, Image: image, TLS: podTLSFor(spec, members, m.PeerURL),
 				Reason: ReasonRecreatingMember, Message: fmt.Sprintf("re-creating the Pod of member %s on its volume", m.Name)}
 		case !m.Started && m.IsLearner:
 			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
-				Version: version, Image: image,
+				Version: version, Image: image, TLS: podTLSFor(spec, members, m.PeerURL),
 				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}
 		default:
 			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
@@ -151,6 +151,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if a, ok := rollUnhealthy(spec, obs, members); ok {
 		return a
 	}
+	// 3c. A member whose Pod runs another TLS mode than its peer URL and the spec call for is restarted in it.
+	if a, ok := tlsRestart(spec, obs, members); ok {
+		return a
+	}
 	// 4. Every member healthy before any other membership change.
 	if w, waiting := waitForMembers(obs); waiting {
 		return w
@@ -178,7 +182,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
 		}
 		name := obs.NewMemberNames[0]
-		return Action{Kind: AddLearner, Members: []string{name}, Reason: ReasonScalingUp,
+		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: ReasonScalingUp,
 			Message: fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(voters), spec.Replicas)}
 	}
 	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum.
@@ -202,6 +206,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	}
 	// 7. Versions: one member restarted at a time, followers first, the leader last.
 	if a, ok := nextVersionStep(spec, obs, members); ok {
+		return a
+	}
+	// 8. TLS: peer URLs move to the spec's scheme one member at a time, each member restarting after its own.
+	if a, ok := tlsPeerURLStep(spec, obs, members); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
@@ -267,11 +275,16 @@ func pickRemoval(voters []Member, leaderID uint64) (Member, bool) {
 	return Member{}, false
 }
 
-// currentCluster is the --initial-cluster a joining member starts with: every member etcd lists, itself included.
+// currentCluster is the --initial-cluster a joining member starts with: every member etcd lists, itself
+// included, with the peer URL etcd lists (etcd checks a joining member's list against its own).
 func currentCluster(members []Member, peerURL func(string) string) map[string]string {
 	out := map[string]string{}
 	for _, m := range members {
-		if m.InEtcd {
+		if !m.InEtcd {
+			continue
+		}
+		out[m.Name] = m.PeerURL
+		if m.PeerURL == "" {
 			out[m.Name] = peerURL(m.Name)
 		}
 	}

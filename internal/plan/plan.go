@@ -26,6 +26,8 @@ type Spec struct {
 	// QuorumLossAfter is how long the cluster may be without quorum before Steward re-seeds it from its newest
 	// backup (spec.quorumLossRecovery with policy RestoreLatestBackup); 0 never.
 	QuorumLossAfter time.Duration
+	// TLS: the spec asks for TLS (any provider but None).
+	TLS bool
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
@@ -50,6 +52,8 @@ type Member struct {
 	// Pod and PVC; InitialState is "new" for bootstrap members and "existing" for members that joined later.
 	InitialCluster map[string]string
 	InitialState   string
+	// PodTLS is the TLS mode the Pod runs (TLSPlaintext, TLSBridge, TLSOn).
+	PodTLS string
 
 	HasPVC bool
 
@@ -60,6 +64,8 @@ type Member struct {
 	Started   bool
 	ID        uint64
 	IsLearner bool
+	// PeerURL is the peer URL etcd lists for the member (its first).
+	PeerURL string
 	// Healthy: its status endpoint answered without errors.
 	Healthy bool
 	// UnhealthyFor is how long the member has been unhealthy without a break (0 when healthy).
@@ -155,6 +161,10 @@ type Action struct {
 	// MemberID is the etcd member a membership step acts on; TargetID the member leadership moves to.
 	MemberID uint64
 	TargetID uint64
+	// TLS is the TLS mode of the members a step creates or restarts (TLSPlaintext, TLSBridge, TLSOn), and
+	// PeerURL the peer URL of an AddLearner or UpdatePeerURL.
+	TLS     string
+	PeerURL string
 	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
 	Reason  string
 	Message string
@@ -220,7 +230,8 @@ func Next(spec Spec, obs Observation) Action {
 		if restore != "" {
 			msg += " from the snapshot of restore " + restore
 		}
-		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore, Reason: ReasonBootstrapping, Message: msg}
+		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore,
+			TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: ReasonBootstrapping, Message: msg}
 	}
 
 	if obs.Bootstrapped {
@@ -256,7 +267,8 @@ func Next(spec Spec, obs Observation) Action {
 				return Action{Kind: Wait, Reason: ReasonWaitingForRestore,
 					Message: fmt.Sprintf("bootstrap members %v were created from restore %s, which is not ready or gone; waiting for it", missing, restore)}
 			}
-			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Restore: restore, Reason: ReasonBootstrapping,
+			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Restore: restore,
+				TLS: podTLSFor(spec, nil, initial[missing[0]]), Reason: ReasonBootstrapping,
 				Message: fmt.Sprintf("creating Pods of bootstrap members %v", missing)}
 		}
 	}

@@ -48,9 +48,9 @@ func FuzzParseInitialCluster(f *testing.F) {
 }
 
 // FuzzMemberNameFromPeerURL: peer URLs come from etcd's member list, which is not Steward's to trust. A URL is
-// recognised as one of this cluster's members only if it is exactly the URL that member advertises (so two URLs
-// never map to one name) and the name is a DNS label under the cluster's prefix; every name Steward gives is
-// recognised from its own URL.
+// recognised as one of this cluster's members only if it is exactly the URL that member advertises with http or
+// https (a member switching between plaintext and TLS has either; no other URL maps to its name) and the name is
+// a DNS label under the cluster's prefix; every name Steward gives is recognised from its own URLs.
 func FuzzMemberNameFromPeerURL(f *testing.F) {
 	c := testCluster()
 	for _, s := range []string{
@@ -62,7 +62,7 @@ func FuzzMemberNameFromPeerURL(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, url, name string) {
 		if got, ok := MemberNameFromPeerURL(c, url, opts); ok {
-			if PeerURL(c, got, opts) != url {
+			if PeerURLWith(c, got, "http", opts) != url && PeerURLWith(c, got, "https", opts) != url {
 				t.Fatalf("%q recognised as %q, whose peer URL is %q", url, got, PeerURL(c, got, opts))
 			}
 			if !strings.HasPrefix(got, c.Name+"-") || len(validation.IsDNS1123Label(got)) > 0 {
@@ -73,8 +73,10 @@ func FuzzMemberNameFromPeerURL(f *testing.F) {
 		if !strings.HasPrefix(name, c.Name+"-") || len(validation.IsDNS1123Label(name)) > 0 {
 			return
 		}
-		if got, ok := MemberNameFromPeerURL(c, PeerURL(c, name, opts), opts); !ok || got != name {
-			t.Fatalf("own member %q not recognised from its peer URL: %q %v", name, got, ok)
+		for _, scheme := range []string{"http", "https"} {
+			if got, ok := MemberNameFromPeerURL(c, PeerURLWith(c, name, scheme, opts), opts); !ok || got != name {
+				t.Fatalf("own member %q not recognised from its %s peer URL: %q %v", name, scheme, got, ok)
+			}
 		}
 	})
 }

@@ -41,9 +41,12 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
-	// AnnotationTLS is the TLS provider a member Pod was created for (TLSMode): "Steward" (https, certificates)
-	// or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
+	// AnnotationTLS is the TLS provider a member Pod was created for: "Steward" (https, certificates) or "None"
+	// (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
 	AnnotationTLS = "etcd.steward.dev/tls"
+	// AnnotationTLSListeners is "plaintext" on a member Pod of a TLS provider that still listens in plaintext: a
+	// member in the middle of a switch between plaintext and TLS (MemberTLSBridge).
+	AnnotationTLSListeners = "etcd.steward.dev/tls-listeners"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"
@@ -76,6 +79,10 @@ type Member struct {
 	Image   string
 	// Restore, when set, is the snapshot the member's data dir is restored from before etcd first starts.
 	Restore *RestoreSource
+	// TLS is how the member runs TLS (MemberTLSPlaintext, MemberTLSBridge, MemberTLSOn) and TLSProvider whose
+	// certificates it holds; empty means as the spec says (MemberTLSOf).
+	TLS         string
+	TLSProvider string
 }
 
 // release is the version and image member m runs.
@@ -121,18 +128,27 @@ func MemberHost(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) str
 	return fmt.Sprintf("%s.%s.%s.svc.%s", member, PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain)
 }
 
-// PeerURL is a member's advertised peer URL.
+// PeerURL is a member's advertised peer URL as the spec has it (https with TLS).
 func PeerURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
-	return fmt.Sprintf("%s://%s:%d", Scheme(cluster), MemberHost(cluster, member, o), PeerPort)
+	return PeerURLWith(cluster, member, Scheme(cluster), o)
+}
+
+// PeerURLWith is a member's peer URL with the given scheme: during a switch between plaintext and TLS a member's
+// peer URL is http or https whatever the spec says.
+func PeerURLWith(cluster *etcdv1alpha1.EtcdCluster, member, scheme string, o Options) string {
+	return fmt.Sprintf("%s://%s:%d", scheme, MemberHost(cluster, member, o), PeerPort)
 }
 
 // MemberNameFromPeerURL returns the member name in a peer URL this cluster's members advertise, so a member
 // added to etcd but not yet started (etcd knows only its peer URL) is recognised by name.
 func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Options) (string, bool) {
 	suffix := fmt.Sprintf(".%s.%s.svc.%s:%d", PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain, PeerPort)
-	rest, ok := strings.CutPrefix(url, Scheme(cluster)+"://")
+	// Either scheme: members switching between plaintext and TLS have both.
+	rest, ok := strings.CutPrefix(url, "https://")
 	if !ok {
-		return "", false
+		if rest, ok = strings.CutPrefix(url, "http://"); !ok {
+			return "", false
+		}
 	}
 	name, ok := strings.CutSuffix(rest, suffix)
 	// The list comes from etcd, which anyone able to reach it can change: only a name Steward could have given
@@ -143,9 +159,9 @@ func MemberNameFromPeerURL(cluster *etcdv1alpha1.EtcdCluster, url string, o Opti
 	return name, true
 }
 
-// ClientURL is a member's advertised client URL.
-func ClientURL(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) string {
-	return fmt.Sprintf("%s://%s:%d", Scheme(cluster), MemberHost(cluster, member, o), ClientPort)
+// ClientURL is a member's advertised client URL when it runs in TLS mode mode (MemberTLSOn: https).
+func ClientURL(cluster *etcdv1alpha1.EtcdCluster, member, mode string, o Options) string {
+	return fmt.Sprintf("%s://%s:%d", SchemeOf(mode), MemberHost(cluster, member, o), ClientPort)
 }
 
 // ClientEndpoint is the client Service's URL.
@@ -208,20 +224,22 @@ func ParseInitialCluster(s string) (map[string]string, error) {
 // etcdArgs are the etcd flags of a member. The --initial-* flags only take effect on the first start with an
 // empty data dir; afterwards etcd reads membership from its data.
 func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
+	mode := MemberTLSOf(cluster, m)
+	scheme := SchemeOf(mode)
 	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + dataMount + "/data",
-		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", Scheme(cluster), ClientPort),
-		"--advertise-client-urls=" + ClientURL(cluster, m.Name, o),
-		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", Scheme(cluster), PeerPort),
-		"--initial-advertise-peer-urls=" + PeerURL(cluster, m.Name, o),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme, ClientPort),
+		"--advertise-client-urls=" + ClientURL(cluster, m.Name, mode, o),
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme, PeerPort),
+		"--initial-advertise-peer-urls=" + PeerURLWith(cluster, m.Name, scheme, o),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
 		"--initial-cluster-state=" + m.State,
 		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
 		"--initial-cluster-token=" + string(cluster.UID),
 	}
-	args = append(args, tlsArgs(cluster)...)
+	args = append(args, tlsArgs(mode)...)
 	t := cluster.Spec.Etcd
 	if t.QuotaBackendBytes != nil {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(t.QuotaBackendBytes.Value(), 10))
@@ -273,7 +291,11 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		initContainers, extraVolumes = restoreInitContainers(cluster, m, image, o)
 	}
-	annotations[AnnotationTLS] = TLSMode(cluster)
+	mode := MemberTLSOf(cluster, m)
+	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)
+	if mode == MemberTLSBridge {
+		annotations[AnnotationTLSListeners] = "plaintext"
+	}
 
 	data := corev1.Volume{Name: dataVolume}
 	if cluster.Spec.Storage.Ephemeral {
@@ -315,7 +337,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
-				Env:             tlsEnv(cluster, version),
+				Env:             tlsEnv(mode, version),
 				Ports: []corev1.ContainerPort{
 					{Name: "client", ContainerPort: ClientPort},
 					{Name: "peer", ContainerPort: PeerPort},
@@ -328,13 +350,13 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				LivenessProbe:   probe("/livez", 15),
 				StartupProbe:    &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
 				SecurityContext: restrictedContainer(),
-				VolumeMounts:    append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}, memberTLSMounts(cluster)...),
+				VolumeMounts:    append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}, memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
 				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
 				// (plan.DataLossEvidence) from a crash that a restart fixes.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
-			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m.Name)...), extraVolumes...),
+			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(mode, m.Name)...), extraVolumes...),
 		},
 	}
 }

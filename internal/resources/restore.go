@@ -79,7 +79,7 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 		"--name=" + m.Name,
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
 		"--initial-cluster-token=" + string(cluster.UID),
-		"--initial-advertise-peer-urls=" + PeerURL(cluster, m.Name, o),
+		"--initial-advertise-peer-urls=" + PeerURLWith(cluster, m.Name, SchemeOf(MemberTLSOf(cluster, m)), o),
 	}, sourceArgs(src.Backup.Spec.Destination)...)
 	args = append(args, expectedArgs(src.Backup)...)
 	if src.BumpRevision > 0 {

@@ -33,32 +33,90 @@ const (
 	agentTLSVolume = "etcd-tls"
 )
 
-// TLSEnabled reports whether members serve and talk TLS. A spec without tls gets provider Steward from the
-// API's default, so nil means enabled here too.
+// TLSEnabled reports whether the spec asks for TLS. A spec without tls gets provider Steward from the API's
+// default, so nil means enabled here too.
 func TLSEnabled(cluster *etcdv1alpha1.EtcdCluster) bool {
 	return cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider != etcdv1alpha1.TLSProviderNone
 }
 
-// TLSMode is how members of cluster run: "Steward" (TLS with Steward's certificates) or "None" (plaintext).
+// TLSMode is the TLS provider the spec asks for: "Steward" (TLS with Steward's certificates) or "None"
+// (plaintext).
 func TLSMode(cluster *etcdv1alpha1.EtcdCluster) string {
-	if TLSEnabled(cluster) {
+	if cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider == "" {
 		return etcdv1alpha1.TLSProviderSteward
 	}
-	return etcdv1alpha1.TLSProviderNone
+	return cluster.Spec.TLS.Provider
 }
 
-// PodTLSMode is the TLSMode a member Pod was created with; a Pod without the annotation predates TLS and runs
-// plaintext.
-func PodTLSMode(p *corev1.Pod) string {
-	if m, ok := p.Annotations[AnnotationTLS]; ok {
-		return m
+// How one member runs TLS. A cluster switches between plaintext and TLS without losing quorum by passing every
+// member through Bridge: a Bridge member listens in plaintext, like a Plaintext one, but holds the cluster's
+// certificates, with which it dials the peers that already serve TLS. So a Bridge member talks to members of
+// either kind, and a Plaintext member never has to talk to a TLS one: Steward never lets those two meet.
+const (
+	// MemberTLSPlaintext: plaintext client and peer listeners, no certificates.
+	MemberTLSPlaintext = "Plaintext"
+	// MemberTLSBridge: plaintext listeners (its peer URL is http), certificates to dial TLS peers with.
+	MemberTLSBridge = "Bridge"
+	// MemberTLSOn: TLS with client certificates on the client and the peer port (its peer URL is https).
+	MemberTLSOn = "TLS"
+)
+
+// MemberTLSOf is how member m of cluster runs: as m says, else as the spec says.
+func MemberTLSOf(cluster *etcdv1alpha1.EtcdCluster, m Member) string {
+	switch {
+	case m.TLS != "":
+		return m.TLS
+	case TLSEnabled(cluster):
+		return MemberTLSOn
+	default:
+		return MemberTLSPlaintext
 	}
-	return etcdv1alpha1.TLSProviderNone
 }
 
-// Scheme of members' client and peer URLs.
+// memberTLSProvider is the provider whose certificates member m holds, "None" for a plaintext member.
+func memberTLSProvider(cluster *etcdv1alpha1.EtcdCluster, m Member) string {
+	switch {
+	case MemberTLSOf(cluster, m) == MemberTLSPlaintext:
+		return etcdv1alpha1.TLSProviderNone
+	case m.TLSProvider != "":
+		return m.TLSProvider
+	default:
+		return TLSMode(cluster)
+	}
+}
+
+// PodTLS is how a member Pod was created to run TLS (MemberTLSPlaintext, MemberTLSBridge or MemberTLSOn), and
+// the provider of its certificates ("None" for plaintext). A Pod without the annotation predates TLS in Steward
+// and runs plaintext.
+func PodTLS(p *corev1.Pod) (mode, provider string) {
+	provider, ok := p.Annotations[AnnotationTLS]
+	switch {
+	case !ok || provider == etcdv1alpha1.TLSProviderNone:
+		return MemberTLSPlaintext, etcdv1alpha1.TLSProviderNone
+	case p.Annotations[AnnotationTLSListeners] == "plaintext":
+		return MemberTLSBridge, provider
+	default:
+		return MemberTLSOn, provider
+	}
+}
+
+// PodPredatesTLS reports whether a member Pod was created by a Steward without TLS (it has no TLS annotation).
+func PodPredatesTLS(p *corev1.Pod) bool {
+	_, ok := p.Annotations[AnnotationTLS]
+	return !ok
+}
+
+// Scheme of the client and peer URLs of the cluster's members once they run as the spec says.
 func Scheme(cluster *etcdv1alpha1.EtcdCluster) string {
 	if TLSEnabled(cluster) {
+		return "https"
+	}
+	return "http"
+}
+
+// SchemeOf is the scheme of the client and peer URLs of a member in TLS mode mode.
+func SchemeOf(mode string) string {
+	if mode == MemberTLSOn {
 		return "https"
 	}
 	return "http"
@@ -127,12 +185,18 @@ func TLSSecret(cluster *etcdv1alpha1.EtcdCluster, name string, labels map[string
 }
 
 // tlsArgs are etcd's TLS flags: TLS with client certificates required on the client and the peer port, both
-// checked against the cluster's CA. etcd reloads the certificate and key files on each handshake.
-func tlsArgs(cluster *etcdv1alpha1.EtcdCluster) []string {
-	if !TLSEnabled(cluster) {
+// checked against the cluster's CA. etcd reloads the certificate and key files on each handshake. A Bridge member
+// gets only the peer certificate: etcd's peer transport dials https peer URLs with it (and http ones in
+// plaintext) whatever the member's own listeners are.
+func tlsArgs(mode string) []string {
+	ca, cert, key := memberTLSMount+"/"+SecretCAKey, memberTLSMount+"/"+SecretCertKey, memberTLSMount+"/"+SecretKeyKey
+	switch mode {
+	case MemberTLSBridge:
+		return []string{"--peer-cert-file=" + cert, "--peer-key-file=" + key, "--peer-trusted-ca-file=" + ca}
+	case MemberTLSOn:
+	default:
 		return nil
 	}
-	ca, cert, key := memberTLSMount+"/"+SecretCAKey, memberTLSMount+"/"+SecretCertKey, memberTLSMount+"/"+SecretKeyKey
 	return []string{
 		"--cert-file=" + cert, "--key-file=" + key, "--trusted-ca-file=" + ca, "--client-cert-auth",
 		"--peer-cert-file=" + cert, "--peer-key-file=" + key, "--peer-trusted-ca-file=" + ca, "--peer-client-cert-auth",
@@ -148,8 +212,8 @@ func tlsArgs(cluster *etcdv1alpha1.EtcdCluster) []string {
 // version change (only the image changes) and the name differs: etcd 3.5 knows only the experimental name, 3.7
 // only the new one, and 3.6 refuses both set at once; an environment variable a release does not know is only a
 // warning.
-func tlsEnv(cluster *etcdv1alpha1.EtcdCluster, version string) []corev1.EnvVar {
-	if !TLSEnabled(cluster) {
+func tlsEnv(mode, version string) []corev1.EnvVar {
+	if mode != MemberTLSOn {
 		return nil
 	}
 	name := "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION"
@@ -159,15 +223,15 @@ func tlsEnv(cluster *etcdv1alpha1.EtcdCluster, version string) []corev1.EnvVar {
 	return []corev1.EnvVar{{Name: name, Value: "true"}}
 }
 
-func memberTLSVolumes(cluster *etcdv1alpha1.EtcdCluster, member string) []corev1.Volume {
-	if !TLSEnabled(cluster) {
+func memberTLSVolumes(mode, member string) []corev1.Volume {
+	if mode == MemberTLSPlaintext {
 		return nil
 	}
 	return []corev1.Volume{secretVolume(memberTLSVolume, MemberSecretName(member))}
 }
 
-func memberTLSMounts(cluster *etcdv1alpha1.EtcdCluster) []corev1.VolumeMount {
-	if !TLSEnabled(cluster) {
+func memberTLSMounts(mode string) []corev1.VolumeMount {
+	if mode == MemberTLSPlaintext {
 		return nil
 	}
 	return []corev1.VolumeMount{{Name: memberTLSVolume, MountPath: memberTLSMount, ReadOnly: true}}

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"strings"
 	"testing"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -28,5 +29,50 @@ func TestPeerSANCheckOffByRelease(t *testing.T) {
 		case tt.want != "" && (len(env) != 1 || env[0].Name != tt.want || env[0].Value != "true"):
 			t.Errorf("%s %s: env %v, want %s=true", tt.version, tt.tls, env, tt.want)
 		}
+	}
+}
+
+// TestMemberPodTLSModes: the three ways a member runs TLS, and that PodTLS reads back what MemberPod wrote.
+// Bridge listens and advertises plaintext, holds the certificate for its peer transport only, and has no client
+// certificate check (its listeners are plaintext).
+func TestMemberPodTLSModes(t *testing.T) {
+	tests := []struct {
+		mode                            string
+		scheme                          string
+		peerCert, clientCert, mountsTLS bool
+		provider                        string
+	}{
+		{MemberTLSPlaintext, "http", false, false, false, "None"},
+		{MemberTLSBridge, "http", true, false, true, "Steward"},
+		{MemberTLSOn, "https", true, true, true, "Steward"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			c := testCluster()
+			pod := MemberPod(c, Member{Name: "db-abcde", InitialCluster: map[string]string{"db-abcde": "http://x:2380"}, State: "existing", TLS: tt.mode}, opts)
+			args := pod.Spec.Containers[0].Command
+			args = append(args, pod.Spec.Containers[0].Args...)
+			for _, flag := range []string{"--listen-client-urls", "--advertise-client-urls", "--listen-peer-urls", "--initial-advertise-peer-urls"} {
+				if v, _ := arg(args, flag); !strings.HasPrefix(v, tt.scheme+"://") {
+					t.Errorf("%s=%s, want %s", flag, v, tt.scheme)
+				}
+			}
+			if _, ok := arg(args, "--peer-cert-file"); ok != tt.peerCert {
+				t.Errorf("--peer-cert-file present %v, want %v", ok, tt.peerCert)
+			}
+			if _, ok := arg(args, "--cert-file"); ok != tt.clientCert {
+				t.Errorf("--cert-file present %v, want %v", ok, tt.clientCert)
+			}
+			mounts := false
+			for _, v := range pod.Spec.Volumes {
+				mounts = mounts || v.Secret != nil && v.Secret.SecretName == "db-abcde-tls"
+			}
+			if mounts != tt.mountsTLS {
+				t.Errorf("mounts its TLS Secret %v, want %v", mounts, tt.mountsTLS)
+			}
+			if mode, provider := PodTLS(pod); mode != tt.mode || provider != tt.provider {
+				t.Errorf("PodTLS = %s/%s, want %s/%s", mode, provider, tt.mode, tt.provider)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,36 @@ type Config struct {
 	OpTimeout time.Duration
 	// TLS for clusters that require it (nil: plaintext).
 	TLS *tls.Config
+	// Prefix of every key the load writes (default "lin/"). The model starts from empty keys, so a second load on
+	// the same cluster needs a prefix of its own.
+	Prefix string
+	// Alternates are further ways to reach the same cluster, as a client that knows its cluster is switching
+	// between plaintext and TLS would hold them: after a failed operation a client moves on to the next way.
+	// Verify reads back through whichever answers.
+	Alternates []Target
+}
+
+// Target is one way to reach the cluster. TLSFrom, when set, gives TLS on first use (a certificate that is only
+// issued once the switch to TLS has begun).
+type Target struct {
+	Endpoints []string
+	TLS       *tls.Config
+	TLSFrom   func() (*tls.Config, error)
+}
+
+func (t Target) dial() (*clientv3.Client, error) {
+	cfg := t.TLS
+	if cfg == nil && t.TLSFrom != nil {
+		var err error
+		if cfg, err = t.TLSFrom(); err != nil {
+			return nil, err
+		}
+	}
+	return newClient(t.Endpoints, cfg)
+}
+
+func (c Config) targets() []Target {
+	return append([]Target{{Endpoints: c.Endpoints, TLS: c.TLS}}, c.Alternates...)
 }
 
 // input and output are one operation on a shared key, as porcupine sees it.
@@ -56,6 +87,8 @@ type Load struct {
 	failed int
 	ops    int
 	client []*clientv3.Client
+	// succeeded are the times of successful operations, for the longest stretch without one.
+	succeeded []int64
 }
 
 // Start begins the load; Stop ends it and Verify judges it.
@@ -66,18 +99,23 @@ func Start(cfg Config) (*Load, error) {
 	if cfg.SharedKeys == 0 {
 		cfg.SharedKeys = 4
 	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "lin/"
+	}
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = 2 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Load{cfg: cfg, start: time.Now(), cancel: cancel, acked: map[string]string{}}
 	for i := 0; i < cfg.Clients; i++ {
-		c, err := newClient(cfg.Endpoints, cfg.TLS)
+		c, err := cfg.targets()[0].dial()
 		if err != nil {
 			l.Stop()
 			return nil, fmt.Errorf("client %d: %w", i, err)
 		}
+		l.mu.Lock()
 		l.client = append(l.client, c)
+		l.mu.Unlock()
 		l.wg.Add(1)
 		go l.run(ctx, i, c)
 	}
@@ -86,20 +124,38 @@ func Start(cfg Config) (*Load, error) {
 
 func (l *Load) now() int64 { return time.Since(l.start).Nanoseconds() }
 
-func (l *Load) run(ctx context.Context, id int, c *clientv3.Client) {
+func (l *Load) run(ctx context.Context, id int, first *clientv3.Client) {
 	defer l.wg.Done()
 	rng := rand.New(rand.NewSource(int64(id) + 1)) //nolint:gosec // test load, not security
-	for n := 0; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("lin/shared/%d", rng.Intn(l.cfg.SharedKeys))
+	targets := l.cfg.targets()
+	cs := make([]*clientv3.Client, len(targets))
+	cs[0] = first
+	for n, cur := 0, 0; ctx.Err() == nil; n++ {
+		i := cur % len(cs)
+		if cs[i] == nil {
+			c, err := targets[i].dial()
+			if err != nil {
+				cur++
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			l.mu.Lock()
+			l.client = append(l.client, c)
+			l.mu.Unlock()
+			cs[i] = c
+		}
+		c := cs[i]
+		var err error
+		key := fmt.Sprintf("%sshared/%d", l.cfg.Prefix, rng.Intn(l.cfg.SharedKeys))
 		value := fmt.Sprintf("c%d-%d", id, n)
 		switch rng.Intn(3) {
 		case 0: // shared write
-			l.do(ctx, id, input{put: true, key: key, value: value}, func(rctx context.Context) (output, error) {
+			err = l.do(ctx, id, input{put: true, key: key, value: value}, func(rctx context.Context) (output, error) {
 				_, err := c.Put(rctx, key, value)
 				return output{}, err
 			})
 		case 1: // shared read
-			l.do(ctx, id, input{key: key}, func(rctx context.Context) (output, error) {
+			err = l.do(ctx, id, input{key: key}, func(rctx context.Context) (output, error) {
 				resp, err := c.Get(rctx, key)
 				if err != nil || len(resp.Kvs) == 0 {
 					return output{}, err
@@ -107,25 +163,29 @@ func (l *Load) run(ctx context.Context, id int, c *clientv3.Client) {
 				return output{value: string(resp.Kvs[0].Value)}, nil
 			})
 		default: // ledger write to a key of its own
-			ledger := fmt.Sprintf("lin/ledger/%d/%d", id, n)
+			ledger := fmt.Sprintf("%sledger/%d/%d", l.cfg.Prefix, id, n)
 			rctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
-			_, err := c.Put(rctx, ledger, value)
+			_, err = c.Put(rctx, ledger, value)
 			cancel()
 			l.mu.Lock()
 			l.ops++
 			if err == nil {
 				l.acked[ledger] = value
+				l.succeeded = append(l.succeeded, l.now())
 			} else {
 				l.failed++
 			}
 			l.mu.Unlock()
+		}
+		if err != nil {
+			cur++
 		}
 	}
 }
 
 // do runs one shared-key operation and records it. A write whose outcome is unknown (error, timeout) may take
 // effect at any later time, so it is recorded as never returning; a failed read tells nothing and is dropped.
-func (l *Load) do(ctx context.Context, id int, in input, op func(context.Context) (output, error)) {
+func (l *Load) do(ctx context.Context, id int, in input, op func(context.Context) (output, error)) error {
 	rctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
 	defer cancel()
 	call := l.now()
@@ -137,11 +197,14 @@ func (l *Load) do(ctx context.Context, id int, in input, op func(context.Context
 	if err != nil {
 		l.failed++
 		if !in.put {
-			return
+			return err
 		}
 		ret = math.MaxInt64
+	} else {
+		l.succeeded = append(l.succeeded, ret)
 	}
 	l.history = append(l.history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
+	return err
 }
 
 // Stop ends the load and waits for the clients.
@@ -158,10 +221,14 @@ type Result struct {
 	// Linearizable is porcupine's verdict on the shared-key history: Ok, Illegal or Unknown (timed out).
 	Linearizable porcupine.CheckResult
 	LostKeys     []string
+	// LongestGap is the longest stretch in which no client's operation succeeded (a measurement to report, not
+	// to assert on).
+	LongestGap time.Duration
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d ops (%d failed), %d acknowledged ledger writes, %d lost, linearizability %s", r.Ops, r.Failed, r.Acked, r.Lost, r.Linearizable)
+	return fmt.Sprintf("%d ops (%d failed), %d acknowledged ledger writes, %d lost, linearizability %s, longest stretch without a successful operation %s",
+		r.Ops, r.Failed, r.Acked, r.Lost, r.Linearizable, r.LongestGap.Round(time.Millisecond))
 }
 
 // Verify stops the load if running, reads back every acknowledged write and checks the history.
@@ -172,9 +239,9 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 			_ = c.Close()
 		}
 	}()
-	res := Result{Ops: l.ops, Failed: l.failed, Acked: len(l.acked)}
+	res := Result{Ops: l.ops, Failed: l.failed, Acked: len(l.acked), LongestGap: longestGap(l.succeeded)}
 	// A fresh connection: a load client may still hold one to a member that was cut off or removed.
-	c, err := newClient(l.cfg.Endpoints, l.cfg.TLS)
+	c, err := l.answering(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -202,6 +269,55 @@ func (l *Load) Verify(ctx context.Context) (Result, error) {
 	}
 	res.Linearizable = porcupine.CheckOperationsTimeout(Model(), l.history, time.Minute)
 	return res, nil
+}
+
+// answering returns a new client through a target that answers a read, trying them in turn.
+func (l *Load) answering(ctx context.Context) (*clientv3.Client, error) {
+	var clients []*clientv3.Client
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}()
+	for _, target := range l.cfg.targets() {
+		c, err := target.dial()
+		if err != nil {
+			continue
+		}
+		clients = append(clients, c)
+	}
+	var last error
+	for attempt := 0; attempt < 20; attempt++ {
+		for i, c := range clients {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.Get(rctx, "lin/probe")
+			cancel()
+			if err == nil {
+				clients[i] = nil // kept open for the caller
+				return c, nil
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("no way to reach the cluster answers: %w", last)
+}
+
+// longestGap is the longest time between two successes (times in ns, in any order).
+func longestGap(times []int64) time.Duration {
+	sorted := append([]int64(nil), times...)
+	slices.Sort(sorted)
+	var gap int64
+	for i := 1; i < len(sorted); i++ {
+		gap = max(gap, sorted[i]-sorted[i-1])
+	}
+	return time.Duration(gap)
 }
 
 // newClient dials with keepalives, so a client whose connection goes to a member that vanished from the network

@@ -175,7 +175,8 @@ func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup)
 		return in, "", fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	in.ClusterFound = true
-	if resources.TLSEnabled(cluster) {
+	// The client Secret also while the members switch between plaintext and TLS, when some serve https.
+	if resources.TLSEnabled(cluster) || cluster.Status.TLS != nil {
 		clientSecret = resources.ClientSecretName(cluster)
 	}
 	for _, m := range cluster.Status.Members {

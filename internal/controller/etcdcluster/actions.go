@@ -94,12 +94,15 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 	case plan.RetireVolumes:
 		return r.retireVolumes(ctx, cluster, action)
 	case plan.AddLearner:
-		name := action.Members[0]
-		id, err := r.Etcd.AddLearner(ctx, key, endpoints, resources.PeerURL(cluster, name, r.Options))
+		name, url := action.Members[0], action.PeerURL
+		if url == "" {
+			url = resources.PeerURL(cluster, name, r.Options)
+		}
+		id, err := r.Etcd.AddLearner(ctx, key, endpoints, url)
 		if err != nil {
 			return err
 		}
-		log.Info("Added learner", "member", name, "memberID", etcd.FormatID(id))
+		log.Info("Added learner", "member", name, "memberID", etcd.FormatID(id), "peerURL", url)
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberAdded", "Added member %s (%s) as a learner", name, etcd.FormatID(id))
 	case plan.PromoteLearner:
 		err := r.Etcd.PromoteLearner(ctx, key, endpoints, action.MemberID)
@@ -139,6 +142,24 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberVolumeDeleted", "Deleted volume of removed member %s", action.Members[0])
 	case plan.RollMember:
 		return r.rollMember(ctx, cluster, obs, action)
+	case plan.RestartMember:
+		pod := obs.pods[action.Members[0]]
+		if pod == nil {
+			return nil
+		}
+		// Deleted, not patched: a Pod's command and volumes cannot change. The next pass re-creates it on the
+		// member's volume, in the TLS mode the planner then derives from the member's peer URL and the spec.
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("restart member %s in TLS mode %s: %w", pod.Name, action.TLS, err)
+		}
+		log.Info("Restarting member for TLS", "member", pod.Name, "tlsMode", action.TLS, "reason", action.Reason)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRestarting", "Restarting member %s in TLS mode %s: %s", pod.Name, action.TLS, action.Message)
+	case plan.UpdatePeerURL:
+		if err := r.Etcd.UpdatePeerURL(ctx, key, endpoints, action.MemberID, action.PeerURL); err != nil {
+			return err
+		}
+		log.Info("Changed peer URL", "member", action.Members[0], "memberID", etcd.FormatID(action.MemberID), "peerURL", action.PeerURL)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "PeerURLChanged", "Changed the peer URL of member %s to %s (%s)", action.Members[0], action.PeerURL, action.Reason)
 	case plan.MoveLeader:
 		from, to := action.Members[0], action.Members[1]
 		// The leader answered this pass's status request (that is how it is known to lead), at its endpoint.
@@ -234,22 +255,24 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	members := make([]resources.Member, 0, len(action.Members))
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
-			Version: action.Version, Image: action.Image, Restore: src})
+			Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS, TLSProvider: obs.tls.providerOrNone()})
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
 	}
 	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
 	// kubelet's retry backoff, for it to appear.
-	if ts := obs.tls; ts != nil {
-		for _, m := range members {
-			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
-				memberRequest(cluster, m.Name, r.Options)); err != nil {
-				return fmt.Errorf("certificate of member %s: %w", m.Name, err)
-			}
+	for _, m := range members {
+		if resources.MemberTLSOf(cluster, m) == resources.MemberTLSPlaintext {
+			continue
 		}
-	} else if resources.TLSEnabled(cluster) {
-		return fmt.Errorf("create members: the cluster's TLS is not ready")
+		if obs.tls == nil {
+			return fmt.Errorf("create member %s: the cluster's TLS is not ready", m.Name)
+		}
+		if _, err := r.ensureCert(ctx, cluster, obs.tls, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
+			memberRequest(cluster, m.Name, r.Options)); err != nil {
+			return fmt.Errorf("certificate of member %s: %w", m.Name, err)
+		}
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {

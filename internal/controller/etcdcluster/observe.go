@@ -95,7 +95,8 @@ func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[s
 			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		out[fmt.Sprintf("%s://%s:%d", resources.Scheme(cluster), p.Status.PodIP, resources.ClientPort)] = name
+		mode, _ := resources.PodTLS(p)
+		out[fmt.Sprintf("%s://%s:%d", resources.SchemeOf(mode), p.Status.PodIP, resources.ClientPort)] = name
 	}
 	return out
 }
@@ -128,6 +129,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.DataLoss = dataLossOf(p)
 		m.Restore = p.Annotations[resources.AnnotationRestore]
 		m.PodStuck = stuckOf(p)
+		m.PodTLS, _ = resources.PodTLS(p)
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -180,13 +182,16 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
 	}
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
+	// Either scheme: a member added in the middle of a switch between plaintext and TLS has either.
 	byPeerURL := map[string]string{}
 	for name := range members {
-		byPeerURL[resources.PeerURL(cluster, name, o)] = name
+		for _, scheme := range []string{"http", "https"} {
+			byPeerURL[resources.PeerURLWith(cluster, name, scheme, o)] = name
+		}
 	}
 	for _, m := range members {
-		for name := range m.InitialCluster {
-			byPeerURL[resources.PeerURL(cluster, name, o)] = name
+		for name, url := range m.InitialCluster {
+			byPeerURL[url] = name
 		}
 	}
 	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, o)
@@ -199,6 +204,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		name := etcdNames[em.ID]
 		m := get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
+		if len(em.PeerURLs) > 0 {
+			m.PeerURL = em.PeerURLs[0]
+		}
 		obs.nameOf[em.ID] = name
 		// How long a learner has had to catch up: since its Pod was created. Re-observable (a restarted operator
 		// sees the same), and a learner without a Pod is Steward's to start, not the learner's fault.

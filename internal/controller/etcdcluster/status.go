@@ -113,10 +113,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
 	switch {
-	case !resources.TLSEnabled(cluster):
-		st.TLS = nil
 	case obs.tls != nil:
 		st.TLS = obs.tls.status
+	case !resources.TLSEnabled(cluster):
+		st.TLS = nil
 	}
 	st.Bootstrapped = obs.plan.Bootstrapped
 
@@ -238,8 +238,13 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 			ms.UnhealthySince = &since
 		}
 		if m.HasPod || m.HasPVC {
-			ms.ClientURL = resources.ClientURL(cluster, m.Name, o)
+			mode := m.PodTLS
+			if !m.HasPod {
+				mode = resources.MemberTLSOf(cluster, resources.Member{})
+			}
+			ms.ClientURL = resources.ClientURL(cluster, m.Name, mode, o)
 		}
+		ms.TLS = m.PodTLS
 		if m.ID != 0 {
 			ms.ID = etcd.FormatID(m.ID)
 		}

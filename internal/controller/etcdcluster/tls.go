@@ -35,11 +35,21 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-// tlsState is one pass's view of the cluster's TLS (provider Steward): the CA that issues, and what status
-// reports. Nil for a plaintext cluster.
+// tlsState is one pass's view of the cluster's TLS: the provider whose certificates members hold, the CA that
+// issues them (provider Steward), and what status reports. Nil while no member holds certificates and the spec
+// asks for none.
 type tlsState struct {
-	ca     *pki.KeyPair
-	status *etcdv1alpha1.TLSStatus
+	provider string
+	ca       *pki.KeyPair
+	status   *etcdv1alpha1.TLSStatus
+}
+
+// providerOrNone is the provider of the certificates, "" for a cluster without TLS.
+func (ts *tlsState) providerOrNone() string {
+	if ts == nil {
+		return ""
+	}
+	return ts.provider
 }
 
 // note records the expiry of a certificate that is in place.
@@ -49,33 +59,63 @@ func (ts *tlsState) note(notAfter time.Time) {
 	}
 }
 
-// prepareTLS checks that the members run the TLS provider the spec asks for and, if they do, ensures the
-// cluster's CA and client certificate (ensureTLS). On a mismatch it returns the Wait to take instead of the
-// plan's step, and touches no Secret.
+// prepareTLS ensures the certificates of the provider the members need (tlsProvider) and points the etcd pool
+// at them. For a cluster whose members predate TLS in Steward it returns the Wait to take instead of the plan's
+// step (legacyPlaintext), and touches no Secret.
 func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, *plan.Action, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
 		return nil, nil, fmt.Errorf("list member Pods: %w", err)
 	}
-	if wait, ok := tlsMismatch(cluster, pods.Items); ok {
+	if wait, ok := legacyPlaintext(cluster, pods.Items); ok {
 		return nil, &wait, nil
 	}
-	ts, err := r.ensureTLS(ctx, cluster)
+	if err := r.markPlaintextPods(ctx, cluster, pods.Items); err != nil {
+		return nil, nil, err
+	}
+	provider, holding := tlsProvider(cluster, pods.Items)
+	ts, err := r.ensureTLS(ctx, cluster, provider, holding)
 	return ts, nil, err
 }
 
+// tlsProvider is the provider whose certificates the cluster's members need: the spec's, or while members switch
+// back to plaintext the one whose certificates they still hold; "" when none. holding reports whether any member
+// Pod holds certificates.
+func tlsProvider(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (provider string, holding bool) {
+	if resources.TLSEnabled(cluster) {
+		provider = resources.TLSMode(cluster)
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) {
+			continue
+		}
+		if mode, prov := resources.PodTLS(p); mode != resources.MemberTLSPlaintext {
+			holding = true
+			if provider == "" {
+				provider = prov
+			}
+		}
+	}
+	return provider, holding
+}
+
 // ensureTLS makes sure the cluster's CA and Steward's client certificate exist and are current, and points
-// the etcd pool at them. It runs before observing etcd, which needs the client certificate.
-func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, error) {
+// the etcd pool at them (at nothing, for plaintext). It runs before observing etcd, which needs the client
+// certificate.
+func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, provider string, holding bool) (*tlsState, error) {
 	key := client.ObjectKeyFromObject(cluster).String()
-	if !resources.TLSEnabled(cluster) {
+	if provider == "" {
 		return nil, r.Etcd.SetTLS(key, nil)
 	}
-	ca, err := r.ensureCA(ctx, cluster)
+	if provider != etcdv1alpha1.TLSProviderSteward {
+		return nil, fmt.Errorf("members hold certificates of TLS provider %q, which this version of Steward does not manage", provider)
+	}
+	ca, err := r.ensureCA(ctx, cluster, holding)
 	if err != nil {
 		return nil, err
 	}
-	ts := &tlsState{ca: ca, status: &etcdv1alpha1.TLSStatus{
+	ts := &tlsState{provider: provider, ca: ca, status: &etcdv1alpha1.TLSStatus{
 		CASecret: resources.CASecretName(cluster), ClientSecret: resources.ClientSecretName(cluster),
 		CANotAfter: &metav1.Time{Time: ca.Cert.NotAfter},
 	}}
@@ -87,10 +127,10 @@ func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCl
 		Key: secret.Data[resources.SecretKeyKey], ServerName: resources.ClientServiceHost(cluster, r.Options)})
 }
 
-// ensureCA reads the cluster's CA, creating it for a cluster that has not formed yet. A formed cluster's CA is
-// never replaced: its members loaded it when they started (etcd does not reload trusted CAs), so a new CA
-// would cut every member off from the others and from Steward.
-func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*pki.KeyPair, error) {
+// ensureCA reads the cluster's CA, creating it while no member holds certificates (a new cluster, or a plaintext
+// one switching to TLS). A CA members hold is never replaced: they loaded it when they started (etcd does not
+// reload trusted CAs), so a new CA would cut every member off from the others and from Steward.
+func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, holding bool) (*pki.KeyPair, error) {
 	name := resources.CASecretName(cluster)
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, secret)
@@ -106,7 +146,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdClu
 		return ca, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("get CA Secret %s: %w", name, err)
-	case cluster.Status.Bootstrapped:
+	case holding:
 		return nil, fmt.Errorf("CA Secret %s is missing: the members trust only the CA they started with, so Steward does not create a new one for a running cluster; restore the Secret", name)
 	case cluster.Spec.Paused:
 		return nil, fmt.Errorf("CA Secret %s is missing and the cluster is paused", name)
@@ -203,7 +243,7 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 	var errs []error
 	for _, m := range obs.plan.Members {
 		known[m.Name] = m.HasPod || m.HasPVC || m.InEtcd
-		if m.HasPod && !m.PodDeleting {
+		if m.HasPod && !m.PodDeleting && m.PodTLS != resources.MemberTLSPlaintext {
 			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
 				memberRequest(cluster, m.Name, r.Options)); err != nil {
 				errs = append(errs, err)
@@ -233,25 +273,51 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 	return errors.Join(errs...)
 }
 
-// ReasonTLSProviderMismatch means member Pods run another TLS provider than the spec asks for (a cluster created by a
-// Steward without TLS, whose stored spec now reads with the default provider Steward). Steward cannot move
-// running members between plaintext and TLS, so it changes nothing until the spec matches the members.
+// ReasonTLSProviderMismatch means member Pods predate TLS in Steward while the spec asks for TLS: a cluster
+// created by a Steward without TLS, whose stored spec now reads with the default provider Steward. Switching it
+// to TLS would cut off its plaintext clients without anyone having asked for it, so Steward changes nothing until
+// the spec says what is wanted.
 const ReasonTLSProviderMismatch = "TLSProviderMismatch"
 
-// tlsMismatch returns a Wait when a member Pod the cluster controls runs another TLS provider than the spec's.
-// Pure: from the spec and the Pods.
-func tlsMismatch(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
-	want := resources.TLSMode(cluster)
+// legacyPlaintext returns a Wait when a member Pod the cluster controls predates TLS in Steward and the spec asks
+// for TLS. Pure: from the spec and the Pods.
+func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
+	if !resources.TLSEnabled(cluster) {
+		return plan.Action{}, false
+	}
 	for i := range pods {
 		p := &pods[i]
 		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil {
 			continue
 		}
-		if have := resources.PodTLSMode(p); have != want {
+		if resources.PodPredatesTLS(p) {
 			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
-				"member %s runs TLS provider %s but spec.tls.provider is %s: Steward cannot switch running members between plaintext and TLS and changes nothing; set spec.tls.provider to %s (see docs/etcdcluster.md#tls)",
-				p.Name, have, want, have)}, true
+				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/etcdcluster.md#tls)",
+				p.Name, resources.TLSMode(cluster), resources.TLSMode(cluster))}, true
 		}
 	}
 	return plan.Action{}, false
+}
+
+// markPlaintextPods records on member Pods that predate TLS in Steward that they run plaintext, once the spec
+// says None: from then on they are plaintext members like any other, which a later switch to TLS moves.
+func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) error {
+	if resources.TLSEnabled(cluster) || cluster.Spec.Paused {
+		return nil
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil || !resources.PodPredatesTLS(p) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[resources.AnnotationTLS] = etcdv1alpha1.TLSProviderNone
+		if err := r.Client.Patch(ctx, p, patch); err != nil {
+			return fmt.Errorf("mark member %s as plaintext: %w", p.Name, err)
+		}
+	}
+	return nil
 }

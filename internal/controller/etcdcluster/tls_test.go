@@ -57,7 +57,7 @@ func TestEnsureTLSLifecycle(t *testing.T) {
 	cluster := testCluster()
 	r, c := tlsReconciler(t, &now, cluster)
 
-	ts, err := r.ensureTLS(ctx, cluster)
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestEnsureTLSLifecycle(t *testing.T) {
 		if s.mutate != nil {
 			s.mutate(cluster)
 		}
-		if _, err := r.ensureTLS(ctx, cluster); err != nil {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		_, serial := secretCert(t, c, "db-client")
@@ -108,11 +108,11 @@ func TestEnsureTLSLifecycle(t *testing.T) {
 func TestEnsureTLSRefusals(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	t.Run("formed cluster without its CA: no new CA", func(t *testing.T) {
+	t.Run("members hold certificates, their CA is gone: no new CA", func(t *testing.T) {
 		cluster := testCluster()
 		cluster.Status.Bootstrapped = true
 		r, c := tlsReconciler(t, &now, cluster)
-		_, err := r.ensureTLS(ctx, cluster)
+		_, err := r.ensureTLS(ctx, cluster, "Steward", true)
 		if err == nil || !strings.Contains(err.Error(), "restore the Secret") {
 			t.Fatalf("error %v", err)
 		}
@@ -125,15 +125,24 @@ func TestEnsureTLSRefusals(t *testing.T) {
 		cluster := testCluster()
 		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-ca"}, Data: map[string][]byte{"x": []byte("y")}}
 		r, _ := tlsReconciler(t, &now, cluster, foreign)
-		if _, err := r.ensureTLS(ctx, cluster); err == nil || !strings.Contains(err.Error(), "not owned") {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err == nil || !strings.Contains(err.Error(), "not owned") {
 			t.Fatalf("error %v", err)
 		}
+	})
+	t.Run("formed plaintext cluster switching to TLS: a new CA", func(t *testing.T) {
+		cluster := testCluster()
+		cluster.Status.Bootstrapped = true
+		r, c := tlsReconciler(t, &now, cluster)
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err != nil {
+			t.Fatal(err)
+		}
+		secretCert(t, c, "db-ca")
 	})
 	t.Run("plaintext cluster: nothing", func(t *testing.T) {
 		cluster := testCluster()
 		cluster.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"}
 		r, c := tlsReconciler(t, &now, cluster)
-		ts, err := r.ensureTLS(ctx, cluster)
+		ts, err := r.ensureTLS(ctx, cluster, "", false)
 		var list corev1.SecretList
 		if err != nil || ts != nil || c.List(ctx, &list) != nil || len(list.Items) != 0 {
 			t.Fatalf("state %v, error %v, %d Secrets", ts, err, len(list.Items))
@@ -154,7 +163,7 @@ func TestEnsureMemberCerts(t *testing.T) {
 		return s
 	}
 	r, c := tlsReconciler(t, &now, cluster, gone("db-old", time.Hour), gone("db-new", time.Second))
-	ts, err := r.ensureTLS(ctx, cluster)
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +188,9 @@ func TestEnsureMemberCerts(t *testing.T) {
 	}
 }
 
-func TestTLSMismatch(t *testing.T) {
+// TestLegacyPlaintext: only Pods created by a Steward without TLS stop a cluster whose spec asks for TLS; a
+// switch between plaintext and TLS in either direction is not a mismatch any more.
+func TestLegacyPlaintext(t *testing.T) {
 	plainSpec := func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }
 	legacy := func(p *corev1.Pod) { delete(p.Annotations, resources.AnnotationTLS) }
 	tests := map[string]struct {
@@ -192,8 +203,8 @@ func TestTLSMismatch(t *testing.T) {
 		"plaintext cluster, plaintext Pods":              {spec: plainSpec, podSpec: plainSpec},
 		"Pod of a Steward without TLS, spec defaulted":   {pod: legacy, want: true},
 		"Pod of a Steward without TLS, spec set to None": {spec: plainSpec, pod: legacy},
-		"provider changed under running TLS members":     {spec: plainSpec, want: true},
-		"provider changed under running plain members":   {podSpec: plainSpec, want: true},
+		"switching TLS members to plaintext":             {spec: plainSpec},
+		"switching plaintext members to TLS":             {podSpec: plainSpec},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -212,7 +223,7 @@ func TestTLSMismatch(t *testing.T) {
 					tt.pod(&pods[i])
 				}
 			}
-			wait, got := tlsMismatch(c, pods)
+			wait, got := legacyPlaintext(c, pods)
 			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
 				t.Fatalf("mismatch %v (%+v), want %v", got, wait, tt.want)
 			}

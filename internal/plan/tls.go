@@ -1,0 +1,207 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Steps of a switch between plaintext and TLS.
+const (
+	// RestartMember deletes the Pod of Members[0] so that it is re-created on its volume in TLS mode TLS (the
+	// Pod's command and volumes cannot change in place). Same name, member ID and data.
+	RestartMember ActionKind = "RestartMember"
+	// UpdatePeerURL changes the peer URL etcd lists for member MemberID (Members[0]) to PeerURL.
+	UpdatePeerURL ActionKind = "UpdatePeerURL"
+)
+
+// Reasons of TLS steps.
+const (
+	ReasonEnablingTLS  = "EnablingTLS"
+	ReasonDisablingTLS = "DisablingTLS"
+)
+
+// TLS modes of a member, as in package resources: Plaintext listens and dials in plaintext; Bridge listens in
+// plaintext and holds the cluster's certificates, to dial members that serve TLS; TLS serves TLS. A Plaintext
+// member cannot talk to a TLS one and never meets one: every step below keeps that so.
+const (
+	TLSPlaintext = "Plaintext"
+	TLSBridge    = "Bridge"
+	TLSOn        = "TLS"
+)
+
+// PeerTLS reports whether a peer URL is https.
+func PeerTLS(url string) bool { return strings.HasPrefix(url, "https://") }
+
+// anyPeerTLS reports whether etcd lists a member with an https peer URL.
+func anyPeerTLS(members []Member) bool {
+	for _, m := range members {
+		if m.InEtcd && PeerTLS(m.PeerURL) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyPodPlaintext reports whether a member runs (or is set to run) plaintext without certificates.
+func anyPodPlaintext(members []Member) bool {
+	for _, m := range members {
+		if m.HasPod && !m.PodDeleting && m.PodTLS == TLSPlaintext {
+			return true
+		}
+	}
+	return false
+}
+
+// podTLSFor is the TLS mode a member's Pod is (re)created in. Its peer URL decides between serving TLS and
+// listening in plaintext (its peers dial that URL); a plaintext listener holds certificates (Bridge) while the
+// spec asks for TLS or any member still serves it.
+func podTLSFor(spec Spec, members []Member, peerURL string) string {
+	switch {
+	case PeerTLS(peerURL):
+		return TLSOn
+	case spec.TLS || anyPeerTLS(members):
+		return TLSBridge
+	default:
+		return TLSPlaintext
+	}
+}
+
+// newPeerURLScheme is the scheme of a joining member's peer URL: https when the spec asks for TLS and no member
+// runs plaintext (a new TLS member could not reach it), else http. So a cluster keeps taking members while it
+// switches: in the middle of one a new member joins as Bridge, and the switch later moves it like the others.
+func newPeerURLScheme(spec Spec, members []Member) string {
+	if spec.TLS && !anyPodPlaintext(members) {
+		return "https"
+	}
+	return "http"
+}
+
+// withScheme replaces the scheme of url.
+func withScheme(url, scheme string) string {
+	if _, rest, ok := strings.Cut(url, "://"); ok {
+		return scheme + "://" + rest
+	}
+	return url
+}
+
+// tlsRestart returns the restart of a member whose Pod runs another TLS mode than its peer URL and the spec call
+// for (podTLSFor), one at a time and the leader last. It may be down: a member whose peer URL just changed to a
+// scheme it does not listen with is cut off from its peers until it restarts, and waiting for it to be healthy
+// first would wait forever. The others must be healthy and ready, so that they keep a quorum while it restarts.
+func tlsRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
+	var todo []Member
+	for _, m := range members {
+		// Not one whose mode or peer URL is unknown: only what was observed is acted on.
+		if !m.InEtcd || !m.HasPod || m.PodDeleting || m.PodTLS == "" || m.PeerURL == "" {
+			continue
+		}
+		if want := podTLSFor(spec, members, m.PeerURL); m.PodTLS != want {
+			todo = append(todo, m)
+		}
+	}
+	if len(todo) == 0 {
+		return Action{}, false
+	}
+	// Followers first, by name (members are sorted); the leader last.
+	next := todo[0]
+	for _, m := range todo {
+		if m.ID != obs.LeaderID {
+			next = m
+			break
+		}
+	}
+	reason := tlsReason(spec)
+	for _, o := range members {
+		if o.Name != next.Name && o.HasPod && (!o.Healthy || (!o.PodReady && !o.IsLearner)) {
+			return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf(
+				"member %s is to restart in TLS mode %s; waiting for member %s to be healthy and ready first", next.Name,
+				podTLSFor(spec, members, next.PeerURL), o.Name)}, true
+		}
+	}
+	if !obs.EtcdReachable {
+		return Action{}, false
+	}
+	if a, waiting := catchUp(obs, members, next.Name); waiting {
+		return a, true
+	}
+	want := podTLSFor(spec, members, next.PeerURL)
+	if next.ID == obs.LeaderID && next.Healthy {
+		if to, ok := transferee(members, next, nil); ok {
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it in TLS mode %s", next.Name, to.Name, want)}, true
+		}
+	}
+	return Action{Kind: RestartMember, Members: []string{next.Name}, MemberID: next.ID, TLS: want, Reason: reason,
+		Message: fmt.Sprintf("restarting member %s in TLS mode %s (was %s; peer URL %s)", next.Name, want, next.PodTLS, next.PeerURL)}, true
+}
+
+// catchUp waits while a member other than skip lags the leader by more than catchUpSlack entries: the member
+// about to restart should not leave the cluster depending on one that is still catching up.
+func catchUp(obs Observation, members []Member, skip string) (Action, bool) {
+	var leader *Member
+	for i := range members {
+		if members[i].InEtcd && members[i].ID == obs.LeaderID {
+			leader = &members[i]
+		}
+	}
+	if leader == nil {
+		return Action{}, false
+	}
+	for _, m := range members {
+		if m.Name != skip && m.InEtcd && m.Healthy && leader.CommitIndex > m.AppliedIndex+catchUpSlack {
+			return Action{Kind: Wait, Reason: ReasonWaitingForCatchUp,
+				Message: fmt.Sprintf("waiting for member %s to catch up (applied %d, leader committed %d)", m.Name, m.AppliedIndex, leader.CommitIndex)}, true
+		}
+	}
+	return Action{}, false
+}
+
+// tlsPeerURLStep moves one member's peer URL to the scheme the spec asks for, once every Pod runs the mode its
+// peer URL calls for (tlsRestart has nothing left). Towards TLS only when no member runs plaintext: from the
+// change on, its peers dial it with TLS, which a Plaintext member cannot. Away from TLS always: Bridge and TLS
+// members dial http URLs too. The member then restarts in its new mode (tlsRestart), followers first, the
+// leader last and only after it handed leadership on. Called when every member is healthy.
+func tlsPeerURLStep(spec Spec, obs Observation, members []Member) (Action, bool) {
+	want := "http"
+	if spec.TLS {
+		want = "https"
+		if anyPodPlaintext(members) {
+			return Action{}, false // tlsRestart moves them to Bridge first
+		}
+	}
+	var todo []Member
+	for _, m := range members {
+		if m.InEtcd && m.PeerURL != "" && PeerTLS(m.PeerURL) != spec.TLS {
+			todo = append(todo, m)
+		}
+	}
+	if len(todo) == 0 {
+		return Action{}, false
+	}
+	next := todo[0]
+	for _, m := range todo {
+		if m.ID != obs.LeaderID {
+			next = m
+			break
+		}
+	}
+	if a, waiting := catchUp(obs, members, ""); waiting {
+		return a, true
+	}
+	if next.ID == obs.LeaderID {
+		if to, ok := transferee(members, next, nil); ok {
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+				Message: fmt.Sprintf("moving leadership from %s to %s before changing its peer URL", next.Name, to.Name)}, true
+		}
+	}
+	url := withScheme(next.PeerURL, want)
+	return Action{Kind: UpdatePeerURL, Members: []string{next.Name}, MemberID: next.ID, PeerURL: url, Reason: tlsReason(spec),
+		Message: fmt.Sprintf("changing the peer URL of member %s to %s; it restarts next", next.Name, url)}, true
+}
+
+func tlsReason(spec Spec) string {
+	if spec.TLS {
+		return ReasonEnablingTLS
+	}
+	return ReasonDisablingTLS
+}

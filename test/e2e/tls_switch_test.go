@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/linearizability"
+)
+
+// switchWatch follows a cluster while it switches between plaintext and TLS: whether Available ever went False,
+// the TLS modes its members passed through, and whether a plaintext member and a TLS member (which cannot talk
+// to each other) ever ran at the same time.
+type switchWatch struct {
+	mu          sync.Mutex
+	unavailable []string
+	modes       map[string][]string
+	mixed       []string
+	stop        chan struct{}
+	done        chan struct{}
+}
+
+func watchSwitch(t *testing.T, key client.ObjectKey) *switchWatch {
+	t.Helper()
+	w := &switchWatch{modes: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	// The modes before the change: the first restart may come before the first tick.
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		mode, _ := resources.PodTLS(&pods.Items[i])
+		w.modes[pods.Items[i].Name] = []string{mode}
+	}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var c etcdv1alpha1.EtcdCluster
+			var pods corev1.PodList
+			errC := k8s.Get(ctx, key, &c)
+			errP := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			cancel()
+			if errC != nil || errP != nil {
+				continue
+			}
+			w.mu.Lock()
+			if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond != nil && cond.Status != "True" {
+				w.unavailable = append(w.unavailable, cond.Reason+": "+cond.Message)
+			}
+			kinds := map[string]string{}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				mode, _ := resources.PodTLS(p)
+				kinds[mode] = p.Name
+				if h := w.modes[p.Name]; len(h) == 0 || h[len(h)-1] != mode {
+					w.modes[p.Name] = append(h, mode)
+				}
+			}
+			if kinds[resources.MemberTLSPlaintext] != "" && kinds[resources.MemberTLSOn] != "" {
+				w.mixed = append(w.mixed, fmt.Sprintf("%s plaintext while %s serves TLS", kinds[resources.MemberTLSPlaintext], kinds[resources.MemberTLSOn]))
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// finish stops watching and fails the test if the cluster was ever unavailable or mixed plaintext and TLS members;
+// it returns each member's modes in order.
+func (w *switchWatch) finish(t *testing.T, during string) map[string][]string {
+	t.Helper()
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.unavailable) > 0 {
+		t.Errorf("%s: the cluster was not Available %d times, first: %s", during, len(w.unavailable), w.unavailable[0])
+	}
+	if len(w.mixed) > 0 {
+		t.Errorf("%s: a plaintext member ran beside a TLS member: %v", during, w.mixed[0])
+	}
+	return w.modes
+}
+
+// waitMembersTLS waits until the cluster has settled with every member in TLS mode mode.
+func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	poll(t, "every member of "+key.String()+" in TLS mode "+mode, timeout, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if m.TLS != mode {
+				return fmt.Errorf("member %s is %q (%s)", m.Name, m.TLS, describe(&c))
+			}
+		}
+		return nil
+	})
+	return waitSettled(t, key, 2*time.Minute)
+}
+
+// serviceTargets are the two ways a client reaches the cluster's Service while it switches: plaintext and TLS
+// with the client Secret (read on first use: Steward issues it once the switch to TLS begins).
+func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure linearizability.Target) {
+	t.Helper()
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
+	withTLS := c.DeepCopy()
+	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
+	return linearizability.Target{Endpoints: []string{"http://" + addr}},
+		linearizability.Target{Endpoints: []string{"https://" + addr}, TLSFrom: func() (*tls.Config, error) { return clusterTLSConfig(withTLS) }}
+}
+
+// requireKeys reads back keys (prefix e2e/known/) with cfg through endpoint.
+func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string]string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "e2e/known/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("read known keys through %s: %v", endpoint, err)
+	}
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if fmt.Sprint(sorted(got)) != fmt.Sprint(sorted(want)) {
+		t.Fatalf("known keys: %d read back, %d written", len(got), len(want))
+	}
+}
+
+// identities are the members' etcd IDs and their volumes' UIDs: a switch restarts members, it never replaces one.
+func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range c.Status.Members {
+		out = append(out, m.Name+"="+m.ID)
+	}
+	for _, p := range pvcs.Items {
+		out = append(out, p.Name+"="+string(p.UID))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// TestTLSSwitchUnderLoad: a running plaintext cluster is switched to TLS by setting spec.tls.provider to Steward,
+// and back by setting it to None, each while clients read and write through the client Service (a client that
+// fails one way tries the other). Throughout, the cluster stays Available, no plaintext member ever runs beside a
+// TLS one, and every member passes through Bridge; afterwards the members are the same (IDs, volumes), the
+// history is linearizable and no acknowledged write is lost. With TLS the members refuse plaintext clients;
+// after switching back they serve plaintext again.
+func TestTLSSwitchUnderLoad(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	c := newCluster("tlsswitch", "switch", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	key, got := settle(t, c)
+	if got.Status.TLS != nil {
+		t.Fatalf("plaintext cluster has status.tls %+v", got.Status.TLS)
+	}
+	plain, secure := serviceTargets(t, got)
+	known := map[string]string{}
+	{
+		cli, err := clientv3.New(clientv3.Config{Endpoints: plain.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			k, v := fmt.Sprintf("e2e/known/%02d", i), fmt.Sprintf("value-%d", i)
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := cli.Put(pctx, k, v)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			known[k] = v
+		}
+		_ = cli.Close()
+	}
+	before := identities(t, got)
+
+	// Plaintext -> TLS.
+	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := watchSwitch(t, key)
+	began := time.Now()
+	if err := k8s.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
+	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
+	modes := watch.finish(t, "plaintext -> TLS")
+	requireNoLostWrites(t, load, "switching plaintext -> TLS")
+	for name, seen := range modes {
+		if !strings.Contains(strings.Join(seen, ","), "Plaintext,Bridge") || seen[len(seen)-1] != resources.MemberTLSOn {
+			t.Errorf("member %s went through %v, want Plaintext, Bridge, ..., TLS", name, seen)
+		}
+	}
+	if after := identities(t, got); after != before {
+		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
+	}
+	if got.Status.TLS == nil || got.Status.TLS.CASecret != "switch-ca" {
+		t.Errorf("status.tls %+v", got.Status.TLS)
+	}
+	cfg := clusterTLS(t, got)
+	for member, addr := range podAddrs(t, got) {
+		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		if _, err := servedCertificate(cfg, addr); err != nil {
+			t.Errorf("member %s with the client certificate: %v", member, err)
+		}
+	}
+	requireKeys(t, secure.Endpoints[0], cfg, known)
+	checkStatusMatchesEtcd(t, got)
+
+	// TLS -> plaintext.
+	secure.TLS = cfg
+	load, err = linearizability.Start(linearizability.Config{Endpoints: secure.Endpoints, TLS: cfg, Alternates: []linearizability.Target{plain},
+		Prefix: "lin-off/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch = watchSwitch(t, key)
+	began = time.Now()
+	if err := k8s.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	t.Logf("TLS -> plaintext: settled %s after the change", time.Since(began).Round(time.Second))
+	time.Sleep(3 * time.Second)
+	modes = watch.finish(t, "TLS -> plaintext")
+	requireNoLostWrites(t, load, "switching TLS -> plaintext")
+	for name, seen := range modes {
+		if seen[0] != resources.MemberTLSOn || seen[len(seen)-1] != resources.MemberTLSPlaintext {
+			t.Errorf("member %s went through %v, want TLS, ..., Plaintext", name, seen)
+		}
+	}
+	if after := identities(t, got); after != before {
+		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
+	}
+	if got.Status.TLS != nil {
+		t.Errorf("plaintext again, status.tls %+v", got.Status.TLS)
+	}
+	for member, addr := range podAddrs(t, got) {
+		requireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
+	}
+	requireKeys(t, plain.Endpoints[0], nil, known)
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
