@@ -36,7 +36,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, backup-restore); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, tls-switch, backup-restore); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -72,7 +72,7 @@ func bench(ctx context.Context, args []string) error {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
-		{"backup-restore", benchBackupRestore}}
+		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -355,6 +355,72 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"%d runs each. Where the time goes: before each next member Steward waits for the restarted one to pass etcd's `/readyz` (probed every 2 s) and to report its new version, and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to, up}, {"downgrade " + to + " -> " + from, down},
 			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
+}
+
+// benchTLSSwitch times switching a 3-member cluster from plaintext to TLS and back.
+func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	kubectl := kubectlOn(ctx, c)
+	const name = "bench-tls"
+	settledAs := func(mode string) error {
+		return testbed.Eventually(ctx, 10*time.Minute, 100*time.Millisecond, func() error {
+			out, err := kubectl("", "get", "etcdcluster", name, "-o",
+				`jsonpath={.status.members[*].tls}/{.status.readyReplicas}/{.status.conditions[?(@.type=="Progressing")].status}/{.metadata.generation}/{.status.observedGeneration}`)
+			if err != nil {
+				return err
+			}
+			parts := strings.Split(out, "/")
+			if len(parts) != 5 || parts[0] != strings.TrimSpace(strings.Repeat(mode+" ", 3)) || parts[1] != "3" || parts[2] != "False" || parts[3] != parts[4] {
+				return fmt.Errorf("not settled as %s: %s", mode, out)
+			}
+			return nil
+		})
+	}
+	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}, tls: {provider: None}}\n", name, testbed.EtcdVersions[0])
+	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+		return section{}, err
+	}
+	if err := settledAs("Plaintext"); err != nil {
+		return section{}, err
+	}
+	var on, off, bound []time.Duration
+	for i := 0; i < runs; i++ {
+		for _, step := range []struct {
+			provider, mode string
+			into           *[]time.Duration
+		}{{"Steward", "TLS", &on}, {"None", "Plaintext", &off}} {
+			begin := time.Now()
+			if _, err := kubectl("", "patch", "etcdcluster", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"tls":{"provider":%q}}}`, step.provider)); err != nil {
+				return section{}, err
+			}
+			if err := settledAs(step.mode); err != nil {
+				return section{}, err
+			}
+			*step.into = append(*step.into, time.Since(begin))
+		}
+		var total time.Duration
+		for j := 0; j < 2; j++ {
+			d, err := etcdProcessesRestart(ctx, c, testbed.EtcdVersions[0], testbed.EtcdVersions[0])
+			if err != nil {
+				return section{}, err
+			}
+			total += d
+		}
+		bound = append(bound, total)
+	}
+	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
+		return section{}, err
+	}
+	return section{"tls-switch", fmt.Sprintf("### Switching a running cluster between plaintext and TLS\n\n"+
+		"A 3-member EtcdCluster (etcd %s) switched from `tls.provider: None` to `Steward` and back, from the patch to "+
+		"settled: every member in the new mode, nothing in progress. Enabling takes 6 member restarts (each member to "+
+		"Bridge, then each member's peer URL to https and a restart into TLS), disabling 5. Physical bound: a "+
+		"3-process cluster on the host, each process in turn stopped and started until it answers `/health`, twice "+
+		"(6 restarts, no waits between). %d runs each. Where the time goes: a restart here re-creates the member's Pod "+
+		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
+		"to pass etcd's `/readyz` (probed every 2 s) and the others to have caught up.\n\n%s",
+		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
+		{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }
 
 // etcdProcessesRestart forms a 3-process cluster on loopback at version from, then times stopping each process

@@ -184,11 +184,12 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // and back by setting it to None, each while clients read and write through the client Service (a client that
 // fails one way tries the other). Throughout, the cluster stays Available, no plaintext member ever runs beside a
 // TLS one, and every member passes through Bridge; afterwards the members are the same (IDs, volumes), the
-// history is linearizable and no acknowledged write is lost. With TLS the members refuse plaintext clients;
+// history is linearizable and no acknowledged write is lost. Half-way through, the operator is stopped and started
+// again. With TLS the members refuse plaintext clients;
 // after switching back they serve plaintext again.
 func TestTLSSwitchUnderLoad(t *testing.T) {
 	requireBed(t)
-	startOperator(t)
+	stopOperator := startOperator(t)
 	ctx := context.Background()
 	c := newCluster("tlsswitch", "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
@@ -231,6 +232,24 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err := k8s.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
+	// Half-way (one member serves TLS, the others are Bridge), the operator stops and starts again: it carries
+	// on from what it observes.
+	poll(t, "a first member serving TLS", 4*time.Minute, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(ctx, key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if m.TLS == resources.MemberTLSOn {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet: %s", describe(&c))
+	})
+	stopOperator()
+	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
+	time.Sleep(3 * time.Second)
+	startOperator(t)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
