@@ -102,14 +102,7 @@ func tlsRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
 	if len(todo) == 0 {
 		return Action{}, false
 	}
-	// Followers first, by name (members are sorted); the leader last.
-	next := todo[0]
-	for _, m := range todo {
-		if m.ID != obs.LeaderID {
-			next = m
-			break
-		}
-	}
+	next := followerFirst(todo, obs.LeaderID)
 	reason := tlsReason(spec)
 	for _, o := range members {
 		if o.Name != next.Name && o.HasPod && (!o.Healthy || (!o.PodReady && !o.IsLearner)) {
@@ -178,13 +171,7 @@ func tlsPeerURLStep(spec Spec, obs Observation, members []Member) (Action, bool)
 	if len(todo) == 0 {
 		return Action{}, false
 	}
-	next := todo[0]
-	for _, m := range todo {
-		if m.ID != obs.LeaderID {
-			next = m
-			break
-		}
-	}
+	next := followerFirst(todo, obs.LeaderID)
 	if a, waiting := catchUp(obs, members, ""); waiting {
 		return a, true
 	}

@@ -177,11 +177,16 @@ func tlsSpec(replicas int, tls bool) Spec {
 	return s
 }
 
+// tlsMembers builds healthy 3.6.16 voters (voter) and sets how they run TLS.
+func tlsMembers() (voter func(string, uint64) Member, plain, bridge, secure func(Member) Member) {
+	as := func(mode, scheme string) func(Member) Member {
+		return func(m Member) Member { m.PodTLS, m.PeerURL = mode, scheme+"://"+m.Name+".c-peer:2380"; return m }
+	}
+	return func(name string, id uint64) Member { return at(name, id, "3.6.16") }, as(TLSPlaintext, "http"), as(TLSBridge, "http"), as(TLSOn, "https")
+}
+
 func TestTLSSteps(t *testing.T) {
-	voter := func(name string, id uint64) Member { return at(name, id, "3.6.16") }
-	plain := func(m Member) Member { m.PodTLS, m.PeerURL = TLSPlaintext, "http://"+m.Name+".c-peer:2380"; return m }
-	bridge := func(m Member) Member { m.PodTLS, m.PeerURL = TLSBridge, "http://"+m.Name+".c-peer:2380"; return m }
-	secure := func(m Member) Member { m.PodTLS, m.PeerURL = TLSOn, "https://"+m.Name+".c-peer:2380"; return m }
+	voter, plain, bridge, secure := tlsMembers()
 	tests := map[string]struct {
 		tls     bool
 		members []Member
@@ -255,10 +260,7 @@ func TestTLSSteps(t *testing.T) {
 // TestJoiningDuringTLSSwitch: a member added while the switch is under way gets a peer URL every member can
 // reach, and a Pod that can reach every member.
 func TestJoiningDuringTLSSwitch(t *testing.T) {
-	voter := func(name string, id uint64) Member { return at(name, id, "3.6.16") }
-	plain := func(m Member) Member { m.PodTLS, m.PeerURL = TLSPlaintext, "http://"+m.Name+".c-peer:2380"; return m }
-	bridge := func(m Member) Member { m.PodTLS, m.PeerURL = TLSBridge, "http://"+m.Name+".c-peer:2380"; return m }
-	secure := func(m Member) Member { m.PodTLS, m.PeerURL = TLSOn, "https://"+m.Name+".c-peer:2380"; return m }
+	voter, plain, bridge, secure := tlsMembers()
 	tests := map[string]struct {
 		tls      bool
 		members  []Member

@@ -337,13 +337,7 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i].Name < todo[j].Name })
 	// Followers first; the leader last, and only after it has handed leadership to a member already rolled.
-	next := todo[0]
-	for _, m := range todo {
-		if m.ID != obs.LeaderID {
-			next = m
-			break
-		}
-	}
+	next := followerFirst(todo, obs.LeaderID)
 	voters := 0
 	for _, m := range members {
 		if m.InEtcd && !m.IsLearner {
@@ -407,6 +401,17 @@ func transferee(members []Member, leader Member, preferred func(Member) bool) (M
 		}
 	}
 	return best, found
+}
+
+// followerFirst picks the first of members (in their order) that does not lead, the leader only when it is the
+// only one: members are restarted followers first, the leader last, so that leadership moves once.
+func followerFirst(members []Member, leaderID uint64) Member {
+	for _, m := range members {
+		if m.ID != leaderID {
+			return m
+		}
+	}
+	return members[0]
 }
 
 // rollUnhealthy restarts on the spec's version a member that is down and whose Pod is not at the spec's version
