@@ -41,8 +41,8 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
-	// AnnotationTLS is the TLS provider a member Pod was created for (TLSMode): "Steward" (https, certificates)
-	// or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
+	// AnnotationTLS is the TLS provider a member Pod was created for (TLSMode): "Steward", "Secrets" or
+	// "CertManager" (https, certificates) or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
 	AnnotationTLS = "etcd.steward.dev/tls"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.

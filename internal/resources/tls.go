@@ -39,12 +39,13 @@ func TLSEnabled(cluster *etcdv1alpha1.EtcdCluster) bool {
 	return cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider != etcdv1alpha1.TLSProviderNone
 }
 
-// TLSMode is how members of cluster run: "Steward" (TLS with Steward's certificates) or "None" (plaintext).
+// TLSMode is how members of cluster run: their certificates' provider (Steward, Secrets or CertManager), or
+// None (plaintext).
 func TLSMode(cluster *etcdv1alpha1.EtcdCluster) string {
-	if TLSEnabled(cluster) {
+	if cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider == "" {
 		return etcdv1alpha1.TLSProviderSteward
 	}
-	return etcdv1alpha1.TLSProviderNone
+	return cluster.Spec.TLS.Provider
 }
 
 // PodTLSMode is the TLSMode a member Pod was created with; a Pod without the annotation predates TLS and runs
@@ -75,8 +76,31 @@ func CertificateLifetime(cluster *etcdv1alpha1.EtcdCluster) time.Duration {
 // CASecretName is the Secret with the cluster's CA certificate and key.
 func CASecretName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name + "-ca" }
 
-// ClientSecretName is the Secret with the client certificate of Steward and its backup Jobs.
-func ClientSecretName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name + "-client" }
+// ClientSecretName is the Secret with the client certificate of Steward and its backup Jobs: the user's with
+// provider Secrets, else <cluster>-client (Steward's, or cert-manager's from Steward's Certificate).
+func ClientSecretName(cluster *etcdv1alpha1.EtcdCluster) string {
+	if s := userSecrets(cluster); s != nil {
+		return s.ClientSecretName
+	}
+	return cluster.Name + "-client"
+}
+
+// MemberTLSSecretName is the Secret member mounts: the user's one Secret for every member with provider
+// Secrets (member names are generated, so users cannot create a Secret per member), else the member's own
+// (MemberSecretName).
+func MemberTLSSecretName(cluster *etcdv1alpha1.EtcdCluster, member string) string {
+	if s := userSecrets(cluster); s != nil {
+		return s.MemberSecretName
+	}
+	return MemberSecretName(member)
+}
+
+func userSecrets(cluster *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.TLSSecrets {
+	if t := cluster.Spec.TLS; t != nil && t.Provider == etcdv1alpha1.TLSProviderSecrets {
+		return t.Secrets
+	}
+	return nil
+}
 
 // MemberSecretName is the Secret with one member's serving and peer certificate.
 //
@@ -163,7 +187,7 @@ func memberTLSVolumes(cluster *etcdv1alpha1.EtcdCluster, member string) []corev1
 	if !TLSEnabled(cluster) {
 		return nil
 	}
-	return []corev1.Volume{secretVolume(memberTLSVolume, MemberSecretName(member))}
+	return []corev1.Volume{secretVolume(memberTLSVolume, MemberTLSSecretName(cluster, member))}
 }
 
 func memberTLSMounts(cluster *etcdv1alpha1.EtcdCluster) []corev1.VolumeMount {

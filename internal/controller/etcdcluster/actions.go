@@ -241,15 +241,9 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	}
 	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
 	// kubelet's retry backoff, for it to appear.
-	if ts := obs.tls; ts != nil {
-		for _, m := range members {
-			if _, err := r.ensureCert(ctx, cluster, ts, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
-				memberRequest(cluster, m.Name, r.Options)); err != nil {
-				return fmt.Errorf("certificate of member %s: %w", m.Name, err)
-			}
-		}
-	} else if resources.TLSEnabled(cluster) {
-		return fmt.Errorf("create members: the cluster's TLS is not ready")
+	certsReady, err := r.ensureNewMemberCerts(ctx, cluster, obs.tls, action)
+	if err != nil {
+		return err
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {
@@ -257,6 +251,9 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				return fmt.Errorf("create volume of member %s: %w", m.Name, err)
 			}
 		}
+	}
+	if !certsReady {
+		return nil // the next pass looks again (obs.tls.waiting says why in Progressing)
 	}
 	for _, m := range members {
 		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, r.Options)); err != nil {

@@ -38,8 +38,14 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // tlsState is one pass's view of the cluster's TLS (provider Steward): the CA that issues, and what status
 // reports. Nil for a plaintext cluster.
 type tlsState struct {
-	ca     *pki.KeyPair
-	status *etcdv1alpha1.TLSStatus
+	// provider is the cluster's TLS provider (resources.TLSMode).
+	provider string
+	ca       *pki.KeyPair
+	status   *etcdv1alpha1.TLSStatus
+	// wait, when set, replaces the plan's step: the provider's material is not usable (tls_providers.go).
+	wait *plan.Action
+	// waiting says which member certificates new Pods wait for (provider CertManager), for Progressing.
+	waiting string
 }
 
 // note records the expiry of a certificate that is in place.
@@ -61,6 +67,9 @@ func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 		return nil, &wait, nil
 	}
 	ts, err := r.ensureTLS(ctx, cluster)
+	if ts != nil && ts.wait != nil {
+		return ts, ts.wait, err
+	}
 	return ts, nil, err
 }
 
@@ -71,11 +80,14 @@ func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCl
 	if !resources.TLSEnabled(cluster) {
 		return nil, r.Etcd.SetTLS(key, nil)
 	}
+	if resources.TLSMode(cluster) != etcdv1alpha1.TLSProviderSteward {
+		return r.ensureProvidedTLS(ctx, cluster)
+	}
 	ca, err := r.ensureCA(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
-	ts := &tlsState{ca: ca, status: &etcdv1alpha1.TLSStatus{
+	ts := &tlsState{provider: etcdv1alpha1.TLSProviderSteward, ca: ca, status: &etcdv1alpha1.TLSStatus{
 		CASecret: resources.CASecretName(cluster), ClientSecret: resources.ClientSecretName(cluster),
 		CANotAfter: &metav1.Time{Time: ca.Cert.NotAfter},
 	}}
@@ -198,6 +210,9 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation) error {
 	if ts == nil {
 		return nil
+	}
+	if ts.provider != etcdv1alpha1.TLSProviderSteward {
+		return r.ensureProvidedMemberCerts(ctx, cluster, ts, obs)
 	}
 	known := map[string]bool{}
 	var errs []error
