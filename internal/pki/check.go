@@ -68,14 +68,11 @@ func CheckProvided(caPEM, certPEM, keyPEM []byte, want Want, now time.Time) (*Pr
 		}
 	}
 	leaf := p.Leaf
-	at := now
 	switch {
 	case now.After(leaf.NotAfter):
 		problems = append(problems, fmt.Sprintf("tls.crt (%s) expired at %s", describe(leaf), leaf.NotAfter.UTC().Format(time.RFC3339)))
-		at = leaf.NotBefore // still check the rest of the chain, inside the certificate's own validity
 	case now.Before(leaf.NotBefore):
 		problems = append(problems, fmt.Sprintf("tls.crt (%s) is not valid before %s", describe(leaf), leaf.NotBefore.UTC().Format(time.RFC3339)))
-		at = leaf.NotBefore
 	}
 	if want.Server && !hasUsage(leaf, x509.ExtKeyUsageServerAuth) {
 		problems = append(problems, fmt.Sprintf("tls.crt (%s) is not for server authentication (extended key usage serverAuth missing)", describe(leaf)))
@@ -84,7 +81,12 @@ func CheckProvided(caPEM, certPEM, keyPEM []byte, want Want, now time.Time) (*Pr
 		problems = append(problems, fmt.Sprintf("tls.crt (%s) is not for client authentication (extended key usage clientAuth missing)", describe(leaf)))
 	}
 	if len(roots) > 0 {
-		if err := p.VerifyWith(p.Roots, x509.ExtKeyUsageAny, at); err != nil {
+		var invalid x509.CertificateInvalidError
+		err := p.VerifyWith(p.Roots, x509.ExtKeyUsageAny, now)
+		if errors.As(err, &invalid) && invalid.Reason == x509.Expired && invalid.Cert.Equal(leaf) {
+			err = nil // the leaf's own validity, reported above (Go checks it before the chain)
+		}
+		if err != nil {
 			problems = append(problems, fmt.Sprintf("tls.crt (%s) does not chain to a CA in ca.crt: %v", describe(leaf), err))
 		}
 	}
