@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/resources"
+)
+
+// userPKI is what a user of provider Secrets brings: a CA, a member certificate for every member of one
+// cluster (a wildcard for the peer names) and a client certificate.
+type userPKI struct {
+	ca *pki.KeyPair
+}
+
+func (u *userPKI) member(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time) *pki.KeyPair {
+	t.Helper()
+	svc, ns := resources.ClientServiceName(c), c.Namespace
+	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
+		DNSNames: []string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
+			resources.ClientServiceHost(c, operatorOptions), "localhost"},
+		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func (u *userPKI) client(t *testing.T, lifetime time.Duration) *pki.KeyPair {
+	t.Helper()
+	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-client", Client: true, Lifetime: lifetime}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// putUserSecret creates or replaces a user's kubernetes.io/tls Secret (no label, no owner: as users write them).
+func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
+	t.Helper()
+	ctx := context.Background()
+	data := map[string][]byte{"ca.crt": ca, "tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM}
+	var s corev1.Secret
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
+		err = k8s.Create(ctx, &s)
+	case err == nil:
+		s.Data = data
+		err = k8s.Update(ctx, &s)
+	}
+	if err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+}
+
+// waitDegraded waits for Degraded=True with reason and a message containing every part of want.
+func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != reason || d.ObservedGeneration != c.Generation {
+			return fmt.Errorf("Degraded %+v", d)
+		}
+		for _, w := range want {
+			if !strings.Contains(d.Message, w) {
+				return fmt.Errorf("Degraded message %q lacks %q", d.Message, w)
+			}
+		}
+		return nil
+	})
+	return &c
+}
+
+func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Fatalf("%d member Pods created while the TLS Secrets are invalid", len(pods.Items))
+	}
+}
+
+func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
+	t.Helper()
+	poll(t, "Warning event "+reason, time.Minute, func() error {
+		var events corev1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == c.Name && e.Type == corev1.EventTypeWarning && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning %s for %s", reason, c.Name)
+	})
+}
+
+func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for member, addr := range addrs {
+		cert, err := servedCertificate(cfg, addr)
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", member, err)
+		}
+		out[member] = cert.SerialNumber.String()
+	}
+	return out
+}
+
+// TestTLSProviderSecrets: provider Secrets with the user's own CA, one wildcard member Secret and a client Secret.
+// While the Secrets are missing, cover the wrong names, or are expired, Steward creates no Pod and reports
+// Degraded/TLSSecretInvalid saying what is wrong (with a Warning); once they are right, a 3-member cluster forms
+// whose members refuse plaintext and certificates of another CA and accept the user's client certificate.
+// Renewed certificates (same CA) written into the same Secrets under client load are served by every member
+// without a restart, Steward keeps observing, and no acknowledged write is lost. A client Secret deleted from a
+// running cluster stops every step (no Pod touched) until it is back. Steward never owns or deletes the
+// user's Secrets.
+func TestTLSProviderSecrets(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	const ns = "byo"
+	createNamespace(t, ns)
+	c := newCluster(ns, "own", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
+		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	ca, err := pki.NewCA("user-ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := &userPKI{ca: ca}
+
+	// Missing.
+	waitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
+	warningRecorded(t, c, "TLSSecretInvalid")
+	requireNoPods(t, c)
+
+	// Wrong names: a member certificate of another cluster.
+	other := newCluster(ns, "other", 3)
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, other, 24*time.Hour, time.Now()))
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
+	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", operatorOptions),
+		resources.ClientServiceHost(c, operatorOptions))
+	requireNoPods(t, c)
+
+	// Expired.
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, time.Hour, time.Now().Add(-2*time.Hour)))
+	waitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
+	requireNoPods(t, c)
+
+	// A client certificate of another CA: the members would refuse Steward.
+	foreignCA, err := pki.NewCA("intruder", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
+	putUserSecret(t, ns, "own-steward", foreignCA.CertPEM, (&userPKI{ca: foreignCA}).client(t, 24*time.Hour))
+	waitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
+	requireNoPods(t, c)
+
+	// Right: the cluster forms.
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
+	got := waitSettled(t, key, 5*time.Minute)
+	st := got.Status.TLS
+	if st == nil || st.MemberSecret != "own-members" || st.ClientSecret != "own-steward" || st.CASecret != "" || st.NotAfter == nil ||
+		time.Until(st.NotAfter.Time) > 25*time.Hour || st.CANotAfter == nil {
+		t.Fatalf("status.tls %+v", st)
+	}
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	restarts := map[string]int32{}
+	for _, p := range pods.Items {
+		if p.Annotations[resources.AnnotationTLS] != etcdv1alpha1.TLSProviderSecrets {
+			t.Errorf("Pod %s records TLS provider %q", p.Name, p.Annotations[resources.AnnotationTLS])
+		}
+		mounted := false
+		for _, v := range p.Spec.Volumes {
+			mounted = mounted || v.Secret != nil && v.Secret.SecretName == "own-members"
+		}
+		if !mounted {
+			t.Errorf("Pod %s does not mount own-members", p.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts[p.Name] += cs.RestartCount
+		}
+	}
+
+	// Refused: plaintext, no client certificate, a client certificate of another CA. Accepted: the user's.
+	cfg := clusterTLS(t, got)
+	addrs := podAddrs(t, got)
+	intruder := (&userPKI{ca: foreignCA}).client(t, time.Hour)
+	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := cfg.Clone()
+	foreign.Certificates = []tls.Certificate{pair}
+	noCert := cfg.Clone()
+	noCert.Certificates = nil
+	for _, addr := range addrs {
+		requireRefused(t, "plaintext client", "http://"+addr, nil)
+		requireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
+		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+	}
+	before := servedSerials(t, cfg, addrs)
+
+	// The user renews both certificates in place under client load.
+	load := startLoad(t, got)
+	began := time.Now()
+	renewed := user.member(t, c, 48*time.Hour, time.Now())
+	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
+	poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
+		newCfg, err := clusterTLSConfig(got)
+		if err != nil {
+			return err
+		}
+		for member, addr := range addrs {
+			for _, cf := range []*tls.Config{cfg, newCfg} {
+				cert, err := servedCertificate(cf, addr)
+				if err != nil {
+					return fmt.Errorf("%s: %w", member, err)
+				}
+				if cert.SerialNumber.String() != renewed.Cert.SerialNumber.String() {
+					return fmt.Errorf("%s still serves serial %s (was %s)", member, cert.SerialNumber, before[member])
+				}
+			}
+		}
+		return nil
+	})
+	t.Logf("every member served the renewed certificate %s after the Secrets changed", time.Since(began).Round(time.Second))
+	poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if st := got.Status.TLS; st == nil || st.NotAfter == nil || time.Until(st.NotAfter.Time) < 47*time.Hour {
+			return fmt.Errorf("status.tls %+v", st)
+		}
+		return nil
+	})
+	settled := waitSettled(t, key, 2*time.Minute)
+	writeAndReadThroughService(t, settled)
+	requireNoLostWrites(t, load, "user certificate renewal")
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		var n int32
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+		if _, ok := restarts[p.Name]; !ok || n != restarts[p.Name] {
+			t.Errorf("member %s restarted (or was replaced) during renewal: restarts %d, before %d", p.Name, n, restarts[p.Name])
+		}
+	}
+	checkStatusMatchesEtcd(t, settled)
+
+	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
+	state := memberPodsState(t, settled)
+	var clientSecret corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	if len(clientSecret.OwnerReferences) != 0 || len(clientSecret.Labels) != 0 {
+		t.Errorf("Steward changed the user's Secret: owners %v, labels %v", clientSecret.OwnerReferences, clientSecret.Labels)
+	}
+	if err := k8s.Delete(ctx, &clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if err := k8s.Get(ctx, key, settled); err != nil {
+		t.Fatal(err)
+	}
+	settled.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
+	if err := k8s.Update(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
+		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
+	}
+	if err := k8s.Get(ctx, key, settled); err != nil {
+		t.Fatal(err)
+	}
+	settled.Spec.Replicas = 3
+	if err := k8s.Update(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
+	settled = waitSettled(t, key, 2*time.Minute)
+	checkStatusMatchesEtcd(t, settled)
+
+	deleteAndCheckNothingLeft(t, settled)
+	for _, n := range []string{"own-members", "own-steward"} {
+		var s corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+			t.Errorf("the user's Secret %s after the cluster was deleted: %v", n, err)
+		}
+	}
+}
