@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -182,7 +183,7 @@ func memberWant(cluster *etcdv1alpha1.EtcdCluster, member string, o resources.Op
 func checkUserSecrets(cluster *etcdv1alpha1.EtcdCluster, member, clientSecret *tlsSecret, o resources.Options, now time.Time) (*etcd.TLS, error) {
 	m, errM := checkSecret(member, "member Secret (tls.secrets.memberSecretName)", memberWant(cluster, "", o), now)
 	c, errC := checkSecret(clientSecret, "client Secret (tls.secrets.clientSecretName)", pki.Want{Client: true}, now)
-	if err := errors.Join(errM, errC); err != nil {
+	if err := joinProblems(errM, errC); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -194,10 +195,24 @@ func checkUserSecrets(cluster *etcdv1alpha1.EtcdCluster, member, clientSecret *t
 		errs = append(errs, fmt.Errorf("the member certificate of Secret %s is not issued by a CA in the ca.crt of client Secret %s, which Steward and backup Jobs check members with: %w",
 			member.name, clientSecret.name, err))
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinProblems(errs...); err != nil {
 		return nil, err
 	}
 	return clientSecret.material(), nil
+}
+
+// joinProblems joins errors into one line for a condition message (errors.Join would separate them by newlines).
+func joinProblems(errs ...error) error {
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // certManagerInstalled asks the RESTMapper (discovery, re-read when a kind is missing) whether the API server
