@@ -12,11 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
 )
 
 // userPKI is what a user of provider Secrets brings: a CA, a member certificate for every member of one
@@ -327,4 +329,112 @@ func TestTLSProviderSecrets(t *testing.T) {
 			t.Errorf("the user's Secret %s after the cluster was deleted: %v", n, err)
 		}
 	}
+}
+
+func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.CertificateGVK)
+	return u, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+}
+
+// TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a
+// Certificate per member and one for Steward, owned by the cluster, from the named ClusterIssuer; it forms with
+// TLS (plaintext and foreign certificates refused, members serving certificates of the issuer's CA for their
+// names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
+// reason) and creates no Pod. Deleting a cluster deletes its Certificates.
+func TestTLSProviderCertManager(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	const ns = "cm"
+	createNamespace(t, ns)
+
+	stuck := newCluster(ns, "stuck", 1)
+	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "no-such-issuer", Kind: "ClusterIssuer"}}}
+	if err := k8s.Create(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCluster(ns, "issued", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 5*time.Minute)
+	if st := got.Status.TLS; st == nil || st.ClientSecret != "issued-client" || st.NotAfter == nil || st.CANotAfter == nil ||
+		time.Until(st.NotAfter.Time) < 80*24*time.Hour {
+		t.Fatalf("status.tls %+v", got.Status.TLS)
+	}
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	names := []string{"issued-client"}
+	for _, m := range got.Status.Members {
+		names = append(names, m.Name+"-tls")
+	}
+	for _, n := range names {
+		cert, err := certificateOf(ctx, ns, n)
+		if err != nil || !metav1.IsControlledBy(cert, got) {
+			t.Fatalf("Certificate %s: %v", n, err)
+		}
+		if ref, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name"); ref != testbed.CAClusterIssuer {
+			t.Errorf("Certificate %s: issuer %q", n, ref)
+		}
+	}
+
+	cfg := clusterTLS(t, got)
+	ca, err := pki.NewCA("intruder", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	intruder := (&userPKI{ca: ca}).client(t, time.Hour)
+	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := cfg.Clone()
+	foreign.Certificates = []tls.Certificate{pair}
+	for member, addr := range podAddrs(t, got) {
+		cert, err := servedCertificate(cfg, addr)
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", member, err)
+		}
+		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-testbed-cert-manager-ca" {
+			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
+		}
+		requireRefused(t, "plaintext client", "http://"+addr, nil)
+		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+	}
+
+	// The cluster whose issuer does not exist has waited all along, without a Pod.
+	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != "WaitingForCertificates" || !strings.Contains(p.Message, "stuck-client") {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		return nil
+	})
+	t.Logf("waiting cluster: %s", meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing).Message)
+	requireNoPods(t, stuck)
+	if err := k8s.Delete(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+
+	deleteAndCheckNothingLeft(t, got)
+	poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 0 {
+			return fmt.Errorf("%d Certificates left", len(list.Items))
+		}
+		return nil
+	})
 }
