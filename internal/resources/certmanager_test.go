@@ -31,13 +31,13 @@ func TestCertificates(t *testing.T) {
 		member  string // "" : the client Certificate
 		want    map[string]any
 	}{
-		"member, Issuer defaulted": {testCluster(certManager("", "")), "db-abcde", map[string]any{
+		"member, Issuer defaulted": {testCluster(certManager("", "")), "db-abcde", map[string]any{ //nolint:gosec // Secret names, not credentials
 			"secretName": "db-abcde-tls", "commonName": "db-abcde", "duration": "2160h0m0s",
 			"dnsNames": memberDNS, "ipAddresses": []any{"127.0.0.1", "::1"},
 			"usages":    []any{"digital signature", "server auth", "client auth"},
 			"issuerRef": map[string]any{"name": "issuer", "kind": "Issuer", "group": "cert-manager.io"},
 		}},
-		"member, ClusterIssuer of another group, 24h": {testCluster(certManager("ClusterIssuer", "example.com"), lifetime(24*time.Hour)), "db-abcde", map[string]any{
+		"member, ClusterIssuer of another group, 24h": {testCluster(certManager("ClusterIssuer", "example.com"), lifetime(24*time.Hour)), "db-abcde", map[string]any{ //nolint:gosec // Secret names, not credentials
 			"secretName": "db-abcde-tls", "duration": "24h0m0s",
 			"issuerRef": map[string]any{"name": "issuer", "kind": "ClusterIssuer", "group": "example.com"},
 		}},

@@ -112,9 +112,13 @@ func certManagerCRDs(ctx context.Context, modDir string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find cert-manager's module: %w", err)
 	}
-	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "crd-*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in cert-manager's module (%v)", err)
+	dir := filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds")
+	files, err := filepath.Glob(filepath.Join(dir, "crd-*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("find cert-manager's CRDs: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s", dir)
 	}
 	var all bytes.Buffer
 	for _, f := range files {
