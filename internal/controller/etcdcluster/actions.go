@@ -240,7 +240,8 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
 	}
 	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
-	// kubelet's retry backoff, for it to appear.
+	// kubelet's retry backoff, for it to appear. Certificates Steward does not issue (cert-manager's) may take a
+	// while: then the volumes are created (they hold a bootstrap's member names) and the Pods next pass.
 	certsReady, err := r.ensureNewMemberCerts(ctx, cluster, obs.tls, action)
 	if err != nil {
 		return err

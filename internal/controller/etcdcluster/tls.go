@@ -35,8 +35,9 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-// tlsState is one pass's view of the cluster's TLS (provider Steward): the CA that issues, and what status
-// reports. Nil for a plaintext cluster.
+// tlsState is one pass's view of the cluster's TLS: the CA that issues (provider Steward), what status reports,
+// and for the providers whose certificates Steward does not issue, whether it must wait for them. Nil for a
+// plaintext cluster.
 type tlsState struct {
 	// provider is the cluster's TLS provider (resources.TLSMode).
 	provider string

@@ -293,7 +293,7 @@ func (r *Reconciler) certificatePending(ctx context.Context, cluster *etcdv1alph
 		if !ok || cond["type"] != "Ready" || cond["status"] == "True" {
 			continue
 		}
-		return fmt.Sprintf("%s (Certificate %s is not Ready: %v: %v)", msg, name, cond["reason"], cond["message"])
+		return fmt.Sprintf("%s (Certificate %s is not Ready: %v: %v; its CertificateRequests show the issuer's answer)", msg, name, cond["reason"], cond["message"])
 	}
 	return msg
 }
