@@ -118,6 +118,24 @@ func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
 	})
 }
 
+// backupWithClientSecret takes an S3 backup of c: its Job authenticates with the cluster's client Secret
+// (whichever provider wrote it) and checks members against its ca.crt.
+func backupWithClientSecret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+	t.Helper()
+	ctx := context.Background()
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}
+	if err := k8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b := newBackup(c.Namespace, name, c.Name, s3Destination(c.Namespace+"/"+name+".db"))
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	requireComplete(t, b, c)
+}
+
 func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -286,6 +304,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 		}
 	}
 	checkStatusMatchesEtcd(t, settled)
+	backupWithClientSecret(t, settled, "with-user-client")
 
 	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
 	state := memberPodsState(t, settled)
@@ -407,6 +426,53 @@ func TestTLSProviderCertManager(t *testing.T) {
 		requireRefused(t, "plaintext client", "http://"+addr, nil)
 		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
+	backupWithClientSecret(t, got, "with-issued-client")
+
+	// Scaling under load: new members start only with their issued certificates; the Certificates and Secrets
+	// of removed members go.
+	load := startLoad(t, got)
+	for _, replicas := range []int32{5, 3} {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Replicas = replicas
+		if err := k8s.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		got = waitSettled(t, key, 5*time.Minute)
+	}
+	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
+	checkStatusMatchesEtcd(t, got)
+	poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
+		want := map[string]bool{"issued-client": true}
+		for _, m := range got.Status.Members {
+			want[m.Name+"-tls"] = true
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			return err
+		}
+		var secrets corev1.SecretList
+		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			return err
+		}
+		var extra []string
+		for _, u := range list.Items {
+			if !want[u.GetName()] {
+				extra = append(extra, "Certificate "+u.GetName())
+			}
+		}
+		for _, s := range secrets.Items {
+			if !want[s.Name] {
+				extra = append(extra, "Secret "+s.Name)
+			}
+		}
+		if len(extra) > 0 || len(list.Items) != len(want) {
+			return fmt.Errorf("left: %v (%d Certificates, want %d)", extra, len(list.Items), len(want))
+		}
+		return nil
+	})
 
 	// The cluster whose issuer does not exist has waited all along, without a Pod.
 	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
