@@ -165,43 +165,120 @@ type EtcdTuning struct {
 
 // TLSSpec secures etcd's traffic: client (port 2379) and peer (2380) connections use TLS with client
 // certificates on both. Metrics and health (2381) stay plain HTTP so that kubelet probes work.
-// +kubebuilder:validation:XValidation:rule="self.provider in ['None', 'Steward']",message="tls.provider Secrets and CertManager are not available yet in this version of Steward: use Steward (the default: Steward's own CA) or None (plaintext)"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'Secrets' ? has(self.secrets) : (self.provider == 'None' || !has(self.secrets))",message="tls.secrets (memberSecretName and clientSecretName) is required when tls.provider is Secrets, and refused with another TLS provider (with None it may stay while the members switch to plaintext)"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'CertManager' ? has(self.certManager) : (self.provider == 'None' || !has(self.certManager))",message="tls.certManager (issuerRef) is required when tls.provider is CertManager, and refused with another TLS provider (with None it may stay while the members switch to plaintext)"
 // +kubebuilder:validation:XValidation:rule="self.provider == oldSelf.provider || self.provider == 'None' || oldSelf.provider == 'None'",message="tls.provider can change between None and a TLS provider (a rolling switch), not from one TLS provider to another: members trust only the CA they started with"
 type TLSSpec struct {
 	// Provider of certificates: Steward (the default: a CA and certificates Steward creates and renews), None
-	// (plaintext), Secrets (user-provided Secrets) or CertManager (a cert-manager Issuer). Secrets and
-	// CertManager are not available yet. Changing it between None and a TLS provider on a running cluster
-	// switches the members one at a time, keeping quorum; from one TLS provider to another is refused.
+	// (plaintext), Secrets (Secrets the user provides and renews, see secrets) or CertManager (certificates
+	// from a cert-manager Issuer or ClusterIssuer, see certManager). Changing it between None and a TLS provider
+	// on a running cluster switches the members one at a time, keeping quorum; from one TLS provider to another
+	// is refused.
 	// +kubebuilder:validation:Enum=None;Steward;Secrets;CertManager
 	// +kubebuilder:default=Steward
 	// +optional
 	Provider string `json:"provider,omitempty"`
 
-	// CertificateLifetime is how long the member and client certificates Steward issues are valid (provider
-	// Steward; the CA is valid for 10 years). Steward renews each certificate once two thirds of its lifetime
-	// have passed, and re-issues every certificate when this field changes. Default 2160h (90 days).
+	// CertificateLifetime is how long the member and client certificates are valid (providers Steward and
+	// CertManager, whose Certificates ask for it as their duration; ignored for Secrets; Steward's CA is valid
+	// for 10 years). Steward (or cert-manager) renews each certificate once two thirds of its lifetime have
+	// passed, and re-issues every certificate when this field changes. Default 2160h (90 days).
 	// +kubebuilder:default="2160h"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('87600h')",message="certificateLifetime must be between 1h and 87600h (10 years, the CA's lifetime)"
 	// +optional
 	CertificateLifetime *metav1.Duration `json:"certificateLifetime,omitempty"`
+
+	// Secrets names the Secrets of provider Secrets. Required with it, refused with the other TLS providers.
+	// When switching such a cluster to plaintext (provider None), keep it until every member runs plaintext:
+	// the members use these Secrets until then.
+	// +optional
+	Secrets *TLSSecrets `json:"secrets,omitempty"`
+
+	// CertManager says which cert-manager issuer signs the certificates of provider CertManager. Required with
+	// it, refused with the other TLS providers. When switching such a cluster to plaintext (provider None), keep
+	// it until every member runs plaintext.
+	// +optional
+	CertManager *TLSCertManager `json:"certManager,omitempty"`
+}
+
+// TLSSecrets are the user's own Secrets (provider Secrets), in the cluster's namespace, each of type
+// kubernetes.io/tls with the keys ca.crt, tls.crt and tls.key. Steward reads them (never caches, changes or owns
+// them) before it creates any member and on every pass, and acts only while both are valid. Rotate by updating
+// the Secrets in place, from the same CA: members and Steward pick the new certificates up without restarts.
+type TLSSecrets struct {
+	// MemberSecretName is the Secret every member mounts: a certificate usable for server and client auth whose
+	// DNS names cover *.<cluster>-peer.<namespace>.svc.<cluster domain> (every member, whatever its generated
+	// name) and <cluster>.<namespace>.svc.<cluster domain> (the client Service, which Steward checks members
+	// against), and in ca.crt the CA that issued the member and client certificates. Immutable: running members
+	// mount it by name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tls.secrets.memberSecretName cannot change: running members mount it by name; update the Secret's content instead"
+	// +required
+	MemberSecretName string `json:"memberSecretName"`
+	// ClientSecretName is the Secret Steward and its backup Jobs authenticate with: a certificate usable for
+	// client auth, issued by a CA in the member Secret's ca.crt, and in ca.crt the CA that issued the members'
+	// certificates. It may name the member Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ClientSecretName string `json:"clientSecretName"`
+}
+
+// TLSCertManager is provider CertManager: Steward creates a cert-manager Certificate per member and one for
+// itself, owned by the cluster, and cert-manager issues and renews them into Secrets. Needs cert-manager's CRDs
+// (cert-manager.io/v1) and an issuer that writes ca.crt (CA, self-signed, Vault, ...).
+type TLSCertManager struct {
+	// IssuerRef is the issuer of every certificate of the cluster. Immutable: another issuer may sign with
+	// another CA, which running members would not trust.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tls.certManager.issuerRef cannot change: another issuer may sign with another CA, which the running members do not trust"
+	// +required
+	IssuerRef IssuerRef `json:"issuerRef"`
+}
+
+// IssuerRef names a cert-manager issuer, as cert-manager's Certificate.spec.issuerRef does.
+type IssuerRef struct {
+	// Name of the Issuer (in the cluster's namespace) or ClusterIssuer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Kind is Issuer (the default) or ClusterIssuer.
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +kubebuilder:default=Issuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Group of the issuer's API, cert-manager.io unless an external issuer says otherwise.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=cert-manager.io
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // TLS providers.
 const (
-	TLSProviderNone    = "None"
-	TLSProviderSteward = "Steward"
+	TLSProviderNone        = "None"
+	TLSProviderSteward     = "Steward"
+	TLSProviderSecrets     = "Secrets"
+	TLSProviderCertManager = "CertManager"
 )
 
 // TLSStatus names the Secrets of a cluster's TLS and when its certificates expire. Never key material.
 type TLSStatus struct {
-	// CASecret is the Secret with the cluster's CA (key ca.crt, and the CA's key tls.key).
+	// CASecret is the Secret with the cluster's CA (key ca.crt, and the CA's key tls.key); provider Steward.
 	// +optional
 	CASecret string `json:"caSecret,omitempty"`
+	// MemberSecret is the Secret every member mounts (provider Secrets; with the other providers each member
+	// has its own <member>-tls).
+	// +optional
+	MemberSecret string `json:"memberSecret,omitempty"`
 	// ClientSecret is the Secret with the client certificate Steward and its backup Jobs use (ca.crt,
 	// tls.crt, tls.key); users may mount it to reach the members.
 	// +optional
 	ClientSecret string `json:"clientSecret,omitempty"`
-	// CANotAfter is when the CA expires.
+	// CANotAfter is when the CA expires (the first to expire of the CA certificates members trust).
 	// +optional
 	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
 	// NotAfter is when the first of the member and client certificates expires (each is renewed well before).
@@ -390,7 +467,7 @@ type EtcdClusterStatus struct {
 	// +optional
 	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
 
-	// TLS names the cluster's CA and client Secrets and when certificates expire (provider Steward).
+	// TLS names the cluster's TLS Secrets and when certificates expire (every provider but None).
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
 

@@ -95,10 +95,11 @@ func run() error {
 	}
 	resourceOpts.AgentImage = agentImage
 	if err := (&etcdcluster.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("steward"),
-		Etcd:     etcd.NewPool(),
-		Options:  resourceOpts,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("steward"),
+		Etcd:      etcd.NewPool(),
+		Options:   resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}

@@ -41,8 +41,9 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
-	// AnnotationTLS is the TLS provider a member Pod was created for: "Steward" (https, certificates) or "None"
-	// (plaintext). A Pod without it was created by a Steward without TLS, so it runs plaintext.
+	// AnnotationTLS is the TLS provider a member Pod was created for: "Steward", "Secrets" or "CertManager"
+	// (certificates) or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs
+	// plaintext.
 	AnnotationTLS = "etcd.steward.dev/tls"
 	// AnnotationTLSListeners is "plaintext" on a member Pod of a TLS provider that still listens in plaintext: a
 	// member in the middle of a switch between plaintext and TLS (MemberTLSBridge).
@@ -356,7 +357,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				// (plan.DataLossEvidence) from a crash that a restart fixes.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
-			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(mode, m.Name)...), extraVolumes...),
+			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m)...), extraVolumes...),
 		},
 	}
 }

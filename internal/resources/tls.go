@@ -39,8 +39,8 @@ func TLSEnabled(cluster *etcdv1alpha1.EtcdCluster) bool {
 	return cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider != etcdv1alpha1.TLSProviderNone
 }
 
-// TLSMode is the TLS provider the spec asks for: "Steward" (TLS with Steward's certificates) or "None"
-// (plaintext).
+// TLSMode is the TLS provider the spec asks for: its certificates' provider (Steward, Secrets or CertManager), or
+// None (plaintext).
 func TLSMode(cluster *etcdv1alpha1.EtcdCluster) string {
 	if cluster.Spec.TLS == nil || cluster.Spec.TLS.Provider == "" {
 		return etcdv1alpha1.TLSProviderSteward
@@ -133,8 +133,39 @@ func CertificateLifetime(cluster *etcdv1alpha1.EtcdCluster) time.Duration {
 // CASecretName is the Secret with the cluster's CA certificate and key.
 func CASecretName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name + "-ca" }
 
-// ClientSecretName is the Secret with the client certificate of Steward and its backup Jobs.
-func ClientSecretName(cluster *etcdv1alpha1.EtcdCluster) string { return cluster.Name + "-client" }
+// ClientSecretName is the Secret with the client certificate of Steward and its backup Jobs: the user's with
+// provider Secrets, else <cluster>-client (Steward's, or cert-manager's from Steward's Certificate).
+func ClientSecretName(cluster *etcdv1alpha1.EtcdCluster) string {
+	if s := userSecrets(cluster); s != nil {
+		return s.ClientSecretName
+	}
+	return cluster.Name + "-client"
+}
+
+// MemberTLSSecretName is the Secret member mounts: the user's one Secret for every member with provider
+// Secrets (member names are generated, so users cannot create a Secret per member), else the member's own
+// (MemberSecretName).
+func MemberTLSSecretName(cluster *etcdv1alpha1.EtcdCluster, member string) string {
+	return memberSecretOf(cluster, TLSMode(cluster), member)
+}
+
+// memberSecretOf is MemberTLSSecretName for a member holding certificates of provider: while a cluster of
+// provider Secrets switches to plaintext (spec provider None) its members still mount the user's Secret.
+func memberSecretOf(cluster *etcdv1alpha1.EtcdCluster, provider, member string) string {
+	if s := userSecrets(cluster); s != nil && provider == etcdv1alpha1.TLSProviderSecrets {
+		return s.MemberSecretName
+	}
+	return MemberSecretName(member)
+}
+
+// userSecrets is spec.tls.secrets: with provider Secrets, and with provider None while the members switch from
+// the user's Secrets to plaintext (the only other provider admission lets it stand with).
+func userSecrets(cluster *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.TLSSecrets {
+	if t := cluster.Spec.TLS; t != nil && (t.Provider == etcdv1alpha1.TLSProviderSecrets || t.Provider == etcdv1alpha1.TLSProviderNone) {
+		return t.Secrets
+	}
+	return nil
+}
 
 // MemberSecretName is the Secret with one member's serving and peer certificate.
 //
@@ -223,11 +254,11 @@ func tlsEnv(mode, version string) []corev1.EnvVar {
 	return []corev1.EnvVar{{Name: name, Value: "true"}}
 }
 
-func memberTLSVolumes(mode, member string) []corev1.Volume {
-	if mode == MemberTLSPlaintext {
+func memberTLSVolumes(cluster *etcdv1alpha1.EtcdCluster, m Member) []corev1.Volume {
+	if MemberTLSOf(cluster, m) == MemberTLSPlaintext {
 		return nil
 	}
-	return []corev1.Volume{secretVolume(memberTLSVolume, MemberSecretName(member))}
+	return []corev1.Volume{secretVolume(memberTLSVolume, memberSecretOf(cluster, memberTLSProvider(cluster, m), m.Name))}
 }
 
 func memberTLSMounts(mode string) []corev1.VolumeMount {

@@ -27,6 +27,7 @@ type Cluster struct {
 
 	opts      Options
 	s3Bin     string
+	cmBin     string
 	kubeBin   string
 	etcdBins  map[string]string
 	procs     []*process
@@ -60,6 +61,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if c.s3Bin, err = b.ensure(ctx, versityGWSet()); err != nil {
+		return nil, err
+	}
+	if c.cmBin, err = b.ensure(ctx, certManagerSet()); err != nil {
 		return nil, err
 	}
 
@@ -109,6 +113,7 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 		{"local-path provisioner", c.startProvisioner},
 		{"CoreDNS and the default StorageClass", c.installAddons},
 		{"S3-compatible server (versitygw)", c.startS3},
+		{"cert-manager and its issuers", func(ctx context.Context) error { return c.startCertManager(ctx, c.cmBin) }},
 	}
 	for _, s := range steps {
 		b.progress("starting %s", s.name)

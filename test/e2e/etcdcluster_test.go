@@ -433,16 +433,30 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
 	}{
-		"even replicas":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
-		"negative replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
-		"too many replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
-		"unknown version":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, "version must be an etcd release Steward supports"},
-		"old version":             {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release Steward supports"},
-		"not a version":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
-		"pre-release":             {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
-		"zero size":               {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
-		"TLS Secrets not yet":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets"} }, "tls.provider Secrets and CertManager are not available yet"},
-		"TLS CertManager not yet": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager"} }, "not available yet"},
+		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
+		"negative replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -1 }, "should be greater than or equal to 1"},
+		"too many replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "should be less than or equal to 9"},
+		"unknown version":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.9.1" }, "version must be an etcd release Steward supports"},
+		"old version":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release Steward supports"},
+		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
+		"pre-release":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
+		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
+		"TLS Secrets without names": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets"} },
+			"tls.secrets (memberSecretName and clientSecretName) is required when tls.provider is Secrets"},
+		"TLS CertManager without issuer": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager"} },
+			"tls.certManager (issuerRef) is required when tls.provider is CertManager"},
+		"TLS secrets with provider Steward": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
+		}, "is required when tls.provider is Secrets, and only then"},
+		"TLS certManager with provider None": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
+		}, "is required when tls.provider is CertManager, and only then"},
+		"TLS member Secret not a name": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "../Certs", ClientSecretName: "c"}}
+		}, "memberSecretName"},
+		"TLS issuer kind": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca", Kind: "Vault"}}}
+		}, "Unsupported value"},
 		"certificate lifetime too short": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", CertificateLifetime: &metav1.Duration{Duration: time.Minute}}
 		}, "certificateLifetime must be between 1h and 87600h"},
@@ -520,6 +534,57 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			tt.mutate(&cur)
 			err := k8s.Update(ctx, &cur)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTLSProviderFieldsAreImmutable: the member Secret of provider Secrets and the issuer of provider CertManager
+// cannot change (running members mount the one and trust the other's CA); the client Secret can. No operator
+// runs, so nothing else changes.
+func TestTLSProviderFieldsAreImmutable(t *testing.T) {
+	requireBed(t)
+	ctx := context.Background()
+	createNamespace(t, "bad")
+	byo := newCluster("bad", "byo", 1)
+	byo.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
+	cm := newCluster("bad", "cm", 1)
+	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
+	for _, c := range []*etcdv1alpha1.EtcdCluster{byo, cm} {
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, c) })
+	}
+	if cm.Spec.TLS.CertManager.IssuerRef.Kind != "Issuer" || cm.Spec.TLS.CertManager.IssuerRef.Group != "cert-manager.io" {
+		t.Errorf("issuerRef defaulted to %+v", cm.Spec.TLS.CertManager.IssuerRef)
+	}
+	for name, tt := range map[string]struct {
+		c      *etcdv1alpha1.EtcdCluster
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   string // "": accepted
+	}{
+		"member Secret": {byo, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Secrets.MemberSecretName = "m2" }, "tls.secrets.memberSecretName cannot change"},
+		"client Secret": {byo, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.Secrets.ClientSecretName = "c2" }, ""},
+		"issuer":        {cm, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.CertManager.IssuerRef.Name = "other" }, "tls.certManager.issuerRef cannot change"},
+		"issuer kind":   {cm, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.CertManager.IssuerRef.Kind = "ClusterIssuer" }, "tls.certManager.issuerRef cannot change"},
+		"lifetime": {cm, func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
+		}, ""},
+		"drop the issuer": {cm, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.CertManager = nil }, "tls.certManager (issuerRef) is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var cur etcdv1alpha1.EtcdCluster
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(tt.c), &cur); err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(&cur)
+			err := k8s.Update(ctx, &cur)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("error %v, want %q", err, tt.want)
 			}
 		})

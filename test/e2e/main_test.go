@@ -168,7 +168,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward"),
+	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("steward"),
 		Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

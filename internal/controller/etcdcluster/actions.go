@@ -261,18 +261,11 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
 	}
 	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
-	// kubelet's retry backoff, for it to appear.
-	for _, m := range members {
-		if resources.MemberTLSOf(cluster, m) == resources.MemberTLSPlaintext {
-			continue
-		}
-		if obs.tls == nil {
-			return fmt.Errorf("create member %s: the cluster's TLS is not ready", m.Name)
-		}
-		if _, err := r.ensureCert(ctx, cluster, obs.tls, resources.MemberSecretName(m.Name), resources.MemberLabels(cluster, m.Name),
-			memberRequest(cluster, m.Name, r.Options)); err != nil {
-			return fmt.Errorf("certificate of member %s: %w", m.Name, err)
-		}
+	// kubelet's retry backoff, for it to appear. Certificates Steward does not issue (cert-manager's) may take a
+	// while: then the volumes are created (they hold a bootstrap's member names) and the Pods next pass.
+	certsReady, err := r.ensureNewMemberCerts(ctx, cluster, obs.tls, action)
+	if err != nil {
+		return err
 	}
 	if !cluster.Spec.Storage.Ephemeral {
 		for _, m := range members {
@@ -280,6 +273,9 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				return fmt.Errorf("create volume of member %s: %w", m.Name, err)
 			}
 		}
+	}
+	if !certsReady {
+		return nil // the next pass looks again (obs.tls.waiting says why in Progressing)
 	}
 	for _, m := range members {
 		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, r.Options)); err != nil {

@@ -39,10 +39,13 @@ const (
 
 // Reconciler reconciles EtcdClusters.
 type Reconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
-	Etcd     *etcd.Pool
-	Options  resources.Options
+	Client client.Client
+	// APIReader reads Secrets the cache does not hold (a user's, or cert-manager's: see reader); the Client
+	// when nil.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Etcd      *etcd.Pool
+	Options   resources.Options
 	// Now is the clock for condition timestamps (injected for tests).
 	Now func() time.Time
 }
@@ -64,6 +67,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
 // It manages the cluster's certificates in Secrets it owns (labelled; the cache holds only those).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
+// With provider CertManager it creates a cert-manager Certificate per member and one for itself, owned by the
+// cluster: it reads them (uncached, no watch), updates the fields it sets, and deletes those of removed members.
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;create;update;delete
 
 // SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {

@@ -153,7 +153,7 @@ var progressingWaits = map[string]bool{
 	plan.ReasonBootstrapping: true, plan.ReasonWaitingForMembers: true, plan.ReasonPodDeleting: true,
 	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
-	plan.ReasonWaitingForRestore: true,
+	plan.ReasonWaitingForRestore: true, ReasonWaitingForCertificates: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
@@ -161,7 +161,7 @@ var progressingWaits = map[string]bool{
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
-	ReasonTLSProviderMismatch: true,
+	ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -192,6 +192,9 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		progressing.Status = metav1.ConditionTrue
 	default:
 		progressing.Status = metav1.ConditionFalse
+	}
+	if obs.tls != nil && obs.tls.waiting != "" {
+		progressing.Reason, progressing.Message = ReasonWaitingForCertificates, obs.tls.waiting
 	}
 
 	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}

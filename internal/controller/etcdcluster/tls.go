@@ -36,12 +36,18 @@ func CacheByObject() map[client.Object]cache.ByObject {
 }
 
 // tlsState is one pass's view of the cluster's TLS: the provider whose certificates members hold, the CA that
-// issues them (provider Steward), and what status reports. Nil while no member holds certificates and the spec
-// asks for none.
+// issues them (provider Steward), what status reports, and for the providers whose certificates Steward does not
+// issue, whether it must wait for them. Nil while no member holds certificates and the spec asks for none.
 type tlsState struct {
+	// provider is the provider of the certificates (the spec's, or while members switch to plaintext the one
+	// they still hold).
 	provider string
 	ca       *pki.KeyPair
 	status   *etcdv1alpha1.TLSStatus
+	// wait, when set, replaces the plan's step: the provider's material is not usable (tls_providers.go).
+	wait *plan.Action
+	// waiting says which member certificates new Pods wait for (provider CertManager), for Progressing.
+	waiting string
 }
 
 // providerOrNone is the provider of the certificates, "" for a cluster without TLS.
@@ -75,6 +81,9 @@ func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	}
 	provider, holding := tlsProvider(cluster, pods.Items)
 	ts, err := r.ensureTLS(ctx, cluster, provider, holding)
+	if ts != nil && ts.wait != nil {
+		return ts, ts.wait, err
+	}
 	return ts, nil, err
 }
 
@@ -109,7 +118,7 @@ func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCl
 		return nil, r.Etcd.SetTLS(key, nil)
 	}
 	if provider != etcdv1alpha1.TLSProviderSteward {
-		return nil, fmt.Errorf("members hold certificates of TLS provider %q, which this version of Steward does not manage", provider)
+		return r.ensureProvidedTLS(ctx, cluster, provider)
 	}
 	ca, err := r.ensureCA(ctx, cluster, holding)
 	if err != nil {
@@ -238,6 +247,9 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation) error {
 	if ts == nil {
 		return nil
+	}
+	if ts.provider != etcdv1alpha1.TLSProviderSteward {
+		return r.ensureProvidedMemberCerts(ctx, cluster, ts, obs)
 	}
 	known := map[string]bool{}
 	var errs []error

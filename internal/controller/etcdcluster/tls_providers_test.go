@@ -1,0 +1,356 @@
+package etcdcluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+func secretsCluster() *etcdv1alpha1.EtcdCluster {
+	c := testCluster()
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
+		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "certs", ClientSecretName: "client"}}
+	return c
+}
+
+func certManagerCluster() *etcdv1alpha1.EtcdCluster {
+	c := testCluster()
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca-issuer", Kind: "Issuer"}}}
+	return c
+}
+
+func issue(t *testing.T, ca *pki.KeyPair, req pki.Request, at time.Time) *pki.KeyPair {
+	t.Helper()
+	kp, err := ca.Issue(req, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func userSecret(name string, ca []byte, kp *pki.KeyPair) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{resources.SecretCAKey: ca, resources.SecretCertKey: kp.CertPEM, resources.SecretKeyKey: kp.KeyPEM}}
+}
+
+var (
+	wildcardNames = []string{"*.db-peer.ns.svc.cluster.local", "db.ns.svc.cluster.local"}
+	memberUse     = pki.Request{CommonName: "members", DNSNames: wildcardNames, Server: true, Client: true, Lifetime: 24 * time.Hour}
+	clientUse     = pki.Request{CommonName: "client", Client: true, Lifetime: 24 * time.Hour}
+)
+
+// TestCheckUserSecrets: every way the Secrets of provider Secrets can be wrong is refused, naming the Secret,
+// its role and the problem; good Secrets (also one Secret for both roles) give the client's material.
+func TestCheckUserSecrets(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := secretsCluster()
+	ca, err := pki.NewCA("user", now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA("other", now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := issue(t, ca, memberUse, now)
+	cl := issue(t, ca, clientUse, now)
+	named := func(s *corev1.Secret) *tlsSecret { return &tlsSecret{name: s.Name, secret: s} }
+	missingKey := userSecret("certs", ca.CertPEM, member)
+	delete(missingKey.Data, resources.SecretCAKey)
+	delete(missingKey.Data, resources.SecretKeyKey)
+	perMember := issue(t, ca, pki.Request{CommonName: "m", DNSNames: []string{"db-abcde.db-peer.ns.svc.cluster.local", "db.ns.svc.cluster.local"},
+		Server: true, Client: true, Lifetime: time.Hour}, now)
+
+	tests := map[string]struct {
+		member, client *tlsSecret
+		errs           []string
+	}{
+		"good":                   {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", ca.CertPEM, cl)), nil},
+		"one Secret for both":    {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("certs", ca.CertPEM, member)), nil},
+		"member Secret missing":  {&tlsSecret{name: "certs"}, named(userSecret("client", ca.CertPEM, cl)), []string{"member Secret (tls.secrets.memberSecretName) certs does not exist"}},
+		"client Secret missing":  {named(userSecret("certs", ca.CertPEM, member)), &tlsSecret{name: "client"}, []string{"client Secret (tls.secrets.clientSecretName) client does not exist"}},
+		"both missing":           {&tlsSecret{name: "certs"}, &tlsSecret{name: "client"}, []string{"certs does not exist", "client does not exist"}},
+		"keys missing":           {named(missingKey), named(userSecret("client", ca.CertPEM, cl)), []string{"certs has no [ca.crt tls.key]"}},
+		"member cert per member": {named(userSecret("certs", ca.CertPEM, perMember)), named(userSecret("client", ca.CertPEM, cl)), []string{"does not cover DNS names *.db-peer.ns.svc.cluster.local"}},
+		"client cert as member":  {named(userSecret("certs", ca.CertPEM, cl)), named(userSecret("client", ca.CertPEM, cl)), []string{"not for server authentication"}},
+		"member cert expired": {named(userSecret("certs", ca.CertPEM, issue(t, ca, memberUse, now.Add(-48*time.Hour)))),
+			named(userSecret("client", ca.CertPEM, cl)), []string{"member Secret (tls.secrets.memberSecretName) certs: tls.crt", "expired at 2025-12-31"}},
+		"client cert of another CA": {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", other.CertPEM, issue(t, other, clientUse, now))),
+			[]string{"members would refuse Steward", "which Steward and backup Jobs check members with"}},
+		"client ca.crt without the members' CA": {named(userSecret("certs", ca.CertPEM, member)),
+			named(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "client"}, Data: map[string][]byte{
+				resources.SecretCAKey: append(append([]byte{}, other.CertPEM...), ca.CertPEM...), resources.SecretCertKey: cl.CertPEM, resources.SecretKeyKey: cl.KeyPEM}}),
+			nil},
+		"member ca.crt does not trust the client": {named(userSecret("certs", other.CertPEM, issue(t, other, memberUse, now))), named(userSecret("client", ca.CertPEM, cl)),
+			[]string{"members would refuse Steward", "not issued by a CA in the ca.crt of client Secret client"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := checkUserSecrets(cluster, tt.member, tt.client, testOpts, now)
+			if tt.errs == nil {
+				if err != nil || got == nil || string(got.Cert) != string(tt.client.secret.Data[resources.SecretCertKey]) {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.errs {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestProviderSecretsPass: bad Secrets make prepareTLS return the TLSSecretInvalid Wait (a human wait: Degraded,
+// a Warning once) and touch nothing; good ones give status naming the Secrets and the first expiry, and no Wait.
+// The user's Secrets are read from the API reader, not the cache, and never changed.
+func TestProviderSecretsPass(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := secretsCluster()
+	r, c := tlsReconciler(t, &now, cluster)
+	r.APIReader = c
+
+	ts, wait, err := r.prepareTLS(ctx, cluster)
+	if err != nil || wait == nil || wait.Kind != plan.Wait || wait.Reason != ReasonTLSSecretInvalid || !strings.Contains(wait.Message, "certs does not exist") {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	if !humanWaits[wait.Reason] || ts.status.MemberSecret != "certs" || ts.status.ClientSecret != "client" {
+		t.Fatalf("not a human wait, or status %+v", ts.status)
+	}
+	ca, err := pki.NewCA("user", now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, cl := issue(t, ca, memberUse, now), issue(t, ca, pki.Request{CommonName: "c", Client: true, Lifetime: 12 * time.Hour}, now)
+	for _, s := range []*corev1.Secret{userSecret("certs", ca.CertPEM, member), userSecret("client", ca.CertPEM, cl)} {
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, wait, err = r.prepareTLS(ctx, cluster)
+	if err != nil || wait != nil {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	if ts.status.NotAfter == nil || !ts.status.NotAfter.Time.Equal(cl.Cert.NotAfter) || ts.status.CANotAfter == nil || ts.status.CASecret != "" {
+		t.Fatalf("status %+v", ts.status)
+	}
+	if ready, err := r.ensureNewMemberCerts(ctx, cluster, ts, plan.Action{Kind: plan.Bootstrap, Members: []string{"db-aaaaa"}}); !ready || err != nil {
+		t.Fatalf("new members not ready: %v", err)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "certs"}, &s); err != nil || len(s.OwnerReferences) != 0 || len(s.Labels) != 0 {
+		t.Fatalf("user Secret changed: %+v, %v", s.ObjectMeta, err)
+	}
+	var list corev1.SecretList
+	if err := c.List(ctx, &list); err != nil || len(list.Items) != 2 {
+		t.Fatalf("Steward created Secrets: %d, %v", len(list.Items), err)
+	}
+}
+
+// certManagerReconciler is a reconciler whose API server serves cert-manager's Certificate when installed.
+func certManagerReconciler(t *testing.T, now *time.Time, installed bool, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range s.AllKnownTypes() {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	if installed {
+		mapper.Add(resources.CertificateGVK, meta.RESTScopeNamespace)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).Build()
+	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
+		Now: func() time.Time { return *now }}, c
+}
+
+func getCertificate(ctx context.Context, c client.Client, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.CertificateGVK)
+	return u, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, u)
+}
+
+func TestCertManagerNotInstalled(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := certManagerCluster()
+	r, _ := certManagerReconciler(t, &now, false, cluster)
+	_, wait, err := r.prepareTLS(context.Background(), cluster)
+	if err != nil || wait == nil || wait.Reason != ReasonCertManagerNotInstalled || !strings.Contains(wait.Message, "certificates.cert-manager.io/v1") ||
+		!humanWaits[wait.Reason] {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+}
+
+// TestCertManagerLifecycle: Steward's client Certificate first, waiting (Progressing) until cert-manager has
+// written a usable Secret; new members' Certificates before their Pods, which wait for their Secrets; a changed
+// lifetime updates the Certificates; Certificates and Secrets of departed members are deleted after the grace.
+func TestCertManagerLifecycle(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := certManagerCluster()
+	r, c := certManagerReconciler(t, &now, true, cluster)
+
+	_, wait, err := r.prepareTLS(ctx, cluster)
+	if err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates || !progressingWaits[wait.Reason] ||
+		!strings.Contains(wait.Message, "db-client does not exist") {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	cert, err := getCertificate(ctx, c, "db-client")
+	if err != nil || !metav1.IsControlledBy(cert, cluster) {
+		t.Fatalf("client Certificate %v, error %v", cert, err)
+	}
+	// cert-manager issues it.
+	ca, err := pki.NewCA("issuer", now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, userSecret("db-client", ca.CertPEM, issue(t, ca, clientUse, now))); err != nil {
+		t.Fatal(err)
+	}
+	ts, wait, err := r.prepareTLS(ctx, cluster)
+	if err != nil || wait != nil || ts.status.ClientSecret != "db-client" {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+
+	// A bootstrap: Certificates for every member, no Pod until their Secrets are usable.
+	action := plan.Action{Kind: plan.Bootstrap, Members: []string{"db-aaaaa", "db-bbbbb"}}
+	ready, err := r.ensureNewMemberCerts(ctx, cluster, ts, action)
+	if err != nil || ready || !strings.Contains(ts.waiting, "db-aaaaa-tls does not exist") {
+		t.Fatalf("ready %v, waiting %q, error %v", ready, ts.waiting, err)
+	}
+	for _, m := range action.Members {
+		if _, err := getCertificate(ctx, c, m+"-tls"); err != nil {
+			t.Fatalf("Certificate of %s: %v", m, err)
+		}
+		kp := issue(t, ca, memberRequest(cluster, m, testOpts), now)
+		if err := c.Create(ctx, userSecret(m+"-tls", ca.CertPEM, kp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts.waiting = ""
+	if ready, err := r.ensureNewMemberCerts(ctx, cluster, ts, action); err != nil || !ready || ts.waiting != "" {
+		t.Fatalf("ready %v, waiting %q, error %v", ready, ts.waiting, err)
+	}
+	// An ephemeral bootstrap cannot hold its names in PVCs: its Pods are created and wait for their Secrets.
+	eph := certManagerCluster()
+	eph.Spec.Storage.Ephemeral = true
+	if ready, err := r.ensureNewMemberCerts(ctx, eph, ts, plan.Action{Kind: plan.Bootstrap, Members: []string{"db-ccccc"}}); err != nil || !ready {
+		t.Fatalf("ephemeral bootstrap: ready %v, error %v", ready, err)
+	}
+
+	// A changed lifetime updates the Certificates of running members, keeping fields others added.
+	mc, _ := getCertificate(ctx, c, "db-aaaaa-tls")
+	_ = unstructured.SetNestedField(mc.Object, "kept", "spec", "addedByOthers")
+	if err := c.Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 48 * time.Hour}
+	ts, _, err = r.prepareTLS(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observation{plan: plan.Observation{Members: []plan.Member{
+		{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true},
+		{Name: "db-bbbbb", HasPVC: true},
+	}}}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		t.Fatal(err)
+	}
+	mc, _ = getCertificate(ctx, c, "db-aaaaa-tls")
+	if d, _, _ := unstructured.NestedString(mc.Object, "spec", "duration"); d != "48h0m0s" {
+		t.Errorf("member Certificate duration %q after the lifetime changed", d)
+	}
+	if k, _, _ := unstructured.NestedString(mc.Object, "spec", "addedByOthers"); k != "kept" {
+		t.Error("a field Steward does not set was dropped")
+	}
+	if ts.status.NotAfter == nil {
+		t.Error("status.tls.notAfter not set from the member Secrets")
+	}
+	if cc, _ := getCertificate(ctx, c, "db-client"); cc != nil {
+		if d, _, _ := unstructured.NestedString(cc.Object, "spec", "duration"); d != "48h0m0s" {
+			t.Errorf("client Certificate duration %q", d)
+		}
+	}
+
+	// db-bbbbb goes (no Pod, no PVC, not in etcd): after the grace its Certificate and Secret are deleted.
+	// The fake client sets no creation time: give it one (db-ccccc's, without, went already).
+	for _, n := range []string{"db-bbbbb-tls"} {
+		u, err := getCertificate(ctx, c, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetCreationTimestamp(metav1.NewTime(now))
+		if err := c.Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs.plan.Members = obs.plan.Members[:1]
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := getCertificate(ctx, c, "db-bbbbb-tls"); err != nil {
+		t.Fatalf("Certificate of a member gone a moment ago deleted: %v", err)
+	}
+	now = now.Add(2 * secretGrace)
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-bbbbb-tls"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Labels = resources.MemberLabels(cluster, "db-bbbbb") // as cert-manager writes it from secretTemplate
+	if err := c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := getCertificate(ctx, c, "db-bbbbb-tls"); !apierrors.IsNotFound(err) {
+		t.Errorf("Certificate of departed member: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-bbbbb-tls"}, sec); !apierrors.IsNotFound(err) {
+		t.Errorf("Secret of departed member: %v", err)
+	}
+	if _, err := getCertificate(ctx, c, "db-aaaaa-tls"); err != nil {
+		t.Errorf("Certificate of a running member: %v", err)
+	}
+}
+
+// TestWaitingForCertificatesIsProgressing: Pods waiting for cert-manager show in Progressing, not Degraded.
+func TestWaitingForCertificatesIsProgressing(t *testing.T) {
+	obs := obsOf(false, false)
+	obs.tls = &tlsState{waiting: "waiting for cert-manager"}
+	conds := conditions(obs, plan.Action{Kind: plan.Bootstrap, Reason: plan.ReasonBootstrapping}, nil)
+	p := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionProgressing)
+	d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded)
+	if p.Status != metav1.ConditionTrue || p.Reason != ReasonWaitingForCertificates || p.Message != "waiting for cert-manager" || d.Status != metav1.ConditionFalse {
+		t.Fatalf("Progressing %+v, Degraded %+v", p, d)
+	}
+}

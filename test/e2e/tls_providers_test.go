@@ -1,0 +1,506 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+// userPKI is what a user of provider Secrets brings: a CA, a member certificate for every member of one
+// cluster (a wildcard for the peer names) and a client certificate.
+type userPKI struct {
+	ca *pki.KeyPair
+}
+
+func (u *userPKI) member(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time) *pki.KeyPair {
+	t.Helper()
+	svc, ns := resources.ClientServiceName(c), c.Namespace
+	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
+		DNSNames: []string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
+			resources.ClientServiceHost(c, operatorOptions), "localhost"},
+		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func (u *userPKI) client(t *testing.T, lifetime time.Duration) *pki.KeyPair {
+	t.Helper()
+	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-client", Client: true, Lifetime: lifetime}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// putUserSecret creates or replaces a user's kubernetes.io/tls Secret (no label, no owner: as users write them).
+func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
+	t.Helper()
+	ctx := context.Background()
+	data := map[string][]byte{"ca.crt": ca, "tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM}
+	var s corev1.Secret
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
+		err = k8s.Create(ctx, &s)
+	case err == nil:
+		s.Data = data
+		err = k8s.Update(ctx, &s)
+	}
+	if err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+}
+
+// waitDegraded waits for Degraded=True with reason and a message containing every part of want.
+func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != reason || d.ObservedGeneration != c.Generation {
+			return fmt.Errorf("Degraded %+v", d)
+		}
+		for _, w := range want {
+			if !strings.Contains(d.Message, w) {
+				return fmt.Errorf("Degraded message %q lacks %q", d.Message, w)
+			}
+		}
+		return nil
+	})
+	return &c
+}
+
+func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Fatalf("%d member Pods created while the TLS Secrets are invalid", len(pods.Items))
+	}
+}
+
+func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
+	t.Helper()
+	poll(t, "Warning event "+reason, time.Minute, func() error {
+		var events corev1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == c.Name && e.Type == corev1.EventTypeWarning && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning %s for %s", reason, c.Name)
+	})
+}
+
+// backupWithClientSecret takes an S3 backup of c: its Job authenticates with the cluster's client Secret
+// (whichever provider wrote it) and checks members against its ca.crt.
+func backupWithClientSecret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
+	t.Helper()
+	ctx := context.Background()
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}
+	if err := k8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b := newBackup(c.Namespace, name, c.Name, s3Destination(c.Namespace+"/"+name+".db"))
+	if err := k8s.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	requireComplete(t, b, c)
+}
+
+func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for member, addr := range addrs {
+		cert, err := servedCertificate(cfg, addr)
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", member, err)
+		}
+		out[member] = cert.SerialNumber.String()
+	}
+	return out
+}
+
+// TestTLSProviderSecrets: provider Secrets with the user's own CA, one wildcard member Secret and a client Secret.
+// While the Secrets are missing, cover the wrong names, or are expired, Steward creates no Pod and reports
+// Degraded/TLSSecretInvalid saying what is wrong (with a Warning); once they are right, a 3-member cluster forms
+// whose members refuse plaintext and certificates of another CA and accept the user's client certificate.
+// Renewed certificates (same CA) written into the same Secrets under client load are served by every member
+// without a restart, Steward keeps observing, and no acknowledged write is lost. A client Secret deleted from a
+// running cluster stops every step (no Pod touched) until it is back. Steward never owns or deletes the
+// user's Secrets.
+func TestTLSProviderSecrets(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	const ns = "byo"
+	createNamespace(t, ns)
+	c := newCluster(ns, "own", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
+		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	ca, err := pki.NewCA("user-ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := &userPKI{ca: ca}
+
+	// Missing.
+	waitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
+	warningRecorded(t, c, "TLSSecretInvalid")
+	requireNoPods(t, c)
+
+	// Wrong names: a member certificate of another cluster.
+	other := newCluster(ns, "other", 3)
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, other, 24*time.Hour, time.Now()))
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
+	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", operatorOptions),
+		resources.ClientServiceHost(c, operatorOptions))
+	requireNoPods(t, c)
+
+	// Expired.
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, time.Hour, time.Now().Add(-2*time.Hour)))
+	waitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
+	requireNoPods(t, c)
+
+	// A client certificate of another CA: the members would refuse Steward.
+	foreignCA, err := pki.NewCA("intruder", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
+	putUserSecret(t, ns, "own-steward", foreignCA.CertPEM, (&userPKI{ca: foreignCA}).client(t, 24*time.Hour))
+	waitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
+	requireNoPods(t, c)
+
+	// Right: the cluster forms.
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
+	got := waitSettled(t, key, 5*time.Minute)
+	st := got.Status.TLS
+	if st == nil || st.MemberSecret != "own-members" || st.ClientSecret != "own-steward" || st.CASecret != "" || st.NotAfter == nil ||
+		time.Until(st.NotAfter.Time) > 25*time.Hour || st.CANotAfter == nil {
+		t.Fatalf("status.tls %+v", st)
+	}
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	restarts := map[string]int32{}
+	for _, p := range pods.Items {
+		if p.Annotations[resources.AnnotationTLS] != etcdv1alpha1.TLSProviderSecrets {
+			t.Errorf("Pod %s records TLS provider %q", p.Name, p.Annotations[resources.AnnotationTLS])
+		}
+		mounted := false
+		for _, v := range p.Spec.Volumes {
+			mounted = mounted || v.Secret != nil && v.Secret.SecretName == "own-members"
+		}
+		if !mounted {
+			t.Errorf("Pod %s does not mount own-members", p.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts[p.Name] += cs.RestartCount
+		}
+	}
+
+	// Refused: plaintext, no client certificate, a client certificate of another CA. Accepted: the user's.
+	cfg := clusterTLS(t, got)
+	addrs := podAddrs(t, got)
+	intruder := (&userPKI{ca: foreignCA}).client(t, time.Hour)
+	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := cfg.Clone()
+	foreign.Certificates = []tls.Certificate{pair}
+	noCert := cfg.Clone()
+	noCert.Certificates = nil
+	for _, addr := range addrs {
+		requireRefused(t, "plaintext client", "http://"+addr, nil)
+		requireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
+		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+	}
+	before := servedSerials(t, cfg, addrs)
+
+	// The user renews both certificates in place under client load.
+	load := startLoad(t, got)
+	began := time.Now()
+	renewed := user.member(t, c, 48*time.Hour, time.Now())
+	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
+	poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
+		newCfg, err := clusterTLSConfig(got)
+		if err != nil {
+			return err
+		}
+		for member, addr := range addrs {
+			for _, cf := range []*tls.Config{cfg, newCfg} {
+				cert, err := servedCertificate(cf, addr)
+				if err != nil {
+					return fmt.Errorf("%s: %w", member, err)
+				}
+				if cert.SerialNumber.String() != renewed.Cert.SerialNumber.String() {
+					return fmt.Errorf("%s still serves serial %s (was %s)", member, cert.SerialNumber, before[member])
+				}
+			}
+		}
+		return nil
+	})
+	t.Logf("every member served the renewed certificate %s after the Secrets changed", time.Since(began).Round(time.Second))
+	poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if st := got.Status.TLS; st == nil || st.NotAfter == nil || time.Until(st.NotAfter.Time) < 47*time.Hour {
+			return fmt.Errorf("status.tls %+v", st)
+		}
+		return nil
+	})
+	settled := waitSettled(t, key, 2*time.Minute)
+	writeAndReadThroughService(t, settled)
+	requireNoLostWrites(t, load, "user certificate renewal")
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		var n int32
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+		if _, ok := restarts[p.Name]; !ok || n != restarts[p.Name] {
+			t.Errorf("member %s restarted (or was replaced) during renewal: restarts %d, before %d", p.Name, n, restarts[p.Name])
+		}
+	}
+	checkStatusMatchesEtcd(t, settled)
+	backupWithClientSecret(t, settled, "with-user-client")
+
+	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
+	state := memberPodsState(t, settled)
+	var clientSecret corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	if len(clientSecret.OwnerReferences) != 0 || len(clientSecret.Labels) != 0 {
+		t.Errorf("Steward changed the user's Secret: owners %v, labels %v", clientSecret.OwnerReferences, clientSecret.Labels)
+	}
+	if err := k8s.Delete(ctx, &clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if err := k8s.Get(ctx, key, settled); err != nil {
+		t.Fatal(err)
+	}
+	settled.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
+	if err := k8s.Update(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
+		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
+	}
+	if err := k8s.Get(ctx, key, settled); err != nil {
+		t.Fatal(err)
+	}
+	settled.Spec.Replicas = 3
+	if err := k8s.Update(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
+	settled = waitSettled(t, key, 2*time.Minute)
+	checkStatusMatchesEtcd(t, settled)
+
+	deleteAndCheckNothingLeft(t, settled)
+	for _, n := range []string{"own-members", "own-steward"} {
+		var s corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+			t.Errorf("the user's Secret %s after the cluster was deleted: %v", n, err)
+		}
+	}
+}
+
+func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.CertificateGVK)
+	return u, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+}
+
+// TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a
+// Certificate per member and one for Steward, owned by the cluster, from the named ClusterIssuer; it forms with
+// TLS (plaintext and foreign certificates refused, members serving certificates of the issuer's CA for their
+// names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
+// reason) and creates no Pod. Deleting a cluster deletes its Certificates.
+func TestTLSProviderCertManager(t *testing.T) {
+	requireBed(t)
+	startOperator(t)
+	ctx := context.Background()
+	const ns = "cm"
+	createNamespace(t, ns)
+
+	stuck := newCluster(ns, "stuck", 1)
+	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "no-such-issuer", Kind: "ClusterIssuer"}}}
+	if err := k8s.Create(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCluster(ns, "issued", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 5*time.Minute)
+	if st := got.Status.TLS; st == nil || st.ClientSecret != "issued-client" || st.NotAfter == nil || st.CANotAfter == nil ||
+		time.Until(st.NotAfter.Time) < 80*24*time.Hour {
+		t.Fatalf("status.tls %+v", got.Status.TLS)
+	}
+	checkStatusMatchesEtcd(t, got)
+	writeAndReadThroughService(t, got)
+	names := []string{"issued-client"}
+	for _, m := range got.Status.Members {
+		names = append(names, m.Name+"-tls")
+	}
+	for _, n := range names {
+		cert, err := certificateOf(ctx, ns, n)
+		if err != nil || !metav1.IsControlledBy(cert, got) {
+			t.Fatalf("Certificate %s: %v", n, err)
+		}
+		if ref, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name"); ref != testbed.CAClusterIssuer {
+			t.Errorf("Certificate %s: issuer %q", n, ref)
+		}
+	}
+
+	cfg := clusterTLS(t, got)
+	ca, err := pki.NewCA("intruder", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	intruder := (&userPKI{ca: ca}).client(t, time.Hour)
+	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := cfg.Clone()
+	foreign.Certificates = []tls.Certificate{pair}
+	for member, addr := range podAddrs(t, got) {
+		cert, err := servedCertificate(cfg, addr)
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", member, err)
+		}
+		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-testbed-cert-manager-ca" {
+			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
+		}
+		requireRefused(t, "plaintext client", "http://"+addr, nil)
+		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+	}
+	backupWithClientSecret(t, got, "with-issued-client")
+
+	// Scaling under load: new members start only with their issued certificates; the Certificates and Secrets
+	// of removed members go.
+	load := startLoad(t, got)
+	for _, replicas := range []int32{5, 3} {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Replicas = replicas
+		if err := k8s.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		got = waitSettled(t, key, 5*time.Minute)
+	}
+	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
+	checkStatusMatchesEtcd(t, got)
+	poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
+		want := map[string]bool{"issued-client": true}
+		for _, m := range got.Status.Members {
+			want[m.Name+"-tls"] = true
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			return err
+		}
+		var secrets corev1.SecretList
+		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			return err
+		}
+		var extra []string
+		for _, u := range list.Items {
+			if !want[u.GetName()] {
+				extra = append(extra, "Certificate "+u.GetName())
+			}
+		}
+		for _, s := range secrets.Items {
+			if !want[s.Name] {
+				extra = append(extra, "Secret "+s.Name)
+			}
+		}
+		if len(extra) > 0 || len(list.Items) != len(want) {
+			return fmt.Errorf("left: %v (%d Certificates, want %d)", extra, len(list.Items), len(want))
+		}
+		return nil
+	})
+
+	// The cluster whose issuer does not exist has waited all along, without a Pod.
+	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing)
+		if p == nil || p.Reason != "WaitingForCertificates" || !strings.Contains(p.Message, "stuck-client") {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		return nil
+	})
+	t.Logf("waiting cluster: %s", meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing).Message)
+	requireNoPods(t, stuck)
+	if err := k8s.Delete(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+
+	deleteAndCheckNothingLeft(t, got)
+	poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 0 {
+			return fmt.Errorf("%d Certificates left", len(list.Items))
+		}
+		return nil
+	})
+}
