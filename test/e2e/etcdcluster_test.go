@@ -447,10 +447,11 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			"tls.certManager (issuerRef) is required when tls.provider is CertManager"},
 		"TLS secrets with provider Steward": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
-		}, "is required when tls.provider is Secrets, and only then"},
-		"TLS certManager with provider None": {func(c *etcdv1alpha1.EtcdCluster) {
-			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
-		}, "is required when tls.provider is CertManager, and only then"},
+		}, "is required when tls.provider is Secrets, and refused with another TLS provider"},
+		"TLS certManager with provider Secrets": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"},
+				CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
+		}, "is required when tls.provider is CertManager, and refused with another TLS provider"},
 		"TLS member Secret not a name": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "../Certs", ClientSecretName: "c"}}
 		}, "memberSecretName"},
@@ -524,7 +525,9 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"storage class":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("other") }, "storageClassName is immutable"},
 		"storage class unset": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "storageClassName is immutable"},
 		"ephemeral":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }, "ephemeral is immutable"},
-		"TLS provider":        {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"} }, "tls.provider cannot change on an existing cluster yet"},
+		"TLS provider to another TLS provider": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
+		}, "not from one TLS provider to another"},
 	} {
 		t.Run("change "+name, func(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster

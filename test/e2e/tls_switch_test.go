@@ -18,6 +18,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -181,7 +182,7 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 }
 
 // TestTLSSwitchUnderLoad: a running plaintext cluster is switched to TLS by setting spec.tls.provider to Steward,
-// and back by setting it to None, each while clients read and write through the client Service (a client that
+// back by setting it to None, and to TLS again with provider CertManager, each while clients read and write through the client Service (a client that
 // fails one way tries the other). Throughout, the cluster stays Available, no plaintext member ever runs beside a
 // TLS one, and every member passes through Bridge; afterwards the members are the same (IDs, volumes), the
 // history is linearizable and no acknowledged write is lost. Half-way through, the operator is stopped and started
@@ -312,6 +313,42 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 		requireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
 	}
 	requireKeys(t, plain.Endpoints[0], nil, known)
+	checkStatusMatchesEtcd(t, got)
+
+	// Plaintext -> TLS again, now with certificates from cert-manager (the test bed's CA ClusterIssuer): the same
+	// switch, waiting for cert-manager to issue each member's certificate before its Pod is re-created.
+	load, err = linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}, Prefix: "lin-cm/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure.TLS = nil // cert-manager's client certificate, read on first use
+	watch = watchSwitch(t, key)
+	began = time.Now()
+	if err := k8s.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	t.Logf("plaintext -> TLS (CertManager): settled %s after the change", time.Since(began).Round(time.Second))
+	time.Sleep(3 * time.Second)
+	watch.finish(t, "plaintext -> TLS (CertManager)")
+	requireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
+	if after := identities(t, got); after != before {
+		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
+	}
+	cmCfg := clusterTLS(t, got)
+	for member, addr := range podAddrs(t, got) {
+		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		requireRefused(t, "Steward's earlier CA to "+member, "https://"+addr, cfg)
+		if _, err := servedCertificate(cmCfg, addr); err != nil {
+			t.Errorf("member %s with cert-manager's client certificate: %v", member, err)
+		}
+	}
+	requireKeys(t, secure.Endpoints[0], cmCfg, known)
 	checkStatusMatchesEtcd(t, got)
 	deleteAndCheckNothingLeft(t, got)
 }

@@ -115,7 +115,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	switch {
 	case obs.tls != nil:
 		st.TLS = obs.tls.status
-	case !resources.TLSEnabled(cluster):
+	case !resources.TLSEnabled(cluster) && passErr == nil:
+		// Cleared only by a pass without error: its start deleted the certificates of a switch to plaintext
+		// (dropTLS), which a failed pass retries.
 		st.TLS = nil
 	}
 	st.Bootstrapped = obs.plan.Bootstrapped

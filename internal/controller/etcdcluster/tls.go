@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -79,7 +80,16 @@ func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	if err := r.markPlaintextPods(ctx, cluster, pods.Items); err != nil {
 		return nil, nil, err
 	}
+	if wait, ok := mixedProviders(cluster, pods.Items); ok {
+		return nil, &wait, nil
+	}
 	provider, holding := tlsProvider(cluster, pods.Items)
+	if provider == "" && cluster.Status.TLS != nil && !cluster.Spec.Paused {
+		// The pass after the last member switched to plaintext (status still shows TLS until this succeeds).
+		if err := r.dropTLS(ctx, cluster); err != nil {
+			return nil, nil, err
+		}
+	}
 	ts, err := r.ensureTLS(ctx, cluster, provider, holding)
 	if ts != nil && ts.wait != nil {
 		return ts, ts.wait, err
@@ -285,6 +295,72 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 	return errors.Join(errs...)
 }
 
+// dropTLS deletes, once a cluster has switched to plaintext (the spec says None and no member holds
+// certificates), the certificates Steward made or had cert-manager make for it: its CA, client and member
+// Secrets, and its Certificates with the Secrets cert-manager wrote for them. Keys nobody uses should not stay
+// behind, and a later switch to TLS with another provider would take a member Secret of the old CA for one of
+// its own (it is valid for the member's names, by its own ca.crt). The user's own Secrets (provider Secrets)
+// carry neither Steward's labels nor an owner: they are never touched.
+func (r *Reconciler) dropTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) error {
+	installed, err := r.certManagerInstalled()
+	if err != nil {
+		return err
+	}
+	if installed {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(resources.CertificateGVK.Kind + "List"))
+		if err := r.Client.List(ctx, list, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+			return fmt.Errorf("list Certificates: %w", err)
+		}
+		for i := range list.Items {
+			c := &list.Items[i]
+			if !metav1.IsControlledBy(c, cluster) {
+				continue
+			}
+			uid := c.GetUID()
+			if err := r.Client.Delete(ctx, c, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete Certificate %s: %w", c.GetName(), err)
+			}
+		}
+	}
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return fmt.Errorf("list TLS Secrets: %w", err)
+	}
+	var dropped []string
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		if !tlsSecretOf(cluster, s) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Secret %s: %w", s.Name, err)
+		}
+		dropped = append(dropped, s.Name)
+	}
+	if len(dropped) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Deleted certificates after switching to plaintext", "EtcdCluster", klog.KObj(cluster), "secrets", dropped)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificatesDeleted",
+			"Every member runs plaintext: deleted the TLS Secrets %v (a later switch to TLS starts from new certificates)", dropped)
+	}
+	return nil
+}
+
+// tlsSecretOf reports whether s is one of the cluster's TLS Secrets: the CA, client or a member Secret by name,
+// labelled for the cluster, and either owned by it (provider Steward) or written by cert-manager for one of
+// its Certificates (annotation cert-manager.io/certificate-name; cert-manager sets no owner by default).
+func tlsSecretOf(cluster *etcdv1alpha1.EtcdCluster, s *corev1.Secret) bool {
+	if s.Labels[resources.LabelCluster] != cluster.Name || s.Type != corev1.SecretTypeTLS {
+		return false
+	}
+	named := s.Name == resources.CASecretName(cluster) || s.Name == cluster.Name+"-client" ||
+		s.Labels[resources.LabelMember] != "" && s.Name == resources.MemberSecretName(s.Labels[resources.LabelMember])
+	owner := metav1.GetControllerOf(s)
+	ours := metav1.IsControlledBy(s, cluster) || owner == nil && s.Annotations["cert-manager.io/certificate-name"] == s.Name ||
+		owner != nil && owner.Kind == resources.CertificateGVK.Kind
+	return named && ours
+}
+
 // ReasonTLSProviderMismatch means member Pods predate TLS in Steward while the spec asks for TLS: a cluster
 // created by a Steward without TLS, whose stored spec now reads with the default provider Steward. Switching it
 // to TLS would cut off its plaintext clients without anyone having asked for it, so Steward changes nothing until
@@ -306,6 +382,29 @@ func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan
 			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
 				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/etcdcluster.md#tls)",
 				p.Name, resources.TLSMode(cluster), resources.TLSMode(cluster))}, true
+		}
+	}
+	return plan.Action{}, false
+}
+
+// mixedProviders returns a Wait when the spec asks for a TLS provider while member Pods hold certificates of
+// another: the spec was changed to another provider before a switch to plaintext had finished. The two CAs do
+// not trust each other, so no member may start with the new provider's certificates until every member has
+// left the old one. Pure: from the spec and the Pods.
+func mixedProviders(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
+	if !resources.TLSEnabled(cluster) {
+		return plan.Action{}, false
+	}
+	want := resources.TLSMode(cluster)
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) {
+			continue
+		}
+		if mode, have := resources.PodTLS(p); mode != resources.MemberTLSPlaintext && have != want {
+			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
+				"member %s holds certificates of TLS provider %s but spec.tls.provider is %s: members trust only their own CA, so Steward changes nothing; set spec.tls.provider back to None and let every member switch to plaintext first (status.members[].tls), then to %s",
+				p.Name, have, want, want)}, true
 		}
 	}
 	return plan.Action{}, false

@@ -230,3 +230,92 @@ func TestLegacyPlaintext(t *testing.T) {
 		})
 	}
 }
+
+// TestMixedProviders: a TLS provider in the spec while members still hold another provider's certificates (a
+// switch to plaintext not finished) stops everything; plaintext members, or members of the same provider, do not.
+func TestMixedProviders(t *testing.T) {
+	withProvider := func(provider string) func(*etcdv1alpha1.EtcdCluster) {
+		return func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: provider}
+			if provider == etcdv1alpha1.TLSProviderSecrets {
+				c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}
+			}
+		}
+	}
+	bridge := func(p *corev1.Pod) { p.Annotations[resources.AnnotationTLSListeners] = "plaintext" }
+	tests := map[string]struct {
+		spec, pods string
+		pod        func(*corev1.Pod)
+		want       bool
+	}{
+		"same provider":                           {spec: "Steward", pods: "Steward"},
+		"plaintext members, any provider":         {spec: "Secrets", pods: "None"},
+		"spec None while members switch back":     {spec: "None", pods: "Steward"},
+		"another provider while members hold TLS": {spec: "Secrets", pods: "Steward", want: true},
+		"another provider while members Bridge":   {spec: "Secrets", pods: "Steward", pod: bridge, want: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, podCluster := testCluster(), testCluster()
+			withProvider(tt.spec)(c)
+			withProvider(tt.pods)(podCluster)
+			pods, _ := fixture(podCluster, []string{"db-aaaaa", "db-bbbbb"}, 2)
+			for i := range pods {
+				if tt.pod != nil {
+					tt.pod(&pods[i])
+				}
+			}
+			wait, got := mixedProviders(c, pods)
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+				t.Fatalf("mixed %v (%+v), want %v", got, wait, tt.want)
+			}
+		})
+	}
+}
+
+// TestTLSSecretOf: what dropTLS deletes after a switch to plaintext: the cluster's own TLS Secrets and those
+// cert-manager wrote for its Certificates; never a Secret it does not recognise by name, label and origin.
+func TestTLSSecretOf(t *testing.T) {
+	cluster := testCluster()
+	owned := func(name string, labels map[string]string) *corev1.Secret {
+		return resources.TLSSecret(cluster, name, labels, nil, nil, nil)
+	}
+	byCertManager := func(name string, labels map[string]string) *corev1.Secret {
+		s := owned(name, labels)
+		s.OwnerReferences = nil
+		s.Annotations = map[string]string{"cert-manager.io/certificate-name": name}
+		return s
+	}
+	users := func(name string) *corev1.Secret {
+		s := owned(name, resources.ClusterLabels(cluster))
+		s.OwnerReferences = nil
+		return s
+	}
+	member := resources.MemberLabels(cluster, "db-aaaaa")
+	tests := map[string]struct {
+		secret *corev1.Secret
+		want   bool
+	}{
+		"CA":                                {owned("db-ca", resources.ClusterLabels(cluster)), true},
+		"client":                            {owned("db-client", resources.ClusterLabels(cluster)), true},
+		"member":                            {owned("db-aaaaa-tls", member), true},
+		"cert-manager's member Secret":      {byCertManager("db-aaaaa-tls", member), true},
+		"cert-manager's client Secret":      {byCertManager("db-client", resources.ClusterLabels(cluster)), true},
+		"a Secret of that name nobody owns": {users("db-client"), false},
+		"another name":                      {owned("db-backup-creds", resources.ClusterLabels(cluster)), false},
+		"member Secret of another member":   {owned("db-bbbbb-tls", member), false},
+		"another cluster's label":           {owned("db-ca", map[string]string{resources.LabelCluster: "other"}), false},
+		"cert-manager Secret of another one": {func() *corev1.Secret {
+			s := byCertManager("db-client", resources.ClusterLabels(cluster))
+			s.Annotations["cert-manager.io/certificate-name"] = "x"
+			return s
+		}(), false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tlsSecretOf(cluster, tt.secret); got != tt.want {
+				t.Fatalf("tlsSecretOf = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
