@@ -420,7 +420,7 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
 		"to pass etcd's `/readyz` (probed every 2 s) and the others to have caught up.\n\n%s",
 		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
-		{"3 etcd processes restarted twice by hand", bound}}))}, nil
+			{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }
 
 // etcdProcessesRestart forms a 3-process cluster on loopback at version from, then times stopping each process
