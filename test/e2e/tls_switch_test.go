@@ -317,11 +317,11 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 
 	// Plaintext -> TLS again, now with certificates from cert-manager (the test bed's CA ClusterIssuer): the same
 	// switch, waiting for cert-manager to issue each member's certificate before its Pod is re-created.
+	secure.TLS = nil // cert-manager's client certificate, read on first use
 	load, err = linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}, Prefix: "lin-cm/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secure.TLS = nil // cert-manager's client certificate, read on first use
 	watch = watchSwitch(t, key)
 	began = time.Now()
 	if err := k8s.Get(ctx, key, got); err != nil {
