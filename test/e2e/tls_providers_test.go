@@ -218,7 +218,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
-	restarts := map[string]int32{}
+	restarts := containerRestarts(t, client.ObjectKeyFromObject(c))
 	for _, p := range pods.Items {
 		if p.Annotations[resources.AnnotationTLS] != etcdv1alpha1.TLSProviderSecrets {
 			t.Errorf("Pod %s records TLS provider %q", p.Name, p.Annotations[resources.AnnotationTLS])
@@ -229,9 +229,6 @@ func TestTLSProviderSecrets(t *testing.T) {
 		}
 		if !mounted {
 			t.Errorf("Pod %s does not mount own-members", p.Name)
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			restarts[p.Name] += cs.RestartCount
 		}
 	}
 
@@ -291,18 +288,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	settled := waitSettled(t, key, 2*time.Minute)
 	writeAndReadThroughService(t, settled)
 	requireNoLostWrites(t, load, "user certificate renewal")
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		var n int32
-		for _, cs := range p.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
-		if _, ok := restarts[p.Name]; !ok || n != restarts[p.Name] {
-			t.Errorf("member %s restarted (or was replaced) during renewal: restarts %d, before %d", p.Name, n, restarts[p.Name])
-		}
-	}
+	requireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
 	checkStatusMatchesEtcd(t, settled)
 	backupWithClientSecret(t, settled, "with-user-client")
 

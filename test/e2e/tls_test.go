@@ -275,16 +275,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		}
 		before[member] = cert.SerialNumber.String()
 	}
-	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-		t.Fatal(err)
-	}
-	restarts := map[string]int32{}
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			restarts[p.Name] += cs.RestartCount
-		}
-	}
+	restarts := containerRestarts(t, key)
 
 	load := startLoad(t, got)
 	began := time.Now()
@@ -323,18 +314,34 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	// Steward observes with its new client certificate: status is fresh after the change.
 	writeAndReadThroughService(t, settled)
 	requireNoLostWrites(t, load, "certificate rotation")
-	if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		var n int32
-		for _, cs := range p.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
-		if _, ok := restarts[p.Name]; !ok || n != restarts[p.Name] {
-			t.Errorf("member %s restarted (or was replaced) during rotation: restarts %d, before %d", p.Name, n, restarts[p.Name])
-		}
-	}
+	requireNoRestarts(t, key, restarts, "rotation")
 	checkStatusMatchesEtcd(t, settled)
 	deleteAndCheckNothingLeft(t, settled)
+}
+
+// containerRestarts counts the container restarts of each member Pod of the cluster key.
+func containerRestarts(t *testing.T, key client.ObjectKey) map[string]int32 {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int32{}
+	for _, p := range pods.Items {
+		out[p.Name] = 0
+		for _, cs := range p.Status.ContainerStatuses {
+			out[p.Name] += cs.RestartCount
+		}
+	}
+	return out
+}
+
+// requireNoRestarts fails if a member Pod of key restarted or was replaced since before was counted.
+func requireNoRestarts(t *testing.T, key client.ObjectKey, before map[string]int32, during string) {
+	t.Helper()
+	for name, n := range containerRestarts(t, key) {
+		if was, ok := before[name]; !ok || n != was {
+			t.Errorf("member %s restarted (or was replaced) during %s: restarts %d, before %d", name, during, n, was)
+		}
+	}
 }
