@@ -146,8 +146,8 @@ func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCl
 		Key: secret.Data[resources.SecretKeyKey], ServerName: resources.ClientServiceHost(cluster, r.Options)})
 }
 
-// ensureCA reads the cluster's CA, creating it while no member holds certificates (a new cluster, or a plaintext
-// one switching to TLS). A CA members hold is never replaced: they loaded it when they started (etcd does not
+// ensureCA reads the cluster's CA, creating it for a cluster that has not formed yet or while no member holds
+// certificates (a plaintext cluster switching to TLS). A CA the members of a formed cluster hold is never replaced: they loaded it when they started (etcd does not
 // reload trusted CAs), so a new CA would cut every member off from the others and from Steward.
 func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, holding bool) (*pki.KeyPair, error) {
 	name := resources.CASecretName(cluster)
@@ -165,7 +165,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdClu
 		return ca, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("get CA Secret %s: %w", name, err)
-	case holding:
+	case holding && cluster.Status.Bootstrapped:
 		return nil, fmt.Errorf("CA Secret %s is missing: the members trust only the CA they started with, so Steward does not create a new one for a running cluster; restore the Secret", name)
 	case cluster.Spec.Paused:
 		return nil, fmt.Errorf("CA Secret %s is missing and the cluster is paused", name)

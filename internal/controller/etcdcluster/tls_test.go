@@ -129,6 +129,14 @@ func TestEnsureTLSRefusals(t *testing.T) {
 			t.Fatalf("error %v", err)
 		}
 	})
+	t.Run("bootstrap interrupted, Pods hold certificates, no CA yet: a CA", func(t *testing.T) {
+		cluster := testCluster()
+		r, c := tlsReconciler(t, &now, cluster)
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", true); err != nil {
+			t.Fatal(err)
+		}
+		secretCert(t, c, "db-ca")
+	})
 	t.Run("formed plaintext cluster switching to TLS: a new CA", func(t *testing.T) {
 		cluster := testCluster()
 		cluster.Status.Bootstrapped = true
