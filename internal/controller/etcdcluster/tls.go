@@ -97,6 +97,11 @@ func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	return ts, nil, err
 }
 
+// memberPodOf reports whether p is a member Pod the cluster controls: the only Pods whose TLS mode counts.
+func memberPodOf(cluster *etcdv1alpha1.EtcdCluster, p *corev1.Pod) bool {
+	return p.Labels[resources.LabelMember] != "" && metav1.IsControlledBy(p, cluster)
+}
+
 // tlsProvider is the provider whose certificates the cluster's members need: the spec's, or while members switch
 // back to plaintext the one whose certificates they still hold; "" when none. holding reports whether any member
 // Pod holds certificates.
@@ -106,7 +111,7 @@ func tlsProvider(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (provider
 	}
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) {
+		if !memberPodOf(cluster, p) {
 			continue
 		}
 		if mode, prov := resources.PodTLS(p); mode != resources.MemberTLSPlaintext {
@@ -375,7 +380,7 @@ func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan
 	}
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil {
+		if !memberPodOf(cluster, p) || p.DeletionTimestamp != nil {
 			continue
 		}
 		if resources.PodPredatesTLS(p) {
@@ -398,7 +403,7 @@ func mixedProviders(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.
 	want := resources.TLSMode(cluster)
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) {
+		if !memberPodOf(cluster, p) {
 			continue
 		}
 		if mode, have := resources.PodTLS(p); mode != resources.MemberTLSPlaintext && have != want {
@@ -418,7 +423,7 @@ func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha
 	}
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[resources.LabelMember] == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil || !resources.PodPredatesTLS(p) {
+		if !memberPodOf(cluster, p) || p.DeletionTimestamp != nil || !resources.PodPredatesTLS(p) {
 			continue
 		}
 		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})

@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -174,13 +172,7 @@ func TestProviderSecretsPass(t *testing.T) {
 // certManagerReconciler is a reconciler whose API server serves cert-manager's Certificate when installed.
 func certManagerReconciler(t *testing.T, now *time.Time, installed bool, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := etcdv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := testScheme(t)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for gvk := range s.AllKnownTypes() {
 		mapper.Add(gvk, meta.RESTScopeNamespace)

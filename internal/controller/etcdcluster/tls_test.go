@@ -21,7 +21,8 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-func tlsReconciler(t *testing.T, now *time.Time, objs ...client.Object) (*Reconciler, client.Client) {
+// testScheme knows Kubernetes' types and Steward's.
+func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -30,7 +31,12 @@ func tlsReconciler(t *testing.T, now *time.Time, objs ...client.Object) (*Reconc
 	if err := etcdv1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	return s
+}
+
+func tlsReconciler(t *testing.T, now *time.Time, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
 		Now: func() time.Time { return *now }}, c
 }
