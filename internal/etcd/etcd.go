@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -316,6 +317,9 @@ func sameEndpoints(a, b []string) bool {
 
 // FormatID renders a member or cluster ID the way etcdctl does.
 func FormatID(id uint64) string { return fmt.Sprintf("%x", id) }
+
+// ParseID reads a member ID written by FormatID.
+func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 
 // ErrLearnerNotReady is returned by PromoteLearner while the learner has not caught up with the leader.
 var ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")

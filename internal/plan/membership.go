@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 )
@@ -58,14 +57,14 @@ func HealthyVoters(members []Member) (voters, healthy int) {
 func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if !obs.EtcdReachable {
 		// No member list, no membership decision: without it Steward cannot tell a removed member from a live
-		// one, and without quorum etcd could not apply a change anyway.
-		w, _ := waitForMembers(obs)
-		return w
+		// one, and without quorum etcd could not apply a change anyway. (Missing Pods on intact volumes were
+		// re-created before this: that needs no list.)
+		return withoutMemberList(spec, obs)
 	}
-	members := append([]Member(nil), obs.Members...)
-	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	members := sortedMembers(obs.Members)
 
-	// 1. Members etcd lists without a Pod: start them (a new learner, or a member whose volume is intact).
+	// 1. Members etcd lists without a Pod: start them (a new learner; a member whose volume is intact got its Pod
+	// back in Next already), or replace them.
 	for _, m := range members {
 		if !m.InEtcd || m.HasPod {
 			continue
@@ -81,15 +80,6 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
 		}
 		switch {
-		case m.HasPVC && m.InitialCluster != nil:
-			// Same identity, same data, same release: the data may be in a format only that release reads.
-			version, image := m.VolumeVersion, m.VolumeImage
-			if version == "" {
-				version, image = joinVersion(spec, obs, members)
-			}
-			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: m.InitialCluster, State: m.InitialState,
-				Version: version, Image: image, TLS: podTLSFor(spec, members, m.PeerURL),
-				Reason: ReasonRecreatingMember, Message: fmt.Sprintf("re-creating the Pod of member %s on its volume", m.Name)}
 		case !m.Started && m.IsLearner:
 			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
@@ -129,6 +119,13 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss))
 		}
 	}
+	// A learner whose volume is being deleted: promoting it would make a voter of a member about to lose its data.
+	for _, m := range members {
+		if m.InEtcd && m.IsLearner && m.VolumeDeleting {
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+				fmt.Sprintf("removing learner %s, whose volume is being deleted, to replace it", m.Name))
+		}
+	}
 	if spec.ReplaceUnhealthyAfter > 0 {
 		// A voter unhealthy for longer than allowed.
 		for _, m := range members {
@@ -159,15 +156,21 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if w, waiting := waitForMembers(obs); waiting {
 		return w
 	}
-	var voters, learners []Member
+	// Voters whose volume is being deleted (their PVC waits for the Pod to stop, and their data goes with it)
+	// are replaced while they still serve: a successor joins first, as in a scale-up, and only then are they
+	// removed, as in a scale-down. So the cluster never runs a member short.
+	var voters, learners, staying, leaving []Member
 	for _, m := range members {
 		if !m.InEtcd {
 			continue
 		}
-		if m.IsLearner {
+		switch {
+		case m.IsLearner:
 			learners = append(learners, m)
-		} else {
-			voters = append(voters, m)
+		case m.VolumeDeleting:
+			voters, leaving = append(voters, m), append(leaving, m)
+		default:
+			voters, staying = append(voters, m), append(staying, m)
 		}
 	}
 	// 4. A learner is promoted before anything else changes; etcd refuses until it has caught up.
@@ -177,15 +180,25 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			Message: fmt.Sprintf("promoting learner %s to voter once it has caught up", l.Name)}
 	}
 	// 5. Scale up: one learner at a time.
-	if len(voters) < spec.Replicas {
+	if len(staying) < spec.Replicas {
 		if len(obs.NewMemberNames) == 0 {
 			return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
 		}
 		name := obs.NewMemberNames[0]
-		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: ReasonScalingUp,
-			Message: fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(voters), spec.Replicas)}
+		reason, msg := ReasonScalingUp, fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(voters), spec.Replicas)
+		if len(leaving) > 0 {
+			reason, msg = ReasonReplacingMember, fmt.Sprintf("adding member %s as a learner to replace member %s, whose volume is being deleted", name, leaving[0].Name)
+		}
+		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
+			Message: msg}
 	}
-	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum.
+	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum. A member
+	// whose volume is being deleted goes first (its successor has joined: step 5 came before).
+	if len(leaving) > 0 {
+		m := leaving[0]
+		return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			fmt.Sprintf("removing member %s, whose volume is being deleted, now that its successor has joined", m.Name))
+	}
 	if len(voters) > spec.Replicas {
 		victim, ok := pickRemoval(voters, obs.LeaderID)
 		if !ok {

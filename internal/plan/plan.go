@@ -28,6 +28,9 @@ type Spec struct {
 	QuorumLossAfter time.Duration
 	// TLS: the spec asks for TLS (any provider but None).
 	TLS bool
+	// RecoveryGrace is how long members re-created on their intact volumes get to form a quorum before a
+	// re-seed from a backup may replace them: spec.quorumLossRecovery's after, else a default.
+	RecoveryGrace time.Duration
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
@@ -56,6 +59,23 @@ type Member struct {
 	PodTLS string
 
 	HasPVC bool
+	// VolumeDeleting: the member's PVC is being deleted while its Pod still runs (the Pod holds it): its data
+	// goes when the Pod stops. HasPVC is false for it.
+	VolumeDeleting bool
+	// VolumeTLS is the TLS mode the member's last Pod was created in, recorded on its volume: how a Pod
+	// re-created while etcd gives no member list (whose peer URL would say) must listen.
+	VolumeTLS string
+	// Removed: Steward removed the member from etcd (recorded on its volume before deleting its Pod): a volume
+	// left without a Pod is a leftover, not a member to bring back, even when no member list says so.
+	Removed bool
+	// RetiredBy is the re-seed that stopped the member (recorded on its volume before its Pod was deleted).
+	RetiredBy string
+	// PodAge is how long ago the member's Pod was created (0 without one): how long a Pod re-created on its
+	// volume has had to rejoin. Re-observable, so a restarted operator sees the same.
+	PodAge time.Duration
+	// Remembered: known only from the controller's memory in status: etcd listed it when it last answered, and
+	// it has neither Pod nor volume now that etcd gives no member list.
+	Remembered bool
 
 	// InEtcd: the member is in etcd's member list (by name, or by peer URL while it has not started yet).
 	InEtcd bool
@@ -146,6 +166,8 @@ type Action struct {
 	Kind ActionKind
 	// Members are the names the step creates.
 	Members []string
+	// Pods are the member Pods a RecreateMemberPods re-creates, each as its volume records.
+	Pods []PodOnVolume
 	// InitialCluster is the --initial-cluster of the members the step creates, and State their
 	// --initial-cluster-state ("new" in a bootstrap, "existing" when joining a running cluster).
 	InitialCluster map[string]string
@@ -189,6 +211,11 @@ func Next(spec Spec, obs Observation) Action {
 	}
 	if r := obs.Restore; r != nil && r.Reseed && r.Ready && obs.Bootstrapped {
 		return reseed(spec, obs)
+	}
+	// Missing Pods of members whose volumes are intact come back before anything else: it changes no
+	// membership, needs no member list, and it is how a cluster that lost its Pods regains its quorum.
+	if a, ok := recreatePods(spec, obs, sortedMembers(obs.Members)); ok {
+		return a
 	}
 	if a, ok := quorumLossRecovery(spec, obs); ok {
 		return a
@@ -349,6 +376,13 @@ func sameCluster(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// sortedMembers returns a copy of members sorted by name, so that every choice among them is stable.
+func sortedMembers(members []Member) []Member {
+	out := append([]Member(nil), members...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func find(members []Member, name string) (Member, bool) {

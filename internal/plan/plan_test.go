@@ -72,7 +72,7 @@ func TestNext(t *testing.T) {
 		"deleted Pod of a started member with its PVC is recreated with the same identity": {
 			spec: spec3, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-b", func(m *Member) { m.HasPod, m.PodReady, m.Healthy = false, false, false })},
-			want: CreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-b"}, initial: cluster3,
+			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-b"}, initial: cluster3,
 		},
 		"started member whose Pod and PVC are gone is not recreated under its old identity": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,
@@ -133,8 +133,12 @@ func TestNext(t *testing.T) {
 			if !reflect.DeepEqual(got.Members, tt.members) {
 				t.Errorf("members = %v, want %v", got.Members, tt.members)
 			}
-			if tt.initial != nil && !reflect.DeepEqual(got.InitialCluster, tt.initial) {
-				t.Errorf("initial cluster = %v, want %v", got.InitialCluster, tt.initial)
+			initial := got.InitialCluster
+			if got.Kind == RecreateMemberPods {
+				initial = got.Pods[0].InitialCluster
+			}
+			if tt.initial != nil && !reflect.DeepEqual(initial, tt.initial) {
+				t.Errorf("initial cluster = %v, want %v", initial, tt.initial)
 			}
 		})
 	}
@@ -170,7 +174,7 @@ func TestNextNeverStartsASecondIdentity(t *testing.T) {
 		if got.Kind == Bootstrap && existing {
 			t.Fatalf("bootstrapped a cluster that has members: %+v", members)
 		}
-		if got.Kind != Bootstrap && got.Kind != CreateMemberPods {
+		if got.Kind != Bootstrap && got.Kind != CreateMemberPods && got.Kind != RecreateMemberPods {
 			continue
 		}
 		for _, name := range got.Members {

@@ -64,6 +64,24 @@ func reseed(spec Spec, obs Observation) Action {
 			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
 		}
+		// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
+		// whose volumes are intact get their Pods back first, and time to form a quorum, before any is stopped.
+		// (Not the members this re-seed has begun to stop: their volumes carry its name.)
+		var keep []Member
+		for _, m := range old {
+			if m.RetiredBy != obs.Restore.Name {
+				keep = append(keep, m)
+			}
+		}
+		if a, ok := recreatePods(spec, obs, sortedMembers(keep)); ok {
+			a.Message = fmt.Sprintf("restore %s waits: %s first", obs.Restore.Name, a.Message)
+			return a
+		}
+		if back := comingBack(keep, spec.RecoveryGrace); len(back) > 0 {
+			return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
+				"restore %s waits: members %v were started on their intact volumes less than %s ago and may still form a quorum with every write they hold",
+				obs.Restore.Name, back, spec.RecoveryGrace)}
+		}
 		var pods, deleting, volumes []string
 		for _, m := range old {
 			switch {
@@ -145,6 +163,11 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 	if obs.AutoRestoreTried != "" {
 		return Action{Kind: Wait, Reason: ReasonAutoRestoreFailed,
 			Message: fmt.Sprintf("quorum lost for %s; the automatic restore %s did not succeed, a human must decide", obs.QuorumLostFor.Round(time.Second), obs.AutoRestoreTried)}, true
+	}
+	if back := comingBack(obs.Members, spec.QuorumLossAfter); len(back) > 0 {
+		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
+			"quorum lost for %s; members %v were started on their intact volumes less than %s ago and may still form a quorum with every write they hold: no re-seed until then",
+			obs.QuorumLostFor.Round(time.Second), back, spec.QuorumLossAfter)}, true
 	}
 	if obs.LatestBackup == "" {
 		return Action{Kind: Wait, Reason: ReasonNoBackupToRestore,

@@ -13,6 +13,15 @@ func TestRestoreSteps(t *testing.T) {
 	reseedReady := &Restore{Name: "r1", Reseed: true, Ready: true}
 	// Quorum lost: two of three members down.
 	lost := with(with(healthy3(), "c-a", func(m *Member) { m.Healthy = false }), "c-b", func(m *Member) { m.Healthy = false })
+	for i := range lost {
+		lost[i].PodAge = 2 * time.Hour // running since long before quorum was lost
+	}
+	// Quorum lost because the Pods of two members are gone; their volumes are intact.
+	podsGone := with(with(lost, "c-a", func(m *Member) { m.HasPod, m.PodReady, m.PodAge = false, false, 0 }), "c-b",
+		func(m *Member) { m.HasPod, m.PodReady, m.PodAge = false, false, 0 })
+	// The same two re-created 30 seconds ago, not yet back.
+	recreated := with(with(lost, "c-a", func(m *Member) { m.PodAge = 30 * time.Second }), "c-b", func(m *Member) { m.PodAge = 30 * time.Second })
+	withinAMinute := Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute, RecoveryGrace: time.Minute}
 	fresh := func(name string, started bool) Member {
 		initial := map[string]string{"c-x": peerURL("c-x"), "c-y": peerURL("c-y"), "c-z": peerURL("c-z")}
 		m := Member{Name: name, HasPod: true, HasPVC: true, PodReady: started, PodVersion: "3.6.16", InitialCluster: initial, InitialState: "new",
@@ -64,14 +73,27 @@ func TestRestoreSteps(t *testing.T) {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: reseedReady, NewMemberNames: names},
 			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
+		"reseed: members missing their Pods on intact volumes come back first, and are not stopped": {
+			spec: withinAMinute, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: podsGone, Restore: reseedReady, NewMemberNames: names},
+			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b"},
+		},
+		"reseed: re-created members get their grace to form a quorum": {
+			spec: withinAMinute, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: recreated, Restore: reseedReady, NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"reseed: after the grace, the re-created members are stopped too": {
+			spec: Spec{Replicas: 3, Version: "3.6.16", RecoveryGrace: 20 * time.Second},
+			obs:  Observation{Bootstrapped: true, EtcdReachable: false, Members: recreated, Restore: reseedReady, NewMemberNames: names},
+			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+		},
 		"reseed: then their volumes are set aside": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
-				{Name: "c-a", HasPVC: true}, {Name: "c-b", HasPVC: true, HasPod: true, PodDeleting: true}}},
+				{Name: "c-a", HasPVC: true, InitialCluster: cluster3, RetiredBy: "r1"}, {Name: "c-b", HasPVC: true, HasPod: true, PodDeleting: true, RetiredBy: "r1"}}},
 			want: Wait, reason: ReasonPodDeleting,
 		},
-		"reseed: volumes set aside once no old Pod is left": {
+		"reseed: volumes set aside once no old Pod is left (their members are not brought back)": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
-				{Name: "c-a", HasPVC: true}, {Name: "c-b", HasPVC: true}}},
+				{Name: "c-a", HasPVC: true, InitialCluster: cluster3, RetiredBy: "r1"}, {Name: "c-b", HasPVC: true, InitialCluster: cluster3, RetiredBy: "r1"}}},
 			want: RetireVolumes, members: []string{"c-a", "c-b"}, restore: "r1",
 		},
 		"reseed: then the new members bootstrap from the snapshot": {
@@ -96,6 +118,34 @@ func TestRestoreSteps(t *testing.T) {
 		"policy: after it, a confirmed restore of the newest backup": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Minute, LatestBackup: "b9", NewMemberNames: names},
+			want: CreateRestore, reason: ReasonAutoRestore,
+		},
+		"policy: Pods missing on intact volumes are re-created, never re-seeded": {
+			spec: withinAMinute,
+			obs:  Observation{Bootstrapped: true, Members: podsGone, QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
+			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b"},
+		},
+		"policy: members re-created less than after ago hold the re-seed back": {
+			spec: withinAMinute,
+			obs:  Observation{Bootstrapped: true, Members: recreated, QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"policy: members re-created after ago that did not form a quorum are re-seeded": {
+			spec: withinAMinute,
+			obs: Observation{Bootstrapped: true, Members: with(with(recreated, "c-a", func(m *Member) { m.PodAge = time.Minute }), "c-b",
+				func(m *Member) { m.PodAge = time.Minute }), QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
+			want: CreateRestore, reason: ReasonAutoRestore,
+		},
+		"policy: one member still within its time holds the re-seed back": {
+			spec: withinAMinute,
+			obs: Observation{Bootstrapped: true, Members: with(recreated, "c-a", func(m *Member) { m.PodAge = time.Minute }), QuorumLostFor: time.Hour,
+				LatestBackup: "b9", NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
+		"policy: members whose crash shows lost data do not hold the re-seed back": {
+			spec: withinAMinute,
+			obs: Observation{Bootstrapped: true, Members: with(with(recreated, "c-a", func(m *Member) { m.DataLoss = "raft log lost" }), "c-b",
+				func(m *Member) { m.DataLoss = "raft log lost" }), QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
 			want: CreateRestore, reason: ReasonAutoRestore,
 		},
 		"policy: without a backup it waits for a human": {

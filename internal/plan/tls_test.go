@@ -96,6 +96,12 @@ func (c *tlsCluster) apply(t *testing.T, a Action) {
 		m := find(a.Members[0])
 		m.HasPod, m.PodTLS = true, a.TLS
 		c.starting[m.Name] = true
+	case RecreateMemberPods:
+		for _, p := range a.Pods {
+			m := find(p.Name)
+			m.HasPod, m.PodTLS = true, p.TLS
+			c.starting[m.Name] = true
+		}
 	case UpdatePeerURL:
 		find(a.Members[0]).PeerURL = a.PeerURL
 	case MoveLeader:

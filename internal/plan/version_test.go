@@ -209,8 +209,8 @@ func TestJoinVersion(t *testing.T) {
 	c := at("c-c", 3, "3.5.35")
 	c.HasPod, c.VolumeVersion, c.VolumeImage = false, "3.5.35", "etcd:v3.5.35"
 	got := Next(specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), c))
-	if got.Kind != CreateMemberPods || got.Version != "3.5.35" || got.Image != "etcd:v3.5.35" {
-		t.Fatalf("re-created member on %s/%s (%s), want 3.5.35 from its volume", got.Version, got.Image, got.Message)
+	if got.Kind != RecreateMemberPods || got.Pods[0].Version != "3.5.35" || got.Pods[0].Image != "etcd:v3.5.35" {
+		t.Fatalf("re-created member %v (%s), want 3.5.35 from its volume", got.Pods, got.Message)
 	}
 }
 

@@ -48,6 +48,14 @@ const (
 	// AnnotationTLSListeners is "plaintext" on a member Pod of a TLS provider that still listens in plaintext: a
 	// member in the middle of a switch between plaintext and TLS (MemberTLSBridge).
 	AnnotationTLSListeners = "etcd.steward.dev/tls-listeners"
+	// AnnotationTLSMode is on a member's PVC: the TLS mode (MemberTLSPlaintext, MemberTLSBridge, MemberTLSOn) its
+	// last Pod was created in. A Pod re-created while etcd gives no member list (whose peer URL would say) listens
+	// as its volume records.
+	AnnotationTLSMode = "etcd.steward.dev/tls-mode"
+	// AnnotationRemovedMember is on the PVC of a member Steward removed from etcd, written before its Pod is
+	// deleted: the etcd member ID. Its volume is a leftover, never brought back as a member, even when no member
+	// list says so.
+	AnnotationRemovedMember = "etcd.steward.dev/removed-member"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"
@@ -371,6 +379,7 @@ func MemberPVC(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		AnnotationInitialClusterState: m.State,
 		AnnotationVersion:             version,
 		AnnotationImage:               image,
+		AnnotationTLSMode:             MemberTLSOf(cluster, m),
 	}
 	if m.Restore != nil {
 		annotations[AnnotationRestore] = m.Restore.Restore

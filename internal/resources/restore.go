@@ -20,7 +20,8 @@ const (
 	// LabelRetiredFrom replaces the cluster's labels on the volume of a member a re-seed replaced: the data is
 	// kept for a human, and no controller counts it as a member any more.
 	LabelRetiredFrom = "etcd.steward.dev/retired-from"
-	// AnnotationRetiredBy is on a retired volume: the EtcdRestore that replaced its member.
+	// AnnotationRetiredBy is on a retired volume: the EtcdRestore that replaced its member. It is written before
+	// the member's Pod is stopped, so that a Pod the re-seed stopped is not brought back on the volume.
 	AnnotationRetiredBy = "etcd.steward.dev/retired-by"
 
 	// RestoreContainer restores the snapshot into a member's data dir before etcd starts; InstallContainer puts

@@ -75,7 +75,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 	key := client.ObjectKeyFromObject(cluster).String()
 	endpoints := obs.endpoints
 	switch action.Kind {
-	case plan.Bootstrap, plan.CreateMemberPods:
+	case plan.Bootstrap, plan.CreateMemberPods, plan.RecreateMemberPods:
 		return r.createMembers(ctx, cluster, obs, action)
 	case plan.CreateRestore:
 		return r.createRestore(ctx, cluster, action)
@@ -84,6 +84,10 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			pod := obs.pods[name]
 			if pod == nil {
 				continue
+			}
+			// The volume says first that the re-seed stops this member: its missing Pod is not to be brought back.
+			if err := r.markVolume(ctx, cluster, name, resources.AnnotationRetiredBy, action.Restore); err != nil {
+				return err
 			}
 			if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("stop member %s for restore %s: %w", name, action.Restore, err)
@@ -125,6 +129,11 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		pod := obs.pods[action.Members[0]]
 		if pod == nil {
 			return nil
+		}
+		// etcd no longer lists the member: its volume says so before the Pod goes, so that no pass without a
+		// member list takes the volume left behind for a member to bring back.
+		if err := r.markVolume(ctx, cluster, pod.Name, resources.AnnotationRemovedMember, memberIDOf(cluster, pod.Name)); err != nil {
+			return err
 		}
 		// The UID precondition makes sure the Pod deleted is the one observed, not a successor of the same name.
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
@@ -246,16 +255,28 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 }
 
 // createMembers creates every member's PVC first and only then the Pods: once any Pod of a bootstrap exists,
-// every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data.
+// every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data. A PVC
+// that exists already records the TLS mode of the Pod about to start on it.
 func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
 	src, err := restoreSource(obs, action.Restore)
 	if err != nil {
 		return err
 	}
-	members := make([]resources.Member, 0, len(action.Members))
+	var members []resources.Member
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
 			Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS, TLSProvider: obs.tls.providerOrNone()})
+	}
+	if action.Kind == plan.RecreateMemberPods {
+		members, action.TLS = nil, plan.TLSPlaintext
+		for _, p := range action.Pods {
+			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State,
+				Version: p.Version, Image: p.Image, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone()})
+			if p.TLS != plan.TLSPlaintext {
+				action.TLS = p.TLS // certificates are needed for the members that hold them
+			}
+		}
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRecreated", "Re-creating the Pods of members %v on their volumes: %s", action.Members, action.Message)
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
@@ -272,6 +293,9 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 			if err := r.createIfMissing(ctx, cluster, resources.MemberPVC(cluster, m, r.Options), &corev1.PersistentVolumeClaim{}); err != nil {
 				return fmt.Errorf("create volume of member %s: %w", m.Name, err)
 			}
+			if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationTLSMode, resources.MemberTLSOf(cluster, m)); err != nil {
+				return err
+			}
 		}
 	}
 	if !certsReady {
@@ -284,4 +308,57 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberCreated", "Created Pod of member %s", m.Name)
 	}
 	return nil
+}
+
+// markVolume sets annotation key to value on the PVC of member name (no-op when it has it, or has no PVC): what
+// the volume must tell a later pass that cannot ask etcd. The patch carries the observed resourceVersion, so a
+// mark is never written over a change the cache has not seen yet (the pass fails, and the next one retries).
+func (r *Reconciler) markVolume(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, name, key, value string) error {
+	if cluster.Spec.Storage.Ephemeral {
+		return nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.PVCName(name)}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get volume of member %s: %w", name, err)
+	}
+	if pvc.Annotations[key] == value || !metav1.IsControlledBy(pvc, cluster) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(pvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[key] = value
+	if err := r.Client.Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("record %s=%s on volume of member %s: %w", key, value, name, err)
+	}
+	return nil
+}
+
+// recordVolumeTLS writes on each member's volume the TLS mode its running Pod was created in, where the volume
+// does not say it yet (volumes created before Steward recorded it): a Pod re-created without a member list
+// listens as its volume says. Not disruptive, so it runs on every pass.
+func (r *Reconciler) recordVolumeTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	for _, m := range obs.plan.Members {
+		if m.HasPod && !m.PodDeleting && m.HasPVC && m.PodTLS != "" && m.VolumeTLS != m.PodTLS {
+			if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationTLSMode, m.PodTLS); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// memberIDOf is the etcd member ID status last recorded for member name ("unknown" when it has none): what the
+// removal mark on its volume says.
+func memberIDOf(cluster *etcdv1alpha1.EtcdCluster, name string) string {
+	for _, m := range cluster.Status.Members {
+		if m.Name == name && m.ID != "" {
+			return m.ID
+		}
+	}
+	return "unknown"
 }

@@ -138,6 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.ensureServices(ctx, cluster); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := r.recordVolumeTLS(ctx, cluster, obs); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
 	if err := r.act(ctx, cluster, obs, action); err != nil {
@@ -161,11 +164,13 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	if b := c.Spec.Bootstrap; b != nil && b.FromBackup != nil {
 		s.FromBackup = b.FromBackup.BackupName
 	}
+	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	if q := c.Spec.QuorumLossRecovery; q != nil && q.Policy == etcdv1alpha1.QuorumLossRestoreLatestBackup {
 		s.QuorumLossAfter = 10 * time.Minute
 		if q.After != nil {
 			s.QuorumLossAfter = q.After.Duration
 		}
+		s.RecoveryGrace = s.QuorumLossAfter
 	}
 	return s
 }

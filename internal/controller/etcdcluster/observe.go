@@ -130,6 +130,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.Restore = p.Annotations[resources.AnnotationRestore]
 		m.PodStuck = stuckOf(p)
 		m.PodTLS, _ = resources.PodTLS(p)
+		if !p.CreationTimestamp.IsZero() {
+			m.PodAge = now.Sub(p.CreationTimestamp.Time)
+		}
 		readInitial(m, p.Annotations)
 	}
 	for i := range pvcs {
@@ -139,9 +142,13 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			continue
 		}
 		m := get(name)
-		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it.
-		m.HasPVC = pvc.DeletionTimestamp == nil
+		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it (while its
+		// Pod runs, the Pod holds it, and the member is replaced before it stops).
+		m.HasPVC, m.VolumeDeleting = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
 		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
+		m.VolumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
+		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
+		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
 			m.Restore = r
 		}
@@ -226,6 +233,22 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		delete(obs.statusOf, name)
 		if obs.nameOf[st.MemberID] == name && !listed[st.MemberID] {
 			delete(obs.nameOf, st.MemberID)
+		}
+	}
+
+	// Without a member list, the members etcd listed when it last answered (the controller's memory in status)
+	// are still members, even those with neither Pod nor volume left: status says they have no data, and they
+	// count toward the quorum the others need.
+	if view.ListErr != nil {
+		for _, sm := range cluster.Status.Members {
+			if members[sm.Name] != nil || sm.ID == "" {
+				continue
+			}
+			m := get(sm.Name)
+			m.Remembered = true
+			if id, err := etcd.ParseID(sm.ID); err == nil {
+				m.ID = id
+			}
 		}
 	}
 
@@ -339,13 +362,7 @@ func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs p
 	voters, healthy := plan.HealthyVoters(obs.Members)
 	if !obs.EtcdReachable || voters == 0 {
 		// Without a member list, the members Steward knows stand for the voters.
-		voters = 0
-		for _, m := range obs.Members {
-			if (m.HasPod || m.HasPVC || m.InEtcd) && !m.IsLearner {
-				voters++
-			}
-		}
-		healthy = 0
+		voters, healthy = plan.TakeCensus(obs.Members).Members, 0
 	}
 	ready := 0
 	for i := range pods {

@@ -29,6 +29,9 @@ const (
 	// example because its volume's storage class does not exist, or its container cannot be created or keeps
 	// crashing). Nothing CEL can check at admission; Steward reports it and changes nothing because of it.
 	ReasonMemberPodsFailing = "MemberPodsFailing"
+	// ReasonMemberVolumeDeleting: a member's PVC is being deleted while its Pod runs (the Pod holds it): its data
+	// goes when the Pod stops. Steward replaces the member while it still serves.
+	ReasonMemberVolumeDeleting = "MemberVolumeDeleting"
 )
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
@@ -125,11 +128,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	now := metav1.NewTime(r.Now())
 	gen := cluster.Generation
 	wasAvailable := meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)
+	d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded)
+	wasVolumeDeleting := d != nil && d.Reason == ReasonMemberVolumeDeleting
 	for _, c := range conditions(obs, action, passErr) {
 		c.ObservedGeneration, c.LastTransitionTime = gen, now
 		meta.SetStatusCondition(&st.Conditions, c)
 		// An event when the cluster becomes available and when it stops being available; not for the
 		// not-yet-formed states of a bootstrap.
+		if c.Type == etcdv1alpha1.ConditionDegraded && c.Reason == ReasonMemberVolumeDeleting && !wasVolumeDeleting {
+			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
+		}
 		if c.Type != etcdv1alpha1.ConditionAvailable {
 			continue
 		}
@@ -163,7 +171,7 @@ var progressingWaits = map[string]bool{
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
-	ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
+	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -178,12 +186,13 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	case !obs.plan.Bootstrapped:
 		available.Status, available.Reason = metav1.ConditionFalse, plan.ReasonBootstrapping
 		available.Message = "the cluster has not formed yet"
+	case !obs.plan.EtcdReachable:
+		// Without a member list etcd's counts are unknown: say what Kubernetes shows instead.
+		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
+		available.Message = fmt.Sprintf("no member list from etcd (%v); %s", obs.view.ListErr, plan.TakeCensus(obs.plan.Members))
 	default:
 		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
 		available.Message = fmt.Sprintf("%d of %d voting members healthy, quorum is %d", healthyVoters, voters, quorum)
-		if obs.view.ListErr != nil {
-			available.Message += ": " + obs.view.ListErr.Error()
-		}
 	}
 
 	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Reason: action.Reason, Message: action.Message}
@@ -200,13 +209,17 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	}
 
 	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
-	var unhealthy []string
+	var unhealthy, volumesDeleting []string
 	for _, m := range obs.plan.Members {
 		if (m.HasPod || m.InEtcd) && !m.Healthy {
 			unhealthy = append(unhealthy, m.Name)
 		}
+		if m.VolumeDeleting && m.HasPod {
+			volumesDeleting = append(volumesDeleting, m.Name)
+		}
 	}
 	sort.Strings(unhealthy)
+	sort.Strings(volumesDeleting)
 	problems := podProblems(obs.pods)
 	switch {
 	case passErr != nil:
@@ -218,6 +231,10 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		if problems != "" {
 			degraded.Message += "; " + problems
 		}
+	case len(volumesDeleting) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMemberVolumeDeleting
+		degraded.Message = fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
+			"Steward replaces them (a successor joins first, then they are removed)", volumesDeleting)
 	case problems != "":
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonMemberPodsFailing, problems
 	case obs.plan.Bootstrapped && len(unhealthy) > 0:
