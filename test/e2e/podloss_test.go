@@ -17,16 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/linearizability"
 )
 
-// Reasons of the pod-loss recovery (issue 14), as users read them in Events and conditions.
-const (
-	reasonMemberRecreated      = "MemberRecreated"
-	reasonQuorumLost           = "QuorumLost"
-	reasonMemberVolumeDeleting = "MemberVolumeDeleting"
-)
+// reasonMemberRecreated is the reason of the Event Steward records when it re-creates member Pods on their volumes.
+const reasonMemberRecreated = "MemberRecreated"
 
 // operator is a test's in-process operator, which some rounds stop before they delete Pods and start again after.
 // It is started for t, the test itself and not a subtest, so that it runs until the test ends.
@@ -226,7 +223,7 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 		if strings.Contains(s, "of 0 voting members") {
 			t.Errorf("status without a member list: %q", s)
 		}
-		if !strings.HasPrefix(s, reasonQuorumLost+": ") {
+		if !strings.HasPrefix(s, etcdcluster.ReasonQuorumLost+": ") {
 			continue
 		}
 		quorumLost = true
@@ -240,9 +237,9 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 	}
 	switch {
 	case !quorumLost:
-		t.Errorf("status never said Available=False/%s while the quorum was lost (saw %q)", reasonQuorumLost, notAvailable)
+		t.Errorf("status never said Available=False/%s while the quorum was lost (saw %q)", etcdcluster.ReasonQuorumLost, notAvailable)
 	case named == "":
-		t.Logf("no Available=False/%s message caught that names every member coming back %v", reasonQuorumLost, r.victims)
+		t.Logf("no Available=False/%s message caught that names every member coming back %v", etcdcluster.ReasonQuorumLost, r.victims)
 	default:
 		t.Logf("status named the members coming back: %q", named)
 	}
@@ -610,7 +607,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	if err := k8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
 	}
-	degraded := waitDegraded(t, key, reasonMemberVolumeDeleting, victim)
+	degraded := waitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
 		t.Errorf("volume %s while Degraded: %v, deletion %v; want it Terminating, held by the running Pod", pvc.Name, err, pvc.DeletionTimestamp)
 	}
