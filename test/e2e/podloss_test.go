@@ -69,6 +69,10 @@ type podLoss struct {
 	all bool
 	// operator, when set, is stopped before the deletion and started again once the deleted Pods are gone.
 	operator *operator
+	// hold keeps the deleted Pods Terminating (by a finalizer of the test's) this long before they go, as a Pod
+	// whose kubelet does not confirm the deletion stays: their containers stop, the quorum is lost, and Steward
+	// cannot re-create them yet.
+	hold time.Duration
 }
 
 // newPodLoss is a round that deletes the Pods of n members of c (its leader first when withLeader, then
@@ -98,6 +102,9 @@ func (r podLoss) String() string {
 	if r.operator != nil {
 		s += " with the operator stopped"
 	}
+	if r.hold > 0 {
+		s += fmt.Sprintf(" and held Terminating for %s", r.hold)
+	}
 	return s
 }
 
@@ -118,6 +125,10 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 		mode, _ := resources.PodTLS(&p)
 		lost[name] = &lostPod{uid: p.UID, version: p.Annotations[resources.AnnotationVersion], tls: mode}
 	}
+	if r.hold > 0 {
+		release := holdPods(t, r.key.Namespace, r.victims)
+		defer release()
+	}
 	if r.operator != nil {
 		r.operator.halt()
 	}
@@ -125,6 +136,20 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	begin := time.Now()
 	r.deletePods(t)
 	t.Logf("%s: %v", what, r.victims)
+	if r.hold > 0 {
+		// The Pods stay Terminating for the whole hold (a bounded check, not a wait for something to happen).
+		for time.Since(begin) < r.hold {
+			for name, l := range lost {
+				var p corev1.Pod
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
+					t.Fatalf("Pod %s not held Terminating: %v", name, err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		holdPods(t, r.key.Namespace, nil)
+		t.Logf("%s: Pods released after %s", what, time.Since(begin).Round(100*time.Millisecond))
+	}
 	var restarted time.Duration
 	if r.operator != nil {
 		poll(t, "deleted Pods gone", 2*time.Minute, func() error {
@@ -179,13 +204,68 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	}
 	t.Logf("status while without quorum: Available %q; Progressing reasons %v", notAvailable, progressing)
 	r.checkOutageStatus(t, notAvailable)
-	for name, l := range lost {
+	for _, name := range r.victims {
+		l := lost[name]
 		if l.againVersion != l.version || l.againTLS != l.tls {
 			t.Errorf("member %s came back on release %s in TLS mode %s; its Pod ran %s in %s", name, l.againVersion, l.againTLS, l.version, l.tls)
+		} else {
+			t.Logf("member %s came back on release %s in TLS mode %s, as its Pod ran", name, l.againVersion, l.againTLS)
 		}
 	}
 	requireRecreatedEvents(t, &c, r.victims, begin)
 	return &c, begin
+}
+
+// holdFinalizer keeps a deleted Pod Terminating until the test removes it.
+const holdFinalizer = "e2e.steward.dev/hold"
+
+// holdPods adds holdFinalizer to the Pods of members names, and returns a function that removes it from every Pod
+// of the namespace; called with no names, it only removes it.
+func holdPods(t *testing.T, namespace string, names []string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range names {
+		var p corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		p.Finalizers = append(p.Finalizers, holdFinalizer)
+		if err := k8s.Patch(ctx, &p, patch); err != nil {
+			t.Fatalf("hold Pod %s: %v", name, err)
+		}
+	}
+	release = func() {
+		t.Helper()
+		poll(t, "Pods of "+namespace+" released", time.Minute, func() error {
+			var pods corev1.PodList
+			if err := k8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+				return err
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if !contains(p.Finalizers, holdFinalizer) {
+					continue
+				}
+				patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				var keep []string
+				for _, f := range p.Finalizers {
+					if f != holdFinalizer {
+						keep = append(keep, f)
+					}
+				}
+				p.Finalizers = keep
+				if err := k8s.Patch(ctx, p, patch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if len(names) == 0 {
+		release()
+	}
+	return release
 }
 
 func (r podLoss) deletePods(t *testing.T) {
@@ -378,8 +458,10 @@ func TestPodLossOneMember(t *testing.T) {
 // running and with the operator stopped before the deletion and started after: each time, the cluster is
 // Available again on the same members (names, IDs, volumes) with every key. The cluster has the quorum-loss
 // policy RestoreLatestBackup after 30s and a Complete backup: re-creating the members' Pods comes first, so no
-// EtcdRestore is ever created (watched from the first deletion to the end, at least 30s past the policy's delay)
-// and the cluster keeps its identity.
+// EtcdRestore is ever created and the cluster keeps its identity. A last round holds the 2 deleted Pods
+// Terminating for longer than the policy's delay (the quorum is lost all that time, and the members' volumes are
+// intact): still no re-seed. Restores are watched from before the first deletion to 30s past the policy's delay
+// after the last.
 func TestPodLossThreeMembers(t *testing.T) {
 	requireBed(t)
 	op := runOperator(t)
@@ -404,26 +486,26 @@ func TestPodLossThreeMembers(t *testing.T) {
 	restores := watchRestores(ns)
 
 	load := startLoad(t, got)
-	var first time.Time
+	var last time.Time
 	for _, round := range []struct {
 		n          int
 		withLeader bool
 		stopped    *operator
-	}{{2, true, nil}, {3, true, nil}, {2, false, op}, {3, true, op}} {
+		hold       time.Duration
+	}{{2, true, nil, 0}, {3, true, nil, 0}, {2, false, op, 0}, {3, true, op, 0}, {2, true, nil, after + 10*time.Second}} {
 		r := newPodLoss(t, got, round.n, round.withLeader, round.stopped)
+		r.hold = round.hold
 		if !t.Run(r.String(), func(t *testing.T) {
-			_, begin := r.run(t)
-			if first.IsZero() {
-				first = begin
-			}
+			_, last = r.run(t)
 			got = requireSameMembers(t, key, before)
 		}) {
 			break
 		}
 	}
 	op.start() // when a round failed with the operator stopped
-	// The policy must not act on any loss: watch at least its delay and 30s more past the first deletion.
-	for time.Since(first) < after+30*time.Second {
+	// The policy must not act on any loss: watch from before the first deletion to at least its delay and 30s more
+	// past the last one.
+	for time.Since(last) < after+30*time.Second {
 		if seen := restores.seen(); len(seen) > 0 {
 			break
 		}
@@ -431,8 +513,9 @@ func TestPodLossThreeMembers(t *testing.T) {
 	}
 	if seen := restores.finish(); len(seen) > 0 {
 		t.Errorf("EtcdRestores created while members came back on their volumes: %v", seen)
+	} else {
+		t.Logf("no EtcdRestore in %s from before the first deletion until %s after the last", ns, time.Since(last).Round(time.Second))
 	}
-	t.Logf("no EtcdRestore in %s from the first deletion until %s after it", ns, time.Since(first).Round(time.Second))
 	if got.Status.ClusterID != clusterID || len(got.Status.FormerClusterIDs) != 0 {
 		t.Errorf("cluster ID %s (former %v), was %s: the cluster was re-seeded", got.Status.ClusterID, got.Status.FormerClusterIDs, clusterID)
 	}
@@ -616,6 +699,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 
 	// The successor is listed (as a learner, then a voter) while the doomed member still is.
 	var successor string
+	var roles []string
 	joinedFirst := false
 	poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
@@ -629,6 +713,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 				listed = true
 			case original[m.Name] == "":
 				successor = m.Name + " (" + m.ID + ")"
+				if r := string(m.Role); !contains(roles, r) {
+					roles = append(roles, r)
+				}
 			}
 		}
 		if listed {
@@ -644,7 +731,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	if !joinedFirst {
 		t.Errorf("member %s was removed before its successor %q joined: it must be replaced while it serves", victim, successor)
 	}
-	t.Logf("event: %s", removalEvent(t, got, victim))
+	t.Logf("successor %s listed as %v while %s was still a member", successor, roles, victim)
+	removalEvent(t, got, victim)
+	logEvents(t, got, begin)
 	available.finish(t, "replacing a member whose volume was deleted")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("volume %s of the removed member: %v, want it gone", pvc.Name, err)
@@ -661,4 +750,24 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	checkStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "a member replaced after its volume was deleted")
 	deleteAndCheckNothingLeft(t, got)
+}
+
+// logEvents logs the Events recorded for cluster c since begin, in order, with their time after begin.
+func logEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, begin time.Time) {
+	t.Helper()
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	since := begin.Truncate(time.Second)
+	var lines []corev1.Event
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == c.Name && !e.LastTimestamp.Time.Before(since) {
+			lines = append(lines, e)
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].FirstTimestamp.Before(&lines[j].FirstTimestamp) })
+	for _, e := range lines {
+		t.Logf("event +%s %s %s: %s (x%d)", e.FirstTimestamp.Sub(since), e.Type, e.Reason, e.Message, e.Count)
+	}
 }
