@@ -139,6 +139,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	if r.hold > 0 {
 		// The Pods stay Terminating for the whole hold (a bounded check, not a wait for something to happen).
 		for time.Since(begin) < r.hold {
+			requireNoRestore(t, r.key, begin)
 			for name, l := range lost {
 				var p corev1.Pod
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
@@ -170,6 +171,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	}
 	var c etcdv1alpha1.EtcdCluster
 	poll(t, what+": Available again", 5*time.Minute, func() error {
+		requireNoRestore(t, r.key, begin)
 		for name, l := range lost {
 			if l.againVersion != "" {
 				continue
@@ -214,6 +216,22 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	}
 	requireRecreatedEvents(t, &c, r.victims, begin)
 	return &c, begin
+}
+
+// requireNoRestore fails the test at once if an EtcdRestore exists in the cluster's namespace: members whose Pods
+// were deleted with their volumes intact come back on them, and a re-seed from a backup would discard the writes
+// made since the backup.
+func requireNoRestore(t *testing.T, key client.ObjectKey, begin time.Time) {
+	t.Helper()
+	var list etcdv1alpha1.EtcdRestoreList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(key.Namespace)); err != nil || len(list.Items) == 0 {
+		return
+	}
+	var c etcdv1alpha1.EtcdCluster
+	_ = k8s.Get(context.Background(), key, &c)
+	r := list.Items[0]
+	t.Fatalf("EtcdRestore %s (backup %s, labels %v) created %s after the deletion; cluster: %s, quorum lost since %v",
+		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), describe(&c), c.Status.QuorumLostSince)
 }
 
 // holdFinalizer keeps a deleted Pod Terminating until the test removes it.
