@@ -18,6 +18,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/linearizability"
 )
@@ -52,11 +53,12 @@ func (o *operator) start() {
 }
 
 // lostPod is a deleted member Pod as it was before the deletion, and the Pod re-created under its name as first
-// seen.
+// seen, with the TLS mode its volume recorded then.
 type lostPod struct {
 	uid                    types.UID
 	version, tls           string
 	againVersion, againTLS string
+	volumeTLS              string
 }
 
 // podLoss is one round: the Pods of some members deleted at once.
@@ -186,6 +188,11 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			}
 			l.againVersion = p.Annotations[resources.AnnotationVersion]
 			l.againTLS, _ = resources.PodTLS(&p)
+			var pvc corev1.PersistentVolumeClaim
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: resources.PVCName(name)}, &pvc); err != nil {
+				return err
+			}
+			l.volumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
 		}
 		if err := k8s.Get(ctx, r.key, &c); err != nil {
 			return err
@@ -207,12 +214,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	t.Logf("status while without quorum: Available %q; Progressing reasons %v", notAvailable, progressing)
 	r.checkOutageStatus(t, notAvailable)
 	for _, name := range r.victims {
-		l := lost[name]
-		if l.againVersion != l.version || l.againTLS != l.tls {
-			t.Errorf("member %s came back on release %s in TLS mode %s; its Pod ran %s in %s", name, l.againVersion, l.againTLS, l.version, l.tls)
-		} else {
-			t.Logf("member %s came back on release %s in TLS mode %s, as its Pod ran", name, l.againVersion, l.againTLS)
-		}
+		lost[name].check(t, name)
 	}
 	requireRecreatedEvents(t, &c, r.victims, begin)
 	return &c, begin
@@ -232,6 +234,31 @@ func requireNoRestore(t *testing.T, key client.ObjectKey, begin time.Time) {
 	r := list.Items[0]
 	t.Fatalf("EtcdRestore %s (backup %s, labels %v) created %s after the deletion; cluster: %s, quorum lost since %v",
 		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), describe(&c), c.Status.QuorumLostSince)
+}
+
+// check fails the test unless the member came back as its deleted Pod ran: on the same release (or, when Steward
+// moved a member that was down on to the release of an upgrade under way, a newer one: never an older one, which
+// might not read its data) and in the same TLS mode (or the one its volume records, when Steward moved it on).
+func (l *lostPod) check(t *testing.T, name string) {
+	t.Helper()
+	was, err1 := plan.ParseVersion(l.version)
+	now, err2 := plan.ParseVersion(l.againVersion)
+	switch {
+	case err1 != nil || err2 != nil || now.Less(was):
+		t.Errorf("member %s came back on release %q; its Pod ran %q", name, l.againVersion, l.version)
+	case l.againVersion != l.version:
+		t.Logf("member %s came back on release %s; its Pod ran %s (moved on with the upgrade while it was down)", name, l.againVersion, l.version)
+	}
+	switch l.againTLS {
+	case l.tls:
+	case l.volumeTLS:
+		t.Logf("member %s came back in TLS mode %s, as its volume records; its Pod ran %s", name, l.againTLS, l.tls)
+	default:
+		t.Errorf("member %s came back in TLS mode %s; its Pod ran %s, its volume records %q", name, l.againTLS, l.tls, l.volumeTLS)
+	}
+	if l.againVersion == l.version && l.againTLS == l.tls {
+		t.Logf("member %s came back on release %s in TLS mode %s, as its Pod ran", name, l.againVersion, l.againTLS)
+	}
 }
 
 // holdFinalizer keeps a deleted Pod Terminating until the test removes it.
