@@ -15,8 +15,8 @@ import (
 // RecreateMemberPods re-creates the Pods of Pods[].Name on their intact volumes, each as its volume records.
 const RecreateMemberPods ActionKind = "RecreateMemberPods"
 
-// ReasonQuorumUnrecoverable: etcd gives no member list and too few members still hold data to form a quorum:
-// Steward cannot bring the cluster back by itself.
+// ReasonQuorumUnrecoverable is the wait when etcd gives no member list and too few members still hold data to
+// form a quorum: Steward cannot bring the cluster back by itself.
 const ReasonQuorumUnrecoverable = "QuorumUnrecoverable"
 
 // DefaultRecoveryGrace is how long members whose Pods were re-created on their intact volumes get to form a
