@@ -171,7 +171,11 @@ func (c Census) CanFormQuorum() bool { return len(c.Running)+len(c.Missing) >= c
 // String says it to a human: "3 members: 1 with a Pod (0 ready), 2 missing their Pod, volume intact [a b];
 // quorum needs 2".
 func (c Census) String() string {
-	s := fmt.Sprintf("%d members: %d with a Pod (%d ready)", c.Members, len(c.Running), c.Ready)
+	noun := "members"
+	if c.Members == 1 {
+		noun = "member"
+	}
+	s := fmt.Sprintf("%d %s: %d with a Pod (%d ready)", c.Members, noun, len(c.Running), c.Ready)
 	if len(c.Missing) > 0 {
 		s += fmt.Sprintf(", %d missing their Pod with their volume intact %v", len(c.Missing), c.Missing)
 	}
