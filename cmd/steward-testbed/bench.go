@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -476,16 +477,24 @@ func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		}
 		// Available turns False once the Pods' deletion is seen; wait for that before waiting for it to come back.
 		if err := testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error {
-			if available, _, _, err := state(); err != nil || available == "True" {
-				return fmt.Errorf("still Available (%v)", err)
+			available, _, _, err := state()
+			if err != nil {
+				return err
+			}
+			if available == "True" {
+				return errors.New("still Available")
 			}
 			return nil
 		}); err != nil {
 			return section{}, err
 		}
 		if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
-			if available, _, _, err := state(); err != nil || available != "True" {
-				return fmt.Errorf("not Available (%v)", err)
+			available, _, _, err := state()
+			if err != nil {
+				return err
+			}
+			if available != "True" {
+				return errors.New("not Available yet")
 			}
 			return nil
 		}); err != nil {
