@@ -15,8 +15,8 @@ import (
 // RecreateMemberPods re-creates the Pods of Pods[].Name on their intact volumes, each as its volume records.
 const RecreateMemberPods ActionKind = "RecreateMemberPods"
 
-// ReasonQuorumUnrecoverable: etcd gives no member list and too few members still hold data to form a quorum:
-// Steward cannot bring the cluster back by itself.
+// ReasonQuorumUnrecoverable is the wait when etcd gives no member list and too few members still hold data to
+// form a quorum: Steward cannot bring the cluster back by itself.
 const ReasonQuorumUnrecoverable = "QuorumUnrecoverable"
 
 // DefaultRecoveryGrace is how long members whose Pods were re-created on their intact volumes get to form a
@@ -101,13 +101,15 @@ func volumeTLS(spec Spec, members []Member, m Member) string {
 	}
 }
 
-// comingBack lists the members whose Pods were (re-)created on their intact volumes less than grace ago: they may
-// still form a quorum with the data they hold, which a re-seed from a backup would throw away. Members whose crash
-// shows their data is lost, and members a re-seed already stopped, are not coming back.
+// comingBack lists the members with intact volumes whose Pods were (re-)created less than grace ago, or are still
+// terminating (their Pods are re-created once they are gone): they may still form a quorum with the data they
+// hold, which a re-seed from a backup would throw away. Members whose crash shows their data is lost, and members
+// a re-seed already stopped, are not coming back. (A Pod that never goes holds its volume from a re-seed too: a
+// human must force-delete it either way, and status says so.)
 func comingBack(members []Member, grace time.Duration) []string {
 	var out []string
 	for _, m := range members {
-		if m.HasPod && !m.PodDeleting && m.HasPVC && m.DataLoss == "" && m.RetiredBy == "" && !m.Removed && m.PodAge < grace {
+		if m.HasPod && m.HasPVC && m.DataLoss == "" && m.RetiredBy == "" && !m.Removed && (m.PodDeleting || m.PodAge < grace) {
 			out = append(out, m.Name)
 		}
 	}
@@ -171,7 +173,11 @@ func (c Census) CanFormQuorum() bool { return len(c.Running)+len(c.Missing) >= c
 // String says it to a human: "3 members: 1 with a Pod (0 ready), 2 missing their Pod, volume intact [a b];
 // quorum needs 2".
 func (c Census) String() string {
-	s := fmt.Sprintf("%d members: %d with a Pod (%d ready)", c.Members, len(c.Running), c.Ready)
+	noun := "members"
+	if c.Members == 1 {
+		noun = "member"
+	}
+	s := fmt.Sprintf("%d %s: %d with a Pod (%d ready)", c.Members, noun, len(c.Running), c.Ready)
 	if len(c.Missing) > 0 {
 		s += fmt.Sprintf(", %d missing their Pod with their volume intact %v", len(c.Missing), c.Missing)
 	}
