@@ -324,6 +324,11 @@ func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 // ErrLearnerNotReady is returned by PromoteLearner while the learner has not caught up with the leader.
 var ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")
 
+// ErrClusterNotSettled is returned by AddLearner while etcd refuses membership changes because a member has not
+// been connected to the leader long enough (etcd's strict reconfiguration check: "unhealthy cluster", for the
+// first seconds after a member starts). It passes by itself.
+var ErrClusterNotSettled = errors.New("etcd refuses membership changes until every member has been connected for a few seconds")
+
 // withClient runs one membership call on the cluster's pooled client, bounded by RequestTimeout.
 func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, call func(context.Context, *clientv3.Client) error) error {
 	c, err := p.client(key, endpoints)
@@ -341,6 +346,9 @@ func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, p
 	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
 		if err != nil {
+			if strings.Contains(err.Error(), "etcdserver: unhealthy cluster") {
+				return fmt.Errorf("add learner %s: %w", peerURL, ErrClusterNotSettled)
+			}
 			return fmt.Errorf("add learner %s: %w", peerURL, err)
 		}
 		id = resp.Member.ID
