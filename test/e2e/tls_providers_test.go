@@ -158,11 +158,10 @@ func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[s
 // running cluster stops every step (no Pod touched) until it is back. Steward never owns or deletes the
 // user's Secrets.
 func TestTLSProviderSecrets(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	const ns = "byo"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "byo")
+	startOperator(t, ns)
 	c := newCluster(ns, "own", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
@@ -348,11 +347,10 @@ func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstruct
 // names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
 // reason) and creates no Pod. Deleting a cluster deletes its Certificates.
 func TestTLSProviderCertManager(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	const ns = "cm"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "cm")
+	startOperator(t, ns)
 
 	stuck := newCluster(ns, "stuck", 1)
 	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,

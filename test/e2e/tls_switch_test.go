@@ -189,10 +189,11 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // again. With TLS the members refuse plaintext clients;
 // after switching back they serve plaintext again.
 func TestTLSSwitchUnderLoad(t *testing.T) {
-	requireBed(t)
-	stopOperator := startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	c := newCluster("tlsswitch", "switch", 3)
+	ns := newNamespace(t, "tlsswitch")
+	stopOperator := startOperator(t, ns)
+	c := newCluster(ns, "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got := settle(t, c)
 	if got.Status.TLS != nil {
@@ -250,7 +251,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	stopOperator()
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(3 * time.Second)
-	startOperator(t)
+	startOperator(t, ns)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
