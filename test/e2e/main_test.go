@@ -14,6 +14,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,6 +59,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// -parallel N is for the gate, which admits the longest tests first; go test's own limit would admit them
+	// in random order, so it is lifted.
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, ok := f.Value.(flag.Getter).Get().(int); ok {
+			gate.setSlots(n)
+			utilruntime.Must(f.Value.Set("1000"))
+		}
+	}
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 	if !shouldRun() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,11 +29,13 @@ var running atomic.Int32
 // parallel marks t as a test that shares the test bed with other tests running at the same time: it uses only
 // namespaces of its own and an operator watching only them, touches no cluster-scoped object but the volumes of
 // its own claims, and asserts no timing that other tests' load could break (lower bounds, such as "not replaced
-// before the grace period", are fine: load only makes things slower).
+// before the grace period", are fine: load only makes things slower). It returns once the test may start:
+// with -parallel N at most N run at a time, the longest first.
 func parallel(t *testing.T) {
 	t.Helper()
 	requireBed(t)
 	t.Parallel()
+	gate.enter(t)
 	track(t)
 }
 
@@ -161,4 +164,115 @@ func leftIn(ctx context.Context, ns string) string {
 		return "nothing listed (other kinds, or the namespace controller has not finished)"
 	}
 	return strings.Join(left, ", ")
+}
+
+// gate admits parallel tests, at most slots at a time, the longest expected first (longest processing time
+// first: a long test started last would run on alone at the end). go test's own -parallel limit would admit
+// them in whatever order their goroutines wake, so TestMain takes -parallel N for the gate and lifts go's limit.
+var gate = &scheduler{slots: 1}
+
+// expected is each test's wall time under -parallel 3 (measured, rounded; docs/testing.md), for the order
+// only. A test not listed counts as defaultExpected.
+var expected = map[string]time.Duration{
+	"TestTLSSwitchUnderLoad":                          9 * time.Minute,
+	"TestRestore":                                     9 * time.Minute,
+	"TestMinorUpgradesUnderLoad":                      6 * time.Minute,
+	"TestDowngradesUnderLoad":                         5 * time.Minute,
+	"TestTLSProviderCertManager":                      5 * time.Minute,
+	"TestScaleUpAndDownUnderLoad":                     5 * time.Minute,
+	"TestBackup":                                      5 * time.Minute,
+	"TestVersionChangeOfMind":                         4 * time.Minute,
+	"TestTLSProviderSecrets":                          4 * time.Minute,
+	"TestEmptiedDataDirIsReplaced":                    4 * time.Minute,
+	"TestBootstrapResumesAfterOperatorCrash":          4 * time.Minute,
+	"TestUpgradeSurvivesOperatorRestarts":             3 * time.Minute,
+	"TestUpgradeContinuesAfterMemberFailure":          3 * time.Minute,
+	"TestScaleUpSurvivesOperatorRestartAtEveryStep":   3 * time.Minute,
+	"TestTLSByDefault":                                3 * time.Minute,
+	"TestThreeMemberCluster":                          3 * time.Minute,
+	"TestHostileImageChangeReplacesNothing":           3 * time.Minute,
+	"TestPatchUpgradeUnderLoad":                       3 * time.Minute,
+	"TestCertificateRotationUnderLoad":                3 * time.Minute,
+	"TestUnreachableMemberIsReplacedAfterGracePeriod": 3 * time.Minute,
+	"TestMemberWithLostDataIsReplaced":                3 * time.Minute,
+	"TestStrayMembersAreRemoved":                      2 * time.Minute,
+	"TestNamespaceScopedInstallWithLeastPrivilege":    2 * time.Minute,
+	"TestHostileSpecsCELCannotCatchAreReported":       2 * time.Minute,
+	"TestHostileUpdatesChangeNothing":                 time.Minute,
+	"TestOneMemberCluster":                            time.Minute,
+	"TestHostileSpecsAreRefused":                      10 * time.Second,
+	"TestBadSpecsAreRefusedAtAdmission":               10 * time.Second,
+	"TestTLSProviderFieldsAreImmutable":               10 * time.Second,
+	"TestTwoMinorJumpIsRefusedAtAdmission":            10 * time.Second,
+}
+
+const defaultExpected = 3 * time.Minute
+
+// gathering is how long the gate waits after the first parallel test arrives before it admits any: go test
+// releases every parallel test at once when the serial ones are done, and they all arrive within milliseconds.
+const gathering = 300 * time.Millisecond
+
+type scheduler struct {
+	mu      sync.Mutex
+	slots   int
+	busy    int
+	started bool
+	waiting []*ticket
+}
+
+type ticket struct {
+	name     string
+	expected time.Duration
+	admit    chan struct{}
+}
+
+// setSlots sets how many tests run at a time (go test's -parallel value).
+func (s *scheduler) setSlots(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots = max(1, n)
+}
+
+// enter blocks until t may run, and frees its slot when t ends (after its other cleanups: its namespaces are
+// gone by then).
+func (s *scheduler) enter(t *testing.T) {
+	d, ok := expected[t.Name()]
+	if !ok {
+		d = defaultExpected
+	}
+	tk := &ticket{name: t.Name(), expected: d, admit: make(chan struct{})}
+	s.mu.Lock()
+	s.waiting = append(s.waiting, tk)
+	if !s.started {
+		s.started = true
+		time.AfterFunc(gathering, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.dispatch()
+		})
+	} else if s.busy < s.slots {
+		s.dispatch()
+	}
+	s.mu.Unlock()
+	began := time.Now()
+	<-tk.admit
+	if waited := time.Since(began); waited > time.Second {
+		t.Logf("started after waiting %s for a slot (-parallel %d)", waited.Round(time.Second), s.slots)
+	}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.busy--
+		s.dispatch()
+	})
+}
+
+// dispatch admits the longest waiting tests into free slots. Called with mu held.
+func (s *scheduler) dispatch() {
+	sort.SliceStable(s.waiting, func(i, j int) bool { return s.waiting[i].expected > s.waiting[j].expected })
+	for s.busy < s.slots && len(s.waiting) > 0 {
+		close(s.waiting[0].admit)
+		s.waiting = s.waiting[1:]
+		s.busy++
+	}
 }
