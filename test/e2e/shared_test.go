@@ -35,7 +35,11 @@ func parallel(t *testing.T) {
 	t.Helper()
 	requireBed(t)
 	t.Parallel()
-	gate.enter(t)
+	d, ok := expected[t.Name()]
+	if !ok {
+		d = defaultExpected
+	}
+	gate.enter(t, d)
 	track(t)
 }
 
@@ -213,11 +217,12 @@ const defaultExpected = 3 * time.Minute
 const gathering = 300 * time.Millisecond
 
 type scheduler struct {
-	mu      sync.Mutex
-	slots   int
-	busy    int
-	started bool
-	waiting []*ticket
+	mu    sync.Mutex
+	slots int
+	busy  int
+	// started: the first test arrived; gathered: the others had time to.
+	started, gathered bool
+	waiting           []*ticket
 }
 
 type ticket struct {
@@ -233,24 +238,23 @@ func (s *scheduler) setSlots(n int) {
 	s.slots = max(1, n)
 }
 
-// enter blocks until t may run, and frees its slot when t ends (after its other cleanups: its namespaces are
-// gone by then).
-func (s *scheduler) enter(t *testing.T) {
-	d, ok := expected[t.Name()]
-	if !ok {
-		d = defaultExpected
-	}
+// enter blocks until t, expected to take d, may run, and frees its slot when t ends (after its other
+// cleanups: its namespaces are gone by then).
+func (s *scheduler) enter(t *testing.T, d time.Duration) {
+	t.Helper()
 	tk := &ticket{name: t.Name(), expected: d, admit: make(chan struct{})}
 	s.mu.Lock()
 	s.waiting = append(s.waiting, tk)
-	if !s.started {
+	switch {
+	case !s.started:
 		s.started = true
 		time.AfterFunc(gathering, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			s.gathered = true
 			s.dispatch()
 		})
-	} else if s.busy < s.slots {
+	case s.gathered:
 		s.dispatch()
 	}
 	s.mu.Unlock()
