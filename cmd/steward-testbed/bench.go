@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -36,7 +37,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, tls-switch, backup-restore); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -72,7 +73,7 @@ func bench(ctx context.Context, args []string) error {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
-		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}}
+		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -423,9 +424,117 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 			{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }
 
+// benchPodLoss times a 3-member cluster losing the Pods of 2 members at once (volumes intact): from the deletion
+// until Available again and until all 3 members are ready, next to 2 of 3 etcd processes stopped at once and
+// started again on their data dirs by hand.
+func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
+	kubectl := kubectlOn(ctx, c)
+	const name = "bench-podloss"
+	state := func() (available, ready string, members []string, err error) {
+		out, err := kubectl("", "get", "etcdcluster", name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Available")].status}/{.status.readyReplicas}/{.status.members[*].name}`)
+		if err != nil {
+			return "", "", nil, err
+		}
+		parts := strings.SplitN(out, "/", 3)
+		if len(parts) != 3 {
+			return "", "", nil, fmt.Errorf("status %q", out)
+		}
+		return parts[0], parts[1], strings.Fields(parts[2]), nil
+	}
+	settled := func() error {
+		return testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
+			available, ready, _, err := state()
+			if err != nil {
+				return err
+			}
+			if available != "True" || ready != "3" {
+				return fmt.Errorf("not settled: Available=%s, %s ready", available, ready)
+			}
+			return nil
+		})
+	}
+	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, testbed.EtcdVersions[0])
+	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+		return section{}, err
+	}
+	if err := settled(); err != nil {
+		return section{}, err
+	}
+	var back, allReady, bound []time.Duration
+	for i := 0; i < runs; i++ {
+		_, _, members, err := state()
+		if err != nil {
+			return section{}, err
+		}
+		if len(members) != 3 {
+			return section{}, fmt.Errorf("members %v", members)
+		}
+		begin := time.Now()
+		if _, err := kubectl("", append([]string{"delete", "pod", "--wait=false"}, members[:2]...)...); err != nil {
+			return section{}, err
+		}
+		// Available turns False once the Pods' deletion is seen; wait for that before waiting for it to come back.
+		if err := testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error {
+			available, _, _, err := state()
+			if err != nil {
+				return err
+			}
+			if available == "True" {
+				return errors.New("still Available")
+			}
+			return nil
+		}); err != nil {
+			return section{}, err
+		}
+		if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
+			available, _, _, err := state()
+			if err != nil {
+				return err
+			}
+			if available != "True" {
+				return errors.New("not Available yet")
+			}
+			return nil
+		}); err != nil {
+			return section{}, err
+		}
+		back = append(back, time.Since(begin))
+		if err := settled(); err != nil {
+			return section{}, err
+		}
+		allReady = append(allReady, time.Since(begin))
+		d, err := etcdProcessesRestartGroups(ctx, c, testbed.EtcdVersions[0], testbed.EtcdVersions[0], [][]int{{0, 1}})
+		if err != nil {
+			return section{}, err
+		}
+		bound = append(bound, d)
+	}
+	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
+		return section{}, err
+	}
+	return section{"pod-loss", fmt.Sprintf("### Pods of a majority lost, volumes intact\n\n"+
+		"A 3-member EtcdCluster (etcd %s, TLS) loses the Pods of 2 members at once (`kubectl delete pod`): quorum is gone "+
+		"and etcd can give no member list; Steward re-creates both Pods on their volumes. From the deletion until "+
+		"`Available` is True again, and until all 3 members are ready. Physical bound: a 3-process cluster on the "+
+		"host, 2 processes stopped at once and started again on their data dirs until both answer `/health`. %d runs "+
+		"each. Where the time goes: the Pods' graceful termination, then their re-creation (volume mounts, etcd's "+
+		"start), an election, and the kubelet's readiness probe (every 2 s) before `Available`.\n\n%s",
+		testbed.EtcdVersions[0], runs, table([]row{{"2 of 3 Pods deleted: until Available", back}, {"until all 3 ready", allReady},
+			{"2 of 3 etcd processes restarted by hand", bound}}))}, nil
+}
+
 // etcdProcessesRestart forms a 3-process cluster on loopback at version from, then times stopping each process
 // in turn and starting it on version to's binary until it answers /health.
 func etcdProcessesRestart(ctx context.Context, c *testbed.Cluster, from, to string) (time.Duration, error) {
+	return etcdProcessesRestartGroups(ctx, c, from, to, [][]int{{0}, {1}, {2}})
+}
+
+// etcdProcessesRestartGroups forms a 3-process cluster on loopback at version from, then times, for each group in
+// turn, stopping its processes at once and starting them on version to's binary on their data dirs until every
+// one answers /health (which needs a leader, so quorum back).
+func etcdProcessesRestartGroups(ctx context.Context, c *testbed.Cluster, from, to string, groups [][]int) (time.Duration, error) {
 	dir, err := os.MkdirTemp("", "steward-bench-restart-")
 	if err != nil {
 		return 0, err
@@ -468,14 +577,20 @@ func etcdProcessesRestart(ctx context.Context, c *testbed.Cluster, from, to stri
 		}
 	}
 	begin := time.Now()
-	for i := 0; i < 3; i++ {
-		_ = cmds[i].Process.Signal(os.Interrupt)
-		_ = cmds[i].Wait()
-		if err := start(i, to); err != nil {
-			return 0, err
+	for _, group := range groups {
+		for _, i := range group {
+			_ = cmds[i].Process.Signal(os.Interrupt)
+			_ = cmds[i].Wait()
 		}
-		if err := healthy(i); err != nil {
-			return 0, fmt.Errorf("process %d on %s: %w", i, to, err)
+		for _, i := range group {
+			if err := start(i, to); err != nil {
+				return 0, err
+			}
+		}
+		for _, i := range group {
+			if err := healthy(i); err != nil {
+				return 0, fmt.Errorf("process %d on %s: %w", i, to, err)
+			}
 		}
 	}
 	return time.Since(begin), nil

@@ -42,6 +42,9 @@ type Member struct {
 	HasPod      bool
 	PodDeleting bool
 	PodReady    bool
+	// PodOverdue is how long a deleted Pod has outlived its grace period (0 otherwise): a Pod that does not go
+	// is held by a node that no longer answers, and only a human can tell that it is down for good.
+	PodOverdue time.Duration
 	// PodVersion is the etcd version the Pod is set to run, and PodImage its image; ContainerImage is the image
 	// the running container was started from (the kubelet's report; differs from PodImage until it restarts).
 	PodVersion     string

@@ -15,8 +15,8 @@ import (
 // RecreateMemberPods re-creates the Pods of Pods[].Name on their intact volumes, each as its volume records.
 const RecreateMemberPods ActionKind = "RecreateMemberPods"
 
-// ReasonQuorumUnrecoverable: etcd gives no member list and too few members still hold data to form a quorum:
-// Steward cannot bring the cluster back by itself.
+// ReasonQuorumUnrecoverable is the wait when etcd gives no member list and too few members still hold data to
+// form a quorum: Steward cannot bring the cluster back by itself.
 const ReasonQuorumUnrecoverable = "QuorumUnrecoverable"
 
 // DefaultRecoveryGrace is how long members whose Pods were re-created on their intact volumes get to form a
@@ -171,7 +171,11 @@ func (c Census) CanFormQuorum() bool { return len(c.Running)+len(c.Missing) >= c
 // String says it to a human: "3 members: 1 with a Pod (0 ready), 2 missing their Pod, volume intact [a b];
 // quorum needs 2".
 func (c Census) String() string {
-	s := fmt.Sprintf("%d members: %d with a Pod (%d ready)", c.Members, len(c.Running), c.Ready)
+	noun := "members"
+	if c.Members == 1 {
+		noun = "member"
+	}
+	s := fmt.Sprintf("%d %s: %d with a Pod (%d ready)", c.Members, noun, len(c.Running), c.Ready)
 	if len(c.Missing) > 0 {
 		s += fmt.Sprintf(", %d missing their Pod with their volume intact %v", len(c.Missing), c.Missing)
 	}

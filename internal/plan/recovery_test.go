@@ -154,6 +154,9 @@ func TestCensus(t *testing.T) {
 	if s := c.String(); s != "5 members: 1 with a Pod (1 ready), 2 missing their Pod with their volume intact [c-b c-c], 2 with no data left [c-d c-e]; quorum needs 3" {
 		t.Errorf("census says %q", s)
 	}
+	if s := TakeCensus(members[1:2]).String(); s != "1 member: 0 with a Pod (0 ready), 1 missing their Pod with their volume intact [c-b]; quorum needs 1" {
+		t.Errorf("census of one says %q", s)
+	}
 }
 
 // TestWithoutMemberListOnlyPodsComeBack: whatever a formed cluster looks like, while etcd gives no member list

@@ -123,6 +123,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m := get(name)
 		m.HasPod = true
 		m.PodDeleting = p.DeletionTimestamp != nil
+		if m.PodDeleting && now.After(p.DeletionTimestamp.Time) { // the deletion timestamp is when the grace period ends
+			m.PodOverdue = now.Sub(p.DeletionTimestamp.Time)
+		}
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodImage, m.ContainerImage = etcdImages(p)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,7 +33,19 @@ const (
 	// ReasonMemberVolumeDeleting: a member's PVC is being deleted while its Pod runs (the Pod holds it): its data
 	// goes when the Pod stops. Steward replaces the member while it still serves.
 	ReasonMemberVolumeDeleting = "MemberVolumeDeleting"
+	// ReasonPodStuckTerminating: a deleted member Pod has outlived its grace period by podOverdueAfter (its node
+	// no longer answers, most likely). Steward cannot re-create the member on its volume until the Pod is gone,
+	// and cannot know whether the node will return: a human must.
+	ReasonPodStuckTerminating = "PodStuckTerminating"
 )
+
+// podOverdueAfter is how long past its grace period a deleted Pod may take to go before it is reported: the
+// kubelet reports a Pod gone within seconds of its container stopping; minutes mean its node is not answering.
+const podOverdueAfter = 2 * time.Minute
+
+// degradedWarnings are Degraded reasons that record a Warning Event when they begin (the human waits of the
+// planner record theirs when the wait begins).
+var degradedWarnings = map[string]bool{ReasonMemberVolumeDeleting: true, ReasonPodStuckTerminating: true}
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
 // cannot start because of its spec, and a crash loop.
@@ -128,14 +141,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	now := metav1.NewTime(r.Now())
 	gen := cluster.Generation
 	wasAvailable := meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)
-	d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded)
-	wasVolumeDeleting := d != nil && d.Reason == ReasonMemberVolumeDeleting
+	wasDegradedReason := ""
+	if d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+		wasDegradedReason = d.Reason
+	}
 	for _, c := range conditions(obs, action, passErr) {
 		c.ObservedGeneration, c.LastTransitionTime = gen, now
 		meta.SetStatusCondition(&st.Conditions, c)
 		// An event when the cluster becomes available and when it stops being available; not for the
 		// not-yet-formed states of a bootstrap.
-		if c.Type == etcdv1alpha1.ConditionDegraded && c.Reason == ReasonMemberVolumeDeleting && !wasVolumeDeleting {
+		if c.Type == etcdv1alpha1.ConditionDegraded && degradedWarnings[c.Reason] && c.Reason != wasDegradedReason {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
 		}
 		if c.Type != etcdv1alpha1.ConditionAvailable {
@@ -209,7 +224,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	}
 
 	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
-	var unhealthy, volumesDeleting []string
+	var unhealthy, volumesDeleting, overdue []string
 	for _, m := range obs.plan.Members {
 		if (m.HasPod || m.InEtcd) && !m.Healthy {
 			unhealthy = append(unhealthy, m.Name)
@@ -217,15 +232,27 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		if m.VolumeDeleting && m.HasPod {
 			volumesDeleting = append(volumesDeleting, m.Name)
 		}
+		if m.PodOverdue >= podOverdueAfter {
+			overdue = append(overdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
+		}
 	}
 	sort.Strings(unhealthy)
 	sort.Strings(volumesDeleting)
+	sort.Strings(overdue)
 	problems := podProblems(obs.pods)
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
 	case humanWaits[action.Reason]:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
+	case len(overdue) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonPodStuckTerminating
+		degraded.Message = fmt.Sprintf("deleted member Pods do not go: %s; their node is probably not answering. Steward cannot re-create "+
+			"these members on their volumes until the Pods are gone: if the node is down for good, force-delete them "+
+			"(kubectl delete pod --grace-period=0 --force)", strings.Join(overdue, ", "))
+		if available.Status != metav1.ConditionTrue {
+			degraded.Message += "; " + available.Message
+		}
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
 		if problems != "" {

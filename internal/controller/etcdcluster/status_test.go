@@ -2,7 +2,9 @@ package etcdcluster
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,6 +63,25 @@ func TestConditions(t *testing.T) {
 			ReasonQuorumAvailable, plan.ReasonMemberDataLost, plan.ReasonMemberDataLost},
 		"errors are degraded": {obsOf(true, true, "a", "b", "c"), reconciled, errors.New("boom"),
 			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonReconcileError},
+		"without a member list, Kubernetes' counts": {obsOf(true, false), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
+			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
+		"a volume deleted under a running member": {func() *observation {
+			o := obsOf(true, true, "a", "b", "c")
+			o.plan.Members[2].VolumeDeleting = true
+			return o
+		}(), plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonReplacingMember, Message: "r"}, nil,
+			ReasonQuorumAvailable, plan.ReasonReplacingMember, ReasonMemberVolumeDeleting},
+		"a Pod that outlives its grace period by minutes": {func() *observation {
+			o := obsOf(true, false, "a")
+			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 5*time.Minute
+			return o
+		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
+			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonPodStuckTerminating},
+		"a Pod still within its grace period is not reported": {func() *observation {
+			o := obsOf(true, true, "a", "c")
+			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 10*time.Second
+			return o
+		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonMembersUnhealthy},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -68,7 +89,7 @@ func TestConditions(t *testing.T) {
 			for typ, want := range map[string]string{etcdv1alpha1.ConditionAvailable: tt.available,
 				etcdv1alpha1.ConditionProgressing: tt.progressing, etcdv1alpha1.ConditionDegraded: tt.degraded} {
 				c := meta.FindStatusCondition(conds, typ)
-				if c == nil || c.Reason != want || c.Message == "" {
+				if c == nil || c.Reason != want || c.Message == "" || strings.Contains(c.Message, "0 of 0") {
 					t.Errorf("%s = %+v, want reason %s", typ, c, want)
 				}
 			}
