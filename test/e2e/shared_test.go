@@ -90,7 +90,9 @@ func newNamespace(t *testing.T, base string) string {
 func testLabel(t *testing.T) string {
 	b := []byte(t.Name())
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-':
+		default:
 			b[i] = '_'
 		}
 	}
