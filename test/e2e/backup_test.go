@@ -347,7 +347,7 @@ func TestBackup(t *testing.T) {
 		if b.Status.Location != "s3://"+bed.S3.Bucket+"/"+ns+"/manual/backed.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
-		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, "manual/backed.db", minio.GetObjectOptions{})
+		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
