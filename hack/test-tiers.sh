@@ -43,9 +43,16 @@ dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 total=$(($(date +%s) - start_all))
 echo
 if [[ -s $TEST_LOG_DIR/e2e.log ]]; then
-  echo "=== e2e tests by wall time (parallel ones overlap; -parallel $E2E_PARALLEL)"
-  grep -E '^--- (PASS|FAIL|SKIP): Test[^ /]* ' "$TEST_LOG_DIR/e2e.log" | sed -E 's/^--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \1 \2/' |
-    sort -rn | awk '{ printf "  %-5s %7.0fs  %s\n", $2, $1, $3 }'
+  # go test's time for a parallel test includes its wait for a slot; each test logs "ran X after waiting Y".
+  echo "=== e2e tests by running time (-parallel $E2E_PARALLEL; waited: for a slot)"
+  awk '
+    function sec(d,   n, v, u) { n = 0; while (match(d, /^[0-9.]+(h|ms|m|s)/)) { v = substr(d, 1, RLENGTH); u = v; sub(/^[0-9.]+/, "", u); v += 0
+        n += (u == "h" ? v * 3600 : u == "m" ? v * 60 : u == "ms" ? v / 1000 : v); d = substr(d, RLENGTH + 1) } return n }
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; sub(/\/.*/, "", cur) }
+    / ran [0-9hms.]+ after waiting / { for (i = 1; i <= NF; i++) if ($i == "ran") { ran[cur] = sec($(i + 1)); waited[cur] = sec($(i + 4)) } }
+    /^--- (PASS|FAIL|SKIP): Test[^ \/]* / { n = $3; t = $4; gsub(/[()s]/, "", t)
+      printf "%8.0f %-5s %s %s\n", (n in ran ? ran[n] : t), substr($2, 1, length($2) - 1), n, (n in waited ? sprintf("(waited %.0fs)", waited[n]) : "(serial)") }
+  ' "$TEST_LOG_DIR/e2e.log" | sort -rn | awk '{ st = $2; d = $1; $1 = $2 = ""; sub(/^ +/, ""); printf "  %-5s %6ss  %s\n", st, d, $0 }'
 fi
 echo "=== test tiers (budget ${BUDGET_MINUTES}m on 2 cores, see README)"
 status=0
