@@ -104,8 +104,9 @@ func testLabel(t *testing.T) string {
 }
 
 // deleteNamespace deletes namespace ns and waits until it is gone. Member Pods go at once (no grace period:
-// the test is over), and the finalizers of EtcdBackups are dropped, since no operator runs any more to delete
-// their snapshots (those live under the namespace's own key prefix or volume, and go with the test bed).
+// the test is over, and a test may have held some with a finalizer of its own), and the finalizers of
+// EtcdBackups are dropped, since no operator runs any more to delete their snapshots (those live under the
+// namespace's own key prefix or volume, and go with the test bed).
 func deleteNamespace(ns string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -120,6 +121,17 @@ func deleteNamespace(ns string, timeout time.Duration) error {
 	}
 	var last string
 	for {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if len(p.Finalizers) > 0 {
+					patch := client.MergeFrom(p.DeepCopy())
+					p.Finalizers = nil
+					_ = k8s.Patch(ctx, p, patch)
+				}
+			}
+		}
 		var backups etcdv1alpha1.EtcdBackupList
 		if err := k8s.List(ctx, &backups, client.InNamespace(ns)); err == nil {
 			for i := range backups.Items {
