@@ -101,13 +101,15 @@ func volumeTLS(spec Spec, members []Member, m Member) string {
 	}
 }
 
-// comingBack lists the members whose Pods were (re-)created on their intact volumes less than grace ago: they may
-// still form a quorum with the data they hold, which a re-seed from a backup would throw away. Members whose crash
-// shows their data is lost, and members a re-seed already stopped, are not coming back.
+// comingBack lists the members with intact volumes whose Pods were (re-)created less than grace ago, or are still
+// terminating (their Pods are re-created once they are gone): they may still form a quorum with the data they
+// hold, which a re-seed from a backup would throw away. Members whose crash shows their data is lost, and members
+// a re-seed already stopped, are not coming back. (A Pod that never goes holds its volume from a re-seed too: a
+// human must force-delete it either way, and status says so.)
 func comingBack(members []Member, grace time.Duration) []string {
 	var out []string
 	for _, m := range members {
-		if m.HasPod && !m.PodDeleting && m.HasPVC && m.DataLoss == "" && m.RetiredBy == "" && !m.Removed && m.PodAge < grace {
+		if m.HasPod && m.HasPVC && m.DataLoss == "" && m.RetiredBy == "" && !m.Removed && (m.PodDeleting || m.PodAge < grace) {
 			out = append(out, m.Name)
 		}
 	}

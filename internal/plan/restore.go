@@ -79,7 +79,7 @@ func reseed(spec Spec, obs Observation) Action {
 		}
 		if back := comingBack(keep, spec.RecoveryGrace); len(back) > 0 {
 			return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
-				"restore %s waits: members %v were started on their intact volumes less than %s ago and may still form a quorum with every write they hold",
+				"restore %s waits: members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold",
 				obs.Restore.Name, back, spec.RecoveryGrace)}
 		}
 		var pods, deleting, volumes []string
@@ -166,7 +166,7 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 	}
 	if back := comingBack(obs.Members, spec.QuorumLossAfter); len(back) > 0 {
 		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
-			"quorum lost for %s; members %v were started on their intact volumes less than %s ago and may still form a quorum with every write they hold: no re-seed until then",
+			"quorum lost for %s; members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold: no re-seed until then",
 			obs.QuorumLostFor.Round(time.Second), back, spec.QuorumLossAfter)}, true
 	}
 	if obs.LatestBackup == "" {

@@ -148,6 +148,12 @@ func TestRestoreSteps(t *testing.T) {
 				func(m *Member) { m.DataLoss = "raft log lost" }), QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
 			want: CreateRestore, reason: ReasonAutoRestore,
 		},
+		"policy: members whose Pods are still terminating hold the re-seed back (they come back once gone)": {
+			spec: withinAMinute,
+			obs: Observation{Bootstrapped: true, Members: with(lost, "c-a", func(m *Member) { m.PodDeleting, m.PodOverdue = true, time.Hour }),
+				QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
+			want: Wait, reason: ReasonWaitingForMembers,
+		},
 		"policy: without a backup it waits for a human": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, NewMemberNames: names},

@@ -276,7 +276,7 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				action.TLS = p.TLS // certificates are needed for the members that hold them
 			}
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRecreated", "Re-creating the Pods of members %v on their volumes: %s", action.Members, action.Message)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRecreated", "Re-creating the Pods of members %v on their intact volumes (same names, member IDs and data)", action.Members)
 	}
 	if action.Kind == plan.Bootstrap {
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)

@@ -111,8 +111,8 @@ func TestReconcileBringsLostPodsBack(t *testing.T) {
 	}
 }
 
-// TestReconcileLeavesRemovedVolumesAlone: a volume whose member Steward removed from etcd is not brought back,
-// and with too few members holding data the wait is a human's, said in Degraded and an Event.
+// TestReconcileLeavesRemovedVolumesAlone: a volume whose member Steward removed from etcd is not brought back, and
+// is not counted among the members that need a quorum.
 func TestReconcileLeavesRemovedVolumesAlone(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	r, cl, c := lostPodsCluster(t, &now, func(p *corev1.PersistentVolumeClaim) {
@@ -133,6 +133,8 @@ func TestReconcileLeavesRemovedVolumesAlone(t *testing.T) {
 	}
 }
 
+// TestReconcileSaysWhenOnlyAHumanCanHelp: with too few members holding data for a quorum, the wait is a human's,
+// said in Degraded with the members lost and the way out, and in a Warning Event; status keeps the lost members.
 func TestReconcileSaysWhenOnlyAHumanCanHelp(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	r, cl, c := lostPodsCluster(t, &now, nil)
