@@ -40,6 +40,22 @@ func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
 	}
 }
 
+// patchSpec changes a cluster's spec with a merge patch. An Update of the object just read would conflict
+// whenever the operator writes status between the read and the write, which load on the node makes likely.
+func patchSpec(t *testing.T, key client.ObjectKey, change func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	change(&c)
+	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
+		t.Fatalf("change the spec of %s: %v", key, err)
+	}
+	return &c
+}
+
 // waitAvailable waits for the Available condition at the current generation and returns the cluster.
 func waitAvailable(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()

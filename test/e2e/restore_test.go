@@ -408,13 +408,9 @@ func TestRestore(t *testing.T) {
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
 		again := backupTo(t, "after-reseed", s3Destination(ns+"/origin-2.db"))
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(origin), origin); err != nil {
-			t.Fatal(err)
-		}
-		origin.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
-		if err := k8s.Update(ctx, origin); err != nil {
-			t.Fatal(err)
-		}
+		patchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
+		})
 		origin = waitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
 		start := time.Now()
 		broken := breakQuorum(t, origin)

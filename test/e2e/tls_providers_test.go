@@ -304,24 +304,14 @@ func TestTLSProviderSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	if err := k8s.Get(ctx, key, settled); err != nil {
-		t.Fatal(err)
-	}
-	settled.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
-	if err := k8s.Update(ctx, settled); err != nil {
-		t.Fatal(err)
-	}
+	settled = patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
+	})
 	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
 	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
 		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
 	}
-	if err := k8s.Get(ctx, key, settled); err != nil {
-		t.Fatal(err)
-	}
-	settled.Spec.Replicas = 3
-	if err := k8s.Update(ctx, settled); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
 	settled = waitSettled(t, key, 2*time.Minute)
 	checkStatusMatchesEtcd(t, settled)
@@ -416,13 +406,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 	// of removed members go.
 	load := startLoad(t, got)
 	for _, replicas := range []int32{5, 3} {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		got.Spec.Replicas = replicas
-		if err := k8s.Update(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
 		got = waitSettled(t, key, 5*time.Minute)
 	}
 	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")

@@ -262,7 +262,6 @@ func TestTLSByDefault(t *testing.T) {
 // keeps observing the cluster with its new client certificate, and no acknowledged write is lost.
 func TestCertificateRotationUnderLoad(t *testing.T) {
 	parallel(t)
-	ctx := context.Background()
 	ns := newNamespace(t, "rotate")
 	startOperator(t, ns)
 	key, got := createSettled(t, ns, "spinning", 0)
@@ -280,13 +279,9 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 
 	load := startLoad(t, got)
 	began := time.Now()
-	if err := k8s.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
+	})
 	// Every member serves a new certificate of the new lifetime, to a client with the old client certificate
 	// (same CA) as well as the new one.
 	poll(t, "members serve renewed certificates", 4*time.Minute, func() error {
