@@ -71,9 +71,12 @@ run: ## Run the operator against the current kubeconfig.
 
 ##@ Tests
 
+# E2E_PARALLEL is how many e2e tests share the test bed at a time, chosen from a CPU profile (docs/testing.md).
+E2E_PARALLEL ?= 3
+
 .PHONY: test
-test: prereqs ## Run all test tiers: unit, then integration and e2e on the local test bed (needs root).
-	go test -p 1 -count=1 -timeout 80m ./...
+test: prereqs ## Run all test tiers (unit, integration, e2e with E2E_PARALLEL tests at a time) and print their times (needs root).
+	E2E_PARALLEL=$(E2E_PARALLEL) bash hack/test-tiers.sh
 
 .PHONY: test-short
 test-short: ## Run the fast tiers only (no test bed).

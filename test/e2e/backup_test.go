@@ -236,11 +236,10 @@ func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcd
 // artifact independently (etcdutl, restore, every key); runs a schedule with retention and checks that pruned
 // backups' objects are deleted; and checks that a backup of a missing cluster fails without starting anything.
 func TestBackup(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	ns := "backup"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "backup")
+	startOperator(t, ns)
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
 		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
 		t.Fatal(err)
@@ -253,7 +252,7 @@ func TestBackup(t *testing.T) {
 	if err := k8s.Create(ctx, unreachable); err != nil {
 		t.Fatal(err)
 	}
-	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination("never-up/x.db"))
+	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination(ns+"/never-up/x.db"))
 	if err := k8s.Create(ctx, ofUnreachable); err != nil {
 		t.Fatal(err)
 	}
@@ -338,17 +337,17 @@ func TestBackup(t *testing.T) {
 
 	t.Run("S3", func(t *testing.T) {
 		start := time.Now()
-		b := newBackup(ns, "to-s3", c.Name, s3Destination("manual/backed.db"))
+		b := newBackup(ns, "to-s3", c.Name, s3Destination(ns+"/manual/backed.db"))
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		t.Logf("S3 backup finished in %s", time.Since(start).Round(100*time.Millisecond))
 		requireComplete(t, b, c)
-		if b.Status.Location != "s3://"+bed.S3.Bucket+"/manual/backed.db" {
+		if b.Status.Location != "s3://"+bed.S3.Bucket+"/"+ns+"/manual/backed.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
-		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, "manual/backed.db", minio.GetObjectOptions{})
+		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,14 +361,14 @@ func TestBackup(t *testing.T) {
 		}
 		_ = f.Close()
 		verifySnapshot(t, copied, b, keys)
-		if got := s3Keys(t, "manual/"); len(got) != 1 {
+		if got := s3Keys(t, ns+"/manual/"); len(got) != 1 {
 			t.Fatalf("objects under manual/: %v, want only the snapshot", got)
 		}
 	})
 
 	t.Run("ScheduleWithRetention", func(t *testing.T) {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
-			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: s3Destination("scheduled"),
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: s3Destination(ns + "/scheduled"),
 				Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}}}
 		if err := k8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -414,7 +413,7 @@ func TestBackup(t *testing.T) {
 				want = append(want, strings.TrimPrefix(b.Status.Location, "s3://"+bed.S3.Bucket+"/"))
 			}
 			sort.Strings(want)
-			if got := s3Keys(t, "scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
+			if got := s3Keys(t, ns+"/scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("objects %v, want %v", got, want)
 			}
 			current = list.Items
@@ -433,7 +432,7 @@ func TestBackup(t *testing.T) {
 			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
-			if got := s3Keys(t, "scheduled/"); len(list.Items) > 0 || len(got) > 0 {
+			if got := s3Keys(t, ns+"/scheduled/"); len(list.Items) > 0 || len(got) > 0 {
 				return fmt.Errorf("%d backups, objects %v", len(list.Items), got)
 			}
 			return nil
@@ -441,7 +440,7 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("MissingClusterFails", func(t *testing.T) {
-		b := newBackup(ns, "of-nothing", "no-such-cluster", s3Destination("missing/x.db"))
+		b := newBackup(ns, "of-nothing", "no-such-cluster", s3Destination(ns+"/missing/x.db"))
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +449,7 @@ func TestBackup(t *testing.T) {
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterNotFound)
 		}
-		requireNothingStarted(t, b, "missing/")
+		requireNothingStarted(t, b, ns+"/missing/")
 	})
 
 	t.Run("UnavailableClusterFails", func(t *testing.T) {
@@ -460,7 +459,7 @@ func TestBackup(t *testing.T) {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterUnavailable)
 		}
 		t.Logf("backup of a cluster without a healthy member: %s: %s", cond.Reason, cond.Message)
-		requireNothingStarted(t, b, "never-up/")
+		requireNothingStarted(t, b, ns+"/never-up/")
 	})
 
 	deleteAndCheckNothingLeft(t, c)

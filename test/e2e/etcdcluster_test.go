@@ -40,12 +40,20 @@ func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
 	}
 }
 
-func createNamespace(t *testing.T, name string) {
+// patchSpec changes a cluster's spec with a merge patch. An Update of the object just read would conflict
+// whenever the operator writes status between the read and the write, which load on the node makes likely.
+func patchSpec(t *testing.T, key client.ObjectKey, change func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	var c etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &c); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(c.DeepCopy())
+	change(&c)
+	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
+		t.Fatalf("change the spec of %s: %v", key, err)
+	}
+	return &c
 }
 
 // waitAvailable waits for the Available condition at the current generation and returns the cluster.
@@ -259,10 +267,10 @@ func readKeysFromMember(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string
 }
 
 func TestOneMemberCluster(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	createNamespace(t, "one")
-	c := newCluster("one", "solo", 1)
+	parallel(t)
+	ns := newNamespace(t, "one")
+	startOperator(t, ns)
+	c := newCluster(ns, "solo", 1)
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +281,10 @@ func TestOneMemberCluster(t *testing.T) {
 }
 
 func TestThreeMemberCluster(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	createNamespace(t, "three")
-	c := newCluster("three", "trio", 3)
+	parallel(t)
+	ns := newNamespace(t, "three")
+	startOperator(t, ns)
+	c := newCluster(ns, "trio", 3)
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +292,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	checkStatusMatchesEtcd(t, got)
 	writeAndReadThroughService(t, got)
 	var pdb policyv1.PodDisruptionBudget
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "three", Name: "trio"}, &pdb); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "trio"}, &pdb); err != nil {
 		t.Fatal(err)
 	}
 	if pdb.Spec.MinAvailable.IntValue() != 2 {
@@ -309,7 +317,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	ctx := context.Background()
 	load := startLoad(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "three", Name: victim.Name}, &pod); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim.Name}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(ctx, &pod); err != nil {
@@ -342,13 +350,13 @@ func TestThreeMemberCluster(t *testing.T) {
 // that bootstrap with the same members and one cluster identity. A last case stops the real operator as soon as
 // the first member Pod exists and starts a new one.
 func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "crash")
+	ns := newNamespace(t, "crash")
 	for podsBeforeCrash := 0; podsBeforeCrash <= 2; podsBeforeCrash++ {
 		t.Run(fmt.Sprintf("crash after %d of 3 Pods", podsBeforeCrash), func(t *testing.T) {
 			name := fmt.Sprintf("phoenix%d", podsBeforeCrash)
-			c := newCluster("crash", name, 3)
+			c := newCluster(ns, name, 3)
 			if err := k8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +376,7 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			stop := startOperator(t)
+			stop := startOperator(t, ns)
 			got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 			stop()
 			if members := memberNames(got); fmt.Sprint(members) != fmt.Sprint(names) {
@@ -380,14 +388,14 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 	}
 
 	t.Run("operator stopped when the first Pod appears", func(t *testing.T) {
-		c := newCluster("crash", "phoenix-real", 3)
-		stop := startOperator(t)
+		c := newCluster(ns, "phoenix-real", 3)
+		stop := startOperator(t, ns)
 		if err := k8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		poll(t, "first member Pod", time.Minute, func() error {
 			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace("crash"), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 				return err
 			}
 			if len(pods.Items) == 0 {
@@ -397,14 +405,14 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 		})
 		stop()
 		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(ctx, &pvcs, client.InNamespace("crash"), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := k8s.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			t.Fatal(err)
 		}
 		before := map[string]bool{}
 		for _, p := range pvcs.Items {
 			before[p.Labels[resources.LabelMember]] = true
 		}
-		startOperator(t)
+		startOperator(t, ns)
 		got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 		for _, n := range memberNames(got) {
 			if !before[n] {
@@ -426,9 +434,9 @@ func memberNames(c *etcdv1alpha1.EtcdCluster) []string {
 }
 
 func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "bad")
+	ns := newNamespace(t, "bad")
 	tests := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -474,7 +482,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := newCluster("bad", "refused", 3)
+			c := newCluster(ns, "refused", 3)
 			tt.mutate(c)
 			err := k8s.Create(ctx, c)
 			if err == nil {
@@ -491,7 +499,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		// The typed client drops a zero (omitempty); kubectl and YAML send it.
 		err := createUnstructured(ctx, map[string]any{
 			"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
-			"metadata": map[string]any{"name": "zero", "namespace": "bad"},
+			"metadata": map[string]any{"name": "zero", "namespace": ns},
 			"spec":     map[string]any{"replicas": 0, "version": "3.6.16"},
 		})
 		if err == nil || !strings.Contains(err.Error(), "should be greater than or equal to 1") {
@@ -502,7 +510,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	t.Run("malformed quantity", func(t *testing.T) {
 		u := map[string]any{
 			"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
-			"metadata": map[string]any{"name": "badsize", "namespace": "bad"},
+			"metadata": map[string]any{"name": "badsize", "namespace": ns},
 			"spec":     map[string]any{"replicas": 1, "version": "3.6.16", "storage": map[string]any{"size": "12XB"}},
 		}
 		err := createUnstructured(ctx, u)
@@ -512,7 +520,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	})
 
 	// Immutable fields: accepted at creation, refused on change. No operator runs, so nothing else changes.
-	c := newCluster("bad", "fixed", 1)
+	c := newCluster(ns, "fixed", 1)
 	c.Spec.Storage.StorageClassName = ptr.To(testbed.StorageClassName)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -547,12 +555,12 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 // cannot change (running members mount the one and trust the other's CA); the client Secret can. No operator
 // runs, so nothing else changes.
 func TestTLSProviderFieldsAreImmutable(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "bad")
-	byo := newCluster("bad", "byo", 1)
+	ns := newNamespace(t, "bad")
+	byo := newCluster(ns, "byo", 1)
 	byo.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
-	cm := newCluster("bad", "cm", 1)
+	cm := newCluster(ns, "cm", 1)
 	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
 	for _, c := range []*etcdv1alpha1.EtcdCluster{byo, cm} {
 		if err := k8s.Create(ctx, c); err != nil {
@@ -597,10 +605,10 @@ func TestTLSProviderFieldsAreImmutable(t *testing.T) {
 // TestTwoMinorJumpIsRefusedAtAdmission: a version change that skips a minor version (3.5 -> 3.7) is refused
 // at admission with a message saying why, and the cluster's spec keeps its version.
 func TestTwoMinorJumpIsRefusedAtAdmission(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "bad")
-	c := newCluster("bad", "jumpy", 1)
+	ns := newNamespace(t, "bad")
+	c := newCluster(ns, "jumpy", 1)
 	c.Spec.Version = "3.5.35"
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)

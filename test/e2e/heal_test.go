@@ -24,21 +24,22 @@ import (
 // TestMemberWithLostDataIsReplaced deletes a member's volume and Pod under client load: Steward removes the
 // member from etcd and adds a successor with a new name and ID, with no acknowledged write lost.
 func TestMemberWithLostDataIsReplaced(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "heal")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, "heal", "mended", 0)
+	key, got := createSettled(t, ns, "mended", 0)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	begin := time.Now()
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "heal", Name: resources.PVCName(victim)}, pvc); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("heal"), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
+	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
 	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
@@ -52,14 +53,15 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 // TestUnreachableMemberIsReplacedAfterGracePeriod cuts a follower off the network under client load: once it
 // has been unhealthy longer than spec.replaceUnhealthyAfter, Steward removes it and adds a new member.
 func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "partition")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, "partition", "islands", 20*time.Second)
+	key, got := createSettled(t, ns, "islands", 20*time.Second)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "partition", Name: victim}, &pod); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
@@ -78,7 +80,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
-// createSettled creates a 3-member cluster in a new namespace, with spec.replaceUnhealthyAfter unless 0, and
+// createSettled creates a 3-member cluster in namespace, with spec.replaceUnhealthyAfter unless 0, and
 // waits until it has settled.
 func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
@@ -89,10 +91,9 @@ func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter t
 	return settle(t, c)
 }
 
-// settle creates cluster c (and its namespace) and waits until it has settled.
+// settle creates cluster c and waits until it has settled.
 func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	createNamespace(t, c.Namespace)
 	if err := k8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +143,11 @@ func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string
 // than spec.replaceUnhealthyAfter, Steward removes it from etcd, deletes its Pod and volume, and adds a fresh
 // learner; the cluster settles at 5 healthy voters.
 func TestStuckLearnerIsReplaced(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	serial(t, "races a window of milliseconds (a learner's sandbox exists, its etcd has not started) that the load of other tests on the node would move")
+	ns := newNamespace(t, "laggard")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, "laggard", "tortoise", 20*time.Second)
+	key, got := createSettled(t, ns, "tortoise", 20*time.Second)
 	original := map[string]bool{}
 	for _, m := range got.Status.Members {
 		original[m.Name] = true
@@ -252,9 +254,10 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 // name and ID. Then the same to that successor, which joined as a learner: restarted empty, it is told to commit
 // beyond its empty log and raft panics. replaceUnhealthyAfter is an hour, so only that evidence can trigger this.
 func TestEmptiedDataDirIsReplaced(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	key, got := createSettled(t, "wiped", "amnesiac", time.Hour)
+	parallel(t)
+	ns := newNamespace(t, "wiped")
+	startOperator(t, ns)
+	key, got := createSettled(t, ns, "amnesiac", time.Hour)
 	bootstrap := map[string]bool{}
 	for _, m := range got.Status.Members {
 		bootstrap[m.Name] = true
@@ -276,10 +279,11 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 // did not create and that never start (their peer URLs are in TEST-NET-1, where nothing answers): Steward removes
 // both (they hold no data) and the cluster settles as it was.
 func TestStrayMembersAreRemoved(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "stray")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, "stray", "crowded", 0)
+	key, got := createSettled(t, ns, "crowded", 0)
 	load := startLoad(t, got)
 	var eps []string
 	for _, ep := range memberEndpoints(t, got) {

@@ -21,8 +21,6 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-const hostileNS = "hostile"
-
 // refused asserts that err is the API server refusing an object at admission with a message containing want.
 func refused(t *testing.T, err error, want string) {
 	t.Helper()
@@ -41,9 +39,9 @@ func refused(t *testing.T, err error, want string) {
 // refused at admission with a message saying what is wrong, and nothing is stored. No operator runs: refusing
 // is the API server's job alone.
 func TestHostileSpecsAreRefused(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, hostileNS)
+	ns := newNamespace(t, "hostile")
 	huge := strings.Repeat("a", 100_000)
 
 	clusters := map[string]struct {
@@ -79,10 +77,10 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range clusters {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
-			c := newCluster(hostileNS, "refused", 1)
+			c := newCluster(ns, "refused", 1)
 			tt.mutate(c)
 			refused(t, k8s.Create(ctx, c), tt.want)
-			requireNotStored(t, &etcdv1alpha1.EtcdCluster{}, "refused")
+			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "refused")
 		})
 	}
 
@@ -101,8 +99,8 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	for name, tt := range raw {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
 			refused(t, createUnstructured(ctx, map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
-				"metadata": map[string]any{"name": "raw", "namespace": hostileNS}, "spec": tt.spec}), tt.want)
-			requireNotStored(t, &etcdv1alpha1.EtcdCluster{}, "raw")
+				"metadata": map[string]any{"name": "raw", "namespace": ns}, "spec": tt.spec}), tt.want)
+			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "raw")
 		})
 	}
 
@@ -137,15 +135,15 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range destinations {
 		t.Run("EtcdBackup "+name, func(t *testing.T) {
-			refused(t, k8s.Create(ctx, newBackup(hostileNS, "refused", "db", tt.d)), tt.want)
-			requireNotStored(t, &etcdv1alpha1.EtcdBackup{}, "refused")
+			refused(t, k8s.Create(ctx, newBackup(ns, "refused", "db", tt.d)), tt.want)
+			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 		})
 	}
 	t.Run("EtcdBackup without cluster", func(t *testing.T) {
-		refused(t, k8s.Create(ctx, newBackup(hostileNS, "refused", "", pvc("x.db"))), "spec.clusterName")
+		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
 	})
 	t.Run("EtcdBackup bad deletion policy", func(t *testing.T) {
-		b := newBackup(hostileNS, "refused", "db", pvc("x.db"))
+		b := newBackup(ns, "refused", "db", pvc("x.db"))
 		b.Spec.DeletionPolicy = "Shred"
 		refused(t, k8s.Create(ctx, b), "Unsupported value")
 	})
@@ -168,16 +166,16 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range schedules {
 		t.Run("EtcdBackupSchedule "+name, func(t *testing.T) {
-			s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: hostileNS, Name: "refused"},
+			s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
 				Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "@hourly", Destination: pvc("nightly")}}
 			tt.mutate(s)
 			refused(t, k8s.Create(ctx, s), tt.want)
-			requireNotStored(t, &etcdv1alpha1.EtcdBackupSchedule{}, "refused")
+			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackupSchedule{}, "refused")
 		})
 	}
 
 	t.Run("EtcdBackup spec change", func(t *testing.T) {
-		b := newBackup(hostileNS, "fixed", "db", pvc("x.db"))
+		b := newBackup(ns, "fixed", "db", pvc("x.db"))
 		if err := k8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -195,9 +193,9 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	})
 }
 
-func requireNotStored(t *testing.T, obj client.Object, name string) {
+func requireNotStored(t *testing.T, ns string, obj client.Object, name string) {
 	t.Helper()
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: hostileNS, Name: name}, obj)
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if !apierrors.IsNotFound(err) {
 		if err == nil {
 			_ = k8s.Delete(context.Background(), obj)
@@ -223,11 +221,11 @@ func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 // TestHostileUpdatesChangeNothing: every refused change to a running cluster leaves the stored object (same
 // resourceVersion and generation) and the member Pods (same UIDs and resourceVersions) as they were.
 func TestHostileUpdatesChangeNothing(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, hostileNS)
-	startOperator(t)
-	c := newCluster(hostileNS, "steady", 1)
+	ns := newNamespace(t, "hostile")
+	startOperator(t, ns)
+	c := newCluster(ns, "steady", 1)
 	c.Spec.Version = "3.5.35"
 	c.Spec.Storage.Ephemeral = true
 	if err := k8s.Create(ctx, c); err != nil {
@@ -313,10 +311,10 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 // storage class that does not exist) end in a Degraded condition that says why, and Steward deletes nothing:
 // the member Pods and PVCs it created stay (same UIDs), even past spec.replaceUnhealthyAfter.
 func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, hostileNS)
-	startOperator(t)
+	ns := newNamespace(t, "hostile")
+	startOperator(t, ns)
 	cases := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -329,7 +327,7 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 	}
 	for name, tt := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newCluster(hostileNS, name, 1)
+			c := newCluster(ns, name, 1)
 			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 			tt.mutate(c)
 			if err := k8s.Create(ctx, c); err != nil {
@@ -393,11 +391,11 @@ func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 // image, and the member's data would be lost over a typo). Setting the image back heals the member in place:
 // the same members, IDs and Pods as before.
 func TestHostileImageChangeReplacesNothing(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, hostileNS)
-	startOperator(t)
-	c := newCluster(hostileNS, "typo", 3)
+	ns := newNamespace(t, "hostile")
+	startOperator(t, ns)
+	c := newCluster(ns, "typo", 3)
 	c.Spec.Storage.Ephemeral = true
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 	if err := k8s.Create(ctx, c); err != nil {

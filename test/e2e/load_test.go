@@ -25,7 +25,8 @@ func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load 
 // acknowledged, and none of them is missing.
 func requireNoLostWrites(t *testing.T, load *linearizability.Load, during string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Reading back every acknowledged write, waiting for another test's check (one runs at a time), checking.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	res, err := load.Verify(ctx)
 	if err != nil {

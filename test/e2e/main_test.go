@@ -1,14 +1,23 @@
 // Package e2e runs Steward's end-to-end scenarios on the local test bed: a real Kubernetes node, real etcd
 // members in Pods, the operator's manager running in the test process (so tests can stop and restart it).
 // The tests skip under -short and without root.
+//
+// The tests share the one test bed and run in parallel (go test -parallel N; `make test` picks N, see
+// docs/testing.md). Each test keeps to namespaces of its own (newNamespace: a unique name, deleted with
+// everything in it when the test ends) and runs its own operator watching only those namespaces
+// (startOperator), so a test that stops or restarts its operator disturbs no other. A test calls parallel(t)
+// first; a test that changes what every test sees (CRDs, the node, the S3 server, cert-manager, cluster-scoped
+// objects) or that depends on timings other tests' load would shift calls serial(t, why) instead, and runs
+// alone before the parallel ones start. STEWARD_E2E_KEEP=1 keeps a failed test's namespaces (and the test bed
+// running, after a failed run) for diagnosis.
 package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +59,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// -parallel N is for the gate, which admits the longest tests first; go test's own limit would admit them
+	// in random order, so it is lifted.
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, ok := f.Value.(flag.Getter).Get().(int); ok {
+			gate.setSlots(n)
+			utilruntime.Must(f.Value.Set("1000"))
+		}
+	}
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 	if !shouldRun() {
@@ -90,7 +108,16 @@ func runWithTestbed(m *testing.M) int {
 		return 1
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logFile())))
-	return m.Run()
+	cpu := startCPUProfile(filepath.Join(bed.StateDir(), "logs", "e2e-cpu.tsv"))
+	code := m.Run()
+	cpu.stop(os.Stdout)
+	if code != 0 && keepForDiagnosis() {
+		// The deferred Stop would take the kept namespaces with it.
+		fmt.Fprintf(os.Stderr, "STEWARD_E2E_KEEP=1: the test bed keeps running with the failed tests' namespaces: "+
+			"KUBECONFIG=%s; stop it with `go run ./cmd/steward-testbed down`\n", bed.Kubeconfig)
+		os.Exit(code)
+	}
+	return code
 }
 
 // logFile collects the in-process operator's logs next to the test bed's component logs.
@@ -141,29 +168,39 @@ func installCRDs(ctx context.Context) error {
 	return nil
 }
 
-// startOperator runs Steward's manager in the test process until the returned stop function is called.
-func startOperator(t *testing.T) (stop func()) {
+// startOperator runs Steward's manager in the test process, watching only namespaces (as `steward
+// --watch-namespace` does), until the returned stop function is called or the test ends. Tests run in parallel
+// on one API server: an operator watching every namespace would reconcile other tests' clusters too.
+func startOperator(t *testing.T, namespaces ...string) (stop func()) {
 	t.Helper()
-	return startOperatorAs(t, bed.RESTConfig, nil)
+	if len(namespaces) == 0 {
+		t.Fatal("startOperator: name the test's namespaces")
+	}
+	return startOperatorAs(t, bed.RESTConfig, namespaces)
 }
 
-// startOperatorAs runs the manager with cfg's credentials, watching only namespaces (all when empty), as
-// `steward --watch-namespace` does, electing a leader with a Lease in the first of them when there are any.
+// startOperatorAs runs the manager with cfg's credentials, watching only namespaces, as `steward
+// --watch-namespace` does, electing a leader with a Lease in the first of them.
 func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespaces) (stop func()) {
 	t.Helper()
+	if len(namespaces) == 0 {
+		t.Fatal("startOperatorAs: an operator of one test watches that test's namespaces only")
+	}
 	cacheOptions := namespaces.CacheOptions()
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOptions,
-		LeaderElection:                len(namespaces) > 0,
+		LeaderElection:                true,
 		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
-		LeaderElectionNamespace:       strings.Join(namespaces[:min(1, len(namespaces))], ""),
+		LeaderElectionNamespace:       namespaces[0],
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		// Tests start the manager more than once in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// Operators of parallel tests log to one file: each line names its test.
+		Logger: ctrl.Log.WithValues("test", t.Name()),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,14 +29,15 @@ const reasonMemberRecreated = "MemberRecreated"
 // operator is a test's in-process operator, which some rounds stop before they delete Pods and start again after.
 // It is started for t, the test itself and not a subtest, so that it runs until the test ends.
 type operator struct {
-	t       *testing.T
-	stop    func()
-	stopped bool
+	t          *testing.T
+	namespaces []string
+	stop       func()
+	stopped    bool
 }
 
-func runOperator(t *testing.T) *operator {
+func runOperator(t *testing.T, namespaces ...string) *operator {
 	t.Helper()
-	return &operator{t: t, stop: startOperator(t)}
+	return &operator{t: t, namespaces: namespaces, stop: startOperator(t, namespaces...)}
 }
 
 func (o *operator) halt() {
@@ -48,7 +49,7 @@ func (o *operator) halt() {
 func (o *operator) start() {
 	o.t.Helper()
 	if o.stopped {
-		o.stop, o.stopped = startOperator(o.t), false
+		o.stop, o.stopped = startOperator(o.t, o.namespaces...), false
 	}
 }
 
@@ -481,9 +482,10 @@ func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.Obj
 // the operator stopped before the deletion and started after: each time, Steward re-creates the Pod on its
 // volume without a member list, and the member comes back with its name, ID, volume and data.
 func TestPodLossOneMember(t *testing.T) {
-	requireBed(t)
-	op := runOperator(t)
-	key, got, before := createPodLossCluster(t, newCluster("podloss-1", "solo", 1))
+	parallel(t)
+	ns := newNamespace(t, "podloss-1")
+	op := runOperator(t, ns)
+	key, got, before := createPodLossCluster(t, newCluster(ns, "solo", 1))
 	load := startLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		r := newPodLoss(t, got, 1, true, stopping)
@@ -508,11 +510,10 @@ func TestPodLossOneMember(t *testing.T) {
 // intact): still no re-seed. Restores are watched from before the first deletion to 30s past the policy's delay
 // after the last.
 func TestPodLossThreeMembers(t *testing.T) {
-	requireBed(t)
-	op := runOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "podloss-3")
+	op := runOperator(t, ns)
 	ctx := context.Background()
-	ns := "podloss-3"
-	createNamespace(t, ns)
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
 		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
 		t.Fatal(err)
@@ -521,7 +522,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	c := newCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got, before := createPodLossCluster(t, c)
-	b := newBackup(ns, "before-loss", key.Name, s3Destination("podloss/trio.db"))
+	b := newBackup(ns, "before-loss", key.Name, s3Destination(ns+"/trio.db"))
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -617,9 +618,10 @@ func (w *restoreWatch) finish() []string {
 // TestPodLossFiveMembers deletes 3 of 5 member Pods at once under load (the leader among them), with the operator
 // running and then, other members, with the operator stopped before the deletion and started after.
 func TestPodLossFiveMembers(t *testing.T) {
-	requireBed(t)
-	op := runOperator(t)
-	key, got, before := createPodLossCluster(t, newCluster("podloss-5", "quintet", 5))
+	parallel(t)
+	ns := newNamespace(t, "podloss-5")
+	op := runOperator(t, ns)
+	key, got, before := createPodLossCluster(t, newCluster(ns, "quintet", 5))
 	load := startLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		// The leader among the deleted members, then (with the operator stopped) followers only.
@@ -641,9 +643,10 @@ func TestPodLossFiveMembers(t *testing.T) {
 // the release its Pod ran (its data may be in a format only that release reads), the cluster is Available again,
 // and the upgrade finishes on the same members.
 func TestPodLossDuringUpgrade(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	key, got, before := createPodLossCluster(t, newClusterAt("podloss-upgrade", "climber", "3.5.35"))
+	parallel(t)
+	ns := newNamespace(t, "podloss-upgrade")
+	startOperator(t, ns)
+	key, got, before := createPodLossCluster(t, newClusterAt(ns, "climber", "3.5.35"))
 	ids := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
@@ -674,10 +677,11 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 // leader. Each comes back in the TLS mode its Pod ran, the cluster is Available again, and the switch finishes on
 // the same members.
 func TestPodLossDuringTLSSwitch(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "podloss-tls")
+	startOperator(t, ns)
 	ctx := context.Background()
-	c := newCluster("podloss-tls", "turncoat", 3)
+	c := newCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got, before := createPodLossCluster(t, c)
 	plain, secure := serviceTargets(t, got)
@@ -717,10 +721,11 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 // member while it still serves: its successor (new name, new ID) joins before it is removed, the cluster stays
 // Available throughout, and the doomed member's Pod and volume go.
 func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "podloss-pvc")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got, _ := createPodLossCluster(t, newCluster("podloss-pvc", "doomed", 3))
+	key, got, _ := createPodLossCluster(t, newCluster(ns, "doomed", 3))
 	original := memberIDs(got)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)

@@ -28,11 +28,10 @@ import (
 // deletes the backup and the cluster. Every permission the markers leave out that the code needs would fail
 // one of these steps. A cluster in another namespace is left alone.
 func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	const ns, other, sa = "scoped", "scoped-other", "steward"
-	createNamespace(t, ns)
-	createNamespace(t, other)
+	const sa = "steward"
+	ns, other := newNamespace(t, "scoped"), newNamespace(t, "scoped-other")
 
 	data, err := os.ReadFile("../../config/namespaced/role.yaml")
 	if err != nil {

@@ -153,12 +153,11 @@ func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha
 // re-seeds it: not without confirmation, not from another cluster's backup, and then from its own backup once
 // confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
 func TestRestore(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	parent := t
-	stopOperator := startOperator(t)
 	ctx := context.Background()
-	ns := "restore"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "restore")
+	stopOperator := startOperator(t, ns)
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
 		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
 		t.Fatal(err)
@@ -187,9 +186,9 @@ func TestRestore(t *testing.T) {
 		return b
 	}
 	toPVC := backupTo(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := backupTo(t, "to-s3", s3Destination("restore/origin-1.db"))
+	toS3 := backupTo(t, "to-s3", s3Destination(ns+"/origin-1.db"))
 	damaged := backupTo(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := backupTo(t, "truncated", s3Destination("restore/truncated.db"))
+	truncated := backupTo(t, "truncated", s3Destination(ns+"/truncated.db"))
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
@@ -222,7 +221,7 @@ func TestRestore(t *testing.T) {
 	})
 
 	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
-		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination("restore/https-untrusted.db", false))
+		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination(ns+"/https-untrusted.db", false))
 		if err := k8s.Create(ctx, untrusted); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +231,7 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
 		}
 		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
-		b := backupTo(t, "https-trusted", s3TLSDestination("restore/https-trusted.db", true))
+		b := backupTo(t, "https-trusted", s3TLSDestination(ns+"/https-trusted.db", true))
 		restoreInto(t, fromBackup(ns, "from-https", 1, b.Name), b)
 	})
 
@@ -279,12 +278,12 @@ func TestRestore(t *testing.T) {
 	})
 	t.Run("TruncatedRefused", func(t *testing.T) {
 		s3 := s3Client(t)
-		obj, err := s3.GetObject(ctx, bed.S3.Bucket, "restore/truncated.db", minio.GetObjectOptions{})
+		obj, err := s3.GetObject(ctx, bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		half := truncated.Status.SizeBytes / 2
-		if _, err := s3.PutObject(ctx, bed.S3.Bucket, "restore/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
+		if _, err := s3.PutObject(ctx, bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		_ = obj.Close()
@@ -341,7 +340,7 @@ func TestRestore(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
 			t.Fatal(err)
 		}
-		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination("restore/from-pvc.db"))
+		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination(ns+"/from-pvc.db"))
 		if err := k8s.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +375,7 @@ func TestRestore(t *testing.T) {
 		stopOperator()
 		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(3 * time.Second)
-		startOperator(parent) // runs for the rest of the test, stopped by its cleanup
+		startOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
 		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
@@ -408,14 +407,10 @@ func TestRestore(t *testing.T) {
 
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
-		again := backupTo(t, "after-reseed", s3Destination("restore/origin-2.db"))
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(origin), origin); err != nil {
-			t.Fatal(err)
-		}
-		origin.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
-		if err := k8s.Update(ctx, origin); err != nil {
-			t.Fatal(err)
-		}
+		again := backupTo(t, "after-reseed", s3Destination(ns+"/origin-2.db"))
+		patchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
+		})
 		origin = waitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
 		start := time.Now()
 		broken := breakQuorum(t, origin)

@@ -46,11 +46,11 @@ func waitSettled(t *testing.T, key client.ObjectKey, timeout time.Duration) *etc
 // TestScaleUpAndDownUnderLoad scales 3 -> 5 -> 3 -> 1 -> 3 while clients read and write through the client
 // Service, then checks the history is linearizable and no acknowledged write was lost.
 func TestScaleUpAndDownUnderLoad(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "scale")
-	c := newCluster("scale", "elastic", 3)
+	ns := newNamespace(t, "scale")
+	startOperator(t, ns)
+	c := newCluster(ns, "elastic", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +136,15 @@ func membershipState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // TestScaleUpSurvivesOperatorRestartAtEveryStep scales 3 -> 5 and stops the operator after every step it takes
 // (learner added, its Pod created, the learner started, promoted), starting a new one each time, under load.
 func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "restart")
-	c := newCluster("restart", "stubborn", 3)
+	ns := newNamespace(t, "restart")
+	c := newCluster(ns, "stubborn", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	stop := startOperator(t)
+	stop := startOperator(t, ns)
 	got := waitSettled(t, key, 4*time.Minute)
 	load := startLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
@@ -164,7 +164,7 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 			restarts++
 			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
 			state = now
-			stop = startOperator(t)
+			stop = startOperator(t, ns)
 		}
 		if state == "voters=5 learners=0 started=5 pods=5" {
 			break

@@ -158,11 +158,10 @@ func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[s
 // running cluster stops every step (no Pod touched) until it is back. Steward never owns or deletes the
 // user's Secrets.
 func TestTLSProviderSecrets(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	const ns = "byo"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "byo")
+	startOperator(t, ns)
 	c := newCluster(ns, "own", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
@@ -305,24 +304,14 @@ func TestTLSProviderSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	if err := k8s.Get(ctx, key, settled); err != nil {
-		t.Fatal(err)
-	}
-	settled.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
-	if err := k8s.Update(ctx, settled); err != nil {
-		t.Fatal(err)
-	}
+	settled = patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
+	})
 	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
 	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
 		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
 	}
-	if err := k8s.Get(ctx, key, settled); err != nil {
-		t.Fatal(err)
-	}
-	settled.Spec.Replicas = 3
-	if err := k8s.Update(ctx, settled); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
 	settled = waitSettled(t, key, 2*time.Minute)
 	checkStatusMatchesEtcd(t, settled)
@@ -348,11 +337,10 @@ func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstruct
 // names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
 // reason) and creates no Pod. Deleting a cluster deletes its Certificates.
 func TestTLSProviderCertManager(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	const ns = "cm"
-	createNamespace(t, ns)
+	ns := newNamespace(t, "cm")
+	startOperator(t, ns)
 
 	stuck := newCluster(ns, "stuck", 1)
 	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
@@ -418,13 +406,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 	// of removed members go.
 	load := startLoad(t, got)
 	for _, replicas := range []int32{5, 3} {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		got.Spec.Replicas = replicas
-		if err := k8s.Update(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
 		got = waitSettled(t, key, 5*time.Minute)
 	}
 	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")

@@ -189,10 +189,11 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // again. With TLS the members refuse plaintext clients;
 // after switching back they serve plaintext again.
 func TestTLSSwitchUnderLoad(t *testing.T) {
-	requireBed(t)
-	stopOperator := startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	c := newCluster("tlsswitch", "switch", 3)
+	ns := newNamespace(t, "tlsswitch")
+	stopOperator := startOperator(t, ns)
+	c := newCluster(ns, "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got := settle(t, c)
 	if got.Status.TLS != nil {
@@ -226,13 +227,9 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch := watchSwitch(t, key)
 	began := time.Now()
-	if err := k8s.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
+	})
 	// Half-way (one member serves TLS, the others are Bridge), the operator stops and starts again: it carries
 	// on from what it observes.
 	poll(t, "a first member serving TLS", 4*time.Minute, func() error {
@@ -250,7 +247,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	stopOperator()
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(3 * time.Second)
-	startOperator(t)
+	startOperator(t, ns)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
@@ -286,13 +283,9 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch = watchSwitch(t, key)
 	began = time.Now()
-	if err := k8s.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	})
 	got = waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
@@ -324,14 +317,10 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch = watchSwitch(t, key)
 	began = time.Now()
-	if err := k8s.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
-		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
+			CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
+	})
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS (CertManager): settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)

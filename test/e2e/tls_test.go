@@ -98,11 +98,11 @@ func requireRefused(t *testing.T, what, endpoint string, cfg *tls.Config) {
 // certificate Steward issued. Status names the Secrets and expiry and holds no key. A provider None cluster
 // stays plaintext, with no Secret. Deleting the cluster deletes its Secrets.
 func TestTLSByDefault(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "tls")
-	c := newCluster("tls", "secure", 3)
+	ns := newNamespace(t, "tls")
+	startOperator(t, ns)
+	c := newCluster(ns, "secure", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestTLSByDefault(t *testing.T) {
 	}
 	for _, n := range names {
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tls", Name: n}, &s); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
 			t.Fatalf("Secret %s: %v", n, err)
 		}
 		if s.Type != corev1.SecretTypeTLS || len(s.Data["tls.key"]) == 0 || len(s.Data["tls.crt"]) == 0 || len(s.Data["ca.crt"]) == 0 ||
@@ -182,7 +182,7 @@ func TestTLSByDefault(t *testing.T) {
 		requireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
 		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
-	other := newCluster("tls", "plain", 1)
+	other := newCluster(ns, "plain", 1)
 	other.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	if err := k8s.Create(ctx, other); err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestTLSByDefault(t *testing.T) {
 	checkStatusMatchesEtcd(t, plain)
 	writeAndReadThroughService(t, plain)
 	var secrets corev1.SecretList
-	if err := k8s.List(ctx, &secrets, client.InNamespace("tls"), client.MatchingLabels{resources.LabelCluster: "plain"}); err != nil {
+	if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "plain"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(secrets.Items) != 0 {
@@ -207,7 +207,7 @@ func TestTLSByDefault(t *testing.T) {
 	victim := got.Status.Members[0].Name
 	setTLSAnnotation := func(value *string) {
 		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tls", Name: victim}, &p); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &p); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(p.DeepCopy())
@@ -246,7 +246,7 @@ func TestTLSByDefault(t *testing.T) {
 
 	deleteAndCheckNothingLeft(t, got)
 	poll(t, "Secrets of the deleted cluster gone", time.Minute, func() error {
-		if err := k8s.List(ctx, &secrets, client.InNamespace("tls"), client.MatchingLabels{resources.LabelCluster: "secure"}); err != nil {
+		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "secure"}); err != nil {
 			return err
 		}
 		if len(secrets.Items) != 0 {
@@ -261,10 +261,10 @@ func TestTLSByDefault(t *testing.T) {
 // without a restart (the kubelet updates the Secret volumes, etcd reads the files on each handshake), Steward
 // keeps observing the cluster with its new client certificate, and no acknowledged write is lost.
 func TestCertificateRotationUnderLoad(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	ctx := context.Background()
-	key, got := createSettled(t, "rotate", "spinning", 0)
+	parallel(t)
+	ns := newNamespace(t, "rotate")
+	startOperator(t, ns)
+	key, got := createSettled(t, ns, "spinning", 0)
 	cfg := clusterTLS(t, got)
 	addrs := podAddrs(t, got)
 	before := map[string]string{}
@@ -279,13 +279,9 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 
 	load := startLoad(t, got)
 	began := time.Now()
-	if err := k8s.Get(ctx, key, got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
+	})
 	// Every member serves a new certificate of the new lifetime, to a client with the old client certificate
 	// (same CA) as well as the new one.
 	poll(t, "members serve renewed certificates", 4*time.Minute, func() error {

@@ -284,9 +284,10 @@ func newClusterAt(ns, name, version string) *etcdv1alpha1.EtcdCluster {
 // TestMinorUpgradesUnderLoad upgrades a three-member cluster 3.5 -> 3.6 -> 3.7 while clients read and write:
 // one member at a time, followers first, the leader after handing leadership over, same members throughout.
 func TestMinorUpgradesUnderLoad(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	c := newClusterAt("upgrade", "rising", "3.5.35")
+	parallel(t)
+	ns := newNamespace(t, "upgrade")
+	startOperator(t, ns)
+	c := newClusterAt(ns, "rising", "3.5.35")
 	// etcd 3.7 cannot replay log entries written under 3.5: before 3.6 -> 3.7, Steward waits until every member
 	// has taken a raft snapshot past the point where the cluster reached 3.6. A smaller snapshot interval than
 	// etcd's default (10000) keeps that wait short under the test's load.
@@ -310,9 +311,10 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 
 // TestPatchUpgradeUnderLoad moves a cluster from 3.6.15 to 3.6.16 under load.
 func TestPatchUpgradeUnderLoad(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	key, got := settle(t, newClusterAt("patch", "mended", "3.6.15"))
+	parallel(t)
+	ns := newNamespace(t, "patch")
+	startOperator(t, ns)
+	key, got := settle(t, newClusterAt(ns, "mended", "3.6.15"))
 	load := startLoad(t, got)
 	got, _ = rollTo(t, key, "3.6.16")
 	requireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
@@ -323,9 +325,10 @@ func TestPatchUpgradeUnderLoad(t *testing.T) {
 // enabled (status shows its target), each member restarts on the older release only once etcd migrated its
 // storage version down, and etcd ends the downgrade when every member runs the target.
 func TestDowngradesUnderLoad(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
-	key, got := settle(t, newClusterAt("downgrade", "falling", "3.7.3"))
+	parallel(t)
+	ns := newNamespace(t, "downgrade")
+	startOperator(t, ns)
+	key, got := settle(t, newClusterAt(ns, "falling", "3.7.3"))
 	load := startLoad(t, got)
 	for _, to := range []string{"3.6.16", "3.5.35"} {
 		var targets sync.Map
@@ -357,15 +360,15 @@ func TestDowngradesUnderLoad(t *testing.T) {
 // TestUpgradeSurvivesOperatorRestarts stops the operator after every step of a 3.5 -> 3.6 upgrade it takes (a
 // member restarted, leadership moved) and starts a new one, under load.
 func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
-	requireBed(t)
+	parallel(t)
 	ctx := context.Background()
-	createNamespace(t, "upgrade-restart")
-	c := newClusterAt("upgrade-restart", "phoenix", "3.5.35")
+	ns := newNamespace(t, "upgrade-restart")
+	c := newClusterAt(ns, "phoenix", "3.5.35")
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	stop := startOperator(t)
+	stop := startOperator(t, ns)
 	got := waitSettled(t, key, 4*time.Minute)
 	before := memberIDs(got)
 	load := startLoad(t, got)
@@ -379,7 +382,7 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 			restarts++
 			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
 			state = now
-			stop = startOperator(t)
+			stop = startOperator(t, ns)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -411,10 +414,11 @@ func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // middle of a 3.5 -> 3.6 upgrade under load: the member comes back on its volume's release, and the upgrade
 // carries on to every member.
 func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "upgrade-fail")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := settle(t, newClusterAt("upgrade-fail", "sturdy", "3.5.35"))
+	key, got := settle(t, newClusterAt(ns, "sturdy", "3.5.35"))
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
@@ -458,10 +462,11 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 // The user goes back to 3.6 (the roll carries on), then changes their mind again to 3.5 while members are still
 // rolling: the members already on 3.6 are rolled back. Under load throughout.
 func TestVersionChangeOfMind(t *testing.T) {
-	requireBed(t)
-	startOperator(t)
+	parallel(t)
+	ns := newNamespace(t, "mind")
+	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := settle(t, newClusterAt("mind", "fickle", "3.5.35"))
+	key, got := settle(t, newClusterAt(ns, "fickle", "3.5.35"))
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs Steward's test tiers one after the other and prints each tier's wall time at the end, also when a tier
+# fails (every tier runs; the exit status is non-zero if any failed):
+#   unit         go test -short ./...            no root, no test bed
+#   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build
+#   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
+# Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+E2E_PARALLEL=${E2E_PARALLEL:-3}
+TEST_LOG_DIR=${TEST_LOG_DIR:-_output/test}
+BUDGET_MINUTES=${BUDGET_MINUTES:-40}
+mkdir -p "$TEST_LOG_DIR"
+
+names=() results=() seconds=()
+start_all=$(date +%s)
+
+# tier NAME COMMAND...: runs the command, output to the terminal and to $TEST_LOG_DIR/NAME.log.
+tier() {
+  local name=$1
+  shift
+  echo "=== tier $name: $*"
+  local begin=$(date +%s)
+  "$@" 2>&1 | tee "$TEST_LOG_DIR/$name.log"
+  local rc=${PIPESTATUS[0]}
+  names+=("$name")
+  seconds+=($(($(date +%s) - begin)))
+  if ((rc == 0)); then results+=(ok); else results+=(FAIL); fi
+}
+
+integration() {
+  go test -count=1 -timeout 60m ./internal/testbed/ &&
+    # After the test bed's build: the S3 tests use its versitygw binary (they skip without it).
+    go test -count=1 -timeout 10m ./internal/backup/
+}
+
+tier unit go test -short -count=1 ./...
+tier integration integration
+tier e2e go test -count=1 -timeout 70m -v -parallel "$E2E_PARALLEL" ./test/e2e/
+
+dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+total=$(($(date +%s) - start_all))
+echo
+if [[ -s $TEST_LOG_DIR/e2e.log ]]; then
+  # go test's time for a parallel test includes its wait for a slot; each test logs "ran X after waiting Y".
+  echo "=== e2e tests by running time (-parallel $E2E_PARALLEL; waited: for a slot)"
+  awk '
+    function sec(d,   n, v, u) { n = 0; while (match(d, /^[0-9.]+(h|ms|m|s)/)) { v = substr(d, 1, RLENGTH); u = v; sub(/^[0-9.]+/, "", u); v += 0
+        n += (u == "h" ? v * 3600 : u == "m" ? v * 60 : u == "ms" ? v / 1000 : v); d = substr(d, RLENGTH + 1) } return n }
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; sub(/\/.*/, "", cur) }
+    / ran [0-9hms.]+ after waiting / { for (i = 1; i <= NF; i++) if ($i == "ran") { ran[cur] = sec($(i + 1)); waited[cur] = sec($(i + 4)) } }
+    /^--- (PASS|FAIL|SKIP): Test[^ \/]* / { n = $3; t = $4; gsub(/[()s]/, "", t)
+      printf "%8.0f %-5s %s %s\n", (n in ran ? ran[n] : t), substr($2, 1, length($2) - 1), n, (n in waited ? sprintf("(waited %.0fs)", waited[n]) : "(serial)") }
+  ' "$TEST_LOG_DIR/e2e.log" | sort -rn | awk '{ st = $2; d = $1; $1 = $2 = ""; sub(/^ +/, ""); printf "  %-5s %6ss  %s\n", st, d, $0 }'
+fi
+echo "=== test tiers (budget ${BUDGET_MINUTES}m on 2 cores, see README)"
+status=0
+for i in "${!names[@]}"; do
+  printf '  %-12s %-4s %8s\n' "${names[$i]}" "${results[$i]}" "$(dur "${seconds[$i]}")"
+  [[ ${results[$i]} == ok ]] || status=1
+done
+printf '  %-12s %-4s %8s\n' total "$([[ $status == 0 ]] && echo ok || echo FAIL)" "$(dur "$total")"
+if ((total > BUDGET_MINUTES * 60)); then
+  echo "  over the ${BUDGET_MINUTES}-minute budget"
+fi
+exit $status
