@@ -242,9 +242,15 @@ type scheduler struct {
 	mu    sync.Mutex
 	slots int
 	busy  int
+	// arrivals, when set, ends the gathering as soon as that many tests wait (a test of the gate knows how many
+	// will come; go test does not say).
+	arrivals int
 	// started: the first test arrived; gathered: the others had time to.
 	started, gathered bool
 	waiting           []*ticket
+	// admitted: names in the order they were given a slot (the order their goroutines then run in is the
+	// runtime's).
+	admitted []string
 }
 
 type ticket struct {
@@ -268,11 +274,17 @@ func (s *scheduler) enter(t *testing.T, d time.Duration) {
 	s.mu.Lock()
 	s.waiting = append(s.waiting, tk)
 	switch {
+	case !s.gathered && s.arrivals > 0 && len(s.waiting) >= s.arrivals:
+		s.started, s.gathered = true, true
+		s.dispatch()
 	case !s.started:
 		s.started = true
 		time.AfterFunc(gathering, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if s.gathered {
+				return
+			}
 			s.gathered = true
 			s.dispatch()
 		})
@@ -299,6 +311,7 @@ func (s *scheduler) dispatch() {
 	sort.SliceStable(s.waiting, func(i, j int) bool { return s.waiting[i].expected > s.waiting[j].expected })
 	for s.busy < s.slots && len(s.waiting) > 0 {
 		close(s.waiting[0].admit)
+		s.admitted = append(s.admitted, s.waiting[0].name)
 		s.waiting = s.waiting[1:]
 		s.busy++
 	}
