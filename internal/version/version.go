@@ -1,0 +1,17 @@
+// Package version is Steward's version, the one place it is written. The operator prints it (--version, the
+// startup log), the image is tagged with it, and the install manifests (config/manager, charts/steward,
+// bundle/) are generated from it and checked fresh by `make verify`.
+package version
+
+// Version is this tree's release, semver without a leading "v" (Helm charts and OLM bundles want it so).
+const Version = "0.1.0"
+
+// Repository is where Steward's image is published. One image holds the operator (its entrypoint) and
+// steward-agent, the program of backup, restore and verify Jobs, so the two never run different releases.
+const Repository = "ghcr.io/steward-dev/steward"
+
+// Tag is the image tag of this release.
+const Tag = "v" + Version
+
+// Image is the image of this release: the operator's, and the default of --agent-image.
+const Image = Repository + ":" + Tag
