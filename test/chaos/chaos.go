@@ -100,20 +100,46 @@ func CutOffNetwork(pod *corev1.Pod) (restore func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// While the sandbox is being set up, the Pod's cgroup can hold a process that is still in the host's
+	// network namespace (runc's init before it enters the Pod's): rules put there would cut off the node. The
+	// namespace checked is held open and handed to nsenter, so it cannot change between the check and the rules.
+	netns, err := os.Open("/proc/" + pid + "/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("network namespace of pid %s of Pod %s/%s: %w", pid, pod.Namespace, pod.Name, err)
+	}
+	var podNet, hostNet syscall.Stat_t
+	if err := syscall.Fstat(int(netns.Fd()), &podNet); err != nil {
+		_ = netns.Close()
+		return nil, err
+	}
+	if err := syscall.Stat("/proc/self/ns/net", &hostNet); err != nil {
+		_ = netns.Close()
+		return nil, err
+	}
+	if podNet.Ino == hostNet.Ino && podNet.Dev == hostNet.Dev {
+		_ = netns.Close()
+		return nil, fmt.Errorf("pid %s of Pod %s/%s is in the host's network namespace (sandbox not set up yet)", pid, pod.Namespace, pod.Name)
+	}
 	run := func(args ...string) error {
-		full := append([]string{"-t", pid, "-n", "iptables", "-w"}, args...)
-		if out, err := exec.Command("nsenter", full...).CombinedOutput(); err != nil {
+		// fd 3 in nsenter is netns (ExtraFiles[0]).
+		full := append([]string{"--net=/proc/self/fd/3", "iptables", "-w"}, args...)
+		cmd := exec.Command("nsenter", full...)
+		cmd.ExtraFiles = []*os.File{netns}
+		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("nsenter %v: %w: %s", full, err, out)
 		}
 		return nil
 	}
 	if err := run("-I", "INPUT", "!", "-i", "lo", "-j", "DROP"); err != nil {
+		_ = netns.Close()
 		return nil, err
 	}
 	if err := run("-I", "OUTPUT", "!", "-o", "lo", "-j", "DROP"); err != nil {
+		_ = netns.Close()
 		return nil, err
 	}
 	return func() error {
+		defer func() { _ = netns.Close() }()
 		for _, chain := range []string{"INPUT", "OUTPUT"} {
 			if err := run("-F", chain); err != nil {
 				return err
