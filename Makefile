@@ -65,6 +65,10 @@ verify: generate manifests $(GOLANGCI_LINT) ## Check formatting, vet, that gener
 build: ## Build the operator into bin/steward.
 	go build -o $(LOCALBIN)/steward ./cmd/steward
 
+.PHONY: image
+image: ## Build Steward's image (operator + steward-agent, tagged with internal/version) into _output/ without Docker.
+	go run ./hack/image $(if $(IMAGE_TAGS),$(foreach t,$(IMAGE_TAGS),-tag $(t)))
+
 .PHONY: run
 run: ## Run the operator against the current kubeconfig.
 	go run ./cmd/steward

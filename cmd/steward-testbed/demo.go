@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/internal/version"
 )
 
 func demo(ctx context.Context, args []string) error {
@@ -32,21 +34,14 @@ func demo(ctx context.Context, args []string) error {
 	}
 	step := func(format string, a ...any) { fmt.Printf("\n== "+format+"\n", a...) }
 
-	step("Installing Steward's CRDs")
-	if err := kubectl("", "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
-		return fmt.Errorf("install CRDs: %w", err)
+	// The user's way (docs/install.md): the test bed holds the release's image, built from this tree.
+	step("Installing Steward %s: kubectl apply --server-side -k config/default", version.Image)
+	if err := kubectl("", "apply", "--server-side", "--force-conflicts", "-k", "config/default"); err != nil {
+		return fmt.Errorf("install Steward: %w", err)
 	}
-	step("Starting the Steward operator (log: %s)", filepath.Join(c.StateDir(), "logs", "steward.log"))
-	operator := filepath.Join(c.StateDir(), "bin", "steward")
-	build := exec.CommandContext(ctx, "go", "build", "-o", operator, "./cmd/steward")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build operator: %w", err)
-	}
-	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator,
-		"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=127.0.0.1:8081",
-		"--etcd-image-repository=steward.local/etcd"); err != nil {
-		return err
+	if err := kubectl("", "-n", "steward-system", "rollout", "status", "deployment/steward", "--timeout=3m"); err != nil {
+		_ = kubectl("", "-n", "steward-system", "get", "pods,events")
+		return fmt.Errorf("the Deployment steward-system/steward did not become ready: %w", err)
 	}
 	step("Applying the sample EtcdCluster (config/samples/etcd_v1alpha1_etcdcluster.yaml)")
 	if err := kubectl("", "apply", "-f", "config/samples/etcd_v1alpha1_etcdcluster.yaml"); err != nil {
@@ -66,30 +61,69 @@ func demo(ctx context.Context, args []string) error {
 	step("Conditions")
 	_ = kubectl("", "get", "etcdcluster/example", "-o",
 		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}): {.message}{"\n"}{end}`)
-	step("etcdctl endpoint status of the members")
-	// Leadership may still settle; retry quietly and show the last answer.
-	output := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, c.KubectlPath(), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
-		return cmd.CombinedOutput()
+	step("etcdctl from this machine, through kubectl port-forward and Steward's client certificate")
+	etcdctl, err := reachFromHost(ctx, c, kubectl)
+	if err != nil {
+		return err
 	}
-	var out []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-		var member []byte
-		if member, err = output("get", "pods", "-l", "etcd.steward.dev/cluster=example", "-o", "jsonpath={.items[0].metadata.name}"); err == nil {
-			// The sample cluster runs TLS (the default); a member's own certificate is a client certificate too.
-			out, err = output("exec", string(member), "--", "etcdctl", "--endpoints=https://localhost:2379",
-				"--cacert=/etc/etcd/tls/ca.crt", "--cert=/etc/etcd/tls/tls.crt", "--key=/etc/etcd/tls/tls.key",
-				"endpoint", "status", "--cluster", "-w", "table")
+	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl get etcdclusters,pods -A\n"+
+		"  kubectl -n steward-system logs deployment/steward\n%s\nStop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath(), etcdctl)
+	return nil
+}
+
+// reachFromHost shows the sample cluster answering etcdctl on this machine the way a user reaches a cluster from
+// outside Kubernetes: the client certificate Steward issued for the cluster, extracted from its Secret, and a
+// port-forward to the client Service (the members' certificates name localhost). It returns the commands.
+func reachFromHost(ctx context.Context, c *testbed.Cluster, kubectl func(string, ...string) error) (string, error) {
+	dir := filepath.Join(c.StateDir(), "demo")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	for key, file := range map[string]string{"ca.crt": "ca.crt", "tls.crt": "client.crt", "tls.key": "client.key"} {
+		cmd := exec.CommandContext(ctx, c.KubectlPath(), "get", "secret", "example-client", "-o", "jsonpath={.data."+strings.ReplaceAll(key, ".", `\.`)+"}")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("read %s of Secret example-client: %w", key, err)
 		}
-		if err == nil || time.Now().After(deadline) {
+		pem, err := base64.StdEncoding.DecodeString(string(out))
+		if err != nil {
+			return "", fmt.Errorf("decode %s of Secret example-client: %w", key, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), pem, 0o600); err != nil {
+			return "", err
+		}
+	}
+	const localPort = "32379"
+	forward := exec.CommandContext(ctx, c.KubectlPath(), "port-forward", "svc/example", localPort+":2379")
+	forward.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	if err := forward.Start(); err != nil {
+		return "", fmt.Errorf("kubectl port-forward: %w", err)
+	}
+	defer func() { _ = forward.Process.Kill(); _ = forward.Wait() }()
+	etcdctl := filepath.Join(c.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
+	flags := []string{"--endpoints=https://localhost:" + localPort, "--cacert=" + filepath.Join(dir, "ca.crt"),
+		"--cert=" + filepath.Join(dir, "client.crt"), "--key=" + filepath.Join(dir, "client.key")}
+	var out []byte
+	var err error
+	// The port-forward needs a moment to listen.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		cmd := exec.CommandContext(ctx, etcdctl, append(flags, "endpoint", "status", "-w", "table")...)
+		if out, err = cmd.CombinedOutput(); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
 	fmt.Print(string(out))
 	if err != nil {
-		return fmt.Errorf("etcdctl endpoint status: %w", err)
+		return "", fmt.Errorf("etcdctl endpoint status through the port-forward: %w", err)
 	}
-	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  %s get pods -A\nStop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath())
-	return nil
+	for _, args := range [][]string{{"put", "greeting", "hello from the playground"}, {"get", "greeting"}} {
+		cmd := exec.CommandContext(ctx, etcdctl, append(flags, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("etcdctl %s: %w", args[0], err)
+		}
+	}
+	return fmt.Sprintf("  # etcdctl from this machine (the client certificate is in %s):\n"+
+		"  kubectl port-forward svc/example %s:2379 &\n  %s %s get greeting\n", dir, localPort, etcdctl, strings.Join(flags, " ")), nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,6 +24,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/version"
 )
 
 // Leader election and Events are what the manager itself needs; each controller declares its own permissions,
@@ -48,15 +50,27 @@ func run() error {
 		resourceOpts     resources.Options
 		agentImage       string
 		namespaces       manager.Namespaces
+		printVersion     bool
+		leaseDuration    time.Duration
+		renewDeadline    time.Duration
+		retryPeriod      time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas acts")
+	// controller-runtime's defaults: a standby takes over at most leaseDuration+retryPeriod after a leader dies
+	// without stepping down (a crash or a lost node); a leader that shuts down hands over at once.
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"how long standbys wait after the leader's last renewal before taking over")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"how long the leader retries renewing before it gives up leading (and exits); less than the lease duration")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	flag.BoolVar(&printVersion, "version", false, "print the version and exit")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	flag.StringVar(&resourceOpts.ImageRepository, "etcd-image-repository", "quay.io/coreos/etcd",
 		"repository of etcd images; members run <repository>:v<version> unless the EtcdCluster names an image")
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
-	flag.StringVar(&agentImage, "agent-image", etcdbackup.DefaultAgentImage,
+	flag.StringVar(&agentImage, "agent-image", version.Image,
 		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
 	flag.Var(&namespaces, "watch-namespace",
 		"namespace to manage (repeatable or comma-separated); unset: every namespace. Set, Steward's cache and "+
@@ -64,6 +78,14 @@ func run() error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if printVersion {
+		fmt.Println("steward " + version.Describe())
+		return nil
+	}
+	if leaderElect && (renewDeadline >= leaseDuration || retryPeriod >= renewDeadline) {
+		return fmt.Errorf("leader election needs --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
+			retryPeriod, renewDeadline, leaseDuration)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -88,6 +110,9 @@ func run() error {
 		// Stepping down on shutdown hands over in seconds instead of a lease duration; safe because the
 		// process exits right after.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 		Cache:                         cacheOptions,
 	})
 	if err != nil {
@@ -132,7 +157,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	log.Info("Starting manager", "metricsAddr", metricsAddr, "probeAddr", probeAddr, "leaderElect", leaderElect,
+	log.Info("Starting manager", "version", version.Describe(), "metricsAddr", metricsAddr, "probeAddr", probeAddr, "leaderElect", leaderElect,
 		"watchNamespaces", namespaces.Sorted())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 func TestSplitRule(t *testing.T) {
@@ -64,34 +62,5 @@ func TestHashTreeChangesWithContent(t *testing.T) {
 	third, _ := hashTree(dir)
 	if first == second || second == third {
 		t.Fatalf("hash did not follow content: %s %s %s", first, second, third)
-	}
-}
-
-func TestWriteImage(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "tool")
-	if err := os.WriteFile(bin, []byte("#!binary"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "img.tar")
-	if err := writeImage(out, "steward.local/tool:v1", []imageFile{{path: "/usr/local/bin/tool", source: bin, mode: 0o755}},
-		[]string{"/usr/local/bin/tool"}, nonRootUser); err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(out, nil)
-	if err != nil {
-		t.Fatalf("read image back: %v", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cf.OS != "linux" || cf.Architecture != "amd64" || cf.Config.User != nonRootUser ||
-		!reflect.DeepEqual(cf.Config.Entrypoint, []string{"/usr/local/bin/tool"}) {
-		t.Errorf("config = %+v", cf)
-	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers = %d, %v", len(layers), err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"steward.dev/steward/internal/ociimage"
 )
 
 // Cluster is a running test bed.
@@ -189,10 +191,10 @@ func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) er
 	for _, v := range EtcdVersions {
 		bin := c.etcdBins[v]
 		out := filepath.Join(imgDir, filepath.Base(bin)+".tar")
-		files := []imageFile{
-			{path: "/usr/local/bin/etcd", source: filepath.Join(bin, "etcd"), mode: 0o755},
-			{path: "/usr/local/bin/etcdctl", source: filepath.Join(bin, "etcdctl"), mode: 0o755},
-			{path: "/usr/local/bin/etcdutl", source: filepath.Join(bin, "etcdutl"), mode: 0o755},
+		files := []ociimage.File{
+			{Path: "/usr/local/bin/etcd", Source: filepath.Join(bin, "etcd"), Mode: 0o755},
+			{Path: "/usr/local/bin/etcdctl", Source: filepath.Join(bin, "etcdctl"), Mode: 0o755},
+			{Path: "/usr/local/bin/etcdutl", Source: filepath.Join(bin, "etcdutl"), Mode: 0o755},
 		}
 		if err := writeImage(out, EtcdImage(v), files, []string{"/usr/local/bin/etcd"}, nonRootUser); err != nil {
 			return err
@@ -200,7 +202,7 @@ func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) er
 		tars = append(tars, out)
 	}
 	dnsTar := filepath.Join(imgDir, filepath.Base(dnsBin)+".tar")
-	if err := writeImage(dnsTar, coreDNSImage, []imageFile{{path: "/coredns", source: filepath.Join(dnsBin, "coredns"), mode: 0o755}},
+	if err := writeImage(dnsTar, coreDNSImage, []ociimage.File{{Path: "/coredns", Source: filepath.Join(dnsBin, "coredns"), Mode: 0o755}},
 		[]string{"/coredns"}, nonRootUser); err != nil {
 		return err
 	}
@@ -209,20 +211,21 @@ func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) er
 		return err
 	}
 	pauseTar := c.state("pause.tar")
-	if err := writeImage(pauseTar, pauseImage, []imageFile{{path: "/pause", source: pauseBin, mode: 0o755}}, []string{"/pause"}, "65535"); err != nil {
+	if err := writeImage(pauseTar, pauseImage, []ociimage.File{{Path: "/pause", Source: pauseBin, Mode: 0o755}}, []string{"/pause"}, "65535"); err != nil {
 		return err
 	}
-	agentBin := c.state("bin", "steward-agent")
-	if err := b.buildLocal(ctx, "./cmd/steward-agent", agentBin); err != nil {
-		return err
+	stewardBin, agentBin := c.state("bin", "steward"), c.state("bin", "steward-agent")
+	for pkg, out := range map[string]string{"./cmd/steward": stewardBin, "./cmd/steward-agent": agentBin} {
+		if err := b.buildLocal(ctx, pkg, out); err != nil {
+			return err
+		}
 	}
 	// Built from the working tree at every start (a link step when unchanged), so the image is never cached.
-	agentTar := c.state("steward-agent.tar")
-	if err := writeImage(agentTar, AgentImage, []imageFile{{path: "/usr/local/bin/steward-agent", source: agentBin, mode: 0o755}},
-		[]string{"/usr/local/bin/steward-agent"}, nonRootUser); err != nil {
+	stewardTar := c.state("steward.tar")
+	if err := ociimage.Steward(stewardTar, stewardBin, agentBin, StewardImage); err != nil {
 		return err
 	}
-	c.imageTars = append(tars, dnsTar, pauseTar, agentTar)
+	c.imageTars = append(tars, dnsTar, pauseTar, stewardTar)
 	return b.buildLocal(ctx, "./cmd/steward-testbed", c.state("bin", "steward-testbed"))
 }
 
@@ -336,6 +339,11 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	}
 	for _, t := range c.imageTars {
 		if err := c.importImage(ctx, t); err != nil {
+			return err
+		}
+	}
+	for _, v := range EtcdVersions {
+		if err := c.tagImage(ctx, EtcdImage(v), etcdMirrorRepository+":v"+v); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,8 @@
 // bundle/) are generated from it and checked fresh by `make verify`.
 package version
 
+import "runtime/debug"
+
 // Version is this tree's release, semver without a leading "v" (Helm charts and OLM bundles want it so).
 const Version = "0.1.0"
 
@@ -15,3 +17,30 @@ const Tag = "v" + Version
 
 // Image is the image of this release: the operator's, and the default of --agent-image.
 const Image = Repository + ":" + Tag
+
+// Describe is the version as the operator prints it: the release, plus the commit it was built from and
+// whether the tree had changes, when the binary records them (go build does in a git checkout).
+func Describe() string {
+	s := Tag
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return s
+	}
+	var revision, modified string
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			revision = kv.Value
+		case "vcs.modified":
+			modified = kv.Value
+		}
+	}
+	if revision != "" {
+		s += " (commit " + revision[:min(12, len(revision))]
+		if modified == "true" {
+			s += ", modified"
+		}
+		s += ")"
+	}
+	return s + ", " + info.GoVersion
+}

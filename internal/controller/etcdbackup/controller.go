@@ -23,13 +23,14 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/version"
 )
 
 // Finalizer holds an EtcdBackup with deletionPolicy Delete until its stored snapshot is deleted.
 const Finalizer = "etcd.steward.dev/delete-snapshot"
 
-// DefaultAgentImage is the agent image of the test bed; production deployments set --agent-image.
-const DefaultAgentImage = "steward.local/steward-agent:dev"
+// DefaultAgentImage is Steward's own image, which holds steward-agent: Jobs run the operator's release.
+const DefaultAgentImage = version.Image
 
 // Requeue intervals.
 const (
