@@ -20,7 +20,7 @@ const (
 	xNodeAffinity  = "urn:alm:descriptor:com.tectonic.ui:nodeAffinity"
 	xStorageClass  = "urn:alm:descriptor:io.kubernetes:StorageClass"
 	xPVC           = "urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"
-	xSecret        = "urn:alm:descriptor:io.kubernetes:Secret"
+	xSecret        = "urn:alm:descriptor:io.kubernetes:Secret" //nolint:gosec // a descriptor name, not a credential
 	xConditions    = "urn:alm:descriptor:io.kubernetes.conditions"
 	xSelectPrefix  = "urn:alm:descriptor:com.tectonic.ui:select:"
 	// xResourcePrefix + group:version:Kind makes the console offer the objects of that kind to pick from.

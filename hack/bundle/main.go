@@ -100,7 +100,7 @@ func run(root string) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		path := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return fmt.Errorf("create %s: %w", filepath.Dir(name), err)
 		}
 		if err := os.WriteFile(path, files[name], 0o644); err != nil { //nolint:gosec // generated manifests are public
