@@ -115,7 +115,13 @@ type sources struct {
 	crds       []crdFile
 	rules      []rbacv1.PolicyRule
 	deployment appsv1.Deployment
+	services   []namedObject
 	samples    []map[string]any
+}
+
+type namedObject struct {
+	name   string
+	object map[string]any
 }
 
 type crdFile struct {
@@ -152,29 +158,8 @@ func readSources(root string) (sources, error) {
 	}
 	src.rules = role.Rules
 
-	docs, err := readDocuments(filepath.Join(root, "config", "manager", "manager.yaml"))
-	if err != nil {
+	if err := readManager(root, &src); err != nil {
 		return src, err
-	}
-	var found bool
-	for _, doc := range docs {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return src, fmt.Errorf("config/manager/manager.yaml: %w", err)
-		}
-		if meta.Kind != "Deployment" {
-			continue // the Namespace: OLM installs into the namespace the user chose
-		}
-		if found {
-			return src, errors.New("config/manager/manager.yaml: more than one Deployment")
-		}
-		if err := yaml.UnmarshalStrict(doc, &src.deployment); err != nil {
-			return src, fmt.Errorf("config/manager/manager.yaml: parse Deployment: %w", err)
-		}
-		found = true
-	}
-	if !found {
-		return src, errors.New("config/manager/manager.yaml: no Deployment")
 	}
 
 	sampleNames, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
@@ -191,12 +176,80 @@ func readSources(root string) (sources, error) {
 	return src, nil
 }
 
+// readManager reads the resources config/manager's kustomization lists, as kustomize would: the Deployment
+// becomes the CSV's install strategy, Services ship in the bundle as they are, and the Namespace and
+// ServiceAccount are OLM's to create. Any other kind is an error rather than silently left out of the bundle.
+func readManager(root string, src *sources) error {
+	dir := filepath.Join(root, "config", "manager")
+	var kustomization struct {
+		Resources []string `json:"resources"`
+	}
+	if err := readObject(filepath.Join(dir, "kustomization.yaml"), &kustomization); err != nil {
+		return err
+	}
+	var found bool
+	for _, resource := range kustomization.Resources {
+		name := filepath.Join("config", "manager", resource)
+		docs, err := readDocuments(filepath.Join(dir, resource))
+		if err != nil {
+			return err
+		}
+		for _, doc := range docs {
+			var meta struct {
+				Kind     string
+				Metadata struct{ Name string }
+			}
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			switch meta.Kind {
+			case "Namespace", "ServiceAccount":
+				// OLM installs into the namespace the user chose, and creates the ServiceAccount the CSV's
+				// permissions name.
+			case "Deployment":
+				if found {
+					return fmt.Errorf("%s: a second Deployment; the bundle's CSV installs one", name)
+				}
+				if err := yaml.UnmarshalStrict(doc, &src.deployment); err != nil {
+					return fmt.Errorf("%s: parse Deployment: %w", name, err)
+				}
+				found = true
+			case "Service":
+				// Kept as written (a typed Service would gain zero values such as targetPort: 0), less the
+				// namespace, which OLM chooses.
+				var service map[string]any
+				if err := yaml.Unmarshal(doc, &service); err != nil {
+					return fmt.Errorf("%s: parse Service: %w", name, err)
+				}
+				if metadata, ok := service["metadata"].(map[string]any); ok {
+					delete(metadata, "namespace")
+				}
+				src.services = append(src.services, namedObject{name: meta.Metadata.Name, object: service})
+			default:
+				return fmt.Errorf("%s: %s %s: hack/bundle does not know how to ship this kind in the bundle", name, meta.Kind, meta.Metadata.Name)
+			}
+		}
+	}
+	if !found {
+		return errors.New("config/manager: no Deployment")
+	}
+	return nil
+}
+
 // render returns the bundle's files by path below the repository root.
 func render(src sources) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for _, c := range src.crds {
 		// Byte for byte: the bundle installs exactly the CRDs kustomize does.
 		files[filepath.Join("bundle", "manifests", c.name)] = c.raw
+	}
+	for _, service := range src.services {
+		out, err := marshalYAML(service.object)
+		if err != nil {
+			return nil, fmt.Errorf("marshal Service %s: %w", service.name, err)
+		}
+		// operator-sdk's file naming, <name>_<group-version>_<kind>.yaml.
+		files[filepath.Join("bundle", "manifests", service.name+"_v1_service.yaml")] = out
 	}
 	csv, err := buildCSV(src)
 	if err != nil {

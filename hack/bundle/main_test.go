@@ -263,3 +263,92 @@ func TestEveryKindIsDescribed(t *testing.T) {
 		t.Errorf("missing CRD: error %v", err)
 	}
 }
+
+func TestReadManager(t *testing.T) {
+	const deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: steward, namespace: steward-system}\n" +
+		"spec:\n  template:\n    spec:\n      containers: [{name: manager, image: x}]\n"
+	tests := map[string]struct {
+		files        map[string]string
+		wantServices []string
+		wantErr      string
+	}{
+		"Namespace and Deployment in one file, a Service in another": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml, service.yaml]\n",
+				"manager.yaml":       "apiVersion: v1\nkind: Namespace\nmetadata: {name: steward-system}\n---\n" + deployment,
+				"service.yaml": "apiVersion: v1\nkind: Service\nmetadata: {name: steward-metrics, namespace: steward-system}\n" +
+					"spec:\n  ports: [{name: metrics, port: 8080}]\n",
+			},
+			wantServices: []string{"steward-metrics"},
+		},
+		"a file the kustomization does not list is not read": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\n",
+				"manager.yaml":       deployment,
+				"extra.yaml":         "kind: ConfigMap\nmetadata: {name: x}\n",
+			},
+		},
+		"a kind the bundle cannot ship": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\n",
+				"manager.yaml":       deployment + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+			},
+			wantErr: "ConfigMap settings: hack/bundle does not know how to ship",
+		},
+		"two Deployments": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\n",
+				"manager.yaml":       deployment + "---\n" + deployment,
+			},
+			wantErr: "a second Deployment",
+		},
+		"no Deployment": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\n",
+				"manager.yaml":       "apiVersion: v1\nkind: Namespace\nmetadata: {name: steward-system}\n",
+			},
+			wantErr: "no Deployment",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "config", "manager")
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			for file, content := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var src sources
+			err := readManager(root, &src)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src.deployment.Name != "steward" {
+				t.Errorf("Deployment %q, want steward", src.deployment.Name)
+			}
+			var services []string
+			for _, s := range src.services {
+				services = append(services, s.name)
+				if ns, ok := s.object["metadata"].(map[string]any)["namespace"]; ok {
+					t.Errorf("Service %s keeps namespace %v; OLM chooses it", s.name, ns)
+				}
+				if _, ok := s.object["status"]; ok {
+					t.Errorf("Service %s gained a status", s.name)
+				}
+			}
+			if !slices.Equal(services, tt.wantServices) {
+				t.Errorf("Services %q, want %q", services, tt.wantServices)
+			}
+		})
+	}
+}
