@@ -293,6 +293,7 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 		Metadata: csvMetadata{
 			Name: operatorName + ".v" + version.Version,
 			Annotations: map[string]string{
+				// No createdAt: a timestamp would make every `make bundle` differ and `make verify` fail.
 				"alm-examples": examples,
 				// Full Lifecycle (level 3 of 5) is what the e2e suite proves on a real cluster: install, etcd
 				// upgrades and downgrades, backups and restores, member replacement and quorum-loss recovery.
@@ -302,6 +303,8 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 				"containerImage": version.Image,
 				"description":    "Runs etcd clusters on Kubernetes by etcd's own rules: learners, one membership change at a time, quorum kept, verified backups and restores.",
 				"repository":     "https://github.com/steward-dev/steward",
+				// The namespace the console proposes, the one config/default installs into.
+				"operatorframework.io/suggested-namespace": "steward-system",
 				"support":        "Steward project",
 				// OpenShift's feature annotations, each stated rather than left to guess. All false: the etcd images
 				// are referenced by tag from --etcd-image-repository (not digests in relatedImages), so a
