@@ -305,7 +305,7 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 				"repository":     "https://github.com/steward-dev/steward",
 				// The namespace the console proposes, the one config/default installs into.
 				"operatorframework.io/suggested-namespace": "steward-system",
-				"support":        "Steward project",
+				"support": "Steward project",
 				// OpenShift's feature annotations, each stated rather than left to guess. All false: the etcd images
 				// are referenced by tag from --etcd-image-repository (not digests in relatedImages), so a
 				// disconnected cluster needs a mirror the user configures; backup Jobs are not given the cluster's
