@@ -283,6 +283,9 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 	if err != nil {
 		return clusterServiceVersion{}, err
 	}
+	if src.deployment.Namespace == "" {
+		return clusterServiceVersion{}, errors.New("config/manager: the Deployment names no namespace to suggest to OLM's users")
+	}
 	serviceAccount := deployment.Spec.Template.Spec.ServiceAccountName
 	if serviceAccount == "" {
 		return clusterServiceVersion{}, errors.New("config/manager: the Deployment names no serviceAccountName to grant the RBAC rules to")
@@ -303,9 +306,9 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 				"containerImage": version.Image,
 				"description":    "Runs etcd clusters on Kubernetes by etcd's own rules: learners, one membership change at a time, quorum kept, verified backups and restores.",
 				"repository":     "https://github.com/steward-dev/steward",
-				// The namespace the console proposes, the one config/default installs into.
-				"operatorframework.io/suggested-namespace": "steward-system",
-				"support": "Steward project",
+				"support":        "Steward project",
+				// The namespace the console proposes: config/manager's, where kustomize installs Steward.
+				"operatorframework.io/suggested-namespace": src.deployment.Namespace,
 				// OpenShift's feature annotations, each stated rather than left to guess. All false: the etcd images
 				// are referenced by tag from --etcd-image-repository (not digests in relatedImages), so a
 				// disconnected cluster needs a mirror the user configures; backup Jobs are not given the cluster's
