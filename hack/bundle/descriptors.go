@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"unicode"
@@ -11,7 +12,9 @@ import (
 // x-descriptors the OpenShift console and OperatorHub understand (OLM's descriptor reference). Only these
 // change how a field is shown or edited; anything else is plain text.
 const (
-	xText          = "urn:alm:descriptor:com.tectonic.ui:text"
+	xText = "urn:alm:descriptor:com.tectonic.ui:text"
+	// xShown is the status descriptors' plain value; the com.tectonic.ui ones are form widgets for spec.
+	xShown         = "urn:alm:descriptor:text"
 	xNumber        = "urn:alm:descriptor:com.tectonic.ui:number"
 	xPodCount      = "urn:alm:descriptor:com.tectonic.ui:podCount"
 	xBooleanSwitch = "urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
@@ -48,6 +51,9 @@ type kindInfo struct {
 	resources []resourceReference
 	spec      []field
 	status    []field
+	// displayNames override, by path in spec or status, the name made from a path's last element where that
+	// loses its context ("tls.provider" would be "Provider").
+	displayNames map[string]string
 }
 
 var (
@@ -80,7 +86,6 @@ var kinds = map[string]kindInfo{
 			{"tls.certificateLifetime", []string{xText, xAdvanced}},
 			{"resources", []string{xResources}},
 			{"pod.affinity.nodeAffinity", []string{xNodeAffinity, xAdvanced}},
-			{"pod.priorityClassName", []string{xText, xAdvanced}},
 			{"replaceUnhealthyAfter", []string{xText, xAdvanced}},
 			{"quorumLossRecovery.policy", []string{xAdvanced}},
 			{"quorumLossRecovery.after", []string{xText, xAdvanced}},
@@ -91,12 +96,23 @@ var kinds = map[string]kindInfo{
 		status: []field{
 			{"conditions", []string{xConditions}},
 			{"readyReplicas", []string{xPodCount}},
-			{"currentVersion", []string{xText}},
-			{"leader", []string{xText}},
-			{"clientEndpoint", []string{xText}},
-			{"clusterID", []string{xText}},
+			{"currentVersion", []string{xShown}},
+			{"leader", []string{xShown}},
+			{"clientEndpoint", []string{xShown}},
+			{"clusterID", []string{xShown}},
 			{"lastBackup.name", []string{resourceOf("EtcdBackup")}},
-			{"tls.notAfter", []string{xText}},
+			{"tls.notAfter", []string{xShown}},
+		},
+		displayNames: map[string]string{
+			"storage.size":                    "Storage Size",
+			"tls.provider":                    "TLS Provider",
+			"tls.certificateLifetime":         "TLS Certificate Lifetime",
+			"quorumLossRecovery.policy":       "Quorum Loss Recovery",
+			"quorumLossRecovery.after":        "Quorum Loss Recovery After",
+			"bootstrap.fromBackup.backupName": "Bootstrap From Backup",
+			"image":                           "etcd Image",
+			"version":                         "etcd Version",
+			"tls.notAfter":                    "Certificates Expire",
 		},
 	},
 	"EtcdBackup": {
@@ -114,11 +130,19 @@ var kinds = map[string]kindInfo{
 		},
 		status: []field{
 			{"conditions", []string{xConditions}},
-			{"location", []string{xText}},
-			{"sizeBytes", []string{xNumber}},
-			{"revision", []string{xNumber}},
-			{"etcdVersion", []string{xText}},
-			{"completionTime", []string{xText}},
+			{"location", []string{xShown}},
+			{"sizeBytes", []string{xShown}},
+			{"revision", []string{xShown}},
+			{"etcdVersion", []string{xShown}},
+			{"completionTime", []string{xShown}},
+		},
+		displayNames: map[string]string{
+			"destination.pvc.claimName": "PVC",
+			"destination.pvc.path":      "PVC Path",
+			"destination.s3.endpoint":   "S3 Endpoint",
+			"destination.s3.bucket":     "S3 Bucket",
+			"destination.s3.key":        "S3 Key",
+			"etcdVersion":               "etcd Version",
 		},
 	},
 	"EtcdBackupSchedule": {
@@ -138,7 +162,13 @@ var kinds = map[string]kindInfo{
 		status: []field{
 			{"conditions", []string{xConditions}},
 			{"lastSuccessfulBackup.name", []string{resourceOf("EtcdBackup")}},
-			{"nextScheduleTime", []string{xText}},
+			{"nextScheduleTime", []string{xShown}},
+		},
+		displayNames: map[string]string{
+			"destination.pvc.claimName": "PVC",
+			"destination.s3.bucket":     "S3 Bucket",
+			"retention.maxCount":        "Keep at Most",
+			"retention.maxAge":          "Keep for at Most",
 		},
 	},
 	"EtcdRestore": {
@@ -151,14 +181,15 @@ var kinds = map[string]kindInfo{
 		},
 		status: []field{
 			{"conditions", []string{xConditions}},
-			{"mode", []string{xText}},
-			{"previousClusterID", []string{xText}},
+			{"mode", []string{xShown}},
+			{"previousClusterID", []string{xShown}},
 		},
 	},
 }
 
-// descriptors builds the descriptors of fields under root (the CRD's spec or status schema).
-func descriptors(root apiextensionsv1.JSONSchemaProps, fields []field) ([]descriptor, error) {
+// descriptors builds the descriptors of fields under root (the CRD's spec or status schema). Enums of spec
+// fields become selects; status is only shown, so its enums stay text.
+func descriptors(root apiextensionsv1.JSONSchemaProps, fields []field, isSpec bool, names map[string]string) ([]descriptor, error) {
 	out := make([]descriptor, 0, len(fields))
 	for _, f := range fields {
 		schema, doc, err := lookup(root, f.path)
@@ -169,7 +200,7 @@ func descriptors(root apiextensionsv1.JSONSchemaProps, fields []field) ([]descri
 			return nil, fmt.Errorf("%s: no description in the schema (document the field in api/v1alpha1)", f.path)
 		}
 		x := f.xDescriptors
-		if len(schema.Enum) > 0 {
+		if isSpec && len(schema.Enum) > 0 {
 			// A select lists the enum's values, so the console form offers exactly what the API accepts.
 			x = append(enumSelect(schema.Enum), x...)
 		}
@@ -178,7 +209,7 @@ func descriptors(root apiextensionsv1.JSONSchemaProps, fields []field) ([]descri
 		}
 		out = append(out, descriptor{
 			Path:         f.path,
-			DisplayName:  displayName(f.path),
+			DisplayName:  cmp.Or(names[f.path], displayName(f.path)),
 			Description:  summary(doc),
 			XDescriptors: x,
 		})
@@ -186,23 +217,24 @@ func descriptors(root apiextensionsv1.JSONSchemaProps, fields []field) ([]descri
 	return out, nil
 }
 
-// lookup finds the schema of a dotted path below root, and the description of the deepest field on the path
-// that has one: a reference's "name" is undocumented, the reference itself says what it names. A path through
-// an array is not supported because no descriptor needs one.
+// lookup finds the schema of a dotted path below root, and its description; a reference's "name" (an
+// undocumented field of LocalObjectReference and the like) is described by the reference. A path through an
+// array is not supported because no descriptor needs one.
 func lookup(root apiextensionsv1.JSONSchemaProps, path string) (apiextensionsv1.JSONSchemaProps, string, error) {
 	schema := root
-	var doc string
+	var parentDoc string
 	for _, name := range strings.Split(path, ".") {
 		child, ok := schema.Properties[name]
 		if !ok {
 			return apiextensionsv1.JSONSchemaProps{}, "", fmt.Errorf("%s: the schema has no field %q", path, name)
 		}
+		parentDoc = schema.Description
 		schema = child
-		if schema.Description != "" {
-			doc = schema.Description
-		}
 	}
-	return schema, doc, nil
+	if schema.Description == "" && strings.HasSuffix(path, ".name") {
+		return schema, parentDoc, nil
+	}
+	return schema, schema.Description, nil
 }
 
 func enumSelect(values []apiextensionsv1.JSON) []string {

@@ -423,11 +423,11 @@ func ownedCRDs(crds []crdFile) ([]ownedCRD, error) {
 			return nil, fmt.Errorf("CRD %s: %w", c.name, err)
 		}
 		schema := v.Schema.OpenAPIV3Schema
-		specDescriptors, err := descriptors(schema.Properties["spec"], info.spec)
+		specDescriptors, err := descriptors(schema.Properties["spec"], info.spec, true, info.displayNames)
 		if err != nil {
 			return nil, fmt.Errorf("%s spec descriptor %w", kind, err)
 		}
-		statusDescriptors, err := descriptors(schema.Properties["status"], info.status)
+		statusDescriptors, err := descriptors(schema.Properties["status"], info.status, false, info.displayNames)
 		if err != nil {
 			return nil, fmt.Errorf("%s status descriptor %w", kind, err)
 		}

@@ -156,9 +156,14 @@ func TestDescriptors(t *testing.T) {
 			"name": {},
 		}},
 		"undocumented": {},
+		"pod": {Description: "Pod is scheduling for member Pods.", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"priorityClassName": {},
+		}},
 	}}
 	tests := map[string]struct {
 		field   field
+		status  bool
+		names   map[string]string
 		want    descriptor
 		wantErr string
 	}{
@@ -170,6 +175,21 @@ func TestDescriptors(t *testing.T) {
 			field: field{"tls.provider", []string{xAdvanced}},
 			want: descriptor{"tls.provider", "Provider", "Provider issues certificates.",
 				[]string{xSelectPrefix + "None", xSelectPrefix + "Steward", xAdvanced}},
+		},
+		"a status enum stays as it is: status is shown, not edited": {
+			field:  field{"tls.provider", []string{xText}},
+			status: true,
+			want:   descriptor{"tls.provider", "Provider", "Provider issues certificates.", []string{xText}},
+		},
+		"a display name given for the path": {
+			field: field{"tls.provider", nil},
+			names: map[string]string{"tls.provider": "TLS Provider"},
+			want: descriptor{"tls.provider", "TLS Provider", "Provider issues certificates.",
+				[]string{xSelectPrefix + "None", xSelectPrefix + "Steward"}},
+		},
+		"an undocumented field is not described by its parent": {
+			field:   field{"pod.priorityClassName", []string{xText}},
+			wantErr: "no description",
 		},
 		"a reference's name is described by the reference": {
 			field: field{"credentialsSecret.name", []string{xSecret}},
@@ -191,7 +211,7 @@ func TestDescriptors(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := descriptors(root, []field{tt.field})
+			got, err := descriptors(root, []field{tt.field}, !tt.status, tt.names)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
