@@ -182,11 +182,21 @@ func readSources(root string) (sources, error) {
 // ServiceAccount are OLM's to create. Any other kind is an error rather than silently left out of the bundle.
 func readManager(root string, src *sources) error {
 	dir := filepath.Join(root, "config", "manager")
+	// Strict: a kustomize feature this reader does not apply (patches, a name prefix, ...) would make the bundle
+	// differ from what kustomize installs, so it fails here until hack/bundle learns it. images is accepted
+	// because the bundle pins this release's image anyway.
 	var kustomization struct {
-		Resources []string `json:"resources"`
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Resources  []string          `json:"resources"`
+		Images     []json.RawMessage `json:"images"`
 	}
-	if err := readObject(filepath.Join(dir, "kustomization.yaml"), &kustomization); err != nil {
-		return err
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml")) //nolint:gosec // a path under the repository
+	if err != nil {
+		return fmt.Errorf("read config/manager/kustomization.yaml: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &kustomization); err != nil {
+		return fmt.Errorf("config/manager/kustomization.yaml: %w (hack/bundle reads only resources and images)", err)
 	}
 	var found bool
 	for _, resource := range kustomization.Resources {

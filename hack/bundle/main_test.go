@@ -315,6 +315,19 @@ func TestReadManager(t *testing.T) {
 			},
 			wantErr: "ConfigMap settings: hack/bundle does not know how to ship",
 		},
+		"images are accepted: the bundle pins its own": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\nimages:\n- {name: steward, newTag: v9}\n",
+				"manager.yaml":       deployment,
+			},
+		},
+		"a kustomize feature the reader does not apply": {
+			files: map[string]string{
+				"kustomization.yaml": "resources: [manager.yaml]\nnamePrefix: x-\n",
+				"manager.yaml":       deployment,
+			},
+			wantErr: "reads only resources and images",
+		},
 		"two Deployments": {
 			files: map[string]string{
 				"kustomization.yaml": "resources: [manager.yaml]\n",
