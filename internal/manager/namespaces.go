@@ -20,8 +20,13 @@ type Namespaces []string
 func (n *Namespaces) String() string { return strings.Join(*n, ",") }
 
 // Set implements flag.Value: each value is one namespace or a comma-separated list; every name must be a
-// valid namespace name.
+// valid namespace name. An empty value adds nothing, so it means every namespace unless another value names
+// some: OLM hands Steward its OperatorGroup's target namespaces as --watch-namespace=$(WATCH_NAMESPACE), and
+// that is "" for AllNamespaces (bundle/, hack/bundle). An empty item in a list ("prod,") is still an error.
 func (n *Namespaces) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
 	for _, ns := range strings.Split(v, ",") {
 		ns = strings.TrimSpace(ns)
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

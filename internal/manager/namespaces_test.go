@@ -12,14 +12,17 @@ func TestNamespacesFlag(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		"unset: cluster-wide":   {nil, nil, false},
-		"one":                   {[]string{"--watch-namespace=prod"}, []string{"prod"}, false},
-		"repeated":              {[]string{"--watch-namespace=prod", "--watch-namespace=staging"}, []string{"prod", "staging"}, false},
-		"comma list and spaces": {[]string{"--watch-namespace=prod, staging"}, []string{"prod", "staging"}, false},
-		"repeats collapse":      {[]string{"--watch-namespace=b,a,b"}, []string{"a", "b"}, false},
-		"empty item":            {[]string{"--watch-namespace=prod,"}, nil, true},
-		"not a namespace name":  {[]string{"--watch-namespace=Prod_1"}, nil, true},
-		"path traversal":        {[]string{"--watch-namespace=../kube-system"}, nil, true},
+		"unset: cluster-wide":                       {nil, nil, false},
+		"empty: cluster-wide (OLM's AllNamespaces)": {[]string{"--watch-namespace="}, nil, false},
+		"blank: cluster-wide":                       {[]string{"--watch-namespace= "}, nil, false},
+		"empty next to a name":                      {[]string{"--watch-namespace=", "--watch-namespace=prod"}, []string{"prod"}, false},
+		"one":                                       {[]string{"--watch-namespace=prod"}, []string{"prod"}, false},
+		"repeated":                                  {[]string{"--watch-namespace=prod", "--watch-namespace=staging"}, []string{"prod", "staging"}, false},
+		"comma list and spaces":                     {[]string{"--watch-namespace=prod, staging"}, []string{"prod", "staging"}, false},
+		"repeats collapse":                          {[]string{"--watch-namespace=b,a,b"}, []string{"a", "b"}, false},
+		"empty item":                                {[]string{"--watch-namespace=prod,"}, nil, true},
+		"not a namespace name":                      {[]string{"--watch-namespace=Prod_1"}, nil, true},
+		"path traversal":                            {[]string{"--watch-namespace=../kube-system"}, nil, true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
