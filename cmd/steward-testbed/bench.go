@@ -106,7 +106,7 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
 	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, "--metrics-bind-address=0",
-		"--health-probe-bind-address=0", "--etcd-image-repository=steward.local/etcd", "--agent-image="+testbed.AgentImage); err != nil {
+		"--health-probe-bind-address=0", "--etcd-image-repository="+testbed.EtcdRepository, "--agent-image="+testbed.AgentImage); err != nil {
 		return err
 	}
 	if _, err := kubectlOn(ctx, c)("", "apply", "--server-side", "-f", "config/crd/bases"); err != nil {

@@ -12,9 +12,14 @@ import (
 
 const imageRegistry = "steward.local"
 
+// EtcdRepository is where the locally built etcd images are: the operator's default --etcd-image-repository,
+// so an operator installed with default flags runs them. One name per image: the kubelet reports a container's
+// image by any of its image's names, and the operator compares that name with its Pod's.
+const EtcdRepository = "quay.io/coreos/etcd"
+
 // EtcdImage is the image reference of the locally built etcd image at version (as in EtcdVersions, no "v").
 // It contains /usr/local/bin/etcd, etcdctl and etcdutl, runs as UID 65532 and has no shell.
-func EtcdImage(version string) string { return fmt.Sprintf("%s/etcd:v%s", imageRegistry, version) }
+func EtcdImage(version string) string { return fmt.Sprintf("%s:v%s", EtcdRepository, version) }
 
 // StewardImage is Steward's own image (internal/ociimage.Steward: the operator and steward-agent), built from
 // the working tree at every start and imported under the release's reference, so the install manifests
@@ -23,10 +28,6 @@ const StewardImage = version.Image
 
 // AgentImage is the image of backup, restore and verify Jobs: Steward's own, as in a real install.
 const AgentImage = StewardImage
-
-// etcdMirrorRepository is the operator's default etcd repository (--etcd-image-repository): the test bed's etcd
-// images are tagged there too, so an operator installed with default flags finds them.
-const etcdMirrorRepository = "quay.io/coreos/etcd"
 
 const (
 	pauseImage   = imageRegistry + "/pause:v1"
@@ -52,12 +53,8 @@ func (c *Cluster) importImage(ctx context.Context, tarPath string) error {
 	return nil
 }
 
-// tagImage gives an imported image a second reference in the CRI namespace of the test bed's containerd.
-func (c *Cluster) tagImage(ctx context.Context, source, target string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "--namespace", "k8s.io",
-		"images", "tag", "--force", source, target).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("tag image %s as %s: %w: %s", source, target, err, out)
-	}
-	return nil
+// ImportImage loads an image tarball (docker-archive, as internal/ociimage writes) into the node's containerd,
+// where Pods that name one of its references with pull policy IfNotPresent find it.
+func (c *Cluster) ImportImage(ctx context.Context, tarPath string) error {
+	return c.importImage(ctx, tarPath)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -190,7 +191,8 @@ func (c *Cluster) buildImages(ctx context.Context, b *builder, dnsBin string) er
 	var tars []string
 	for _, v := range EtcdVersions {
 		bin := c.etcdBins[v]
-		out := filepath.Join(imgDir, filepath.Base(bin)+".tar")
+		// The name says what the image holds and what it is called (a rename must not reuse a cached tarball).
+		out := filepath.Join(imgDir, filepath.Base(bin)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(EtcdImage(v))+".tar")
 		files := []ociimage.File{
 			{Path: "/usr/local/bin/etcd", Source: filepath.Join(bin, "etcd"), Mode: 0o755},
 			{Path: "/usr/local/bin/etcdctl", Source: filepath.Join(bin, "etcdctl"), Mode: 0o755},
@@ -339,11 +341,6 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	}
 	for _, t := range c.imageTars {
 		if err := c.importImage(ctx, t); err != nil {
-			return err
-		}
-	}
-	for _, v := range EtcdVersions {
-		if err := c.tagImage(ctx, EtcdImage(v), etcdMirrorRepository+":v"+v); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,7 @@ var (
 	clientset kubernetes.Interface
 	scheme    = runtime.NewScheme()
 	// operatorOptions are the options the in-process operator runs with, also used to build expected objects.
-	operatorOptions = resources.Options{ImageRepository: "steward.local/etcd", ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage}
+	operatorOptions = resources.Options{ImageRepository: testbed.EtcdRepository, ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage}
 )
 
 func TestMain(m *testing.M) {
