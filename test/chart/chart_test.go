@@ -369,13 +369,23 @@ func TestCRDsAreTheGeneratedOnes(t *testing.T) {
 	}
 }
 
-// TestKubeVersion: the chart installs on the oldest supported Kubernetes and on the test bed's, not on older.
+// TestKubeVersion: the chart installs on the oldest supported Kubernetes and on the test bed's, and Helm
+// refuses older ones before rendering anything.
 func TestKubeVersion(t *testing.T) {
-	constraint := loadChart(t).Metadata.KubeVersion
-	for version, want := range map[string]bool{"v1.30.0": true, "v1.34.4": true, "v1.36.1": true, "v1.29.9": false, "v1.30.0-eks-1": true} {
-		if got := chartutil.IsCompatibleRange(constraint, version); got != want {
-			t.Errorf("kubeVersion %q accepts %s: %v, want %v", constraint, version, got, want)
-		}
+	for version, ok := range map[string]bool{"v1.30.0": true, "v1.34.4": true, "v1.36.1": true, "v1.29.9": false} {
+		t.Run(version, func(t *testing.T) {
+			kube, err := chartutil.ParseKubeVersion(version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = renderFor(t, releaseName, releaseNamespace, *kube, nil)
+			switch {
+			case ok && err != nil:
+				t.Errorf("Kubernetes %s refused: %v", version, err)
+			case !ok && (err == nil || !strings.Contains(err.Error(), "incompatible with Kubernetes")):
+				t.Errorf("Kubernetes %s: %v, want refused as incompatible", version, err)
+			}
+		})
 	}
 }
 
@@ -481,7 +491,7 @@ func TestDeployment(t *testing.T) {
 		}
 	})
 	t.Run("names follow the release", func(t *testing.T) {
-		out, err := renderRelease(t, "etcd-operator", "ops", nil)
+		out, err := renderFor(t, "etcd-operator", "ops", minKube, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

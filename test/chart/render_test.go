@@ -5,14 +5,13 @@ import (
 	"os"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	"sigs.k8s.io/yaml"
 )
 
@@ -78,68 +77,57 @@ func parseValues(t *testing.T, text string) map[string]any {
 	return vals.AsMap()
 }
 
-// render does what `helm template` does before it prints: check the chart's kubeVersion against the cluster's,
-// merge the values with the chart's defaults, validate them against values.schema.json, and run the templates.
+// render renders the chart as `helm template steward charts/steward -n steward-system` does.
 func render(t *testing.T, vals map[string]any) (rendered, error) {
 	t.Helper()
-	return renderRelease(t, releaseName, releaseNamespace, vals)
+	return renderFor(t, releaseName, releaseNamespace, minKube, vals)
 }
 
-// renderRelease renders the chart as the named release in a namespace.
-func renderRelease(t *testing.T, name, namespace string, vals map[string]any) (rendered, error) {
+// renderFor renders the chart the way `helm template` does, through the same code: an install in client-only
+// dry-run mode, which checks Chart.yaml's kubeVersion against the given Kubernetes, merges the values with the
+// chart's defaults, validates them against values.schema.json and runs the templates. CRDs are left out, as
+// `helm template` leaves them without --include-crds; TestCRDsAreTheGeneratedOnes covers them.
+func renderFor(t *testing.T, name, namespace string, kube chartutil.KubeVersion, vals map[string]any) (rendered, error) {
 	t.Helper()
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	c := loadChart(t)
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = minKube
-	if !chartutil.IsCompatibleRange(c.Metadata.KubeVersion, caps.KubeVersion.String()) {
-		return rendered{}, fmt.Errorf("chart requires kubeVersion %s, incompatible with Kubernetes %s",
-			c.Metadata.KubeVersion, caps.KubeVersion.String())
-	}
-	options := chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
-	top, err := chartutil.ToRenderValues(c, vals, options, caps)
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = name
+	install.Namespace = namespace
+	install.KubeVersion = &kube
+	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
-		return rendered{}, fmt.Errorf("values: %w", err)
+		return rendered{}, fmt.Errorf("helm template: %w", err)
 	}
-	files, err := engine.Render(c, top)
-	if err != nil {
-		return rendered{}, fmt.Errorf("render templates: %w", err)
+	if len(rel.Hooks) != 0 {
+		return rendered{}, fmt.Errorf("the chart renders %d hooks; the golden files do not show hooks", len(rel.Hooks))
 	}
-	var out rendered
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := path.Base(name)
-		switch {
-		case strings.HasPrefix(base, "_"):
-			continue
-		case base == "NOTES.txt":
-			out.Notes = files[name]
+	out := rendered{Notes: rel.Info.Notes}
+	for _, doc := range docSeparator.Split(rel.Manifest, -1) {
+		doc = strings.TrimSpace(doc)
+		if doc == "" {
 			continue
 		}
-		for _, doc := range docSeparator.Split(files[name], -1) {
-			doc = strings.TrimSpace(doc)
-			if doc == "" {
-				continue
-			}
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name      string `json:"name"`
-					Namespace string `json:"namespace"`
-				} `json:"metadata"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				return rendered{}, fmt.Errorf("%s renders invalid YAML: %w\n%s", name, err, doc)
-			}
-			out.Objects = append(out.Objects, object{Source: name, Doc: doc + "\n", Kind: meta.Kind,
-				Name: meta.Metadata.Name, NS: meta.Metadata.Namespace})
+		source, body, ok := strings.Cut(doc, "\n")
+		if !ok || !strings.HasPrefix(source, "# Source: ") {
+			return rendered{}, fmt.Errorf("manifest document without a # Source line:\n%s", doc)
 		}
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(body), &meta); err != nil {
+			return rendered{}, fmt.Errorf("%s renders invalid YAML: %w\n%s", source, err, body)
+		}
+		out.Objects = append(out.Objects, object{Source: strings.TrimPrefix(source, "# Source: "), Doc: body + "\n",
+			Kind: meta.Kind, Name: meta.Metadata.Name, NS: meta.Metadata.Namespace})
 	}
 	return out, nil
 }
@@ -154,7 +142,7 @@ func mustRender(t *testing.T, vals map[string]any) rendered {
 	return out
 }
 
-// manifest prints the objects the way `helm template` does, followed by the notes `helm install` would show.
+// manifest prints the objects as `helm template` does, followed by the notes `helm install` would show.
 func (r rendered) manifest() string {
 	var b strings.Builder
 	for _, o := range r.Objects {
