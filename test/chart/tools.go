@@ -1,6 +1,7 @@
 //go:build tools
 
-// This file pins the helm command's version in go.mod, so that `make helm` builds the same Helm the tests link.
 package chart
 
+// Importing Helm's command keeps it in go.mod and go.sum, so that `make helm` builds the Helm whose packages
+// these tests link, at the version go.mod pins.
 import _ "helm.sh/helm/v3/cmd/helm"
