@@ -65,8 +65,9 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet (and on test/chart, its own module).
+vet: ## Run go vet, also on the nested modules test/bundle and test/chart.
 	go vet ./...
+	cd test/bundle && go vet ./...
 	cd test/chart && go vet ./...
 
 .PHONY: lint
