@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Steward's test tiers one after the other and prints each tier's wall time at the end, also when a tier
 # fails (every tier runs; the exit status is non-zero if any failed):
-#   unit         go test -short ./..., then the OLM bundle's validation (test/bundle, its own module)
+#   unit         go test -short ./..., then the nested modules test/bundle (OLM bundle) and test/chart (Helm chart)
 #   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build
 #   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
 # Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
@@ -29,16 +29,20 @@ tier() {
   if ((rc == 0)); then results+=(ok); else results+=(FAIL); fi
 }
 
+unit() {
+  local rc=0
+  go test -short -count=1 ./... || rc=1
+  # Nested modules (operator-framework/api and Helm stay out of the operator's go.mod): ./... above does not
+  # reach them. Each runs even when an earlier command failed, so that one run shows every result.
+  (cd test/bundle && go test -short -count=1 ./...) || rc=1
+  (cd test/chart && go test -short -count=1 ./...) || rc=1
+  return $rc
+}
+
 integration() {
   go test -count=1 -timeout 60m ./internal/testbed/ &&
     # After the test bed's build: the S3 tests use its versitygw binary (they skip without it).
     go test -count=1 -timeout 10m ./internal/backup/
-}
-
-unit() {
-  go test -short -count=1 ./... &&
-    # A nested module (operator-framework/api stays out of the operator's): ./... above does not reach it.
-    (cd test/bundle && go test -short -count=1 ./...)
 }
 
 tier unit unit
