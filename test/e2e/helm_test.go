@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/version"
+)
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helmBinary builds the Helm the chart is tested with (`make helm`: the version test/chart/go.mod pins) once per
+// run.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	helmOnce.Do(func() {
+		cmd := exec.Command("make", "--no-print-directory", "helm")
+		cmd.Dir = repoRoot(t)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			helmErr = fmt.Errorf("make helm: %w\n%s", err, out)
+			return
+		}
+		matches, _ := filepath.Glob(filepath.Join(repoRoot(t), "bin", "helm-v*"))
+		if len(matches) != 1 {
+			helmErr = fmt.Errorf("make helm left %v in bin/, want one helm-v*", matches)
+			return
+		}
+		helmPath = matches[0]
+	})
+	if helmErr != nil {
+		t.Fatal(helmErr)
+	}
+	return helmPath
+}
+
+// helm runs Helm against the test bed from the repository root; it returns the output and the error, which
+// the caller expects or not.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(),
+		"HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustHelm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestHelmInstallUpgradeUninstall installs the chart the way docs/install.md shows for one namespace
+// (watchNamespaces: a Role, nothing cluster-wide, so it shares the test bed with other tests), runs a cluster
+// with it, upgrades the release with changed values, is refused a bad value by the chart's schema with nothing
+// changed, and uninstalls: the operator's objects go, the CRDs, the cluster and its volume stay.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "helm")
+	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
+		"--wait", "--timeout", "3m")
+	if !strings.Contains(out, "STATUS: deployed") {
+		t.Errorf("helm install printed no deployed status:\n%s", out)
+	}
+	deployment := client.ObjectKey{Namespace: ns, Name: "steward"}
+	var d appsv1.Deployment
+	if err := k8s.Get(ctx, deployment, &d); err != nil {
+		t.Fatal(err)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != version.Image || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+		t.Errorf("Deployment runs %s x%d, want %s x2", img, ptr.Deref(d.Spec.Replicas, 0), version.Image)
+	}
+	var roles rbacv1.RoleList
+	if err := k8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
+		t.Errorf("no Role in %s (%v): a namespaced install manages it through a Role", ns, err)
+	}
+	var crb rbacv1.ClusterRoleBindingList
+	if err := k8s.List(ctx, &crb, client.MatchingLabels{"app.kubernetes.io/instance": "steward"}); err != nil || len(crb.Items) != 0 {
+		t.Errorf("a namespaced release made cluster-wide bindings: %d (%v)", len(crb.Items), err)
+	}
+
+	c := newCluster(ns, "charted", 1)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	members := memberPodsFingerprint(t, got)
+
+	// Changed values: one replica, more memory, debug logs.
+	mustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--reuse-values", "--set", "replicaCount=1",
+		"--set", "resources.limits.memory=300Mi", "--set", "extraArgs={--zap-log-level=debug}", "--wait", "--timeout", "3m")
+	if err := k8s.Get(ctx, deployment, &d); err != nil {
+		t.Fatal(err)
+	}
+	manager := d.Spec.Template.Spec.Containers[0]
+	if ptr.Deref(d.Spec.Replicas, 0) != 1 || manager.Resources.Limits.Memory().String() != "300Mi" ||
+		!strings.Contains(strings.Join(manager.Args, " "), "--zap-log-level=debug") {
+		t.Errorf("after helm upgrade: replicas %d, memory limit %s, args %v", ptr.Deref(d.Spec.Replicas, 0), manager.Resources.Limits.Memory(), manager.Args)
+	}
+	generation := d.Generation
+
+	// A bad value is refused by the chart's schema before anything is sent to the cluster.
+	out, err := helm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--reuse-values", "--set", "replicaCount=0")
+	if err == nil || !strings.Contains(out, "replicaCount") {
+		t.Errorf("helm upgrade with replicaCount=0: err %v, output:\n%s", err, out)
+	}
+	if err := k8s.Get(ctx, deployment, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation != generation {
+		t.Errorf("the refused upgrade changed the Deployment (generation %d -> %d)", generation, d.Generation)
+	}
+	got = waitSettled(t, key, 2*time.Minute)
+	if now := memberPodsFingerprint(t, got); now != members {
+		t.Errorf("member Pods changed across helm upgrades:\nbefore %s\nafter  %s", members, now)
+	}
+	writeAndReadThroughService(t, got)
+
+	mustHelm(t, "uninstall", "steward", "--namespace", ns, "--wait", "--timeout", "3m")
+	poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 0 {
+			return fmt.Errorf("%d left", len(pods.Items))
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, deployment, &d); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment after helm uninstall: %v", err)
+	}
+	crds := apiextensionsclient.NewForConfigOrDie(bed.RESTConfig).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Get(ctx, "etcdclusters.etcd.steward.dev", metav1.GetOptions{}); err != nil {
+		t.Errorf("the EtcdCluster CRD after helm uninstall: %v", err)
+	}
+	var after etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(ctx, key, &after); err != nil {
+		t.Fatalf("the cluster after helm uninstall: %v", err)
+	}
+	if now := memberPodsFingerprint(t, &after); now != members {
+		t.Errorf("member Pods changed by helm uninstall:\nbefore %s\nafter  %s", members, now)
+	}
+	writeAndReadThroughService(t, &after)
+}
