@@ -37,7 +37,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -72,14 +72,15 @@ func bench(ctx context.Context, args []string) error {
 	measured := []struct {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
-	}{{"etcd-start", benchEtcdStart}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
+	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
 		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
 			continue
 		}
-		if m.name != "etcd-start" && !operatorRunning {
+		// etcd-start needs no operator; takeover installs its own in the cluster (and removes it again).
+		if m.name != "etcd-start" && m.name != "takeover" && !operatorRunning {
 			if err := startOperatorProcess(ctx, c); err != nil {
 				return err
 			}

@@ -230,6 +230,8 @@ var expected = map[string]time.Duration{
 	"TestPodLossDuringUpgrade":                   45 * time.Second,
 	"TestPodLossVolumeDeletedUnderRunningMember": 35 * time.Second,
 	"TestPodLossOneMember":                       20 * time.Second,
+	// Estimated (2026-11-23, before the first parallel run with it).
+	"TestHelmInstallUpgradeUninstall": 90 * time.Second,
 }
 
 const defaultExpected = 2 * time.Minute
