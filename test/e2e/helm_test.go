@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -77,15 +78,20 @@ func mustHelm(t *testing.T, args ...string) string {
 }
 
 // TestHelmInstallUpgradeUninstall installs the chart the way docs/install.md shows for one namespace
-// (watchNamespaces: a Role, nothing cluster-wide, so it shares the test bed with other tests), runs a cluster
-// with it, upgrades the release with changed values, is refused a bad value by the chart's schema with nothing
+// (watchNamespaces: a Role, nothing cluster-wide, so it shares the test bed with other tests) with the previous
+// Steward's image, runs a cluster with it, upgrades the release to this Steward with changed values (no member
+// restarted), is refused a bad value by the chart's schema with nothing
 // changed, and uninstalls: the operator's objects go, the CRDs, the cluster and its volume stay.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
+	// The release starts on the previous Steward (TestOperatorUpgrade builds it first), so the first upgrade is
+	// also an operator upgrade through Helm.
+	previous, _ := buildPreviousSteward(t, previousSteward)
+	repository, tag, _ := strings.Cut(previous, ":")
 	ns := newNamespace(t, "helm")
 	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
-		"--wait", "--timeout", "3m")
+		"--set", "image.repository="+repository, "--set", "image.tag="+tag, "--set", "agentImage="+previous, "--wait", "--timeout", "3m")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Errorf("helm install printed no deployed status:\n%s", out)
 	}
@@ -94,8 +100,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := k8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
-	if img := d.Spec.Template.Spec.Containers[0].Image; img != version.Image || ptr.Deref(d.Spec.Replicas, 0) != 2 {
-		t.Errorf("Deployment runs %s x%d, want %s x2", img, ptr.Deref(d.Spec.Replicas, 0), version.Image)
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != previous || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+		t.Errorf("Deployment runs %s x%d, want %s x2", img, ptr.Deref(d.Spec.Replicas, 0), previous)
 	}
 	var roles rbacv1.RoleList
 	if err := k8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
@@ -114,16 +120,17 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	got := waitSettled(t, key, 4*time.Minute)
 	members := memberPodsFingerprint(t, got)
 
-	// Changed values: one replica, more memory, debug logs.
-	mustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--reuse-values", "--set", "replicaCount=1",
+	// Upgrade to this release (the chart's default image) with changed values: one replica, more memory, debug
+	// logs.
+	mustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}", "--set", "replicaCount=1",
 		"--set", "resources.limits.memory=300Mi", "--set", "extraArgs={--zap-log-level=debug}", "--wait", "--timeout", "3m")
 	if err := k8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	manager := d.Spec.Template.Spec.Containers[0]
-	if ptr.Deref(d.Spec.Replicas, 0) != 1 || manager.Resources.Limits.Memory().String() != "300Mi" ||
-		!strings.Contains(strings.Join(manager.Args, " "), "--zap-log-level=debug") {
-		t.Errorf("after helm upgrade: replicas %d, memory limit %s, args %v", ptr.Deref(d.Spec.Replicas, 0), manager.Resources.Limits.Memory(), manager.Args)
+	if ptr.Deref(d.Spec.Replicas, 0) != 1 || manager.Resources.Limits.Memory().String() != "300Mi" || manager.Image != version.Image ||
+		!strings.Contains(strings.Join(manager.Args, " "), "--zap-log-level=debug") || strings.Contains(strings.Join(manager.Args, " "), "--agent-image") {
+		t.Errorf("after helm upgrade: %s x%d, memory limit %s, args %v", manager.Image, ptr.Deref(d.Spec.Replicas, 0), manager.Resources.Limits.Memory(), manager.Args)
 	}
 	generation := d.Generation
 
@@ -143,6 +150,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("member Pods changed across helm upgrades:\nbefore %s\nafter  %s", members, now)
 	}
 	writeAndReadThroughService(t, got)
+	var leases coordinationv1.LeaseList
+	if err := k8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
+		t.Errorf("leader election Leases in %s: %d (%v), want 1", ns, len(leases.Items), err)
+	}
 
 	mustHelm(t, "uninstall", "steward", "--namespace", ns, "--wait", "--timeout", "3m")
 	poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {

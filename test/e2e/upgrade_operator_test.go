@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,8 +37,17 @@ const previousSteward = "de5f5c9"
 // commit's source tree (for its CRDs and manifests).
 func buildPreviousSteward(t *testing.T, commit string) (image, tree string) {
 	t.Helper()
+	previousMu.Lock()
+	defer previousMu.Unlock()
+	if p, ok := previousBuilds[commit]; ok {
+		return p.image, p.tree
+	}
 	ctx := context.Background()
-	tree = t.TempDir()
+	// Kept for the whole run (other tests install the same previous release), removed by the OS's tmp cleanup.
+	tree, err := os.MkdirTemp("", "steward-"+commit+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive --format=tar %s | tar -x -C %q", repoRoot(t), commit, tree))
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("check out Steward %s (a clone with history is needed): %v\n%s", commit, err, out)
@@ -59,8 +69,16 @@ func buildPreviousSteward(t *testing.T, commit string) (image, tree string) {
 	if err := bed.ImportImage(ctx, tarball); err != nil {
 		t.Fatal(err)
 	}
+	previousBuilds[commit] = previousBuild{image: image, tree: tree}
 	return image, tree
 }
+
+type previousBuild struct{ image, tree string }
+
+var (
+	previousMu     sync.Mutex
+	previousBuilds = map[string]previousBuild{}
+)
 
 // installPrevious installs the previous Steward as its users did: its CRDs, and this tree's config/default
 // (the previous tree named an image nothing built) with the previous image for the operator and its Jobs.
