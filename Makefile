@@ -75,7 +75,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (gosec, depguard, revive, ...).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, that generated files are fresh and committed, and lint.
+verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, that generated files are fresh and committed, lint, the chart's output and the bundle.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	cd test/bundle && go vet ./...
@@ -83,6 +83,8 @@ verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, tha
 	@git diff --exit-code -- api config bundle bundle.Dockerfile charts || { echo "generated files are stale: run make generate manifests bundle and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config bundle bundle.Dockerfile charts)" || { echo "uncommitted generated files:"; git status --porcelain -- api config bundle bundle.Dockerfile charts; exit 1; }
 	$(GOLANGCI_LINT) run ./...
+	@# The chart's rendered output against its golden files, and the bundle through operator-framework's validators.
+	$(MAKE) --no-print-directory chart-test bundle-test
 
 .PHONY: build
 build: ## Build the operator into bin/steward.
