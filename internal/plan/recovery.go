@@ -35,6 +35,10 @@ type PodOnVolume struct {
 	Version string
 	Image   string
 	TLS     string
+	// Restore is the restore under way that the member's volume records it was created from: its Pod is seeded
+	// from that snapshot again (which does nothing to a data dir that already holds a member) and records it, so
+	// the restore counts it among its members. Empty when that restore is over.
+	Restore string
 }
 
 // bringsBack reports whether member m's Pod is to be re-created on its volume: it has no Pod, its volume is
@@ -68,8 +72,14 @@ func recreatePods(spec Spec, obs Observation, members []Member) (Action, bool) {
 		if version == "" {
 			version, image = joinVersion(spec, obs, members)
 		}
-		pods = append(pods, PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState,
-			Version: version, Image: image, TLS: volumeTLS(spec, members, m)})
+		pod := PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState,
+			Version: version, Image: image, TLS: volumeTLS(spec, members, m)}
+		// A member of a bootstrap from a snapshot whose Pod was never created (the operator stopped half-way) or
+		// was lost before it started holds no data yet: it is seeded like its peers.
+		if m.Restore != "" && obs.Restore != nil && obs.Restore.Name == m.Restore {
+			pod.Restore = m.Restore
+		}
+		pods = append(pods, pod)
 		names = append(names, m.Name)
 	}
 	if len(pods) == 0 {

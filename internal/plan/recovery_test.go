@@ -109,6 +109,39 @@ func TestRecreatePods(t *testing.T) {
 	}
 }
 
+// TestRecreatedPodsKeepTheirRestore: the operator stopped half-way through creating the Pods of a bootstrap
+// from a snapshot (a re-seed, 2026-11-23 full run 8): the member whose Pod was never created is brought back
+// seeded from the same restore while it is under way (its Pod records it, so the restore counts it), and without
+// it once the restore is over.
+func TestRecreatedPodsKeepTheirRestore(t *testing.T) {
+	initial := map[string]string{"c-x": peerURL("c-x"), "c-y": peerURL("c-y"), "c-z": peerURL("c-z")}
+	started := func(name string) Member {
+		return Member{Name: name, HasPod: true, HasPVC: true, PodReady: true, PodVersion: "3.6.16", InitialCluster: initial,
+			InitialState: "new", InEtcd: true, Started: true, Healthy: true, Restore: "r1", RunningVersion: "3.6.16", PodAge: time.Minute}
+	}
+	neverStarted := Member{Name: "c-z", HasPVC: true, InitialCluster: initial, InitialState: "new", InEtcd: true, Restore: "r1"}
+	spec := Spec{Replicas: 3, Version: "3.6.16"}
+	for name, tt := range map[string]struct {
+		restore *Restore
+		want    string
+	}{
+		"the restore under way seeds it":      {restore: &Restore{Name: "r1", Ready: true}, want: "r1"},
+		"a finished restore is not named":     {restore: nil, want: ""},
+		"another restore under way is not it": {restore: &Restore{Name: "r2", Ready: true}, want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := Next(spec, Observation{Bootstrapped: true, EtcdReachable: true, Restore: tt.restore,
+				Members: []Member{started("c-x"), started("c-y"), neverStarted}})
+			if a.Kind != RecreateMemberPods || len(a.Pods) != 1 || a.Pods[0].Name != "c-z" {
+				t.Fatalf("got %s %v %+v, want c-z re-created", a.Kind, a.Members, a.Pods)
+			}
+			if a.Pods[0].Restore != tt.want || a.Pods[0].State != "new" || len(a.Pods[0].InitialCluster) != 3 {
+				t.Errorf("Pod %+v, want restore %q, state new and the bootstrap's initial cluster", a.Pods[0], tt.want)
+			}
+		})
+	}
+}
+
 func TestVolumeTLS(t *testing.T) {
 	tests := map[string]struct {
 		spec Spec

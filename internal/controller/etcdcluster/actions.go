@@ -275,8 +275,12 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	if action.Kind == plan.RecreateMemberPods {
 		members, action.TLS = nil, plan.TLSPlaintext
 		for _, p := range action.Pods {
+			seed, err := restoreSource(obs, p.Restore)
+			if err != nil {
+				return fmt.Errorf("re-create member %s: %w", p.Name, err)
+			}
 			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State,
-				Version: p.Version, Image: p.Image, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone()})
+				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone()})
 			if p.TLS != plan.TLSPlaintext {
 				action.TLS = p.TLS // certificates are needed for the members that hold them
 			}
