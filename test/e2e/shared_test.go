@@ -223,15 +223,14 @@ var expected = map[string]time.Duration{
 	"TestBadSpecsAreRefusedAtAdmission":               10 * time.Second,
 	"TestTLSProviderFieldsAreImmutable":               10 * time.Second,
 	"TestTwoMinorJumpIsRefusedAtAdmission":            10 * time.Second,
-	// Measured one at a time (2026-11-23, before they joined the parallel tier).
-	"TestPodLossThreeMembers":                    180 * time.Second,
+	// Measured in the parallel tier (full run 8, 2026-11-23).
+	"TestPodLossThreeMembers":                    120 * time.Second,
 	"TestPodLossDuringTLSSwitch":                 70 * time.Second,
-	"TestPodLossFiveMembers":                     45 * time.Second,
-	"TestPodLossDuringUpgrade":                   45 * time.Second,
-	"TestPodLossVolumeDeletedUnderRunningMember": 35 * time.Second,
-	"TestPodLossOneMember":                       20 * time.Second,
-	// Estimated (2026-11-23, before the first parallel run with it).
-	"TestHelmInstallUpgradeUninstall": 90 * time.Second,
+	"TestPodLossDuringUpgrade":                   50 * time.Second,
+	"TestPodLossVolumeDeletedUnderRunningMember": 50 * time.Second,
+	"TestPodLossFiveMembers":                     50 * time.Second,
+	"TestPodLossOneMember":                       30 * time.Second,
+	"TestHelmInstallUpgradeUninstall":            50 * time.Second,
 }
 
 const defaultExpected = 2 * time.Minute
