@@ -14,8 +14,8 @@ import (
 	"steward.dev/steward/test/chaos"
 )
 
-// takeoverRuns is fixed: each run is one more member (3 -> 6 with a crash, then 6 -> 9 without), and 9 is the
-// most an EtcdCluster has.
+// takeoverRuns is fixed: each run is a scale-up by two members (3 -> 5 -> 7 -> 9, with a crash, then again
+// from 3 without), and 9 is the most an EtcdCluster has.
 const takeoverRuns = 3
 
 // benchTakeover installs Steward from config/default (2 replicas, leader election, default lease settings) and
@@ -49,10 +49,16 @@ func benchTakeover(ctx context.Context, c *testbed.Cluster, _ int) (section, err
 		return section{}, err
 	}
 	var toLease, toStep, baseline []time.Duration
-	replicas := 3
 	for _, crash := range []bool{true, false} {
+		replicas := 3
+		if _, err := kubectl("", "-n", "bench-takeover", "patch", "etcdcluster", name, "--type=merge", "-p", `{"spec":{"replicas":3}}`); err != nil {
+			return section{}, err
+		}
+		if err := testbed.Eventually(ctx, 5*time.Minute, 200*time.Millisecond, func() error { return view.settled(3) }); err != nil {
+			return section{}, err
+		}
 		for i := 0; i < takeoverRuns; i++ {
-			replicas++
+			replicas += 2
 			pods, err := view.pods()
 			if err != nil {
 				return section{}, err
@@ -112,7 +118,7 @@ func benchTakeover(ctx context.Context, c *testbed.Cluster, _ int) (section, err
 			"Steward %s installed from `config/default`: 2 replicas, leader election with the default lease (15 s duration, "+
 			"10 s renew deadline, 2 s retry). A scale-up by one member; once the learner's Pod exists (the step that adds "+
 			"the learner is done, its promotion is next) the leading operator's container is killed (SIGKILL: a crash, "+
-			"no hand-over). %d runs (3 -> 6 members), then %d runs (6 -> 9) of the same span without a crash. A leader "+
+			"no hand-over). %d runs (3 -> 5 -> 7 -> 9 members, the first new member of each), then %d runs of the same span without a crash. A leader "+
 			"that stops normally (a rollout, a drain, a deleted Pod) releases its Lease and the standby takes over within "+
 			"a retry period (`TestInClusterOperatorHA` logs it).\n\n%s",
 		version.Image, takeoverRuns, takeoverRuns, table([]row{
