@@ -81,7 +81,7 @@ func installDefault(t *testing.T) {
 		}
 		return nil
 	})
-	leader, _ := operatorLeader(t, "", time.Minute)
+	_, leader, _ := operatorLeader(t, "", time.Minute)
 	t.Logf("Steward %s installed from config/default; %s leads", version.Image, leader)
 }
 
@@ -134,24 +134,23 @@ func operatorPodsState(t *testing.T) string {
 	return strings.Join(out, "; ")
 }
 
-// operatorLeader waits until a Pod other than not holds the operator's Lease and returns its name and when the
-// test saw it take the Lease. A holder is "<pod>_<uuid>".
-func operatorLeader(t *testing.T, not string, timeout time.Duration) (string, time.Time) {
+// operatorLeader waits until the operator's Lease has a holder other than not ("<pod>_<uuid>": a container the
+// kubelet restarted in the same Pod is a new holder) and returns the holder, its Pod, and when the test saw it.
+func operatorLeader(t *testing.T, not string, timeout time.Duration) (holder, pod string, seen time.Time) {
 	t.Helper()
-	var leader string
-	poll(t, "an operator Pod other than "+not+" leading", timeout, func() error {
+	poll(t, "a leader other than "+not, timeout, func() error {
 		var l coordinationv1.Lease
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: leaseName}, &l); err != nil {
 			return err
 		}
-		holder, _, _ := strings.Cut(ptr.Deref(l.Spec.HolderIdentity, ""), "_")
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
 		if holder == "" || holder == not {
-			return fmt.Errorf("Lease held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
+			return fmt.Errorf("Lease held by %q", holder)
 		}
-		leader = holder
 		return nil
 	})
-	return leader, time.Now()
+	pod, _, _ = strings.Cut(holder, "_")
+	return holder, pod, time.Now()
 }
 
 func operatorPod(t *testing.T, name string) *corev1.Pod {
@@ -202,7 +201,7 @@ func (k takeover) String() string {
 // at once) and waits until a standby leads and then until state() changes, i.e. the new leader took a step.
 func killLeader(t *testing.T, crash bool, state func() string) takeover {
 	t.Helper()
-	leader, _ := operatorLeader(t, "", time.Minute)
+	holder, leader, _ := operatorLeader(t, "", time.Minute)
 	k := takeover{old: leader}
 	pod := operatorPod(t, leader)
 	killed := time.Now()
@@ -217,8 +216,9 @@ func killLeader(t *testing.T, crash bool, state func() string) takeover {
 			t.Fatal(err)
 		}
 	}
-	var took time.Time
-	k.new, took = operatorLeader(t, leader, time.Minute)
+	// After a crash, the standby or the restarted container, whichever gets the Lease first.
+	_, newLeader, took := operatorLeader(t, holder, time.Minute)
+	k.new = newLeader
 	k.toLease = took.Sub(killed)
 	k.before = state()
 	poll(t, "a step after the takeover", 3*time.Minute, func() error {
@@ -243,7 +243,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	ctx := context.Background()
 	installDefault(t)
 	// Every replica serves metrics; only the leader runs controllers, so only it has reconcile counts.
-	leader, _ := operatorLeader(t, "", time.Minute)
+	_, leader, _ := operatorLeader(t, "", time.Minute)
 	for _, p := range operatorPods(t) {
 		want := "go_goroutines"
 		if p.Name == leader {

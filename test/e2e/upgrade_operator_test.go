@@ -114,7 +114,7 @@ func waitOperatorRolledOut(t *testing.T, image string) {
 		}
 		return nil
 	})
-	operatorLeader(t, "", time.Minute)
+	_, _, _ = operatorLeader(t, "", time.Minute)
 }
 
 // memberPodsFingerprint is what an operator upgrade must not change: each member Pod's UID and its etcd
