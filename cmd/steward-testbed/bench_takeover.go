@@ -117,7 +117,7 @@ func benchTakeover(ctx context.Context, c *testbed.Cluster, _ int) (section, err
 	return section{"takeover", fmt.Sprintf(
 		"### Operator leader takeover (in-cluster, config/default)\n\n"+
 			"Steward %s installed from `config/default`: 2 replicas, leader election with the default lease (15 s duration, "+
-			"10 s renew deadline, 2 s retry). A scale-up by one member; once the learner's Pod exists (the step that adds "+
+			"10 s renew deadline, 2 s retry). A scale-up by two members; once the first learner's Pod exists (the step that adds "+
 			"the learner is done, its promotion is next) the leading operator's container is killed (SIGKILL: a crash, "+
 			"no hand-over). %d runs (3 -> 5 -> 7 -> 9 members, the first new member of each), then %d runs of the same span without a crash. A leader "+
 			"that stops normally (a rollout, a drain, a deleted Pod) releases its Lease and the standby takes over within "+
