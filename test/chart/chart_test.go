@@ -371,7 +371,7 @@ func TestCRDsAreTheGeneratedOnes(t *testing.T) {
 // TestKubeVersion: the chart installs on the oldest supported Kubernetes and on the test bed's, and Helm
 // refuses older ones before rendering anything.
 func TestKubeVersion(t *testing.T) {
-	for version, ok := range map[string]bool{"v1.30.0": true, "v1.34.4": true, "v1.36.1": true, "v1.29.9": false} {
+	for version, ok := range map[string]bool{"v1.29.0": true, "v1.34.4": true, "v1.36.1": true, "v1.28.9": false} {
 		t.Run(version, func(t *testing.T) {
 			kube, err := chartutil.ParseKubeVersion(version)
 			if err != nil {
