@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -70,18 +69,7 @@ func installDefault(t *testing.T) {
 	t.Helper()
 	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
 	t.Cleanup(func() { uninstallOperator(t) })
-	poll(t, "the operator Deployment's 2 replicas ready", 3*time.Minute, func() error {
-		var d appsv1.Deployment
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: installName}, &d); err != nil {
-			return err
-		}
-		if d.Status.ObservedGeneration != d.Generation || d.Status.ReadyReplicas != 2 || d.Status.UpdatedReplicas != 2 {
-			return fmt.Errorf("%d of %d replicas ready, %d updated; Pods: %s", d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 0),
-				d.Status.UpdatedReplicas, operatorPodsState(t))
-		}
-		return nil
-	})
-	_, leader, _ := operatorLeader(t, "", time.Minute)
+	leader := waitOperatorRolledOut(t, version.Image, 3*time.Minute)
 	t.Logf("Steward %s installed from config/default; %s leads", version.Image, leader)
 }
 

@@ -93,13 +93,14 @@ func installPrevious(t *testing.T, image, tree string) {
 	}
 	kubectl(t, manifests, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	t.Cleanup(func() { uninstallOperator(t) })
-	waitOperatorRolledOut(t, image)
+	waitOperatorRolledOut(t, image, 4*time.Minute)
 }
 
-// waitOperatorRolledOut waits until the Deployment's 2 replicas run image, are ready, and one of them leads.
-func waitOperatorRolledOut(t *testing.T, image string) {
+// waitOperatorRolledOut waits until the Deployment's 2 replicas run image and are ready, and returns the Pod
+// that leads.
+func waitOperatorRolledOut(t *testing.T, image string, timeout time.Duration) (leader string) {
 	t.Helper()
-	poll(t, "the operator's 2 replicas ready on "+image, 4*time.Minute, func() error {
+	poll(t, "the operator's 2 replicas ready on "+image, timeout, func() error {
 		var d appsv1.Deployment
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: installName}, &d); err != nil {
 			return err
@@ -114,7 +115,8 @@ func waitOperatorRolledOut(t *testing.T, image string) {
 		}
 		return nil
 	})
-	_, _, _ = operatorLeader(t, "", time.Minute)
+	_, leader, _ = operatorLeader(t, "", time.Minute)
+	return leader
 }
 
 // memberPodsFingerprint is what an operator upgrade must not change: each member Pod's UID and its etcd
@@ -177,7 +179,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	available := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable).LastTransitionTime
 	upgraded := time.Now()
 	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
-	waitOperatorRolledOut(t, version.Image)
+	waitOperatorRolledOut(t, version.Image, 4*time.Minute)
 	t.Logf("operator upgraded from %s to %s in %s", image, version.Image, time.Since(upgraded).Round(100*time.Millisecond))
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), upgraded, version.Image)
 
