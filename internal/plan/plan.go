@@ -115,6 +115,10 @@ type Member struct {
 	PodStuck string
 }
 
+// PodStuckImageNotStarted is the PodStuck of a Pod switched to an image its container has not run yet, as far as
+// the kubelet's last status shows (the kubelet still pulls it, or has not reported the new container yet).
+const PodStuckImageNotStarted = "ImageNotStartedYet"
+
 // Observation is everything the planner knows about the cluster at one moment.
 type Observation struct {
 	Members []Member

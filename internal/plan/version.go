@@ -351,12 +351,13 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 		}
 		return Action{Kind: Wait, Reason: ReasonMovingLeader, Message: fmt.Sprintf("no healthy follower to take leadership from %s", next.Name)}, true
 	}
-	return rollStep(spec, next, len(todo), voters), true
+	return rollStep(spec, obs, members, next, len(todo), voters), true
 }
 
 // rollStep restarts member m on the spec's version, unless it is moving down a minor and etcd has not yet
-// migrated its storage version down (a 3.5 binary cannot read 3.6 data).
-func rollStep(spec Spec, m Member, left, voters int) Action {
+// migrated its storage version down (a 3.5 binary cannot read 3.6 data), or may raise its cluster version to m's
+// minor any moment (see heldFromGoingBack).
+func rollStep(spec Spec, obs Observation, members []Member, m Member, left, voters int) Action {
 	target, _ := ParseVersion(spec.Version)
 	from := runningVersion(m)
 	reason := ReasonRestartingForImage
@@ -371,6 +372,9 @@ func rollStep(spec Spec, m Member, left, voters int) Action {
 	if storageAbove(m, target, from) {
 		return Action{Kind: Wait, Reason: ReasonWaitingForStorage,
 			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}
+	}
+	if a, held := heldFromGoingBack(spec, obs, members, m, from); held {
+		return a
 	}
 	return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image, Reason: reason,
 		Message: fmt.Sprintf("restarting member %s on %s (from %s; %d of %d members left)", m.Name, spec.Version, orUnknown(from), left, voters)}
@@ -436,10 +440,50 @@ func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) 
 		if target, err := ParseVersion(spec.Version); err == nil && (m.StorageVersion != "" || obs.DowngradeTarget != "") && storageAbove(m, target, m.PodVersion) {
 			return Action{}, false
 		}
+		if a, held := heldFromGoingBack(spec, obs, members, m, m.PodVersion); held {
+			return a, true
+		}
 		return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image,
 			Reason: ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true
 	}
 	return Action{}, false
+}
+
+// heldFromGoingBack keeps member m, on release from, from being restarted straight on the spec's older minor
+// (the way back from an upgrade that has not finished) when that may no longer be safe. etcd's leader raises the
+// cluster version to the newer minor as soon as every member reports running it, within seconds and without
+// asking anyone; from then on the older release refuses the member's data ("cluster cannot be downgraded") and
+// only etcd's downgrade leads back. The cluster version Steward observed a moment ago proves nothing, so m goes
+// straight back only when the leader cannot raise it: another voter is healthy on the older minor, or m's Pod
+// never ran its newer image (the kubelet cannot pull or create it). Otherwise Steward waits for the cluster
+// version to rise, and then downgrades through etcd.
+func heldFromGoingBack(spec Spec, obs Observation, members []Member, m Member, from string) (Action, bool) {
+	target, err := ParseVersion(spec.Version)
+	cur, err2 := ParseVersion(from)
+	if err != nil || err2 != nil || cur.minorsApart(target) >= 0 || obs.DowngradeTarget != "" || podImageNeverRan(m) {
+		return Action{}, false
+	}
+	for _, o := range members {
+		if o.Name == m.Name || !o.InEtcd || o.IsLearner || !o.Healthy {
+			continue
+		}
+		if v, err := ParseVersion(o.RunningVersion); err == nil && v.sameMinor(target) {
+			return Action{}, false
+		}
+	}
+	state := "runs"
+	if !m.Healthy {
+		state = "is down on"
+	}
+	return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion,
+		Message: fmt.Sprintf("member %s %s %s and no other voter runs %s: etcd may raise the cluster version to %s at any moment, after which %s cannot read the member's data; waiting for that and then downgrading through etcd, rather than restarting %s on %s directly (if %s cannot come back on %s, it is replaced after spec.replaceUnhealthyAfter)",
+			m.Name, state, from, target.MinorString(), cur.MinorString(), spec.Version, m.Name, spec.Version, m.Name, from)}, true
+}
+
+// podImageNeverRan reports whether the kubelet says member m's Pod cannot pull or create its etcd container, so
+// no process of the Pod's image has run. Not when the status merely shows an earlier container: it may be stale.
+func podImageNeverRan(m Member) bool {
+	return m.PodStuck != "" && m.PodStuck != PodStuckImageNotStarted
 }
 
 // runningVersion is the version member m runs as etcd reports it, else (it does not answer) what its Pod is set to.

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -147,6 +148,45 @@ func TestNextVersion(t *testing.T) {
 				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion = false, false, "", ""
 				return m
 			}(), at("c-c", 3, "3.5.35")), RollMember, ReasonRestartingForImage, "c-b", "down",
+		},
+		// Full run 10: the last member was switched to 3.6.16 and restarting when spec.version went back to 3.5.35;
+		// the cluster version Steward saw was still 3.5, but the leader raised it to 3.6 seconds later, and the
+		// member sent straight back to 3.5 could no longer read its data.
+		"the last member down on its way to the newer minor is not sent straight back while every other voter runs it": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
+				m.PodStuck = PodStuckImageNotStarted
+				return m
+			}(), at("c-c", 3, "3.6.16")), Wait, ReasonWaitingClusterVersion, "", "c-b is down on 3.6.16 and no other voter runs 3.5",
+		},
+		"a member down on the newer minor whose image cannot be pulled goes straight back: it never ran": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
+				m.PodStuck = "ImagePullBackOff"
+				return m
+			}(), at("c-c", 3, "3.6.16")), RollMember, ReasonRestartingForImage, "c-b", "down",
+		},
+		"every voter on the newer minor and the cluster version not raised yet: wait for it, then downgrade": {
+			specAt("3.5.35"), clusterAt("3.5.0", func() Member { m := at("c-a", 1, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
+				func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
+				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), Wait, ReasonWaitingClusterVersion, "", "may raise the cluster version to 3.6",
+		},
+		"a voter still on the older minor keeps the cluster version there: the others go straight back": {
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
+				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), RollMember, ReasonDowngrading, "c-b", "",
+		},
+		"a voter on the older minor that is down does not keep the cluster version there": {
+			Spec{Replicas: 5, Version: "3.5.35", Image: "etcd:v3.5.35"}, clusterAt("3.5.0", at("c-a", 1, "3.6.16"), func() Member {
+				m := at("c-b", 2, "3.6.16")
+				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
+				return m
+			}(), at("c-c", 3, "3.6.16"), at("c-d", 4, "3.6.16"), func() Member {
+				m := at("c-e", 5, "3.5.35")
+				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
+				return m
+			}()), Wait, ReasonWaitingClusterVersion, "", "c-b is down on 3.6.16",
 		},
 		"a member down is not restarted when the others have no quorum": {
 			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
@@ -301,19 +341,47 @@ func FuzzParseVersion(f *testing.F) {
 // way they take effect (a Pod switched restarts on the next pass, etcd moves the cluster version and the storage
 // versions on the pass after), so that many passes replay a whole roll.
 type simulatedCluster struct {
-	members   []Member
-	obs       Observation
-	pending   map[string]bool // switched Pods whose container has not restarted yet
+	members []Member // as Steward observes them
+	obs     Observation
+	pending map[string]bool   // switched Pods whose container has not restarted yet
+	unseen  map[string]bool   // restarted members whose new process runs but does not answer Steward yet
+	real    map[string]string // the release each member's process runs: what etcd's leader sees
+	// downgrade is the downgrade etcd has enabled, "" when none.
 	downgrade string
+	// cvLag: etcd's leader raises the cluster version from the releases members ran before this pass's restarts
+	// (it checks every few seconds), so Steward may see every member on the newer minor and the cluster version
+	// not yet raised.
+	cvLag bool
+	// downWhileRestarting: a member is down to Steward from the moment its Pod is switched until the pass after
+	// its new process started (the kubelet's status and etcd's answers lag behind the process).
+	downWhileRestarting bool
+	// refused lists members restarted on a minor below the cluster version without a downgrade enabled: their
+	// release refuses the data, as etcd 3.5 does ("cluster cannot be downgraded").
+	refused []string
+}
+
+func newSimulatedCluster(cv string, members ...Member) *simulatedCluster {
+	s := &simulatedCluster{members: members, pending: map[string]bool{}, unseen: map[string]bool{}, real: map[string]string{}}
+	for _, m := range members {
+		s.real[m.Name] = m.RunningVersion
+	}
+	s.obs = clusterAt(cv, s.members...)
+	return s
 }
 
 func (s *simulatedCluster) apply(a Action) {
 	switch a.Kind {
 	case RollMember:
 		for i := range s.members {
-			if s.members[i].Name == a.Members[0] {
-				s.members[i].PodVersion, s.members[i].PodImage = a.Version, a.Image
-				s.pending[a.Members[0]] = true
+			m := &s.members[i]
+			if m.Name != a.Members[0] {
+				continue
+			}
+			m.PodVersion, m.PodImage = a.Version, a.Image
+			s.pending[m.Name] = true
+			if s.downWhileRestarting {
+				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
+				m.PodStuck = PodStuckImageNotStarted
 			}
 		}
 	case MoveLeader:
@@ -325,15 +393,52 @@ func (s *simulatedCluster) apply(a Action) {
 
 // tick is what happens between two passes: restarts finish, etcd settles versions.
 func (s *simulatedCluster) tick() {
-	lowest := Version{9, 9, 9}
+	if s.cvLag {
+		s.settleClusterVersion()
+	}
 	for i := range s.members {
 		m := &s.members[i]
-		if s.pending[m.Name] {
-			m.RunningVersion, m.ContainerImage = m.PodVersion, m.PodImage
-			delete(s.pending, m.Name)
+		if s.unseen[m.Name] {
+			m.RunningVersion, m.ContainerImage = s.real[m.Name], m.PodImage
+			m.Healthy, m.PodReady, m.PodStuck = true, true, ""
+			delete(s.unseen, m.Name)
 		}
-		if v, _ := ParseVersion(m.RunningVersion); v.Less(lowest) {
-			lowest = v
+		if !s.pending[m.Name] {
+			continue
+		}
+		delete(s.pending, m.Name)
+		if v := mustParse(m.PodVersion); s.downgrade == "" && v.minorsApart(mustParse(s.obs.ClusterVersion)) > 0 {
+			s.refused = append(s.refused, m.Name+" on "+m.PodVersion+" at cluster version "+s.obs.ClusterVersion)
+		}
+		s.real[m.Name] = m.PodVersion
+		if s.downWhileRestarting {
+			s.unseen[m.Name] = true
+			continue
+		}
+		m.RunningVersion, m.ContainerImage = m.PodVersion, m.PodImage
+		m.Healthy, m.PodReady, m.PodStuck = true, true, ""
+	}
+	if !s.cvLag {
+		s.settleClusterVersion()
+	}
+	s.obs.DowngradeTarget = s.downgrade
+	for i := range s.members {
+		if v, err := ParseVersion(s.members[i].RunningVersion); err == nil && !v.Less(Version{3, 6, 0}) {
+			s.members[i].StorageVersion = s.obs.ClusterVersion
+		} else {
+			s.members[i].StorageVersion = ""
+		}
+	}
+	s.obs.Members = s.members
+}
+
+// settleClusterVersion is etcd's leader: the cluster version follows the lowest release members run, upward
+// only, or the downgrade target while a downgrade is enabled (which ends once every member runs it).
+func (s *simulatedCluster) settleClusterVersion() {
+	lowest := Version{9, 9, 9}
+	for _, v := range s.real {
+		if parsed, err := ParseVersion(v); err == nil && parsed.Less(lowest) {
+			lowest = parsed
 		}
 	}
 	cv, _ := ParseVersion(s.obs.ClusterVersion)
@@ -346,15 +451,6 @@ func (s *simulatedCluster) tick() {
 	case cv.Less(Version{lowest.Major, lowest.Minor, 0}):
 		s.obs.ClusterVersion = lowest.MinorString() + ".0"
 	}
-	s.obs.DowngradeTarget = s.downgrade
-	for i := range s.members {
-		if v, _ := ParseVersion(s.members[i].RunningVersion); !v.Less(Version{3, 6, 0}) {
-			s.members[i].StorageVersion = s.obs.ClusterVersion
-		} else {
-			s.members[i].StorageVersion = ""
-		}
-	}
-	s.obs.Members = s.members
 }
 
 func TestRollSequences(t *testing.T) {
@@ -375,9 +471,7 @@ func TestRollSequences(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			from, _ := ParseVersion(tt.from)
-			s := &simulatedCluster{pending: map[string]bool{},
-				members: []Member{at("c-a", 1, tt.from), at("c-b", 2, tt.from), at("c-c", 3, tt.from)}}
-			s.obs = clusterAt(from.MinorString()+".0", s.members...)
+			s := newSimulatedCluster(from.MinorString()+".0", at("c-a", 1, tt.from), at("c-b", 2, tt.from), at("c-c", 3, tt.from))
 			var steps []string
 			for pass := 0; pass < 50; pass++ {
 				s.tick()
@@ -405,6 +499,60 @@ func TestRollSequences(t *testing.T) {
 				t.Errorf("ended at cluster version %s, downgrade %q", s.obs.ClusterVersion, s.downgrade)
 			}
 		})
+	}
+}
+
+func mustParse(v string) Version {
+	parsed, err := ParseVersion(v)
+	if err != nil {
+		panic(err)
+	}
+	return parsed
+}
+
+// TestChangeOfMindMidUpgrade: spec.version goes from 3.5.35 to 3.6.16 and back to 3.5.35 at every point of the
+// roll, with etcd raising the cluster version a pass after the last member runs 3.6 (full run 10 found the race).
+// No member is ever restarted on 3.5 once its data may be at cluster version 3.6 without etcd's downgrade, and
+// every sequence ends with all members on 3.5.35.
+func TestChangeOfMindMidUpgrade(t *testing.T) {
+	for back := 0; back < 24; back++ {
+		s := newSimulatedCluster("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35"))
+		s.cvLag, s.downWhileRestarting = true, back%2 == 1
+		var steps []string
+		done := false
+		for pass := 0; pass < 80 && !done; pass++ {
+			s.tick()
+			spec := specAt("3.6.16")
+			if pass >= back/2 {
+				spec = specAt("3.5.35")
+			}
+			a := Next(spec, s.obs)
+			switch a.Kind {
+			case None:
+				done = pass >= back/2
+			case RollMember:
+				steps = append(steps, fmt.Sprintf("%d: roll %s to %s", pass, a.Members[0], a.Version))
+			case MoveLeader:
+				steps = append(steps, fmt.Sprintf("%d: move %s->%s", pass, a.Members[0], a.Members[1]))
+			case EnableDowngrade, CancelDowngrade:
+				steps = append(steps, fmt.Sprintf("%d: %s %s", pass, a.Kind, a.Version))
+			case Wait:
+			default:
+				t.Fatalf("back at pass %d: pass %d: unexpected step %s (%s)", back, pass, a.Kind, a.Message)
+			}
+			s.apply(a)
+		}
+		if len(s.refused) > 0 {
+			t.Errorf("back at pass %d: restarted on a release that refuses its data: %v (steps %v)", back, s.refused, steps)
+		}
+		if !done || s.obs.ClusterVersion != "3.5.0" || s.downgrade != "" {
+			t.Errorf("back at pass %d: not settled on 3.5.35: cluster version %s, downgrade %q, steps %v", back, s.obs.ClusterVersion, s.downgrade, steps)
+		}
+		for _, m := range s.members {
+			if m.RunningVersion != "3.5.35" {
+				t.Errorf("back at pass %d: %s runs %s (steps %v)", back, m.Name, m.RunningVersion, steps)
+			}
+		}
 	}
 }
 

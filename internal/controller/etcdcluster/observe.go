@@ -428,7 +428,7 @@ func stuckOf(p *corev1.Pod) string {
 			return w.Reason
 		}
 		if cs.Image != "" && spec != "" && !plan.SameImage(cs.Image, spec) {
-			return "ImageNotStartedYet"
+			return plan.PodStuckImageNotStarted
 		}
 	}
 	return ""
