@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-		"strconv"
+	"strconv"
 	"sync"
 	"time"
 

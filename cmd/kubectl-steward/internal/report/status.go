@@ -44,10 +44,10 @@ type Status struct {
 	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
 	Members         []Member     `json:"members"`
 	// Certificates is empty for a plaintext cluster.
-	TLS          TLS          `json:"tls"`
-	LastBackup   *LastBackup  `json:"lastBackup,omitempty"`
-	Conditions   []Condition  `json:"conditions"`
-	Step         *Step        `json:"step,omitempty"`
+	TLS        TLS         `json:"tls"`
+	LastBackup *LastBackup `json:"lastBackup,omitempty"`
+	Conditions []Condition `json:"conditions"`
+	Step       *Step       `json:"step,omitempty"`
 }
 
 // Member is one row of the members table: a member in status.members, a member Pod, or both.
