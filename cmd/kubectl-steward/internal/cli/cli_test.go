@@ -60,8 +60,17 @@ type result struct {
 	code           int
 }
 
+// runtimeObject is an object the fake API server starts with.
+type runtimeObject = client.Object
+
 // run runs the plugin's command line against c, as the binary would.
 func run(t *testing.T, c client.WithWatch, args ...string) result {
+	t.Helper()
+	return runWith(t, c, nil, args...)
+}
+
+// runWith is run with the options changed by change first.
+func runWith(t *testing.T, c client.WithWatch, change func(*Options), args ...string) result {
 	t.Helper()
 	kubeconfig(t)
 	var out, errOut bytes.Buffer
@@ -74,6 +83,9 @@ func run(t *testing.T, c client.WithWatch, args ...string) result {
 			return nil, errors.New("no API calls expected")
 		}
 		return c, nil
+	}
+	if change != nil {
+		change(o)
 	}
 	code := Run(context.Background(), o, args)
 	return result{out.String(), errOut.String(), code}
