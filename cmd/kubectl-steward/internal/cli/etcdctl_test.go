@@ -80,7 +80,8 @@ func member(t *testing.T, serverCert *pki.KeyPair, ca *pki.KeyPair) net.Listener
 		if err != nil {
 			t.Fatal(err)
 		}
-		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"h2"}})
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	go func() {
@@ -97,7 +98,8 @@ func member(t *testing.T, serverCert *pki.KeyPair, ca *pki.KeyPair) net.Listener
 				}
 				who := "anonymous"
 				if tc, ok := c.(*tls.Conn); ok && len(tc.ConnectionState().PeerCertificates) > 0 {
-					who = tc.ConnectionState().PeerCertificates[0].Subject.CommonName
+					// etcd tells gRPC from HTTP/1.1 on its TLS port by ALPN: the proxy must ask for h2.
+					who = tc.ConnectionState().PeerCertificates[0].Subject.CommonName + " over " + tc.ConnectionState().NegotiatedProtocol
 				}
 				fmt.Fprintf(c, "member answered %s: %s", who, line)
 			}()
@@ -165,7 +167,7 @@ func TestEtcdctlTLS(t *testing.T) {
 	objs := []runtimeObject{testCluster(), memberPod("db-aaaaa", true), secret}
 
 	r := runEtcdctl(t, objs, member(t, p.server, p.ca), "get", "greeting")
-	if r.code != ExitOK || r.stdout != "member answered steward:db: get greeting\n" {
+	if r.code != ExitOK || r.stdout != "member answered steward:db over h2: get greeting\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	r = runEtcdctl(t, objs, member(t, p.server, p.ca), "put", "fail")

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -46,7 +47,10 @@ func TLSConfig(caPEM, certPEM, keyPEM []byte, serverName string) (*tls.Config, e
 	if err != nil {
 		return nil, fmt.Errorf("the client Secret's tls.crt and tls.key: %w", err)
 	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
+	// etcd serves gRPC and HTTP on one TLS port and tells them apart by ALPN: without "h2" it takes the
+	// connection for HTTP/1.1 and etcdctl's gRPC (HTTP/2, which it speaks in cleartext to the socket) fails.
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: serverName, MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2"}}, nil
 }
 
 // handshakeTimeout bounds a TLS handshake with a member: a member that accepts the stream but does not answer
@@ -81,6 +85,10 @@ func (p *Proxy) Connect(ctx context.Context) (net.Conn, error) {
 	if err := tconn.HandshakeContext(hctx); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("TLS handshake with the member (checking its certificate for %s against the cluster's CA): %w", p.TLS.ServerName, err)
+	}
+	if slices.Contains(p.TLS.NextProtos, "h2") && tconn.ConnectionState().NegotiatedProtocol != "h2" {
+		_ = tconn.Close()
+		return nil, fmt.Errorf("the member did not agree to HTTP/2 in the TLS handshake (ALPN %q): it is not an etcd client port", tconn.ConnectionState().NegotiatedProtocol)
 	}
 	return tconn, nil
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"steward.dev/steward/internal/pki"
 )
 
 func TestPrivateDir(t *testing.T) {
@@ -169,5 +172,57 @@ func TestConnectionErrorsAreReported(t *testing.T) {
 func TestTLSConfigRefusesBadMaterial(t *testing.T) {
 	if _, err := TLSConfig([]byte("not pem"), nil, nil, "x"); err == nil || !strings.Contains(err.Error(), "ca.crt") {
 		t.Errorf("bad CA: %v", err)
+	}
+}
+
+// A TLS server that does not speak HTTP/2 (no ALPN "h2") is not an etcd client port: etcd selects gRPC by ALPN,
+// and without it etcdctl's requests would time out unexplained. Connect says so instead.
+func TestConnectRequiresHTTP2(t *testing.T) {
+	ca, err := pki.NewCA("ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Issue(pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc"}, Server: true, Lifetime: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue(pki.Request{CommonName: "c", Client: true, Lifetime: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := TLSConfig(ca.CertPEM, client.CertPEM, client.KeyPEM, "db.ns.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, protos := range [][]string{nil, {"h2"}} {
+		cert, _ := tls.X509KeyPair(server.CertPEM, server.KeyPEM)
+		l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: protos, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { _ = c.(*tls.Conn).Handshake(); time.Sleep(time.Second); _ = c.Close() }()
+			}
+		}()
+		p := &Proxy{TLS: cfg, Dialer: DialerFunc(func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", l.Addr().String())
+		})}
+		conn, err := p.Connect(context.Background())
+		if protos == nil && (err == nil || !strings.Contains(err.Error(), "did not agree to HTTP/2")) {
+			t.Errorf("a server without h2: %v", err)
+		}
+		if protos != nil && err != nil {
+			t.Errorf("a server with h2: %v", err)
+		}
+		if conn != nil {
+			_ = conn.Close()
+		}
+		_ = l.Close()
 	}
 }
