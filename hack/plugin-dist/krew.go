@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -272,13 +271,13 @@ func checkArchive(file string, pl Platform) error {
 		}
 		entries[hdr.Name] = hdr
 	}
-	for _, fs := range pl.Files {
-		if entries[fs.From] == nil {
-			return fmt.Errorf("%s lacks %s", file, fs.From)
+	for _, f := range pl.Files {
+		if entries[f.From] == nil {
+			return fmt.Errorf("%s lacks %s", file, f.From)
 		}
 	}
 	bin := entries[pl.Bin]
-	if bin == nil || bin.Typeflag != tar.TypeReg || fs.FileMode(bin.Mode)&0o111 == 0 {
+	if bin == nil || bin.Typeflag != tar.TypeReg || bin.Mode&0o111 == 0 {
 		return fmt.Errorf("%s: bin %s is not an executable file in it", file, pl.Bin)
 	}
 	return nil

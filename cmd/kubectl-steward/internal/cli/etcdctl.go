@@ -269,7 +269,7 @@ func clientTLS(ctx context.Context, c client.Client, cluster *etcdv1alpha1.EtcdC
 	cfg, err := proxy.TLSConfig(secret.Data[resources.SecretCAKey], secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey],
 		report.ServerName(cluster))
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: %w", cluster.Namespace, name, err)
+		return nil, fmt.Errorf("the client Secret %s/%s: %w", cluster.Namespace, name, err)
 	}
 	return cfg, nil
 }

@@ -154,28 +154,39 @@ func PrivateDir() (string, func(), error) {
 	bases = append(bases, "/dev/shm", os.TempDir())
 	var errs []error
 	for _, base := range bases {
-		if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
-			continue
-		}
-		dir, err := os.MkdirTemp(base, "kubectl-steward-")
+		dir, err := privateDirIn(base)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		// MkdirTemp creates 0700 already; chmod again so that an unusual umask or file system cannot widen it.
-		if err := os.Chmod(dir, 0o700); err != nil {
-			_ = os.RemoveAll(dir)
-			errs = append(errs, err)
-			continue
+		if dir != "" {
+			return dir, func() { _ = os.RemoveAll(dir) }, nil //nolint:gosec // the directory privateDirIn just created
 		}
-		if len(filepath.Join(dir, SocketName)) > maxSocketPath {
-			_ = os.RemoveAll(dir)
-			errs = append(errs, fmt.Errorf("%s: path too long for a Unix socket", dir))
-			continue
-		}
-		return dir, func() { _ = os.RemoveAll(dir) }, nil
 	}
 	return "", nil, fmt.Errorf("create a private directory for the etcdctl socket: %w", errors.Join(errs...))
+}
+
+// privateDirIn is PrivateDir in base; "" without error when base is not a directory.
+//
+//nolint:gosec // base is the user's own runtime or temp directory, and the directory needs its x bit (0700)
+func privateDirIn(base string) (string, error) {
+	if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp(base, "kubectl-steward-")
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp creates 0700 already; chmod again so that an unusual file system cannot leave it wider.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	if len(filepath.Join(dir, SocketName)) > maxSocketPath {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("%s: path too long for a Unix socket", dir)
+	}
+	return dir, nil
 }
 
 // SocketName is the socket's file name in the private directory.

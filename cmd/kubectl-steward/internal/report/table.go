@@ -82,11 +82,12 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		p.to(tw, "  CERTIFICATE\tSECRET\tEXPIRES")
 		p.to(tw, "  CA\t%s\t%s", dash(s.TLS.CASecret), expiry(now, s.TLS.CANotAfter))
-		memberSecret := s.TLS.MemberSecret
-		if memberSecret == "" {
-			memberSecret = "<member>-tls"
+		// With providers Steward and CertManager each member has its own <member>-tls.
+		perMember := s.TLS.MemberSecret
+		if perMember == "" {
+			perMember = "<member>-tls"
 		}
-		p.to(tw, "  members\t%s\t%s", memberSecret, expiry(now, s.TLS.NotAfter))
+		p.to(tw, "  members\t%s\t%s", perMember, expiry(now, s.TLS.NotAfter))
 		p.to(tw, "  client\t%s\t%s", dash(s.TLS.ClientSecret), expiry(now, s.TLS.NotAfter))
 		p.flush(tw)
 		p.line("  (members and client: the first of them to expire; Steward renews each at two thirds of its lifetime)")
