@@ -213,9 +213,9 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 	return nil
 }
 
-// runChild runs etcdctl with the user's terminal and returns its exit code. While it runs, interrupts are
-// left to it (the terminal sends Ctrl-C to both; etcdctl decides, for example ending a watch) and a SIGTERM is
-// passed on; kubectl steward itself stays to remove the socket's directory once etcdctl is gone.
+// runChild runs etcdctl with the user's terminal and returns its exit code. While it runs, the signals that
+// would end kubectl steward are passed on to etcdctl instead (a terminal's Ctrl-C reaches both; a second
+// interrupt is harmless), so that kubectl steward stays to remove the socket's directory once etcdctl is gone.
 func (o *Options) runChild(bin string, args []string) (int, error) {
 	child := exec.Command(bin, args...) //nolint:gosec // the user chose the binary and its arguments; that is the command's purpose
 	child.Stdin, child.Stdout, child.Stderr = o.Streams.In, o.Streams.Out, o.Streams.ErrOut
@@ -231,9 +231,7 @@ func (o *Options) runChild(bin string, args []string) (int, error) {
 		for {
 			select {
 			case s := <-signals:
-				if s != os.Interrupt {
-					_ = child.Process.Signal(s)
-				}
+				_ = child.Process.Signal(s)
 			case <-done:
 				return
 			}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/cmd/kubectl-steward/internal/proxy"
@@ -143,5 +145,8 @@ func Run(ctx context.Context, o *Options, args []string) int {
 
 // Main is the binary's entry point.
 func Main() int {
+	// The controller-runtime client logs through its package logger, which warns on stderr when unset; the
+	// plugin reports what matters itself.
+	ctrllog.SetLogger(logr.Discard())
 	return Run(context.Background(), NewOptions(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}), os.Args[1:])
 }
