@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,14 +12,12 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/cmd/kubectl-steward/internal/build"
-	"steward.dev/steward/cmd/kubectl-steward/internal/report"
 )
 
 type backupOptions struct {
-	name, from, pvc, s3, deletionPolicy, format string
-	s3Opts                                      build.S3Options
-	wait, dryRun                                bool
-	timeout                                     time.Duration
+	name, from, pvc, s3, deletionPolicy string
+	s3Opts                              build.S3Options
+	follow                              followOptions
 }
 
 func newBackupCommand(o *Options) *cobra.Command {
@@ -52,15 +49,12 @@ A directory (a path ending in "/", or none) or key prefix gets a file named <clu
 	f.BoolVar(&b.s3Opts.ForcePathStyle, "s3-force-path-style", false, "Address the bucket as endpoint/bucket (with --s3)")
 	f.BoolVar(&b.s3Opts.Insecure, "s3-insecure", false, "Plain HTTP to the S3 endpoint (with --s3; tests and trusted networks only)")
 	f.StringVar(&b.deletionPolicy, "deletion-policy", "", "Retain (the default) or Delete: what happens to the stored snapshot when the EtcdBackup is deleted")
-	f.BoolVar(&b.wait, "wait", true, "Wait until the backup is Complete or Failed")
-	f.DurationVar(&b.timeout, "timeout", 10*time.Minute, "How long to wait; when it passes the exit code is 124 and the backup carries on")
-	f.BoolVar(&b.dryRun, "dry-run", false, "Print the EtcdBackup that would be created (as YAML, or -o json) and create nothing")
-	outputFlag(cmd, &b.format)
+	followFlags(cmd, &b.follow, "backup", 10*time.Minute)
 	return cmd
 }
 
 func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOptions) error {
-	if err := checkOutput(b.format); err != nil {
+	if err := checkOutput(b.follow.format); err != nil {
 		return err
 	}
 	if b.deletionPolicy != "" && b.deletionPolicy != string(etcdv1alpha1.DeletionPolicyRetain) && b.deletionPolicy != string(etcdv1alpha1.DeletionPolicyDelete) {
@@ -74,7 +68,7 @@ func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOpti
 	if _, err := getCluster(cmd, c, ns, clusterName); err != nil {
 		return err
 	}
-	msg := o.messages(b.format)
+	msg := o.messages(b.follow.format)
 	req := build.BackupRequest{Namespace: ns, Cluster: clusterName, Name: b.name, PVC: b.pvc, S3: b.s3, S3Opts: b.s3Opts,
 		DeletionPolicy: b.deletionPolicy, Now: o.Now()}
 	if b.from != "" || (b.pvc == "" && b.s3 == "") {
@@ -91,59 +85,7 @@ func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOpti
 	if err != nil {
 		return err
 	}
-	if b.dryRun {
-		format := b.format
-		if format == outputTable {
-			format = outputYAML
-		}
-		return printDocument(o.Streams.Out, format, backup)
-	}
-	if err := c.Create(ctx, backup); err != nil {
-		return fmt.Errorf("create EtcdBackup %s/%s: %w", ns, backup.Name, err)
-	}
-	fmt.Fprintf(msg, "etcdbackup.etcd.steward.dev/%s created\n", backup.Name)
-	if !b.wait {
-		if b.format != outputTable {
-			return printDocument(o.Streams.Out, b.format, backup)
-		}
-		return nil
-	}
-
-	wctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	progress := progressPrinter{w: msg, start: o.Now(), now: o.Now}
-	var p report.Progress
-	var last *etcdv1alpha1.EtcdBackup
-	err = waitFor(wctx, c, client.ObjectKeyFromObject(backup), func() client.Object { return &etcdv1alpha1.EtcdBackup{} },
-		&etcdv1alpha1.EtcdBackupList{}, o.Resync, func(obj client.Object) (bool, error) {
-			if obj == nil {
-				return false, fmt.Errorf("EtcdBackup %s/%s was deleted while waiting for it", ns, backup.Name)
-			}
-			last = obj.(*etcdv1alpha1.EtcdBackup)
-			progress.print(p.Observe(last.Status.Conditions)...)
-			return etcdv1alpha1.Finished(last.Status.Conditions), nil
-		})
-	if errors.Is(err, ErrTimeout) {
-		phase := "Pending"
-		if last != nil {
-			phase = report.Phase(last.Status.Conditions)
-		}
-		return fmt.Errorf("%w %s for EtcdBackup %s/%s (phase %s); it carries on: kubectl get etcdbackup %s -n %s",
-			ErrTimeout, b.timeout, ns, backup.Name, phase, backup.Name, ns)
-	}
-	if err != nil {
-		return err
-	}
-	if b.format != outputTable {
-		if perr := printDocument(o.Streams.Out, b.format, last); perr != nil {
-			return perr
-		}
-	}
-	if f := report.Failure(last.Status.Conditions); f != "" {
-		return fmt.Errorf("EtcdBackup %s/%s failed: %s", ns, backup.Name, f)
-	}
-	fmt.Fprintln(msg, report.BackupSummary(last))
-	return nil
+	return o.createAndFollow(ctx, c, backup, client.ObjectKeyFromObject(backup), backupKind, b.follow)
 }
 
 // destinationFrom is the destination of the EtcdBackup or EtcdBackupSchedule named ref ("name",

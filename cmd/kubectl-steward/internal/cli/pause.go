@@ -21,14 +21,7 @@ func newPauseCommand(o *Options, paused bool) *cobra.Command {
 		Example: fmt.Sprintf("  kubectl steward %s example", use),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(format); err != nil {
-				return err
-			}
-			c, ns, err := o.clientAndNamespace()
-			if err != nil {
-				return err
-			}
-			cluster, err := getCluster(cmd, c, ns, args[0])
+			c, cluster, err := o.clusterFor(cmd, format, args[0])
 			if err != nil {
 				return err
 			}
@@ -38,7 +31,7 @@ func newPauseCommand(o *Options, paused bool) *cobra.Command {
 			} else {
 				patch := fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused)
 				if err := c.Patch(cmd.Context(), cluster, client.RawPatch(client.Merge.Type(), patch)); err != nil {
-					return fmt.Errorf("patch EtcdCluster %s/%s: %w", ns, cluster.Name, err)
+					return fmt.Errorf("patch EtcdCluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 				}
 				fmt.Fprintf(msg, "etcdcluster.etcd.steward.dev/%s %s\n", cluster.Name, verb)
 			}

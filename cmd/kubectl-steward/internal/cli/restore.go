@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,14 +11,13 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/cmd/kubectl-steward/internal/build"
-	"steward.dev/steward/cmd/kubectl-steward/internal/report"
 )
 
 type restoreOptions struct {
-	backup, newCluster, confirm, name, version, format string
-	reseed, wait, dryRun                               bool
-	replicas                                           int32
-	timeout                                            time.Duration
+	backup, newCluster, confirm, name, version string
+	reseed                                     bool
+	replicas                                   int32
+	follow                                     followOptions
 }
 
 func newRestoreCommand(o *Options) *cobra.Command {
@@ -51,15 +49,12 @@ before it touches anything; a refused restore ends Failed with the reason.`,
 	f.StringVar(&r.name, "name", "", "Name of the EtcdRestore of a re-seed (default <cluster>-restore-<UTC time>)")
 	f.Int32Var(&r.replicas, "replicas", 0, "Members of the new cluster (default: as CLUSTER, else 3)")
 	f.StringVar(&r.version, "version", "", "etcd version of the new cluster (default: as CLUSTER, else the backup's)")
-	f.BoolVar(&r.wait, "wait", true, "Wait until the restore is Complete or Failed")
-	f.DurationVar(&r.timeout, "timeout", 30*time.Minute, "How long to wait; when it passes the exit code is 124 and the restore carries on")
-	f.BoolVar(&r.dryRun, "dry-run", false, "Print the object that would be created (as YAML, or -o json) and create nothing")
-	outputFlag(cmd, &r.format)
+	followFlags(cmd, &r.follow, "restore", 30*time.Minute)
 	return cmd
 }
 
 func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOptions) error {
-	if err := checkOutput(r.format); err != nil {
+	if err := checkOutput(r.follow.format); err != nil {
 		return err
 	}
 	ns, err := o.namespace()
@@ -111,91 +106,9 @@ func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOp
 		}
 		obj, restoreName = cluster, build.FromBackupRestoreName(cluster.Name)
 	}
-	if r.dryRun {
-		format := r.format
-		if format == outputTable {
-			format = outputYAML
-		}
-		return printDocument(o.Streams.Out, format, obj)
-	}
-	msg := o.messages(r.format)
-	if err := c.Create(ctx, obj); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s %s/%s already exists: choose another name", kindOf(obj), ns, obj.GetName())
-		}
-		return fmt.Errorf("create %s %s/%s: %w", kindOf(obj), ns, obj.GetName(), err)
-	}
-	fmt.Fprintf(msg, "%s.etcd.steward.dev/%s created\n", lowerKind(obj), obj.GetName())
-	if !r.wait {
-		if r.format != outputTable {
-			return printDocument(o.Streams.Out, r.format, obj)
-		}
-		return nil
-	}
-
-	wctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	progress := progressPrinter{w: msg, start: o.Now(), now: o.Now}
-	var p report.Progress
-	var last *etcdv1alpha1.EtcdRestore
-	announced := false
 	key := client.ObjectKey{Namespace: ns, Name: restoreName}
-	err = waitFor(wctx, c, key, func() client.Object { return &etcdv1alpha1.EtcdRestore{} },
-		&etcdv1alpha1.EtcdRestoreList{}, o.Resync, func(obj client.Object) (bool, error) {
-			if obj == nil {
-				if last != nil {
-					return false, fmt.Errorf("EtcdRestore %s/%s was deleted while waiting for it", ns, restoreName)
-				}
-				if !announced {
-					// Only for --new-cluster: Steward creates the restore on its first pass over the cluster.
-					progress.print(fmt.Sprintf("waiting for Steward to create etcdrestore/%s", restoreName))
-					announced = true
-				}
-				return false, nil
-			}
-			last = obj.(*etcdv1alpha1.EtcdRestore)
-			progress.print(p.Observe(last.Status.Conditions)...)
-			return etcdv1alpha1.Finished(last.Status.Conditions), nil
-		})
-	if errors.Is(err, ErrTimeout) {
-		phase := "not created yet"
-		if last != nil {
-			phase = "phase " + report.Phase(last.Status.Conditions)
-		}
-		return fmt.Errorf("%w %s for EtcdRestore %s/%s (%s); it carries on: kubectl get etcdrestore %s -n %s",
-			ErrTimeout, r.timeout, ns, restoreName, phase, restoreName, ns)
-	}
-	if err != nil {
-		return err
-	}
-	if r.format != outputTable {
-		if perr := printDocument(o.Streams.Out, r.format, last); perr != nil {
-			return perr
-		}
-	}
-	if f := report.Failure(last.Status.Conditions); f != "" {
-		return fmt.Errorf("EtcdRestore %s/%s failed: %s", ns, restoreName, f)
-	}
-	fmt.Fprintln(msg, report.RestoreSummary(last))
-	return nil
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *etcdv1alpha1.EtcdCluster:
-		return "EtcdCluster"
-	case *etcdv1alpha1.EtcdRestore:
-		return "EtcdRestore"
-	}
-	return fmt.Sprintf("%T", obj)
-}
-
-func lowerKind(obj client.Object) string {
-	switch obj.(type) {
-	case *etcdv1alpha1.EtcdCluster:
-		return "etcdcluster"
-	case *etcdv1alpha1.EtcdRestore:
-		return "etcdrestore"
-	}
-	return "object"
+	kind := restoreKind
+	// For --new-cluster, Steward creates the restore on its first pass over the new cluster.
+	kind.mayNotExistYet = !r.reseed
+	return o.createAndFollow(ctx, c, obj, key, kind, r.follow)
 }

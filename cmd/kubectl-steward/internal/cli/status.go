@@ -26,19 +26,12 @@ never from etcd, so it works while etcd does not answer.`,
   kubectl steward status example -n prod -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(format); err != nil {
-				return err
-			}
-			c, ns, err := o.clientAndNamespace()
-			if err != nil {
-				return err
-			}
-			cluster, err := getCluster(cmd, c, ns, args[0])
+			c, cluster, err := o.clusterFor(cmd, format, args[0])
 			if err != nil {
 				return err
 			}
 			var pods corev1.PodList
-			if err := c.List(cmd.Context(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+			if err := c.List(cmd.Context(), &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
 				return fmt.Errorf("list the Pods of cluster %s: %w", cluster.Name, err)
 			}
 			s := report.NewStatus(cluster, pods.Items)
@@ -63,6 +56,22 @@ func (o *Options) clientAndNamespace() (client.WithWatch, string, error) {
 		return nil, "", fmt.Errorf("connect to Kubernetes: %w", err)
 	}
 	return c, ns, nil
+}
+
+// clusterFor is the start of the commands that print about one cluster: check -o, connect, read the cluster.
+func (o *Options) clusterFor(cmd *cobra.Command, format, name string) (client.WithWatch, *etcdv1alpha1.EtcdCluster, error) {
+	if err := checkOutput(format); err != nil {
+		return nil, nil, err
+	}
+	c, ns, err := o.clientAndNamespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster, err := getCluster(cmd, c, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, cluster, nil
 }
 
 // getCluster reads an EtcdCluster, saying plainly when there is none.
