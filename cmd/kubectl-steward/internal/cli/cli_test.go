@@ -433,3 +433,19 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("-o yaml: %v\n%s", err, r.stdout)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	other := testCluster()
+	other.Name = "dbx"
+	elsewhere := testCluster()
+	elsewhere.Name, elsewhere.Namespace = "db-prod", "prod"
+	c := newFake(t, testCluster(), other, elsewhere)
+	r := run(t, c, "__complete", "status", "d")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "db\ndbx\n:4\n") {
+		t.Errorf("completion: exit %d, %q", r.code, r.stdout)
+	}
+	r = run(t, c, "__complete", "etcdctl", "db", "")
+	if strings.Contains(r.stdout, "dbx") {
+		t.Errorf("completed a second cluster argument: %q", r.stdout)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -120,7 +121,35 @@ Steward, the operator, does the work.`,
 	o.Flags.AddFlags(root.PersistentFlags())
 	root.AddCommand(newStatusCommand(o), newBackupCommand(o), newRestoreCommand(o),
 		newPauseCommand(o, true), newPauseCommand(o, false), newEtcdctlCommand(o))
+	for _, cmd := range root.Commands() {
+		if cmd.Args != nil && cmd.Name() != "completion" && cmd.Name() != "help" {
+			cmd.ValidArgsFunction = o.completeClusters
+		}
+	}
 	return root
+}
+
+// completeClusters completes the CLUSTER argument with the EtcdClusters of the namespace, for shell completion
+// (kubectl runs kubectl_complete-steward, or `kubectl-steward __complete`, for `kubectl steward <TAB>`).
+func (o *Options) completeClusters(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) != 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	c, ns, err := o.clientAndNamespace()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var list etcdv1alpha1.EtcdClusterList
+	if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, cl := range list.Items {
+		if strings.HasPrefix(cl.Name, toComplete) {
+			names = append(names, cl.Name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // Run executes the command line args and returns the process's exit code.
