@@ -60,7 +60,7 @@ func (f *PortForward) Dial(_ context.Context) (net.Conn, error) {
 		return nil, fmt.Errorf("port-forward to pod %s/%s: data stream: %w", f.Namespace, f.Pod, err)
 	}
 	sc := &streamConn{data: data, conn: conn, errorStream: errorStream, remote: fmt.Sprintf("pod/%s:%d", f.Pod, f.Port),
-		remoteErr: make(chan error, 1)}
+		remoteErr: make(chan error, 1), closed: make(chan struct{})}
 	go func() {
 		msg, err := io.ReadAll(errorStream)
 		switch {
@@ -154,15 +154,25 @@ type streamConn struct {
 	conn              httpstream.Connection
 	remote            string
 	remoteErr         chan error
+	closed            chan struct{}
 	once              sync.Once
 }
+
+// remoteErrorWait is how long a stream that ended waits for the kubelet's reason on the error stream.
+const remoteErrorWait = time.Second
 
 func (c *streamConn) Read(b []byte) (int, error) {
 	n, err := c.data.Read(b)
 	if errors.Is(err, io.EOF) {
 		// The kubelet reports a port it could not reach on the error stream and closes the data stream: say why.
-		if rerr, ok := <-c.remoteErr; ok && rerr != nil {
-			return n, fmt.Errorf("%s: %w", c.remote, rerr)
+		// Bounded: the error stream may stay open after a normal end, and a closed connection must not hang.
+		select {
+		case rerr, ok := <-c.remoteErr:
+			if ok && rerr != nil {
+				return n, fmt.Errorf("%s: %w", c.remote, rerr)
+			}
+		case <-c.closed:
+		case <-time.After(remoteErrorWait):
 		}
 	}
 	return n, err
@@ -172,6 +182,7 @@ func (c *streamConn) Write(b []byte) (int, error) { return c.data.Write(b) }
 
 func (c *streamConn) Close() error {
 	c.once.Do(func() {
+		close(c.closed)
 		// Reset discards unsent data so the stream cannot block the connection's other streams.
 		_ = c.data.Reset()
 		c.conn.RemoveStreams(c.errorStream, c.data)
