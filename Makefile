@@ -87,8 +87,13 @@ verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, tha
 	$(MAKE) --no-print-directory chart-test bundle-test
 
 .PHONY: build
-build: ## Build the operator into bin/steward.
+build: ## Build the operator into bin/steward and the kubectl plugin into bin/kubectl-steward.
 	go build -o $(LOCALBIN)/steward ./cmd/steward
+	go build -o $(LOCALBIN)/kubectl-steward ./cmd/kubectl-steward
+
+.PHONY: plugin-dist
+plugin-dist: ## Build kubectl-steward's release archives (linux/darwin, amd64/arm64) into _output/plugin/ and the krew manifest plugins/steward.yaml from them.
+	go run ./hack/plugin-dist
 
 .PHONY: image
 image: ## Build Steward's image (operator + steward-agent, tagged with internal/version) into _output/ without Docker.
