@@ -11,6 +11,9 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Helm is pinned by test/chart/go.mod (its tests link the same packages), so the version is read from there.
 HELM_VERSION ?= $(shell awk '{ for (i = 1; i < NF; i++) if ($$i == "helm.sh/helm/v3") print $$(i + 1) }' test/chart/go.mod)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# promtool is pinned by test/monitoring/go.mod (its tests link the same Prometheus packages).
+PROMETHEUS_VERSION ?= $(shell awk '{ for (i = 1; i < NF; i++) if ($$i == "github.com/prometheus/prometheus") print $$(i + 1) }' test/monitoring/go.mod)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 
 .DEFAULT_GOAL := help
 
@@ -89,6 +92,7 @@ vet: ## Run go vet, also on the nested modules test/bundle and test/chart.
 	go vet ./...
 	cd test/bundle && go vet ./...
 	cd test/chart && go vet ./...
+	cd test/monitoring && go vet ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (gosec, depguard, revive, ...).
@@ -100,11 +104,13 @@ verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, tha
 	go vet ./...
 	cd test/bundle && go vet ./...
 	cd test/chart && go vet ./...
+	cd test/monitoring && go vet ./...
 	@git diff --exit-code -- api config bundle bundle.Dockerfile charts || { echo "generated files are stale: run make generate manifests bundle and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config bundle bundle.Dockerfile charts)" || { echo "uncommitted generated files:"; git status --porcelain -- api config bundle bundle.Dockerfile charts; exit 1; }
 	$(GOLANGCI_LINT) run ./...
-	@# The chart's rendered output against its golden files, and the bundle through operator-framework's validators.
-	$(MAKE) --no-print-directory chart-test bundle-test
+	@# The chart's rendered output against its golden files, the bundle through operator-framework's validators,
+	@# and the alerting rules and dashboard through promtool and Prometheus' PromQL parser.
+	$(MAKE) --no-print-directory chart-test bundle-test monitoring-test
 
 .PHONY: build
 build: ## Build the operator into bin/steward.
@@ -132,6 +138,7 @@ test-short: ## Run the fast tiers only (no test bed).
 	go test -short ./...
 	cd test/bundle && go test -short ./...
 	cd test/chart && go test -short ./...
+	$(MAKE) --no-print-directory monitoring-test
 
 .PHONY: bundle-test
 bundle-test: ## Validate bundle/ with operator-framework's validators (the nested module test/bundle).
@@ -140,6 +147,11 @@ bundle-test: ## Validate bundle/ with operator-framework's validators (the neste
 .PHONY: chart-test
 chart-test: ## Test the Helm chart: lint, golden output (go test ./... -update in test/chart rewrites it), schema, RBAC.
 	cd test/chart && go vet ./... && go test -count=1 ./...
+
+.PHONY: monitoring-test
+monitoring-test: $(PROMTOOL) ## Test the alerting rules (promtool check and test rules) and the dashboard's queries (the nested module test/monitoring).
+	@# promtool is built first, outside go test's timeout: its first build compiles much of Prometheus.
+	cd test/monitoring && go vet ./... && go test -count=1 ./...
 
 FUZZTIME ?= 20s
 
@@ -170,6 +182,16 @@ $(HELM): test/chart/go.mod
 	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor \
 	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor" \
 	  helm.sh/helm/v3/cmd/helm
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build the pinned promtool (test/monitoring/go.mod) into bin/promtool-<version>.
+
+# test/monitoring's tests run bin/promtool-<version> when it is there and build it themselves otherwise.
+$(PROMTOOL): test/monitoring/go.mod
+	@test -n "$(PROMETHEUS_VERSION)" || { echo "github.com/prometheus/prometheus is not required by test/monitoring/go.mod"; exit 1; }
+	@# No -trimpath: the tests' own build (go build in test/monitoring) then shares the compiled packages.
+	cd test/monitoring && go build -o $@ -ldflags "-X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" \
+	  github.com/prometheus/prometheus/cmd/promtool
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
