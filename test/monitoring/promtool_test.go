@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -99,4 +101,30 @@ func TestPromtoolTestRules(t *testing.T) {
 		t.Errorf("promtool test rules did not report SUCCESS for each of %d files:\n%s", len(files), out)
 	}
 	t.Log(out)
+}
+
+// TestScrapeConfigs: Prometheus loads config/prometheus/scrape-configs.yaml (the scrape configs for a Prometheus
+// without the Prometheus Operator) and the rules it names, and its jobs are the ones the rules select.
+func TestScrapeConfigs(t *testing.T) {
+	const file = "../../config/prometheus/scrape-configs.yaml"
+	t.Log(runPromtool(t, "check", "config", file))
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName     string `yaml:"job_name"`
+			HonorLabels bool   `yaml:"honor_labels"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(readFile(t, file), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]bool{}
+	for _, sc := range cfg.ScrapeConfigs {
+		jobs[sc.JobName] = sc.HonorLabels
+	}
+	if honor, ok := jobs[operatorJob]; !ok || !honor {
+		t.Errorf("no job %q with honor_labels (the steward_* series' namespace label must win)", operatorJob)
+	}
+	if _, ok := jobs[etcdJob]; !ok {
+		t.Errorf("no job %q", etcdJob)
+	}
 }
