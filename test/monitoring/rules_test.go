@@ -290,3 +290,37 @@ func sum(m map[string]int) int {
 	}
 	return n
 }
+
+// docSection returns a "## " section of docs/observability.md, up to the next one.
+func docSection(t *testing.T, title string) string {
+	t.Helper()
+	doc := string(readFile(t, "../../docs/observability.md"))
+	_, rest, ok := strings.Cut(doc, "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("docs/observability.md has no section %q", title)
+	}
+	section, _, _ := strings.Cut(rest, "\n## ")
+	return section
+}
+
+// TestObservabilityDocListsEveryAlertAndPanel: docs/observability.md's Alerts table has a row per alert and
+// its Dashboard section one per panel, so that neither drifts from the files.
+func TestObservabilityDocListsEveryAlertAndPanel(t *testing.T) {
+	alerts := docSection(t, "Alerts")
+	for _, name := range alertNames(t) {
+		if !strings.Contains(alerts, "\n| "+name+" |") {
+			t.Errorf("docs/observability.md, Alerts: no row for %s", name)
+		}
+	}
+	dashboard := docSection(t, "Dashboard")
+	seen := map[string]bool{}
+	for _, q := range dashboardQueries(t) {
+		if seen[q.Panel] {
+			continue
+		}
+		seen[q.Panel] = true
+		if !strings.Contains(dashboard, "\n| "+q.Panel+" (") {
+			t.Errorf("docs/observability.md, Dashboard: no row for panel %q", q.Panel)
+		}
+	}
+}
