@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -100,7 +101,7 @@ func selectors(expr string) ([]selector, error) {
 		if vs, ok := n.(*parser.VectorSelector); ok {
 			s := selector{Name: vs.Name}
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					if m.Type == labels.MatchEqual {
 						s.Name = m.Value
 					}

@@ -69,7 +69,9 @@ func prometheusVersion() string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if dir := filepath.Dir(promtoolPath); strings.Contains(dir, "steward-promtool-") {
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "remove the test's promtool: %v\n", err)
+		}
 	}
 	os.Exit(code)
 }
