@@ -7,7 +7,9 @@
 // that never fires.
 //
 // It is its own module so that Prometheus' dependencies stay out of the operator's go.mod; it reads the tree's
-// files and never imports its packages. PanelQueries (dashboard.go, standard library only) is what an end-to-end
+// files and never imports its packages. The tests run `make promtool`'s bin/promtool-<version> when it is there
+// (make monitoring-test and the unit tier build it first) and build one themselves otherwise; on a fresh machine
+// that first build compiles much of Prometheus for several minutes, so a bare `go test` then needs -timeout 30m. PanelQueries (dashboard.go, standard library only) is what an end-to-end
 // test uses to run every panel's queries against a real Prometheus; testdata/panel-queries.json holds its output
 // for tests outside this module.
 package monitoring
