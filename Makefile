@@ -189,8 +189,10 @@ promtool: $(PROMTOOL) ## Build the pinned promtool (test/monitoring/go.mod) into
 # test/monitoring's tests run bin/promtool-<version> when it is there and build it themselves otherwise.
 $(PROMTOOL): test/monitoring/go.mod
 	@test -n "$(PROMETHEUS_VERSION)" || { echo "github.com/prometheus/prometheus is not required by test/monitoring/go.mod"; exit 1; }
-	@# No -trimpath: the tests' own build (go build in test/monitoring) then shares the compiled packages.
-	cd test/monitoring && go build -o $@ -ldflags "-X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" \
+	@# Built as the test bed builds its Prometheus (the same release, internal/testbed/build.go: CGO_ENABLED=0,
+	@# -trimpath), so that the two share the compiled packages in the Go cache.
+	cd test/monitoring && CGO_ENABLED=0 go build -trimpath -o $@ \
+	  -ldflags "-X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" \
 	  github.com/prometheus/prometheus/cmd/promtool
 
 $(CONTROLLER_GEN):

@@ -40,7 +40,9 @@ func promtool(t *testing.T) string {
 		}
 		promtoolPath = filepath.Join(dir, "promtool")
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-o", promtoolPath, "github.com/prometheus/prometheus/cmd/promtool")
+		// The flags of `make promtool` and of the test bed's Prometheus build: they share compiled packages.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", promtoolPath, "github.com/prometheus/prometheus/cmd/promtool")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			promtoolErr = fmt.Errorf("go build promtool: %w\n%s", err, out)
 			return
