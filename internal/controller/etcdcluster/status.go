@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -114,6 +115,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		}
 	}
 	st.CurrentVersion = lowestVersion(versions)
+	metrics.ObserveLeader(cluster.Namespace, cluster.Name, before.Status.Leader, st.Leader)
 	if obs.plan.EtcdReachable {
 		st.ClusterVersion, st.DowngradeTarget = obs.view.ClusterVersion, obs.view.DowngradeTarget
 	}

@@ -321,6 +321,7 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "secret", s.Name)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateDeleted", "Deleted the certificate of removed member %s (Secret %s)", member, s.Name)
 	}
 	return errors.Join(errs...)
 }

@@ -429,6 +429,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "certificate", c.GetName())
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateDeleted", "Deleted the cert-manager Certificate %s of removed member %s", c.GetName(), member)
 	}
 	return errors.Join(errs...)
 }
