@@ -431,11 +431,12 @@ type EtcdClusterStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// Voters and Learners are the voting members and the learners of etcd's member list. While etcd gives no
-	// member list (no quorum, no member reachable), they keep the counts of the last list read: membership does
-	// not change without one.
+	// Voters is the number of voting members in etcd's member list. While etcd gives no member list (no quorum,
+	// no member reachable), it keeps the count of the last list read: membership does not change without one.
 	// +optional
 	Voters int32 `json:"voters,omitempty"`
+
+	// Learners is the number of learners in etcd's member list (the last list read, as for Voters).
 	// +optional
 	Learners int32 `json:"learners,omitempty"`
 

@@ -49,8 +49,8 @@ type Status struct {
 	// DBSizeInUseBytes is the part of the database in use (the rest is free pages a defragmentation returns).
 	DBSizeInUseBytes int64
 	IsLearner        bool
-	RaftTerm    uint64
-	RaftIndex   uint64
+	RaftTerm         uint64
+	RaftIndex        uint64
 	// AppliedIndex is the raft index the member has applied; RaftIndex the one it knows committed.
 	AppliedIndex uint64
 	// StorageVersion is the version of the member's data format (etcd 3.6+, empty before).

@@ -150,7 +150,9 @@ func (c *Collector) gather(ctx context.Context) objects {
 			}
 		}
 	}
-	sort.Slice(o.clusters, func(i, j int) bool { return keyOf(o.clusters[i].Namespace, o.clusters[i].Name) < keyOf(o.clusters[j].Namespace, o.clusters[j].Name) })
+	sort.Slice(o.clusters, func(i, j int) bool {
+		return keyOf(o.clusters[i].Namespace, o.clusters[i].Name) < keyOf(o.clusters[j].Namespace, o.clusters[j].Name)
+	})
 	sort.Slice(o.schedules, func(i, j int) bool {
 		return keyOf(o.schedules[i].Namespace, o.schedules[i].Name) < keyOf(o.schedules[j].Namespace, o.schedules[j].Name)
 	})

@@ -119,7 +119,9 @@ func ObserveLeader(namespace, cluster, recorded, observed string) {
 }
 
 // LeaderChanged reports whether observing leader observed after prev is a change: both known and different.
-func LeaderChanged(prev, observed string) bool { return prev != "" && observed != "" && prev != observed }
+func LeaderChanged(prev, observed string) bool {
+	return prev != "" && observed != "" && prev != observed
+}
 
 // BackupEnded counts an EtcdBackup of cluster that ended: result ResultComplete or ResultFailed, reason the
 // Failed condition's reason ("" for a complete backup). Call it once, on the status write that ends it.

@@ -61,9 +61,9 @@ func TestObserveLeader(t *testing.T) {
 		passes []pass
 		want   float64
 	}{
-		"first sight of a leader is no change":                      {[]pass{{"", "a"}}, 0},
+		"first sight of a leader is no change":                       {[]pass{{"", "a"}}, 0},
 		"a leader other than the one recorded in status is a change": {[]pass{{"a", "b"}}, 1},
-		"the same leader pass after pass":                           {[]pass{{"a", "a"}, {"a", "a"}}, 0},
+		"the same leader pass after pass":                            {[]pass{{"a", "a"}, {"a", "a"}}, 0},
 		// The next pass may still read the old leader from a cache that has not seen the status write.
 		"a stale status after a change counts once": {[]pass{{"a", "b"}, {"a", "b"}, {"b", "b"}}, 1},
 		"no leader in between is not a change":      {[]pass{{"a", "a"}, {"a", ""}, {"", "a"}}, 0},

@@ -136,14 +136,14 @@ func TestClusterSamples(t *testing.T) {
 			},
 			func() []string {
 				return replace(healthyClusterSamples, map[string]string{
-					`steward_cluster_leader_info{`:                               "",
-					`steward_cluster_ready_members{`:                             `steward_cluster_ready_members{namespace="ns",cluster="c"} 1`,
-					`steward_cluster_healthy_voters{`:                            `steward_cluster_healthy_voters{namespace="ns",cluster="c"} 1`,
-					`steward_cluster_has_quorum{`:                                `steward_cluster_has_quorum{namespace="ns",cluster="c"} 0`,
-					`steward_cluster_condition{namespace="ns",cluster="c",type="Available"`: `steward_cluster_condition{namespace="ns",cluster="c",type="Available",status="False",reason="QuorumLost"} 1`,
-					`steward_member_info{namespace="ns",cluster="c",member="c-a"`:           `steward_member_info{namespace="ns",cluster="c",member="c-a",role="unknown",version="3.6.16"} 1`,
-					`steward_member_healthy{namespace="ns",cluster="c",member="c-a"}`:       `steward_member_healthy{namespace="ns",cluster="c",member="c-a"} 0`,
-					`steward_member_db_size_bytes{namespace="ns",cluster="c",member="c-a"}`: "",
+					`steward_cluster_leader_info{`:                                                 "",
+					`steward_cluster_ready_members{`:                                               `steward_cluster_ready_members{namespace="ns",cluster="c"} 1`,
+					`steward_cluster_healthy_voters{`:                                              `steward_cluster_healthy_voters{namespace="ns",cluster="c"} 1`,
+					`steward_cluster_has_quorum{`:                                                  `steward_cluster_has_quorum{namespace="ns",cluster="c"} 0`,
+					`steward_cluster_condition{namespace="ns",cluster="c",type="Available"`:        `steward_cluster_condition{namespace="ns",cluster="c",type="Available",status="False",reason="QuorumLost"} 1`,
+					`steward_member_info{namespace="ns",cluster="c",member="c-a"`:                  `steward_member_info{namespace="ns",cluster="c",member="c-a",role="unknown",version="3.6.16"} 1`,
+					`steward_member_healthy{namespace="ns",cluster="c",member="c-a"}`:              `steward_member_healthy{namespace="ns",cluster="c",member="c-a"} 0`,
+					`steward_member_db_size_bytes{namespace="ns",cluster="c",member="c-a"}`:        "",
 					`steward_member_db_size_in_use_bytes{namespace="ns",cluster="c",member="c-a"}`: "",
 				})
 			},
@@ -155,7 +155,7 @@ func TestClusterSamples(t *testing.T) {
 			},
 			func() []string {
 				return replace(healthyClusterSamples, map[string]string{
-					`steward_cluster_step_duration_seconds{`: `steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 90`,
+					`steward_cluster_step_duration_seconds{`:                                  `steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 90`,
 					`steward_cluster_condition{namespace="ns",cluster="c",type="Progressing"`: `steward_cluster_condition{namespace="ns",cluster="c",type="Progressing",status="True",reason="ScalingUp"} 1`,
 				}, `steward_cluster_step_info{namespace="ns",cluster="c",reason="ScalingUp"} 1`)
 			},
@@ -166,7 +166,7 @@ func TestClusterSamples(t *testing.T) {
 			},
 			func() []string {
 				return replace(healthyClusterSamples, map[string]string{
-					`steward_cluster_step_duration_seconds{`: `steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 60`,
+					`steward_cluster_step_duration_seconds{`:                                  `steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 60`,
 					`steward_cluster_condition{namespace="ns",cluster="c",type="Progressing"`: `steward_cluster_condition{namespace="ns",cluster="c",type="Progressing",status="True",reason="Upgrading"} 1`,
 				}, `steward_cluster_step_info{namespace="ns",cluster="c",reason="Upgrading"} 1`)
 			},
@@ -185,8 +185,8 @@ func TestClusterSamples(t *testing.T) {
 			},
 			func() []string {
 				return replace(healthyClusterSamples, map[string]string{
-					`steward_cluster_learners{`:                            `steward_cluster_learners{namespace="ns",cluster="c"} 1`,
-					`steward_cluster_db_quota_bytes{`:                      `steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 8.589934592e+09`,
+					`steward_cluster_learners{`:                                          `steward_cluster_learners{namespace="ns",cluster="c"} 1`,
+					`steward_cluster_db_quota_bytes{`:                                    `steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 8.589934592e+09`,
 					`steward_cluster_alarms{namespace="ns",cluster="c",alarm="NOSPACE"}`: `steward_cluster_alarms{namespace="ns",cluster="c",alarm="NOSPACE"} 2`,
 				},
 					`steward_member_info{namespace="ns",cluster="c",member="c-d",role="learner",version="3.6.16"} 1`,
