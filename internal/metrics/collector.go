@@ -113,50 +113,53 @@ func (c *Collector) readers() []client.Reader {
 func (c *Collector) gather(ctx context.Context) objects {
 	var o objects
 	seen := map[string]bool{}
-	first := func(kind, ns, name string) bool {
-		k := kind + "/" + ns + "/" + name
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-		return true
-	}
 	for _, r := range c.readers() {
 		var cl etcdv1alpha1.EtcdClusterList
-		if err := r.List(ctx, &cl); err != nil {
-			c.Log.Error(err, "Listing EtcdClusters for metrics failed")
-		}
-		for _, x := range cl.Items {
-			if first("c", x.Namespace, x.Name) {
-				o.clusters = append(o.clusters, x)
-			}
-		}
+		c.list(ctx, r, &cl, "EtcdClusters")
+		o.clusters = appendNew(seen, "EtcdCluster", o.clusters, cl.Items)
 		var bl etcdv1alpha1.EtcdBackupList
-		if err := r.List(ctx, &bl); err != nil {
-			c.Log.Error(err, "Listing EtcdBackups for metrics failed")
-		}
-		for _, x := range bl.Items {
-			if first("b", x.Namespace, x.Name) {
-				o.backups = append(o.backups, x)
-			}
-		}
+		c.list(ctx, r, &bl, "EtcdBackups")
+		o.backups = appendNew(seen, "EtcdBackup", o.backups, bl.Items)
 		var sl etcdv1alpha1.EtcdBackupScheduleList
-		if err := r.List(ctx, &sl); err != nil {
-			c.Log.Error(err, "Listing EtcdBackupSchedules for metrics failed")
-		}
-		for _, x := range sl.Items {
-			if first("s", x.Namespace, x.Name) {
-				o.schedules = append(o.schedules, x)
-			}
+		c.list(ctx, r, &sl, "EtcdBackupSchedules")
+		o.schedules = appendNew(seen, "EtcdBackupSchedule", o.schedules, sl.Items)
+	}
+	sortByKey(o.clusters)
+	sortByKey(o.schedules)
+	return o
+}
+
+func (c *Collector) list(ctx context.Context, r client.Reader, list client.ObjectList, what string) {
+	if err := r.List(ctx, list); err != nil {
+		c.Log.Error(err, "Listing objects for metrics failed", "kind", what)
+	}
+}
+
+// appendNew appends to out the items of kind not seen yet (by namespace/name), and marks them seen.
+func appendNew[T any, PT interface {
+	*T
+	client.Object
+}](seen map[string]bool, kind string, out, items []T) []T {
+	for i := range items {
+		o := PT(&items[i])
+		k := kind + "/" + keyOf(o.GetNamespace(), o.GetName())
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, items[i])
 		}
 	}
-	sort.Slice(o.clusters, func(i, j int) bool {
-		return keyOf(o.clusters[i].Namespace, o.clusters[i].Name) < keyOf(o.clusters[j].Namespace, o.clusters[j].Name)
+	return out
+}
+
+// sortByKey sorts objects by namespace/name, for a stable order of series.
+func sortByKey[T any, PT interface {
+	*T
+	client.Object
+}](items []T) {
+	sort.Slice(items, func(i, j int) bool {
+		a, b := PT(&items[i]), PT(&items[j])
+		return keyOf(a.GetNamespace(), a.GetName()) < keyOf(b.GetNamespace(), b.GetName())
 	})
-	sort.Slice(o.schedules, func(i, j int) bool {
-		return keyOf(o.schedules[i].Namespace, o.schedules[i].Name) < keyOf(o.schedules[j].Namespace, o.schedules[j].Name)
-	})
-	return o
 }
 
 func keyOf(namespace, name string) string { return namespace + "/" + name }
