@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,13 +66,13 @@ const secretValue = "s3cr3t-Value-0f-a-Secret"
 
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
+	return benchScheme()
+}
+
+func benchScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := etcdv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(etcdv1alpha1.AddToScheme(s))
 	return s
 }
 
