@@ -446,8 +446,8 @@ type EtcdClusterStatus struct {
 	// +optional
 	StepSince *metav1.Time `json:"stepSince,omitempty"`
 
-	// Alarms are the alarms etcd has raised and not disarmed, per member. While etcd does not answer the alarm
-	// list, the last list read stays.
+	// Alarms are the alarms etcd has raised and not disarmed, per member (read when a member's status reports
+	// errors; none while no member does). While etcd does not answer the alarm list, the last list read stays.
 	// +listType=atomic
 	// +optional
 	Alarms []MemberAlarm `json:"alarms,omitempty"`

@@ -230,12 +230,26 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		view.Members = append(view.Members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 	}
 	sort.Slice(view.Members, func(i, j int) bool { return view.Members[i].ID < view.Members[j].ID })
-	view.Alarms, view.AlarmErr = alarms(ctx, c)
+	view.Alarms, view.AlarmErr = alarms(ctx, c, view.Statuses)
 	return view, nil
 }
 
-// alarms reads the alarms etcd keeps raised (one request, answered by any member from its copy of the list).
-func alarms(ctx context.Context, c *clientv3.Client) ([]Alarm, error) {
+// alarms reads the alarms etcd keeps raised. etcd serves the alarm list through raft (a proposal, written to
+// every member's log), so it is asked only when a member's status answer reports errors, among which etcd lists
+// every raised alarm (as text): with no error in any answer there is no alarm, and a healthy cluster's passes
+// cost etcd no write.
+func alarms(ctx context.Context, c *clientv3.Client, statuses map[string]Status) ([]Alarm, error) {
+	answered, withErrors := false, false
+	for _, s := range statuses {
+		answered = answered || s.Err == nil
+		withErrors = withErrors || s.Err == nil && len(s.Errors) > 0
+	}
+	switch {
+	case !answered:
+		return nil, errors.New("alarm list: no member answered its status request")
+	case !withErrors:
+		return []Alarm{}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	resp, err := c.AlarmList(ctx)
