@@ -71,10 +71,10 @@ func (r *Reconciler) create(ctx context.Context, cluster *etcdv1alpha1.EtcdClust
 }
 
 // tookStep records a step Steward took, once its change is made: one log line (msg, with the cluster, the
-// step's kind and reason, its member or members, and kv), the step's Event on the cluster (none when reason is
+// step's kind, reason and message, its member or members, and kv), the step's Event on the cluster (none when reason is
 // empty: the step recorded an Event per object already), and the steps counter of internal/metrics.
 func (r *Reconciler) tookStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action, msg, eventType, reason, note string, kv ...any) {
-	keys := []any{"EtcdCluster", klog.KObj(cluster), "step", metrics.StepKind(action.Kind), "reason", action.Reason}
+	keys := []any{"EtcdCluster", klog.KObj(cluster), "step", metrics.StepKind(action.Kind), "reason", action.Reason, "message", action.Message}
 	switch len(action.Members) {
 	case 0:
 	case 1:
