@@ -22,6 +22,7 @@ type binarySet struct {
 	module   string   // directory under third_party
 	packages []string // import paths of the commands
 	ldflags  string
+	tags     string // build tags, comma-separated
 	estimate string // how long a cold build takes here, for the progress line
 }
 
@@ -64,14 +65,19 @@ func (b *builder) progress(format string, args ...any) {
 }
 
 // ensure returns the directory holding the set's binaries, building them first unless an identical build (same
-// version and same module files) is cached. The etcd server builds as "server"; it is renamed to "etcd".
+// version, module files and build tags) is cached. The etcd server builds as "server"; it is renamed to "etcd".
 func (b *builder) ensure(ctx context.Context, set binarySet) (string, error) {
 	modDir := filepath.Join(b.opts.ModuleRoot, "internal", "testbed", "third_party", set.module)
 	sum, err := hashTree(modDir)
 	if err != nil {
 		return "", fmt.Errorf("hash module %s: %w", modDir, err)
 	}
-	dir := filepath.Join(b.opts.CacheDir, "bin", fmt.Sprintf("%s-%s-%s", set.name, set.version, sum[:12]))
+	key := fmt.Sprintf("%s-%s-%s", set.name, set.version, sum[:12])
+	if set.tags != "" { // other tags build another binary from the same module
+		t := sha256.Sum256([]byte(set.tags))
+		key += "-" + hex.EncodeToString(t[:])[:8]
+	}
+	dir := filepath.Join(b.opts.CacheDir, "bin", key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil
 	}
@@ -84,7 +90,11 @@ func (b *builder) ensure(ctx context.Context, set binarySet) (string, error) {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	args := append([]string{"build", "-trimpath", "-ldflags", set.ldflags, "-o", tmp + "/"}, set.packages...)
+	args := []string{"build", "-trimpath", "-ldflags", set.ldflags, "-o", tmp + "/"}
+	if set.tags != "" {
+		args = append(args, "-tags", set.tags)
+	}
+	args = append(args, set.packages...)
 	if err := b.goCommand(ctx, modDir, fmt.Sprintf("%s %s", set.name, set.version), args...); err != nil {
 		return "", err
 	}

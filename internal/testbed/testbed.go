@@ -27,8 +27,11 @@ type Cluster struct {
 
 	// S3 is the S3-compatible server backups are tested against.
 	S3 *S3Server
+	// Prometheus scrapes the member and operator Pods and evaluates Steward's alerting rules.
+	Prometheus *PrometheusServer
 
 	opts      Options
+	promBin   string
 	s3Bin     string
 	cmBin     string
 	kubeBin   string
@@ -67,6 +70,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if c.cmBin, err = b.ensure(ctx, certManagerSet()); err != nil {
+		return nil, err
+	}
+	if c.promBin, err = b.ensure(ctx, prometheusSet()); err != nil {
 		return nil, err
 	}
 
@@ -117,6 +123,7 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 		{"CoreDNS and the default StorageClass", c.installAddons},
 		{"S3-compatible server (versitygw)", c.startS3},
 		{"cert-manager and its issuers", func(ctx context.Context) error { return c.startCertManager(ctx, c.cmBin) }},
+		{"Prometheus", func(ctx context.Context) error { return c.startPrometheus(ctx, c.promBin) }},
 	}
 	for _, s := range steps {
 		b.progress("starting %s", s.name)

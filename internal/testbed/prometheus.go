@@ -1,0 +1,126 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// PrometheusVersion is the Prometheus module the test bed's server is built from
+// (third_party/prometheus/go.mod; module v0.314.0 is Prometheus 3.14.0).
+const PrometheusVersion = "v0.314.0"
+
+// PrometheusRulesFile is the rules file of the repository the test bed's Prometheus evaluates, relative to the
+// module root: the alerts Steward ships, so that e2e tests see them fire and resolve.
+const PrometheusRulesFile = "config/prometheus/rules.yaml"
+
+// PrometheusServer is the test bed's Prometheus: it discovers Pods through the API server and scrapes every etcd
+// member Pod (port 2381) and every Steward operator Pod (its port named "metrics"), the way the PodMonitors in
+// config/prometheus do, and evaluates Steward's alerting rules.
+type PrometheusServer struct {
+	// URL is the base URL of its HTTP API (http://127.0.0.1:<port>).
+	URL string
+	// ScrapeInterval is how often it scrapes and evaluates rules.
+	ScrapeInterval time.Duration
+}
+
+func prometheusSet() binarySet {
+	// Only the Kubernetes service discovery (plus the built-in file and HTTP ones): the other discoveries pull in
+	// every cloud SDK and triple the build.
+	return binarySet{name: "prometheus", version: PrometheusVersion, module: "prometheus",
+		packages: []string{"github.com/prometheus/prometheus/cmd/prometheus"}, tags: "remove_all_sd,enable_kubernetes_sd",
+		ldflags: "-s -w", estimate: "about 4 minutes"}
+}
+
+// prometheusConfig is the server's configuration: Pods found with kubeconfig, relabelled to the labels Steward's
+// rules and dashboard use (namespace, cluster, member, pod), and the rule files that exist.
+func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []string) ([]byte, error) {
+	podSD := []map[string]any{{"role": "pod", "kubeconfig_file": kubeconfig}}
+	label := func(source, target string) map[string]any {
+		return map[string]any{"source_labels": []string{source}, "target_label": target}
+	}
+	keep := func(source, regex string) map[string]any {
+		return map[string]any{"source_labels": []string{source}, "regex": regex, "action": "keep"}
+	}
+	cfg := map[string]any{
+		"global": map[string]any{"scrape_interval": interval.String(), "evaluation_interval": interval.String()},
+		"scrape_configs": []map[string]any{
+			{
+				"job_name":              "etcd",
+				"kubernetes_sd_configs": podSD,
+				"relabel_configs": []map[string]any{
+					keep("__meta_kubernetes_pod_label_etcd_steward_dev_member", ".+"),
+					keep("__meta_kubernetes_pod_container_name", "etcd"),
+					keep("__meta_kubernetes_pod_phase", "Running"),
+					// One target per Pod, on etcd's metrics listener, whichever ports the container declares.
+					{"source_labels": []string{"__meta_kubernetes_pod_ip"}, "regex": "(.+)", "replacement": "${1}:2381", "target_label": "__address__"},
+					label("__meta_kubernetes_namespace", "namespace"),
+					label("__meta_kubernetes_pod_label_etcd_steward_dev_cluster", "cluster"),
+					label("__meta_kubernetes_pod_label_etcd_steward_dev_member", "member"),
+					label("__meta_kubernetes_pod_name", "pod"),
+				},
+			},
+			{
+				"job_name":              "steward",
+				"kubernetes_sd_configs": podSD,
+				"relabel_configs": []map[string]any{
+					keep("__meta_kubernetes_pod_label_app_kubernetes_io_name", "steward"),
+					keep("__meta_kubernetes_pod_container_port_name", "metrics"),
+					label("__meta_kubernetes_namespace", "namespace"),
+					label("__meta_kubernetes_pod_name", "pod"),
+				},
+			},
+		},
+	}
+	if len(ruleFiles) > 0 {
+		cfg["rule_files"] = ruleFiles
+	}
+	return yaml.Marshal(cfg)
+}
+
+// startPrometheus starts Prometheus on a free port of the loopback interface, with its data in the state dir.
+func (c *Cluster) startPrometheus(ctx context.Context, bin string) error {
+	var rules []string
+	if f := filepath.Join(c.opts.ModuleRoot, PrometheusRulesFile); fileExists(f) {
+		rules = append(rules, f)
+	}
+	const interval = 5 * time.Second
+	cfg, err := prometheusConfig(c.Kubeconfig, interval, rules)
+	if err != nil {
+		return fmt.Errorf("prometheus configuration: %w", err)
+	}
+	dir := c.state("prometheus")
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return err
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := c.spawn("prometheus", filepath.Join(bin, "prometheus"),
+		"--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--storage.tsdb.retention.time=6h",
+		"--web.listen-address="+addr, "--web.enable-lifecycle", "--log.level=warn")
+	if err != nil {
+		return err
+	}
+	url := "http://" + addr
+	if err := c.waitFor(ctx, p, "prometheus ready on "+addr, time.Minute, HTTPHealthy(url+"/-/ready")); err != nil {
+		return err
+	}
+	c.Prometheus = &PrometheusServer{URL: url, ScrapeInterval: interval}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

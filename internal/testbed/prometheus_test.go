@@ -1,0 +1,71 @@
+package testbed
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestPrometheusConfig: the test bed's Prometheus scrapes etcd members on their metrics port and operators on
+// their port named metrics, labels them as Steward's rules expect, and loads the rules it is given.
+func TestPrometheusConfig(t *testing.T) {
+	raw, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Global struct {
+			ScrapeInterval     string `json:"scrape_interval"`
+			EvaluationInterval string `json:"evaluation_interval"`
+		} `json:"global"`
+		RuleFiles     []string `json:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName string `json:"job_name"`
+			SD      []struct {
+				Role       string `json:"role"`
+				Kubeconfig string `json:"kubeconfig_file"`
+			} `json:"kubernetes_sd_configs"`
+			Relabel []struct {
+				Source      []string `json:"source_labels"`
+				Target      string   `json:"target_label"`
+				Replacement string   `json:"replacement"`
+				Regex       string   `json:"regex"`
+				Action      string   `json:"action"`
+			} `json:"relabel_configs"`
+		} `json:"scrape_configs"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		t.Fatalf("%v\n%s", err, raw)
+	}
+	if cfg.Global.ScrapeInterval != "5s" || cfg.Global.EvaluationInterval != "5s" || len(cfg.RuleFiles) != 1 {
+		t.Errorf("intervals %+v, rule files %v", cfg.Global, cfg.RuleFiles)
+	}
+	targets := map[string]map[string]bool{}
+	for _, sc := range cfg.ScrapeConfigs {
+		if len(sc.SD) != 1 || sc.SD[0].Role != "pod" || sc.SD[0].Kubeconfig != "/tmp/kubeconfig" {
+			t.Errorf("job %s: discovery %+v", sc.JobName, sc.SD)
+		}
+		targets[sc.JobName] = map[string]bool{}
+		for _, r := range sc.Relabel {
+			if r.Target != "" {
+				targets[sc.JobName][r.Target] = true
+			}
+			if r.Target == "__address__" && !strings.HasSuffix(r.Replacement, ":2381") {
+				t.Errorf("job %s scrapes %q, want etcd's metrics port 2381", sc.JobName, r.Replacement)
+			}
+		}
+	}
+	for job, want := range map[string][]string{"etcd": {"__address__", "namespace", "cluster", "member", "pod"}, "steward": {"namespace", "pod"}} {
+		for _, l := range want {
+			if !targets[job][l] {
+				t.Errorf("job %s does not set label %s (sets %v)", job, l, targets[job])
+			}
+		}
+	}
+	noRules, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, nil)
+	if err != nil || strings.Contains(string(noRules), "rule_files") {
+		t.Errorf("without rule files: %v\n%s", err, noRules)
+	}
+}
