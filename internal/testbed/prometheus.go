@@ -19,8 +19,9 @@ const PrometheusVersion = "v0.314.0"
 const PrometheusRulesFile = "config/prometheus/rules.yaml"
 
 // PrometheusServer is the test bed's Prometheus: it discovers Pods through the API server and scrapes every etcd
-// member Pod (port 2381) and every Steward operator Pod (its port named "metrics"), the way the PodMonitors in
-// config/prometheus do, and evaluates Steward's alerting rules.
+// member Pod and every Steward operator Pod on their ports named "metrics", with the jobs and labels the
+// PodMonitor and ServiceMonitor in config/prometheus give (the test bed has no Prometheus Operator), and
+// evaluates Steward's alerting rules.
 type PrometheusServer struct {
 	// URL is the base URL of its HTTP API (http://127.0.0.1:<port>).
 	URL string
@@ -50,14 +51,13 @@ func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []str
 		"global": map[string]any{"scrape_interval": interval.String(), "evaluation_interval": interval.String()},
 		"scrape_configs": []map[string]any{
 			{
-				"job_name":              "etcd",
+				// As config/prometheus/podmonitor.yaml: member Pods' container port "metrics", job steward-etcd.
+				"job_name":              "steward-etcd",
 				"kubernetes_sd_configs": podSD,
 				"relabel_configs": []map[string]any{
+					keep("__meta_kubernetes_pod_label_etcd_steward_dev_cluster", ".+"),
 					keep("__meta_kubernetes_pod_label_etcd_steward_dev_member", ".+"),
-					keep("__meta_kubernetes_pod_container_name", "etcd"),
-					keep("__meta_kubernetes_pod_phase", "Running"),
-					// One target per Pod, on etcd's metrics listener, whichever ports the container declares.
-					{"source_labels": []string{"__meta_kubernetes_pod_ip"}, "regex": "(.+)", "replacement": "${1}:2381", "target_label": "__address__"},
+					keep("__meta_kubernetes_pod_container_port_name", "metrics"),
 					label("__meta_kubernetes_namespace", "namespace"),
 					label("__meta_kubernetes_pod_label_etcd_steward_dev_cluster", "cluster"),
 					label("__meta_kubernetes_pod_label_etcd_steward_dev_member", "member"),
@@ -65,7 +65,10 @@ func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []str
 				},
 			},
 			{
+				// As config/prometheus/servicemonitor.yaml: the operator's port "metrics", job steward, and
+				// honor_labels, so that the namespace label of Steward's own series (the EtcdCluster's) is kept.
 				"job_name":              "steward",
+				"honor_labels":          true,
 				"kubernetes_sd_configs": podSD,
 				"relabel_configs": []map[string]any{
 					keep("__meta_kubernetes_pod_label_app_kubernetes_io_name", "steward"),

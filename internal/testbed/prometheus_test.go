@@ -22,8 +22,9 @@ func TestPrometheusConfig(t *testing.T) {
 		} `json:"global"`
 		RuleFiles     []string `json:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName string `json:"job_name"`
-			SD      []struct {
+			JobName     string `json:"job_name"`
+			HonorLabels bool   `json:"honor_labels"`
+			SD          []struct {
 				Role       string `json:"role"`
 				Kubeconfig string `json:"kubeconfig_file"`
 			} `json:"kubernetes_sd_configs"`
@@ -47,17 +48,20 @@ func TestPrometheusConfig(t *testing.T) {
 		if len(sc.SD) != 1 || sc.SD[0].Role != "pod" || sc.SD[0].Kubeconfig != "/tmp/kubeconfig" {
 			t.Errorf("job %s: discovery %+v", sc.JobName, sc.SD)
 		}
+		if sc.HonorLabels != (sc.JobName == "steward") {
+			t.Errorf("job %s: honor_labels %v (only the operator's series carry their own namespace label)", sc.JobName, sc.HonorLabels)
+		}
 		targets[sc.JobName] = map[string]bool{}
 		for _, r := range sc.Relabel {
 			if r.Target != "" {
 				targets[sc.JobName][r.Target] = true
 			}
-			if r.Target == "__address__" && !strings.HasSuffix(r.Replacement, ":2381") {
-				t.Errorf("job %s scrapes %q, want etcd's metrics port 2381", sc.JobName, r.Replacement)
+			if r.Action == "keep" && r.Source[0] == "__meta_kubernetes_pod_container_port_name" && r.Regex != "metrics" {
+				t.Errorf("job %s keeps port %q, want the port named metrics", sc.JobName, r.Regex)
 			}
 		}
 	}
-	for job, want := range map[string][]string{"etcd": {"__address__", "namespace", "cluster", "member", "pod"}, "steward": {"namespace", "pod"}} {
+	for job, want := range map[string][]string{"steward-etcd": {"namespace", "cluster", "member", "pod"}, "steward": {"namespace", "pod"}} {
 		for _, l := range want {
 			if !targets[job][l] {
 				t.Errorf("job %s does not set label %s (sets %v)", job, l, targets[job])

@@ -20,7 +20,7 @@ import (
 // objects asked for on a cluster without their CRDs: the release installs without them), and follows a cluster
 // through the test bed's Prometheus, which scrapes the operator's Pod and the members' Pods and evaluates the
 // rules Steward ships: the member gauges follow a scale-up 3 -> 5, a member cut off the network makes
-// etcdMembersDown fire and it resolves once Steward has replaced the member, and a backup sets the last-backup
+// EtcdMembersDown fire and it resolves once Steward has replaced the member, and a backup sets the last-backup
 // gauges. Under client load throughout.
 func TestMetricsAndAlerts(t *testing.T) {
 	parallel(t)
@@ -48,7 +48,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	}
 	waitProm(t, "quorum", time.Minute, "steward_cluster_has_quorum"+s, promValue(1))
 	waitProm(t, "the leader", time.Minute, "steward_cluster_leader_info"+sel(ns, c.Name, fmt.Sprintf("member=%q", got.Status.Leader)), promValue(1))
-	waitProm(t, "every member scraped", 2*time.Minute, `sum(up{job="etcd"}`+s+`)`, promValue(3))
+	waitProm(t, "every member scraped", 2*time.Minute, `sum(up{job="steward-etcd"}`+s+`)`, promValue(3))
 	waitProm(t, "every member's db size", time.Minute, "steward_member_db_size_bytes"+s+" > 0", promSeries(3))
 
 	// Scale 3 -> 5: the gauges follow, and the steps are counted.
@@ -57,7 +57,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members"} {
 		waitProm(t, q+" after the scale-up", 2*time.Minute, q+s, promValue(5))
 	}
-	waitProm(t, "the new members scraped", 2*time.Minute, `sum(up{job="etcd"}`+s+`)`, promValue(5))
+	waitProm(t, "the new members scraped", 2*time.Minute, `sum(up{job="steward-etcd"}`+s+`)`, promValue(5))
 	for _, kind := range []string{"add_learner", "promote_learner"} {
 		waitProm(t, kind+" steps counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_steps_total%s) >= 2`, sel(ns, c.Name, fmt.Sprintf("kind=%q", kind))), promSeries(1))
 	}
@@ -73,15 +73,15 @@ func TestMetricsAndAlerts(t *testing.T) {
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	alert := fmt.Sprintf(`ALERTS{alertname="etcdMembersDown",namespace=%q,cluster=%q}`, ns, c.Name)
-	waitProm(t, "etcdMembersDown raised", 3*time.Minute, alert, promSeries(1))
-	t.Logf("etcdMembersDown raised %s after the member was cut off", time.Since(cut).Round(time.Second))
+	alert := fmt.Sprintf(`ALERTS{alertname="EtcdMembersDown",namespace=%q,cluster=%q}`, ns, c.Name)
+	waitProm(t, "EtcdMembersDown raised", 3*time.Minute, alert, promSeries(1))
+	t.Logf("EtcdMembersDown raised %s after the member was cut off", time.Since(cut).Round(time.Second))
 	waitProm(t, "healthy voters down by one", time.Minute, "steward_cluster_healthy_voters"+s, promValue(4))
 	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	got = waitSettled(t, key, 4*time.Minute)
 	healed := time.Now()
-	waitProm(t, "etcdMembersDown resolved", 6*time.Minute, alert, promSeries(0))
-	t.Logf("etcdMembersDown resolved %s after Steward replaced the member", time.Since(healed).Round(time.Second))
+	waitProm(t, "EtcdMembersDown resolved", 6*time.Minute, alert, promSeries(0))
+	t.Logf("EtcdMembersDown resolved %s after Steward replaced the member", time.Since(healed).Round(time.Second))
 	waitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), promSeries(1))
 
 	// A backup sets the last-backup gauges to the backup's own record.
