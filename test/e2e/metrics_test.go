@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +104,81 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "last backup size", time.Minute, "steward_backup_last_size_bytes"+s, promValue(float64(b.Status.SizeBytes)))
 	waitProm(t, "backup outcome counted", time.Minute, fmt.Sprintf(`sum(steward_backups_total%s)`, sel(ns, c.Name, `result="complete"`)), promValue(1))
 
+	requireDashboardData(t, ns, c.Name)
+
 	requireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
 	deleteAndCheckNothingLeft(t, got)
 	waitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, promSeries(0))
+}
+
+// panelQuery is one query of the shipped dashboard, as test/monitoring writes them out.
+type panelQuery struct {
+	Panel, Row, RefID string
+	Expr              string
+	Instant           bool
+}
+
+// dashboardMayBeEmpty names the panel queries whose series only exist after an event this scenario does not
+// cause, with the event. Every other query must return data.
+var dashboardMayBeEmpty = map[string]string{
+	"Step in progress/A":            "a step in progress (the cluster has settled when the dashboard is checked)",
+	"Backup and restore outcomes/B": "a restore that ended",
+	"Backup schedules/A":            "an EtcdBackupSchedule",
+	"Backup schedules/B":            "an EtcdBackupSchedule",
+	"Backup schedules/C":            "an EtcdBackupSchedule",
+}
+
+// requireDashboardData runs every query of the shipped Grafana dashboard against the test bed's Prometheus for
+// the cluster, with Grafana's variables filled in: each must be valid PromQL, and return data unless it is one
+// dashboardMayBeEmpty names.
+func requireDashboardData(t *testing.T, ns, cluster string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "monitoring", "testdata", "panel-queries.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []panelQuery
+	if err := json.Unmarshal(raw, &queries); err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.NewReplacer("$__rate_interval", "1m", "${__rate_interval}", "1m", "$__interval", "15s", "$namespace", ns, "${namespace}", ns,
+		"$cluster", cluster, "${cluster}", cluster)
+	empty := 0
+	for _, q := range queries {
+		id := q.Panel + "/" + q.RefID
+		expr := vars.Replace(q.Expr)
+		if strings.Contains(expr, "$") {
+			t.Errorf("panel %s: a variable this test does not fill in: %s", id, expr)
+			continue
+		}
+		var got []promSample
+		err := retryFor(time.Minute, func() error {
+			var err error
+			got, err = promQuery(context.Background(), expr)
+			if err == nil && len(got) == 0 && dashboardMayBeEmpty[id] == "" {
+				return fmt.Errorf("no data")
+			}
+			return err
+		})
+		switch {
+		case err != nil:
+			t.Errorf("panel %s (%s): %v", id, expr, err)
+		case len(got) == 0:
+			empty++
+			t.Logf("panel %s has no data, as expected without %s", id, dashboardMayBeEmpty[id])
+		}
+	}
+	t.Logf("dashboard: %d panel queries run, %d with data", len(queries), len(queries)-empty)
+}
+
+// retryFor runs f until it succeeds or timeout passes, returning its last error.
+func retryFor(timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
