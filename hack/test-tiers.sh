@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Steward's test tiers one after the other and prints each tier's wall time at the end, also when a tier
 # fails (every tier runs; the exit status is non-zero if any failed):
-#   unit         go test -short ./..., then the nested modules test/bundle (OLM bundle) and test/chart (Helm chart)
+#   unit         go test -short ./..., then the nested modules test/bundle (OLM bundle), test/chart (Helm chart) and
+#                test/monitoring (alerting rules with the pinned promtool, dashboard queries)
 #   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build
 #   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
 # Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
@@ -36,6 +37,9 @@ unit() {
   # reach them. Each runs even when an earlier command failed, so that one run shows every result.
   (cd test/bundle && go test -short -count=1 ./...) || rc=1
   (cd test/chart && go test -short -count=1 ./...) || rc=1
+  # promtool is built before go test, outside its timeout (a first build compiles much of Prometheus); the tests
+  # run bin/promtool-<version>.
+  { make --no-print-directory promtool && (cd test/monitoring && go test -short -count=1 ./...); } || rc=1
   return $rc
 }
 

@@ -32,6 +32,13 @@ var valueSets = map[string]string{
 	"default":    "",
 	"namespaced": "testdata/namespaced.values.yaml",
 	"everything": "testdata/everything.values.yaml",
+	"monitoring": "testdata/monitoring.values.yaml",
+}
+
+// valueSetAPIs are the API versions the cluster serves besides Kubernetes' own, per value set (as
+// `helm template --api-versions`); the others render for a cluster without the Prometheus Operator's CRDs.
+var valueSetAPIs = map[string][]string{
+	"monitoring": {monitoringAPI},
 }
 
 // TestLint runs `helm lint` (strict: no warnings either) with each values file.
@@ -54,7 +61,11 @@ func TestLint(t *testing.T) {
 func TestGolden(t *testing.T) {
 	for name, file := range valueSets {
 		t.Run(name, func(t *testing.T) {
-			got := mustRender(t, readValues(t, file)).manifest()
+			out, err := renderWith(t, valueSetAPIs[name], readValues(t, file))
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			got := out.manifest()
 			golden := filepath.Join("testdata", name+".golden")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -105,6 +116,10 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		"lease namespace not a label": {values: "leaderElection: {namespace: Kube_System}", want: []string{"/leaderElection/namespace"}},
 		"lease duration without unit": {values: "leaderElection: {leaseDuration: 15}", want: []string{"/leaderElection/leaseDuration", "want string"}},
 		"retry period not a duration": {values: "leaderElection: {retryPeriod: 2 seconds}", want: []string{"/leaderElection/retryPeriod"}},
+		"monitoring key misspelt":     {values: "monitoring: {podMonitors: {enabled: true}}", want: []string{"/monitoring", "'podMonitors'"}},
+		"monitor enabled a string":    {values: `monitoring: {prometheusRule: {enabled: "yes"}}`, want: []string{"/monitoring/prometheusRule/enabled", "want boolean"}},
+		"monitor label a number":      {values: "monitoring: {serviceMonitor: {additionalLabels: {release: 1}}}", want: []string{"/monitoring/serviceMonitor/additionalLabels/release", "want string"}},
+		"dashboard namespace invalid": {values: "monitoring: {grafanaDashboard: {namespace: Monitoring}}", want: []string{"/monitoring/grafanaDashboard/namespace"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

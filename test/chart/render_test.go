@@ -83,11 +83,25 @@ func render(t *testing.T, vals map[string]any) (rendered, error) {
 	return renderFor(t, releaseName, releaseNamespace, minKube, vals)
 }
 
-// renderFor renders the chart the way `helm template` does, through the same code: an install in client-only
-// dry-run mode, which checks Chart.yaml's kubeVersion against the given Kubernetes, merges the values with the
-// chart's defaults, validates them against values.schema.json and runs the templates. CRDs are left out, as
-// `helm template` leaves them without --include-crds; TestCRDsAreTheGeneratedOnes covers them.
+// renderWith renders the chart for a cluster that also serves the given API versions (group/version), as
+// `helm template --api-versions` does.
+func renderWith(t *testing.T, apis []string, vals map[string]any) (rendered, error) {
+	t.Helper()
+	return renderAPIs(t, releaseName, releaseNamespace, minKube, apis, vals)
+}
+
+// renderFor renders the chart for a cluster that serves Kubernetes' own APIs only.
 func renderFor(t *testing.T, name, namespace string, kube chartutil.KubeVersion, vals map[string]any) (rendered, error) {
+	t.Helper()
+	return renderAPIs(t, name, namespace, kube, nil, vals)
+}
+
+// renderAPIs renders the chart the way `helm template` does, through the same code: an install in client-only
+// dry-run mode, which checks Chart.yaml's kubeVersion against the given Kubernetes, merges the values with the
+// chart's defaults, validates them against values.schema.json and runs the templates, with the capabilities of
+// a cluster that serves Kubernetes' APIs and apis. CRDs are left out, as `helm template` leaves them without
+// --include-crds; TestCRDsAreTheGeneratedOnes covers them.
+func renderAPIs(t *testing.T, name, namespace string, kube chartutil.KubeVersion, apis []string, vals map[string]any) (rendered, error) {
 	t.Helper()
 	if vals == nil {
 		vals = map[string]any{}
@@ -99,6 +113,7 @@ func renderFor(t *testing.T, name, namespace string, kube chartutil.KubeVersion,
 	install.ReleaseName = name
 	install.Namespace = namespace
 	install.KubeVersion = &kube
+	install.APIVersions = chartutil.VersionSet(apis)
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
 		return rendered{}, fmt.Errorf("helm template: %w", err)

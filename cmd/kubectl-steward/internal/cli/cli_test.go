@@ -1,0 +1,451 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/cmd/kubectl-steward/internal/report"
+	"steward.dev/steward/internal/resources"
+)
+
+var now = time.Date(2026, 11, 23, 22, 15, 30, 0, time.UTC)
+
+// kubeconfig writes a kubeconfig whose context's namespace is "ns" and points KUBECONFIG at it: commands resolve
+// their namespace (and, for etcdctl, a REST config) from it without any API server.
+func kubeconfig(t *testing.T) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: ns}}]
+current-context: ctx
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", path)
+}
+
+func newFake(t *testing.T, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}, &etcdv1alpha1.EtcdBackup{}, &etcdv1alpha1.EtcdRestore{}).Build()
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runtimeObject is an object the fake API server starts with.
+type runtimeObject = client.Object
+
+// run runs the plugin's command line against c, as the binary would.
+func run(t *testing.T, c client.WithWatch, args ...string) result {
+	t.Helper()
+	return runWith(t, c, nil, args...)
+}
+
+// runWith is run with the options changed by change first.
+func runWith(t *testing.T, c client.WithWatch, change func(*Options), args ...string) result {
+	t.Helper()
+	kubeconfig(t)
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.Flags = genericclioptions.NewConfigFlags(false)
+	o.Now = func() time.Time { return now }
+	o.Resync = 50 * time.Millisecond
+	o.NewClient = func() (client.WithWatch, error) {
+		if c == nil {
+			return nil, errors.New("no API calls expected")
+		}
+		return c, nil
+	}
+	if change != nil {
+		change(o)
+	}
+	code := Run(context.Background(), o, args)
+	return result{out.String(), errOut.String(), code}
+}
+
+func testCluster() *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns"},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+		Status: etcdv1alpha1.EtcdClusterStatus{ReadyReplicas: 1, Leader: "db-aaaaa", ClientEndpoint: "https://db.ns.svc.cluster.local:2379",
+			Members: []etcdv1alpha1.MemberStatus{{Name: "db-aaaaa", ID: "8e9e05c52164694d", Role: etcdv1alpha1.RoleLeader, Version: "3.6.16", Healthy: true}},
+			TLS:     &etcdv1alpha1.TLSStatus{ClientSecret: "db-client"}},
+	}
+}
+
+func memberPod(name string, tls bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels: map[string]string{resources.LabelCluster: "db", resources.LabelMember: name}},
+		Spec: corev1.PodSpec{NodeName: "node-1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	if tls {
+		p.Annotations = map[string]string{resources.AnnotationTLS: etcdv1alpha1.TLSProviderSteward}
+	}
+	return p
+}
+
+func TestStatusCommand(t *testing.T) {
+	c := newFake(t, testCluster(), memberPod("db-aaaaa", true))
+	r := run(t, c, "status", "db")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"Cluster:         ns/db", "db-aaaaa  8e9e05c52164694d  Leader", "Ready", "node-1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = run(t, c, "status", "db", "-o", "json", "-n", "ns")
+	var s report.Status
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || r.code != ExitOK {
+		t.Fatalf("-o json: exit %d, %v:\n%s", r.code, err, r.stdout)
+	}
+	if s.Name != "db" || len(s.Members) != 1 || s.Members[0].Pod != "Ready" || s.Leader != "db-aaaaa" {
+		t.Errorf("json status %+v", s)
+	}
+	r = run(t, c, "status", "db", "-o", "yaml")
+	if err := yaml.Unmarshal([]byte(r.stdout), &s); err != nil || s.Name != "db" {
+		t.Errorf("-o yaml: %v:\n%s", err, r.stdout)
+	}
+
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown cluster":  {[]string{"status", "nope"}, `no EtcdCluster "nope" in namespace "ns"`},
+		"other namespace":  {[]string{"status", "db", "-n", "prod"}, `no EtcdCluster "db" in namespace "prod"`},
+		"bad output":       {[]string{"status", "db", "-o", "wide"}, `unknown output format "wide"`},
+		"missing argument": {[]string{"status"}, "accepts 1 arg(s)"},
+	} {
+		r := run(t, c, tc.args...)
+		if r.code != ExitError || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want 1 and %q", name, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// finish plays Steward: once obj appears, it sets conditions on it (through the status subresource).
+func finish(t *testing.T, c client.WithWatch, obj client.Object, set func(client.Object)) {
+	t.Helper()
+	go func() {
+		key := client.ObjectKeyFromObject(obj)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if err := c.Get(context.Background(), key, obj); err == nil {
+				set(obj)
+				if err := c.Status().Update(context.Background(), obj); err != nil {
+					t.Errorf("update status: %v", err)
+				}
+				return
+			} else if !apierrors.IsNotFound(err) {
+				t.Errorf("get: %v", err)
+				return
+			}
+		}
+		t.Errorf("%s was never created", key)
+	}()
+}
+
+func conditions(complete, failed metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+	return []metav1.Condition{
+		{Type: etcdv1alpha1.ConditionComplete, Status: complete, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now)},
+		{Type: etcdv1alpha1.ConditionFailed, Status: failed, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now)},
+	}
+}
+
+func TestBackupCommand(t *testing.T) {
+	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "@daily",
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}}}
+	const name = "db-20261123t221530z"
+
+	t.Run("complete, to the schedule's destination", func(t *testing.T) {
+		c := newFake(t, testCluster(), schedule)
+		finish(t, c, &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}, func(o client.Object) {
+			b := o.(*etcdv1alpha1.EtcdBackup)
+			b.Status.Conditions = conditions(metav1.ConditionTrue, metav1.ConditionFalse, "Succeeded", "stored")
+			b.Status.Location, b.Status.SizeBytes, b.Status.Revision = "pvc://backups/etcd/db.db", 2048, 7
+		})
+		r := run(t, c, "backup", "db")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"Using the destination of EtcdBackupSchedule nightly", "etcdbackup.etcd.steward.dev/" + name + " created",
+			"phase Complete", "Complete=True (Succeeded): stored", "etcdbackup/" + name + " complete, at pvc://backups/etcd/db.db, 2.0 KiB, revision 7"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		var b etcdv1alpha1.EtcdBackup
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.ClusterName != "db" || b.Spec.Destination.PVC.Path != "etcd/db-20261123T221530Z.db" {
+			t.Errorf("created %+v", b.Spec)
+		}
+	})
+
+	t.Run("failed, -o json", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		finish(t, c, &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ns"}}, func(o client.Object) {
+			o.(*etcdv1alpha1.EtcdBackup).Status.Conditions = conditions(metav1.ConditionFalse, metav1.ConditionTrue, "DestinationNotFound", "PVC backups not found")
+		})
+		r := run(t, c, "backup", "db", "--name", "b1", "--pvc", "backups/x.db", "-o", "json")
+		if r.code != ExitError || !strings.Contains(r.stderr, "EtcdBackup ns/b1 failed: DestinationNotFound: PVC backups not found") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+		var b etcdv1alpha1.EtcdBackup
+		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil || b.Name != "b1" || b.Kind != "EtcdBackup" {
+			t.Errorf("stdout is not the EtcdBackup: %v\n%s", err, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "phase Failed") {
+			t.Errorf("progress is not on stderr with -o json: %s", r.stderr)
+		}
+	})
+
+	t.Run("timed out", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		r := run(t, c, "backup", "db", "--name", "b2", "--pvc", "backups/", "--timeout", "300ms")
+		if r.code != ExitTimeout || !strings.Contains(r.stderr, "timed out waiting 300ms for EtcdBackup ns/b2 (phase Pending); it carries on") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("no wait", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		r := run(t, c, "backup", "db", "--name", "b3", "--s3", "s3://bucket/p/", "--s3-endpoint", "s3:9000", "--s3-credentials-secret", "creds", "--wait=false")
+		if r.code != ExitOK || !strings.Contains(r.stdout, "b3 created") {
+			t.Errorf("exit %d, %s %s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("dry run creates nothing", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		r := run(t, c, "backup", "db", "--name", "b4", "--pvc", "backups/", "--dry-run")
+		var b etcdv1alpha1.EtcdBackup
+		if err := yaml.Unmarshal([]byte(r.stdout), &b); err != nil || r.code != ExitOK || b.Spec.Destination.PVC.ClaimName != "backups" || b.APIVersion != "etcd.steward.dev/v1alpha1" {
+			t.Errorf("exit %d, %v:\n%s", r.code, err, r.stdout)
+		}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b4"}, &b); !apierrors.IsNotFound(err) {
+			t.Errorf("dry run created the backup: %v", err)
+		}
+	})
+
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		args []string
+		want string
+	}{
+		"no destination, no schedule": {[]client.Object{testCluster()}, []string{"backup", "db"}, "has no EtcdBackupSchedule"},
+		"unknown source":              {[]client.Object{testCluster()}, []string{"backup", "db", "--destination-from", "x"}, `no EtcdBackup or EtcdBackupSchedule "x"`},
+		"unknown cluster":             {nil, []string{"backup", "db", "--pvc", "b/"}, `no EtcdCluster "db"`},
+		"bad policy":                  {[]client.Object{testCluster()}, []string{"backup", "db", "--pvc", "b/", "--deletion-policy", "Keep"}, "Retain or Delete"},
+	} {
+		r := run(t, newFake(t, tc.objs...), tc.args...)
+		if r.code != ExitError || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want %q", name, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestDestinationFrom(t *testing.T) {
+	backup := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db",
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "b", Path: "d/x.db"}}}}
+	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db",
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "s", Path: "sched"}}}}
+	other := schedule.DeepCopy()
+	other.Name = "y"
+	c := newFake(t, backup, schedule, other)
+	ctx := context.Background()
+	if _, _, _, err := destinationFrom(ctx, c, "ns", "db", "x"); err == nil || !strings.Contains(err.Error(), "both etcdbackup/x and etcdbackupschedule/x exist") {
+		t.Errorf("ambiguous: %v", err)
+	}
+	if d, kind, _, err := destinationFrom(ctx, c, "ns", "db", "etcdbackup/x"); err != nil || kind != "EtcdBackup" || d.PVC.ClaimName != "b" {
+		t.Errorf("etcdbackup/x: %v %s %v", d, kind, err)
+	}
+	if d, kind, _, err := destinationFrom(ctx, c, "ns", "db", "EtcdBackupSchedule/x"); err != nil || kind != "EtcdBackupSchedule" || d.PVC.ClaimName != "s" {
+		t.Errorf("EtcdBackupSchedule/x: %v %s %v", d, kind, err)
+	}
+	if _, _, _, err := destinationFrom(ctx, c, "ns", "db", ""); err == nil || !strings.Contains(err.Error(), "several EtcdBackupSchedules (x, y)") {
+		t.Errorf("two schedules: %v", err)
+	}
+	if _, _, _, err := destinationFrom(ctx, c, "ns", "db", "pod/x"); err == nil || !strings.Contains(err.Error(), "the kind is etcdbackup or etcdbackupschedule") {
+		t.Errorf("wrong kind: %v", err)
+	}
+}
+
+func TestRestoreCommand(t *testing.T) {
+	backup := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "db-1", Namespace: "ns"},
+		Spec:   etcdv1alpha1.EtcdBackupSpec{ClusterName: "db"},
+		Status: etcdv1alpha1.EtcdBackupStatus{EtcdVersion: "3.6.16"}}
+
+	t.Run("a re-seed without confirmation is refused before any request", func(t *testing.T) {
+		r := run(t, nil, "restore", "db", "--backup", "db-1", "--reseed")
+		if r.code != ExitError || !strings.Contains(r.stderr, "refusing to re-seed cluster db with no --confirm") || !strings.Contains(r.stderr, "To confirm, pass --confirm db") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+		r = run(t, nil, "restore", "db", "--backup", "db-1", "--reseed", "--confirm", "prod")
+		if r.code != ExitError || !strings.Contains(r.stderr, "with --confirm prod") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("re-seed", func(t *testing.T) {
+		c := newFake(t, testCluster(), backup)
+		name := "db-restore-20261123t221530z"
+		finish(t, c, &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}, func(o client.Object) {
+			rs := o.(*etcdv1alpha1.EtcdRestore)
+			rs.Status.Conditions = append(conditions(metav1.ConditionTrue, metav1.ConditionFalse, "Succeeded", "restored"),
+				metav1.Condition{Type: etcdv1alpha1.ConditionVerified, Status: metav1.ConditionTrue, Reason: "Verified", LastTransitionTime: metav1.NewTime(now)})
+			rs.Status.Mode, rs.Status.Members = etcdv1alpha1.RestoreReseed, []string{"db-x"}
+		})
+		r := run(t, c, "restore", "db", "--backup", "db-1", "--reseed", "--confirm", "db")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"etcdrestore.etcd.steward.dev/" + name + " created", "Verified=True", "etcdrestore/" + name + " complete: cluster db restored from backup db-1, mode Reseed"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		var rs etcdv1alpha1.EtcdRestore
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &rs); err != nil || rs.Spec.Confirm != "db" {
+			t.Errorf("restore %+v, %v", rs.Spec, err)
+		}
+	})
+
+	t.Run("new cluster", func(t *testing.T) {
+		c := newFake(t, testCluster(), backup)
+		// Steward creates the restore of a cluster bootstrapped from a backup; here the test does, a moment later.
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "copy-from-backup", Namespace: "ns"},
+				Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "copy", BackupName: "db-1"}}
+			if err := c.Create(context.Background(), rs); err != nil {
+				t.Error(err)
+			}
+		}()
+		finish(t, c, &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "copy-from-backup", Namespace: "ns"}}, func(o client.Object) {
+			o.(*etcdv1alpha1.EtcdRestore).Status.Conditions = conditions(metav1.ConditionTrue, metav1.ConditionFalse, "Succeeded", "")
+		})
+		r := run(t, c, "restore", "db", "--backup", "db-1", "--new-cluster", "copy", "--replicas", "1")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "etcdcluster.etcd.steward.dev/copy created") || !strings.Contains(r.stdout, "etcdrestore/copy-from-backup complete") {
+			t.Errorf("output:\n%s", r.stdout)
+		}
+		var cl etcdv1alpha1.EtcdCluster
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "copy"}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Spec.Bootstrap.FromBackup.BackupName != "db-1" || cl.Spec.Replicas != 1 || cl.Spec.Version != "3.6.16" {
+			t.Errorf("new cluster %+v", cl.Spec)
+		}
+	})
+
+	t.Run("failed", func(t *testing.T) {
+		c := newFake(t, testCluster(), backup)
+		finish(t, c, &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"}}, func(o client.Object) {
+			o.(*etcdv1alpha1.EtcdRestore).Status.Conditions = conditions(metav1.ConditionFalse, metav1.ConditionTrue, "ClusterHasQuorum", "db has quorum")
+		})
+		r := run(t, c, "restore", "db", "--backup", "db-1", "--reseed", "--confirm", "db", "--name", "r")
+		if r.code != ExitError || !strings.Contains(r.stderr, "EtcdRestore ns/r failed: ClusterHasQuorum: db has quorum") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("timeout before Steward creates the restore", func(t *testing.T) {
+		c := newFake(t, testCluster(), backup)
+		r := run(t, c, "restore", "db", "--backup", "db-1", "--new-cluster", "copy", "--timeout", "200ms")
+		if r.code != ExitTimeout || !strings.Contains(r.stdout, "waiting for Steward to create etcdrestore/copy-from-backup") ||
+			!strings.Contains(r.stderr, "(not created yet)") {
+			t.Errorf("exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("unknown backup", func(t *testing.T) {
+		r := run(t, newFake(t, testCluster()), "restore", "db", "--backup", "nope", "--new-cluster", "copy")
+		if r.code != ExitError || !strings.Contains(r.stderr, `no EtcdBackup "nope"`) {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+}
+
+func TestPauseResume(t *testing.T) {
+	c := newFake(t, testCluster())
+	paused := func() bool {
+		var cl etcdv1alpha1.EtcdCluster
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "db"}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		return cl.Spec.Paused
+	}
+	steps := []struct {
+		cmd, want string
+		paused    bool
+	}{
+		{"pause", "etcdcluster.etcd.steward.dev/db paused", true},
+		{"pause", "etcdcluster.etcd.steward.dev/db already paused", true},
+		{"resume", "etcdcluster.etcd.steward.dev/db resumed", false},
+		{"resume", "etcdcluster.etcd.steward.dev/db already resumed", false},
+	}
+	for _, s := range steps {
+		r := run(t, c, s.cmd, "db")
+		if r.code != ExitOK || strings.TrimSpace(r.stdout) != s.want || paused() != s.paused {
+			t.Errorf("%s: exit %d, %q (%s), paused %v", s.cmd, r.code, r.stdout, r.stderr, paused())
+		}
+	}
+	r := run(t, c, "pause", "db", "-o", "yaml")
+	var cl etcdv1alpha1.EtcdCluster
+	if err := yaml.Unmarshal([]byte(r.stdout), &cl); err != nil || !cl.Spec.Paused || cl.Kind != "EtcdCluster" || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("-o yaml: %v\n%s", err, r.stdout)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	other := testCluster()
+	other.Name = "dbx"
+	elsewhere := testCluster()
+	elsewhere.Name, elsewhere.Namespace = "db-prod", "prod"
+	c := newFake(t, testCluster(), other, elsewhere)
+	r := run(t, c, "__complete", "status", "d")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "db\ndbx\n:4\n") {
+		t.Errorf("completion: exit %d, %q", r.code, r.stdout)
+	}
+	r = run(t, c, "__complete", "etcdctl", "db", "")
+	if strings.Contains(r.stdout, "dbx") {
+		t.Errorf("completed a second cluster argument: %q", r.stdout)
+	}
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Release facts of the plugin. The archives are published as GitHub release assets of the tag v<version>.
+const (
+	pluginName  = "steward"
+	binName     = "kubectl-steward"
+	homepage    = "https://github.com/steward-dev/steward"
+	releaseBase = homepage + "/releases/download"
+)
+
+// platform is one OS and architecture the plugin is built for.
+type platform struct{ OS, Arch string }
+
+// platforms are the krew platforms: the OSes and architectures kubectl users run.
+var platforms = []platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}}
+
+// archiveName is the release asset of p: kubectl-steward_<version>_<os>_<arch>.tar.gz (version without "v").
+func archiveName(version string, p platform) string {
+	return fmt.Sprintf("%s_%s_%s_%s.tar.gz", binName, version, p.OS, p.Arch)
+}
+
+// archiveURI is where krew downloads the archive from.
+func archiveURI(version string, p platform) string {
+	return fmt.Sprintf("%s/v%s/%s", releaseBase, version, archiveName(version, p))
+}
+
+// Plugin is krew's manifest (krew.googlecontainertools.github.com/v1alpha2, kind Plugin), as krew-index holds
+// it in plugins/<name>.yaml.
+type Plugin struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   Metadata   `json:"metadata"`
+	Spec       PluginSpec `json:"spec"`
+}
+
+// Metadata names the plugin: the name users install and the file name in krew-index.
+type Metadata struct {
+	Name string `json:"name"`
+}
+
+// PluginSpec is the plugin's version, description and one entry per platform.
+type PluginSpec struct {
+	Version          string     `json:"version"`
+	Homepage         string     `json:"homepage"`
+	ShortDescription string     `json:"shortDescription"`
+	Description      string     `json:"description"`
+	Caveats          string     `json:"caveats,omitempty"`
+	Platforms        []Platform `json:"platforms"`
+}
+
+// Platform is one archive: which OS and architecture it is for, where it is, its sha256, and the binary in it.
+type Platform struct {
+	Selector Selector   `json:"selector"`
+	URI      string     `json:"uri"`
+	SHA256   string     `json:"sha256"`
+	Bin      string     `json:"bin"`
+	Files    []FileSpec `json:"files"`
+}
+
+// Selector matches krew's os and arch labels.
+type Selector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// FileSpec is a file krew copies out of the archive.
+type FileSpec struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+const description = `kubectl steward shows and operates etcd clusters managed by Steward, the etcd operator:
+  status    the members (etcd ID, role, version, health, db size, Pod, node), leader,
+            certificates and their expiry, last backup, conditions and the step in progress
+  backup    take a backup now (creates an EtcdBackup and follows it)
+  restore   restore a backup into a new cluster, or re-seed one that lost quorum
+  pause     stop Steward from changing a cluster; resume undoes it
+  etcdctl   run a local etcdctl against a cluster with Steward's client
+            certificate, held in memory (never written to disk)
+Every action creates or patches a Steward resource that could also be applied as YAML.`
+
+const caveats = `This plugin needs Steward's CRDs in the cluster (https://github.com/steward-dev/steward).
+"kubectl steward etcdctl" runs an etcdctl found in PATH (or --etcdctl PATH); install one of your
+clusters' etcd minor version. It reads the cluster's client Secret, which needs "get" on secrets.`
+
+// archive is a built archive: its platform, file name and content hash.
+type archive struct {
+	Platform platform
+	Name     string
+	SHA256   string
+	Files    []string
+}
+
+// manifest is the krew manifest for version's archives, in the order of platforms.
+func manifest(version string, archives []archive) Plugin {
+	p := Plugin{
+		APIVersion: "krew.googlecontainertools.github.com/v1alpha2",
+		Kind:       "Plugin",
+		Metadata:   Metadata{Name: pluginName},
+		Spec: PluginSpec{Version: "v" + version, Homepage: homepage,
+			ShortDescription: "Inspect and operate etcd clusters managed by Steward",
+			Description:      description, Caveats: caveats},
+	}
+	for _, a := range archives {
+		pl := Platform{
+			Selector: Selector{MatchLabels: map[string]string{"os": a.Platform.OS, "arch": a.Platform.Arch}},
+			URI:      archiveURI(version, a.Platform), SHA256: a.SHA256, Bin: binName,
+		}
+		for _, f := range a.Files {
+			pl.Files = append(pl.Files, FileSpec{From: f, To: "."})
+		}
+		p.Spec.Platforms = append(p.Spec.Platforms, pl)
+	}
+	return p
+}
+
+// encodeManifest is the manifest as YAML with a header saying where it comes from.
+func encodeManifest(p Plugin) ([]byte, error) {
+	b, err := yaml.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	header := "# Generated by `make plugin-dist` (hack/plugin-dist) from the archives it built: do not edit.\n" +
+		"# The krew-index entry of kubectl-steward; submit it to kubernetes-sigs/krew-index with the release's assets.\n"
+	return append([]byte(header), b...), nil
+}
+
+// archiveFile is one file to put into an archive.
+type archiveFile struct {
+	Name string // name in the archive
+	Path string // where it is on disk
+	Mode int64
+}
+
+// epoch is the modification time of every archive entry: archives depend only on their files' contents, so
+// the same tree built by the same Go release gives byte-identical archives and the same sha256.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// writeArchive writes files as a gzipped tar, reproducibly (fixed times, owners and header fields).
+func writeArchive(w io.Writer, files []archiveFile) error {
+	gz, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(gz)
+	for _, f := range files {
+		data, err := os.ReadFile(f.Path)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: f.Name, Mode: f.Mode, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg,
+			Uname: "root", Gname: "root", Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+// sha256File is the hex sha256 of a file.
+func sha256File(p string) (string, error) {
+	f, err := os.Open(p) //nolint:gosec // the archives this tool wrote or is asked to check
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// verify checks the manifest in manifestYAML against the archives in dir: the version, one entry per platform
+// with the release URI, and for each the archive's real sha256 and an executable bin inside it. It is how
+// `make plugin-dist` proves what it wrote, and how a release is checked before its manifest is submitted.
+func verify(manifestYAML []byte, dir, version string) error {
+	var p Plugin
+	if err := yaml.UnmarshalStrict(manifestYAML, &p); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	var problems []error
+	if p.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || p.Kind != "Plugin" || p.Metadata.Name != pluginName {
+		problems = append(problems, fmt.Errorf("manifest is %s %s %q, want krew.googlecontainertools.github.com/v1alpha2 Plugin %q",
+			p.APIVersion, p.Kind, p.Metadata.Name, pluginName))
+	}
+	if p.Spec.Version != "v"+version {
+		problems = append(problems, fmt.Errorf("manifest version %s, the tree's is v%s", p.Spec.Version, version))
+	}
+	seen := map[platform]bool{}
+	for _, pl := range p.Spec.Platforms {
+		plat := platform{pl.Selector.MatchLabels["os"], pl.Selector.MatchLabels["arch"]}
+		if seen[plat] {
+			problems = append(problems, fmt.Errorf("%s/%s listed twice", plat.OS, plat.Arch))
+		}
+		seen[plat] = true
+		if pl.URI != archiveURI(version, plat) {
+			problems = append(problems, fmt.Errorf("%s/%s: uri %s, want %s", plat.OS, plat.Arch, pl.URI, archiveURI(version, plat)))
+		}
+		if !hexSHA256.MatchString(pl.SHA256) {
+			problems = append(problems, fmt.Errorf("%s/%s: sha256 %q is not a sha256", plat.OS, plat.Arch, pl.SHA256))
+			continue
+		}
+		file := filepath.Join(dir, path.Base(pl.URI))
+		sum, err := sha256File(file)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s/%s: %w", plat.OS, plat.Arch, err))
+			continue
+		}
+		if sum != pl.SHA256 {
+			problems = append(problems, fmt.Errorf("%s/%s: %s has sha256 %s, the manifest says %s", plat.OS, plat.Arch, file, sum, pl.SHA256))
+		}
+		if err := checkArchive(file, pl); err != nil {
+			problems = append(problems, fmt.Errorf("%s/%s: %w", plat.OS, plat.Arch, err))
+		}
+	}
+	for _, want := range platforms {
+		if !seen[want] {
+			problems = append(problems, fmt.Errorf("no entry for %s/%s", want.OS, want.Arch))
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// checkArchive checks that the archive holds every file the platform entry copies out, and the bin as an
+// executable regular file.
+func checkArchive(file string, pl Platform) error {
+	f, err := os.Open(file) //nolint:gosec // an archive this tool is asked to check
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	entries := map[string]*tar.Header{}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		entries[hdr.Name] = hdr
+	}
+	for _, f := range pl.Files {
+		if entries[f.From] == nil {
+			return fmt.Errorf("%s lacks %s", file, f.From)
+		}
+	}
+	bin := entries[pl.Bin]
+	if bin == nil || bin.Typeflag != tar.TypeReg || bin.Mode&0o111 == 0 {
+		return fmt.Errorf("%s: bin %s is not an executable file in it", file, pl.Bin)
+	}
+	return nil
+}
+
+// archiveBytes is writeArchive into memory, for tests.
+func archiveBytes(files []archiveFile) ([]byte, error) {
+	var b bytes.Buffer
+	err := writeArchive(&b, files)
+	return b.Bytes(), err
+}

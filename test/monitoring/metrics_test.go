@@ -1,0 +1,139 @@
+package monitoring
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// contractMetrics are Steward's metrics (the contract in docs/observability.md, "Metrics"), with the labels
+// each carries. The rules and the dashboard are written against these; a name or label outside them fails.
+var contractMetrics = map[string][]string{
+	"steward_cluster_desired_members":                        {"namespace", "cluster"},
+	"steward_cluster_ready_members":                          {"namespace", "cluster"},
+	"steward_cluster_voters":                                 {"namespace", "cluster"},
+	"steward_cluster_learners":                               {"namespace", "cluster"},
+	"steward_cluster_healthy_voters":                         {"namespace", "cluster"},
+	"steward_cluster_quorum_needed":                          {"namespace", "cluster"},
+	"steward_cluster_has_quorum":                             {"namespace", "cluster"},
+	"steward_cluster_leader_info":                            {"namespace", "cluster", "member"},
+	"steward_cluster_version_info":                           {"namespace", "cluster", "desired_version", "current_version", "cluster_version"},
+	"steward_cluster_step_info":                              {"namespace", "cluster", "reason"},
+	"steward_cluster_step_duration_seconds":                  {"namespace", "cluster"},
+	"steward_cluster_condition":                              {"namespace", "cluster", "type", "status", "reason"},
+	"steward_member_info":                                    {"namespace", "cluster", "member", "role", "version"},
+	"steward_member_healthy":                                 {"namespace", "cluster", "member"},
+	"steward_member_db_size_bytes":                           {"namespace", "cluster", "member"},
+	"steward_member_db_size_in_use_bytes":                    {"namespace", "cluster", "member"},
+	"steward_cluster_db_quota_bytes":                         {"namespace", "cluster"},
+	"steward_cluster_alarms":                                 {"namespace", "cluster", "alarm"},
+	"steward_certificate_expiry_timestamp_seconds":           {"namespace", "cluster", "certificate"},
+	"steward_backup_last_success_timestamp_seconds":          {"namespace", "cluster"},
+	"steward_backup_last_size_bytes":                         {"namespace", "cluster"},
+	"steward_backup_last_duration_seconds":                   {"namespace", "cluster"},
+	"steward_backup_schedule_next_run_timestamp_seconds":     {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_interval_seconds":               {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_last_success_timestamp_seconds": {"namespace", "schedule", "cluster"},
+	"steward_cluster_steps_total":                            {"namespace", "cluster", "kind"},
+	"steward_cluster_members_replaced_total":                 {"namespace", "cluster", "reason"},
+	"steward_cluster_leader_changes_total":                   {"namespace", "cluster"},
+	"steward_backups_total":                                  {"namespace", "cluster", "result", "reason"},
+	"steward_restores_total":                                 {"namespace", "cluster", "result", "reason"},
+}
+
+// etcdMetrics are the etcd metrics the rules and the dashboard may use: each is served on the metrics port by
+// etcd 3.5, 3.6 and 3.7 (read from their /metrics), some only once they have something to count (peer
+// metrics in a cluster of more than one member, failures once one happened) or, for
+// grpc_server_handling_seconds, only with --metrics=extensive. Histograms are listed with their series'
+// suffixes.
+var etcdMetrics = map[string]bool{
+	"etcd_server_has_leader":                           true,
+	"etcd_server_is_leader":                            true,
+	"etcd_server_is_learner":                           true,
+	"etcd_server_leader_changes_seen_total":            true,
+	"etcd_server_proposals_committed_total":            true,
+	"etcd_server_proposals_applied_total":              true,
+	"etcd_server_proposals_pending":                    true,
+	"etcd_server_proposals_failed_total":               true,
+	"etcd_server_quota_backend_bytes":                  true,
+	"etcd_server_apply_duration_seconds_bucket":        true,
+	"etcd_server_slow_apply_total":                     true,
+	"etcd_server_heartbeat_send_failures_total":        true,
+	"etcd_mvcc_db_total_size_in_bytes":                 true,
+	"etcd_mvcc_db_total_size_in_use_in_bytes":          true,
+	"etcd_disk_wal_fsync_duration_seconds_bucket":      true,
+	"etcd_disk_backend_commit_duration_seconds_bucket": true,
+	"etcd_network_peer_sent_failures_total":            true,
+	"etcd_network_peer_received_failures_total":        true,
+	"etcd_network_peer_round_trip_time_seconds_bucket": true,
+	"etcd_network_peer_sent_bytes_total":               true,
+	"etcd_network_peer_received_bytes_total":           true,
+	"etcd_network_client_grpc_sent_bytes_total":        true,
+	"etcd_network_client_grpc_received_bytes_total":    true,
+	"grpc_server_started_total":                        true,
+	"grpc_server_handled_total":                        true,
+	"grpc_server_handling_seconds_bucket":              true,
+	"process_resident_memory_bytes":                    true,
+	// Prometheus' own series of every scrape target.
+	"up": true,
+}
+
+// promqlParser parses as Prometheus does by default (no experimental functions).
+var promqlParser = parser.NewParser(parser.Options{})
+
+// selector is one vector selector of a query: its metric name and its label matchers.
+type selector struct {
+	Name     string
+	Matchers []*labels.Matcher
+}
+
+// selectors parses a PromQL expression and returns its vector selectors.
+func selectors(expr string) ([]selector, error) {
+	e, err := promqlParser.ParseExpr(expr)
+	if err != nil {
+		return nil, fmt.Errorf("parse %q: %w", expr, err)
+	}
+	var out []selector
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			s := selector{Name: vs.Name}
+			for _, m := range vs.LabelMatchers {
+				if m.Name == model.MetricNameLabel {
+					if m.Type == labels.MatchEqual {
+						s.Name = m.Value
+					}
+					continue
+				}
+				s.Matchers = append(s.Matchers, m)
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	return out, nil
+}
+
+// unknownMetrics returns the metric names of the selectors that are neither Steward's nor etcd's.
+func unknownMetrics(sels []selector) []string {
+	var out []string
+	for _, s := range sels {
+		if _, ok := contractMetrics[s.Name]; !ok && !etcdMetrics[s.Name] {
+			out = append(out, s.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// matcher returns the value a selector requires of a label with =, and whether it does.
+func (s selector) matcher(name string) (string, bool) {
+	for _, m := range s.Matchers {
+		if m.Name == name && m.Type == labels.MatchEqual {
+			return m.Value, true
+		}
+	}
+	return "", false
+}
