@@ -284,6 +284,12 @@ type TLSStatus struct {
 	// NotAfter is when the first of the member and client certificates expires (each is renewed well before).
 	// +optional
 	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+	// MemberNotAfter is when the first of the member certificates (those of running members) expires.
+	// +optional
+	MemberNotAfter *metav1.Time `json:"memberNotAfter,omitempty"`
+	// ClientNotAfter is when the client certificate Steward and its backup Jobs use expires.
+	// +optional
+	ClientNotAfter *metav1.Time `json:"clientNotAfter,omitempty"`
 }
 
 // BootstrapSpec is where a new cluster's data comes from.
@@ -368,6 +374,10 @@ type MemberStatus struct {
 	// DBSizeBytes is the size of the member's backend database.
 	// +optional
 	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+	// DBSizeInUseBytes is the part of the backend database in use: DBSizeBytes less the free pages a
+	// defragmentation would return.
+	// +optional
+	DBSizeInUseBytes int64 `json:"dbSizeInUseBytes,omitempty"`
 	// ClientURL is the member's advertised client URL.
 	// +optional
 	ClientURL string `json:"clientURL,omitempty"`
@@ -380,6 +390,17 @@ type MemberStatus struct {
 	// controller's memory for replacing members that stay unhealthy longer than spec.replaceUnhealthyAfter.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+}
+
+// MemberAlarm is an alarm etcd raised on a member and keeps until it is disarmed.
+type MemberAlarm struct {
+	// Member is the member's name ("unknown-<id>" for a member Steward cannot name).
+	Member string `json:"member"`
+	// MemberID is etcd's member ID in hex.
+	MemberID string `json:"memberID"`
+	// Alarm is etcd's alarm type: NOSPACE (the database reached its quota; writes are refused) or CORRUPT (a
+	// corruption check found the member's data differs from the others').
+	Alarm string `json:"alarm"`
 }
 
 // ClusterVersionMark is a cluster version and the raft index from which the cluster ran it.
@@ -409,6 +430,27 @@ type EtcdClusterStatus struct {
 	// ReadyReplicas is the number of healthy voting members.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Voters is the number of voting members in etcd's member list. While etcd gives no member list (no quorum,
+	// no member reachable), it keeps the count of the last list read: membership does not change without one.
+	// +optional
+	Voters int32 `json:"voters,omitempty"`
+
+	// Learners is the number of learners in etcd's member list (the last list read, as for Voters).
+	// +optional
+	Learners int32 `json:"learners,omitempty"`
+
+	// StepSince is when the step under way began: when the Progressing condition took its current reason (a
+	// step and its waits, such as ScalingUp or WaitingForMembers, each count as a step). Empty while Progressing
+	// is False. Kept in status so that how long a step has lasted survives an operator restart.
+	// +optional
+	StepSince *metav1.Time `json:"stepSince,omitempty"`
+
+	// Alarms are the alarms etcd has raised and not disarmed, per member (read when a member's status reports
+	// errors; none while no member does). While etcd does not answer the alarm list, the last list read stays.
+	// +listType=atomic
+	// +optional
+	Alarms []MemberAlarm `json:"alarms,omitempty"`
 
 	// CurrentVersion is the oldest etcd server version a member runs: during a rolling upgrade the version the
 	// cluster is still at, afterwards spec.version.

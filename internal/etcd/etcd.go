@@ -1,6 +1,6 @@
 // Package etcd is Steward's narrow adapter to etcd's client API: it reads a cluster's member list, each
-// member's status and the cluster version, with short timeouts, and changes membership, leadership and the
-// cluster version (downgrades). Nothing else in Steward imports clientv3. Clients are pooled per cluster and
+// member's status, the alarms raised and the cluster version, with short timeouts, and changes membership,
+// leadership and the cluster version (downgrades). Nothing else in Steward imports clientv3. Clients are pooled per cluster and
 // reused across reconciles; every call honours the caller's context.
 package etcd
 
@@ -46,9 +46,11 @@ type Status struct {
 	LeaderID    uint64
 	Version     string
 	DBSizeBytes int64
-	IsLearner   bool
-	RaftTerm    uint64
-	RaftIndex   uint64
+	// DBSizeInUseBytes is the part of the database in use (the rest is free pages a defragmentation returns).
+	DBSizeInUseBytes int64
+	IsLearner        bool
+	RaftTerm         uint64
+	RaftIndex        uint64
 	// AppliedIndex is the raft index the member has applied; RaftIndex the one it knows committed.
 	AppliedIndex uint64
 	// StorageVersion is the version of the member's data format (etcd 3.6+, empty before).
@@ -77,6 +79,17 @@ type ClusterView struct {
 	// downgrade etcd has enabled, empty when none.
 	ClusterVersion  string
 	DowngradeTarget string
+	// Alarms are the alarms etcd has raised and not disarmed; AlarmErr says why they could not be read (then
+	// Alarms is nil and says nothing).
+	Alarms   []Alarm
+	AlarmErr error
+}
+
+// Alarm is one alarm etcd keeps raised on a member.
+type Alarm struct {
+	MemberID uint64
+	// Type is etcd's alarm type: NOSPACE or CORRUPT.
+	Type string
 }
 
 // Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's namespace/name), and the TLS each
@@ -217,7 +230,43 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		view.Members = append(view.Members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 	}
 	sort.Slice(view.Members, func(i, j int) bool { return view.Members[i].ID < view.Members[j].ID })
+	view.Alarms, view.AlarmErr = alarms(ctx, c, view.Statuses)
 	return view, nil
+}
+
+// alarms reads the alarms etcd keeps raised. etcd serves the alarm list through raft (a proposal, written to
+// every member's log), so it is asked only when a member's status answer reports errors, among which etcd lists
+// every raised alarm (as text): with no error in any answer there is no alarm, and a healthy cluster's passes
+// cost etcd no write.
+func alarms(ctx context.Context, c *clientv3.Client, statuses map[string]Status) ([]Alarm, error) {
+	answered, withErrors := false, false
+	for _, s := range statuses {
+		answered = answered || s.Err == nil
+		withErrors = withErrors || s.Err == nil && len(s.Errors) > 0
+	}
+	switch {
+	case !answered:
+		return nil, errors.New("alarm list: no member answered its status request")
+	case !withErrors:
+		return []Alarm{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	resp, err := c.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("alarm list: %w", err)
+	}
+	out := make([]Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		out = append(out, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].MemberID != out[j].MemberID {
+			return out[i].MemberID < out[j].MemberID
+		}
+		return out[i].Type < out[j].Type
+	})
+	return out, nil
 }
 
 func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
@@ -230,7 +279,8 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 		return s
 	}
 	s.MemberID, s.LeaderID, s.Version = resp.Header.MemberId, resp.Leader, resp.Version
-	s.DBSizeBytes, s.IsLearner, s.RaftTerm, s.RaftIndex = resp.DbSize, resp.IsLearner, resp.RaftTerm, resp.RaftIndex
+	s.DBSizeBytes, s.DBSizeInUseBytes, s.IsLearner = resp.DbSize, resp.DbSizeInUse, resp.IsLearner
+	s.RaftTerm, s.RaftIndex = resp.RaftTerm, resp.RaftIndex
 	s.AppliedIndex, s.StorageVersion = resp.RaftAppliedIndex, resp.StorageVersion
 	if d := resp.DowngradeInfo; d != nil && d.Enabled {
 		s.DowngradeTarget = d.TargetVersion

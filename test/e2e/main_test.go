@@ -45,6 +45,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
+	stewardmetrics "steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 )
@@ -218,6 +219,10 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		t.Fatal(err)
 	}
 	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	// As cmd/steward does: registered once per process, each manager's cache a source while it leads.
+	if err := stewardmetrics.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -17,9 +17,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -91,6 +93,8 @@ func finishJob(t *testing.T, c client.Client, name string, condition batchv1.Job
 }
 
 func TestBackupSucceeds(t *testing.T) {
+	metrics.Forget("ns", "db")
+	defer metrics.Forget("ns", "db")
 	r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyRetain),
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
 	if res := reconcile(t, r); res.RequeueAfter != requeueRunning {
@@ -122,10 +126,47 @@ func TestBackupSucceeds(t *testing.T) {
 	if cl.Status.LastBackup == nil || cl.Status.LastBackup.Name != "b1" || len(cl.Status.Members) != 2 {
 		t.Fatalf("cluster status %+v", cl.Status)
 	}
-	// Finished: further passes change nothing and start nothing.
+	// Finished: further passes change nothing and start nothing, and count nothing.
 	if res := reconcile(t, r); res != (ctrl.Result{}) {
 		t.Fatalf("finished backup requeued: %+v", res)
 	}
+	if got := backupsCounted(t, "db", metrics.ResultComplete, ""); got != 1 {
+		t.Errorf("steward_backups_total{result=complete} = %v, want 1", got)
+	}
+	// A pass that read the backup before it ended writes its end again: refused, so nothing is counted twice.
+	stale := b.DeepCopy()
+	stale.ResourceVersion = "1"
+	before := stale.DeepCopy()
+	stale.Status.SizeBytes++
+	if err := c.Status().Patch(context.Background(), stale, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); !apierrors.IsConflict(err) {
+		t.Errorf("stale write of the end: %v, want a conflict", err)
+	}
+}
+
+// backupsCounted is the value of steward_backups_total for a cluster of namespace ns, read from the registry the
+// operator serves.
+func backupsCounted(t *testing.T, cluster, result, reason string) float64 {
+	t.Helper()
+	metrics.Register()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "steward_backups_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["namespace"] == "ns" && l["cluster"] == cluster && l["result"] == result && l["reason"] == reason {
+				return m.Counter.GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestBackupFailures(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -100,17 +101,27 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 	if o.err == nil {
 		st.ObservedGeneration = b.Generation
 	}
-	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+	// The write that ends the backup carries the resourceVersion read: if the cache was behind (a previous pass
+	// already ended it), it fails and is retried from the fresh object, which is finished. So the Event and the
+	// count below happen once per backup, not once per pass that saw it end.
+	patch := client.MergeFrom(before)
+	ends := o.phase == phaseSucceeded || o.phase == phaseFailed
+	if ends {
+		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, b, patch); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	switch o.phase {
 	case phaseSucceeded:
+		metrics.BackupEnded(b.Namespace, b.Spec.ClusterName, metrics.ResultComplete, "")
 		r.Recorder.Event(b, corev1.EventTypeNormal, complete.Reason, complete.Message)
 		log.Info("Backup complete", "EtcdBackup", klog.KObj(b), "location", st.Location, "sizeBytes", st.SizeBytes, "revision", st.Revision)
 		if err := r.recordLastBackup(ctx, b); err != nil {
 			log.Error(err, "Recording the cluster's last backup failed", "EtcdBackup", klog.KObj(b))
 		}
 	case phaseFailed:
+		metrics.BackupEnded(b.Namespace, b.Spec.ClusterName, metrics.ResultFailed, failed.Reason)
 		r.Recorder.Event(b, corev1.EventTypeWarning, failed.Reason, failed.Message)
 		log.Info("Backup failed", "EtcdBackup", klog.KObj(b), "reason", failed.Reason, "message", failed.Message)
 	}

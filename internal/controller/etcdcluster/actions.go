@@ -16,6 +16,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -69,6 +70,25 @@ func (r *Reconciler) create(ctx context.Context, cluster *etcdv1alpha1.EtcdClust
 	return nil
 }
 
+// tookStep records a step Steward took, once its change is made: one log line (msg, with the cluster, the
+// step's kind, reason and message, its member or members, and kv), the step's Event on the cluster (none when reason is
+// empty: the step recorded an Event per object already), and the steps counter of internal/metrics.
+func (r *Reconciler) tookStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, action plan.Action, msg, eventType, reason, note string, kv ...any) {
+	keys := []any{"EtcdCluster", klog.KObj(cluster), "step", metrics.StepKind(action.Kind), "reason", action.Reason, "message", action.Message}
+	switch len(action.Members) {
+	case 0:
+	case 1:
+		keys = append(keys, "member", action.Members[0])
+	default:
+		keys = append(keys, "members", action.Members)
+	}
+	ctrl.LoggerFrom(ctx).Info(msg, append(keys, kv...)...)
+	if reason != "" {
+		r.Recorder.Event(cluster, eventType, reason, note)
+	}
+	metrics.StepTaken(cluster.Namespace, cluster.Name, action)
+}
+
 // act executes the planned step.
 func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("EtcdCluster", klog.KObj(cluster))
@@ -93,8 +113,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 				return fmt.Errorf("stop member %s for restore %s: %w", name, action.Restore, err)
 			}
 		}
-		log.Info("Stopped members for a re-seed", "members", action.Members, "restore", action.Restore)
-		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "MembersRetired", "Deleted the Pods of members %v: restore %s re-seeds the cluster, which lost quorum", action.Members, action.Restore)
+		r.tookStep(ctx, cluster, action, "Stopped members for a re-seed", corev1.EventTypeWarning, "MembersRetired",
+			fmt.Sprintf("Deleted the Pods of members %v: restore %s re-seeds the cluster, which lost quorum", action.Members, action.Restore), "restore", action.Restore)
 	case plan.RetireVolumes:
 		return r.retireVolumes(ctx, cluster, action)
 	case plan.AddLearner:
@@ -111,8 +131,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err != nil {
 			return err
 		}
-		log.Info("Added learner", "member", name, "memberID", etcd.FormatID(id), "peerURL", url)
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberAdded", "Added member %s (%s) as a learner", name, etcd.FormatID(id))
+		r.tookStep(ctx, cluster, action, "Added learner", corev1.EventTypeNormal, "MemberAdded",
+			fmt.Sprintf("Added member %s (%s) as a learner", name, etcd.FormatID(id)), "memberID", etcd.FormatID(id), "peerURL", url)
 	case plan.PromoteLearner:
 		err := r.Etcd.PromoteLearner(ctx, key, endpoints, action.MemberID)
 		if errors.Is(err, etcd.ErrLearnerNotReady) {
@@ -122,14 +142,15 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err != nil {
 			return err
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberPromoted", "Promoted learner %s to voting member", action.Members[0])
+		r.tookStep(ctx, cluster, action, "Promoted learner", corev1.EventTypeNormal, "MemberPromoted",
+			fmt.Sprintf("Promoted learner %s to voting member", action.Members[0]), "memberID", etcd.FormatID(action.MemberID))
 	case plan.RemoveMember:
 		if err := r.Etcd.RemoveMember(ctx, key, endpoints, action.MemberID); err != nil {
 			return err
 		}
-		log.Info("Removed member", "member", action.Members[0], "memberID", etcd.FormatID(action.MemberID), "reason", action.Reason)
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s) from etcd (%s): %s",
-			action.Members[0], etcd.FormatID(action.MemberID), action.Reason, action.Message)
+		r.tookStep(ctx, cluster, action, "Removed member", corev1.EventTypeNormal, "MemberRemoved",
+			fmt.Sprintf("Removed member %s (%s) from etcd (%s): %s", action.Members[0], etcd.FormatID(action.MemberID), action.Reason, action.Message),
+			"memberID", etcd.FormatID(action.MemberID))
 	case plan.DeleteMemberPod:
 		pod := obs.pods[action.Members[0]]
 		if pod == nil {
@@ -144,7 +165,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete Pod of removed member %s: %w", pod.Name, err)
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberPodDeleted", "Deleted Pod of removed member %s", pod.Name)
+		r.tookStep(ctx, cluster, action, "Deleted Pod of removed member", corev1.EventTypeNormal, "MemberPodDeleted",
+			fmt.Sprintf("Deleted Pod of removed member %s", pod.Name), "pod", pod.Name)
 	case plan.DeleteMemberPVC:
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.PVCName(action.Members[0])}, pvc); err != nil {
@@ -153,7 +175,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete volume of removed member %s: %w", action.Members[0], err)
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberVolumeDeleted", "Deleted volume of removed member %s", action.Members[0])
+		r.tookStep(ctx, cluster, action, "Deleted volume of removed member", corev1.EventTypeNormal, "MemberVolumeDeleted",
+			fmt.Sprintf("Deleted volume of removed member %s", action.Members[0]), "persistentVolumeClaim", pvc.Name)
 	case plan.RollMember:
 		return r.rollMember(ctx, cluster, obs, action)
 	case plan.RestartMember:
@@ -166,14 +189,15 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("restart member %s in TLS mode %s: %w", pod.Name, action.TLS, err)
 		}
-		log.Info("Restarting member for TLS", "member", pod.Name, "tlsMode", action.TLS, "reason", action.Reason)
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRestarting", "Restarting member %s in TLS mode %s: %s", pod.Name, action.TLS, action.Message)
+		r.tookStep(ctx, cluster, action, "Restarting member for TLS", corev1.EventTypeNormal, "MemberRestarting",
+			fmt.Sprintf("Restarting member %s in TLS mode %s: %s", pod.Name, action.TLS, action.Message), "tlsMode", action.TLS)
 	case plan.UpdatePeerURL:
 		if err := r.Etcd.UpdatePeerURL(ctx, key, endpoints, action.MemberID, action.PeerURL); err != nil {
 			return err
 		}
-		log.Info("Changed peer URL", "member", action.Members[0], "memberID", etcd.FormatID(action.MemberID), "peerURL", action.PeerURL)
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "PeerURLChanged", "Changed the peer URL of member %s to %s (%s)", action.Members[0], action.PeerURL, action.Reason)
+		r.tookStep(ctx, cluster, action, "Changed peer URL", corev1.EventTypeNormal, "PeerURLChanged",
+			fmt.Sprintf("Changed the peer URL of member %s to %s (%s)", action.Members[0], action.PeerURL, action.Reason),
+			"memberID", etcd.FormatID(action.MemberID), "peerURL", action.PeerURL)
 	case plan.MoveLeader:
 		from, to := action.Members[0], action.Members[1]
 		// The leader answered this pass's status request (that is how it is known to lead), at its endpoint.
@@ -184,20 +208,20 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Etcd.MoveLeader(ctx, key, leaderEndpoint, action.TargetID); err != nil {
 			return err
 		}
-		log.Info("Moved leadership", "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s before restarting %s", from, to, from)
+		r.tookStep(ctx, cluster, action, "Moved leadership", corev1.EventTypeNormal, "LeaderMoved",
+			fmt.Sprintf("Moved leadership from %s to %s", from, to), "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
 	case plan.EnableDowngrade:
 		if err := r.Etcd.EnableDowngrade(ctx, key, endpoints, action.Version); err != nil {
 			return err
 		}
-		log.Info("Enabled downgrade", "targetVersion", action.Version)
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "DowngradeEnabled", "Enabled etcd's downgrade to %s: the cluster version comes down, then members restart one at a time", action.Version)
+		r.tookStep(ctx, cluster, action, "Enabled downgrade", corev1.EventTypeNormal, "DowngradeEnabled",
+			fmt.Sprintf("Enabled etcd's downgrade to %s: the cluster version comes down, then members restart one at a time", action.Version),
+			"targetVersion", action.Version)
 	case plan.CancelDowngrade:
 		if err := r.Etcd.CancelDowngrade(ctx, key, endpoints); err != nil {
 			return err
 		}
-		log.Info("Cancelled downgrade", "reason", action.Message)
-		r.Recorder.Event(cluster, corev1.EventTypeNormal, "DowngradeCancelled", action.Message)
+		r.tookStep(ctx, cluster, action, "Cancelled downgrade", corev1.EventTypeNormal, "DowngradeCancelled", action.Message)
 	case plan.Wait:
 		if waitStarts(cluster.Status.Conditions, action.Reason) {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
@@ -253,9 +277,9 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("restart member %s on %s: %w", name, version, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Restarting member on new release", "EtcdCluster", klog.KObj(cluster), "member", name,
+	r.tookStep(ctx, cluster, action, "Restarting member on new release", corev1.EventTypeNormal, "MemberRestarting",
+		fmt.Sprintf("Restarting member %s on etcd %s (was %s): %s", name, version, from, action.Message),
 		"fromVersion", from, "targetVersion", version, "image", image)
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRestarting", "Restarting member %s on etcd %s (was %s): %s", name, version, from, action.Message)
 	return nil
 }
 
@@ -285,10 +309,6 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				action.TLS = p.TLS // certificates are needed for the members that hold them
 			}
 		}
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberRecreated", "Re-creating the Pods of members %v on their intact volumes (same names, member IDs and data)", action.Members)
-	}
-	if action.Kind == plan.Bootstrap {
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Bootstrapping", "Creating %d members: %v", len(members), action.Members)
 	}
 	// Certificates before Pods: a Pod whose Secret volume is missing waits in ContainerCreating, with the
 	// kubelet's retry backoff, for it to appear. Certificates Steward does not issue (cert-manager's) may take a
@@ -315,6 +335,18 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 			return fmt.Errorf("create member %s: %w", m.Name, err)
 		}
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberCreated", "Created Pod of member %s", m.Name)
+	}
+	// The step's own record once its Pods exist (a pass that waits for certificates takes it again).
+	switch action.Kind {
+	case plan.Bootstrap:
+		r.tookStep(ctx, cluster, action, "Created bootstrap members", corev1.EventTypeNormal, "Bootstrapping",
+			fmt.Sprintf("Creating %d members: %v", len(members), action.Members), "restore", action.Restore)
+	case plan.RecreateMemberPods:
+		r.tookStep(ctx, cluster, action, "Re-created member Pods on their volumes", corev1.EventTypeNormal, "MemberRecreated",
+			fmt.Sprintf("Re-creating the Pods of members %v on their intact volumes (same names, member IDs and data)", action.Members))
+	default:
+		// One MemberCreated Event per Pod, above, names each member.
+		r.tookStep(ctx, cluster, action, "Created member Pods", "", "", "")
 	}
 	return nil
 }

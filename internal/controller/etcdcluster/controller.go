@@ -25,6 +25,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -101,8 +102,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Owned objects go with it through garbage collection; only the etcd client is ours to drop.
+			// Owned objects go with it through garbage collection; only the etcd client and the cluster's counter
+			// series are ours to drop.
 			r.Etcd.Forget(req.String())
+			metrics.Forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get EtcdCluster: %w", err)

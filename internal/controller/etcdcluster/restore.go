@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -153,9 +154,11 @@ func (r *Reconciler) createRestore(ctx context.Context, cluster *etcdv1alpha1.Et
 		return err
 	}
 	if action.Reseed {
-		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "QuorumLossRecovery", "Created EtcdRestore %s: %s", rs.Name, action.Message)
+		r.tookStep(ctx, cluster, action, "Created EtcdRestore", corev1.EventTypeWarning, "QuorumLossRecovery",
+			fmt.Sprintf("Created EtcdRestore %s: %s", rs.Name, action.Message), "EtcdRestore", klog.KObj(rs), "backup", action.Backup)
 	} else {
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "RestoreCreated", "Created EtcdRestore %s of backup %s for the cluster's first members", rs.Name, action.Backup)
+		r.tookStep(ctx, cluster, action, "Created EtcdRestore", corev1.EventTypeNormal, "RestoreCreated",
+			fmt.Sprintf("Created EtcdRestore %s of backup %s for the cluster's first members", rs.Name, action.Backup), "EtcdRestore", klog.KObj(rs), "backup", action.Backup)
 	}
 	return nil
 }
@@ -209,7 +212,8 @@ func (r *Reconciler) retireVolumes(ctx context.Context, cluster *etcdv1alpha1.Et
 			return fmt.Errorf("set aside volume of replaced member %s: %w", name, err)
 		}
 	}
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "VolumesRetired",
-		"Set aside the volumes of replaced members %v (kept; label %s=%s)", action.Members, resources.LabelRetiredFrom, cluster.Name)
+	r.tookStep(ctx, cluster, action, "Set aside volumes of replaced members", corev1.EventTypeNormal, "VolumesRetired",
+		fmt.Sprintf("Set aside the volumes of replaced members %v (kept; label %s=%s)", action.Members, resources.LabelRetiredFrom, cluster.Name),
+		"restore", action.Restore)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -98,6 +99,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	}
 	_, ready := plan.HealthyVoters(obs.plan.Members)
 	st.ReadyReplicas, st.Leader, st.CurrentVersion = int32(ready), "", "" //nolint:gosec // at most a few members
+	if obs.plan.EtcdReachable {
+		st.Voters, st.Learners = etcdCounts(obs.plan.Members)
+		if obs.view.AlarmErr == nil {
+			st.Alarms = memberAlarms(obs.view.Alarms, obs.nameOf)
+		}
+	}
 	versions := map[string]bool{}
 	for _, m := range st.Members {
 		if m.Role == etcdv1alpha1.RoleLeader {
@@ -108,6 +115,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		}
 	}
 	st.CurrentVersion = lowestVersion(versions)
+	metrics.ObserveLeader(cluster.Namespace, cluster.Name, before.Status.Leader, st.Leader)
 	if obs.plan.EtcdReachable {
 		st.ClusterVersion, st.DowngradeTarget = obs.view.ClusterVersion, obs.view.DowngradeTarget
 	}
@@ -145,7 +153,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	if d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
 		wasDegradedReason = d.Reason
 	}
-	for _, c := range conditions(obs, action, passErr) {
+	conds := conditions(obs, action, passErr)
+	st.StepSince = stepSince(meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionProgressing), conds[1], st.StepSince, now)
+	for _, c := range conds {
 		c.ObservedGeneration, c.LastTransitionTime = gen, now
 		meta.SetStatusCondition(&st.Conditions, c)
 		// An event when the cluster becomes available and when it stops being available; not for the
@@ -170,6 +180,47 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		return fmt.Errorf("write status: %w", err)
 	}
 	return nil
+}
+
+// etcdCounts counts the voting members and the learners of etcd's member list.
+func etcdCounts(members []plan.Member) (voters, learners int32) {
+	for _, m := range members {
+		switch {
+		case !m.InEtcd:
+		case m.IsLearner:
+			learners++
+		default:
+			voters++
+		}
+	}
+	return voters, learners
+}
+
+// memberAlarms names the members of etcd's alarms (by the pass's ID to name map; "unknown-<id>" for a member
+// it cannot name), in etcd's order (by member ID, then type).
+func memberAlarms(alarms []etcd.Alarm, nameOf map[uint64]string) []etcdv1alpha1.MemberAlarm {
+	var out []etcdv1alpha1.MemberAlarm
+	for _, a := range alarms {
+		name, ok := nameOf[a.MemberID]
+		if !ok {
+			name = "unknown-" + etcd.FormatID(a.MemberID)
+		}
+		out = append(out, etcdv1alpha1.MemberAlarm{Member: name, MemberID: etcd.FormatID(a.MemberID), Alarm: a.Type})
+	}
+	return out
+}
+
+// stepSince is when the step under way began, given the Progressing condition the previous pass wrote (nil on
+// the first), the one this pass computed, and the start remembered: kept while Progressing stays True with the
+// same reason, now when a step begins or changes, nil when nothing is progressing.
+func stepSince(prev *metav1.Condition, next metav1.Condition, since *metav1.Time, now metav1.Time) *metav1.Time {
+	if next.Status != metav1.ConditionTrue {
+		return nil
+	}
+	if prev != nil && prev.Status == metav1.ConditionTrue && prev.Reason == next.Reason && since != nil {
+		return since
+	}
+	return &now
 }
 
 // progressingWaits are the waits that are part of a step under way (Progressing stays True through them), as
@@ -298,7 +349,7 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 			ms.ID = etcd.FormatID(m.ID)
 		}
 		if s, ok := obs.statusOf[m.Name]; ok && s.Err == nil {
-			ms.Version, ms.DBSizeBytes, ms.StorageVersion = s.Version, s.DBSizeBytes, s.StorageVersion
+			ms.Version, ms.DBSizeBytes, ms.DBSizeInUseBytes, ms.StorageVersion = s.Version, s.DBSizeBytes, s.DBSizeInUseBytes, s.StorageVersion
 			if ms.ID == "" {
 				ms.ID = etcd.FormatID(s.MemberID)
 			}

@@ -59,10 +59,26 @@ func (ts *tlsState) providerOrNone() string {
 	return ts.provider
 }
 
-// note records the expiry of a certificate that is in place.
-func (ts *tlsState) note(notAfter time.Time) {
-	if ts.status.NotAfter == nil || notAfter.Before(ts.status.NotAfter.Time) {
-		ts.status.NotAfter = &metav1.Time{Time: notAfter}
+// Kinds of certificate whose expiry status reports (tlsState.note).
+const (
+	certMember = "member"
+	certClient = "client"
+)
+
+// note records the expiry of a certificate of kind (certMember or certClient) that is in place: the first to
+// expire of its kind, and of all.
+func (ts *tlsState) note(kind string, notAfter time.Time) {
+	earliest := func(t **metav1.Time) {
+		if *t == nil || notAfter.Before((*t).Time) {
+			*t = &metav1.Time{Time: notAfter}
+		}
+	}
+	earliest(&ts.status.NotAfter)
+	switch kind {
+	case certMember:
+		earliest(&ts.status.MemberNotAfter)
+	case certClient:
+		earliest(&ts.status.ClientNotAfter)
 	}
 }
 
@@ -190,6 +206,15 @@ func (r *Reconciler) ensureCA(ctx context.Context, cluster *etcdv1alpha1.EtcdClu
 	return ca, nil
 }
 
+// certKind is what kind of certificate req asks for: member certificates serve (and are clients of their
+// peers), Steward's client certificate only authenticates.
+func certKind(req pki.Request) string {
+	if req.Server {
+		return certMember
+	}
+	return certClient
+}
+
 func clientRequest(cluster *etcdv1alpha1.EtcdCluster) pki.Request {
 	return pki.Request{CommonName: resources.ClientCommonName(cluster), Client: true, Lifetime: resources.CertificateLifetime(cluster)}
 }
@@ -226,7 +251,7 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			return nil, fmt.Errorf("secret %s is missing and the cluster is paused", name)
 		}
 		if c, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey]); err == nil {
-			ts.note(c.NotAfter)
+			ts.note(certKind(req), c.NotAfter)
 		}
 		return secret, nil
 	}
@@ -248,7 +273,7 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			return nil, fmt.Errorf("create Secret %s: %w", name, err)
 		}
 	}
-	ts.note(kp.Cert.NotAfter)
+	ts.note(certKind(req), kp.Cert.NotAfter)
 	ctrl.LoggerFrom(ctx).Info("Issued certificate", "EtcdCluster", klog.KObj(cluster), "secret", name,
 		"commonName", req.CommonName, "reason", reason, "notAfter", kp.Cert.NotAfter)
 	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateIssued", "Issued certificate %s in Secret %s (%s), valid until %s",
@@ -296,6 +321,7 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "secret", s.Name)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateDeleted", "Deleted the certificate of removed member %s (Secret %s)", member, s.Name)
 	}
 	return errors.Join(errs...)
 }

@@ -83,8 +83,8 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 			return ts, nil
 		}
 		material = checked
-		ts.noteProvided(member.provided)
-		ts.noteProvided(clientSecret.provided)
+		ts.noteProvided(certMember, member.provided)
+		ts.noteProvided(certClient, clientSecret.provided)
 	case etcdv1alpha1.TLSProviderCertManager:
 		installed, err := r.certManagerInstalled()
 		if err != nil {
@@ -108,7 +108,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 				Message: "waiting for cert-manager to issue Steward's client certificate: " + r.certificatePending(ctx, cluster, ts.status.ClientSecret, err)}
 			return ts, nil
 		}
-		ts.noteProvided(p)
+		ts.noteProvided(certClient, p)
 		material = s.material()
 	default:
 		return nil, fmt.Errorf("unknown TLS provider %q", ts.provider)
@@ -117,12 +117,13 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 	return ts, r.Etcd.SetTLS(client.ObjectKeyFromObject(cluster).String(), material)
 }
 
-// noteProvided records a checked certificate's expiry and its CAs' in status.
-func (ts *tlsState) noteProvided(p *pki.Provided) {
+// noteProvided records the expiry of a checked certificate of kind (certMember or certClient) and its CAs' in
+// status.
+func (ts *tlsState) noteProvided(kind string, p *pki.Provided) {
 	if p == nil {
 		return
 	}
-	ts.note(p.Leaf.NotAfter)
+	ts.note(kind, p.Leaf.NotAfter)
 	if ts.status.CANotAfter == nil || p.RootsNotAfter.Before(ts.status.CANotAfter.Time) {
 		ts.status.CANotAfter = &metav1.Time{Time: p.RootsNotAfter}
 	}
@@ -398,7 +399,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 			continue
 		}
 		if p, err := checkSecret(s, "Secret", memberWant(cluster, m.Name, r.Options), r.Now()); err == nil {
-			ts.noteProvided(p)
+			ts.noteProvided(certMember, p)
 		}
 	}
 	if cluster.Spec.Paused {
@@ -428,6 +429,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted certificate of removed member", "EtcdCluster", klog.KObj(cluster), "member", member, "certificate", c.GetName())
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateDeleted", "Deleted the cert-manager Certificate %s of removed member %s", c.GetName(), member)
 	}
 	return errors.Join(errs...)
 }

@@ -29,6 +29,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/controller/etcdbackup"
+	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -133,6 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: rs.Generation, LastTransitionTime: now})
 	}
 	requeue := time.Duration(0)
+	// ended records a restore that ends in this pass, once its status says so.
+	var ended func()
 	switch d.Step {
 	case backup.RestoreWait:
 		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
@@ -142,8 +145,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		set(etcdv1alpha1.ConditionFailed, metav1.ConditionTrue, d.Reason, d.Message)
 		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
 		st.CompletionTime = &now
-		r.Recorder.Event(rs, corev1.EventTypeWarning, d.Reason, d.Message)
-		log.Info("Restore failed", "EtcdRestore", klog.KObj(rs), "reason", d.Reason, "message", d.Message)
+		ended = func() {
+			metrics.RestoreEnded(rs.Namespace, rs.Spec.ClusterName, metrics.ResultFailed, d.Reason)
+			r.Recorder.Event(rs, corev1.EventTypeWarning, d.Reason, d.Message)
+			log.Info("Restore failed", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "reason", d.Reason, "message", d.Message)
+		}
 	case backup.RestoreVerify:
 		if err := r.ensureVerifyJob(ctx, rs, b); err != nil {
 			return ctrl.Result{}, err
@@ -167,14 +173,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
 		st.CompletionTime = &now
 		st.ClusterID = cluster.Status.ClusterID
-		r.Recorder.Event(rs, corev1.EventTypeNormal, "Restored", d.Message)
-		log.Info("Restore complete", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "clusterID", st.ClusterID)
+		ended = func() {
+			metrics.RestoreEnded(rs.Namespace, rs.Spec.ClusterName, metrics.ResultComplete, "")
+			r.Recorder.Event(rs, corev1.EventTypeNormal, "Restored", d.Message)
+			log.Info("Restore complete", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "clusterID", st.ClusterID)
+		}
 	}
 	if err := r.fillMembers(ctx, rs, members); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Client.Status().Patch(ctx, rs, client.MergeFrom(before)); err != nil {
+	// The write that ends the restore carries the resourceVersion read: if the cache was behind (a previous pass
+	// already ended it), it fails and the retry sees the restore finished. So a restore is counted, and its
+	// Event recorded, once.
+	patch := client.MergeFrom(before)
+	if ended != nil {
+		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, rs, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+	}
+	if ended != nil {
+		ended()
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }

@@ -1,0 +1,271 @@
+package metrics
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+)
+
+// family is one gauge: its name, help and label names, and the Desc the collector exports it with.
+type family struct {
+	name   string
+	labels []string
+	desc   *prometheus.Desc
+}
+
+func newFamily(name, help string, labels ...string) *family {
+	return &family{name: name, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil)}
+}
+
+// The gauges, as docs/observability.md lists them.
+var (
+	desiredMembers = newFamily("steward_cluster_desired_members", "Voting members the spec asks for (spec.replicas).", "namespace", "cluster")
+	readyMembers   = newFamily("steward_cluster_ready_members", "Healthy voting members (status.readyReplicas).", "namespace", "cluster")
+	voters         = newFamily("steward_cluster_voters", "Voting members in etcd's member list (status.voters).", "namespace", "cluster")
+	learners       = newFamily("steward_cluster_learners", "Learners in etcd's member list (status.learners).", "namespace", "cluster")
+	healthyVoters  = newFamily("steward_cluster_healthy_voters", "Voting members whose status endpoint answered healthy.", "namespace", "cluster")
+	quorumNeeded   = newFamily("steward_cluster_quorum_needed", "Voting members needed for quorum: floor(voters/2)+1.", "namespace", "cluster")
+	hasQuorum      = newFamily("steward_cluster_has_quorum", "1 while a quorum of voting members is healthy (condition Available), else 0.", "namespace", "cluster")
+	leaderInfo     = newFamily("steward_cluster_leader_info", "1 for the member that leads the cluster; no series without a leader.", "namespace", "cluster", "member")
+	versionInfo    = newFamily("steward_cluster_version_info", "1, with the spec's etcd version, the oldest version a member runs and etcd's cluster version.",
+		"namespace", "cluster", "desired_version", "current_version", "cluster_version")
+	stepInfo     = newFamily("steward_cluster_step_info", "1 while Progressing is True, with the step's reason (the Progressing reason).", "namespace", "cluster", "reason")
+	stepDuration = newFamily("steward_cluster_step_duration_seconds", "How long the step under way (the Progressing reason) has lasted; 0 when not progressing.",
+		"namespace", "cluster")
+	condition      = newFamily("steward_cluster_condition", "1 per condition of the cluster (Available, Progressing, Degraded) with its status and reason.", "namespace", "cluster", "type", "status", "reason")
+	memberInfo     = newFamily("steward_member_info", "1 per member, with its raft role (leader, follower, learner, unknown) and etcd version.", "namespace", "cluster", "member", "role", "version")
+	memberHealthy  = newFamily("steward_member_healthy", "1 when the member answered its status request healthy, else 0.", "namespace", "cluster", "member")
+	memberDBSize   = newFamily("steward_member_db_size_bytes", "Size of the member's backend database, as etcd last reported it.", "namespace", "cluster", "member")
+	memberDBInUse  = newFamily("steward_member_db_size_in_use_bytes", "Bytes of the member's backend database in use, as etcd last reported it.", "namespace", "cluster", "member")
+	dbQuota        = newFamily("steward_cluster_db_quota_bytes", "The backend quota in force: spec.etcd.quotaBackendBytes, or etcd's default of 2 GiB.", "namespace", "cluster")
+	alarms         = newFamily("steward_cluster_alarms", "Members with the etcd alarm active (NOSPACE, CORRUPT; 0 when none).", "namespace", "cluster", "alarm")
+	certExpiry     = newFamily("steward_certificate_expiry_timestamp_seconds", "When the first certificate of the kind (ca, member, client) expires, unix time.", "namespace", "cluster", "certificate")
+	backupLastTime = newFamily("steward_backup_last_success_timestamp_seconds", "Completion time of the newest Complete EtcdBackup of the cluster, unix time.", "namespace", "cluster")
+	backupLastSize = newFamily("steward_backup_last_size_bytes", "Size of the newest Complete EtcdBackup of the cluster.", "namespace", "cluster")
+	backupLastDur  = newFamily("steward_backup_last_duration_seconds", "Completion less start time of the newest Complete EtcdBackup of the cluster.", "namespace", "cluster")
+	scheduleNext   = newFamily("steward_backup_schedule_next_run_timestamp_seconds", "When the schedule creates its next backup, unix time; no series while suspended.", "namespace", "schedule", "cluster")
+	scheduleEvery  = newFamily("steward_backup_schedule_interval_seconds", "The schedule's period: its next run less the run before it; no series while suspended.", "namespace", "schedule", "cluster")
+	scheduleLast   = newFamily("steward_backup_schedule_last_success_timestamp_seconds", "Completion time of the schedule's newest Complete backup, unix time; absent before the first.",
+		"namespace", "schedule", "cluster")
+)
+
+// families are every gauge, for Describe.
+var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
+	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, certExpiry,
+	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast}
+
+// defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
+const defaultQuotaBytes = 2 << 30
+
+// alwaysReported are the etcd alarms a cluster always has a series for (0 when no member has it), so that an
+// alert on them never depends on a series appearing.
+var alwaysReported = []string{"NOSPACE", "CORRUPT"}
+
+// ownedConditions are the cluster conditions exported: those Steward writes (a foreign condition would add
+// series without bound).
+var ownedConditions = map[string]bool{etcdv1alpha1.ConditionAvailable: true, etcdv1alpha1.ConditionProgressing: true, etcdv1alpha1.ConditionDegraded: true}
+
+// sample is one gauge value with its label values, in the family's label order.
+type sample struct {
+	f      *family
+	value  float64
+	labels []string
+}
+
+// String renders a sample the way the exposition format does (labels in family order), for tests and errors.
+func (s sample) String() string {
+	parts := make([]string, len(s.labels))
+	for i, v := range s.labels {
+		parts[i] = fmt.Sprintf("%s=%q", s.f.labels[i], v)
+	}
+	return fmt.Sprintf("%s{%s} %g", s.f.name, strings.Join(parts, ","), s.value)
+}
+
+func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// clusterSamples are the gauges of one EtcdCluster, from its spec and status at time now.
+func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
+	ns, name, st := c.Namespace, c.Name, &c.Status
+	var out []sample
+	add := func(f *family, v float64, extra ...string) {
+		out = append(out, sample{f: f, value: v, labels: append([]string{ns, name}, extra...)})
+	}
+	add(desiredMembers, float64(c.Spec.Replicas))
+	add(readyMembers, float64(st.ReadyReplicas))
+	add(voters, float64(st.Voters))
+	add(learners, float64(st.Learners))
+	// status.readyReplicas is the healthy voting members (internal/plan.HealthyVoters): the same count.
+	add(healthyVoters, float64(st.ReadyReplicas))
+	add(quorumNeeded, float64(st.Voters/2+1))
+	add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
+	if st.Leader != "" {
+		add(leaderInfo, 1, st.Leader)
+	}
+	add(versionInfo, 1, c.Spec.Version, st.CurrentVersion, st.ClusterVersion)
+
+	progressing := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionProgressing)
+	duration := 0.0
+	if progressing != nil && progressing.Status == metav1.ConditionTrue {
+		add(stepInfo, 1, progressing.Reason)
+		// A status written before stepSince existed: Progressing's transition is the closest start known.
+		since := progressing.LastTransitionTime
+		if st.StepSince != nil {
+			since = *st.StepSince
+		}
+		if d := now.Sub(since.Time); !since.IsZero() && d > 0 {
+			duration = d.Seconds()
+		}
+	}
+	add(stepDuration, duration)
+	for _, cond := range st.Conditions {
+		if ownedConditions[cond.Type] {
+			add(condition, 1, cond.Type, string(cond.Status), cond.Reason)
+		}
+	}
+
+	for _, m := range st.Members {
+		add(memberInfo, 1, m.Name, strings.ToLower(string(roleOf(m.Role))), m.Version)
+		add(memberHealthy, boolValue(m.Healthy), m.Name)
+		// Sizes only from a member that answered: 0 would read as an emptied database.
+		if m.DBSizeBytes > 0 {
+			add(memberDBSize, float64(m.DBSizeBytes), m.Name)
+		}
+		if m.DBSizeInUseBytes > 0 {
+			add(memberDBInUse, float64(m.DBSizeInUseBytes), m.Name)
+		}
+	}
+	quota := float64(defaultQuotaBytes)
+	if q := c.Spec.Etcd.QuotaBackendBytes; q != nil {
+		quota = float64(q.Value())
+	}
+	add(dbQuota, quota)
+	for _, a := range alarmCounts(st.Alarms) {
+		add(alarms, float64(a.members), a.alarm)
+	}
+	if t := st.TLS; t != nil {
+		for _, cert := range []struct {
+			kind string
+			at   *metav1.Time
+		}{{"ca", t.CANotAfter}, {"member", t.MemberNotAfter}, {"client", t.ClientNotAfter}} {
+			if cert.at != nil {
+				add(certExpiry, unix(cert.at.Time), cert.kind)
+			}
+		}
+	}
+	return out
+}
+
+func roleOf(r etcdv1alpha1.MemberRole) etcdv1alpha1.MemberRole {
+	if r == "" {
+		return etcdv1alpha1.RoleUnknown
+	}
+	return r
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type alarmCount struct {
+	alarm   string
+	members int
+}
+
+// alarmCounts counts the distinct members per alarm type: NOSPACE and CORRUPT always, others as raised, sorted.
+func alarmCounts(list []etcdv1alpha1.MemberAlarm) []alarmCount {
+	members := map[string]map[string]bool{}
+	for _, a := range alwaysReported {
+		members[a] = map[string]bool{}
+	}
+	for _, a := range list {
+		if members[a.Alarm] == nil {
+			members[a.Alarm] = map[string]bool{}
+		}
+		members[a.Alarm][a.MemberID+"/"+a.Member] = true
+	}
+	out := make([]alarmCount, 0, len(members))
+	for alarm, m := range members {
+		out = append(out, alarmCount{alarm: alarm, members: len(m)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].alarm < out[j].alarm })
+	return out
+}
+
+// backupSamples are the last-backup gauges of each cluster in clusters (namespace/name): from its newest
+// Complete EtcdBackup. Backups of clusters that do not exist export nothing: a deleted cluster's series go.
+func backupSamples(clusters map[string]bool, backups []etcdv1alpha1.EtcdBackup) []sample {
+	newest := map[string]*etcdv1alpha1.EtcdBackup{}
+	for i := range backups {
+		b := &backups[i]
+		key := b.Namespace + "/" + b.Spec.ClusterName
+		if !clusters[key] || b.Status.CompletionTime == nil || !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+			continue
+		}
+		if n := newest[key]; n == nil || n.Status.CompletionTime.Before(b.Status.CompletionTime) ||
+			n.Status.CompletionTime.Equal(b.Status.CompletionTime) && n.Name < b.Name {
+			newest[key] = b
+		}
+	}
+	keys := make([]string, 0, len(newest))
+	for k := range newest {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []sample
+	for _, k := range keys {
+		b := newest[k]
+		labels := []string{b.Namespace, b.Spec.ClusterName}
+		out = append(out, sample{f: backupLastTime, value: unix(b.Status.CompletionTime.Time), labels: labels},
+			sample{f: backupLastSize, value: float64(b.Status.SizeBytes), labels: labels})
+		if b.Status.StartTime != nil {
+			out = append(out, sample{f: backupLastDur, value: b.Status.CompletionTime.Sub(b.Status.StartTime.Time).Seconds(), labels: labels})
+		}
+	}
+	return out
+}
+
+// scheduleSamples are the gauges of one EtcdBackupSchedule. They follow the schedule object, not its cluster: a
+// schedule left behind by a deleted cluster still fails its backups, and its series say so until it is deleted.
+func scheduleSamples(s *etcdv1alpha1.EtcdBackupSchedule) []sample {
+	labels := []string{s.Namespace, s.Name, s.Spec.ClusterName}
+	var out []sample
+	if next := s.Status.NextScheduleTime; next != nil && !s.Spec.Suspend {
+		out = append(out, sample{f: scheduleNext, value: unix(next.Time), labels: labels})
+		if every, ok := scheduleInterval(s.Spec.Schedule, s.Status.LastScheduleTime, next.Time); ok {
+			out = append(out, sample{f: scheduleEvery, value: every.Seconds(), labels: labels})
+		}
+	}
+	if lb := s.Status.LastSuccessfulBackup; lb != nil && lb.Time != nil {
+		out = append(out, sample{f: scheduleLast, value: unix(lb.Time.Time), labels: labels})
+	}
+	return out
+}
+
+// scheduleInterval is the cron's period ending at next: next less the run before it. That run is the last
+// scheduled time when the schedule leads from it to next; otherwise (the first run, or runs missed in between)
+// the period after next stands in, which for a regular schedule is the same.
+func scheduleInterval(expr string, last *metav1.Time, next time.Time) (time.Duration, bool) {
+	sched, err := backup.ParseSchedule(expr)
+	if err != nil {
+		return 0, false
+	}
+	if last != nil && sched.Next(last.Time).Equal(next) {
+		return next.Sub(last.Time), true
+	}
+	after := sched.Next(next)
+	if after.IsZero() {
+		return 0, false
+	}
+	return after.Sub(next), true
+}
