@@ -123,6 +123,7 @@ type panelQuery struct {
 var dashboardMayBeEmpty = map[string]string{
 	"Step in progress/A":            "a step in progress (the cluster has settled when the dashboard is checked)",
 	"Backup and restore outcomes/B": "a restore that ended",
+	"Request latency (p99)/A":       "etcd's --metrics=extensive (per-method gRPC latency histograms), which Steward does not set",
 	"Backup schedules/A":            "an EtcdBackupSchedule",
 	"Backup schedules/B":            "an EtcdBackupSchedule",
 	"Backup schedules/C":            "an EtcdBackupSchedule",
