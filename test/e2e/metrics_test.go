@@ -51,7 +51,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	}
 	waitProm(t, "quorum", time.Minute, "steward_cluster_has_quorum"+s, promValue(1))
 	waitProm(t, "the leader", time.Minute, "steward_cluster_leader_info"+sel(ns, c.Name, fmt.Sprintf("member=%q", got.Status.Leader)), promValue(1))
-	waitProm(t, "every member scraped", 2*time.Minute, `sum(up{job="steward-etcd"}`+s+`)`, promValue(3))
+	waitProm(t, "every member scraped", 2*time.Minute, "sum(up"+sel(ns, c.Name, `job="steward-etcd"`)+")", promValue(3))
 	waitProm(t, "every member's db size", time.Minute, "steward_member_db_size_bytes"+s+" > 0", promSeries(3))
 
 	// Scale 3 -> 5: the gauges follow, and the steps are counted.
@@ -60,7 +60,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members"} {
 		waitProm(t, q+" after the scale-up", 2*time.Minute, q+s, promValue(5))
 	}
-	waitProm(t, "the new members scraped", 2*time.Minute, `sum(up{job="steward-etcd"}`+s+`)`, promValue(5))
+	waitProm(t, "the new members scraped", 2*time.Minute, "sum(up"+sel(ns, c.Name, `job="steward-etcd"`)+")", promValue(5))
 	for _, kind := range []string{"add_learner", "promote_learner"} {
 		waitProm(t, kind+" steps counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_steps_total%s) >= 2`, sel(ns, c.Name, fmt.Sprintf("kind=%q", kind))), promSeries(1))
 	}

@@ -100,8 +100,8 @@ func TestKubectlPlugin(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustPlugin(t, ns, "status", c.Name, "-o", "json")), &asJSON); err != nil {
 		t.Errorf("status -o json is not JSON: %v", err)
 	}
-	if out, code := plugin(t, ns, "status", "no-such-cluster"); code != 1 || !strings.Contains(out, "not found") {
-		t.Errorf("status of a missing cluster: exit %d, %q; want 1 and not found", code, out)
+	if out, code := plugin(t, ns, "status", "no-such-cluster"); code != 1 || !strings.Contains(out, `no EtcdCluster "no-such-cluster"`) {
+		t.Errorf("status of a missing cluster: exit %d, %q; want 1, naming the cluster", code, out)
 	}
 
 	etcdctl := filepath.Join(bed.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
