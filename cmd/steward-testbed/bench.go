@@ -37,7 +37,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -73,7 +73,7 @@ func bench(ctx context.Context, args []string) error {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
-		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}}
+		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}, {"metrics-scrape", benchMetricsScrape}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -99,14 +99,23 @@ func bench(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startOperatorProcess builds Steward, runs it as a process of the test bed and installs the CRDs.
+// operatorMetrics is the metrics endpoint of the operator startOperatorProcess started.
+var operatorMetrics string
+
+// startOperatorProcess builds Steward, runs it as a process of the test bed (its metrics on a loopback port) and
+// installs the CRDs.
 func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	operator := filepath.Join(c.StateDir(), "bin", "steward")
 	build := exec.CommandContext(ctx, "go", "build", "-o", operator, "./cmd/steward")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
-	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, "--metrics-bind-address=0",
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	operatorMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
 		"--health-probe-bind-address=0", "--etcd-image-repository="+testbed.EtcdRepository, "--agent-image="+testbed.AgentImage); err != nil {
 		return err
 	}

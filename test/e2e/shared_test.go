@@ -231,6 +231,8 @@ var expected = map[string]time.Duration{
 	"TestPodLossFiveMembers":                     50 * time.Second,
 	"TestPodLossOneMember":                       30 * time.Second,
 	"TestHelmInstallUpgradeUninstall":            50 * time.Second,
+	"TestMetricsAndAlerts":                       6 * time.Minute,
+	"TestKubectlPlugin":                          2 * time.Minute,
 }
 
 const defaultExpected = 2 * time.Minute
