@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
 )
 
@@ -156,7 +157,7 @@ func requireDashboardData(t *testing.T, ns, cluster string) {
 			continue
 		}
 		var got []promSample
-		err := retryFor(time.Minute, func() error {
+		err := testbed.Eventually(context.Background(), time.Minute, 2*time.Second, func() error {
 			var err error
 			got, err = promQuery(context.Background(), expr)
 			if err == nil && len(got) == 0 && dashboardMayBeEmpty[id] == "" {
@@ -173,16 +174,4 @@ func requireDashboardData(t *testing.T, ns, cluster string) {
 		}
 	}
 	t.Logf("dashboard: %d panel queries run, %d with data", len(queries), len(queries)-empty)
-}
-
-// retryFor runs f until it succeeds or timeout passes, returning its last error.
-func retryFor(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(2 * time.Second)
-	}
 }
