@@ -41,9 +41,10 @@ func cluster() *etcdv1alpha1.EtcdCluster {
 			Members: []etcdv1alpha1.MemberStatus{
 				{Name: "db-ccccc", ID: "fd422379fda50e48", Role: etcdv1alpha1.RoleFollower, Version: "3.6.16", Healthy: false,
 					DBSizeBytes: 20480, UnhealthySince: at(-3 * time.Minute)},
-				{Name: "db-aaaaa", ID: "8e9e05c52164694d", Role: etcdv1alpha1.RoleLeader, Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20},
+				{Name: "db-aaaaa", ID: "8e9e05c52164694d", Role: etcdv1alpha1.RoleLeader, Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20, DBSizeInUseBytes: 1 << 20},
 				{Name: "db-bbbbb", ID: "91bc3c398fb3c146", Role: etcdv1alpha1.RoleFollower, Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20},
 			},
+			Alarms: []etcdv1alpha1.MemberAlarm{{Member: "db-aaaaa", MemberID: "8e9e05c52164694d", Alarm: "NOSPACE"}},
 			TLS: &etcdv1alpha1.TLSStatus{CASecret: "db-ca", ClientSecret: "db-client", CANotAfter: at(3650 * 24 * time.Hour),
 				NotAfter: at(89 * 24 * time.Hour)},
 			LastBackup: &etcdv1alpha1.BackupRef{Name: "db-20261123t210000z", Time: at(-time.Hour)},
@@ -72,7 +73,7 @@ func TestNewStatus(t *testing.T) {
 			pods: []corev1.Pod{pod("db", "db-aaaaa"), pod("db", "db-bbbbb"), pod("db", "db-ccccc", crashing)},
 			check: func(t *testing.T, s Status) {
 				want := []Member{
-					{Name: "db-aaaaa", ID: "8e9e05c52164694d", Role: "Leader", Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20, Pod: "Ready", Node: "node-1", InStatus: true},
+					{Name: "db-aaaaa", ID: "8e9e05c52164694d", Role: "Leader", Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20, DBSizeInUseBytes: 1 << 20, Pod: "Ready", Node: "node-1", InStatus: true},
 					{Name: "db-bbbbb", ID: "91bc3c398fb3c146", Role: "Follower", Version: "3.6.16", Healthy: true, DBSizeBytes: 2 << 20, Pod: "Ready", Node: "node-1", InStatus: true},
 					{Name: "db-ccccc", ID: "fd422379fda50e48", Role: "Follower", Version: "3.6.16", DBSizeBytes: 20480, Pod: "CrashLoopBackOff", Node: "node-1", UnhealthySince: at(-3 * time.Minute), InStatus: true},
 				}
@@ -81,7 +82,7 @@ func TestNewStatus(t *testing.T) {
 				}
 				for i := range want {
 					if got := s.Members[i]; got.Name != want[i].Name || got.ID != want[i].ID || got.Role != want[i].Role || got.Pod != want[i].Pod ||
-						got.Node != want[i].Node || got.Healthy != want[i].Healthy || got.DBSizeBytes != want[i].DBSizeBytes || got.InStatus != want[i].InStatus {
+						got.Node != want[i].Node || got.Healthy != want[i].Healthy || got.DBSizeBytes != want[i].DBSizeBytes || got.DBSizeInUseBytes != want[i].DBSizeInUseBytes || got.InStatus != want[i].InStatus {
 						t.Errorf("member %d = %+v, want %+v", i, got, want[i])
 					}
 				}
@@ -168,9 +169,10 @@ func TestWriteStatus(t *testing.T) {
 		"Version:         3.6.16, cluster version 3.6.0",
 		"Members:         3 desired, 2 ready, leader db-aaaaa",
 		"Spec:            generation 5, Steward has acted on 4",
-		"NAME      ID                ROLE      VERSION  HEALTHY     DB SIZE  POD      NODE",
-		"db-aaaaa  8e9e05c52164694d  Leader    3.6.16   true        2.0 MiB  Ready    node-1",
-		"db-ccccc  fd422379fda50e48  Follower  3.6.16   false (3m)  20 KiB   Missing  -",
+		"NAME      ID                ROLE      VERSION  HEALTHY     DB SIZE  IN USE   POD      NODE",
+		"db-aaaaa  8e9e05c52164694d  Leader    3.6.16   true        2.0 MiB  1.0 MiB  Ready    node-1",
+		"db-ccccc  fd422379fda50e48  Follower  3.6.16   false (3m)  20 KiB   -        Missing  -",
+		"Alarms:          NOSPACE on db-aaaaa",
 		"  CA           db-ca         2036-11-20T22:00:00Z (in 10y)",
 		"  client       db-client     2027-02-20T22:00:00Z (in 89d)",
 		"Last backup:     db-20261123t210000z, 2026-11-23T21:00:00Z (60m ago)",

@@ -43,6 +43,8 @@ type Status struct {
 	// QuorumLostSince is set while the formed cluster has no quorum.
 	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
 	Members         []Member     `json:"members"`
+	// Alarms are the alarms etcd has raised and not disarmed, per member (status.alarms).
+	Alarms []Alarm `json:"alarms,omitempty"`
 	// Certificates is empty for a plaintext cluster.
 	TLS        TLS         `json:"tls"`
 	LastBackup *LastBackup `json:"lastBackup,omitempty"`
@@ -59,6 +61,8 @@ type Member struct {
 	Version     string `json:"version,omitempty"`
 	Healthy     bool   `json:"healthy"`
 	DBSizeBytes int64  `json:"dbSizeBytes,omitempty"`
+	// DBSizeInUseBytes is the part of the database in use (the rest is what a defragmentation returns).
+	DBSizeInUseBytes int64 `json:"dbSizeInUseBytes,omitempty"`
 	// TLS is how the member runs: TLS, Plaintext or Bridge.
 	TLS string `json:"tls,omitempty"`
 	// Pod is the member Pod's state: Ready, Running, Pending, Terminating, a waiting reason such as
@@ -68,6 +72,12 @@ type Member struct {
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
 	// InStatus is false for a Pod Steward has not (yet) reported as a member, for example while it joins.
 	InStatus bool `json:"inStatus"`
+}
+
+// Alarm is one etcd alarm on one member: NOSPACE (writes refused at the quota) or CORRUPT.
+type Alarm struct {
+	Member string `json:"member"`
+	Alarm  string `json:"alarm"`
 }
 
 // TLS is the cluster's certificates: which provider, which Secrets, when they expire.
@@ -142,6 +152,9 @@ func NewStatus(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Status {
 		Members:         []Member{},
 		Conditions:      []Condition{},
 	}
+	for _, a := range st.Alarms {
+		s.Alarms = append(s.Alarms, Alarm{Member: a.Member, Alarm: a.Alarm})
+	}
 	byName := map[string]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
@@ -156,7 +169,7 @@ func NewStatus(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Status {
 		p := byName[m.Name]
 		delete(byName, m.Name)
 		row := Member{Name: m.Name, ID: m.ID, Role: string(m.Role), Version: m.Version, Healthy: m.Healthy,
-			DBSizeBytes: m.DBSizeBytes, TLS: m.TLS, Pod: PodState(p), UnhealthySince: m.UnhealthySince, InStatus: true}
+			DBSizeBytes: m.DBSizeBytes, DBSizeInUseBytes: m.DBSizeInUseBytes, TLS: m.TLS, Pod: PodState(p), UnhealthySince: m.UnhealthySince, InStatus: true}
 		if p != nil {
 			row.Node = p.Spec.NodeName
 		}

@@ -55,7 +55,7 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 		p.line("No members yet.")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		p.to(tw, "NAME\tID\tROLE\tVERSION\tHEALTHY\tDB SIZE\tPOD\tNODE")
+		p.to(tw, "NAME\tID\tROLE\tVERSION\tHEALTHY\tDB SIZE\tIN USE\tPOD\tNODE")
 		for _, m := range s.Members {
 			healthy := fmt.Sprint(m.Healthy)
 			if !m.Healthy && m.UnhealthySince != nil {
@@ -68,10 +68,21 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 			if m.DBSizeBytes > 0 {
 				size = humanize.IBytes(uint64(m.DBSizeBytes))
 			}
-			p.to(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", m.Name, dash(m.ID), dash(m.Role), dash(m.Version), healthy, size,
-				m.Pod, dash(m.Node))
+			inUse := "-"
+			if m.DBSizeInUseBytes > 0 {
+				inUse = humanize.IBytes(uint64(m.DBSizeInUseBytes))
+			}
+			p.to(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", m.Name, dash(m.ID), dash(m.Role), dash(m.Version), healthy, size,
+				inUse, m.Pod, dash(m.Node))
 		}
 		p.flush(tw)
+	}
+	if len(s.Alarms) > 0 {
+		var alarms []string
+		for _, a := range s.Alarms {
+			alarms = append(alarms, a.Alarm+" on "+a.Member)
+		}
+		p.line("Alarms:          %s (etcd refuses writes while NOSPACE is raised; see docs/runbooks.md)", strings.Join(alarms, ", "))
 	}
 
 	p.line("")
