@@ -25,35 +25,44 @@ import (
 	"steward.dev/steward/internal/version"
 )
 
-var (
-	helmOnce sync.Once
-	helmPath string
-	helmErr  error
-)
-
 // helmBinary builds the Helm the chart is tested with (`make helm`: the version test/chart/go.mod pins) once per
 // run.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	helmOnce.Do(func() {
+	return buildOnce(t, "helm", func() (string, error) {
 		cmd := exec.Command("make", "--no-print-directory", "helm")
 		cmd.Dir = repoRoot(t)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			helmErr = fmt.Errorf("make helm: %w\n%s", err, out)
-			return
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("make helm: %w\n%s", err, out)
 		}
 		matches, _ := filepath.Glob(filepath.Join(repoRoot(t), "bin", "helm-v*"))
 		if len(matches) != 1 {
-			helmErr = fmt.Errorf("make helm left %v in bin/, want one helm-v*", matches)
-			return
+			return "", fmt.Errorf("make helm left %v in bin/, want one helm-v*", matches)
 		}
-		helmPath = matches[0]
+		return matches[0], nil
 	})
-	if helmErr != nil {
-		t.Fatal(helmErr)
+}
+
+// builds holds one *toolBuild per tool name: what buildOnce built, or why it could not.
+var builds sync.Map
+
+type toolBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildOnce runs build the first time a test asks for the tool name and returns its result to every test; a
+// failed build fails each test that needs the tool.
+func buildOnce(t *testing.T, name string, build func() (string, error)) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(name, &toolBuild{})
+	b := v.(*toolBuild)
+	b.once.Do(func() { b.path, b.err = build() })
+	if b.err != nil {
+		t.Fatalf("build %s: %v", name, b.err)
 	}
-	return helmPath
+	return b.path
 }
 
 // helm runs Helm against the test bed from the repository root; it returns the output and the error, which

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +20,22 @@ import (
 	"steward.dev/steward/internal/testbed"
 )
 
-var (
-	pluginOnce sync.Once
-	pluginPath string
-	pluginErr  error
-)
-
 // pluginBinary builds kubectl-steward once per run.
 func pluginBinary(t *testing.T) string {
 	t.Helper()
-	pluginOnce.Do(func() {
+	return buildOnce(t, "kubectl-steward", func() (string, error) {
 		dir, err := os.MkdirTemp("", "kubectl-steward-")
 		if err != nil {
-			pluginErr = err
-			return
+			return "", err
 		}
-		pluginPath = filepath.Join(dir, "kubectl-steward")
-		cmd := exec.Command("go", "build", "-o", pluginPath, "./cmd/kubectl-steward")
+		path := filepath.Join(dir, "kubectl-steward")
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/kubectl-steward")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			pluginErr = errors.Join(err, errors.New(string(out)))
+			return "", errors.Join(err, errors.New(string(out)))
 		}
+		return path, nil
 	})
-	if pluginErr != nil {
-		t.Fatalf("build kubectl-steward: %v", pluginErr)
-	}
-	return pluginPath
 }
 
 // plugin runs kubectl-steward against the test bed in namespace ns; it returns the output and the exit code.
