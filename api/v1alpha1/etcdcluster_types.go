@@ -8,6 +8,7 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
 	// odd count below it and makes quorum harder to keep.
@@ -20,12 +21,14 @@ type EtcdClusterSpec struct {
 
 	// Version is the etcd version the members run: a 3.5, 3.6 or 3.7 release, for example "3.6.16". Changing it
 	// rolls the members one at a time (followers first, the leader last after handing leadership over). Upgrades
-	// move at most one minor version per change and only from a patch release etcd's upgrade guide allows
-	// (3.5.26+ to 3.6, 3.6.11+ to 3.7); downgrades move one minor version through etcd's downgrade API (from 3.6
-	// or later). Rules that depend on what members run are checked against etcd and reported in status.
+	// go one minor at a time and only from a patch release etcd's upgrade guide allows (3.5.26+ to 3.6, 3.6.11+
+	// to 3.7); a version several minors ahead is reached through the operator's release of each minor in between
+	// (--upgrade-via), each stage finished before the next starts. Downgrades move one minor version per change
+	// through etcd's downgrade API (from 3.6 or later). Rules that depend on what members run are checked
+	// against etcd and reported in status.
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][5-7][.](0|[1-9][0-9]{0,3})$')",message="version must be an etcd release Steward supports: 3.5.x, 3.6.x or 3.7.x (for example 3.6.16)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || (int(self.split('.')[1]) - int(oldSelf.split('.')[1]) <= 1 && int(oldSelf.split('.')[1]) - int(self.split('.')[1]) <= 1)",message="version may change by at most one minor version at a time (for example 3.5.x -> 3.6.x, then 3.6.x -> 3.7.x); etcd does not support skipping a minor version"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(oldSelf.split('.')[1]) - int(self.split('.')[1]) <= 1",message="version may go down by at most one minor version at a time (for example 3.7.x -> 3.6.x, then 3.6.x -> 3.5.x): etcd's downgrade API moves one minor version per step"
 	// +required
 	Version string `json:"version"`
 

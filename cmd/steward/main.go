@@ -24,6 +24,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/version"
 )
@@ -50,6 +51,7 @@ func run() error {
 		leaderElectionNS string
 		resourceOpts     resources.Options
 		agentImage       string
+		upgradeVia       string
 		namespaces       manager.Namespaces
 		printVersion     bool
 		leaseDuration    time.Duration
@@ -70,6 +72,9 @@ func run() error {
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	flag.StringVar(&resourceOpts.ImageRepository, "etcd-image-repository", "quay.io/coreos/etcd",
 		"repository of etcd images; members run <repository>:v<version> unless the EtcdCluster names an image")
+	flag.StringVar(&upgradeVia, "upgrade-via", resources.DefaultUpgradeVia,
+		"etcd releases (comma-separated, one per minor) a cluster passes through when spec.version is more than one minor ahead of it, "+
+			"e.g. 3.5 -> 3.7 through 3.6.16; empty: such jumps are refused")
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	flag.StringVar(&agentImage, "agent-image", version.Image,
 		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
@@ -87,6 +92,11 @@ func run() error {
 		return fmt.Errorf("leader election needs --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 			retryPeriod, renewDeadline, leaseDuration)
 	}
+	releases, err := plan.ParseUpgradeVia(upgradeVia)
+	if err != nil {
+		return fmt.Errorf("--upgrade-via: %w", err)
+	}
+	resourceOpts.UpgradeVia = releases
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 

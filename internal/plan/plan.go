@@ -31,6 +31,16 @@ type Spec struct {
 	// RecoveryGrace is how long members re-created on their intact volumes get to form a quorum before a
 	// re-seed from a backup may replace them: spec.quorumLossRecovery's after, else a default.
 	RecoveryGrace time.Duration
+	// UpgradeVia is, per minor ("3.6"), the release a cluster passes through when spec.version is more than one
+	// minor above its cluster version: etcd upgrades one minor at a time, so 3.5 -> 3.7 is 3.5 -> 3.6 -> 3.7.
+	// Empty when the spec pins an image (Steward cannot know the image of another release then).
+	UpgradeVia map[string]Release
+}
+
+// Release is an etcd release and the image members run it from.
+type Release struct {
+	Version string
+	Image   string
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status

@@ -243,8 +243,9 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 		}
 		return goalEnable, fmt.Sprintf("enabling etcd's downgrade from %s to %s", cv.MinorString(), target.MinorString())
 	case apart > 1:
-		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions ahead: etcd upgrades one minor version at a time; set spec.version to a %d.%d release first",
-			cv.MinorString(), spec.Version, apart, cv.Major, cv.Minor+1)
+		next := Version{cv.Major, cv.Minor + 1, 0}.MinorString()
+		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions ahead: etcd upgrades one minor version at a time, and Steward has no %s release to pass through (the operator's --upgrade-via names none, or spec.image pins a single image); set spec.version to a %s release first",
+			cv.MinorString(), spec.Version, apart, next, next)
 	default:
 		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions behind: etcd downgrades one minor version at a time",
 			cv.MinorString(), spec.Version, -apart)
@@ -255,6 +256,7 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 // without a recorded version) starts with: the spec's when the cluster may run it, else the leader's, so that a
 // pending downgrade or a refused change never lets a member start on a release the cluster cannot take.
 func joinVersion(spec Spec, obs Observation, members []Member) (version, image string) {
+	spec, _, _ = upgradeStage(spec, obs)
 	goal, _ := decideVersion(spec, obs, members)
 	if goal == goalNone || goal == goalRoll {
 		return spec.Version, spec.Image
@@ -283,9 +285,50 @@ func joinVersion(spec Spec, obs Observation, members []Member) (version, image s
 // followers to catch up from its log, and far more than the few entries in flight between two status calls.
 const catchUpSlack = 1000
 
+// upgradeStage turns a spec.version two or more minors above the cluster version into the next single-minor
+// step etcd allows: the same spec with the version and image of spec.UpgradeVia's release of the next minor,
+// and the words that tell every message of the stage where it stands. False when spec.version is at most one
+// minor ahead, a downgrade is under way, or no release of the next minor is known (decideVersion then refuses
+// the jump and says why). Every rule of a single-minor upgrade applies to each stage unchanged, the snapshot
+// wait before the next minor included, because each stage is one.
+func upgradeStage(spec Spec, obs Observation) (Spec, string, bool) {
+	target, err := ParseVersion(spec.Version)
+	cv, err2 := ParseVersion(obs.ClusterVersion)
+	if err != nil || err2 != nil || obs.DowngradeTarget != "" || cv.minorsApart(target) < 2 {
+		return spec, "", false
+	}
+	via, ok := spec.UpgradeVia[Version{cv.Major, cv.Minor + 1, 0}.MinorString()]
+	if !ok {
+		return spec, "", false
+	}
+	stage := spec
+	stage.Version, stage.Image = via.Version, via.Image
+	return stage, fmt.Sprintf("upgrading from %s to %s through %s: ", cv.MinorString(), spec.Version, via.Version), true
+}
+
 // nextVersionStep returns the step that moves a settled cluster (every member healthy, no learner, as many
-// voters as specified) toward spec.version, and false when there is nothing to do.
+// voters as specified) toward spec.version, one minor at a time, and false when there is nothing to do.
 func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool) {
+	stage, label, staged := upgradeStage(spec, obs)
+	if !staged {
+		return nextVersionStepTo(spec, obs, members)
+	}
+	a, ok := nextVersionStepTo(stage, obs, members)
+	if !ok {
+		// Every member runs the stage's release; etcd's leader raises the cluster version by itself once it sees
+		// that (within seconds), and only then may the next minor start.
+		cv, _ := ParseVersion(obs.ClusterVersion)
+		via, _ := ParseVersion(stage.Version)
+		return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion,
+			Message: fmt.Sprintf("%severy member runs %s; waiting for etcd to raise the cluster version from %s to %s before the next minor",
+				label, stage.Version, cv.MinorString(), via.MinorString())}, true
+	}
+	a.Message = label + a.Message
+	return a, true
+}
+
+// nextVersionStepTo returns the step toward spec.version, at most one minor from the cluster version.
+func nextVersionStepTo(spec Spec, obs Observation, members []Member) (Action, bool) {
 	goal, why := decideVersion(spec, obs, members)
 	switch goal {
 	case goalNone:
@@ -423,6 +466,7 @@ func followerFirst(members []Member, leaderID uint64) Member {
 // member that is already down lowers nobody's health, so it is safe whenever the others keep a quorum; without
 // it a failed roll would block its own repair (every other step waits for all members to be healthy).
 func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) {
+	spec, _, _ = upgradeStage(spec, obs)
 	goal, _ := decideVersion(spec, obs, members)
 	if goal != goalRoll {
 		return Action{}, false
@@ -499,4 +543,34 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// ParseUpgradeVia reads the operator's --upgrade-via: the releases a cluster passes through on an upgrade of
+// more than one minor, comma-separated, one full release per minor ("3.6.16"), each at or above the patch etcd's
+// upgrade guide requires to move on to the next minor (a release below it could be entered but never left).
+// It returns them as etcd names them, without a "v".
+func ParseUpgradeVia(s string) ([]string, error) {
+	var releases []string
+	seen := map[string]Version{}
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		v, err := ParseVersion(r)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Count(r, ".") != 2 {
+			return nil, fmt.Errorf("release %q: name a full release, major.minor.patch", r)
+		}
+		if prev, dup := seen[v.MinorString()]; dup {
+			return nil, fmt.Errorf("releases %s and %s are of the same minor: name one release per minor", prev, v)
+		}
+		if floor, ok := upgradeFloor[v.MinorString()]; ok && v.Less(floor) {
+			return nil, fmt.Errorf("release %s: etcd upgrades from %s to the next minor only from %s or later", v, v.MinorString(), floor)
+		}
+		seen[v.MinorString()] = v
+		releases = append(releases, v.String())
+	}
+	return releases, nil
 }

@@ -22,6 +22,13 @@ func at(name string, id uint64, v string) Member {
 
 func specAt(v string) Spec { return Spec{Replicas: 3, Version: v, Image: "etcd:v" + v} }
 
+// viaSpec is specAt with the operator's 3.6 release to pass through on a jump of more than one minor.
+func viaSpec(v string) Spec {
+	s := specAt(v)
+	s.UpgradeVia = map[string]Release{"3.6": {Version: "3.6.16", Image: "etcd:v3.6.16"}}
+	return s
+}
+
 func clusterAt(cv string, members ...Member) Observation {
 	o := formed(members...)
 	o.ClusterVersion = cv
@@ -64,6 +71,27 @@ func TestNextVersion(t *testing.T) {
 		},
 		"a jump of two minor versions over the cluster version is refused": {
 			specAt("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.5.35")), Wait, ReasonVersionChangeRefused, "", "one minor version at a time",
+		},
+		"a jump of two minor versions passes through the operator's release of the minor in between": {
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, ReasonUpgrading, "c-b", "upgrading from 3.5 to 3.7.3 through 3.6.16: restarting member c-b on 3.6.16",
+		},
+		"the first stage follows every rule of a single-minor upgrade (the leader last)": {
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, ReasonMovingLeader, "c-a", "through 3.6.16: moving leadership from c-a to c-b",
+		},
+		"the first stage is refused from a patch etcd's guide does not allow": {
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, ReasonVersionChangeRefused, "", "3.5.26",
+		},
+		"every member on the stage's release: the cluster version must rise before the next minor": {
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, ReasonWaitingClusterVersion, "", "raise the cluster version from 3.5 to 3.6",
+		},
+		"once the cluster version rose, the last minor follows": {
+			viaSpec("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, ReasonUpgrading, "c-b", "restarting member c-b on 3.7.3",
+		},
+		"no release to pass through for the minor in between: refused, saying so": {
+			viaSpec("3.8.0"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, ReasonVersionChangeRefused, "", "no 3.7 release to pass through",
+		},
+		"a downgrade of two minors is refused even with releases to pass through": {
+			viaSpec("3.5.35"), clusterAt("3.7.0", at("c-a", 1, "3.7.3"), at("c-b", 2, "3.7.3"), at("c-c", 3, "3.7.3")), Wait, ReasonVersionChangeRefused, "", "2 minor versions behind",
 		},
 		"3.6 to 3.7 from 3.6.11 or later is allowed": {
 			specAt("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "",
@@ -214,8 +242,12 @@ func TestNextVersion(t *testing.T) {
 			if !strings.Contains(got.Message, tt.msg) {
 				t.Errorf("message %q does not say %q", got.Message, tt.msg)
 			}
-			if got.Kind == RollMember && (got.Version != tt.spec.Version || got.Image != tt.spec.Image) {
-				t.Errorf("roll to %s/%s, want the spec's %s/%s", got.Version, got.Image, tt.spec.Version, tt.spec.Image)
+			want := tt.spec
+			if stage, _, ok := upgradeStage(tt.spec, tt.obs); ok {
+				want = stage // the message names it too
+			}
+			if got.Kind == RollMember && (got.Version != want.Version || got.Image != want.Image) {
+				t.Errorf("roll to %s/%s, want %s/%s", got.Version, got.Image, want.Version, want.Image)
 			}
 			if got.Kind == EnableDowngrade && got.Version != "3.5" {
 				t.Errorf("downgrade enabled to %q, want 3.5", got.Version)
@@ -236,10 +268,13 @@ func TestJoinVersion(t *testing.T) {
 		"upgrade: the new release":                {specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35"), learner), "3.6.16"},
 		"downgrade not yet enabled: the leader's": {specAt("3.5.35"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.16"), learner), "3.6.16"},
 		"refused upgrade: the leader's":           {specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21"), learner), "3.5.21"},
+		"two minors ahead: the stage's release":   {viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.5.35"), learner), "3.6.16"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Next(Spec{Replicas: 5, Version: tt.spec.Version, Image: tt.spec.Image}, tt.obs)
+			spec := tt.spec
+			spec.Replicas = 5
+			got := Next(spec, tt.obs)
 			if got.Kind != CreateMemberPods || got.Version != tt.want {
 				t.Fatalf("Next = %s %v on %q (%s), want the learner started on %s", got.Kind, got.Members, got.Version, got.Message, tt.want)
 			}
@@ -284,6 +319,9 @@ func TestVersionStepsKeepQuorum(t *testing.T) {
 			obs.DowngradeTarget = []string{"3.5.0", "3.6.0"}[rng.Intn(2)]
 		}
 		spec := specAt(versions[rng.Intn(len(versions))])
+		if rng.Intn(2) == 0 {
+			spec = viaSpec(spec.Version)
+		}
 		spec.Replicas = n
 		got := Next(spec, obs)
 		if got.Kind != RollMember && got.Kind != MoveLeader {
@@ -336,6 +374,9 @@ func FuzzParseVersion(f *testing.F) {
 		}
 	})
 }
+
+// entriesPerPass is how many raft entries the simulated cluster applies between two passes (client writes).
+const entriesPerPass = 500
 
 // simulatedCluster plays etcd and the kubelet for a sequence test: it applies the planner's version steps the
 // way they take effect (a Pod switched restarts on the next pass, etcd moves the cluster version and the storage
@@ -423,6 +464,8 @@ func (s *simulatedCluster) tick() {
 	}
 	s.obs.DowngradeTarget = s.downgrade
 	for i := range s.members {
+		s.members[i].AppliedIndex += entriesPerPass
+		s.members[i].CommitIndex += entriesPerPass
 		if v, err := ParseVersion(s.members[i].RunningVersion); err == nil && !v.Less(Version{3, 6, 0}) {
 			s.members[i].StorageVersion = s.obs.ClusterVersion
 		} else {
@@ -442,6 +485,11 @@ func (s *simulatedCluster) settleClusterVersion() {
 		}
 	}
 	cv, _ := ParseVersion(s.obs.ClusterVersion)
+	defer func() {
+		if s.obs.ClusterVersion != cv.MinorString()+".0" && len(s.members) > 0 {
+			s.obs.ClusterVersionSince = s.members[0].CommitIndex // the controller's memory of where it moved
+		}
+	}()
 	switch {
 	case s.downgrade != "":
 		s.obs.ClusterVersion = s.downgrade
@@ -457,35 +505,53 @@ func TestRollSequences(t *testing.T) {
 	tests := map[string]struct {
 		from, to string
 		want     []string
+		// cvLag: etcd raises the cluster version a pass late (see simulatedCluster).
+		cvLag bool
 	}{
+		"upgrade 3.5 -> 3.7: through 3.6.16, each minor followers first and the leader last": {
+			"3.5.35", "3.7.3", []string{
+				"roll c-b 3.6.16", "roll c-c 3.6.16", "move c-a->c-b", "roll c-a 3.6.16",
+				"wait WaitingForClusterVersion", "wait WaitingForSnapshot",
+				"roll c-a", "roll c-c", "move c-b->c-a", "roll c-b"}, true,
+		},
 		"upgrade 3.5 -> 3.6: followers by name, leadership handed over, then the old leader": {
-			"3.5.35", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+			"3.5.35", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"}, false,
 		},
 		"downgrade 3.6 -> 3.5: enable etcd's downgrade, then the same order": {
-			"3.6.16", "3.5.35", []string{"enable 3.5", "roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+			"3.6.16", "3.5.35", []string{"enable 3.5", "roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"}, false,
 		},
 		"patch 3.6.15 -> 3.6.16": {
-			"3.6.15", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"},
+			"3.6.15", "3.6.16", []string{"roll c-b", "roll c-c", "move c-a->c-b", "roll c-a"}, false,
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			from, _ := ParseVersion(tt.from)
 			s := newSimulatedCluster(from.MinorString()+".0", at("c-a", 1, tt.from), at("c-b", 2, tt.from), at("c-c", 3, tt.from))
+			s.cvLag = tt.cvLag
 			var steps []string
-			for pass := 0; pass < 50; pass++ {
+			for pass := 0; pass < 200; pass++ {
 				s.tick()
-				a := Next(specAt(tt.to), s.obs)
+				a := Next(viaSpec(tt.to), s.obs)
 				switch a.Kind {
 				case None:
-					pass = 50
+					pass = 200
 				case RollMember:
-					steps = append(steps, "roll "+a.Members[0])
+					step := "roll " + a.Members[0]
+					if a.Version != tt.to {
+						step += " " + a.Version
+					}
+					steps = append(steps, step)
 				case MoveLeader:
 					steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
 				case EnableDowngrade:
 					steps = append(steps, "enable "+a.Version)
 				case Wait:
+					// Waits for restarts and catch-up come and go; the waits between two minors are the steps
+					// that matter, each recorded once.
+					if w := "wait " + a.Reason; (a.Reason == ReasonWaitingClusterVersion || a.Reason == ReasonWaitingForSnapshot) && (len(steps) == 0 || steps[len(steps)-1] != w) {
+						steps = append(steps, w)
+					}
 				default:
 					t.Fatalf("pass %d: unexpected step %s (%s)", pass, a.Kind, a.Message)
 				}
@@ -494,6 +560,7 @@ func TestRollSequences(t *testing.T) {
 			if strings.Join(steps, ", ") != strings.Join(tt.want, ", ") {
 				t.Fatalf("steps %v, want %v", steps, tt.want)
 			}
+			s.tick() // etcd's leader settles the cluster version after the last restart, by itself
 			want, _ := ParseVersion(tt.to)
 			if s.obs.ClusterVersion != want.MinorString()+".0" || s.downgrade != "" {
 				t.Errorf("ended at cluster version %s, downgrade %q", s.obs.ClusterVersion, s.downgrade)
@@ -590,4 +657,68 @@ func TestUpgradeWaitsForSnapshotPastOlderLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestParseUpgradeVia(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    string // the releases, comma-separated
+		refused string // a part of the error
+	}{
+		"the default":                         {in: "3.6.16", want: "3.6.16"},
+		"several minors, spaces and a v":      {in: " v3.6.16, 3.7.3 ,", want: "3.6.16,3.7.3"},
+		"empty: no release to pass through":   {in: "", want: ""},
+		"a minor without a patch":             {in: "3.6", refused: "full release"},
+		"two releases of one minor":           {in: "3.6.16,3.6.15", refused: "one release per minor"},
+		"a release etcd cannot leave for 3.7": {in: "3.6.10", refused: "only from 3.6.11 or later"},
+		"a 3.5 release below the 3.6 floor":   {in: "3.5.25", refused: "3.5.26"},
+		"not a version":                       {in: "latest", refused: "not major.minor.patch"},
+		"a pre-release":                       {in: "3.6.0-rc.1", refused: "not major.minor.patch"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseUpgradeVia(tt.in)
+			if tt.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refused) {
+					t.Fatalf("ParseUpgradeVia(%q) = %v, %v; want an error saying %q", tt.in, got, err, tt.refused)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, ",") != tt.want {
+				t.Fatalf("ParseUpgradeVia(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzParseUpgradeVia: whatever it accepts is one valid full release per minor, each at or above its floor, and
+// reads back the same.
+func FuzzParseUpgradeVia(f *testing.F) {
+	for _, s := range []string{"3.6.16", "3.6.16,3.7.3", "", "3.6", "3.6.10", ",,", "v3.6.16, 3.6.16", "3.5.26"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseUpgradeVia(s)
+		if err != nil {
+			return
+		}
+		minors := map[string]bool{}
+		for _, r := range got {
+			v, err := ParseVersion(r)
+			if err != nil || v.String() != r {
+				t.Fatalf("%q: accepted %q, which is not a full release", s, r)
+			}
+			if minors[v.MinorString()] {
+				t.Fatalf("%q: two releases of %s", s, v.MinorString())
+			}
+			minors[v.MinorString()] = true
+			if floor, ok := upgradeFloor[v.MinorString()]; ok && v.Less(floor) {
+				t.Fatalf("%q: accepted %s below the floor %s", s, v, floor)
+			}
+		}
+		again, err := ParseUpgradeVia(strings.Join(got, ","))
+		if err != nil || strings.Join(again, ",") != strings.Join(got, ",") {
+			t.Fatalf("%q -> %v does not read back: %v, %v", s, got, again, err)
+		}
+	})
 }

@@ -74,7 +74,14 @@ type Options struct {
 	ClusterDomain string
 	// AgentImage is the image of steward-agent, which restores snapshots into new members' data dirs.
 	AgentImage string
+	// UpgradeVia are the releases, one per minor, a cluster passes through when its spec.version is more than
+	// one minor ahead (--upgrade-via, checked by plan.ParseUpgradeVia).
+	UpgradeVia []string
 }
+
+// DefaultUpgradeVia is --upgrade-via's default: the newest 3.6 release Steward is tested with, which etcd lets a
+// cluster leave for 3.7 (3.6.11 or later).
+const DefaultUpgradeVia = "3.6.16"
 
 // Member is what a member Pod is started with.
 type Member struct {

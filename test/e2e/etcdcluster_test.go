@@ -602,35 +602,50 @@ func TestTLSProviderFieldsAreImmutable(t *testing.T) {
 	}
 }
 
-// TestTwoMinorJumpIsRefusedAtAdmission: a version change that skips a minor version (3.5 -> 3.7) is refused
-// at admission with a message saying why, and the cluster's spec keeps its version.
-func TestTwoMinorJumpIsRefusedAtAdmission(t *testing.T) {
+// TestVersionJumpsRefusedAtAdmission: the version changes etcd cannot make in one go are refused at admission
+// with a message saying why, and the spec keeps its version: down two minors (etcd's downgrade API moves one),
+// and up two minors with a pinned image (Steward would not know the image of the release in between; without
+// one, TestMultiMinorUpgradeUnderLoad passes through it).
+func TestVersionJumpsRefusedAtAdmission(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "bad")
-	c := newCluster(ns, "jumpy", 1)
-	c.Spec.Version = "3.5.35"
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
+	tests := map[string]struct {
+		from, to, image string
+		want            string
+	}{
+		"down two minors":               {from: "3.7.3", to: "3.5.35", want: "version may go down by at most one minor version at a time"},
+		"down two minors, to a .0":      {from: "3.7.3", to: "3.5.0", want: "version may go down by at most one minor version at a time"},
+		"up two minors, pinned image":   {from: "3.5.35", to: "3.7.3", image: testbed.EtcdRepository + ":v3.5.35", want: "with spec.image set, version may go up by at most one minor"},
+		"up two minors to a .0, pinned": {from: "3.5.35", to: "3.7.0", image: testbed.EtcdRepository + ":v3.5.35", want: "with spec.image set"},
 	}
-	defer func() { _ = k8s.Delete(ctx, c) }()
-	for _, to := range []string{"3.7.3", "3.7.0"} {
-		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+	i := 0
+	for name, tt := range tests {
+		i++
+		c := newCluster(ns, fmt.Sprintf("jumpy-%d", i), 1)
+		c.Spec.Version, c.Spec.Image = tt.from, tt.image
+		if err := k8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		cur.Spec.Version = to
-		err := k8s.Update(ctx, &cur)
-		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "at most one minor version at a time") {
-			t.Fatalf("3.5.35 -> %s: error %v, want a refusal of a two-minor jump", to, err)
-		}
-	}
-	var after etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &after); err != nil {
-		t.Fatal(err)
-	}
-	if after.Spec.Version != "3.5.35" {
-		t.Fatalf("version after refused changes: %s", after.Spec.Version)
+		t.Run(name, func(t *testing.T) {
+			var cur etcdv1alpha1.EtcdCluster
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+				t.Fatal(err)
+			}
+			cur.Spec.Version = tt.to
+			err := k8s.Update(ctx, &cur)
+			if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%s -> %s: error %v, want a refusal saying %q", tt.from, tt.to, err, tt.want)
+			}
+			var after etcdv1alpha1.EtcdCluster
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &after); err != nil {
+				t.Fatal(err)
+			}
+			if after.Spec.Version != tt.from {
+				t.Fatalf("version after a refused change: %s, want %s", after.Spec.Version, tt.from)
+			}
+		})
+		_ = k8s.Delete(ctx, c)
 	}
 }
 

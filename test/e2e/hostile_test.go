@@ -255,10 +255,12 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
 	}{
-		"even replicas":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
-		"eleven replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "less than or equal to 9"},
-		"negative replicas":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -3 }, "greater than or equal to 1"},
-		"two-minor jump":      {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.3" }, "at most one minor version at a time"},
+		"even replicas":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 2 }, "replicas must be odd"},
+		"eleven replicas":   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 11 }, "less than or equal to 9"},
+		"negative replicas": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = -3 }, "greater than or equal to 1"},
+		"two-minor jump with a pinned image": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Version, c.Spec.Image = "3.7.3", "registry.example/etcd:v3.7.3"
+		}, "with spec.image set, version may go up by at most one minor version at a time"},
 		"unsupported version": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release"},
 		"ephemeral off":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = false }, "ephemeral is immutable"},
 		"storage class added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storageClassName is immutable"},

@@ -46,6 +46,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
 	stewardmetrics "steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 )
@@ -56,7 +57,14 @@ var (
 	clientset kubernetes.Interface
 	scheme    = runtime.NewScheme()
 	// operatorOptions are the options the in-process operator runs with, also used to build expected objects.
-	operatorOptions = resources.Options{ImageRepository: testbed.EtcdRepository, ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage}
+	operatorOptions = resources.Options{ImageRepository: testbed.EtcdRepository, ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage,
+		UpgradeVia: func() []string {
+			releases, err := plan.ParseUpgradeVia(resources.DefaultUpgradeVia) // the operator's default flag
+			if err != nil {
+				panic(err)
+			}
+			return releases
+		}()}
 )
 
 func TestMain(m *testing.M) {

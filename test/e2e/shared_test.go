@@ -204,6 +204,7 @@ var expected = map[string]time.Duration{
 	"TestDowngradesUnderLoad":                         90 * time.Second,
 	"TestUnreachableMemberIsReplacedAfterGracePeriod": 70 * time.Second,
 	"TestMinorUpgradesUnderLoad":                      70 * time.Second,
+	"TestMultiMinorUpgradeUnderLoad":                  70 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
 	"TestStrayMembersAreRemoved":                      60 * time.Second,
@@ -222,7 +223,7 @@ var expected = map[string]time.Duration{
 	"TestHostileUpdatesChangeNothing":                 10 * time.Second,
 	"TestBadSpecsAreRefusedAtAdmission":               10 * time.Second,
 	"TestTLSProviderFieldsAreImmutable":               10 * time.Second,
-	"TestTwoMinorJumpIsRefusedAtAdmission":            10 * time.Second,
+	"TestVersionJumpsRefusedAtAdmission":              10 * time.Second,
 	// Measured in the parallel tier (full run 8, 2026-11-23).
 	"TestPodLossThreeMembers":                    120 * time.Second,
 	"TestPodLossDuringTLSSwitch":                 70 * time.Second,

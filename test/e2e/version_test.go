@@ -25,8 +25,10 @@ import (
 // each member, whether it led the cluster when its Pod was switched, and the most members down at one time.
 type rollWatcher struct {
 	mu sync.Mutex
-	// restarted lists members in the order their Pods were switched to the target version.
-	restarted []string
+	// restarted lists members in the order their Pods were switched to the target version, and switchedAt when
+	// the watcher saw each.
+	restarted  []string
+	switchedAt []time.Time
 	// ledWhenRestarted holds members that were etcd's leader at the moment their Pod was switched.
 	ledWhenRestarted []string
 	maxDown          int
@@ -78,6 +80,7 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 				if p.Annotations[resources.AnnotationVersion] == target && !seen[p.Name] {
 					seen[p.Name] = true
 					w.restarted = append(w.restarted, p.Name)
+					w.switchedAt = append(w.switchedAt, time.Now())
 					if p.Name == leader && len(pods.Items) > 1 {
 						w.ledWhenRestarted = append(w.ledWhenRestarted, p.Name)
 					}
@@ -90,6 +93,25 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 		}
 	}()
 	return w
+}
+
+// firstSwitch and lastSwitch are when the watcher saw the first and the last member switched (zero: none).
+func (w *rollWatcher) firstSwitch() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.switchedAt) == 0 {
+		return time.Time{}
+	}
+	return w.switchedAt[0]
+}
+
+func (w *rollWatcher) lastSwitch() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.switchedAt) == 0 {
+		return time.Time{}
+	}
+	return w.switchedAt[len(w.switchedAt)-1]
 }
 
 func (w *rollWatcher) finish() {
@@ -306,6 +328,38 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 		t.Errorf("status.clusterVersionSince = %+v, want 3.7.0 from a raft index", got.Status.ClusterVersionSince)
 	}
 	requireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestMultiMinorUpgradeUnderLoad sets spec.version from 3.5.35 to 3.7.3 in one change, under load: Steward passes
+// through the operator's 3.6 release (--upgrade-via, 3.6.16 by default), every member on it before any moves on,
+// each stage one member at a time, followers first and the leader last, with the waits etcd needs between two
+// minors (the cluster version raised, snapshots past the 3.5-era log). No acknowledged write is lost.
+func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "multiminor")
+	startOperator(t, ns)
+	c := newClusterAt(ns, "leaping", "3.5.35")
+	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000) // as TestMinorUpgradesUnderLoad: a short snapshot wait
+	key, got := settle(t, c)
+	load := startLoad(t, got)
+	before := memberIDs(got)
+	stage, last := watchRoll(t, got, "3.6.16"), watchRoll(t, got, "3.7.3")
+	begin := time.Now()
+	setVersion(t, key, "3.7.3")
+	got = waitAtVersion(t, key, "3.7.3", before, 10*time.Minute)
+	stage.finish()
+	last.finish()
+	t.Logf("3.5.35 -> 3.7.3 through 3.6.16: %d members in %s", len(before), time.Since(begin).Round(100*time.Millisecond))
+	stage.check(t, len(before))
+	last.check(t, len(before))
+	if !last.firstSwitch().After(stage.lastSwitch()) {
+		t.Errorf("a member was switched to 3.7.3 at %s, before the last one reached 3.6.16 at %s", last.firstSwitch().Format(time.StampMilli), stage.lastSwitch().Format(time.StampMilli))
+	}
+	if !last.reasons[plan.ReasonWaitingForSnapshot] {
+		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", last.reasons)
+	}
+	requireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
 	deleteAndCheckNothingLeft(t, got)
 }
 

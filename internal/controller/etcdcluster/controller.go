@@ -155,6 +155,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{RequeueAfter: requeueProgressing}, nil
 }
 
+// upgradeStages are the releases the cluster may pass through on an upgrade of more than one minor, by minor:
+// the operator's --upgrade-via, in the operator's image repository. None when the spec pins an image, because
+// Steward cannot tell which image would hold another release then.
+func upgradeStages(c *etcdv1alpha1.EtcdCluster, o resources.Options) map[string]plan.Release {
+	if c.Spec.Image != "" || len(o.UpgradeVia) == 0 {
+		return nil
+	}
+	stages := make(map[string]plan.Release, len(o.UpgradeVia))
+	for _, r := range o.UpgradeVia {
+		if v, err := plan.ParseVersion(r); err == nil {
+			stages[v.MinorString()] = plan.Release{Version: r, Image: resources.ImageFor(c, r, o)}
+		}
+	}
+	return stages
+}
+
 func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Image: resources.Image(c, o), Paused: c.Spec.Paused,
 		TLS: resources.TLSEnabled(c)}
@@ -168,6 +184,7 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 		s.FromBackup = b.FromBackup.BackupName
 	}
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
+	s.UpgradeVia = upgradeStages(c, o)
 	if q := c.Spec.QuorumLossRecovery; q != nil && q.Policy == etcdv1alpha1.QuorumLossRestoreLatestBackup {
 		s.QuorumLossAfter = 10 * time.Minute
 		if q.After != nil {
