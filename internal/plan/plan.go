@@ -31,6 +31,8 @@ type Spec struct {
 	// RecoveryGrace is how long members re-created on their intact volumes get to form a quorum before a
 	// re-seed from a backup may replace them: spec.quorumLossRecovery's after, else a default.
 	RecoveryGrace time.Duration
+	// Storage is what spec.storage asks of members' volumes (see storage.go).
+	Storage StorageGoal
 }
 
 // Member is one member as seen through Kubernetes (its Pod and PVC) and etcd (the member list and its status
@@ -68,6 +70,8 @@ type Member struct {
 	// VolumeTLS is the TLS mode the member's last Pod was created in, recorded on its volume: how a Pod
 	// re-created while etcd gives no member list (whose peer URL would say) must listen.
 	VolumeTLS string
+	// Volume is the size and class of the member's PVC (see storage.go).
+	Volume Volume
 	// Removed: Steward removed the member from etcd (recorded on its volume before deleting its Pod): a volume
 	// left without a Pod is a leftover, not a member to bring back, even when no member list says so.
 	Removed bool
