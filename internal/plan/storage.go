@@ -19,6 +19,9 @@ const (
 	// ReasonMigratingStorage: members are replaced one at a time by members on volumes of the spec's storage
 	// class and size (another class, a smaller size, or a class that cannot expand).
 	ReasonMigratingStorage = "MigratingStorage"
+	// ReasonVolumeResizeFailed: a member's PVC reports that its expansion failed (ControllerResizeError,
+	// NodeResizeError); Steward waits for a human (fix the storage, or choose a class to migrate to).
+	ReasonVolumeResizeFailed = "VolumeResizeFailed"
 )
 
 // StorageGoal is what spec.storage asks of members' volumes.
@@ -97,14 +100,19 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 			continue
 		}
 		msg := fmt.Sprintf("waiting for the volume of member %s to grow from %s to %s", m.Name, bytesString(v.Capacity), bytesString(v.Request))
+		reason := ReasonExpandingVolume
 		switch v.Resize {
 		case "":
 		case "FileSystemResizePending":
 			msg += " (FileSystemResizePending: the volume has grown, the kubelet grows its file system while the member runs, or when its Pod next starts)"
+		case "ControllerResizeError", "NodeResizeError":
+			reason = ReasonVolumeResizeFailed
+			msg = fmt.Sprintf("the expansion of member %s's volume from %s to %s failed (%s: %s): fix the storage, or set spec.storage to a class Steward can migrate to",
+				m.Name, bytesString(v.Capacity), bytesString(v.Request), v.Resize, orUnknown(v.ResizeMessage))
 		default:
 			msg += fmt.Sprintf(" (%s: %s)", v.Resize, orUnknown(v.ResizeMessage))
 		}
-		return Action{Kind: Wait, Reason: ReasonExpandingVolume, Members: []string{m.Name}, Message: msg}, true
+		return Action{Kind: Wait, Reason: reason, Members: []string{m.Name}, Message: msg}, true
 	}
 	var replace, expand []Member
 	why := map[string]string{}

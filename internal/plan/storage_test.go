@@ -76,7 +76,7 @@ func TestNextStorage(t *testing.T) {
 		"file system resize pending is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(a, "FileSystemResizePending"), b, c), Wait, ReasonExpandingVolume, "c-a",
 			"FileSystemResizePending"},
 		"a resize error is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(func() Member { m := a; m.Volume.ResizeMessage = "quota"; return m }(), "ControllerResizeError"), b, c),
-			Wait, ReasonExpandingVolume, "c-a", "ControllerResizeError: quota"},
+			Wait, ReasonVolumeResizeFailed, "c-a", "ControllerResizeError: quota"},
 		"next volume once the first has grown": {storageSpec(3, "fast", 2*gi), formed(grown(a), b, c), ExpandVolume, ReasonExpandingVolume, "c-b", "2 of 3 volumes left"},
 		"all grown: nothing to do":             {storageSpec(3, "fast", 2*gi), formed(grown(a), grown(b), grown(c)), None, ReasonReconciled, "", ""},
 		"no expansion while a member is down": {storageSpec(3, "fast", 2*gi), formed(a, b, func() Member { m := c; m.Healthy = false; return m }()),
