@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+// storageWatch samples a cluster's members and volumes while its storage changes: how many members etcd lists at
+// once, how many PVCs are mid-expansion at once, and the resize conditions seen.
+type storageWatch struct {
+	mu         sync.Mutex
+	maxMembers int
+	maxGrowing int
+	conditions map[string]bool
+	stop, done chan struct{}
+}
+
+func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
+	t.Helper()
+	w := &storageWatch{conditions: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var c etcdv1alpha1.EtcdCluster
+			var pvcs corev1.PersistentVolumeClaimList
+			errC := k8s.Get(ctx, key, &c)
+			errP := k8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			cancel()
+			if errC != nil || errP != nil {
+				continue
+			}
+			growing := 0
+			w.mu.Lock()
+			for _, p := range pvcs.Items {
+				req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
+				if !capacity.IsZero() && capacity.Cmp(req) < 0 {
+					growing++
+				}
+				for _, cond := range p.Status.Conditions {
+					w.conditions[string(cond.Type)] = true
+				}
+			}
+			w.maxGrowing = max(w.maxGrowing, growing)
+			w.maxMembers = max(w.maxMembers, len(c.Status.Members))
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *storageWatch) finish() (maxMembers, maxGrowing int, conditions []string) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conditions {
+		conditions = append(conditions, c)
+	}
+	sort.Strings(conditions)
+	return w.maxMembers, w.maxGrowing, conditions
+}
+
+// memberVolumes maps each member PVC's name to its UID, class, requested size and capacity.
+func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pvcs.Items {
+		req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
+		out[p.Name] = fmt.Sprintf("uid=%s class=%s request=%s capacity=%s", p.UID, ptr.Deref(p.Spec.StorageClassName, ""), req.String(), capacity.String())
+	}
+	return out
+}
+
+// eventsOf counts the cluster's Events of reason since begin.
+func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
+	t.Helper()
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == c.Name && e.Reason == reason && !e.LastTimestamp.Time.Before(begin.Truncate(time.Second)) {
+			out = append(out, e.Message)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestStorageExpansionInPlace grows spec.storage.size of a 3-member cluster whose StorageClass allows expansion,
+// under client load: every member's PVC grows in place, one at a time (the test bed's provisioner grows the
+// volume, the kubelet finishes the file system resize), no member is replaced, the cluster stays Available, and
+// no acknowledged write is lost.
+func TestStorageExpansionInPlace(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "storage-grow")
+	startOperator(t, ns)
+	key, got, _ := createPodLossCluster(t, newCluster(ns, "grow", 3))
+	ids := memberIDs(got)
+	before := memberVolumes(t, got)
+	load := startLoad(t, got)
+	available := watchSwitch(t, key)
+	watch := watchStorage(t, key)
+	begin := time.Now()
+	size := resource.MustParse("512Mi")
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
+	poll(t, "every member volume grown to "+size.String(), 6*time.Minute, func() error {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		for _, p := range pvcs.Items {
+			capacity := p.Status.Capacity[corev1.ResourceStorage]
+			if capacity.Cmp(size) != 0 || len(p.Status.Conditions) > 0 {
+				return fmt.Errorf("volume %s: capacity %s, conditions %v", p.Name, capacity.String(), p.Status.Conditions)
+			}
+		}
+		return nil
+	})
+	grown := time.Since(begin)
+	got = waitSettled(t, key, 2*time.Minute)
+	settled := time.Since(begin)
+	maxMembers, maxGrowing, conditions := watch.finish()
+	available.finish(t, "expanding volumes in place")
+	requireNoLostWrites(t, load, "expanding 3 volumes in place")
+	t.Logf("3 volumes grown in place 256Mi -> %s in %s (settled after %s); at most %d growing at once, %d members listed at once; PVC conditions seen: %v",
+		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
+
+	if maxGrowing > 1 {
+		t.Errorf("%d volumes were growing at once, want one at a time", maxGrowing)
+	}
+	if maxMembers != 3 {
+		t.Errorf("up to %d members listed, want 3: no member is replaced for an expansion", maxMembers)
+	}
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v; an expansion in place replaces none", ids, now)
+	}
+	after := memberVolumes(t, got)
+	for name, was := range before {
+		uid := strings.Fields(was)[0]
+		if !strings.HasPrefix(after[name], uid+" ") {
+			t.Errorf("volume %s: %s -> %s, want the same PVC", name, was, after[name])
+		}
+	}
+	var pvs corev1.PersistentVolumeList
+	if err := k8s.List(context.Background(), &pvs); err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range pvs.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == ns {
+			if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Cmp(size) != 0 {
+				t.Errorf("PersistentVolume %s of %s: capacity %s, want %s", pv.Name, ref.Name, capacity.String(), size.String())
+			}
+		}
+	}
+	if ev := eventsOf(t, got, "VolumeExpanding", begin); len(ev) != 3 {
+		t.Errorf("VolumeExpanding events %v, want one per member", ev)
+	}
+	for _, m := range got.Status.Members {
+		readKeysFromMember(t, got, m.Name)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestStorageClassMigration moves a 3-member cluster to another StorageClass under client load: every member is
+// replaced, one at a time, by a member on a volume of the new class (a learner joins, is promoted, an old member
+// leaves, its Pod and PVC go; the leader last, after handing leadership over). The cluster stays Available, keeps
+// its data, and loses no acknowledged write. The new class does not allow expansion; a later growth of the size
+// replaces the members again, which is what a shrink does too.
+func TestStorageClassMigration(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "storage-move")
+	startOperator(t, ns)
+	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
+	original := memberIDs(got)
+	load := startLoad(t, got)
+	available := watchSwitch(t, key)
+	watch := watchStorage(t, key)
+	begin := time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
+	})
+	poll(t, "every member on storage class "+testbed.FixedStorageClassName, 10*time.Minute, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if _, old := original[m.Name]; old {
+				return fmt.Errorf("member %s not replaced yet: %s", m.Name, describe(&c))
+			}
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		for _, p := range pvcs.Items {
+			if ptr.Deref(p.Spec.StorageClassName, "") != testbed.FixedStorageClassName {
+				return fmt.Errorf("volume %s of class %s", p.Name, ptr.Deref(p.Spec.StorageClassName, ""))
+			}
+		}
+		return nil
+	})
+	got = waitSettled(t, key, 3*time.Minute)
+	took := time.Since(begin)
+	maxMembers, _, _ := watch.finish()
+	available.finish(t, "migrating to another storage class")
+	requireNoLostWrites(t, load, "replacing 3 members onto another storage class")
+	t.Logf("3 members moved to storage class %s in %s; at most %d members listed at once",
+		testbed.FixedStorageClassName, took.Round(100*time.Millisecond), maxMembers)
+
+	if maxMembers > 4 {
+		t.Errorf("up to %d members listed at once, want at most 4: one replacement at a time", maxMembers)
+	}
+	if added := eventsOf(t, got, "MemberAdded", begin); len(added) != 3 {
+		t.Errorf("MemberAdded events %v, want 3", added)
+	}
+	removed := eventsOf(t, got, "MemberRemoved", begin)
+	if len(removed) != 3 {
+		t.Errorf("MemberRemoved events %v, want 3", removed)
+	}
+	for _, e := range removed {
+		if !strings.Contains(e, "MigratingStorage") {
+			t.Errorf("removal %q is not a storage migration", e)
+		}
+	}
+	t.Logf("leadership handed over: %v", eventsOf(t, got, "LeaderMoved", begin))
+	for name, m := range memberVolumes(t, got) {
+		if !strings.Contains(m, "class="+testbed.FixedStorageClassName+" ") {
+			t.Errorf("volume %s: %s", name, m)
+		}
+	}
+	for _, m := range got.Status.Members {
+		readKeysFromMember(t, got, m.Name)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
