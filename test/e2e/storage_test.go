@@ -131,7 +131,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	begin := time.Now()
 	size := resource.MustParse("512Mi")
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
-	poll(t, "every member volume grown to "+size.String(), 6*time.Minute, func() error {
+	poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
 		var pvcs corev1.PersistentVolumeClaimList
 		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
