@@ -97,7 +97,21 @@ func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string 
 	return out
 }
 
-// eventsOf counts the cluster's Events of reason since begin.
+// eventsWithin waits up to 30 seconds for want Events of reason since begin (the recorder writes them
+// asynchronously, the last ones possibly after the cluster has settled) and returns those there are.
+func eventsWithin(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time, want int) []string {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got = eventsOf(t, c, reason, begin); len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// eventsOf returns the messages of the cluster's Events of reason since begin.
 func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
 	t.Helper()
 	var events corev1.EventList
@@ -180,7 +194,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 			}
 		}
 	}
-	if ev := eventsOf(t, got, "VolumeExpanding", begin); len(ev) != 3 {
+	if ev := eventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
 		t.Errorf("VolumeExpanding events %v, want one per member", ev)
 	}
 	for _, m := range got.Status.Members {
@@ -240,10 +254,10 @@ func TestStorageClassMigration(t *testing.T) {
 	if maxMembers > 4 {
 		t.Errorf("up to %d members listed at once, want at most 4: one replacement at a time", maxMembers)
 	}
-	if added := eventsOf(t, got, "MemberAdded", begin); len(added) != 3 {
+	if added := eventsWithin(t, got, "MemberAdded", begin, 3); len(added) != 3 {
 		t.Errorf("MemberAdded events %v, want 3", added)
 	}
-	removed := eventsOf(t, got, "MemberRemoved", begin)
+	removed := eventsWithin(t, got, "MemberRemoved", begin, 3)
 	if len(removed) != 3 {
 		t.Errorf("MemberRemoved events %v, want 3", removed)
 	}
@@ -252,7 +266,9 @@ func TestStorageClassMigration(t *testing.T) {
 			t.Errorf("removal %q is not a storage migration", e)
 		}
 	}
-	t.Logf("leadership handed over: %v", eventsOf(t, got, "LeaderMoved", begin))
+	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
+	// election moved leadership to a new member by itself).
+	t.Logf("leadership handed over: %v", eventsWithin(t, got, "LeaderMoved", begin, 1))
 	for name, m := range memberVolumes(t, got) {
 		if !strings.Contains(m, "class="+testbed.FixedStorageClassName+" ") {
 			t.Errorf("volume %s: %s", name, m)
