@@ -204,25 +204,45 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
-// TestStorageClassMigration moves a 3-member cluster to another StorageClass under client load: every member is
-// replaced, one at a time, by a member on a volume of the new class (a learner joins, is promoted, an old member
-// leaves, its Pod and PVC go; the leader last, after handing leadership over). The cluster stays Available, keeps
-// its data, and loses no acknowledged write. The new class does not allow expansion; a later growth of the size
-// replaces the members again, which is what a shrink does too.
+// TestStorageClassMigration moves a 3-member cluster to another StorageClass, then shrinks its volumes, under
+// client load: each time every member is replaced, one at a time, by a member on a volume of the spec's class and
+// size (a learner joins, is promoted, an old member leaves, its Pod and PVC go; the leader last, after handing
+// leadership over). The cluster stays Available, keeps its data, and loses no acknowledged write.
 func TestStorageClassMigration(t *testing.T) {
 	parallel(t)
 	ns := newNamespace(t, "storage-move")
 	startOperator(t, ns)
 	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
-	original := memberIDs(got)
 	load := startLoad(t, got)
 	available := watchSwitch(t, key)
+	got = migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
+	}, "class="+testbed.FixedStorageClassName+" request=256Mi")
+	got = migrateStorage(t, key, "shrinking 3 volumes 256Mi -> 128Mi", func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = resource.MustParse("128Mi")
+	}, "class="+testbed.FixedStorageClassName+" request=128Mi")
+	available.finish(t, "migrating to another storage class and shrinking")
+	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
+	for _, m := range got.Status.Members {
+		readKeysFromMember(t, got, m.Name)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// migrateStorage changes the cluster's storage spec and waits until every member has been replaced by one on a
+// volume whose description contains want, checking that it went one member at a time.
+func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var got etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	original := memberIDs(&got)
 	watch := watchStorage(t, key)
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
-	})
-	poll(t, "every member on storage class "+testbed.FixedStorageClassName, 10*time.Minute, func() error {
+	patchSpec(t, key, change)
+	poll(t, what, 10*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
 		if err := k8s.Get(context.Background(), key, &c); err != nil {
 			return err
@@ -232,51 +252,39 @@ func TestStorageClassMigration(t *testing.T) {
 				return fmt.Errorf("member %s not replaced yet: %s", m.Name, describe(&c))
 			}
 		}
-		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-			return err
-		}
-		for _, p := range pvcs.Items {
-			if ptr.Deref(p.Spec.StorageClassName, "") != testbed.FixedStorageClassName {
-				return fmt.Errorf("volume %s of class %s", p.Name, ptr.Deref(p.Spec.StorageClassName, ""))
+		for name, v := range memberVolumes(t, &c) {
+			if !strings.Contains(v, want) {
+				return fmt.Errorf("volume %s: %s", name, v)
 			}
 		}
 		return nil
 	})
-	got = waitSettled(t, key, 3*time.Minute)
+	settled := waitSettled(t, key, 3*time.Minute)
 	took := time.Since(begin)
 	maxMembers, _, _ := watch.finish()
-	available.finish(t, "migrating to another storage class")
-	requireNoLostWrites(t, load, "replacing 3 members onto another storage class")
-	t.Logf("3 members moved to storage class %s in %s; at most %d members listed at once",
-		testbed.FixedStorageClassName, took.Round(100*time.Millisecond), maxMembers)
-
+	t.Logf("%s: every member replaced in %s; at most %d members listed at once", what, took.Round(100*time.Millisecond), maxMembers)
 	if maxMembers > 4 {
-		t.Errorf("up to %d members listed at once, want at most 4: one replacement at a time", maxMembers)
+		t.Errorf("%s: up to %d members listed at once, want at most 4: one replacement at a time", what, maxMembers)
 	}
-	if added := eventsWithin(t, got, "MemberAdded", begin, 3); len(added) != 3 {
-		t.Errorf("MemberAdded events %v, want 3", added)
+	if added := eventsWithin(t, settled, "MemberAdded", begin, 3); len(added) != 3 {
+		t.Errorf("%s: MemberAdded events %v, want 3", what, added)
 	}
-	removed := eventsWithin(t, got, "MemberRemoved", begin, 3)
+	removed := eventsWithin(t, settled, "MemberRemoved", begin, 3)
 	if len(removed) != 3 {
-		t.Errorf("MemberRemoved events %v, want 3", removed)
+		t.Errorf("%s: MemberRemoved events %v, want 3", what, removed)
 	}
 	for _, e := range removed {
 		if !strings.Contains(e, "MigratingStorage") {
-			t.Errorf("removal %q is not a storage migration", e)
+			t.Errorf("%s: removal %q is not a storage migration", what, e)
 		}
 	}
 	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
 	// election moved leadership to a new member by itself).
-	t.Logf("leadership handed over: %v", eventsWithin(t, got, "LeaderMoved", begin, 1))
-	for name, m := range memberVolumes(t, got) {
-		if !strings.Contains(m, "class="+testbed.FixedStorageClassName+" ") {
-			t.Errorf("volume %s: %s", name, m)
+	t.Logf("%s: leadership handed over: %v", what, eventsWithin(t, settled, "LeaderMoved", begin, 1))
+	for name, v := range memberVolumes(t, settled) {
+		if !strings.Contains(v, want) {
+			t.Errorf("%s: volume %s: %s", what, name, v)
 		}
 	}
-	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
-	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	return settled
 }
