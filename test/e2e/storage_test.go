@@ -217,10 +217,10 @@ func TestStorageClassMigration(t *testing.T) {
 	available := watchSwitch(t, key)
 	got = migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
-	}, "class="+testbed.FixedStorageClassName+" request=256Mi")
+	}, "class="+testbed.FixedStorageClassName+" request=256Mi", true)
 	got = migrateStorage(t, key, "shrinking 3 volumes 256Mi -> 128Mi", func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.Size = resource.MustParse("128Mi")
-	}, "class="+testbed.FixedStorageClassName+" request=128Mi")
+	}, "class="+testbed.FixedStorageClassName+" request=128Mi", false)
 	available.finish(t, "migrating to another storage class and shrinking")
 	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {
@@ -232,7 +232,11 @@ func TestStorageClassMigration(t *testing.T) {
 
 // migrateStorage changes the cluster's storage spec and waits until every member has been replaced by one on a
 // volume whose description contains want, checking that it went one member at a time.
-func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string) *etcdv1alpha1.EtcdCluster {
+//
+// With events, it also checks the step's Events (3 learners added, 3 members removed for MigratingStorage). Only
+// for the first change of a cluster: client-go's recorder drops an object's Events beyond a burst of 25 (one more
+// every 5 minutes), which a second round of replacements exceeds.
+func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string, events bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got etcdv1alpha1.EtcdCluster
 	if err := k8s.Get(context.Background(), key, &got); err != nil {
@@ -266,6 +270,14 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	if maxMembers > 4 {
 		t.Errorf("%s: up to %d members listed at once, want at most 4: one replacement at a time", what, maxMembers)
 	}
+	for name, v := range memberVolumes(t, settled) {
+		if !strings.Contains(v, want) {
+			t.Errorf("%s: volume %s: %s", what, name, v)
+		}
+	}
+	if !events {
+		return settled
+	}
 	if added := eventsWithin(t, settled, "MemberAdded", begin, 3); len(added) != 3 {
 		t.Errorf("%s: MemberAdded events %v, want 3", what, added)
 	}
@@ -281,10 +293,5 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
 	// election moved leadership to a new member by itself).
 	t.Logf("%s: leadership handed over: %v", what, eventsWithin(t, settled, "LeaderMoved", begin, 1))
-	for name, v := range memberVolumes(t, settled) {
-		if !strings.Contains(v, want) {
-			t.Errorf("%s: volume %s: %s", what, name, v)
-		}
-	}
 	return settled
 }
