@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Storage steps: moving members' volumes to what spec.storage asks, once membership is settled.
@@ -49,7 +50,16 @@ type Volume struct {
 	// "FileSystemResizePending", "ControllerResizeError", "NodeResizeError"), with its message; empty when none.
 	Resize        string
 	ResizeMessage string
+	// ResizePendingFor is how long the PVC has been FileSystemResizePending (from its condition's transition
+	// time, so a restarted operator sees the same); 0 otherwise.
+	ResizePendingFor time.Duration
 }
+
+// FileSystemResizeGrace is how long a volume may stay FileSystemResizePending before Steward restarts its member:
+// the kubelet grows a mounted file system online when the volume's driver can, on its periodic pod sync (every
+// minute by default); a driver that can only grow it offline does so when the volume is next mounted, which for a
+// running member means a restart.
+const FileSystemResizeGrace = 3 * time.Minute
 
 // volumeNeed is what a member's volume needs to match the spec.
 type volumeNeed int
@@ -104,6 +114,9 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 		switch v.Resize {
 		case "":
 		case "FileSystemResizePending":
+			if v.ResizePendingFor >= FileSystemResizeGrace && m.HasPod {
+				return restartForResize(obs, members, m), true
+			}
 			msg += " (FileSystemResizePending: the volume has grown, the kubelet grows its file system while the member runs, or when its Pod next starts)"
 		case "ControllerResizeError", "NodeResizeError":
 			reason = ReasonVolumeResizeFailed
@@ -162,6 +175,23 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 				m.Name, bytesString(m.Volume.Request), bytesString(spec.Storage.Size), len(expand), volumes)}, true
 	}
 	return Action{}, false
+}
+
+// restartForResize restarts member m, whose volume has waited for its file system resize longer than the kubelet
+// needs to do it online: the kubelet finishes it when the member's Pod, re-created on the volume with the same
+// name, member ID and data, mounts it. Every member is healthy (the storage steps come after that wait), so the
+// others keep a quorum; the leader hands leadership over first.
+func restartForResize(obs Observation, members []Member, m Member) Action {
+	voters, _ := votersAndHealthyOthers(members, m.Name)
+	if m.ID == obs.LeaderID && voters > 1 {
+		if to, ok := transferee(members, m, nil); ok {
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it to finish its volume's file system resize", m.Name, to.Name)}
+		}
+	}
+	return Action{Kind: RestartMember, Members: []string{m.Name}, MemberID: m.ID, TLS: m.PodTLS, Reason: ReasonExpandingVolume,
+		Message: fmt.Sprintf("restarting member %s: its volume has waited %s for the kubelet to grow its file system (FileSystemResizePending), which it does when the volume is next mounted",
+			m.Name, m.Volume.ResizePendingFor.Round(time.Second))}
 }
 
 func classSuffix(class string) string {

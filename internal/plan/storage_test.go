@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 )
 
 const gi = int64(1) << 30
@@ -57,6 +58,7 @@ func TestNextStorage(t *testing.T) {
 		m.Volume.Request, m.Volume.Resize = 2*gi, resize
 		return m
 	}
+	pendingFor := func(m Member, d time.Duration) Member { m.Volume.ResizePendingFor = d; return m }
 	grown := func(m Member) Member { m.Volume.Request, m.Volume.Capacity = 2*gi, 2*gi; return m }
 	leaderIs := func(o Observation, id uint64) Observation { o.LeaderID = id; return o }
 	tests := map[string]struct {
@@ -75,6 +77,10 @@ func TestNextStorage(t *testing.T) {
 			"grow from 1Gi to 2Gi"},
 		"file system resize pending is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(a, "FileSystemResizePending"), b, c), Wait, ReasonExpandingVolume, "c-a",
 			"FileSystemResizePending"},
+		"file system resize pending too long: the member restarts": {storageSpec(3, "fast", 2*gi),
+			leaderIs(formed(a, pendingFor(expanding(b, "FileSystemResizePending"), FileSystemResizeGrace), c), 1), RestartMember, ReasonExpandingVolume, "c-b", "FileSystemResizePending"},
+		"file system resize pending too long on the leader: it hands over first": {storageSpec(3, "fast", 2*gi),
+			formed(pendingFor(expanding(a, "FileSystemResizePending"), FileSystemResizeGrace), b, c), MoveLeader, ReasonMovingLeader, "c-a", "file system resize"},
 		"a resize error is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(func() Member { m := a; m.Volume.ResizeMessage = "quota"; return m }(), "ControllerResizeError"), b, c),
 			Wait, ReasonVolumeResizeFailed, "c-a", "ControllerResizeError: quota"},
 		"next volume once the first has grown": {storageSpec(3, "fast", 2*gi), formed(grown(a), b, c), ExpandVolume, ReasonExpandingVolume, "c-b", "2 of 3 volumes left"},
@@ -275,6 +281,9 @@ func TestStorageStepsNeverBreakQuorum(t *testing.T) {
 			m = onVolume(m, classes[rng.Intn(2)], size, rng.Intn(2) == 0)
 			if rng.Intn(6) == 0 {
 				m.Volume.Capacity = size / 2
+				if rng.Intn(2) == 0 {
+					m.Volume.Resize, m.Volume.ResizePendingFor = "FileSystemResizePending", time.Duration(rng.Intn(300))*time.Second
+				}
 			}
 			members = append(members, m)
 		}
@@ -292,6 +301,9 @@ func TestStorageStepsNeverBreakQuorum(t *testing.T) {
 			if !m.Healthy || (!m.PodReady && !m.IsLearner) {
 				t.Fatalf("%s while %s is unhealthy: %+v", got.Kind, m.Name, members)
 			}
+		}
+		if got.Kind == RestartMember && got.MemberID == obs.LeaderID && n > 1 {
+			t.Fatalf("restarted the leader while it leads: %+v", members)
 		}
 		if got.Kind == RemoveMember {
 			if got.MemberID == obs.LeaderID {

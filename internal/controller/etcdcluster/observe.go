@@ -153,7 +153,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.HasPVC, m.VolumeDeleting = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
 		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
 		m.VolumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
-		m.Volume = volumeOf(pvc)
+		m.Volume = volumeOf(pvc, now)
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -33,8 +34,9 @@ func storageGoal(c *etcdv1alpha1.EtcdCluster) plan.StorageGoal {
 	return plan.StorageGoal{Size: c.Spec.Storage.Size.Value(), Class: ptr.Deref(c.Spec.Storage.StorageClassName, "")}
 }
 
-// volumeOf reads a member's PVC: its class, requested size, capacity and resize condition.
-func volumeOf(pvc *corev1.PersistentVolumeClaim) plan.Volume {
+// volumeOf reads a member's PVC: its class, requested size, capacity and resize condition (and since when a file
+// system resize has been pending).
+func volumeOf(pvc *corev1.PersistentVolumeClaim, now time.Time) plan.Volume {
 	v := plan.Volume{Class: ptr.Deref(pvc.Spec.StorageClassName, "")}
 	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
 		v.Request = q.Value()
@@ -48,6 +50,9 @@ func volumeOf(pvc *corev1.PersistentVolumeClaim) plan.Volume {
 		for _, c := range pvc.Status.Conditions {
 			if c.Type == t && c.Status == corev1.ConditionTrue && v.Resize == "" {
 				v.Resize, v.ResizeMessage = string(t), c.Message
+				if t == corev1.PersistentVolumeClaimFileSystemResizePending && !c.LastTransitionTime.IsZero() && now.After(c.LastTransitionTime.Time) {
+					v.ResizePendingFor = now.Sub(c.LastTransitionTime.Time)
+				}
 			}
 		}
 	}

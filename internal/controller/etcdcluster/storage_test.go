@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -44,9 +45,17 @@ func TestVolumeOf(t *testing.T) {
 		"an error wins over resizing": {pvc("2Gi", "1Gi", corev1.PersistentVolumeClaimResizing, corev1.PersistentVolumeClaimControllerResizeError),
 			plan.Volume{Class: "fast", Request: 2 << 30, Capacity: 1 << 30, Resize: "ControllerResizeError", ResizeMessage: "m-ControllerResizeError"}},
 	}
+	now := time.Now()
+	since := pvc("2Gi", "1Gi", corev1.PersistentVolumeClaimFileSystemResizePending)
+	since.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-4 * time.Minute))
+	tests["file system resize pending for 4 minutes"] = struct {
+		pvc  *corev1.PersistentVolumeClaim
+		want plan.Volume
+	}{since, plan.Volume{Class: "fast", Request: 2 << 30, Capacity: 1 << 30, Resize: "FileSystemResizePending", ResizeMessage: "m-FileSystemResizePending",
+		ResizePendingFor: 4 * time.Minute}}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := volumeOf(tt.pvc); got != tt.want {
+			if got := volumeOf(tt.pvc, now); got != tt.want {
 				t.Fatalf("volumeOf = %+v, want %+v", got, tt.want)
 			}
 		})
