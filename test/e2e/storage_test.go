@@ -215,7 +215,7 @@ func TestStorageClassMigration(t *testing.T) {
 	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
 	load := startLoad(t, got)
 	available := watchSwitch(t, key)
-	got = migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
+	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
 	}, "class="+testbed.FixedStorageClassName+" request=256Mi", true)
 	got = migrateStorage(t, key, "shrinking 3 volumes 256Mi -> 128Mi", func(c *etcdv1alpha1.EtcdCluster) {
