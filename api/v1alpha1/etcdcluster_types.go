@@ -87,17 +87,24 @@ type EtcdClusterSpec struct {
 }
 
 // StorageSpec is members' data storage: one PersistentVolumeClaim per member, or (only when chosen explicitly)
-// an emptyDir, which loses a member's data whenever its Pod goes away.
-// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storageClassName is immutable: members keep their volumes; create a new cluster (restore from a backup) to move storage class"
+// an emptyDir, which loses a member's data whenever its Pod goes away. Size and storageClassName may change on a
+// running cluster: where only the size grows and the volumes' StorageClass allows expansion, Steward expands
+// each member's PVC in place, one at a time; otherwise (another class, a smaller size, a class without
+// expansion) it replaces members one at a time onto new volumes, as in a rolling replacement (a learner on the
+// new storage joins, is promoted, and an old member leaves; the leader last, after handing leadership over).
+// +kubebuilder:validation:XValidation:rule="!(has(self.ephemeral) && self.ephemeral) || (has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName))",message="storageClassName cannot change on an ephemeral cluster: its members have no volumes"
 // +kubebuilder:validation:XValidation:rule="(has(self.ephemeral) && self.ephemeral) == (has(oldSelf.ephemeral) && oldSelf.ephemeral)",message="ephemeral is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="size must be greater than zero"
 type StorageSpec struct {
-	// Size of each member's volume (or the emptyDir size limit).
+	// Size of each member's volume (or the emptyDir size limit). A larger size expands volumes in place where
+	// their StorageClass allows expansion; a smaller one (PVCs never shrink) replaces members onto new volumes.
 	// +kubebuilder:default="1Gi"
 	// +optional
 	Size resource.Quantity `json:"size,omitempty"`
 
-	// StorageClassName of members' PersistentVolumeClaims; empty means the cluster's default class.
+	// StorageClassName of members' PersistentVolumeClaims; empty means the cluster's default class. Setting it to
+	// another class than members' volumes have moves every member onto a new volume of that class, one at a time;
+	// removing it moves nothing (members keep the class their volumes were given).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional

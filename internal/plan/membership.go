@@ -192,6 +192,12 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
 			Message: msg}
 	}
+	// 5b. Storage: volumes expanded in place, or members replaced onto new volumes one at a time (storage.go).
+	if len(leaving) == 0 {
+		if a, ok := nextStorageStep(spec, obs, members, voters); ok {
+			return a
+		}
+	}
 	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum. A member
 	// whose volume is being deleted goes first (its successor has joined: step 5 came before).
 	if len(leaving) > 0 {

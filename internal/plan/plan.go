@@ -35,6 +35,8 @@ type Spec struct {
 	// minor above its cluster version: etcd upgrades one minor at a time, so 3.5 -> 3.7 is 3.5 -> 3.6 -> 3.7.
 	// Empty when the spec pins an image (Steward cannot know the image of another release then).
 	UpgradeVia map[string]Release
+	// Storage is what spec.storage asks of members' volumes (see storage.go).
+	Storage StorageGoal
 }
 
 // Release is an etcd release and the image members run it from.
@@ -78,6 +80,8 @@ type Member struct {
 	// VolumeTLS is the TLS mode the member's last Pod was created in, recorded on its volume: how a Pod
 	// re-created while etcd gives no member list (whose peer URL would say) must listen.
 	VolumeTLS string
+	// Volume is the size and class of the member's PVC (see storage.go).
+	Volume Volume
 	// Removed: Steward removed the member from etcd (recorded on its volume before deleting its Pod): a volume
 	// left without a Pod is a leftover, not a member to bring back, even when no member list says so.
 	Removed bool

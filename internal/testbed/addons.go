@@ -41,18 +41,26 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 	}
 	volumeMode := storagev1.VolumeBindingWaitForFirstConsumer
 	reclaim := corev1.PersistentVolumeReclaimDelete
-	sc := &storagev1.StorageClass{
+	for _, sc := range []*storagev1.StorageClass{{
 		ObjectMeta: metav1.ObjectMeta{Name: StorageClassName,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
-		Provisioner:       ProvisionerName,
-		VolumeBindingMode: &volumeMode,
-		ReclaimPolicy:     &reclaim,
-	}
-	if err := create(ctx, func() error {
-		_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return fmt.Errorf("create StorageClass %s: %w", StorageClassName, err)
+		Provisioner:          ProvisionerName,
+		VolumeBindingMode:    &volumeMode,
+		ReclaimPolicy:        &reclaim,
+		AllowVolumeExpansion: ptr.To(true),
+	}, {
+		ObjectMeta:           metav1.ObjectMeta{Name: FixedStorageClassName},
+		Provisioner:          ProvisionerName,
+		VolumeBindingMode:    &volumeMode,
+		ReclaimPolicy:        &reclaim,
+		AllowVolumeExpansion: ptr.To(false),
+	}} {
+		if err := create(ctx, func() error {
+			_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)
+		}
 	}
 	return c.waitFor(ctx, nil, "CoreDNS is available", 2*time.Minute, func(ctx context.Context) error {
 		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})

@@ -33,8 +33,12 @@ const (
 	apiserverEtcdPort  = 23790
 	apiserverEtcdPeers = 23800
 
-	// StorageClassName is the default StorageClass, served by the test bed's local-path provisioner.
+	// StorageClassName is the default StorageClass, served by the test bed's local-path provisioner. It allows
+	// volume expansion (the provisioner grows its volumes, see localpath).
 	StorageClassName = "steward-local"
+	// FixedStorageClassName is a second class of the same provisioner that does not allow volume expansion: a
+	// class to move members to, and one whose volumes cannot grow.
+	FixedStorageClassName = "steward-local-fixed"
 	// ProvisionerName is the provisioner name of StorageClassName.
 	ProvisionerName = "steward.dev/local-path"
 

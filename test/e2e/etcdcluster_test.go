@@ -530,9 +530,7 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
 	}{
-		"storage class":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("other") }, "storageClassName is immutable"},
-		"storage class unset": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = nil }, "storageClassName is immutable"},
-		"ephemeral":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }, "ephemeral is immutable"},
+		"ephemeral": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }, "ephemeral is immutable"},
 		"TLS provider to another TLS provider": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
 		}, "not from one TLS provider to another"},

@@ -263,7 +263,7 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		}, "with spec.image set, version may go up by at most one minor version at a time"},
 		"unsupported version": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "version must be an etcd release"},
 		"ephemeral off":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = false }, "ephemeral is immutable"},
-		"storage class added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storageClassName is immutable"},
+		"storage class added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("fast") }, "storageClassName cannot change on an ephemeral cluster"},
 		"bootstrap added": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{} },
 			"bootstrap is immutable"},
 		"election too short": {func(c *etcdv1alpha1.EtcdCluster) {

@@ -234,6 +234,9 @@ var expected = map[string]time.Duration{
 	"TestHelmInstallUpgradeUninstall":            50 * time.Second,
 	"TestMetricsAndAlerts":                       6 * time.Minute,
 	"TestKubectlPlugin":                          2 * time.Minute,
+	// Issue 18, item 3 (measured together, -parallel 2, 2026-11-24).
+	"TestStorageExpansionInPlace": 280 * time.Second,
+	"TestStorageClassMigration":   220 * time.Second,
 }
 
 const defaultExpected = 2 * time.Minute

@@ -179,6 +179,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			fmt.Sprintf("Deleted volume of removed member %s", action.Members[0]), "persistentVolumeClaim", pvc.Name)
 	case plan.RollMember:
 		return r.rollMember(ctx, cluster, obs, action)
+	case plan.ExpandVolume:
+		return r.expandVolume(ctx, cluster, action)
 	case plan.RestartMember:
 		pod := obs.pods[action.Members[0]]
 		if pod == nil {

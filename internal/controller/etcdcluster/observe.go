@@ -80,6 +80,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeRestores(ctx, cluster, obs); err != nil {
 		return nil, err
 	}
+	if err := r.observeExpandable(ctx, obs, storageGoal(cluster)); err != nil {
+		return nil, err
+	}
 	return obs, nil
 }
 
@@ -150,6 +153,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.HasPVC, m.VolumeDeleting = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
 		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
 		m.VolumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
+		m.Volume = volumeOf(pvc, now)
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {

@@ -238,6 +238,7 @@ var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
+	plan.ReasonVolumeResizeFailed: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.

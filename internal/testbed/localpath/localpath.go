@@ -1,6 +1,10 @@
 // Package localpath is the test bed's dynamic volume provisioner: for every PVC of its StorageClass that the
 // scheduler has placed on its node, it creates a directory and a `local` PersistentVolume bound to that claim,
 // and when a released volume's reclaim policy is Delete it removes the directory and the PersistentVolume.
+// It is the volumes' resizer too, doing what a CSI driver's external-resizer does: when a bound claim requests
+// more than its volume has (the API server admits that only where the class allows expansion), it grows the
+// PersistentVolume and marks the claim FileSystemResizePending; the kubelet then finishes the expansion on the
+// node (a no-op for a directory, which has no size of its own) and records the new capacity on the claim.
 // It serves the single-node test bed only; it is not part of Steward.
 package localpath
 
@@ -78,6 +82,9 @@ func Run(ctx context.Context, cs kubernetes.Interface, cfg Config) error {
 			obj, exists, err = claims.Informer().GetIndexer().GetByKey(key[4:])
 			if err == nil && exists {
 				err = p.provision(ctx, obj.(*corev1.PersistentVolumeClaim))
+			}
+			if err == nil && exists {
+				err = p.resize(ctx, obj.(*corev1.PersistentVolumeClaim))
 			}
 		case len(key) > 3 && key[:3] == "pv/":
 			var obj any
@@ -172,5 +179,60 @@ func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) 
 		return fmt.Errorf("delete PersistentVolume %s: %w", pv.Name, err)
 	}
 	klog.InfoS("Deleted released volume", "pv", pv.Name, "path", dir)
+	return nil
+}
+
+// resize grows the volume of a bound claim that requests more than the volume has, the way the external-resizer
+// does with a driver whose volumes need a file system expansion on the node: the claim's status first (allocated
+// size, NodeResizePending, condition FileSystemResizePending), so that the kubelet, which expands only claims
+// marked so, acts as soon as it sees the volume's larger capacity; then the volume.
+func (p *provisioner) resize(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	if claim.Spec.VolumeName == "" || claim.Status.Phase != corev1.ClaimBound || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	want, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if !ok {
+		return nil
+	}
+	pv, err := p.cs.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get PersistentVolume of claim %s/%s: %w", claim.Namespace, claim.Name, err)
+	}
+	if pv.Annotations[annProvisionedBy] != p.cfg.Provisioner || pv.Spec.Local == nil {
+		return nil
+	}
+	have := pv.Spec.Capacity[corev1.ResourceStorage]
+	if have.Cmp(want) >= 0 {
+		return nil
+	}
+	class, err := p.cs.StorageV1().StorageClasses().Get(ctx, pv.Spec.StorageClassName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get StorageClass of volume %s: %w", pv.Name, err)
+	}
+	if class.AllowVolumeExpansion == nil || !*class.AllowVolumeExpansion {
+		return nil // the API server refuses such requests; one that got through anyway is not ours to honour
+	}
+	updated := claim.DeepCopy()
+	updated.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: want}
+	updated.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{
+		corev1.ResourceStorage: corev1.PersistentVolumeClaimNodeResizePending}
+	var conditions []corev1.PersistentVolumeClaimCondition
+	for _, c := range updated.Status.Conditions {
+		if c.Type != corev1.PersistentVolumeClaimResizing && c.Type != corev1.PersistentVolumeClaimFileSystemResizePending {
+			conditions = append(conditions, c)
+		}
+	}
+	updated.Status.Conditions = append(conditions, corev1.PersistentVolumeClaimCondition{
+		Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
+		Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
+	})
+	if _, err := p.cs.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("mark claim %s/%s for a file system resize: %w", claim.Namespace, claim.Name, err)
+	}
+	pv.Spec.Capacity[corev1.ResourceStorage] = want
+	if _, err := p.cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("grow PersistentVolume %s to %s: %w", pv.Name, want.String(), err)
+	}
+	klog.InfoS("Expanded volume", "pv", pv.Name, "pvc", klog.KObj(claim), "from", have.String(), "to", want.String())
 	return nil
 }

@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
+)
+
+// storageWatch samples a cluster's members and volumes while its storage changes: how many members etcd lists at
+// once, how many PVCs are mid-expansion at once, and the resize conditions seen.
+type storageWatch struct {
+	mu         sync.Mutex
+	maxMembers int
+	maxGrowing int
+	conditions map[string]bool
+	stop, done chan struct{}
+}
+
+func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
+	t.Helper()
+	w := &storageWatch{conditions: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var c etcdv1alpha1.EtcdCluster
+			var pvcs corev1.PersistentVolumeClaimList
+			errC := k8s.Get(ctx, key, &c)
+			errP := k8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			cancel()
+			if errC != nil || errP != nil {
+				continue
+			}
+			growing := 0
+			w.mu.Lock()
+			for _, p := range pvcs.Items {
+				req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
+				if !capacity.IsZero() && capacity.Cmp(req) < 0 {
+					growing++
+				}
+				for _, cond := range p.Status.Conditions {
+					w.conditions[string(cond.Type)] = true
+				}
+			}
+			w.maxGrowing = max(w.maxGrowing, growing)
+			w.maxMembers = max(w.maxMembers, len(c.Status.Members))
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *storageWatch) finish() (maxMembers, maxGrowing int, conditions []string) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conditions {
+		conditions = append(conditions, c)
+	}
+	sort.Strings(conditions)
+	return w.maxMembers, w.maxGrowing, conditions
+}
+
+// memberVolumes maps each member PVC's name to its UID, class, requested size and capacity.
+func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pvcs.Items {
+		req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
+		out[p.Name] = fmt.Sprintf("uid=%s class=%s request=%s capacity=%s", p.UID, ptr.Deref(p.Spec.StorageClassName, ""), req.String(), capacity.String())
+	}
+	return out
+}
+
+// eventsWithin waits up to 30 seconds for want Events of reason since begin (the recorder writes them
+// asynchronously, the last ones possibly after the cluster has settled) and returns those there are.
+func eventsWithin(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time, want int) []string {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got = eventsOf(t, c, reason, begin); len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// eventsOf returns the messages of the cluster's Events of reason since begin.
+func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
+	t.Helper()
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == c.Name && e.Reason == reason && !e.LastTimestamp.Time.Before(begin.Truncate(time.Second)) {
+			out = append(out, e.Message)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestStorageExpansionInPlace grows spec.storage.size of a 3-member cluster whose StorageClass allows expansion,
+// under client load: every member's PVC grows in place, one at a time (the test bed's provisioner grows the
+// volume, the kubelet finishes the file system resize), no member is replaced, the cluster stays Available, and
+// no acknowledged write is lost.
+func TestStorageExpansionInPlace(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "storage-grow")
+	startOperator(t, ns)
+	key, got, _ := createPodLossCluster(t, newCluster(ns, "grow", 3))
+	ids := memberIDs(got)
+	before := memberVolumes(t, got)
+	load := startLoad(t, got)
+	available := watchSwitch(t, key)
+	watch := watchStorage(t, key)
+	begin := time.Now()
+	size := resource.MustParse("512Mi")
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
+	poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		for _, p := range pvcs.Items {
+			capacity := p.Status.Capacity[corev1.ResourceStorage]
+			if capacity.Cmp(size) != 0 || len(p.Status.Conditions) > 0 {
+				return fmt.Errorf("volume %s: capacity %s, conditions %v", p.Name, capacity.String(), p.Status.Conditions)
+			}
+		}
+		return nil
+	})
+	grown := time.Since(begin)
+	got = waitSettled(t, key, 2*time.Minute)
+	settled := time.Since(begin)
+	maxMembers, maxGrowing, conditions := watch.finish()
+	available.finish(t, "expanding volumes in place")
+	requireNoLostWrites(t, load, "expanding 3 volumes in place")
+	t.Logf("3 volumes grown in place 256Mi -> %s in %s (settled after %s); at most %d growing at once, %d members listed at once; PVC conditions seen: %v",
+		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
+
+	if maxGrowing > 1 {
+		t.Errorf("%d volumes were growing at once, want one at a time", maxGrowing)
+	}
+	if maxMembers != 3 {
+		t.Errorf("up to %d members listed, want 3: no member is replaced for an expansion", maxMembers)
+	}
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v; an expansion in place replaces none", ids, now)
+	}
+	after := memberVolumes(t, got)
+	for name, was := range before {
+		uid := strings.Fields(was)[0]
+		if !strings.HasPrefix(after[name], uid+" ") {
+			t.Errorf("volume %s: %s -> %s, want the same PVC", name, was, after[name])
+		}
+	}
+	var pvs corev1.PersistentVolumeList
+	if err := k8s.List(context.Background(), &pvs); err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range pvs.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == ns {
+			if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Cmp(size) != 0 {
+				t.Errorf("PersistentVolume %s of %s: capacity %s, want %s", pv.Name, ref.Name, capacity.String(), size.String())
+			}
+		}
+	}
+	if ev := eventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
+		t.Errorf("VolumeExpanding events %v, want one per member", ev)
+	}
+	for _, m := range got.Status.Members {
+		readKeysFromMember(t, got, m.Name)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestStorageClassMigration moves a 3-member cluster to another StorageClass, then shrinks its volumes, under
+// client load: each time every member is replaced, one at a time, by a member on a volume of the spec's class and
+// size (a learner joins, is promoted, an old member leaves, its Pod and PVC go; the leader last, after handing
+// leadership over). The cluster stays Available, keeps its data, and loses no acknowledged write.
+func TestStorageClassMigration(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "storage-move")
+	startOperator(t, ns)
+	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
+	load := startLoad(t, got)
+	available := watchSwitch(t, key)
+	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
+	}, "class="+testbed.FixedStorageClassName+" request=256Mi", true)
+	got = migrateStorage(t, key, "shrinking 3 volumes 256Mi -> 128Mi", func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = resource.MustParse("128Mi")
+	}, "class="+testbed.FixedStorageClassName+" request=128Mi", false)
+	available.finish(t, "migrating to another storage class and shrinking")
+	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
+	for _, m := range got.Status.Members {
+		readKeysFromMember(t, got, m.Name)
+	}
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// migrateStorage changes the cluster's storage spec and waits until every member has been replaced by one on a
+// volume whose description contains want, checking that it went one member at a time.
+//
+// With events, it also checks the step's Events (learners added, members removed for MigratingStorage): only for
+// the first change of a cluster, as the recorder drops most of a second round's (see below).
+func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string, events bool) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var got etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	original := memberIDs(&got)
+	watch := watchStorage(t, key)
+	begin := time.Now()
+	patchSpec(t, key, change)
+	poll(t, what, 10*time.Minute, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		for _, m := range c.Status.Members {
+			if _, old := original[m.Name]; old {
+				return fmt.Errorf("member %s not replaced yet: %s", m.Name, describe(&c))
+			}
+		}
+		for name, v := range memberVolumes(t, &c) {
+			if !strings.Contains(v, want) {
+				return fmt.Errorf("volume %s: %s", name, v)
+			}
+		}
+		return nil
+	})
+	settled := waitSettled(t, key, 3*time.Minute)
+	took := time.Since(begin)
+	maxMembers, _, _ := watch.finish()
+	t.Logf("%s: every member replaced in %s; at most %d members listed at once", what, took.Round(100*time.Millisecond), maxMembers)
+	if maxMembers > 4 {
+		t.Errorf("%s: up to %d members listed at once, want at most 4: one replacement at a time", what, maxMembers)
+	}
+	for name, v := range memberVolumes(t, settled) {
+		if !strings.Contains(v, want) {
+			t.Errorf("%s: volume %s: %s", what, name, v)
+		}
+	}
+	if !events {
+		return settled
+	}
+	// Not all three of each: client-go's recorder drops an object's Events beyond a burst of 25 (one more every
+	// 5 minutes), and a cluster's bootstrap and three replacements record about 40. One at a time is checked above.
+	added, removed := eventsWithin(t, settled, "MemberAdded", begin, 3), eventsWithin(t, settled, "MemberRemoved", begin, 3)
+	t.Logf("%s: %d MemberAdded and %d MemberRemoved Events recorded", what, len(added), len(removed))
+	if len(added) == 0 || len(removed) == 0 {
+		t.Errorf("%s: MemberAdded events %v, MemberRemoved events %v; want some of each", what, added, removed)
+	}
+	for _, e := range removed {
+		if !strings.Contains(e, "MigratingStorage") {
+			t.Errorf("%s: removal %q is not a storage migration", what, e)
+		}
+	}
+	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
+	// election moved leadership to a new member by itself).
+	t.Logf("%s: leadership handed over: %v", what, eventsWithin(t, settled, "LeaderMoved", begin, 1))
+	return settled
+}
