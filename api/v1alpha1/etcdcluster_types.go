@@ -7,6 +7,7 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.etcd.quotaBackendBytes)).add(quantity(string(self.etcd.quotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="etcd.quotaBackendBytes does not fit storage.size: the volume must hold twice the quota (a defragmentation, or a snapshot from the leader, writes a second copy of the database) plus 448Mi for WAL segments and snapshots; raise storage.size or lower the quota (or leave it unset: Steward derives it from the size)"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 type EtcdClusterSpec struct {
@@ -95,9 +96,11 @@ type EtcdClusterSpec struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.ephemeral) && self.ephemeral) || (has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName))",message="storageClassName cannot change on an ephemeral cluster: its members have no volumes"
 // +kubebuilder:validation:XValidation:rule="(has(self.ephemeral) && self.ephemeral) == (has(oldSelf.ephemeral) && oldSelf.ephemeral)",message="ephemeral is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="size must be greater than zero"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || !quantity(string(self.size)).isGreaterThan(quantity('0')) || quantity(string(self.size)).compareTo(quantity('512Mi')) >= 0",message="size must be at least 512Mi: etcd keeps up to 384Mi of WAL segments and needs room for a second copy of its database beside a quota of at least 32Mi"
 type StorageSpec struct {
-	// Size of each member's volume (or the emptyDir size limit). A larger size expands volumes in place where
-	// their StorageClass allows expansion; a smaller one (PVCs never shrink) replaces members onto new volumes.
+	// Size of each member's volume (or the emptyDir size limit), at least 512Mi; it also sets the default of
+	// etcd.quotaBackendBytes. A larger size expands volumes in place where their StorageClass allows expansion; a
+	// smaller one (PVCs never shrink) replaces members onto new volumes.
 	// +kubebuilder:default="1Gi"
 	// +optional
 	Size resource.Quantity `json:"size,omitempty"`
@@ -144,7 +147,9 @@ type PodTemplate struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (etcd's defaults: 1000 and 100; etcd refuses to start otherwise)"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'revision' || self.autoCompactionRetention.matches('^[0-9]+$')",message="autoCompactionRetention must be a number of revisions (for example 1000) when autoCompactionMode is revision"
 type EtcdTuning struct {
-	// QuotaBackendBytes is the database size at which etcd raises a NOSPACE alarm and refuses writes.
+	// QuotaBackendBytes is the database size at which etcd raises a NOSPACE alarm and refuses writes. Unset,
+	// Steward derives it from storage.size: (size - 448Mi) / 2, at most 8Gi, so that the disk never fills before
+	// etcd can raise its alarm (status.quotaBackendBytes shows the value members run with).
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 1 byte and 100Gi"
 	// +optional
 	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
@@ -461,6 +466,11 @@ type EtcdClusterStatus struct {
 	// +listType=atomic
 	// +optional
 	Alarms []MemberAlarm `json:"alarms,omitempty"`
+
+	// QuotaBackendBytes is the database quota members are started with (--quota-backend-bytes):
+	// spec.etcd.quotaBackendBytes, else derived from spec.storage.size.
+	// +optional
+	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
 
 	// CurrentVersion is the oldest etcd server version a member runs: during a rolling upgrade the version the
 	// cluster is still at, afterwards spec.version.

@@ -156,7 +156,7 @@ func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		for i := 0; i < runs; i++ {
 			name := fmt.Sprintf("bench-%d-%d", size, i)
 			manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-				"spec: {replicas: %d, version: %q, storage: {size: 256Mi}}\n", name, size, testbed.EtcdVersions[0])
+				"spec: {replicas: %d, version: %q, storage: {size: 1Gi}}\n", name, size, testbed.EtcdVersions[0])
 			begin := time.Now()
 			if err := kubectl(manifest, "apply", "-f", "-"); err != nil {
 				return section{}, err
@@ -206,7 +206,7 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 	}
 	const name = "bench-scale"
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, testbed.EtcdVersions[0])
+		"spec: {replicas: 3, version: %q, storage: {size: 1Gi}}\n", name, testbed.EtcdVersions[0])
 	apply := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(manifest)
 	if out, err := apply.CombinedOutput(); err != nil {
@@ -328,7 +328,7 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		})
 	}
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, from)
+		"spec: {replicas: 3, version: %q, storage: {size: 1Gi}}\n", name, from)
 	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
 		return section{}, err
 	}
@@ -388,7 +388,7 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 		})
 	}
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}, tls: {provider: None}}\n", name, testbed.EtcdVersions[0])
+		"spec: {replicas: 3, version: %q, storage: {size: 1Gi}, tls: {provider: None}}\n", name, testbed.EtcdVersions[0])
 	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
 		return section{}, err
 	}
@@ -466,7 +466,7 @@ func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		})
 	}
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 256Mi}}\n", name, testbed.EtcdVersions[0])
+		"spec: {replicas: 3, version: %q, storage: {size: 1Gi}}\n", name, testbed.EtcdVersions[0])
 	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
 		return section{}, err
 	}

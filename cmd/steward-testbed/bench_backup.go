@@ -42,7 +42,7 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 	// became the default; the snapshot's bytes do not depend on the transport.
 	cluster := func(name, bootstrap string) string {
 		return fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-			"spec: {replicas: 1, version: %q, tls: {provider: None}, storage: {size: 2Gi}, etcd: {quotaBackendBytes: 2Gi}%s}\n", name, version, bootstrap)
+			"spec: {replicas: 1, version: %q, tls: {provider: None}, storage: {size: 5Gi}, etcd: {quotaBackendBytes: 2Gi}%s}\n", name, version, bootstrap)
 	}
 	manifest := cluster(name, "") + "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: " + claim + ", namespace: default}\n" +
 		"spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 4Gi}}}\n"

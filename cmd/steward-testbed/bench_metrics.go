@@ -29,7 +29,7 @@ func benchMetricsScrape(ctx context.Context, c *testbed.Cluster, runs int) (sect
 	var manifest strings.Builder
 	for i := 0; i < scrapeClusters; i++ {
 		fmt.Fprintf(&manifest, "---\napiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: scraped-%02d, namespace: bench-scrape}\n"+
-			"spec: {replicas: 1, version: %q, storage: {size: 64Mi}}\n", i, testbed.EtcdVersions[0])
+			"spec: {replicas: 1, version: %q, storage: {size: 512Mi}}\n", i, testbed.EtcdVersions[0])
 	}
 	if _, err := kubectl(manifest.String(), "apply", "-f", "-"); err != nil {
 		return section{}, err

@@ -48,19 +48,19 @@ func benchStorage(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		})
 	}
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 256Mi, storageClassName: %s}}\n", name, testbed.EtcdVersions[0], testbed.StorageClassName)
+		"spec: {replicas: 3, version: %q, storage: {size: 1Gi, storageClassName: %s}}\n", name, testbed.EtcdVersions[0], testbed.StorageClassName)
 	apply := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(manifest)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return section{}, fmt.Errorf("apply: %w: %s", err, out)
 	}
-	if err := settled(testbed.StorageClassName, "256Mi"); err != nil {
+	if err := settled(testbed.StorageClassName, "1Gi"); err != nil {
 		return section{}, err
 	}
 	var grow, away, back, bound []time.Duration
-	size := 256
+	size := 1024
 	for i := 0; i < runs; i++ {
-		size += 256
+		size += 512
 		begin := time.Now()
 		if _, err := kubectl("patch", "etcdcluster", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"storage":{"size":"%dMi"}}}`, size)); err != nil {
 			return section{}, err
@@ -92,14 +92,14 @@ func benchStorage(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		return section{}, err
 	}
 	return section{"storage", fmt.Sprintf("### Storage changes of a 3-member cluster\n\n"+
-		"A 3-member EtcdCluster with 256Mi volumes: `spec.storage.size` grown by 256Mi in the test bed's default class "+
+		"A 3-member EtcdCluster with 1Gi volumes: `spec.storage.size` grown by 512Mi in the test bed's default class "+
 		"(`allowVolumeExpansion: true`; the local-path provisioner grows the volume, the kubelet finishes the file system "+
 		"resize), each PVC in place, one at a time; then `storageClassName` moved to `%s` and back, each a migration "+
 		"that replaces all three members one at a time (learner on the new volume, promotion, removal of an old member, "+
 		"its Pod and PVC deleted; the leader last). Patch to settled: all three members voters and healthy, every PVC of "+
 		"the class (and capacity). Physical bound of one member's replacement: one etcd process added by hand to a "+
 		"3-process cluster as a learner, started and promoted (a migration does three). %d runs each.\n\n%s",
-		testbed.FixedStorageClassName, runs, table([]row{{"3 volumes expanded in place (+256Mi)", grow},
+		testbed.FixedStorageClassName, runs, table([]row{{"3 volumes expanded in place (+512Mi)", grow},
 			{"3 members migrated to another class", away}, {"3 members migrated back", back},
 			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
 }

@@ -41,7 +41,7 @@ func benchTakeover(ctx context.Context, c *testbed.Cluster, _ int) (section, err
 	}
 	const name = "fleet"
 	if _, err := kubectl(fmt.Sprintf(`{"apiVersion":"etcd.steward.dev/v1alpha1","kind":"EtcdCluster","metadata":{"name":%q,"namespace":"bench-takeover"},
-"spec":{"replicas":3,"version":%q,"storage":{"size":"256Mi"}}}`, name, testbed.EtcdVersions[0]), "apply", "-f", "-"); err != nil {
+"spec":{"replicas":3,"version":%q,"storage":{"size":"1Gi"}}}`, name, testbed.EtcdVersions[0]), "apply", "-f", "-"); err != nil {
 		return section{}, err
 	}
 	view := clusterView{kubectl: kubectl, name: name}

@@ -237,6 +237,39 @@ func ParseInitialCluster(s string) (map[string]string, error) {
 	return peers, nil
 }
 
+// Room etcd needs on a member's volume beside its database, and the quota that leaves (the same numbers are in
+// the CEL rules on EtcdClusterSpec, which refuse a volume or a quota that cannot fit):
+//   - WAL: etcd keeps up to 5 segments (--max-wals) of 64 MiB, preallocated, plus the one it is writing: 384 MiB;
+//   - snapshots (--max-snapshots 5, small) and slack: 64 MiB;
+//   - the database twice: a defragmentation writes a compacted copy next to it before replacing it, and a
+//     member that falls behind receives the leader's whole database as a file beside its own.
+//
+// So the quota is at most (volume - 448 MiB) / 2, and never more than 8 GiB, etcd's own advice for the largest
+// database. A disk that filled before the database reached its quota would crash the member instead of letting
+// etcd raise its NOSPACE alarm and stay readable.
+const (
+	volumeReserveBytes = 448 << 20
+	maxQuotaBytes      = 8 << 30
+	// MinVolumeBytes is the smallest volume admission accepts: the reserve and a 32 MiB quota.
+	MinVolumeBytes = volumeReserveBytes + 2*(32<<20)
+)
+
+// QuotaBackendBytes is the --quota-backend-bytes members run with: spec.etcd.quotaBackendBytes, else the most
+// the volume (or the emptyDir's size limit) holds with room for the WAL, snapshots and a second copy of the
+// database (see volumeReserveBytes); 0 (etcd's default) when there is no size to go by. A volume below
+// MinVolumeBytes (admission refuses it; a cluster created before the rule may have one) gets a quarter of its
+// size: no quota fits it with the full reserve, and a small one at least keeps the database from filling it.
+func QuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
+	if q := cluster.Spec.Etcd.QuotaBackendBytes; q != nil {
+		return q.Value()
+	}
+	size := cluster.Spec.Storage.Size.Value()
+	if size < MinVolumeBytes {
+		return size / 4
+	}
+	return min((size-volumeReserveBytes)/2, maxQuotaBytes)
+}
+
 // etcdArgs are the etcd flags of a member. The --initial-* flags only take effect on the first start with an
 // empty data dir; afterwards etcd reads membership from its data.
 func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
@@ -257,8 +290,8 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 	}
 	args = append(args, tlsArgs(mode)...)
 	t := cluster.Spec.Etcd
-	if t.QuotaBackendBytes != nil {
-		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(t.QuotaBackendBytes.Value(), 10))
+	if q := QuotaBackendBytes(cluster); q > 0 {
+		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q, 10))
 	}
 	if t.AutoCompactionMode != "" {
 		args = append(args, "--auto-compaction-mode="+t.AutoCompactionMode)

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -185,10 +186,13 @@ func TestMemberPod(t *testing.T) {
 				}
 			},
 		},
-		"unset tuning leaves etcd defaults": {
+		"unset tuning leaves etcd defaults, but the quota fits the volume": {
 			cluster: testCluster(),
 			check: func(t *testing.T, p *corev1.Pod) {
-				for _, flag := range []string{"--quota-backend-bytes", "--heartbeat-interval", "--election-timeout", "--auto-compaction-mode"} {
+				if got, _ := arg(p.Spec.Containers[0].Command, "--quota-backend-bytes"); got != strconv.Itoa((2048-448)/2<<20) {
+					t.Errorf("--quota-backend-bytes = %q on a 2Gi volume, want (2Gi - 448Mi) / 2", got)
+				}
+				for _, flag := range []string{"--heartbeat-interval", "--election-timeout", "--auto-compaction-mode"} {
 					if _, ok := arg(p.Spec.Containers[0].Command, flag); ok {
 						t.Errorf("%s set without a spec value", flag)
 					}
@@ -331,5 +335,44 @@ func TestMemberDNSNames(t *testing.T) {
 		if !strings.Contains(" "+names+" ", " "+want+" ") {
 			t.Errorf("member certificate lacks %s: %s", want, names)
 		}
+	}
+}
+
+// TestQuotaBackendBytes: unset, the quota leaves the volume room for the WAL, snapshots and a second copy of the
+// database; set, it is the user's (admission has checked that it fits).
+func TestQuotaBackendBytes(t *testing.T) {
+	const mi, gi = int64(1) << 20, int64(1) << 30
+	tests := map[string]struct {
+		size, quota string
+		ephemeral   bool
+		want        int64
+	}{
+		"the default 1Gi volume":                 {size: "1Gi", want: 288 * mi},
+		"the smallest volume admission takes":    {size: "512Mi", want: 32 * mi},
+		"a 2Gi volume":                           {size: "2Gi", want: 800 * mi},
+		"a large volume: at most 8Gi":            {size: "100Gi", want: 8 * gi},
+		"just below the cap":                     {size: "16832Mi", want: 8 * gi},
+		"an emptyDir's size limit counts too":    {size: "1Gi", ephemeral: true, want: 288 * mi},
+		"a volume admitted before the rule":      {size: "256Mi", want: 64 * mi},
+		"the user's quota":                       {size: "10Gi", quota: "2Gi", want: 2 * gi},
+		"the user's quota, in decimal units too": {size: "10Gi", quota: "1G", want: 1000 * 1000 * 1000},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.Storage = etcdv1alpha1.StorageSpec{Size: resource.MustParse(tt.size), Ephemeral: tt.ephemeral}
+				if tt.quota != "" {
+					q := resource.MustParse(tt.quota)
+					c.Spec.Etcd.QuotaBackendBytes = &q
+				}
+			})
+			got := QuotaBackendBytes(c)
+			if got != tt.want {
+				t.Fatalf("quota %d (%dMi), want %d (%dMi)", got, got/mi, tt.want, tt.want/mi)
+			}
+			if tt.quota == "" && tt.size != "256Mi" && 2*got+volumeReserveBytes > c.Spec.Storage.Size.Value() {
+				t.Fatalf("quota %d does not leave the volume its reserve", got)
+			}
+		})
 	}
 }

@@ -36,7 +36,7 @@ func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
 	return &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: replicas, Version: testbed.EtcdVersions[0],
-			Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("256Mi")}},
+			Storage: etcdv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")}},
 	}
 }
 
@@ -97,6 +97,36 @@ func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 }
 
 // checkStatusMatchesEtcd compares status.members with etcd's own member list and each member's cluster ID.
+// checkQuota checks that every member runs with the database quota want, as etcd reports it (3.6 and later), and
+// that status says so.
+func checkQuota(t *testing.T, c *etcdv1alpha1.EtcdCluster, want int64) {
+	t.Helper()
+	if c.Status.QuotaBackendBytes != want {
+		t.Errorf("status.quotaBackendBytes %d, want %d", c.Status.QuotaBackendBytes, want)
+	}
+	var list []string
+	eps := memberEndpoints(t, c)
+	for _, ep := range eps {
+		list = append(list, ep)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, ep := range eps {
+		s, err := cli.Status(ctx, ep)
+		if err != nil {
+			t.Fatalf("status of %s: %v", name, err)
+		}
+		if s.DbSizeQuota != want {
+			t.Errorf("member %s runs with a quota of %d bytes, want %d", name, s.DbSizeQuota, want)
+		}
+	}
+}
+
 func checkStatusMatchesEtcd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	eps := memberEndpoints(t, c)
@@ -291,6 +321,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 	checkStatusMatchesEtcd(t, got)
 	writeAndReadThroughService(t, got)
+	checkQuota(t, got, (1024-448)/2<<20) // derived from the 1Gi volume: room for the WAL and a second database
 	var pdb policyv1.PodDisruptionBudget
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "trio"}, &pdb); err != nil {
 		t.Fatal(err)

@@ -48,13 +48,20 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
 	}{
-		"huge version":                 {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = huge }, "Too long"},
-		"version with v":               {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "version must be an etcd release"},
-		"version with leading zero":    {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.016" }, "version must be an etcd release"},
-		"version with shell":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.1;rm" }, "version must be an etcd release"},
-		"huge image":                   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = huge }, "Too long"},
-		"image with whitespace":        {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "etcd:v3.6.16 --evil" }, "spec.image"},
-		"negative size":                {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("-1Gi") }, "size must be greater than zero"},
+		"huge version":              {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = huge }, "Too long"},
+		"version with v":            {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "version must be an etcd release"},
+		"version with leading zero": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.016" }, "version must be an etcd release"},
+		"version with shell":        {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.6.1;rm" }, "version must be an etcd release"},
+		"huge image":                {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = huge }, "Too long"},
+		"image with whitespace":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Image = "etcd:v3.6.16 --evil" }, "spec.image"},
+		"negative size":             {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("-1Gi") }, "size must be greater than zero"},
+		"volume too small for etcd": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("256Mi") }, "size must be at least 512Mi"},
+		"quota that does not fit the volume": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage.Size, c.Spec.Etcd.QuotaBackendBytes = resource.MustParse("1Gi"), ptr.To(resource.MustParse("300Mi"))
+		}, "etcd.quotaBackendBytes does not fit storage.size"},
+		"quota at etcd's default on the default volume": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("2Gi"))
+		}, "etcd.quotaBackendBytes does not fit storage.size"},
 		"huge storage class":           {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To(huge) }, "Too long"},
 		"quota zero":                   {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("0")) }, "quotaBackendBytes must be between"},
 		"quota above 100Gi":            {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("1Ti")) }, "quotaBackendBytes must be between"},

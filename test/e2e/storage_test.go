@@ -143,7 +143,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	available := watchSwitch(t, key)
 	watch := watchStorage(t, key)
 	begin := time.Now()
-	size := resource.MustParse("512Mi")
+	size := resource.MustParse("2Gi")
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
 	poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
 		var pvcs corev1.PersistentVolumeClaimList
@@ -164,7 +164,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	maxMembers, maxGrowing, conditions := watch.finish()
 	available.finish(t, "expanding volumes in place")
 	requireNoLostWrites(t, load, "expanding 3 volumes in place")
-	t.Logf("3 volumes grown in place 256Mi -> %s in %s (settled after %s); at most %d growing at once, %d members listed at once; PVC conditions seen: %v",
+	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members listed at once; PVC conditions seen: %v",
 		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
 
 	if maxGrowing > 1 {
@@ -217,10 +217,10 @@ func TestStorageClassMigration(t *testing.T) {
 	available := watchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
-	}, "class="+testbed.FixedStorageClassName+" request=256Mi", true)
-	got = migrateStorage(t, key, "shrinking 3 volumes 256Mi -> 128Mi", func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Storage.Size = resource.MustParse("128Mi")
-	}, "class="+testbed.FixedStorageClassName+" request=128Mi", false)
+	}, "class="+testbed.FixedStorageClassName+" request=1Gi", true)
+	got = migrateStorage(t, key, "shrinking 3 volumes 1Gi -> 512Mi", func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = resource.MustParse("512Mi")
+	}, "class="+testbed.FixedStorageClassName+" request=512Mi", false)
 	available.finish(t, "migrating to another storage class and shrinking")
 	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {

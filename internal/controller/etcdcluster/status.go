@@ -136,6 +136,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.QuorumLostSince = &t
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
+	st.QuotaBackendBytes = resources.QuotaBackendBytes(cluster)
 	switch {
 	case obs.tls != nil:
 		st.TLS = obs.tls.status
