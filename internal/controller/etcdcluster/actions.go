@@ -191,6 +191,11 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("restart member %s in TLS mode %s: %w", pod.Name, action.TLS, err)
 		}
+		if action.Reason == plan.ReasonExpandingVolume {
+			// The same mode: the restart is for the kubelet to finish the volume's file system resize (storage.go).
+			r.tookStep(ctx, cluster, action, "Restarting member for a file system resize", corev1.EventTypeNormal, "MemberRestarting", action.Message)
+			return nil
+		}
 		r.tookStep(ctx, cluster, action, "Restarting member for TLS", corev1.EventTypeNormal, "MemberRestarting",
 			fmt.Sprintf("Restarting member %s in TLS mode %s: %s", pod.Name, action.TLS, action.Message), "tlsMode", action.TLS)
 	case plan.UpdatePeerURL:
