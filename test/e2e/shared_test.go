@@ -205,6 +205,7 @@ var expected = map[string]time.Duration{
 	"TestUnreachableMemberIsReplacedAfterGracePeriod": 70 * time.Second,
 	"TestMinorUpgradesUnderLoad":                      70 * time.Second,
 	"TestMultiMinorUpgradeUnderLoad":                  70 * time.Second,
+	"TestNoSpaceAlarmIsReported":                      60 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
 	"TestStrayMembersAreRemoved":                      60 * time.Second,
