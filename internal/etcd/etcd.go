@@ -61,8 +61,23 @@ type Status struct {
 	Err             error // the request failed
 }
 
-// Healthy reports whether the member answered, with no member-reported errors (alarms such as NOSPACE appear there), and knows a leader.
-func (s Status) Healthy() bool { return s.Err == nil && len(s.Errors) == 0 && s.LeaderID != 0 }
+// Healthy reports whether the member answered, knows a leader and reports no errors but a NOSPACE alarm. etcd
+// lists every raised alarm among each member's errors (as "memberID:<id> alarm:<type>"). A NOSPACE alarm makes
+// the whole cluster refuse writes, but its members still serve reads and deletes and stay in step: counting them
+// unhealthy would call quorum lost and let a replacement or a restore from a backup loose on a cluster whose data
+// is intact. The alarm is reported on its own (status.alarms, Degraded NoSpaceAlarm). A CORRUPT alarm, which makes
+// members refuse reads too, still counts.
+func (s Status) Healthy() bool {
+	if s.Err != nil || s.LeaderID == 0 {
+		return false
+	}
+	for _, e := range s.Errors {
+		if !strings.Contains(e, "alarm:NOSPACE") {
+			return false
+		}
+	}
+	return true
+}
 
 // ClusterView is what one observation of etcd returned.
 type ClusterView struct {

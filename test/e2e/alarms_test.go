@@ -34,6 +34,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
 	key, got := settle(t, c)
 	checkQuota(t, got, 32<<20)
+	ids := memberIDs(got)
 	var eps []string
 	for _, ep := range memberEndpoints(t, got) {
 		eps = append(eps, ep)
@@ -85,6 +86,10 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if noSpace == 0 || d == nil || d.Reason != etcdcluster.ReasonNoSpaceAlarm {
 			return fmt.Errorf("alarms %v, Degraded %+v", cur.Status.Alarms, d)
+		}
+		// Reads and deletes still work, the members are in step: no quorum is lost, and nothing is replaced.
+		if !meta.IsStatusConditionTrue(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable) || cur.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("under NOSPACE: ready %d, conditions %+v", cur.Status.ReadyReplicas, cur.Status.Conditions)
 		}
 		degraded = *d
 		return nil
@@ -138,6 +143,9 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	}
 	checkAcked(t, cli, acked)
 	got = waitSettled(t, key, time.Minute)
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v: a NOSPACE alarm is no reason to replace any", ids, now)
+	}
 	deleteAndCheckNothingLeft(t, got)
 }
 
