@@ -238,6 +238,7 @@ var progressingWaits = map[string]bool{
 	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
 	plan.ReasonWaitingForRestore: true, ReasonWaitingForCertificates: true,
+	plan.ReasonDefragmenting: true, plan.ReasonRecoveringFromNoSpace: true, plan.ReasonWaitingForBackup: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
@@ -246,7 +247,7 @@ var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
-	plan.ReasonVolumeResizeFailed: true,
+	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -397,6 +398,7 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 				ms.ID = etcd.FormatID(s.MemberID)
 			}
 		}
+		ms.LastDefragmentation = obs.defragmented[m.Name]
 		switch {
 		case m.IsLearner:
 			ms.Role = etcdv1alpha1.RoleLearner
