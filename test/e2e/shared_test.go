@@ -206,6 +206,8 @@ var expected = map[string]time.Duration{
 	"TestMinorUpgradesUnderLoad":                      70 * time.Second,
 	"TestMultiMinorUpgradeUnderLoad":                  70 * time.Second,
 	"TestNoSpaceAlarmIsReported":                      60 * time.Second,
+	"TestNoSpaceRecovery":                             90 * time.Second,
+	"TestDefragmentation":                             90 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
 	"TestStrayMembersAreRemoved":                      60 * time.Second,
