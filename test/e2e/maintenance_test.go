@@ -34,12 +34,20 @@ func memberClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) (*clientv3.Client, 
 	return cli, eps
 }
 
-// overwrite writes 256KiB values to eight keys in turn, n times or until etcd refuses with NOSPACE, and returns the
-// last value acknowledged for each key and whether NOSPACE ended it. Every overwritten value stays in the database
-// as an old revision until a compaction.
-func overwrite(t *testing.T, cli *clientv3.Client, n int) (acked map[string][]byte, noSpace bool) {
+// fill is what overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
+// NOSPACE, if one did. etcd applies the write that crosses the quota and only then answers NOSPACE (its quota
+// applier checks after applying), so that write's outcome is unknown to the client: its key may hold either value.
+type fill struct {
+	acked        map[string][]byte
+	noSpaceKey   string
+	noSpaceValue []byte
+}
+
+// overwrite writes 256KiB values to eight keys in turn, n times or until etcd answers NOSPACE. Every overwritten
+// value stays in the database as an old revision until a compaction.
+func overwrite(t *testing.T, cli *clientv3.Client, n int) fill {
 	t.Helper()
-	acked = map[string][]byte{}
+	f := fill{acked: map[string][]byte{}}
 	for i := 0; i < n; i++ {
 		k := fmt.Sprintf("fill-%d", i%8)
 		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
@@ -47,14 +55,38 @@ func overwrite(t *testing.T, cli *clientv3.Client, n int) (acked map[string][]by
 		_, err := cli.Put(ctx, k, string(v))
 		cancel()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
-			return acked, true
+			f.noSpaceKey, f.noSpaceValue = k, v
+			return f
 		}
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
-		acked[k] = v
+		f.acked[k] = v
 	}
-	return acked, false
+	return f
+}
+
+// check reads back every acknowledged write: each key holds the last value acknowledged for it, or, for the key
+// of the write answered NOSPACE, that write's value.
+func (f fill) check(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	for k, want := range f.acked {
+		resp, err := cli.Get(context.Background(), k)
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		if len(resp.Kvs) == 1 && k == f.noSpaceKey && bytes.Equal(resp.Kvs[0].Value, f.noSpaceValue) {
+			t.Logf("%s holds the value of the write etcd answered NOSPACE (%q...): applied, then refused", k, f.noSpaceValue[:8])
+			continue
+		}
+		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, want) {
+			got := "nothing"
+			if len(resp.Kvs) == 1 {
+				got = fmt.Sprintf("%q...", resp.Kvs[0].Value[:8])
+			}
+			t.Fatalf("%s holds %s, not its last acknowledged value %q...", k, got, want[:8])
+		}
+	}
 }
 
 // TestDefragmentation: a 3-member cluster with a defragmentation threshold gets 30MiB of old revisions, compacted:
@@ -72,7 +104,7 @@ func TestDefragmentation(t *testing.T) {
 	ids := memberIDs(got)
 	load := startLoad(t, got)
 	cli, eps := memberClient(t, got)
-	acked, _ := overwrite(t, cli, 120)
+	filled := overwrite(t, cli, 120)
 	status, err := cli.Status(ctx, eps[0])
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +150,7 @@ func TestDefragmentation(t *testing.T) {
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
-	checkAcked(t, cli, acked)
+	filled.check(t, cli)
 	// A second pass finds nothing to do: the files are compact now.
 	time.Sleep(10 * time.Second)
 	if again := eventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
@@ -143,8 +175,8 @@ func TestNoSpaceRecovery(t *testing.T) {
 	load := startLoad(t, got)
 	cli, _ := memberClient(t, got)
 	begin := time.Now()
-	acked, noSpace := overwrite(t, cli, 1000)
-	if !noSpace {
+	filled := overwrite(t, cli, 1000)
+	if filled.noSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
@@ -163,7 +195,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
 	requireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
-	checkAcked(t, cli, acked)
+	filled.check(t, cli)
 	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
