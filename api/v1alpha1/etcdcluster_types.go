@@ -82,9 +82,57 @@ type EtcdClusterSpec struct {
 	// +optional
 	ReplaceUnhealthyAfter *metav1.Duration `json:"replaceUnhealthyAfter,omitempty"`
 
+	// Maintenance is what Steward does by itself to keep etcd's database compact: defragmentation, and the way
+	// out of a NOSPACE alarm. Nothing by default.
+	// +optional
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
+
 	// Paused stops Steward from changing anything of the cluster; it still observes and reports status.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// Maintenance is what Steward does by itself to keep etcd's database compact.
+type Maintenance struct {
+	// Defragmentation defragments a member's database once enough of its file is free pages (etcd reuses them,
+	// but never gives them back to the disk), one member at a time, followers first, the leader last after
+	// handing leadership over, only while every member is healthy, no other step is under way and no backup of
+	// the cluster is running.
+	// +optional
+	Defragmentation *Defragmentation `json:"defragmentation,omitempty"`
+
+	// RecoverFromNoSpace takes the cluster out of a NOSPACE alarm by itself: it compacts the key space (keeping
+	// the newest revisionMargin revisions), defragments every member as above, and disarms the alarm once the
+	// data in use is below 90% of the quota. Without it, the alarm is only reported (Degraded NoSpaceAlarm).
+	// +optional
+	RecoverFromNoSpace *NoSpaceRecovery `json:"recoverFromNoSpace,omitempty"`
+}
+
+// Defragmentation is when a member's database is defragmented: when at least minFreeBytes and minFreePercent of
+// its file are free.
+type Defragmentation struct {
+	// MinFreeBytes is the least free space in a member's database file worth a defragmentation.
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="minFreeBytes must be greater than zero"
+	// +optional
+	MinFreeBytes *resource.Quantity `json:"minFreeBytes,omitempty"`
+
+	// MinFreePercent is the least share of a member's database file, in percent, that must be free.
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	MinFreePercent *int32 `json:"minFreePercent,omitempty"`
+}
+
+// NoSpaceRecovery is how Steward takes a cluster out of a NOSPACE alarm.
+type NoSpaceRecovery struct {
+	// RevisionMargin is how many of the newest revisions the compaction keeps (clients watching from a recent
+	// revision can resume). The compaction takes back the space of older revisions.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RevisionMargin *int64 `json:"revisionMargin,omitempty"`
 }
 
 // StorageSpec is members' data storage: one PersistentVolumeClaim per member, or (only when chosen explicitly)
@@ -405,6 +453,18 @@ type MemberStatus struct {
 	// controller's memory for replacing members that stay unhealthy longer than spec.replaceUnhealthyAfter.
 	// +optional
 	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+	// LastDefragmentation is when Steward last defragmented the member's database and what it gave back
+	// (recorded on the member's volume).
+	// +optional
+	LastDefragmentation *Defragmented `json:"lastDefragmentation,omitempty"`
+}
+
+// Defragmented records one defragmentation of a member.
+type Defragmented struct {
+	// Time is when it ended.
+	Time metav1.Time `json:"time"`
+	// ReclaimedBytes is by how much the database file shrank.
+	ReclaimedBytes int64 `json:"reclaimedBytes"`
 }
 
 // MemberAlarm is an alarm etcd raised on a member and keeps until it is disarmed.

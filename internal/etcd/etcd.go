@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -58,11 +60,28 @@ type Status struct {
 	// DowngradeTarget is the version of the downgrade etcd has enabled, empty when none (etcd 3.6+).
 	DowngradeTarget string
 	Errors          []string
-	Err             error // the request failed
+	// Revision is the cluster's current revision as the member's answer header says.
+	Revision int64
+	Err      error // the request failed
 }
 
-// Healthy reports whether the member answered, with no member-reported errors (alarms such as NOSPACE appear there), and knows a leader.
-func (s Status) Healthy() bool { return s.Err == nil && len(s.Errors) == 0 && s.LeaderID != 0 }
+// Healthy reports whether the member answered, knows a leader and reports no errors but a NOSPACE alarm. etcd
+// lists every raised alarm among each member's errors (as "memberID:<id> alarm:<type>"). A NOSPACE alarm makes
+// the whole cluster refuse writes, but its members still serve reads and deletes and stay in step: counting them
+// unhealthy would call quorum lost and let a replacement or a restore from a backup loose on a cluster whose data
+// is intact. The alarm is reported on its own (status.alarms, Degraded NoSpaceAlarm). A CORRUPT alarm, which makes
+// members refuse reads too, still counts.
+func (s Status) Healthy() bool {
+	if s.Err != nil || s.LeaderID == 0 {
+		return false
+	}
+	for _, e := range s.Errors {
+		if !strings.Contains(e, "alarm:NOSPACE") {
+			return false
+		}
+	}
+	return true
+}
 
 // ClusterView is what one observation of etcd returned.
 type ClusterView struct {
@@ -285,7 +304,7 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	if d := resp.DowngradeInfo; d != nil && d.Enabled {
 		s.DowngradeTarget = d.TargetVersion
 	}
-	s.Errors = resp.Errors
+	s.Errors, s.Revision = resp.Errors, resp.Header.Revision
 	return s
 }
 
@@ -480,4 +499,82 @@ func (p *Pool) CancelDowngrade(ctx context.Context, key string, endpoints []stri
 		}
 		return nil
 	})
+}
+
+// DefragmentTimeout bounds one member's defragmentation: etcd rewrites the whole database file, at disk speed
+// (seconds per GiB on SSDs); the member answers nothing else meanwhile.
+const DefragmentTimeout = 5 * time.Minute
+
+// Defragment defragments the database of the member at endpoint, over a connection of its own to that member
+// (the request acts on the member that receives it), and returns the size of its database file before and after.
+func (p *Pool) Defragment(ctx context.Context, key, endpoint string) (before, after int64, err error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx,
+		TLS: p.tlsConfig(key)})
+	if err != nil {
+		return 0, 0, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	defer func() { _ = c.Close() }()
+	if s := status(ctx, c, endpoint); s.Err == nil {
+		before = s.DBSizeBytes
+	}
+	dctx, cancel := context.WithTimeout(ctx, DefragmentTimeout)
+	defer cancel()
+	if _, err := c.Defragment(dctx, endpoint); err != nil {
+		return before, 0, fmt.Errorf("defragment %s: %w", endpoint, err)
+	}
+	s := status(ctx, c, endpoint)
+	if s.Err != nil {
+		return before, 0, fmt.Errorf("status of %s after its defragmentation: %w", endpoint, s.Err)
+	}
+	return before, s.DBSizeBytes, nil
+}
+
+// CompactRevision is the revision the cluster is compacted to, as the member at endpoint reports it (a HashKV
+// request, which reads the whole key space: asked only while a NOSPACE recovery needs it).
+func (p *Pool) CompactRevision(ctx context.Context, key string, endpoints []string, endpoint string) (int64, error) {
+	var rev int64
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.HashKV(ctx, endpoint, 0)
+		if err != nil {
+			return fmt.Errorf("hash of %s: %w", endpoint, err)
+		}
+		rev = resp.CompactRevision
+		return nil
+	})
+	return rev, err
+}
+
+// Compact compacts the key space up to revision rev and waits until every member has applied it (physical), so
+// that the space of older revisions is free pages when it returns. Compacting to a revision already compacted is
+// not an error.
+func (p *Pool) Compact(ctx context.Context, key string, endpoints []string, rev int64) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("compact to revision %d: %w", rev, err)
+		}
+		return nil
+	})
+}
+
+// DisarmNoSpace disarms every NOSPACE alarm etcd keeps raised (other alarms stay), and returns how many it
+// disarmed.
+func (p *Pool) DisarmNoSpace(ctx context.Context, key string, endpoints []string) (int, error) {
+	n := 0
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.AlarmList(ctx)
+		if err != nil {
+			return fmt.Errorf("alarm list: %w", err)
+		}
+		for _, a := range resp.Alarms {
+			if a.Alarm != etcdserverpb.AlarmType_NOSPACE {
+				continue
+			}
+			if _, err := c.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: a.Alarm}); err != nil {
+				return fmt.Errorf("disarm NOSPACE of member %x: %w", a.MemberID, err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

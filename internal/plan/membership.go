@@ -231,6 +231,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if a, ok := tlsPeerURLStep(spec, obs, members); ok {
 		return a
 	}
+	// 9. Maintenance: defragmentation by threshold, the way out of a NOSPACE alarm (maintenance.go).
+	if a, ok := nextMaintenanceStep(spec, obs, members); ok {
+		return a
+	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
 }
 

@@ -37,6 +37,8 @@ type Spec struct {
 	UpgradeVia map[string]Release
 	// Storage is what spec.storage asks of members' volumes (see storage.go).
 	Storage StorageGoal
+	// Maintenance is what spec.maintenance asks Steward to do by itself (see maintenance.go).
+	Maintenance Maintenance
 }
 
 // Release is an etcd release and the image members run it from.
@@ -122,6 +124,10 @@ type Member struct {
 	// Restore is the EtcdRestore that seeded the member from a snapshot (recorded on its Pod and volume), empty
 	// for members that started empty or joined.
 	Restore string
+	// DBSize is the size of the member's database file and DBSizeInUse the part of it in use (the rest is free
+	// pages a defragmentation gives back), as its status endpoint reports them.
+	DBSize      int64
+	DBSizeInUse int64
 	// PodStuck is why the member's Pod cannot start in a way that replacing the member would not fix (the
 	// kubelet's reason: its image cannot be pulled, its container cannot be created); empty otherwise. A successor
 	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits
@@ -148,6 +154,15 @@ type Observation struct {
 	// version of a downgrade etcd has enabled, empty when none.
 	ClusterVersion  string
 	DowngradeTarget string
+	// NoSpaceAlarm: etcd keeps a NOSPACE alarm raised. Revision is the cluster's current revision, and
+	// CompactRevision the revision it is compacted to, read only while a NOSPACE recovery needs it
+	// (CompactRevisionKnown).
+	NoSpaceAlarm         bool
+	Revision             int64
+	CompactRevision      int64
+	CompactRevisionKnown bool
+	// BackupRunning: a backup of the cluster is streaming a snapshot (a defragmentation waits for it).
+	BackupRunning bool
 	// ClusterVersionSince is the raft index from which the cluster has run ClusterVersion (the controller's
 	// memory in status); 0 when it was created at it.
 	ClusterVersionSince uint64
@@ -208,6 +223,8 @@ type Action struct {
 	// PeerURL the peer URL of an AddLearner or UpdatePeerURL.
 	TLS     string
 	PeerURL string
+	// Revision is the revision a CompactForSpace compacts to.
+	Revision int64
 	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
 	Reason  string
 	Message string

@@ -56,6 +56,9 @@ const (
 	// deleted: the etcd member ID. Its volume is a leftover, never brought back as a member, even when no member
 	// list says so.
 	AnnotationRemovedMember = "etcd.steward.dev/removed-member"
+	// AnnotationLastDefragmentation is on a member's PVC: when Steward last defragmented the member and by how
+	// many bytes its database file shrank, "<RFC 3339 time> <bytes>" (status.members[].lastDefragmentation).
+	AnnotationLastDefragmentation = "etcd.steward.dev/last-defragmentation"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"

@@ -217,6 +217,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		}
 		r.tookStep(ctx, cluster, action, "Moved leadership", corev1.EventTypeNormal, "LeaderMoved",
 			fmt.Sprintf("Moved leadership from %s to %s", from, to), "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
+	case plan.Defragment, plan.CompactForSpace, plan.DisarmNoSpace:
+		return r.maintain(ctx, cluster, obs, action)
 	case plan.EnableDowngrade:
 		if err := r.Etcd.EnableDowngrade(ctx, key, endpoints, action.Version); err != nil {
 			return err

@@ -185,6 +185,7 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	}
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	s.UpgradeVia = upgradeStages(c, o)
+	s.Maintenance = maintenanceOf(c)
 	if q := c.Spec.QuorumLossRecovery; q != nil && q.Policy == etcdv1alpha1.QuorumLossRestoreLatestBackup {
 		s.QuorumLossAfter = 10 * time.Minute
 		if q.After != nil {

@@ -34,6 +34,8 @@ type observation struct {
 	// versionMark is the cluster version and the raft index from which the cluster has run it, to remember in
 	// status.
 	versionMark *etcdv1alpha1.ClusterVersionMark
+	// defragmented is each member's last defragmentation, as its volume records it.
+	defragmented map[string]*etcdv1alpha1.Defragmented
 	// quorumLostSince is when the formed cluster lost quorum, to remember in status; nil while it has quorum.
 	quorumLostSince *time.Time
 	// restore is the EtcdRestore of obs.plan.Restore, and restoreBackup its EtcdBackup (nil when not found).
@@ -83,6 +85,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeExpandable(ctx, obs, storageGoal(cluster)); err != nil {
 		return nil, err
 	}
+	r.observeNoSpace(ctx, cluster, obs)
 	return obs, nil
 }
 
@@ -108,7 +111,8 @@ func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[s
 // unused member names given the names already in use.
 func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
 	o resources.Options, now time.Time, newNames func(used map[string]bool) []string) *observation {
-	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view}
+	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view,
+		defragmented: map[string]*etcdv1alpha1.Defragmented{}}
 	members := map[string]*plan.Member{}
 	get := func(name string) *plan.Member {
 		if members[name] == nil {
@@ -156,6 +160,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.Volume = volumeOf(pvc, now)
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
+		if d := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
+			obs.defragmented[m.Name] = d
+		}
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
 			m.Restore = r
 		}
@@ -178,6 +185,8 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if s.Err == nil {
 			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
 			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
+			m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
+			obs.plan.Revision = max(obs.plan.Revision, s.Revision)
 		}
 		if s.Healthy() {
 			obs.plan.LeaderID = s.LeaderID

@@ -64,7 +64,7 @@ func TestAssemble(t *testing.T) {
 			},
 			Statuses: map[string]etcd.Status{
 				"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1, Version: "3.6.16"},
-				"https://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"NOSPACE"}},
+				"https://10.0.0.2:2379": {MemberID: 2, LeaderID: 1, Version: "3.6.16", Errors: []string{"memberID:2 alarm:CORRUPT "}},
 			},
 		}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)

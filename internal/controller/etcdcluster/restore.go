@@ -49,6 +49,7 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 		}
 	}
 	obs.plan.LatestBackup = latestBackup(cluster, backups.Items)
+	obs.plan.BackupRunning = backupRunning(cluster, backups.Items)
 	return nil
 }
 

@@ -38,6 +38,12 @@ const (
 	// no longer answers, most likely). Steward cannot re-create the member on its volume until the Pod is gone,
 	// and cannot know whether the node will return: a human must.
 	ReasonPodStuckTerminating = "PodStuckTerminating"
+	// ReasonNoSpaceAlarm: etcd raised its NOSPACE alarm (a member's database reached its quota): the cluster
+	// serves reads and deletes but refuses writes until space is reclaimed and the alarm disarmed.
+	ReasonNoSpaceAlarm = "NoSpaceAlarm"
+	// ReasonCorruptAlarm: etcd's corruption check raised a CORRUPT alarm: a member's data differs from the
+	// others'. Steward never disarms it; a human decides which member to replace.
+	ReasonCorruptAlarm = "CorruptAlarm"
 )
 
 // podOverdueAfter is how long past its grace period a deleted Pod may take to go before it is reported: the
@@ -46,7 +52,8 @@ const podOverdueAfter = 2 * time.Minute
 
 // degradedWarnings are Degraded reasons that record a Warning Event when they begin (the human waits of the
 // planner record theirs when the wait begins).
-var degradedWarnings = map[string]bool{ReasonMemberVolumeDeleting: true, ReasonPodStuckTerminating: true}
+var degradedWarnings = map[string]bool{ReasonMemberVolumeDeleting: true, ReasonPodStuckTerminating: true,
+	ReasonNoSpaceAlarm: true, ReasonCorruptAlarm: true}
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
 // cannot start because of its spec, and a crash loop.
@@ -231,6 +238,7 @@ var progressingWaits = map[string]bool{
 	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
 	plan.ReasonWaitingForRestore: true, ReasonWaitingForCertificates: true,
+	plan.ReasonDefragmenting: true, plan.ReasonRecoveringFromNoSpace: true, plan.ReasonWaitingForBackup: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
@@ -239,7 +247,7 @@ var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
-	plan.ReasonVolumeResizeFailed: true,
+	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -293,6 +301,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	sort.Strings(volumesDeleting)
 	sort.Strings(overdue)
 	problems := podProblems(obs.pods)
+	noSpace, corrupt := alarmedMembers(obs)
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
@@ -311,6 +320,16 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		if problems != "" {
 			degraded.Message += "; " + problems
 		}
+	case len(corrupt) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonCorruptAlarm
+		degraded.Message = fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
+			"disarm it; find the member whose hash differs (etcdctl endpoint hashkv --cluster), replace it (delete its PVC), then "+
+			"disarm the alarm (etcdctl alarm disarm)", corrupt)
+	case len(noSpace) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonNoSpaceAlarm
+		degraded.Message = fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
+			"refuses writes until space is reclaimed (compact, defragment every member) and the alarm is disarmed (etcdctl alarm disarm), "+
+			"or the quota is raised (spec.etcd.quotaBackendBytes, within what storage.size allows)", noSpace)
 	case len(volumesDeleting) > 0:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMemberVolumeDeleting
 		degraded.Message = fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
@@ -323,6 +342,29 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	}
 	return []metav1.Condition{available, progressing, degraded}
 }
+
+// alarmedMembers are the members etcd keeps a NOSPACE and a CORRUPT alarm raised for, as this pass read them
+// (none when the alarm list could not be read: status keeps the last list, conditions say only what is known).
+func alarmedMembers(obs *observation) (noSpace, corrupt []string) {
+	if obs.view.AlarmErr != nil {
+		return nil, nil
+	}
+	for _, a := range memberAlarms(obs.view.Alarms, obs.nameOf) {
+		switch a.Alarm {
+		case etcdAlarmNoSpace:
+			noSpace = append(noSpace, a.Member)
+		case etcdAlarmCorrupt:
+			corrupt = append(corrupt, a.Member)
+		}
+	}
+	return noSpace, corrupt
+}
+
+// etcd's names of its alarms (etcdserverpb.AlarmType).
+const (
+	etcdAlarmNoSpace = "NOSPACE"
+	etcdAlarmCorrupt = "CORRUPT"
+)
 
 func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resources.Options) []etcdv1alpha1.MemberStatus {
 	leaderID := uint64(0)
@@ -356,6 +398,7 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 				ms.ID = etcd.FormatID(s.MemberID)
 			}
 		}
+		ms.LastDefragmentation = obs.defragmented[m.Name]
 		switch {
 		case m.IsLearner:
 			ms.Role = etcdv1alpha1.RoleLearner

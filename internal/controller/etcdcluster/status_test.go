@@ -77,6 +77,27 @@ func TestConditions(t *testing.T) {
 			return o
 		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
 			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonPodStuckTerminating},
+		"a NOSPACE alarm: the cluster is read-only": {func() *observation {
+			o := obsOf(true, true, "a", "b", "c")
+			o.view.Alarms = []etcd.Alarm{{MemberID: 2, Type: "NOSPACE"}}
+			return o
+		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonNoSpaceAlarm},
+		"a CORRUPT alarm comes before a NOSPACE one": {func() *observation {
+			o := obsOf(true, true, "a", "b", "c")
+			o.view.Alarms = []etcd.Alarm{{MemberID: 1, Type: "NOSPACE"}, {MemberID: 3, Type: "CORRUPT"}}
+			return o
+		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonCorruptAlarm},
+		"an alarm list that could not be read says nothing": {func() *observation {
+			o := obsOf(true, true, "a", "b", "c")
+			o.view.Alarms, o.view.AlarmErr = nil, errors.New("timeout")
+			return o
+		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonAsExpected},
+		"quorum lost outranks an alarm": {func() *observation {
+			o := obsOf(true, false, "a")
+			o.view.Alarms = []etcd.Alarm{{MemberID: 1, Type: "NOSPACE"}}
+			return o
+		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
+			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
 		"a Pod still within its grace period is not reported": {func() *observation {
 			o := obsOf(true, true, "a", "c")
 			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 10*time.Second
@@ -92,6 +113,10 @@ func TestConditions(t *testing.T) {
 				if c == nil || c.Reason != want || c.Message == "" || strings.Contains(c.Message, "0 of 0") {
 					t.Errorf("%s = %+v, want reason %s", typ, c, want)
 				}
+			}
+			if d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded); (d.Reason == ReasonNoSpaceAlarm && !strings.Contains(d.Message, "[b]")) ||
+				(d.Reason == ReasonCorruptAlarm && !strings.Contains(d.Message, "[c]")) {
+				t.Errorf("Degraded %q does not name the alarmed member", d.Message)
 			}
 			if a := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionAvailable); (a.Status == metav1.ConditionTrue) != (tt.available == ReasonQuorumAvailable) {
 				t.Errorf("Available status %s with reason %s", a.Status, a.Reason)

@@ -1,0 +1,171 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Maintenance steps: taken when nothing else is to do (every member healthy, as many voters as specified, no
+// version or TLS step), one member per pass.
+const (
+	// Defragment defragments member Members[0]'s database: etcd rewrites it without its free pages, blocking
+	// that member's reads and writes meanwhile. Never the leader while another voter can lead.
+	Defragment ActionKind = "Defragment"
+	// CompactForSpace compacts the key space up to Revision (physically: the freed pages exist once it returns),
+	// the first step out of a NOSPACE alarm.
+	CompactForSpace ActionKind = "CompactForSpace"
+	// DisarmNoSpace disarms etcd's NOSPACE alarms once there is room again: the cluster takes writes again.
+	DisarmNoSpace ActionKind = "DisarmNoSpace"
+)
+
+// Reasons of maintenance steps and waits.
+const (
+	ReasonDefragmenting         = "Defragmenting"
+	ReasonRecoveringFromNoSpace = "RecoveringFromNoSpace"
+	// ReasonNoSpaceQuotaTooSmall: compacted and defragmented, the data in use still fills the quota: only a human
+	// can delete data or raise the quota.
+	ReasonNoSpaceQuotaTooSmall = "NoSpaceQuotaTooSmall"
+	// ReasonWaitingForBackup: a defragmentation waits while a backup of the cluster streams a snapshot.
+	ReasonWaitingForBackup = "WaitingForBackup"
+)
+
+// Maintenance is what spec.maintenance asks Steward to do by itself.
+type Maintenance struct {
+	// DefragMinFreeBytes and DefragMinFreePercent: a member is defragmented once its database file holds at
+	// least that many free bytes and that share of the file is free. Zero bytes: no defragmentation by threshold.
+	DefragMinFreeBytes   int64
+	DefragMinFreePercent int64
+	// RecoverFromNoSpace: out of a NOSPACE alarm by compaction up to RevisionMargin revisions below the current
+	// one, a defragmentation of every member, and disarming the alarm.
+	RecoverFromNoSpace bool
+	RevisionMargin     int64
+	// Quota is the --quota-backend-bytes members run with.
+	Quota int64
+}
+
+// noSpaceDisarmPercent: the alarm is disarmed only when the data in use is below this share of the quota, or
+// the first writes would raise it again at once.
+const noSpaceDisarmPercent = 90
+
+// nextMaintenanceStep returns the next defragmentation or NOSPACE recovery step of a settled cluster, and false
+// when there is none.
+func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, bool) {
+	m := spec.Maintenance
+	if obs.NoSpaceAlarm {
+		if !m.RecoverFromNoSpace {
+			return Action{}, false // reported (Degraded NoSpaceAlarm); a human recovers
+		}
+		return noSpaceStep(spec, obs, members), true
+	}
+	if m.DefragMinFreeBytes <= 0 {
+		return Action{}, false
+	}
+	var due []Member
+	for _, mem := range members {
+		if mem.InEtcd && !mem.IsLearner && fragmented(mem, m.DefragMinFreeBytes, m.DefragMinFreePercent) {
+			due = append(due, mem)
+		}
+	}
+	if len(due) == 0 {
+		return Action{}, false
+	}
+	if obs.BackupRunning {
+		return Action{Kind: Wait, Reason: ReasonWaitingForBackup,
+			Message: fmt.Sprintf("members %s are due for a defragmentation; waiting for the backup of the cluster to end", names(due))}, true
+	}
+	next := followerFirst(sortedByName(due), obs.LeaderID)
+	return defragStep(obs, members, next, ReasonDefragmenting, fmt.Sprintf("%s of its %s database file is free (threshold %d%% and %s)",
+		byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize), m.DefragMinFreePercent, byteSize(m.DefragMinFreeBytes))), true
+}
+
+// noSpaceStep is the way out of a NOSPACE alarm: compact (the old revisions become free pages), defragment every
+// member that has free pages (the file shrinks), then disarm, unless the live data still fills the quota.
+func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
+	m := spec.Maintenance
+	if !obs.CompactRevisionKnown {
+		return Action{Kind: Wait, Reason: ReasonRecoveringFromNoSpace, Message: "NOSPACE: reading the compacted revision before compacting"}
+	}
+	if target := obs.Revision - m.RevisionMargin; target > obs.CompactRevision {
+		return Action{Kind: CompactForSpace, Revision: target, Reason: ReasonRecoveringFromNoSpace,
+			Message: fmt.Sprintf("NOSPACE: compacting revisions %d..%d (the newest %d revisions kept), so that their space can be reclaimed",
+				obs.CompactRevision+1, target, m.RevisionMargin)}
+	}
+	var due []Member
+	for _, mem := range members {
+		// After a compaction, any free page is worth taking back: the cluster refuses writes until then.
+		if mem.InEtcd && fragmented(mem, 1<<20, 10) {
+			due = append(due, mem)
+		}
+	}
+	if len(due) > 0 {
+		next := followerFirst(sortedByName(due), obs.LeaderID)
+		return defragStep(obs, members, next, ReasonRecoveringFromNoSpace, fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction",
+			byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize)))
+	}
+	var full []string
+	for _, mem := range members {
+		if mem.InEtcd && m.Quota > 0 && mem.DBSizeInUse*100 >= m.Quota*noSpaceDisarmPercent {
+			full = append(full, fmt.Sprintf("%s uses %s", mem.Name, byteSize(mem.DBSizeInUse)))
+		}
+	}
+	if len(full) > 0 {
+		sort.Strings(full)
+		return Action{Kind: Wait, Reason: ReasonNoSpaceQuotaTooSmall,
+			Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): delete data, or raise "+
+				"spec.etcd.quotaBackendBytes (and storage.size with it) and restart the members one at a time; Steward disarms the alarm once there is room",
+				byteSize(m.Quota), strings.Join(full, ", "))}
+	}
+	return Action{Kind: DisarmNoSpace, Reason: ReasonRecoveringFromNoSpace,
+		Message: "NOSPACE: compacted and defragmented, the data in use is below 90% of the quota: disarming the alarm, writes resume"}
+}
+
+// defragStep defragments member m, or first hands leadership away from it: a defragmentation blocks the member,
+// and a blocked leader stalls the whole cluster (and may lose leadership mid-way).
+func defragStep(obs Observation, members []Member, m Member, reason, why string) Action {
+	voters := 0
+	for _, mem := range members {
+		if mem.InEtcd && !mem.IsLearner {
+			voters++
+		}
+	}
+	if m.ID == obs.LeaderID && voters > 1 {
+		if to, ok := transferee(members, m, nil); ok {
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: reason,
+				Message: fmt.Sprintf("moving leadership from %s to %s before defragmenting %s: %s", m.Name, to.Name, m.Name, why)}
+		}
+		return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf("no healthy follower to take leadership from %s before defragmenting it", m.Name)}
+	}
+	return Action{Kind: Defragment, Members: []string{m.Name}, MemberID: m.ID, Reason: reason,
+		Message: fmt.Sprintf("defragmenting member %s: %s", m.Name, why)}
+}
+
+// fragmented reports whether at least minFree bytes and minPercent of member m's database file are free pages.
+func fragmented(m Member, minFree, minPercent int64) bool {
+	free := m.DBSize - m.DBSizeInUse
+	return m.DBSize > 0 && m.DBSizeInUse > 0 && free >= minFree && free*100 >= minPercent*m.DBSize
+}
+
+func sortedByName(ms []Member) []Member {
+	out := append([]Member(nil), ms...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func names(ms []Member) string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// byteSize writes an approximate size, in MiB (KiB below one MiB), as etcdctl's status table does (bytesString
+// writes exact quantities).
+func byteSize(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

@@ -1,0 +1,155 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+const mib = int64(1) << 20
+
+// sized is a healthy voter whose database file is size MiB with inUse MiB in use.
+func sized(name string, id uint64, size, inUse int64) Member {
+	m := at(name, id, "3.6.16")
+	m.DBSize, m.DBSizeInUse = size*mib, inUse*mib
+	return m
+}
+
+func defragSpec() Spec {
+	s := specAt("3.6.16")
+	s.Maintenance = Maintenance{DefragMinFreeBytes: 64 * mib, DefragMinFreePercent: 50, Quota: 288 * mib}
+	return s
+}
+
+func recoverySpec() Spec {
+	s := defragSpec()
+	s.Maintenance.RecoverFromNoSpace, s.Maintenance.RevisionMargin = true, 100
+	return s
+}
+
+func noSpace(rev, compacted int64, members ...Member) Observation {
+	o := clusterAt("3.6.0", members...)
+	o.NoSpaceAlarm, o.Revision, o.CompactRevision, o.CompactRevisionKnown = true, rev, compacted, true
+	return o
+}
+
+func TestNextMaintenance(t *testing.T) {
+	tests := map[string]struct {
+		spec   Spec
+		obs    Observation
+		want   ActionKind
+		reason string
+		member string
+		msg    string
+	}{
+		"nothing fragmented: nothing to do": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 100, 90), sized("c-b", 2, 100, 90), sized("c-c", 3, 100, 90)), None, ReasonReconciled, "", "",
+		},
+		"a follower over both thresholds is defragmented": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 100, 90), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-c", "280.0 MiB of its 300.0 MiB",
+		},
+		"followers first, by name": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-b", "",
+		},
+		"the leader last, after handing leadership over": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 30, 20), sized("c-c", 3, 30, 20)), MoveLeader, ReasonDefragmenting, "c-a", "before defragmenting c-a",
+		},
+		"a single member is defragmented where it is": {
+			func() Spec { s := defragSpec(); s.Replicas = 1; return s }(), clusterAt("3.6.0", sized("c-a", 1, 300, 20)), Defragment, ReasonDefragmenting, "c-a", "",
+		},
+		"much free space but below the ratio: not yet": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 1000, 600), sized("c-b", 2, 1000, 600), sized("c-c", 3, 1000, 600)), None, ReasonReconciled, "", "",
+		},
+		"a high ratio of a small file: not worth it": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 40, 2), sized("c-b", 2, 40, 2), sized("c-c", 3, 40, 2)), None, ReasonReconciled, "", "",
+		},
+		"no threshold set: never": {
+			specAt("3.6.16"), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), None, ReasonReconciled, "", "",
+		},
+		"a running backup is waited for": {
+			defragSpec(), func() Observation {
+				o := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20))
+				o.BackupRunning = true
+				return o
+			}(), Wait, ReasonWaitingForBackup, "", "c-a, c-b, c-c",
+		},
+		"a member down: no defragmentation": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), func() Member { m := sized("c-b", 2, 300, 20); m.Healthy = false; return m }(), sized("c-c", 3, 300, 20)), Wait, ReasonWaitingForMembers, "", "",
+		},
+		"a version step comes first": {
+			func() Spec { s := defragSpec(); s.Version, s.Image = "3.6.15", "etcd:v3.6.15"; return s }(),
+			clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), RollMember, ReasonDowngrading, "", "",
+		},
+		"NOSPACE without recovery: reported, nothing done": {
+			defragSpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), None, ReasonReconciled, "", "",
+		},
+		"NOSPACE: compact first, keeping the margin": {
+			recoverySpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), CompactForSpace, ReasonRecoveringFromNoSpace, "", "compacting revisions 1..4900",
+		},
+		"NOSPACE: the compacted revision not read yet: wait": {
+			recoverySpec(), func() Observation {
+				o := noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288))
+				o.CompactRevisionKnown = false
+				return o
+			}(), Wait, ReasonRecoveringFromNoSpace, "", "",
+		},
+		"NOSPACE: compacted, members defragmented followers first (below the usual thresholds too)": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 288, 20), sized("c-c", 3, 40, 20)), Defragment, ReasonRecoveringFromNoSpace, "c-b", "after the compaction",
+		},
+		"NOSPACE: the leader last": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), MoveLeader, ReasonRecoveringFromNoSpace, "c-a", "",
+		},
+		"NOSPACE: defragmented and room again: disarm": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 21, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), DisarmNoSpace, ReasonRecoveringFromNoSpace, "", "",
+		},
+		"NOSPACE: live data fills the quota: a human must act": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Wait, ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Next(tt.spec, tt.obs)
+			if got.Kind != tt.want || got.Reason != tt.reason {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+			if tt.member != "" && (len(got.Members) == 0 || got.Members[0] != tt.member) {
+				t.Errorf("members %v, want %s", got.Members, tt.member)
+			}
+			if !strings.Contains(got.Message, tt.msg) {
+				t.Errorf("message %q does not say %q", got.Message, tt.msg)
+			}
+			if got.Kind == MoveLeader && got.TargetID == tt.obs.LeaderID {
+				t.Errorf("leadership moved to the leader itself")
+			}
+		})
+	}
+}
+
+// TestDefragmentationSequence replays a threshold defragmentation of three fragmented members: each member once,
+// the leader last after leadership moved, never two at a time (one step per pass by construction).
+func TestDefragmentationSequence(t *testing.T) {
+	members := []Member{sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)}
+	obs := clusterAt("3.6.0", members...)
+	var steps []string
+	for pass := 0; pass < 20; pass++ {
+		a := Next(defragSpec(), obs)
+		switch a.Kind {
+		case None:
+			pass = 20
+		case Defragment:
+			steps = append(steps, "defrag "+a.Members[0])
+			for i := range obs.Members {
+				if obs.Members[i].Name == a.Members[0] {
+					obs.Members[i].DBSize = obs.Members[i].DBSizeInUse
+				}
+			}
+		case MoveLeader:
+			steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
+			obs.LeaderID = a.TargetID
+		default:
+			t.Fatalf("pass %d: %s (%s)", pass, a.Kind, a.Message)
+		}
+	}
+	if got, want := strings.Join(steps, ", "), "defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
+		t.Fatalf("steps %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// memberClient is a client of every member of c, by Pod IP.
+func memberClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) (*clientv3.Client, []string) {
+	t.Helper()
+	var eps []string
+	for _, ep := range memberEndpoints(t, c) {
+		eps = append(eps, ep)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli, eps
+}
+
+// fill is what overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
+// NOSPACE, if one did. etcd applies the write that crosses the quota and only then answers NOSPACE (its quota
+// applier checks after applying), so that write's outcome is unknown to the client: its key may hold either value.
+type fill struct {
+	acked        map[string][]byte
+	noSpaceKey   string
+	noSpaceValue []byte
+}
+
+// overwrite writes 256KiB values to eight keys in turn, n times or until etcd answers NOSPACE. Every overwritten
+// value stays in the database as an old revision until a compaction.
+func overwrite(t *testing.T, cli *clientv3.Client, n int) fill {
+	t.Helper()
+	f := fill{acked: map[string][]byte{}}
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("fill-%d", i%8)
+		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(ctx, k, string(v))
+		cancel()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			f.noSpaceKey, f.noSpaceValue = k, v
+			return f
+		}
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		f.acked[k] = v
+	}
+	return f
+}
+
+// check reads back every acknowledged write: each key holds the last value acknowledged for it, or, for the key
+// of the write answered NOSPACE, that write's value.
+func (f fill) check(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	for k, want := range f.acked {
+		resp, err := cli.Get(context.Background(), k)
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		if len(resp.Kvs) == 1 && k == f.noSpaceKey && bytes.Equal(resp.Kvs[0].Value, f.noSpaceValue) {
+			t.Logf("%s holds the value of the write etcd answered NOSPACE (%q...): applied, then refused", k, f.noSpaceValue[:8])
+			continue
+		}
+		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, want) {
+			got := "nothing"
+			if len(resp.Kvs) == 1 {
+				got = fmt.Sprintf("%q...", resp.Kvs[0].Value[:8])
+			}
+			t.Fatalf("%s holds %s, not its last acknowledged value %q...", k, got, want[:8])
+		}
+	}
+}
+
+// TestDefragmentation: a 3-member cluster with a defragmentation threshold gets 30MiB of old revisions, compacted:
+// under client load, Steward defragments every member once, one at a time, the leader last after handing
+// leadership over; every database file shrinks, status and an Event per member record it, no write is lost.
+func TestDefragmentation(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "defrag")
+	startOperator(t, ns)
+	c := newCluster(ns, "tidy", 3)
+	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{
+		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)}}
+	key, got := settle(t, c)
+	ids := memberIDs(got)
+	load := startLoad(t, got)
+	cli, eps := memberClient(t, got)
+	filled := overwrite(t, cli, 120)
+	status, err := cli.Status(ctx, eps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, status.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	poll(t, "every member defragmented", 4*time.Minute, func() error {
+		var cur etcdv1alpha1.EtcdCluster
+		if err := k8s.Get(ctx, key, &cur); err != nil {
+			return err
+		}
+		var todo []string
+		for _, m := range cur.Status.Members {
+			if d := m.LastDefragmentation; d == nil || d.ReclaimedBytes < 16<<20 {
+				todo = append(todo, fmt.Sprintf("%s (db %d, in use %d, last %+v)", m.Name, m.DBSizeBytes, m.DBSizeInUseBytes, m.LastDefragmentation))
+			}
+		}
+		if len(todo) > 0 {
+			return fmt.Errorf("not defragmented: %s", strings.Join(todo, "; "))
+		}
+		return nil
+	})
+	took := time.Since(begin)
+	got = waitSettled(t, key, 2*time.Minute)
+	requireNoLostWrites(t, load, "defragmenting 3 members")
+	var total int64
+	for _, m := range got.Status.Members {
+		total += m.LastDefragmentation.ReclaimedBytes
+		if m.DBSizeBytes > 24<<20 {
+			t.Errorf("member %s: database file %d bytes after its defragmentation", m.Name, m.DBSizeBytes)
+		}
+	}
+	events := eventsWithin(t, got, "MemberDefragmented", begin, 3)
+	t.Logf("3 members defragmented in %s (from the compaction), %d MiB given back in all; events: %v", took.Round(100*time.Millisecond), total>>20, events)
+	if len(events) != 3 {
+		t.Errorf("%d MemberDefragmented events, want one per member", len(events))
+	}
+	if moved := eventsWithin(t, got, "LeaderMoved", begin, 1); len(moved) != 1 {
+		t.Errorf("LeaderMoved events %v: the leader is defragmented after handing leadership over, once", moved)
+	}
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v", ids, now)
+	}
+	filled.check(t, cli)
+	// A second pass finds nothing to do: the files are compact now.
+	time.Sleep(10 * time.Second)
+	if again := eventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
+		t.Errorf("defragmented again without new garbage: %v", again)
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestNoSpaceRecovery fills a 3-member cluster with a 32Mi quota (512Mi volumes) and spec.maintenance
+// .recoverFromNoSpace under client load until etcd raises NOSPACE and writes fail; Steward compacts, defragments
+// every member and disarms the alarm by itself, writes resume, and no write acknowledged before or after is lost.
+func TestNoSpaceRecovery(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "nospace-auto")
+	startOperator(t, ns)
+	c := newCluster(ns, "phoenix", 3)
+	c.Spec.Storage.Size = resource.MustParse("512Mi")
+	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10)}}
+	key, got := settle(t, c)
+	ids := memberIDs(got)
+	load := startLoad(t, got)
+	cli, _ := memberClient(t, got)
+	begin := time.Now()
+	filled := overwrite(t, cli, 1000)
+	if filled.noSpaceKey == "" {
+		t.Fatal("1000 writes of 256KiB and no NOSPACE")
+	}
+	raised := time.Since(begin)
+	poll(t, "writes accepted again", 4*time.Minute, func() error {
+		_, err := cli.Put(ctx, "after", "recovered")
+		return err
+	})
+	recovered := time.Since(begin) - raised
+	for _, reason := range []string{"NoSpaceCompacted", "MemberDefragmented", "NoSpaceRecovered"} {
+		if ev := eventsWithin(t, got, reason, begin, 1); len(ev) == 0 {
+			t.Errorf("no %s event", reason)
+		}
+	}
+	got = waitSettled(t, key, 2*time.Minute)
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
+		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
+	}
+	requireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
+	filled.check(t, cli)
+	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v", ids, now)
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
