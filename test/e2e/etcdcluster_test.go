@@ -104,15 +104,7 @@ func checkQuota(t *testing.T, c *etcdv1alpha1.EtcdCluster, want int64) {
 	if c.Status.QuotaBackendBytes != want {
 		t.Errorf("status.quotaBackendBytes %d, want %d", c.Status.QuotaBackendBytes, want)
 	}
-	var list []string
-	eps := memberEndpoints(t, c)
-	for _, ep := range eps {
-		list = append(list, ep)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, eps := memberClient(t, c)
 	defer func() { _ = cli.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -129,15 +121,7 @@ func checkQuota(t *testing.T, c *etcdv1alpha1.EtcdCluster, want int64) {
 
 func checkStatusMatchesEtcd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	eps := memberEndpoints(t, c)
-	var list []string
-	for _, ep := range eps {
-		list = append(list, ep)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, eps := memberClient(t, c)
 	defer func() { _ = cli.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -19,19 +19,30 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
-// memberClient is a client of every member of c, by Pod IP.
-func memberClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) (*clientv3.Client, []string) {
+// memberClient is a client of every member of c, by Pod IP, and those endpoints by member name. The caller closes it.
+func memberClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) (*clientv3.Client, map[string]string) {
 	t.Helper()
-	var eps []string
-	for _, ep := range memberEndpoints(t, c) {
-		eps = append(eps, ep)
+	eps := memberEndpoints(t, c)
+	var list []string
+	for _, ep := range eps {
+		list = append(list, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cli.Close() })
 	return cli, eps
+}
+
+// anyEndpoint is one of eps (the first by member name).
+func anyEndpoint(eps map[string]string) string {
+	first := ""
+	for name := range eps {
+		if first == "" || name < first {
+			first = name
+		}
+	}
+	return eps[first]
 }
 
 // fill is what overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
@@ -104,8 +115,9 @@ func TestDefragmentation(t *testing.T) {
 	ids := memberIDs(got)
 	load := startLoad(t, got)
 	cli, eps := memberClient(t, got)
+	defer func() { _ = cli.Close() }()
 	filled := overwrite(t, cli, 120)
-	status, err := cli.Status(ctx, eps[0])
+	status, err := cli.Status(ctx, anyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +186,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 	ids := memberIDs(got)
 	load := startLoad(t, got)
 	cli, _ := memberClient(t, got)
+	defer func() { _ = cli.Close() }()
 	begin := time.Now()
 	filled := overwrite(t, cli, 1000)
 	if filled.noSpaceKey == "" {
