@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/internal/testbed"
 )
 
 // rollWatcher watches a cluster's Pods and etcd's leader while its members are restarted on a new release: for
@@ -511,18 +512,28 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
-// TestVersionChangeOfMind: mid-way through a 3.5 -> 3.6 upgrade the user asks for 3.7, which etcd cannot reach
-// from a cluster still at 3.5: Steward refuses in status (Degraded, VersionChangeRefused) and restarts nobody.
-// The user goes back to 3.6 (the roll carries on), then changes their mind again to 3.5 while members are still
-// rolling: the members already on 3.6 are rolled back. Under load throughout.
+// TestVersionChangeOfMind: a cluster that pins its image (spec.image), mid-way through a 3.5 -> 3.6 upgrade,
+// is asked for 3.7, which etcd cannot reach from a cluster still at 3.5 and Steward cannot pass through 3.6 for
+// (it does not know which image would hold the 3.6 release; without a pinned image it would, as
+// TestMultiMinorUpgradeUnderLoad shows): Steward refuses in status (Degraded, VersionChangeRefused) and restarts
+// nobody. The user goes back to 3.6 (the roll carries on), then changes their mind again to 3.5 while members
+// are still rolling: the members already on 3.6 are rolled back. Under load throughout.
 func TestVersionChangeOfMind(t *testing.T) {
 	parallel(t)
 	ns := newNamespace(t, "mind")
 	startOperator(t, ns)
 	ctx := context.Background()
-	key, got := settle(t, newClusterAt(ns, "fickle", "3.5.35"))
+	c := newClusterAt(ns, "fickle", "3.5.35")
+	c.Spec.Image = testbed.EtcdRepository + ":v3.5.35"
+	key, got := settle(t, c)
 	before := memberIDs(got)
 	load := startLoad(t, got)
+	setVersion := func(t *testing.T, key client.ObjectKey, version string) {
+		t.Helper()
+		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Version, c.Spec.Image = version, testbed.EtcdRepository+":v"+version
+		})
+	}
 	setVersion(t, key, "3.6.16")
 	waitSomeMemberAt(t, key, "3.6.16")
 	setVersion(t, key, "3.7.3")
