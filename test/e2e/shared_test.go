@@ -205,7 +205,7 @@ var expected = map[string]time.Duration{
 	"TestUnreachableMemberIsReplacedAfterGracePeriod": 70 * time.Second,
 	"TestMinorUpgradesUnderLoad":                      70 * time.Second,
 	"TestMultiMinorUpgradeUnderLoad":                  70 * time.Second,
-	"TestNoSpaceAlarmIsReported":                      60 * time.Second,
+	"TestNoSpaceAlarmIsReported":                      80 * time.Second,
 	"TestNoSpaceRecovery":                             90 * time.Second,
 	"TestDefragmentation":                             90 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
