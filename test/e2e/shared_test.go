@@ -233,6 +233,7 @@ var expected = map[string]time.Duration{
 	"TestHelmInstallUpgradeUninstall":            50 * time.Second,
 	"TestMetricsAndAlerts":                       6 * time.Minute,
 	"TestKubectlPlugin":                          2 * time.Minute,
+	"TestRollbackHealthyCluster":                 150 * time.Second,
 }
 
 const defaultExpected = 2 * time.Minute
