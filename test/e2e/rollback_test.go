@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,22 +54,11 @@ func ensureRollbackFields(t *testing.T) {
 // putKeys writes n keys under prefix through the client Service and returns them.
 func putKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, n int) map[string]string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
 	keys := map[string]string{}
 	for i := 0; i < n; i++ {
-		k, v := fmt.Sprintf("%s%03d", prefix, i), fmt.Sprintf("%s-value-%d", prefix, i)
-		poll(t, "write "+k, 30*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, err := cli.Put(ctx, k, v)
-			return err
-		})
-		keys[k] = v
+		keys[fmt.Sprintf("%s%03d", prefix, i)] = fmt.Sprintf("%s-value-%d", prefix, i)
 	}
+	putAll(t, c, keys)
 	return keys
 }
 
