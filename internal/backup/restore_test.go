@@ -91,6 +91,11 @@ func TestDecideRestore(t *testing.T) {
 				in.Rollback = plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
 			}), step: RestoreHandOver,
 		},
+		"rollback allowed, without a safety backup (admitted without quorum), quorum regained: refused": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.ClusterAvailable, in.Rollback = ModeReseed, true, true, plan.Rollback{Allowed: true}
+			}), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
+		},
 		"rollback: new members with a stale Available of the old identity: not done yet": {
 			in: with(formed, func(in *RestoreInput) {
 				in.Mode, in.Verified, in.ClusterAvailable, in.PreviousClusterID, in.FreshMembers = ModeReseed, true, true, "id1", 3
