@@ -189,7 +189,7 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		(mode != ModeReseed || in.PreviousClusterID == "" || len(in.ClusterIDs) == 0 || in.ClusterIDs[0] != in.PreviousClusterID):
 		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: ReasonSucceeded,
 			Message: fmt.Sprintf("%d members started from the snapshot of EtcdBackup %s; the cluster has quorum", in.FreshMembers, in.Backup.Name)}
-	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable && !(in.Rollback.Allowed && in.Rollback.SafetyComplete):
+	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable && (!in.Rollback.Allowed || !in.Rollback.SafetyComplete):
 		// (A rollback goes on: its safety backup was taken of the cluster with quorum.)
 		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
 		return refuse(ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
