@@ -95,8 +95,13 @@ const (
 	ReasonWrongCluster = "WrongCluster"
 	// ReasonIncompatibleVersion: the snapshot's etcd version cannot be restored by the cluster's release.
 	ReasonIncompatibleVersion = "IncompatibleVersion"
-	// ReasonClusterHasQuorum: the cluster to re-seed has quorum; Steward never re-seeds a working cluster.
+	// ReasonClusterHasQuorum: the cluster to re-seed has quorum and spec.allowRollbackOfHealthyCluster is not set;
+	// the message names the revisions a rollback would discard.
 	ReasonClusterHasQuorum = "ClusterHasQuorum"
+	// ReasonTakingSafetyBackup: a healthy cluster is about to be rolled back; its safety backup is being taken.
+	ReasonTakingSafetyBackup = "TakingSafetyBackup"
+	// ReasonSafetyBackupFailed: the safety backup before a rollback failed; nothing of the cluster was touched.
+	ReasonSafetyBackupFailed = "SafetyBackupFailed"
 	// ReasonClusterNotFormed: the cluster has not formed and does not name this backup in bootstrap.fromBackup.
 	ReasonClusterNotFormed = "ClusterNotFormed"
 	// ReasonRestoreInProgress: another restore of the same cluster is under way.

@@ -563,6 +563,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
 
+	// Revision is the etcd revision of the cluster's key space, as its leader last reported it.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+
 	// Members as observed.
 	// +listType=map
 	// +listMapKey=name

@@ -34,6 +34,13 @@ type EtcdRestoreSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Confirm string `json:"confirm,omitempty"`
+
+	// AllowRollbackOfHealthyCluster, with confirm, re-seeds a cluster that has quorum: it is rolled back to the
+	// backup, and every write made after the backup's revision is discarded. Steward first takes a safety backup
+	// of the cluster as it is (status.safetyBackup, to the same destination as the backup restored) and stops if
+	// that fails. Without it, a restore of a cluster that has quorum is refused, saying what would be lost.
+	// +optional
+	AllowRollbackOfHealthyCluster bool `json:"allowRollbackOfHealthyCluster,omitempty"`
 }
 
 // RestoreMode is what a restore does to its cluster.
@@ -89,6 +96,10 @@ type EtcdRestoreStatus struct {
 	// etcd.steward.dev/retired-from=<cluster>, for a human to inspect or delete.
 	// +optional
 	RetiredVolumes []string `json:"retiredVolumes,omitempty"`
+	// SafetyBackup is the EtcdBackup of the cluster as it was, taken before a healthy cluster was rolled back
+	// (spec.allowRollbackOfHealthyCluster); it is owned by this restore.
+	// +optional
+	SafetyBackup string `json:"safetyBackup,omitempty"`
 	// VerifyJobName is the Job that verified the stored snapshot.
 	// +optional
 	VerifyJobName string `json:"verifyJobName,omitempty"`

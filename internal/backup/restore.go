@@ -39,6 +39,12 @@ type RestoreInput struct {
 	// MemberFailure is a restore init container's failure, empty when none.
 	FreshMembers, OtherMembers int
 	MemberFailure              string
+
+	// Rollback is what a restore of a cluster that has quorum is decided on (plan.DecideRollback); the caller
+	// fills its allowance, revisions and safety backup, DecideRestore the rest.
+	Rollback plan.Rollback
+	// PreviousClusterID is the cluster's etcd cluster ID when the re-seed was admitted (status), empty before.
+	PreviousClusterID string
 }
 
 // BackupRecord is the part of an EtcdBackup a restore checks.
@@ -73,6 +79,9 @@ const (
 	RestoreVerify
 	// RestoreHandOver: the snapshot is verified; the cluster's controller replaces members. Wait for it.
 	RestoreHandOver
+	// RestoreSafetyBackup: create (or keep waiting for) the safety backup of a cluster rolled back while it has
+	// quorum. Nothing of the cluster is touched.
+	RestoreSafetyBackup
 	// RestoreDone: every member of the cluster started from the snapshot and the cluster has quorum.
 	RestoreDone
 )
@@ -155,7 +164,14 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 					Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
 			}
 			if in.ClusterAvailable {
-				return refuse(ReasonClusterHasQuorum, "cluster %s has quorum; Steward never re-seeds a working cluster (restore into a new cluster with bootstrap.fromBackup instead)", in.ClusterName)
+				rb := in.Rollback
+				rb.ClusterName, rb.BackupName = in.ClusterName, in.Backup.Name
+				switch phase, reason, msg := plan.DecideRollback(rb); phase {
+				case plan.RollbackRefused, plan.RollbackSafetyBackupFailed:
+					return refuse(reason, "%s", msg)
+				case plan.RollbackTakeSafetyBackup:
+					return RestoreDecision{Step: RestoreSafetyBackup, Mode: mode, Reason: reason, Message: msg}
+				}
 			}
 		}
 		switch {
@@ -168,10 +184,13 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 	switch {
 	case in.MemberFailure != "":
 		return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: ReasonRestoreFailed, Message: in.MemberFailure}
-	case in.FreshMembers > 0 && in.OtherMembers == 0 && in.ClusterAvailable:
+	case in.FreshMembers > 0 && in.OtherMembers == 0 && in.ClusterAvailable &&
+		// A rolled-back cluster was Available before its members went: only the new identity's counts.
+		(mode != ModeReseed || in.PreviousClusterID == "" || len(in.ClusterIDs) == 0 || in.ClusterIDs[0] != in.PreviousClusterID):
 		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: ReasonSucceeded,
 			Message: fmt.Sprintf("%d members started from the snapshot of EtcdBackup %s; the cluster has quorum", in.FreshMembers, in.Backup.Name)}
-	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable:
+	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable && (!in.Rollback.Allowed || !in.Rollback.SafetyComplete):
+		// (A rollback goes on: its safety backup was taken of the cluster with quorum.)
 		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
 		return refuse(ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
 	}

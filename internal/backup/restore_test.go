@@ -3,6 +3,8 @@ package backup
 import (
 	"strings"
 	"testing"
+
+	"steward.dev/steward/internal/plan"
 )
 
 func TestDecideRestore(t *testing.T) {
@@ -17,6 +19,8 @@ func TestDecideRestore(t *testing.T) {
 		step   RestoreStep
 		reason string
 		mode   string
+		// message is a part the decision's message must hold.
+		message string
 	}{
 		"missing cluster":  {in: with(formed, func(in *RestoreInput) { in.ClusterFound = false }), step: RestoreRefuse, reason: ReasonClusterNotFound},
 		"missing backup":   {in: with(formed, func(in *RestoreInput) { in.Backup = BackupRecord{Name: "b1"} }), step: RestoreRefuse, reason: ReasonBackupNotFound},
@@ -57,6 +61,51 @@ func TestDecideRestore(t *testing.T) {
 		},
 		"reseed: a cluster with quorum is refused": {
 			in: with(formed, func(in *RestoreInput) { in.Confirm = "c"; in.ClusterAvailable = true }), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
+		},
+		"reseed: a cluster with quorum is refused, saying what a rollback would lose": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{BackupRevision: 10, ClusterRevision: 20}
+			}), step: RestoreRefuse, reason: ReasonClusterHasQuorum, message: "would discard the writes of revisions 11..20",
+		},
+		"rollback: allowed, with quorum: a safety backup first, nothing verified": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, BackupRevision: 10, ClusterRevision: 20}
+			}), step: RestoreSafetyBackup, reason: plan.ReasonTakingSafetyBackup, mode: ModeReseed,
+		},
+		"rollback: allowed but unconfirmed waits for the confirmation": {
+			in: with(formed, func(in *RestoreInput) { in.ClusterAvailable, in.Rollback = true, plan.Rollback{Allowed: true} }), step: RestoreWait, reason: ReasonConfirmationRequired,
+		},
+		"rollback: a failed safety backup refuses the restore": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyFailed: true}
+			}), step: RestoreRefuse, reason: plan.ReasonSafetyBackupFailed,
+		},
+		"rollback: safety backup complete: verify": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
+			}), step: RestoreVerify, reason: ReasonVerifying,
+		},
+		"rollback: verified, the old cluster still Available: hand over (not refused, not done)": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.ClusterAvailable, in.PreviousClusterID = ModeReseed, true, true, "id1"
+				in.Rollback = plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
+			}), step: RestoreHandOver,
+		},
+		"rollback allowed, without a safety backup (admitted without quorum), quorum regained: refused": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.ClusterAvailable, in.Rollback = ModeReseed, true, true, plan.Rollback{Allowed: true}
+			}), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
+		},
+		"rollback: new members with a stale Available of the old identity: not done yet": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.ClusterAvailable, in.PreviousClusterID, in.FreshMembers = ModeReseed, true, true, "id1", 3
+			}), step: RestoreHandOver,
+		},
+		"rollback: new members under a new identity: done": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.ClusterAvailable, in.PreviousClusterID, in.FreshMembers = ModeReseed, true, true, "id1", 3
+				in.ClusterIDs = []string{"id2", "id1"}
+			}), step: RestoreDone, reason: ReasonSucceeded,
 		},
 		"reseed: confirmed, without quorum: verify": {
 			in: with(formed, func(in *RestoreInput) { in.Confirm = "c" }), step: RestoreVerify, reason: ReasonVerifying, mode: ModeReseed,
@@ -101,6 +150,9 @@ func TestDecideRestore(t *testing.T) {
 			d := DecideRestore(tt.in)
 			if d.Step != tt.step || (tt.reason != "" && d.Reason != tt.reason) || (tt.mode != "" && d.Mode != tt.mode) {
 				t.Fatalf("DecideRestore = step %d %s/%s (%s), want step %d %s/%s", d.Step, d.Mode, d.Reason, d.Message, tt.step, tt.mode, tt.reason)
+			}
+			if !strings.Contains(d.Message, tt.message) {
+				t.Errorf("message %q does not hold %q", d.Message, tt.message)
 			}
 			if d.Message == "" {
 				t.Error("no message")

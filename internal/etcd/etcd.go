@@ -55,14 +55,14 @@ type Status struct {
 	RaftIndex        uint64
 	// AppliedIndex is the raft index the member has applied; RaftIndex the one it knows committed.
 	AppliedIndex uint64
+	// Revision is the key space's revision the member reported.
+	Revision int64
 	// StorageVersion is the version of the member's data format (etcd 3.6+, empty before).
 	StorageVersion string
 	// DowngradeTarget is the version of the downgrade etcd has enabled, empty when none (etcd 3.6+).
 	DowngradeTarget string
 	Errors          []string
-	// Revision is the cluster's current revision as the member's answer header says.
-	Revision int64
-	Err      error // the request failed
+	Err             error // the request failed
 }
 
 // Healthy reports whether the member answered, knows a leader and reports no errors but a NOSPACE alarm. etcd
@@ -299,12 +299,12 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	}
 	s.MemberID, s.LeaderID, s.Version = resp.Header.MemberId, resp.Leader, resp.Version
 	s.DBSizeBytes, s.DBSizeInUseBytes, s.IsLearner = resp.DbSize, resp.DbSizeInUse, resp.IsLearner
-	s.RaftTerm, s.RaftIndex = resp.RaftTerm, resp.RaftIndex
+	s.RaftTerm, s.RaftIndex, s.Revision = resp.RaftTerm, resp.RaftIndex, resp.Header.Revision
 	s.AppliedIndex, s.StorageVersion = resp.RaftAppliedIndex, resp.StorageVersion
 	if d := resp.DowngradeInfo; d != nil && d.Enabled {
 		s.DowngradeTarget = d.TargetVersion
 	}
-	s.Errors, s.Revision = resp.Errors, resp.Header.Revision
+	s.Errors = resp.Errors
 	return s
 }
 

@@ -39,6 +39,9 @@ type Restore struct {
 	// Ready: the stored snapshot was verified (and a re-seed confirmed): members may start from it and, for a
 	// re-seed, the old ones may go.
 	Ready bool
+	// Rollback: the cluster may have quorum and is rolled back anyway (spec.allowRollbackOfHealthyCluster, and
+	// its safety backup is Complete): its running members are stopped like those of a cluster that lost quorum.
+	Rollback bool
 	// Failed: the restore ended without success; Message says why.
 	Failed  bool
 	Message string
@@ -60,7 +63,7 @@ func reseed(spec Spec, obs Observation) Action {
 	if len(old) > 0 {
 		// The last check before anything is destroyed, on this pass's observation: the restore controller
 		// admitted the re-seed on an earlier one.
-		if voters, healthy := HealthyVoters(old); obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
+		if voters, healthy := HealthyVoters(old); !obs.Restore.Rollback && obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
 			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
 		}
@@ -97,8 +100,12 @@ func reseed(spec Spec, obs Observation) Action {
 		sort.Strings(volumes)
 		switch {
 		case len(pods) > 0:
+			what := "the cluster that lost quorum"
+			if obs.Restore.Rollback {
+				what = "the cluster rolled back to the backup"
+			}
 			return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: ReasonReseeding,
-				Message: fmt.Sprintf("restore %s: stopping members %v of the cluster that lost quorum", obs.Restore.Name, pods)}
+				Message: fmt.Sprintf("restore %s: stopping members %v of %s", obs.Restore.Name, pods, what)}
 		case len(deleting) > 0:
 			return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}
 		case len(volumes) > 0:
@@ -175,4 +182,79 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 	}
 	return Action{Kind: CreateRestore, Backup: obs.LatestBackup, Reseed: true, Reason: ReasonAutoRestore,
 		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
+}
+
+// Rollback phases: a restore of a cluster that has quorum (a rollback to the backup) goes through them in order
+// before its snapshot is verified; only RollbackProceed lets it go on.
+const (
+	// RollbackRefused: spec.allowRollbackOfHealthyCluster is not set; nothing is touched.
+	RollbackRefused = "Refused"
+	// RollbackTakeSafetyBackup: create (or keep waiting for) the safety backup of the cluster as it is.
+	RollbackTakeSafetyBackup = "TakeSafetyBackup"
+	// RollbackSafetyBackupFailed: the safety backup failed; the restore stops and nothing is touched.
+	RollbackSafetyBackupFailed = "SafetyBackupFailed"
+	// RollbackProceed: the safety backup is Complete; the restore verifies its snapshot and re-seeds.
+	RollbackProceed = "Proceed"
+)
+
+// Reasons of the rollback phases (EtcdRestore condition reasons).
+const (
+	ReasonClusterHasQuorum   = "ClusterHasQuorum"
+	ReasonTakingSafetyBackup = "TakingSafetyBackup"
+	ReasonSafetyBackupFailed = "SafetyBackupFailed"
+)
+
+// Rollback is what the rollback of a cluster that has quorum is decided on.
+type Rollback struct {
+	ClusterName string
+	// Allowed is spec.allowRollbackOfHealthyCluster.
+	Allowed bool
+	// BackupName, BackupRevision and BackupTime are the restored backup's: its writes up to BackupRevision,
+	// taken at BackupTime, are what the cluster goes back to.
+	BackupName     string
+	BackupRevision int64
+	BackupTime     time.Time
+	// ClusterRevision is the cluster's current revision (0: not known yet).
+	ClusterRevision int64
+	// SafetyBackup is the safety backup's name, empty before it was created; SafetyComplete/SafetyFailed its
+	// outcome, SafetyMessage why it failed.
+	SafetyBackup                 string
+	SafetyComplete, SafetyFailed bool
+	SafetyMessage                string
+}
+
+// LossMessage says which writes a rollback to the backup discards.
+func (r Rollback) LossMessage() string {
+	when := "the backup"
+	if !r.BackupTime.IsZero() {
+		when = r.BackupTime.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case r.ClusterRevision > r.BackupRevision:
+		return fmt.Sprintf("rolling cluster %s back to backup %s (revision %d) would discard the writes of revisions %d..%d made since %s",
+			r.ClusterName, r.BackupName, r.BackupRevision, r.BackupRevision+1, r.ClusterRevision, when)
+	case r.ClusterRevision > 0:
+		return fmt.Sprintf("rolling cluster %s back to backup %s (revision %d, %s) discards no write (the cluster is at revision %d) but replaces its members and its cluster ID",
+			r.ClusterName, r.BackupName, r.BackupRevision, when, r.ClusterRevision)
+	}
+	return fmt.Sprintf("rolling cluster %s back to backup %s (revision %d) would discard every write made since %s (the cluster's current revision is not known yet)",
+		r.ClusterName, r.BackupName, r.BackupRevision, when)
+}
+
+// DecideRollback is the phase of a restore of a cluster that has quorum: refused unless explicitly allowed, and
+// then only after a safety backup of the cluster as it is has succeeded, so that the rollback itself can be
+// undone. Every phase before RollbackProceed leaves the cluster untouched.
+func DecideRollback(r Rollback) (phase, reason, message string) {
+	switch {
+	case !r.Allowed:
+		return RollbackRefused, ReasonClusterHasQuorum, fmt.Sprintf("cluster %s has quorum; %s; set spec.allowRollbackOfHealthyCluster to true (with spec.confirm) to roll it back, or restore into a new cluster with bootstrap.fromBackup",
+			r.ClusterName, r.LossMessage())
+	case r.SafetyFailed:
+		return RollbackSafetyBackupFailed, ReasonSafetyBackupFailed, fmt.Sprintf("safety backup %s of cluster %s failed (%s); the cluster was not rolled back and nothing was changed",
+			r.SafetyBackup, r.ClusterName, r.SafetyMessage)
+	case r.SafetyBackup == "" || !r.SafetyComplete:
+		return RollbackTakeSafetyBackup, ReasonTakingSafetyBackup, fmt.Sprintf("taking a safety backup of cluster %s before %s",
+			r.ClusterName, r.LossMessage())
+	}
+	return RollbackProceed, ReasonReseeding, fmt.Sprintf("safety backup %s is Complete; %s", r.SafetyBackup, r.LossMessage())
 }

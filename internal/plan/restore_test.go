@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,6 +65,14 @@ func TestRestoreSteps(t *testing.T) {
 		"reseed: refused while the old members have quorum": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
 			want: Wait, reason: ReasonRestoreRefused,
+		},
+		"rollback: a healthy cluster's running members are stopped, all at once": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: &Restore{Name: "r1", Reseed: true, Ready: true, Rollback: true}, NewMemberNames: names},
+			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+		},
+		"rollback: not before its snapshot is verified (and its safety backup taken)": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: &Restore{Name: "r1", Reseed: true, Rollback: true}, NewMemberNames: names},
+			want: None,
 		},
 		"reseed: an unconfirmed or unverified restore does nothing": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true}, NewMemberNames: names},
@@ -201,4 +210,50 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+func TestDecideRollback(t *testing.T) {
+	at := time.Date(2026, 11, 24, 16, 0, 0, 0, time.UTC)
+	base := Rollback{ClusterName: "c", Allowed: true, BackupName: "b1", BackupRevision: 100, BackupTime: at, ClusterRevision: 250}
+	tests := map[string]struct {
+		in      Rollback
+		phase   string
+		reason  string
+		message string
+	}{
+		"not allowed: refused, saying which writes would go": {
+			in: func() Rollback { r := base; r.Allowed = false; return r }(), phase: RollbackRefused, reason: ReasonClusterHasQuorum,
+			message: "would discard the writes of revisions 101..250 made since 2026-11-24T16:00:00Z",
+		},
+		"not allowed, revision not known yet: still refused": {
+			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 0; return r }(), phase: RollbackRefused, reason: ReasonClusterHasQuorum,
+			message: "would discard every write made since 2026-11-24T16:00:00Z",
+		},
+		"allowed: first the safety backup": {in: base, phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup, message: "revisions 101..250"},
+		"allowed: safety backup running": {
+			in: func() Rollback { r := base; r.SafetyBackup = "r-safety"; return r }(), phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup,
+		},
+		"allowed: safety backup failed stops everything": {
+			in: func() Rollback {
+				r := base
+				r.SafetyBackup, r.SafetyFailed, r.SafetyMessage = "r-safety", true, "NoSpace: disk full"
+				return r
+			}(),
+			phase: RollbackSafetyBackupFailed, reason: ReasonSafetyBackupFailed, message: "NoSpace: disk full",
+		},
+		"allowed: safety backup complete, proceed": {
+			in: func() Rollback { r := base; r.SafetyBackup, r.SafetyComplete = "r-safety", true; return r }(), phase: RollbackProceed,
+		},
+		"no write since the backup still replaces the members": {
+			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 100; return r }(), phase: RollbackRefused, message: "discards no write",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			phase, reason, msg := DecideRollback(tt.in)
+			if phase != tt.phase || (tt.reason != "" && reason != tt.reason) || !strings.Contains(msg, tt.message) || msg == "" {
+				t.Fatalf("DecideRollback = %s/%s %q, want %s/%s containing %q", phase, reason, msg, tt.phase, tt.reason, tt.message)
+			}
+		})
+	}
 }

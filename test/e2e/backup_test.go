@@ -44,11 +44,6 @@ const (
 // writeBackupKeys writes known keys through the client Service and returns them.
 func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
 	keys := map[string]string{}
 	for i := 0; i < backupKeyCount; i++ {
 		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
@@ -57,6 +52,18 @@ func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 	for i := 0; i < bigKeyCount; i++ {
 		keys[fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i)] = fmt.Sprintf("%02d", i) + big[2:]
 	}
+	putAll(t, c, keys)
+	return keys
+}
+
+// putAll writes keys through the client Service, retrying each until it is acknowledged.
+func putAll(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys map[string]string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
 	for k, v := range keys {
 		poll(t, "write "+k, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,7 +72,6 @@ func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 			return err
 		})
 	}
-	return keys
 }
 
 // waitBackupFinished waits for Complete or Failed and returns the backup.

@@ -240,6 +240,7 @@ var expected = map[string]time.Duration{
 	// Issue 18, item 3 (measured together, -parallel 2, 2026-11-24).
 	"TestStorageExpansionInPlace": 280 * time.Second,
 	"TestStorageClassMigration":   220 * time.Second,
+	"TestRollbackHealthyCluster":  100 * time.Second, // alone, 2026-11-24
 }
 
 const defaultExpected = 2 * time.Minute

@@ -114,7 +114,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			}
 		}
 		r.tookStep(ctx, cluster, action, "Stopped members for a re-seed", corev1.EventTypeWarning, "MembersRetired",
-			fmt.Sprintf("Deleted the Pods of members %v: restore %s re-seeds the cluster, which lost quorum", action.Members, action.Restore), "restore", action.Restore)
+			fmt.Sprintf("Deleted the Pods of members %v: %s", action.Members, action.Message), "restore", action.Restore)
 	case plan.RetireVolumes:
 		return r.retireVolumes(ctx, cluster, action)
 	case plan.AddLearner:

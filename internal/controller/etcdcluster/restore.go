@@ -88,6 +88,8 @@ func pickRestore(cluster *etcdv1alpha1.EtcdCluster, restores []etcdv1alpha1.Etcd
 			Reseed: rs.Status.Mode == etcdv1alpha1.RestoreReseed,
 			Ready: meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified) &&
 				(rs.Status.Mode == etcdv1alpha1.RestoreNewCluster || rs.Spec.Confirm == cluster.Name),
+			// The restore controller verifies a rollback's snapshot only after its safety backup is Complete.
+			Rollback: rs.Spec.AllowRollbackOfHealthyCluster && rs.Status.SafetyBackup != "",
 		}
 	}
 	if out.object == nil && !cluster.Status.Bootstrapped && cluster.Spec.Bootstrap != nil && cluster.Spec.Bootstrap.FromBackup != nil {

@@ -10,6 +10,7 @@ package etcdrestore
 import (
 	"context"
 	"fmt"
+	"path"
 	"sort"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -30,6 +32,7 @@ import (
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -57,7 +60,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
@@ -77,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdRestore{}).
 		Owns(&batchv1.Job{}).
+		Owns(&etcdv1alpha1.EtcdBackup{}).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.restoresOf)).
 		Named("etcdrestore").
 		Complete(r)
@@ -127,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if b != nil {
 		st.Location, st.SHA256, st.SizeBytes, st.Revision = b.Status.Location, b.Status.SHA256, b.Status.SizeBytes, b.Status.Revision
 	}
-	if cluster != nil && st.PreviousClusterID == "" && d.Mode == backup.ModeReseed {
+	if cluster != nil && st.PreviousClusterID == "" && d.Mode == backup.ModeReseed && d.Step != backup.RestoreRefuse {
 		st.PreviousClusterID = cluster.Status.ClusterID
 	}
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
@@ -150,6 +154,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Recorder.Event(rs, corev1.EventTypeWarning, d.Reason, d.Message)
 			log.Info("Restore failed", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "reason", d.Reason, "message", d.Message)
 		}
+	case backup.RestoreSafetyBackup:
+		if err := r.ensureSafetyBackup(ctx, rs, b); err != nil {
+			return ctrl.Result{}, err
+		}
+		st.SafetyBackup = SafetyBackupName(rs)
+		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
+		set(etcdv1alpha1.ConditionFailed, metav1.ConditionFalse, d.Reason, d.Message)
+		requeue = requeueWaiting
 	case backup.RestoreVerify:
 		if err := r.ensureVerifyJob(ctx, rs, b); err != nil {
 			return ctrl.Result{}, err
@@ -202,8 +214,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // It also returns the names of the member Pods started from this restore.
 func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, []string, error) {
 	in := backup.RestoreInput{ClusterName: rs.Spec.ClusterName, Confirm: rs.Spec.Confirm, Mode: string(rs.Status.Mode),
-		Verified: meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
-		Backup:   backup.BackupRecord{Name: rs.Spec.BackupName}}
+		Verified:          meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
+		Backup:            backup.BackupRecord{Name: rs.Spec.BackupName},
+		PreviousClusterID: rs.Status.PreviousClusterID,
+		Rollback:          plan.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
 	var cluster *etcdv1alpha1.EtcdCluster
 	c := &etcdv1alpha1.EtcdCluster{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
@@ -220,6 +234,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		}
 		in.ClusterIDs = append(in.ClusterIDs, c.Status.FormerClusterIDs...)
 		in.Version = c.Spec.Version
+		in.Rollback.ClusterRevision = c.Status.Revision
 	case !apierrors.IsNotFound(err):
 		return in, nil, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
 	}
@@ -233,8 +248,18 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 			Failed:      meta.IsStatusConditionTrue(eb.Status.Conditions, etcdv1alpha1.ConditionFailed),
 			ClusterName: eb.Spec.ClusterName, ClusterID: eb.Status.ClusterID, EtcdVersion: eb.Status.EtcdVersion,
 			Location: eb.Status.Location, SHA256: eb.Status.SHA256, SizeBytes: eb.Status.SizeBytes}
+		in.Rollback.BackupRevision = eb.Status.Revision
+		switch {
+		case eb.Status.StartTime != nil:
+			in.Rollback.BackupTime = eb.Status.StartTime.Time
+		case eb.Status.CompletionTime != nil:
+			in.Rollback.BackupTime = eb.Status.CompletionTime.Time
+		}
 	case !apierrors.IsNotFound(err):
 		return in, nil, nil, nil, fmt.Errorf("get EtcdBackup: %w", err)
+	}
+	if err := r.observeSafetyBackup(ctx, rs, &in.Rollback); err != nil {
+		return in, nil, nil, nil, err
 	}
 	other, err := r.olderActive(ctx, rs)
 	if err != nil {
@@ -349,5 +374,58 @@ func (r *Reconciler) fillMembers(ctx context.Context, rs *etcdv1alpha1.EtcdResto
 	if len(retired) > 0 {
 		rs.Status.RetiredVolumes = retired
 	}
+	return nil
+}
+
+// SafetyBackupName is the EtcdBackup a rollback of a healthy cluster takes first.
+func SafetyBackupName(rs *etcdv1alpha1.EtcdRestore) string { return rs.Name + "-safety" }
+
+// observeSafetyBackup reads the restore's safety backup, if it was created, into the rollback's input. Only a
+// backup this restore owns counts: a stranger of the same name is not a safety backup of this cluster.
+func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, rb *plan.Rollback) error {
+	eb := &etcdv1alpha1.EtcdBackup{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: SafetyBackupName(rs)}, eb); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	rb.SafetyBackup = eb.Name
+	if !metav1.IsControlledBy(eb, rs) {
+		rb.SafetyFailed, rb.SafetyMessage = true, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", eb.Name, rs.Name)
+		return nil
+	}
+	rb.SafetyComplete = meta.IsStatusConditionTrue(eb.Status.Conditions, etcdv1alpha1.ConditionComplete)
+	if c := meta.FindStatusCondition(eb.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+		rb.SafetyFailed, rb.SafetyMessage = true, c.Reason+": "+c.Message
+	}
+	return nil
+}
+
+// ensureSafetyBackup creates the safety backup of a cluster about to be rolled back, unless it exists: a backup
+// of the cluster as it is, owned by the restore, to the destination of the backup restored (next to it, under
+// a name of its own: a destination's existing file is never overwritten).
+func (r *Reconciler) ensureSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, restored *etcdv1alpha1.EtcdBackup) error {
+	dest := *restored.Spec.Destination.DeepCopy()
+	file := fmt.Sprintf("%s-safety-%s.db", rs.Name, string(rs.UID)[:min(8, len(rs.UID))])
+	switch {
+	case dest.PVC != nil:
+		dest.PVC.Path = path.Join(path.Dir(dest.PVC.Path), file)
+	case dest.S3 != nil:
+		dest.S3.Key = path.Join(path.Dir(dest.S3.Key), file)
+	}
+	eb := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: SafetyBackupName(rs)},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: rs.Spec.ClusterName, Destination: dest},
+	}
+	if err := controllerutil.SetControllerReference(rs, eb, r.Client.Scheme()); err != nil {
+		return fmt.Errorf("own safety backup: %w", err)
+	}
+	err := r.Client.Create(ctx, eb)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create safety backup: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Taking safety backup", "EtcdRestore", klog.KObj(rs), "backup", eb.Name, "cluster", rs.Spec.ClusterName)
+	r.Recorder.Eventf(rs, corev1.EventTypeNormal, "SafetyBackup", "EtcdBackup %s of cluster %s, taken before it is rolled back to backup %s", eb.Name, rs.Spec.ClusterName, restored.Name)
 	return nil
 }

@@ -2,10 +2,13 @@ package etcdrestore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -92,4 +95,102 @@ func TestEndedRestoreCountedOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRollbackTakesSafetyBackupFirst: a confirmed restore of an Available cluster is refused without
+// allowRollbackOfHealthyCluster (naming the revisions it would discard, no backup taken); with it, the first pass
+// creates the safety backup (owned by the restore, next to the restored backup's file) and no verify Job; a
+// failed safety backup fails the restore and still no verify Job exists.
+func TestRollbackTakesSafetyBackupFirst(t *testing.T) {
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorum", LastTransitionTime: now}}}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
+		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
+			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	refused := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "no-field", CreationTimestamp: now},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c"}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(cluster, b, refused).WithStatusSubresource(cluster, b, refused, &etcdv1alpha1.EtcdRestore{}).Build()
+	rec := record.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, APIReader: c, Recorder: rec, Now: time.Now}
+	metrics.Register()
+	defer metrics.Forget("ns", "c")
+	reconcile := func(rs *etcdv1alpha1.EtcdRestore) *etcdv1alpha1.EtcdRestore {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
+			t.Fatal(err)
+		}
+		var got etcdv1alpha1.EtcdRestore
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rs), &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+	requireNoVerifyJob := func(rs *etcdv1alpha1.EtcdRestore) {
+		t.Helper()
+		var jobs batchv1.JobList
+		if err := c.List(ctx, &jobs); err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs.Items) != 0 {
+			t.Fatalf("restore %s started a Job before its safety backup succeeded", rs.Name)
+		}
+	}
+
+	got := reconcile(refused)
+	cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionFailed)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterHasQuorum ||
+		!strings.Contains(cond.Message, "would discard the writes of revisions 101..250 made since ") {
+		t.Fatalf("without the field: %+v", cond)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, etcdv1alpha1.ReasonClusterHasQuorum) || !strings.Contains(ev, "101..250") {
+		t.Fatalf("Event %q", ev)
+	}
+	var backups etcdv1alpha1.EtcdBackupList
+	if err := c.List(ctx, &backups); err != nil || len(backups.Items) != 1 {
+		t.Fatalf("a refused rollback created a backup: %d (%v)", len(backups.Items), err)
+	}
+	requireNoVerifyJob(got)
+
+	rb := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rollback", UID: "0123456789ab", CreationTimestamp: now},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c", AllowRollbackOfHealthyCluster: true}}
+	if err := c.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	got = reconcile(rb)
+	if got.Status.SafetyBackup != "rollback-safety" {
+		t.Fatalf("status.safetyBackup %q", got.Status.SafetyBackup)
+	}
+	var safety etcdv1alpha1.EtcdBackup
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "rollback-safety"}, &safety); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(&safety, got) || safety.Spec.ClusterName != "c" || safety.Spec.Destination.PVC.ClaimName != "backups" ||
+		safety.Spec.Destination.PVC.Path != "c/rollback-safety-01234567.db" {
+		t.Fatalf("safety backup %+v, owners %v", safety.Spec, safety.OwnerReferences)
+	}
+	requireNoVerifyJob(got)
+
+	safety.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "DestinationExists", Message: "exists", LastTransitionTime: now}}
+	if err := c.Status().Update(ctx, &safety); err != nil {
+		t.Fatal(err)
+	}
+	got = reconcile(rb)
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue ||
+		cond.Reason != etcdv1alpha1.ReasonSafetyBackupFailed || !strings.Contains(cond.Message, "DestinationExists") {
+		t.Fatalf("after the safety backup failed: %+v", cond)
+	}
+	requireNoVerifyJob(got)
 }
