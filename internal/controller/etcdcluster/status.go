@@ -137,12 +137,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		}
 		st.ClusterID = id
 	}
-	for _, s := range obs.statusOf {
-		// The highest a member reports: a follower may lag, never lead.
-		if s.Err == nil && s.Revision > st.Revision {
-			st.Revision = s.Revision
-		}
-	}
+	// The highest a member reports (a follower may lag, never lead), as the observation computed it; kept while
+	// no member answers.
+	st.Revision = max(st.Revision, obs.plan.Revision)
 	st.QuorumLostSince = nil
 	if obs.quorumLostSince != nil {
 		t := metav1.NewTime(*obs.quorumLostSince)
