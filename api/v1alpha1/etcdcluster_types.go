@@ -82,8 +82,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	ReplaceUnhealthyAfter *metav1.Duration `json:"replaceUnhealthyAfter,omitempty"`
 
-	// Maintenance is what Steward does by itself to keep etcd's database compact: defragmentation, and the way
-	// out of a NOSPACE alarm. Nothing by default.
+	// Maintenance is what Steward does by itself to keep etcd's data compact and sound: defragmentation and the
+	// way out of a NOSPACE alarm (nothing by default), and corruption checks (on by default, report only).
 	// +optional
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
 
@@ -92,7 +92,7 @@ type EtcdClusterSpec struct {
 	Paused bool `json:"paused,omitempty"`
 }
 
-// Maintenance is what Steward does by itself to keep etcd's database compact.
+// Maintenance is what Steward does by itself to keep etcd's data compact and sound.
 type Maintenance struct {
 	// Defragmentation defragments a member's database once enough of its file is free pages (etcd reuses them,
 	// but never gives them back to the disk), one member at a time, followers first, the leader last after
@@ -106,6 +106,39 @@ type Maintenance struct {
 	// data in use is below 90% of the quota. Without it, the alarm is only reported (Degraded NoSpaceAlarm).
 	// +optional
 	RecoverFromNoSpace *NoSpaceRecovery `json:"recoverFromNoSpace,omitempty"`
+
+	// CorruptionCheck is how members' data is checked for silent divergence. On without the field: members run
+	// etcd's own checks and Steward compares members' key-space hashes every hour; it only reports what it
+	// finds unless replaceMismatchedMembers is set.
+	// +optional
+	CorruptionCheck *CorruptionCheck `json:"corruptionCheck,omitempty"`
+}
+
+// CorruptionCheck is how members' data is checked for silent divergence: a member whose key space differs from
+// its peers' at the same revision serves wrong data to the clients that read from it.
+type CorruptionCheck struct {
+	// EtcdChecks starts members with etcd's own corruption checks: the initial check (a member whose data
+	// differs from its peers' refuses to start) and the compaction hash check (the leader compares followers'
+	// hashes after each compaction and raises a CORRUPT alarm, which stops the cluster from serving until a human
+	// disarms it). Each release gets the flags it knows (--experimental-* on 3.5, --feature-gates on 3.6 and
+	// later). Takes effect as members' Pods are next created; not for ephemeral storage, whose members start
+	// empty.
+	// +kubebuilder:default=true
+	// +optional
+	EtcdChecks *bool `json:"etcdChecks,omitempty"`
+
+	// Interval is how often Steward compares the hash of every member's key space at one revision (etcd's
+	// HashKV, which reads each member's whole database). 0s turns Steward's comparison off.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('10s')",message="interval must be 0s (off) or at least 10s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// ReplaceMismatchedMembers lets Steward replace a member whose hash differs from the one a majority of the
+	// members agree on: it is removed from etcd (leadership handed over first), and a new member joins with the
+	// majority's data. Only while the others keep a healthy quorum; never when no majority agrees.
+	// +optional
+	ReplaceMismatchedMembers bool `json:"replaceMismatchedMembers,omitempty"`
 }
 
 // Defragmentation is when a member's database is defragmented: when at least minFreeBytes and minFreePercent of
@@ -567,6 +600,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
 
+	// HashCheck is the result of Steward's last comparison of members' key-space hashes.
+	// +optional
+	HashCheck *HashCheck `json:"hashCheck,omitempty"`
+
 	// Members as observed.
 	// +listType=map
 	// +listMapKey=name
@@ -635,4 +672,21 @@ type EtcdClusterList struct {
 
 func init() {
 	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}
+
+// HashCheck is one comparison of members' key-space hashes at one revision.
+type HashCheck struct {
+	// Time is when the comparison ran.
+	Time metav1.Time `json:"time"`
+	// Revision is the revision every member hashed its key space at.
+	Revision int64 `json:"revision,omitempty"`
+	// Result is Consistent, Mismatch, NoMajority or Inconclusive.
+	Result string `json:"result"`
+	// MismatchedMembers are the members whose hash differs from the majority's (Mismatch), or every member
+	// compared (NoMajority).
+	// +optional
+	MismatchedMembers []string `json:"mismatchedMembers,omitempty"`
+	// Message says what was compared and found.
+	// +optional
+	Message string `json:"message,omitempty"`
 }

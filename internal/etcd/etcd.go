@@ -578,3 +578,35 @@ func (p *Pool) DisarmNoSpace(ctx context.Context, key string, endpoints []string
 	})
 	return n, err
 }
+
+// HashKVTimeout bounds one member's HashKV: it reads the member's whole key space (seconds per GiB).
+const HashKVTimeout = time.Minute
+
+// KVHash is one member's answer to HashKV: the hash of its key space from its compacted revision up to the
+// revision asked.
+type KVHash struct {
+	Hash            uint32
+	CompactRevision int64
+	Err             error
+}
+
+// HashKVs asks the member at each of endpoints for the hash of its key space at revision rev, one after the
+// other (each reads its member's whole database), over the cluster's pooled client. Keyed by endpoint.
+func (p *Pool) HashKVs(ctx context.Context, key string, endpoints []string, rev int64) (map[string]KVHash, error) {
+	c, err := p.client(key, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]KVHash, len(endpoints))
+	for _, ep := range endpoints {
+		hctx, cancel := context.WithTimeout(ctx, HashKVTimeout)
+		resp, err := c.HashKV(hctx, ep, rev)
+		cancel()
+		if err != nil {
+			out[ep] = KVHash{Err: fmt.Errorf("hash of %s at revision %d: %w", ep, rev, err)}
+			continue
+		}
+		out[ep] = KVHash{Hash: resp.Hash, CompactRevision: resp.CompactRevision}
+	}
+	return out, nil
+}

@@ -48,6 +48,8 @@ var contract = map[string][]string{
 	"steward_member_db_size_in_use_bytes":                    {"namespace", "cluster", "member"},
 	"steward_cluster_db_quota_bytes":                         {"namespace", "cluster"},
 	"steward_cluster_alarms":                                 {"namespace", "cluster", "alarm"},
+	"steward_cluster_hash_mismatched_members":                {"namespace", "cluster"},
+	"steward_cluster_hash_check_timestamp_seconds":           {"namespace", "cluster"},
 	"steward_certificate_expiry_timestamp_seconds":           {"namespace", "cluster", "certificate"},
 	"steward_backup_last_success_timestamp_seconds":          {"namespace", "cluster"},
 	"steward_backup_last_size_bytes":                         {"namespace", "cluster"},
@@ -85,6 +87,7 @@ func world() []client.Object {
 		MemberNotAfter: ts(now.Add(time.Hour)), ClientNotAfter: ts(now.Add(time.Hour))}
 	c.Status.Conditions[1] = cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "ScalingUp", now)
 	c.Status.StepSince = ts(now)
+	c.Status.HashCheck = &etcdv1alpha1.HashCheck{Time: metav1.NewTime(now), Revision: 7, Result: "Consistent"}
 	t0 := now.Add(-time.Hour)
 	b := backupOf("c", "b", true, t0, t0.Add(time.Second), 10)
 	s3 := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "to-s3"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c",

@@ -40,13 +40,18 @@ var (
 	stepInfo     = newFamily("steward_cluster_step_info", "1 while Progressing is True, with the step's reason (the Progressing reason).", "namespace", "cluster", "reason")
 	stepDuration = newFamily("steward_cluster_step_duration_seconds", "How long the step under way (the Progressing reason) has lasted; 0 when not progressing.",
 		"namespace", "cluster")
-	condition      = newFamily("steward_cluster_condition", "1 per condition of the cluster (Available, Progressing, Degraded) with its status and reason.", "namespace", "cluster", "type", "status", "reason")
-	memberInfo     = newFamily("steward_member_info", "1 per member, with its raft role (leader, follower, learner, unknown) and etcd version.", "namespace", "cluster", "member", "role", "version")
-	memberHealthy  = newFamily("steward_member_healthy", "1 when the member answered its status request healthy, else 0.", "namespace", "cluster", "member")
-	memberDBSize   = newFamily("steward_member_db_size_bytes", "Size of the member's backend database, as etcd last reported it.", "namespace", "cluster", "member")
-	memberDBInUse  = newFamily("steward_member_db_size_in_use_bytes", "Bytes of the member's backend database in use, as etcd last reported it.", "namespace", "cluster", "member")
-	dbQuota        = newFamily("steward_cluster_db_quota_bytes", "The backend quota in force: spec.etcd.quotaBackendBytes, or etcd's default of 2 GiB.", "namespace", "cluster")
-	alarms         = newFamily("steward_cluster_alarms", "Members with the etcd alarm active (NOSPACE, CORRUPT; 0 when none).", "namespace", "cluster", "alarm")
+	condition     = newFamily("steward_cluster_condition", "1 per condition of the cluster (Available, Progressing, Degraded) with its status and reason.", "namespace", "cluster", "type", "status", "reason")
+	memberInfo    = newFamily("steward_member_info", "1 per member, with its raft role (leader, follower, learner, unknown) and etcd version.", "namespace", "cluster", "member", "role", "version")
+	memberHealthy = newFamily("steward_member_healthy", "1 when the member answered its status request healthy, else 0.", "namespace", "cluster", "member")
+	memberDBSize  = newFamily("steward_member_db_size_bytes", "Size of the member's backend database, as etcd last reported it.", "namespace", "cluster", "member")
+	memberDBInUse = newFamily("steward_member_db_size_in_use_bytes", "Bytes of the member's backend database in use, as etcd last reported it.", "namespace", "cluster", "member")
+	dbQuota       = newFamily("steward_cluster_db_quota_bytes", "The backend quota members are started with (status.quotaBackendBytes), else spec.etcd.quotaBackendBytes, else etcd's default of 2 GiB.", "namespace", "cluster")
+	alarms        = newFamily("steward_cluster_alarms", "Members with the etcd alarm active (NOSPACE, CORRUPT; 0 when none).", "namespace", "cluster", "alarm")
+	hashMismatch  = newFamily("steward_cluster_hash_mismatched_members",
+		"Members whose key-space hash differed from the majority's (or every member compared, when no majority agreed) in Steward's last hash check; 0 when none.",
+		"namespace", "cluster")
+	hashCheckTime = newFamily("steward_cluster_hash_check_timestamp_seconds", "When Steward last compared members' key-space hashes, unix time; absent before the first.",
+		"namespace", "cluster")
 	certExpiry     = newFamily("steward_certificate_expiry_timestamp_seconds", "When the first certificate of the kind (ca, member, client) expires, unix time.", "namespace", "cluster", "certificate")
 	backupLastTime = newFamily("steward_backup_last_success_timestamp_seconds", "Completion time of the newest Complete EtcdBackup of the cluster, unix time.", "namespace", "cluster")
 	backupLastSize = newFamily("steward_backup_last_size_bytes", "Size of the newest Complete EtcdBackup of the cluster.", "namespace", "cluster")
@@ -59,7 +64,7 @@ var (
 
 // families are every gauge, for Describe.
 var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
-	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, certExpiry,
+	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
 	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast}
 
 // defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
@@ -143,13 +148,24 @@ func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
 		}
 	}
 	quota := float64(defaultQuotaBytes)
-	if q := c.Spec.Etcd.QuotaBackendBytes; q != nil {
+	switch q := c.Spec.Etcd.QuotaBackendBytes; {
+	case st.QuotaBackendBytes > 0:
+		quota = float64(st.QuotaBackendBytes) // what members run with, derived from storage.size when the spec sets none
+	case q != nil:
 		quota = float64(q.Value())
 	}
 	add(dbQuota, quota)
 	for _, a := range alarmCounts(st.Alarms) {
 		add(alarms, float64(a.members), a.alarm)
 	}
+	mismatched := 0
+	if h := st.HashCheck; h != nil {
+		add(hashCheckTime, unix(h.Time.Time))
+		if h.Result == "Mismatch" || h.Result == "NoMajority" {
+			mismatched = len(h.MismatchedMembers)
+		}
+	}
+	add(hashMismatch, float64(mismatched))
 	if t := st.TLS; t != nil {
 		for _, cert := range []struct {
 			kind string

@@ -71,6 +71,7 @@ var healthyClusterSamples = []string{
 	`steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 2.147483648e+09`,
 	`steward_cluster_alarms{namespace="ns",cluster="c",alarm="CORRUPT"} 0`,
 	`steward_cluster_alarms{namespace="ns",cluster="c",alarm="NOSPACE"} 0`,
+	`steward_cluster_hash_mismatched_members{namespace="ns",cluster="c"} 0`,
 }
 
 func strs(samples []sample) []string {
@@ -208,6 +209,24 @@ func TestClusterSamples(t *testing.T) {
 				}, `steward_cluster_alarms{namespace="ns",cluster="c",alarm="FUTURE"} 1`)
 			},
 		},
+		"a hash check that found one member's data differs": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.HashCheck = &etcdv1alpha1.HashCheck{Time: metav1.NewTime(time.Unix(1700000000, 0)), Revision: 42, Result: "Mismatch", MismatchedMembers: []string{"c-b"}}
+			},
+			func() []string {
+				return replace(healthyClusterSamples, map[string]string{
+					`steward_cluster_hash_mismatched_members{`: `steward_cluster_hash_mismatched_members{namespace="ns",cluster="c"} 1`,
+				}, `steward_cluster_hash_check_timestamp_seconds{namespace="ns",cluster="c"} 1.7e+09`)
+			},
+		},
+		"the quota members run with, derived from the volume, is the one exported": {
+			func(c *etcdv1alpha1.EtcdCluster) { c.Status.QuotaBackendBytes = 288 << 20 },
+			func() []string {
+				return replace(healthyClusterSamples, map[string]string{
+					`steward_cluster_db_quota_bytes{`: `steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 3.01989888e+08`,
+				})
+			},
+		},
 		"a new cluster with no status yet": {
 			func(c *etcdv1alpha1.EtcdCluster) { c.Status = etcdv1alpha1.EtcdClusterStatus{} },
 			func() []string {
@@ -224,6 +243,7 @@ func TestClusterSamples(t *testing.T) {
 					`steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 2.147483648e+09`,
 					`steward_cluster_alarms{namespace="ns",cluster="c",alarm="CORRUPT"} 0`,
 					`steward_cluster_alarms{namespace="ns",cluster="c",alarm="NOSPACE"} 0`,
+					`steward_cluster_hash_mismatched_members{namespace="ns",cluster="c"} 0`,
 				}
 			},
 		},
@@ -339,8 +359,8 @@ func TestCardinalityBounded(t *testing.T) {
 		if len(a) != len(b) {
 			t.Fatalf("%d members: %d series, an hour later %d", size, len(a), len(b))
 		}
-		// 17 per cluster (with a leader, a step, three conditions and two alarms), 4 per member.
-		if want := 17 + 4*size; len(a) != want {
+		// 18 per cluster (with a leader, a step, three conditions, two alarms and the hash check), 4 per member.
+		if want := 18 + 4*size; len(a) != want {
 			t.Errorf("%d members: %d series, want %d:\n%s", size, len(a), want, strings.Join(strs(a), "\n"))
 		}
 		for i := range a {

@@ -42,6 +42,8 @@ type Maintenance struct {
 	RevisionMargin     int64
 	// Quota is the --quota-backend-bytes members run with.
 	Quota int64
+	// ReplaceMismatched: a member whose key-space hash differs from the majority's is replaced.
+	ReplaceMismatched bool
 }
 
 // noSpaceDisarmPercent: the alarm is disarmed only when the data in use is below this share of the quota, or

@@ -119,6 +119,16 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss))
 		}
 	}
+	// Then, where the spec allows it, a voter whose key space differs from the majority's: it serves wrong data to
+	// the clients that read from it, and a successor joins with the majority's data.
+	if spec.Maintenance.ReplaceMismatched {
+		for _, m := range members {
+			if m.InEtcd && !m.IsLearner && m.HashMismatch {
+				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMismatchedMember,
+					fmt.Sprintf("removing member %s, whose key space differs from the majority's (status.hashCheck), to replace it", m.Name))
+			}
+		}
+	}
 	// A learner whose volume is being deleted: promoting it would make a voter of a member about to lose its data.
 	for _, m := range members {
 		if m.InEtcd && m.IsLearner && m.VolumeDeleting {

@@ -133,6 +133,9 @@ type Member struct {
 	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits
 	// for the spec or the image to be fixed, and loses no member's data over a typo.
 	PodStuck string
+	// HashMismatch: Steward's last comparison of members' key-space hashes found the member's differs from the
+	// one a majority of the members agree on.
+	HashMismatch bool
 }
 
 // PodStuckImageNotStarted is the PodStuck of a Pod switched to an image its container has not run yet, as far as

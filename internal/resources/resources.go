@@ -311,6 +311,10 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 	if t.SnapshotCount != nil {
 		args = append(args, fmt.Sprintf("--snapshot-count=%d", *t.SnapshotCount))
 	}
+	if EtcdChecksEnabled(cluster) {
+		version, _ := release(cluster, m, o)
+		args = append(args, corruptionCheckArgs(version)...)
+	}
 	return args
 }
 

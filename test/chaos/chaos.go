@@ -1,6 +1,6 @@
 // Package chaos breaks etcd members on the test bed the way real failures do, for e2e tests: it cuts a member
-// Pod off the network from inside its network namespace, kills a container's processes, and empties a local
-// volume behind its claim's back. It needs root on the test bed's node and knows the kubelet's cgroupfs layout;
+// Pod off the network from inside its network namespace, kills a container's processes, empties a local volume
+// behind its claim's back, and rewrites a key in a stopped member's database. It needs root on the test bed's node and knows the kubelet's cgroupfs layout;
 // it is a test helper, never part of Steward.
 package chaos
 
@@ -13,7 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -147,4 +150,59 @@ func CutOffNetwork(pod *corev1.Pod) (restore func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// CorruptKey rewrites, in the etcd database file on a `local` PersistentVolume, the stored value of every
+// revision of key to value, behind etcd's back: the silent divergence a bad disk or an etcd bug leaves in one
+// member's data (its raft log and its peers know nothing of it). The member must be stopped (bbolt's file lock
+// would make this wait, and it gives up after a few seconds). It returns how many revisions it rewrote.
+func CorruptKey(pv *corev1.PersistentVolume, key, value string) (int, error) {
+	if pv.Spec.Local == nil || pv.Spec.Local.Path == "" {
+		return 0, fmt.Errorf("PersistentVolume %s is not a local volume", pv.Name)
+	}
+	path := filepath.Join(pv.Spec.Local.Path, "data", "member", "snap", "db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	n := 0
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("key"))
+		if b == nil {
+			return fmt.Errorf("%s has no key bucket", path)
+		}
+		rewrites := map[string][]byte{}
+		if err := b.ForEach(func(rev, raw []byte) error {
+			var kv mvccpb.KeyValue
+			if err := kv.Unmarshal(raw); err != nil {
+				return fmt.Errorf("revision %x: %w", rev, err)
+			}
+			if string(kv.Key) != key || len(kv.Value) == 0 {
+				return nil // not the key, or its deletion (a tombstone)
+			}
+			kv.Value = []byte(value)
+			out, err := kv.Marshal()
+			if err != nil {
+				return err
+			}
+			rewrites[string(rev)] = out
+			return nil
+		}); err != nil {
+			return err
+		}
+		for rev, out := range rewrites {
+			if err := b.Put([]byte(rev), out); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err == nil && n == 0 {
+		err = fmt.Errorf("key %q not found in %s", key, path)
+	}
+	return n, err
 }

@@ -208,6 +208,8 @@ var expected = map[string]time.Duration{
 	"TestNoSpaceAlarmIsReported":                      80 * time.Second,
 	"TestNoSpaceRecovery":                             90 * time.Second,
 	"TestDefragmentation":                             90 * time.Second,
+	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
+	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
 	"TestStrayMembersAreRemoved":                      60 * time.Second,

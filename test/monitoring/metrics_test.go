@@ -30,6 +30,8 @@ var contractMetrics = map[string][]string{
 	"steward_member_db_size_in_use_bytes":                    {"namespace", "cluster", "member"},
 	"steward_cluster_db_quota_bytes":                         {"namespace", "cluster"},
 	"steward_cluster_alarms":                                 {"namespace", "cluster", "alarm"},
+	"steward_cluster_hash_mismatched_members":                {"namespace", "cluster"},
+	"steward_cluster_hash_check_timestamp_seconds":           {"namespace", "cluster"},
 	"steward_certificate_expiry_timestamp_seconds":           {"namespace", "cluster", "certificate"},
 	"steward_backup_last_success_timestamp_seconds":          {"namespace", "cluster"},
 	"steward_backup_last_size_bytes":                         {"namespace", "cluster"},

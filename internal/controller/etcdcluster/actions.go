@@ -276,6 +276,17 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			}
 		}
 	}
+	if resources.RollNeedsNewPod(cluster, pod, version) {
+		// The new release needs other flags than the Pod's command carries: the Pod goes, and the next pass
+		// re-creates it on its volume with the release the volume now records (RecreateMemberPods).
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Pod of member %s to re-create it on %s: %w", name, version, err)
+		}
+		r.tookStep(ctx, cluster, action, "Re-creating member on new release", corev1.EventTypeNormal, "MemberRestarting",
+			fmt.Sprintf("Re-creating the Pod of member %s on its volume to run etcd %s (was %s) with the flags that release knows: %s", name, version, from, action.Message),
+			"fromVersion", from, "targetVersion", version, "image", image)
+		return nil
+	}
 	updated := pod.DeepCopy()
 	updated.Annotations[resources.AnnotationVersion] = version
 	for i := range updated.Spec.Containers {

@@ -32,6 +32,7 @@ func maintenanceOf(c *etcdv1alpha1.EtcdCluster) plan.Maintenance {
 	if spec == nil {
 		return m
 	}
+	m.ReplaceMismatched = spec.CorruptionCheck != nil && spec.CorruptionCheck.ReplaceMismatchedMembers
 	if d := spec.Defragmentation; d != nil {
 		m.DefragMinFreeBytes, m.DefragMinFreePercent = defaultDefragMinFree.Value(), int64(defaultDefragMinFreePercent)
 		if d.MinFreeBytes != nil {

@@ -43,6 +43,10 @@ type observation struct {
 	restoreBackup *etcdv1alpha1.EtcdBackup
 	// tls is the pass's view of the cluster's TLS; nil for a plaintext cluster or when it could not be read.
 	tls *tlsState
+	// hashCheck is the last comparison of members' key-space hashes: this pass's, or the one status holds.
+	hashCheck *etcdv1alpha1.HashCheck
+	// replaceMismatched: spec.maintenance.corruptionCheck.replaceMismatchedMembers.
+	replaceMismatched bool
 }
 
 func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
@@ -86,6 +90,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		return nil, err
 	}
 	r.observeNoSpace(ctx, cluster, obs)
+	r.observeHashCheck(ctx, cluster, obs)
 	return obs, nil
 }
 

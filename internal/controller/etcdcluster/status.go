@@ -44,6 +44,9 @@ const (
 	// ReasonCorruptAlarm: etcd's corruption check raised a CORRUPT alarm: a member's data differs from the
 	// others'. Steward never disarms it; a human decides which member to replace.
 	ReasonCorruptAlarm = "CorruptAlarm"
+	// ReasonMemberDataMismatch: Steward's comparison of members' key-space hashes at one revision found members
+	// whose data differs from the majority's, or no majority (status.hashCheck).
+	ReasonMemberDataMismatch = "MemberDataMismatch"
 )
 
 // podOverdueAfter is how long past its grace period a deleted Pod may take to go before it is reported: the
@@ -53,7 +56,7 @@ const podOverdueAfter = 2 * time.Minute
 // degradedWarnings are Degraded reasons that record a Warning Event when they begin (the human waits of the
 // planner record theirs when the wait begins).
 var degradedWarnings = map[string]bool{ReasonMemberVolumeDeleting: true, ReasonPodStuckTerminating: true,
-	ReasonNoSpaceAlarm: true, ReasonCorruptAlarm: true}
+	ReasonNoSpaceAlarm: true, ReasonCorruptAlarm: true, ReasonMemberDataMismatch: true}
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
 // cannot start because of its spec, and a crash loop.
@@ -147,6 +150,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
 	st.QuotaBackendBytes = resources.QuotaBackendBytes(cluster)
+	st.HashCheck = obs.hashCheck
 	switch {
 	case obs.tls != nil:
 		st.TLS = obs.tls.status
@@ -305,6 +309,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	sort.Strings(overdue)
 	problems := podProblems(obs.pods)
 	noSpace, corrupt := alarmedMembers(obs)
+	mismatched, hashResult := mismatchedMembers(obs)
 	switch {
 	case passErr != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
@@ -328,6 +333,18 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		degraded.Message = fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
 			"disarm it; find the member whose hash differs (etcdctl endpoint hashkv --cluster), replace it (delete its PVC), then "+
 			"disarm the alarm (etcdctl alarm disarm)", corrupt)
+	case len(mismatched) > 0:
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMemberDataMismatch
+		degraded.Message = obs.hashCheck.Message
+		switch {
+		case hashResult == plan.HashNoMajority:
+		case obs.replaceMismatched:
+			degraded.Message += "; Steward replaces them one at a time (spec.maintenance.corruptionCheck.replaceMismatchedMembers)"
+		default:
+			degraded.Message += fmt.Sprintf("; they serve that data to clients that read from them. Replace them: set spec.maintenance.corruptionCheck."+
+				"replaceMismatchedMembers, or delete their volumes (PVCs %s) one at a time and Steward replaces each with a member that copies the majority's data",
+				strings.Join(pvcNames(mismatched), ", "))
+		}
 	case len(noSpace) > 0:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonNoSpaceAlarm
 		degraded.Message = fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
@@ -427,4 +444,12 @@ func lowestVersion(versions map[string]bool) string {
 		}
 	}
 	return lowest
+}
+
+func pvcNames(members []string) []string {
+	out := make([]string, len(members))
+	for i, m := range members {
+		out[i] = resources.PVCName(m)
+	}
+	return out
 }

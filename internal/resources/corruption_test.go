@@ -1,0 +1,83 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// TestCorruptionCheckFlags: each release gets the names it knows, and only those: etcd refuses a flag it does
+// not know (3.7 the --experimental-* ones), and 3.6 refuses both forms together.
+func TestCorruptionCheckFlags(t *testing.T) {
+	checksOff := func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{EtcdChecks: ptr.To(false)}}
+	}
+	tests := map[string]struct {
+		cluster *etcdv1alpha1.EtcdCluster
+		version string
+		want    []string
+	}{
+		"3.5 before the compaction hash check": {testCluster(), "3.5.4", []string{"--experimental-initial-corrupt-check=true"}},
+		"3.5 with it": {testCluster(), "3.5.35",
+			[]string{"--experimental-initial-corrupt-check=true", "--experimental-compact-hash-check-enabled=true"}},
+		"3.6: feature gates only":             {testCluster(), "3.6.16", []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"}},
+		"3.7: feature gates only":             {testCluster(), "3.7.3", []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"}},
+		"turned off":                          {testCluster(checksOff), "3.6.16", nil},
+		"ephemeral members start empty: none": {testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }), "3.6.16", nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := boot
+			m.Version = tc.version
+			var got []string
+			for _, a := range etcdArgs(tc.cluster, m, opts) {
+				if isCorruptionCheckArg(a) || strings.Contains(a, "corrupt") {
+					got = append(got, a)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRollNeedsNewPod(t *testing.T) {
+	podAt := func(c *etcdv1alpha1.EtcdCluster, version string) *corev1.Pod {
+		m := boot
+		m.Version = version
+		return MemberPod(c, m, opts)
+	}
+	on := testCluster()
+	off := testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{EtcdChecks: ptr.To(false)}}
+	})
+	ephemeral := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true })
+	tests := map[string]struct {
+		cluster *etcdv1alpha1.EtcdCluster
+		pod     *corev1.Pod
+		to      string
+		want    bool
+	}{
+		"3.6 to 3.7: the same flags, a new image will do": {on, podAt(on, "3.6.16"), "3.7.3", false},
+		"3.6.15 to 3.6.16":                                     {on, podAt(on, "3.6.15"), "3.6.16", false},
+		"3.5 to 3.6: other flags, a new Pod":                   {on, podAt(on, "3.5.35"), "3.6.16", true},
+		"3.6 to 3.5 (downgrade): other flags, a new Pod":       {on, podAt(on, "3.6.16"), "3.5.35", true},
+		"a Pod started with the checks, now turned off":        {off, podAt(on, "3.6.15"), "3.6.16", true},
+		"a Pod from before the checks, now on":                 {on, podAt(off, "3.6.15"), "3.6.16", true},
+		"off and off":                                          {off, podAt(off, "3.5.35"), "3.6.16", false},
+		"ephemeral: never, a new Pod would be an empty member": {ephemeral, podAt(ephemeral, "3.5.35"), "3.6.16", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := RollNeedsNewPod(tc.cluster, tc.pod, tc.to); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

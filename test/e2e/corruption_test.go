@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/chaos"
+)
+
+// corruptedKey is the key the corruption tests write once and then rewrite behind etcd's back in some members'
+// databases; the client load never touches it.
+const corruptedKey = "/corruption-test/ledger"
+
+// corruptMembers stops the Pods of members (the cluster paused, so that Steward does not bring them back at
+// once), rewrites corruptedKey in each one's database to a value of its own, and lets Steward re-create the Pods
+// on their volumes.
+func corruptMembers(t *testing.T, key client.ObjectKey, members ...string) {
+	t.Helper()
+	ctx := context.Background()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
+	for _, m := range members {
+		if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range members {
+		poll(t, "Pod "+m+" gone", 2*time.Minute, func() error {
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, &corev1.Pod{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%w)", err)
+		})
+		var pvc corev1.PersistentVolumeClaim
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(m)}, &pvc); err != nil {
+			t.Fatal(err)
+		}
+		var pv corev1.PersistentVolume
+		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+			t.Fatal(err)
+		}
+		n, err := chaos.CorruptKey(&pv, corruptedKey, "rewritten on "+m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote %d revision(s) of %s in the database of member %s", n, corruptedKey, m)
+	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = false })
+}
+
+// writeLedger writes corruptedKey through the cluster.
+func writeLedger(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	cli, _ := memberClient(t, c)
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, corruptedKey, "the value every member agreed on"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// servedBy is what member's own copy of corruptedKey holds (a serializable read, answered from its database).
+func servedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) (string, error) {
+	t.Helper()
+	ep := memberEndpoints(t, c)[member]
+	if ep == "" {
+		return "", fmt.Errorf("member %s has no endpoint", member)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, corruptedKey, clientv3.WithSerializable())
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// waitHashCheck waits until status.hashCheck, written after since, has result, and returns the cluster.
+func waitHashCheck(t *testing.T, key client.ObjectKey, since time.Time, result string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, "hash check "+result, timeout, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		h := c.Status.HashCheck
+		if h == nil || h.Time.Time.Before(since.Truncate(time.Second)) || h.Result != result {
+			return fmt.Errorf("last hash check %+v", h)
+		}
+		return nil
+	})
+	return &c
+}
+
+// degradedBy returns the Degraded condition of c, failing the test unless it is True with reason.
+func degradedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) string {
+	t.Helper()
+	d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+	if d == nil || d.Status != metav1.ConditionTrue || d.Reason != reason {
+		t.Errorf("Degraded %+v, want True %s", d, reason)
+		return ""
+	}
+	return d.Message
+}
+
+// TestHashMismatchIsFoundAndReplaced runs a 3-member cluster with etcd's own checks off (so that a member with
+// diverged data starts at all) and Steward's comparison every 10s, under client load. One follower's copy of a
+// key is rewritten in its database while it is stopped: it serves the rewritten value, Steward's next hash
+// comparison names it (status.hashCheck, Degraded MemberDataMismatch, a Warning Event) and replaces nothing
+// until spec.maintenance.corruptionCheck.replaceMismatchedMembers is set; then it is removed and a successor
+// joins with the majority's data. No acknowledged write is lost. Then the same fault in a majority, each member
+// diverged its own way: no majority agrees, Steward says so and replaces nothing, however it is allowed to.
+func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "hashkv")
+	startOperator(t, ns)
+	c := newCluster(ns, "ledger", 3)
+	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{
+		EtcdChecks: ptr.To(false), Interval: &metav1.Duration{Duration: 10 * time.Second}}}
+	key, got := settle(t, c)
+	writeLedger(t, got)
+	waitHashCheck(t, key, time.Now(), plan.HashConsistent, 2*time.Minute)
+	load := startLoad(t, got)
+
+	victim, victimID := aFollower(t, got)
+	begin := time.Now()
+	corruptMembers(t, key, victim)
+	got = waitHashCheck(t, key, begin, plan.HashMismatch, 3*time.Minute)
+	found := time.Since(begin)
+	if h := got.Status.HashCheck; !slices.Equal(h.MismatchedMembers, []string{victim}) {
+		t.Errorf("mismatched members %v, want [%s]: %s", h.MismatchedMembers, victim, h.Message)
+	}
+	msg := degradedBy(t, got, "MemberDataMismatch")
+	t.Logf("found %s %s after its restart: %s", victim, found.Round(100*time.Millisecond), msg)
+	if v, err := servedBy(t, got, victim); err != nil || v != "rewritten on "+victim {
+		t.Errorf("member %s serves %q (%v), want the rewritten value", victim, v, err)
+	}
+	if ev := eventsWithin(t, got, "MemberDataMismatch", begin, 1); len(ev) != 1 {
+		t.Errorf("MemberDataMismatch events %v, want one", ev)
+	}
+	// Report only: the member stays until a human or the spec says otherwise.
+	time.Sleep(15 * time.Second)
+	if err := k8s.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := memberIDs(got)[victim]; !ok {
+		t.Fatalf("member %s was removed without replaceMismatchedMembers: %s", victim, describe(got))
+	}
+
+	begin = time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.CorruptionCheck.ReplaceMismatchedMembers = true
+	})
+	waitMemberGone(t, key, victim, victimID, 3*time.Minute)
+	waitSettled(t, key, 4*time.Minute)
+	got = waitHashCheck(t, key, time.Now(), plan.HashConsistent, 2*time.Minute)
+	t.Logf("replaced %s and found every member consistent %s after replacement was allowed", victim, time.Since(begin).Round(100*time.Millisecond))
+	if msg := removalEvent(t, got, victim); !strings.Contains(msg, "differs from the majority") {
+		t.Errorf("%s removed for another reason: %s", victim, msg)
+	}
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
+		t.Errorf("still Degraded after the replacement: %+v", d)
+	}
+	for _, m := range memberNames(got) {
+		if v, err := servedBy(t, got, m); err != nil || v != "the value every member agreed on" {
+			t.Errorf("member %s serves %q (%v) after the replacement", m, v, err)
+		}
+	}
+	checkStatusMatchesEtcd(t, got)
+	requireNoLostWrites(t, load, "a member with diverged data found and replaced")
+
+	// A majority diverged, each its own way: three hashes, no majority. Replacement is allowed, and must not
+	// happen: Steward cannot tell which data is right.
+	before := memberIDs(got)
+	names := memberNames(got)
+	begin = time.Now()
+	corruptMembers(t, key, names[0], names[1])
+	got = waitHashCheck(t, key, begin, plan.HashNoMajority, 3*time.Minute)
+	msg = degradedBy(t, got, "MemberDataMismatch")
+	t.Logf("majority diverged: %s", msg)
+	if !strings.Contains(msg, "no majority agrees") {
+		t.Errorf("Degraded message does not say no majority agrees: %s", msg)
+	}
+	time.Sleep(25 * time.Second) // two more checks
+	if err := k8s.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Errorf("members changed %v -> %v with no majority to trust", before, now)
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestInitialCorruptionCheck runs a 3-member cluster with the defaults (etcd's own checks on) under client load
+// and rewrites a key in a stopped follower's database: restarted, etcd's initial corruption check compares its
+// hash with its peers' and the member refuses to start, so its diverged data is never served. Once it has been
+// down longer than replaceUnhealthyAfter, Steward replaces it; the successor joins with the majority's data.
+func TestInitialCorruptionCheck(t *testing.T) {
+	parallel(t)
+	ns := newNamespace(t, "initcheck")
+	startOperator(t, ns)
+	key, got := createSettled(t, ns, "sentinel", 30*time.Second)
+	writeLedger(t, got)
+	load := startLoad(t, got)
+	victim, victimID := aFollower(t, got)
+	begin := time.Now()
+	corruptMembers(t, key, victim)
+	// The member's container exits on the check: its termination message (etcd's last log lines) says why.
+	poll(t, victim+" refused to start", 2*time.Minute, func() error {
+		var pod corev1.Pod
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+			return err
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			for _, st := range []corev1.ContainerState{s.State, s.LastTerminationState} {
+				if st.Terminated != nil && strings.Contains(st.Terminated.Message, "found data inconsistency with peers") {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no termination for a data inconsistency: %+v", pod.Status.ContainerStatuses)
+	})
+	t.Logf("%s refused to start on diverged data %s after it was stopped", victim, time.Since(begin).Round(100*time.Millisecond))
+	if v, err := servedBy(t, got, victim); err == nil {
+		t.Errorf("member %s answered %q: it should not be serving", victim, v)
+	}
+	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = waitSettled(t, key, 4*time.Minute)
+	t.Logf("replaced %s %s after it was stopped", victim, time.Since(begin).Round(100*time.Millisecond))
+	for _, m := range memberNames(got) {
+		if v, err := servedBy(t, got, m); err != nil || v != "the value every member agreed on" {
+			t.Errorf("member %s serves %q (%v)", m, v, err)
+		}
+	}
+	checkStatusMatchesEtcd(t, got)
+	requireNoLostWrites(t, load, "a member with diverged data refused to start and was replaced")
+	deleteAndCheckNothingLeft(t, got)
+}
