@@ -10,6 +10,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.etcd.quotaBackendBytes)).add(quantity(string(self.etcd.quotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="etcd.quotaBackendBytes does not fit storage.size: the volume must hold twice the quota (a defragmentation, or a snapshot from the leader, writes a second copy of the database) plus 448Mi for WAL segments and snapshots; raise storage.size or lower the quota (or leave it unset: Steward derives it from the size)"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
+// +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
+// +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.etcd) || !has(self.etcd.quotaBackendBytes) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).compareTo(quantity(string(self.etcd.quotaBackendBytes))) >= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes is below etcd.quotaBackendBytes: the maximum Steward may raise the quota to cannot be below the quota itself"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
 	// odd count below it and makes quorum harder to keep.
@@ -166,6 +168,15 @@ type NoSpaceRecovery struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RevisionMargin *int64 `json:"revisionMargin,omitempty"`
+
+	// MaxQuotaBackendBytes lets Steward raise the database quota when compaction and defragmentation leave the
+	// data in use filling it: to twice the quota (or more, so that the data is below 90% of it), at most this.
+	// Members restart one at a time with the raised quota (status.raisedQuotaBackendBytes), then the alarm is
+	// disarmed. Must fit the volume as the quota must (2 x max + 448Mi <= storage.size). Without it, or once the
+	// quota is at it, Steward stops with NoSpaceQuotaTooSmall.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="maxQuotaBackendBytes must be between 1 byte and 100Gi"
+	// +optional
+	MaxQuotaBackendBytes *resource.Quantity `json:"maxQuotaBackendBytes,omitempty"`
 }
 
 // StorageSpec is members' data storage: one PersistentVolumeClaim per member, or (only when chosen explicitly)
@@ -564,6 +575,12 @@ type EtcdClusterStatus struct {
 	// spec.etcd.quotaBackendBytes, else derived from spec.storage.size.
 	// +optional
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+
+	// RaisedQuotaBackendBytes is the quota Steward raised to when the data in use filled the quota after a NOSPACE
+	// alarm (spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes): members run with the larger of it (at
+	// most that maximum) and the spec's quota. 0 when Steward raised none.
+	// +optional
+	RaisedQuotaBackendBytes int64 `json:"raisedQuotaBackendBytes,omitempty"`
 
 	// CurrentVersion is the oldest etcd server version a member runs: during a rolling upgrade the version the
 	// cluster is still at, afterwards spec.version.

@@ -111,8 +111,13 @@ func run() error {
 	// The namespaces to manage (all when unset), and only Steward's own Secrets (its certificates) in them.
 	cacheOptions := namespaces.CacheOptions()
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
+	events := manager.EventBroadcaster()
+	defer events.Shutdown()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
+		Scheme: scheme,
+		// One per process, living as long as the manager: the goroutine leak controller-runtime warns of is
+		// for managers shorter-lived than their process.
+		EventBroadcaster:        events, //nolint:staticcheck // the only way to size client-go's spam filter (see manager.EventBroadcaster)
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,

@@ -1,5 +1,6 @@
 // Package manager holds the operator's process-wide options that both cmd/steward and the end-to-end tests
-// apply to a controller-runtime manager: today, which namespaces it watches. It decides nothing about etcd.
+// apply to a controller-runtime manager: which namespaces it watches, and how many Events per object its recorder
+// lets through. It decides nothing about etcd.
 package manager
 
 import (

@@ -17,6 +17,9 @@ const (
 	CompactForSpace ActionKind = "CompactForSpace"
 	// DisarmNoSpace disarms etcd's NOSPACE alarms once there is room again: the cluster takes writes again.
 	DisarmNoSpace ActionKind = "DisarmNoSpace"
+	// RaiseQuota records a larger database quota (Quota) for members to run with: compacted and defragmented,
+	// the data in use still fills the old one. Members then restart with it one at a time.
+	RaiseQuota ActionKind = "RaiseQuota"
 )
 
 // Reasons of maintenance steps and waits.
@@ -28,6 +31,11 @@ const (
 	ReasonNoSpaceQuotaTooSmall = "NoSpaceQuotaTooSmall"
 	// ReasonWaitingForBackup: a defragmentation waits while a backup of the cluster streams a snapshot.
 	ReasonWaitingForBackup = "WaitingForBackup"
+	// ReasonRaisingQuota: the quota is raised within spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes.
+	ReasonRaisingQuota = "RaisingQuota"
+	// ReasonRestartingForQuota: a member restarts to run with the quota in force (raised by Steward, or changed
+	// in the spec or with storage.size).
+	ReasonRestartingForQuota = "RestartingForQuota"
 )
 
 // Maintenance is what spec.maintenance asks Steward to do by itself.
@@ -40,8 +48,10 @@ type Maintenance struct {
 	// one, a defragmentation of every member, and disarming the alarm.
 	RecoverFromNoSpace bool
 	RevisionMargin     int64
-	// Quota is the --quota-backend-bytes members run with.
-	Quota int64
+	// Quota is the --quota-backend-bytes members are to run with; MaxQuota the most Steward may raise it to after
+	// a NOSPACE alarm that compaction cannot clear (0: it may not).
+	Quota    int64
+	MaxQuota int64
 	// ReplaceMismatched: a member whose key-space hash differs from the majority's is replaced.
 	ReplaceMismatched bool
 }
@@ -54,6 +64,9 @@ const noSpaceDisarmPercent = 90
 // when there is none.
 func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, bool) {
 	m := spec.Maintenance
+	if a, ok := quotaRestart(spec, obs, members); ok {
+		return a, true
+	}
 	if obs.NoSpaceAlarm {
 		if !m.RecoverFromNoSpace {
 			return Action{}, false // reported (Degraded NoSpaceAlarm); a human recovers
@@ -113,6 +126,14 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	}
 	if len(full) > 0 {
 		sort.Strings(full)
+		if m.MaxQuota > m.Quota {
+			// Twice the quota, or enough for the data in use to be below the disarm threshold, at most the maximum.
+			raised := min(m.MaxQuota, max(2*m.Quota, inUse(members)*100/noSpaceDisarmPercent+1))
+			return Action{Kind: RaiseQuota, Quota: raised, Reason: ReasonRaisingQuota,
+				Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): raising the quota to %s "+
+					"(spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes %s); members restart with it one at a time, then the alarm is disarmed",
+					byteSize(m.Quota), strings.Join(full, ", "), byteSize(raised), byteSize(m.MaxQuota))}
+		}
 		return Action{Kind: Wait, Reason: ReasonNoSpaceQuotaTooSmall,
 			Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): delete data, or raise "+
 				"spec.etcd.quotaBackendBytes (and storage.size with it) and restart the members one at a time; Steward disarms the alarm once there is room",
@@ -170,4 +191,39 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// inUse is the most data in use any member reports.
+func inUse(members []Member) int64 {
+	var n int64
+	for _, m := range members {
+		if m.InEtcd {
+			n = max(n, m.DBSizeInUse)
+		}
+	}
+	return n
+}
+
+// quotaRestart restarts, one at a time, followers first and the leader last after handing leadership over, the
+// members whose Pods run with another quota than the one in force: a quota is a start flag. Not for members on
+// ephemeral storage (a restart would empty them) nor for Pods that set no quota (etcd's default, from before
+// Steward set one: an operator upgrade restarts no member).
+func quotaRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
+	q := spec.Maintenance.Quota
+	if q <= 0 || spec.Storage.Size == 0 {
+		return Action{}, false
+	}
+	var due []Member
+	for _, m := range members {
+		if m.InEtcd && m.HasPod && m.PodQuota > 0 && m.PodQuota != q {
+			due = append(due, m)
+		}
+	}
+	if len(due) == 0 {
+		return Action{}, false
+	}
+	next := followerFirst(sortedByName(due), obs.LeaderID)
+	return restartOne(obs, members, next, ReasonRestartingForQuota,
+		fmt.Sprintf("its Pod runs with a quota of %s, the quota in force is %s (%d of %d members to restart)",
+			byteSize(next.PodQuota), byteSize(q), len(due), len(members))), true
 }

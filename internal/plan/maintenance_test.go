@@ -26,6 +26,20 @@ func recoverySpec() Spec {
 	return s
 }
 
+// raisingSpec recovers from NOSPACE with a quota in force of quota MiB, which Steward may raise up to max MiB,
+// on volumes of 4 GiB.
+func raisingSpec(quota, max int64) Spec {
+	s := recoverySpec()
+	s.Maintenance.Quota, s.Maintenance.MaxQuota = quota*mib, max*mib
+	s.Storage.Size = 4 << 30
+	return s
+}
+
+func withQuota(m Member, quota int64) Member {
+	m.PodQuota = quota * mib
+	return m
+}
+
 func noSpace(rev, compacted int64, members ...Member) Observation {
 	o := clusterAt("3.6.0", members...)
 	o.NoSpaceAlarm, o.Revision, o.CompactRevision, o.CompactRevisionKnown = true, rev, compacted, true
@@ -103,6 +117,34 @@ func TestNextMaintenance(t *testing.T) {
 		},
 		"NOSPACE: live data fills the quota: a human must act": {
 			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Wait, ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
+		},
+		"NOSPACE: live data fills the quota, a maximum allows more: the quota doubles": {
+			raisingSpec(288, 1024), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
+		},
+		"NOSPACE: doubling is capped at the maximum": {
+			raisingSpec(288, 400), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
+		},
+		"NOSPACE: the quota is at the maximum: a human must act": {
+			raisingSpec(400, 400), noSpace(5000, 4900, sized("c-a", 1, 390, 385), sized("c-b", 2, 390, 385), sized("c-c", 3, 390, 385)), Wait, ReasonNoSpaceQuotaTooSmall, "", "",
+		},
+		"a raised quota: followers restart with it first": {
+			raisingSpec(576, 1024), clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 576)),
+			RestartMember, ReasonRestartingForQuota, "c-b", "runs with a quota of 288.0 MiB, the quota in force is 576.0 MiB",
+		},
+		"a raised quota: the leader last, after handing over": {
+			raisingSpec(576, 1024), clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 576), withQuota(sized("c-c", 3, 20, 20), 576)),
+			MoveLeader, ReasonMovingLeader, "c-a", "before restarting it",
+		},
+		"a restart for the quota comes before NOSPACE steps": {
+			raisingSpec(576, 1024), noSpace(5000, 4900, withQuota(sized("c-a", 1, 280, 275), 576), withQuota(sized("c-b", 2, 280, 275), 288), withQuota(sized("c-c", 3, 280, 275), 576)),
+			RestartMember, ReasonRestartingForQuota, "c-b", "",
+		},
+		"Pods that set no quota (before Steward set one) are left alone": {
+			raisingSpec(576, 1024), clusterAt("3.6.0", sized("c-a", 1, 20, 20), sized("c-b", 2, 20, 20), sized("c-c", 3, 20, 20)), None, ReasonReconciled, "", "",
+		},
+		"ephemeral members are never restarted for a quota": {
+			func() Spec { s := raisingSpec(576, 1024); s.Storage.Size = 0; return s }(),
+			clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 288)), None, ReasonReconciled, "", "",
 		},
 	}
 	for name, tt := range tests {

@@ -136,6 +136,9 @@ type Member struct {
 	// HashMismatch: Steward's last comparison of members' key-space hashes found the member's differs from the
 	// one a majority of the members agree on.
 	HashMismatch bool
+	// PodQuota is the --quota-backend-bytes the member's Pod runs with; 0 when it sets none (etcd's default, or a
+	// Pod from before Steward set one: left as it is).
+	PodQuota int64
 }
 
 // PodStuckImageNotStarted is the PodStuck of a Pod switched to an image its container has not run yet, as far as
@@ -228,6 +231,8 @@ type Action struct {
 	PeerURL string
 	// Revision is the revision a CompactForSpace compacts to.
 	Revision int64
+	// Quota is the database quota a RaiseQuota raises to.
+	Quota int64
 	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
 	Reason  string
 	Message string

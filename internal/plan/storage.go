@@ -182,16 +182,23 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 // name, member ID and data, mounts it. Every member is healthy (the storage steps come after that wait), so the
 // others keep a quorum; the leader hands leadership over first.
 func restartForResize(obs Observation, members []Member, m Member) Action {
+	return restartOne(obs, members, m, ReasonExpandingVolume,
+		fmt.Sprintf("its volume has waited %s for its file system resize (FileSystemResizePending), which the kubelet does when the volume is next mounted",
+			m.Volume.ResizePendingFor.Round(time.Second)))
+}
+
+// restartOne restarts member m (its Pod re-created on its volume, in the TLS mode it runs), or first hands
+// leadership away from it, so that the restart does not stall writes for an election.
+func restartOne(obs Observation, members []Member, m Member, reason, why string) Action {
 	voters, _ := votersAndHealthyOthers(members, m.Name)
 	if m.ID == obs.LeaderID && voters > 1 {
 		if to, ok := transferee(members, m, nil); ok {
 			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
-				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it to finish its volume's file system resize", m.Name, to.Name)}
+				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it: %s", m.Name, to.Name, why)}
 		}
 	}
-	return Action{Kind: RestartMember, Members: []string{m.Name}, MemberID: m.ID, TLS: m.PodTLS, Reason: ReasonExpandingVolume,
-		Message: fmt.Sprintf("restarting member %s: its volume has waited %s for the kubelet to grow its file system (FileSystemResizePending), which it does when the volume is next mounted",
-			m.Name, m.Volume.ResizePendingFor.Round(time.Second))}
+	return Action{Kind: RestartMember, Members: []string{m.Name}, MemberID: m.ID, TLS: m.PodTLS, Reason: reason,
+		Message: fmt.Sprintf("restarting member %s: %s", m.Name, why)}
 }
 
 func classSuffix(class string) string {

@@ -412,6 +412,10 @@ func rollStep(spec Spec, obs Observation, members []Member, m Member, left, vote
 			reason = ReasonUpgrading
 		}
 	}
+	if m.PodDeleting {
+		// Its roll re-creates its Pod (other start flags): the new one comes once the old one has gone.
+		return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}
+	}
 	if storageAbove(m, target, from) {
 		return Action{Kind: Wait, Reason: ReasonWaitingForStorage,
 			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}
@@ -486,6 +490,9 @@ func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) 
 		}
 		if a, held := heldFromGoingBack(spec, obs, members, m, m.PodVersion); held {
 			return a, true
+		}
+		if m.PodDeleting {
+			return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}, true
 		}
 		return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image,
 			Reason: ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true

@@ -50,6 +50,10 @@ func TestNextVersion(t *testing.T) {
 		"patch upgrade restarts a follower first, by name": {
 			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "3 of 3",
 		},
+		"a member whose Pod goes for its roll is waited for, not rolled again": {
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.5.35"); m.PodDeleting = true; return m }(), at("c-c", 3, "3.5.35")),
+			Wait, ReasonPodDeleting, "", "waiting for the Pod of member c-b to go",
+		},
 		"minor upgrade from an allowed patch restarts a follower": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, ReasonUpgrading, "c-b", "",
 		},

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,17 +61,36 @@ func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version
 		want = corruptionCheckArgs(version)
 	}
 	var have []string
-	for _, c := range pod.Spec.Containers {
-		if c.Name != EtcdContainer {
-			continue
-		}
-		for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
-			if isCorruptionCheckArg(a) {
-				have = append(have, a)
-			}
+	for _, a := range etcdCommand(pod) {
+		if isCorruptionCheckArg(a) {
+			have = append(have, a)
 		}
 	}
 	return !slices.Equal(have, want)
+}
+
+// etcdCommand is the command line of the Pod's etcd container (command and args).
+func etcdCommand(pod *corev1.Pod) []string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == EtcdContainer {
+			return append(append([]string(nil), c.Command...), c.Args...)
+		}
+	}
+	return nil
+}
+
+// PodQuota is the --quota-backend-bytes a member Pod was started with; 0 when it sets none or an unreadable one.
+func PodQuota(pod *corev1.Pod) int64 {
+	for _, a := range etcdCommand(pod) {
+		if v, ok := strings.CutPrefix(a, "--quota-backend-bytes="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // isCorruptionCheckArg: one of the flags corruptionCheckArgs sets (--feature-gates carries only those).

@@ -81,3 +81,19 @@ func TestRollNeedsNewPod(t *testing.T) {
 		})
 	}
 }
+
+func TestPodQuota(t *testing.T) {
+	c := testCluster()
+	if got, want := PodQuota(MemberPod(c, boot, opts)), QuotaBackendBytes(c); got != want || got == 0 {
+		t.Errorf("PodQuota of a member Pod %d, want %d", got, want)
+	}
+	for _, tc := range []struct {
+		arg  string
+		want int64
+	}{{"--quota-backend-bytes=abc", 0}, {"--quota-backend-bytes=-5", 0}, {"--snapshot-count=5", 0}, {"--quota-backend-bytes=42", 42}} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: EtcdContainer, Command: []string{"etcd", tc.arg}}}}}
+		if got := PodQuota(pod); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.arg, got, tc.want)
+		}
+	}
+}

@@ -257,12 +257,32 @@ const (
 	MinVolumeBytes = volumeReserveBytes + 2*(32<<20)
 )
 
-// QuotaBackendBytes is the --quota-backend-bytes members run with: spec.etcd.quotaBackendBytes, else the most
-// the volume (or the emptyDir's size limit) holds with room for the WAL, snapshots and a second copy of the
-// database (see volumeReserveBytes); 0 (etcd's default) when there is no size to go by. A volume below
-// MinVolumeBytes (admission refuses it; a cluster created before the rule may have one) gets a quarter of its
-// size: no quota fits it with the full reserve, and a small one at least keeps the database from filling it.
+// QuotaBackendBytes is the --quota-backend-bytes members run with: SpecQuotaBackendBytes, or the quota Steward
+// raised it to after a NOSPACE alarm (status.raisedQuotaBackendBytes) where that is larger, at most the spec's
+// maximum (spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes; without one, no raise stands).
 func QuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
+	q := SpecQuotaBackendBytes(cluster)
+	if raised := min(cluster.Status.RaisedQuotaBackendBytes, MaxQuotaBackendBytes(cluster)); raised > q {
+		return raised
+	}
+	return q
+}
+
+// MaxQuotaBackendBytes is the most Steward may raise the quota to (spec.maintenance.recoverFromNoSpace
+// .maxQuotaBackendBytes), 0 when it may not.
+func MaxQuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
+	if m := cluster.Spec.Maintenance; m != nil && m.RecoverFromNoSpace != nil && m.RecoverFromNoSpace.MaxQuotaBackendBytes != nil {
+		return m.RecoverFromNoSpace.MaxQuotaBackendBytes.Value()
+	}
+	return 0
+}
+
+// SpecQuotaBackendBytes is the quota the spec asks for: spec.etcd.quotaBackendBytes, else the most the volume
+// (or the emptyDir's size limit) holds with room for the WAL, snapshots and a second copy of the database (see
+// volumeReserveBytes); 0 (etcd's default) when there is no size to go by. A volume below MinVolumeBytes
+// (admission refuses it; a cluster created before the rule may have one) gets a quarter of its size: no quota
+// fits it with the full reserve, and a small one at least keeps the database from filling it.
+func SpecQuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
 	if q := cluster.Spec.Etcd.QuotaBackendBytes; q != nil {
 		return q.Value()
 	}

@@ -345,8 +345,14 @@ func TestQuotaBackendBytes(t *testing.T) {
 	tests := map[string]struct {
 		size, quota string
 		ephemeral   bool
+		raised      int64
+		max         string
 		want        int64
 	}{
+		"a raise within the maximum stands":      {size: "10Gi", quota: "1Gi", raised: 2 * gi, max: "4Gi", want: 2 * gi},
+		"a raise is capped at a lowered maximum": {size: "10Gi", quota: "1Gi", raised: 2 * gi, max: "1536Mi", want: 1536 * mi},
+		"without a maximum no raise stands":      {size: "10Gi", quota: "1Gi", raised: 2 * gi, want: gi},
+		"a spec quota above the raise wins":      {size: "10Gi", quota: "3Gi", raised: 2 * gi, max: "4Gi", want: 3 * gi},
 		"the default 1Gi volume":                 {size: "1Gi", want: 288 * mi},
 		"the smallest volume admission takes":    {size: "512Mi", want: 32 * mi},
 		"a 2Gi volume":                           {size: "2Gi", want: 800 * mi},
@@ -365,6 +371,11 @@ func TestQuotaBackendBytes(t *testing.T) {
 					q := resource.MustParse(tt.quota)
 					c.Spec.Etcd.QuotaBackendBytes = &q
 				}
+				if tt.max != "" {
+					m := resource.MustParse(tt.max)
+					c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{MaxQuotaBackendBytes: &m}}
+				}
+				c.Status.RaisedQuotaBackendBytes = tt.raised
 			})
 			got := QuotaBackendBytes(c)
 			if got != tt.want {

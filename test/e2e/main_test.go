@@ -197,9 +197,12 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	}
 	cacheOptions := namespaces.CacheOptions()
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
+	events := manager.EventBroadcaster()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOptions,
+		Scheme: scheme,
+		Cache:  cacheOptions,
+		// As cmd/steward does; shut down when this manager stops (tests start many in one process).
+		EventBroadcaster:              events, //nolint:staticcheck // the only way to size client-go's spam filter (see manager.EventBroadcaster)
 		LeaderElection:                true,
 		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
 		LeaderElectionNamespace:       namespaces[0],
@@ -246,6 +249,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		if err := <-done; err != nil {
 			t.Errorf("operator: %v", err)
 		}
+		events.Shutdown()
 	}
 	t.Cleanup(stop)
 	return stop

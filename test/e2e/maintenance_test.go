@@ -58,9 +58,16 @@ type fill struct {
 // value stays in the database as an old revision until a compaction.
 func overwrite(t *testing.T, cli *clientv3.Client, n int) fill {
 	t.Helper()
+	return writeValues(t, cli, n, 8)
+}
+
+// writeValues writes 256KiB values to keys keys in turn, n times or until etcd answers NOSPACE: with as many keys
+// as writes, every value is live data that no compaction frees.
+func writeValues(t *testing.T, cli *clientv3.Client, n, keys int) fill {
+	t.Helper()
 	f := fill{acked: map[string][]byte{}}
 	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("fill-%d", i%8)
+		k := fmt.Sprintf("fill-%d", i%keys)
 		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := cli.Put(ctx, k, string(v))
@@ -210,6 +217,62 @@ func TestNoSpaceRecovery(t *testing.T) {
 	requireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
 	filled.check(t, cli)
 	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
+	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("members changed %v -> %v", ids, now)
+	}
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestNoSpaceQuotaRaised fills a 3-member cluster with a 32Mi quota under client load with live data (every
+// value under its own key, so no compaction frees it) until etcd raises NOSPACE. With recoverFromNoSpace and a
+// maximum of 128Mi, Steward compacts and defragments, finds the data still fills the quota, raises it to 64Mi,
+// restarts the members with it one at a time (the leader last), and disarms the alarm: writes resume, every
+// member runs with the new quota, and no acknowledged write is lost.
+func TestNoSpaceQuotaRaised(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "nospace-raise")
+	startOperator(t, ns)
+	c := newCluster(ns, "roomier", 3)
+	c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("32Mi"))
+	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10),
+		MaxQuotaBackendBytes: ptr.To(resource.MustParse("128Mi"))}}
+	key, got := settle(t, c)
+	ids := memberIDs(got)
+	load := startLoad(t, got)
+	cli, _ := memberClient(t, got)
+	defer func() { _ = cli.Close() }()
+	begin := time.Now()
+	filled := writeValues(t, cli, 1000, 1000)
+	if filled.noSpaceKey == "" {
+		t.Fatal("1000 writes of 256KiB and no NOSPACE")
+	}
+	raised := time.Since(begin)
+	poll(t, "writes accepted again", 5*time.Minute, func() error {
+		_, err := cli.Put(ctx, "after", "recovered")
+		return err
+	})
+	recovered := time.Since(begin) - raised
+	for _, reason := range []string{"QuotaRaised", "NoSpaceRecovered"} {
+		if ev := eventsWithin(t, got, reason, begin, 1); len(ev) != 1 {
+			t.Errorf("%s events %v, want one", reason, ev)
+		}
+	}
+	if ev := eventsWithin(t, got, "MemberRestarting", begin, 3); len(ev) != 3 {
+		t.Errorf("MemberRestarting events %v, want one per member", ev)
+	}
+	got = waitSettled(t, key, 2*time.Minute)
+	if got.Status.RaisedQuotaBackendBytes != 64<<20 || got.Status.QuotaBackendBytes != 64<<20 {
+		t.Errorf("status quota %d, raised %d, want 64Mi both", got.Status.QuotaBackendBytes, got.Status.RaisedQuotaBackendBytes)
+	}
+	checkQuota(t, got, 64<<20)
+	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
+		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
+	}
+	requireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
+	filled.check(t, cli)
+	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> 64Mi, 3 restarts)",
+		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond))
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}

@@ -207,6 +207,7 @@ var expected = map[string]time.Duration{
 	"TestMultiMinorUpgradeUnderLoad":                  70 * time.Second,
 	"TestNoSpaceAlarmIsReported":                      80 * time.Second,
 	"TestNoSpaceRecovery":                             90 * time.Second,
+	"TestNoSpaceQuotaRaised":                          120 * time.Second,
 	"TestDefragmentation":                             90 * time.Second,
 	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,

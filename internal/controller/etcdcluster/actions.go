@@ -191,9 +191,14 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("restart member %s in TLS mode %s: %w", pod.Name, action.TLS, err)
 		}
-		if action.Reason == plan.ReasonExpandingVolume {
+		switch action.Reason {
+		case plan.ReasonExpandingVolume:
 			// The same mode: the restart is for the kubelet to finish the volume's file system resize (storage.go).
 			r.tookStep(ctx, cluster, action, "Restarting member for a file system resize", corev1.EventTypeNormal, "MemberRestarting", action.Message)
+			return nil
+		case plan.ReasonRestartingForQuota:
+			// The same mode: the re-created Pod starts with the quota in force (maintenance.go).
+			r.tookStep(ctx, cluster, action, "Restarting member for its quota", corev1.EventTypeNormal, "MemberRestarting", action.Message)
 			return nil
 		}
 		r.tookStep(ctx, cluster, action, "Restarting member for TLS", corev1.EventTypeNormal, "MemberRestarting",
@@ -217,7 +222,7 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		}
 		r.tookStep(ctx, cluster, action, "Moved leadership", corev1.EventTypeNormal, "LeaderMoved",
 			fmt.Sprintf("Moved leadership from %s to %s", from, to), "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
-	case plan.Defragment, plan.CompactForSpace, plan.DisarmNoSpace:
+	case plan.Defragment, plan.CompactForSpace, plan.DisarmNoSpace, plan.RaiseQuota:
 		return r.maintain(ctx, cluster, obs, action)
 	case plan.EnableDowngrade:
 		if err := r.Etcd.EnableDowngrade(ctx, key, endpoints, action.Version); err != nil {

@@ -27,7 +27,7 @@ var (
 
 // maintenanceOf is what spec.maintenance asks of the planner, with the quota members run with.
 func maintenanceOf(c *etcdv1alpha1.EtcdCluster) plan.Maintenance {
-	m := plan.Maintenance{Quota: resources.QuotaBackendBytes(c)}
+	m := plan.Maintenance{Quota: resources.QuotaBackendBytes(c), MaxQuota: resources.MaxQuotaBackendBytes(c)}
 	spec := c.Spec.Maintenance
 	if spec == nil {
 		return m
@@ -136,6 +136,17 @@ func (r *Reconciler) maintain(ctx context.Context, cluster *etcdv1alpha1.EtcdClu
 		}
 		r.tookStep(ctx, cluster, action, "Compacted for space", corev1.EventTypeNormal, "NoSpaceCompacted",
 			fmt.Sprintf("NOSPACE: compacted the key space up to revision %d", action.Revision), "revision", action.Revision)
+	case plan.RaiseQuota:
+		// Recorded before any member restarts with it: the next passes read the quota in force from status.
+		patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		from := resources.QuotaBackendBytes(cluster)
+		cluster.Status.RaisedQuotaBackendBytes = action.Quota
+		if err := r.Client.Status().Patch(ctx, cluster, patch); err != nil {
+			return fmt.Errorf("record raised quota %d: %w", action.Quota, err)
+		}
+		r.tookStep(ctx, cluster, action, "Raised quota", corev1.EventTypeNormal, "QuotaRaised",
+			fmt.Sprintf("NOSPACE: raised the database quota from %d to %d bytes; members restart with it one at a time", from, action.Quota),
+			"fromBytes", from, "toBytes", action.Quota)
 	case plan.DisarmNoSpace:
 		n, err := r.Etcd.DisarmNoSpace(ctx, key, obs.endpoints)
 		if err != nil {

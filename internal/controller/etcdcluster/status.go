@@ -150,6 +150,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	}
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
 	st.QuotaBackendBytes = resources.QuotaBackendBytes(cluster)
+	if st.RaisedQuotaBackendBytes > 0 && st.RaisedQuotaBackendBytes <= resources.SpecQuotaBackendBytes(cluster) {
+		st.RaisedQuotaBackendBytes = 0 // the spec asks for as much now: the raise has served its time
+	}
 	st.HashCheck = obs.hashCheck
 	switch {
 	case obs.tls != nil:
