@@ -111,13 +111,8 @@ func run() error {
 	// The namespaces to manage (all when unset), and only Steward's own Secrets (its certificates) in them.
 	cacheOptions := namespaces.CacheOptions()
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
-	events := manager.EventBroadcaster()
-	defer events.Shutdown()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// One per process, living as long as the manager: the goroutine leak controller-runtime warns of is
-		// for managers shorter-lived than their process.
-		EventBroadcaster:        events, //nolint:staticcheck // the only way to size client-go's spam filter (see manager.EventBroadcaster)
+		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -135,10 +130,15 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	resourceOpts.AgentImage = agentImage
+	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithName("events"))
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
 	if err := (&etcdcluster.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor("steward"),
+		Recorder:  recorder,
 		Etcd:      etcd.NewPool(),
 		Options:   resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
@@ -147,7 +147,7 @@ func run() error {
 	if err := (&etcdbackup.Reconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorderFor("steward"),
+		Recorder:   recorder,
 		AgentImage: agentImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
@@ -155,14 +155,14 @@ func run() error {
 	if err := (&etcdrestore.Reconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorderFor("steward"),
+		Recorder:   recorder,
 		AgentImage: agentImage,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdRestore controller: %w", err)
 	}
 	if err := (&etcdbackupschedule.Reconciler{
 		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("steward"),
+		Recorder: recorder,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}

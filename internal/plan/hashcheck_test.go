@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"fmt"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +70,66 @@ func TestMismatchedMemberReplacement(t *testing.T) {
 				t.Errorf("got %s %v %s: %s, want %s %s %s", a.Kind, a.Members, a.Reason, a.Message, tc.want, tc.member, tc.reason)
 			}
 		})
+	}
+}
+
+// TestQuotaAndMismatchStepsNeverBreakQuorum: whatever the members' quotas, hash verdicts and health, a restart for
+// the quota never takes down the leader while it leads nor acts while a member is unhealthy, and a removal of a
+// mismatched member never leaves fewer healthy voters than quorum nor removes the leader while it leads.
+func TestQuotaAndMismatchStepsNeverBreakQuorum(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	quotas := []int64{0, 288 * mib, 576 * mib}
+	for i := 0; i < 20000; i++ {
+		var members []Member
+		n := 1 + rng.Intn(7)
+		for j := 0; j < n; j++ {
+			m := sized(fmt.Sprintf("c-%c", 'a'+j), uint64(j+1), 40, 20)
+			m.Healthy, m.PodReady = rng.Intn(6) > 0, rng.Intn(6) > 0
+			m.IsLearner = rng.Intn(8) == 0
+			m.PodQuota = quotas[rng.Intn(len(quotas))]
+			m.HashMismatch = rng.Intn(4) == 0
+			members = append(members, m)
+		}
+		obs := clusterAt("3.6.0", members...)
+		obs.LeaderID = uint64(1 + rng.Intn(n))
+		spec := raisingSpec(576, 1024)
+		spec.Replicas = n
+		spec.Maintenance.ReplaceMismatched = rng.Intn(2) == 0
+		got := Next(spec, obs)
+		switch {
+		case got.Kind == RestartMember && got.Reason == ReasonRestartingForQuota:
+			for _, m := range members {
+				if !m.Healthy || (!m.PodReady && !m.IsLearner) {
+					t.Fatalf("restart for the quota while %s is unhealthy: %+v", m.Name, members)
+				}
+			}
+			if got.MemberID == obs.LeaderID && n > 1 {
+				t.Fatalf("restarted the leader while it leads: %+v", members)
+			}
+		case got.Kind == RemoveMember && got.Reason == ReasonReplacingMismatchedMember:
+			if !spec.Maintenance.ReplaceMismatched {
+				t.Fatalf("replaced a mismatched member without replaceMismatchedMembers")
+			}
+			voters, healthy := 0, 0
+			for _, m := range members {
+				if m.InEtcd && !m.IsLearner {
+					voters++
+					if m.Healthy && m.ID != got.MemberID {
+						healthy++
+					}
+				}
+				if m.ID == got.MemberID && (!m.HashMismatch || m.IsLearner) {
+					t.Fatalf("removed %s, which is not a mismatched voter", m.Name)
+				}
+			}
+			// A leader that does not answer cannot hand leadership over; removing it is an election, as when any
+			// unhealthy leader is replaced.
+			if m, _ := find(members, "c-"+string(rune('a'+got.MemberID-1))); got.MemberID == obs.LeaderID && m.Healthy {
+				t.Fatalf("removed the leader while it leads: %+v", members)
+			}
+			if voters > 1 && healthy < Quorum(voters-1) {
+				t.Fatalf("removal leaves %d healthy of %d voters: %+v", healthy, voters-1, members)
+			}
+		}
 	}
 }

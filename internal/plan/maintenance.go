@@ -135,9 +135,10 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 					byteSize(m.Quota), strings.Join(full, ", "), byteSize(raised), byteSize(m.MaxQuota))}
 		}
 		return Action{Kind: Wait, Reason: ReasonNoSpaceQuotaTooSmall,
-			Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): delete data, or raise "+
-				"spec.etcd.quotaBackendBytes (and storage.size with it) and restart the members one at a time; Steward disarms the alarm once there is room",
-				byteSize(m.Quota), strings.Join(full, ", "))}
+			Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s)%s: delete data, or raise "+
+				"spec.etcd.quotaBackendBytes (and storage.size with it) or spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes; Steward restarts the members "+
+				"with a new quota one at a time and disarms the alarm once there is room",
+				byteSize(m.Quota), strings.Join(full, ", "), atMax(m))}
 	}
 	return Action{Kind: DisarmNoSpace, Reason: ReasonRecoveringFromNoSpace,
 		Message: "NOSPACE: compacted and defragmented, the data in use is below 90% of the quota: disarming the alarm, writes resume"}
@@ -226,4 +227,12 @@ func quotaRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
 	return restartOne(obs, members, next, ReasonRestartingForQuota,
 		fmt.Sprintf("its Pod runs with a quota of %s, the quota in force is %s (%d of %d members to restart)",
 			byteSize(next.PodQuota), byteSize(q), len(due), len(members))), true
+}
+
+// atMax says so when the quota is at the maximum Steward may raise it to.
+func atMax(m Maintenance) string {
+	if m.MaxQuota > 0 && m.MaxQuota <= m.Quota {
+		return fmt.Sprintf(", the most recoverFromNoSpace.maxQuotaBackendBytes (%s) allows", byteSize(m.MaxQuota))
+	}
+	return ""
 }

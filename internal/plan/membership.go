@@ -121,7 +121,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	}
 	// Then, where the spec allows it, a voter whose key space differs from the majority's: it serves wrong data to
 	// the clients that read from it, and a successor joins with the majority's data.
-	if spec.Maintenance.ReplaceMismatched {
+	if voters, _ := votersAndHealthyOthers(members, ""); spec.Maintenance.ReplaceMismatched && voters > 1 {
 		for _, m := range members {
 			if m.InEtcd && !m.IsLearner && m.HashMismatch {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMismatchedMember,

@@ -197,12 +197,9 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	}
 	cacheOptions := namespaces.CacheOptions()
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
-	events := manager.EventBroadcaster()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Cache:  cacheOptions,
-		// As cmd/steward does; shut down when this manager stops (tests start many in one process).
-		EventBroadcaster:              events, //nolint:staticcheck // the only way to size client-go's spam filter (see manager.EventBroadcaster)
+		Scheme:                        scheme,
+		Cache:                         cacheOptions,
 		LeaderElection:                true,
 		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
 		LeaderElectionNamespace:       namespaces[0],
@@ -217,19 +214,23 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("steward"),
+	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithValues("test", t.Name()).WithName("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorderFor("steward"), AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
+		Recorder: recorder, AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&etcdrestore.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorderFor("steward"), AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
+		Recorder: recorder, AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("steward")}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	// As cmd/steward does: registered once per process, each manager's cache a source while it leads.
@@ -249,7 +250,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		if err := <-done; err != nil {
 			t.Errorf("operator: %v", err)
 		}
-		events.Shutdown()
+		stopEvents()
 	}
 	t.Cleanup(stop)
 	return stop

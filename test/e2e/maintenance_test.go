@@ -248,8 +248,13 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
+	// The members restart on new Pods, with new IPs: each try dials the members there are.
 	poll(t, "writes accepted again", 5*time.Minute, func() error {
-		_, err := cli.Put(ctx, "after", "recovered")
+		now, _ := memberClient(t, got)
+		defer func() { _ = now.Close() }()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := now.Put(pctx, "after", "recovered")
 		return err
 	})
 	recovered := time.Since(begin) - raised
@@ -270,7 +275,9 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
 	requireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
-	filled.check(t, cli)
+	after, _ := memberClient(t, got)
+	defer func() { _ = after.Close() }()
+	filled.check(t, after)
 	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> 64Mi, 3 restarts)",
 		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond))
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
