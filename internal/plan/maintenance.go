@@ -127,8 +127,11 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	if len(full) > 0 {
 		sort.Strings(full)
 		if m.MaxQuota > m.Quota {
-			// Twice the quota, or enough for the data in use to be below the disarm threshold, at most the maximum.
-			raised := min(m.MaxQuota, max(2*m.Quota, inUse(members)*100/noSpaceDisarmPercent+1))
+			// Twice the quota, or enough for the data in use to be below the disarm threshold (in whole MiB), at
+			// most the maximum.
+			const mib = 1 << 20
+			need := (inUse(members)*100/noSpaceDisarmPercent + mib) / mib * mib
+			raised := min(m.MaxQuota, max(2*m.Quota, need))
 			return Action{Kind: RaiseQuota, Quota: raised, Reason: ReasonRaisingQuota,
 				Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): raising the quota to %s "+
 					"(spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes %s); members restart with it one at a time, then the alarm is disarmed",

@@ -121,6 +121,9 @@ func TestNextMaintenance(t *testing.T) {
 		"NOSPACE: live data fills the quota, a maximum allows more: the quota doubles": {
 			raisingSpec(288, 1024), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
 		},
+		"NOSPACE: more than twice when the data in use needs it, in whole MiB": {
+			raisingSpec(32, 1024), noSpace(5000, 4900, sized("c-a", 1, 61, 60), sized("c-b", 2, 61, 60), sized("c-c", 3, 61, 60)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 67.0 MiB",
+		},
 		"NOSPACE: doubling is capped at the maximum": {
 			raisingSpec(288, 400), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
 		},

@@ -494,6 +494,19 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			c.Spec.Etcd.HeartbeatIntervalMillis, c.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](100), ptr.To[int32](200)
 		}, "at least 5 times"},
 		"bad compaction mode": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.AutoCompactionMode = "sometimes" }, "Unsupported value"},
+		"a maximum quota the volume cannot hold": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{MaxQuotaBackendBytes: ptr.To(resource.MustParse("512Mi"))}}
+		}, "maxQuotaBackendBytes does not fit storage.size"},
+		"a maximum quota below the quota": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("200Mi"))
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{MaxQuotaBackendBytes: ptr.To(resource.MustParse("100Mi"))}}
+		}, "maxQuotaBackendBytes is below etcd.quotaBackendBytes"},
+		"a hash check too often": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{Interval: &metav1.Duration{Duration: 5 * time.Second}}}
+		}, "interval must be 0s (off) or at least 10s"},
+		"a defragmentation threshold out of range": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{MinFreePercent: ptr.To[int32](100)}}
+		}, "should be less than or equal to 99"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

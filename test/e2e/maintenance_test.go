@@ -267,10 +267,13 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 		t.Errorf("MemberRestarting events %v, want one per member", ev)
 	}
 	got = waitSettled(t, key, 2*time.Minute)
-	if got.Status.RaisedQuotaBackendBytes != 64<<20 || got.Status.QuotaBackendBytes != 64<<20 {
-		t.Errorf("status quota %d, raised %d, want 64Mi both", got.Status.QuotaBackendBytes, got.Status.RaisedQuotaBackendBytes)
+	// Twice the quota, or more when the data in use needs it (bbolt's pages for 256KiB values take more than the
+	// values), at most the maximum.
+	quota := got.Status.RaisedQuotaBackendBytes
+	if quota < 64<<20 || quota > 128<<20 || quota%(1<<20) != 0 {
+		t.Errorf("raised quota %d, want whole MiB from 64Mi to 128Mi", quota)
 	}
-	checkQuota(t, got, 64<<20)
+	checkQuota(t, got, quota)
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
@@ -278,8 +281,8 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	after, _ := memberClient(t, got)
 	defer func() { _ = after.Close() }()
 	filled.check(t, after)
-	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> 64Mi, 3 restarts)",
-		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond))
+	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> %dMi, 3 restarts)",
+		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond), quota>>20)
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
