@@ -110,14 +110,8 @@ func TestQuotaAndMismatchStepsNeverBreakQuorum(t *testing.T) {
 			if !spec.Maintenance.ReplaceMismatched {
 				t.Fatalf("replaced a mismatched member without replaceMismatchedMembers")
 			}
-			voters, healthy := 0, 0
+			voters, healthy := votersAfterRemoval(members, got.MemberID)
 			for _, m := range members {
-				if m.InEtcd && !m.IsLearner {
-					voters++
-					if m.Healthy && m.ID != got.MemberID {
-						healthy++
-					}
-				}
 				if m.ID == got.MemberID && (!m.HashMismatch || m.IsLearner) {
 					t.Fatalf("removed %s, which is not a mismatched voter", m.Name)
 				}

@@ -176,15 +176,7 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			if !obs.EtcdReachable {
 				t.Fatalf("removal without a member list: %+v", members)
 			}
-			voters, healthy := 0, 0
-			for _, m := range members {
-				if m.InEtcd && !m.IsLearner {
-					voters++
-					if m.Healthy && m.ID != got.MemberID {
-						healthy++
-					}
-				}
-			}
+			voters, healthy := votersAfterRemoval(members, got.MemberID)
 			if voters > 1 && healthy < Quorum(voters-1) {
 				t.Fatalf("removal leaves %d healthy of %d voters: %+v", healthy, voters-1, members)
 			}
@@ -236,4 +228,18 @@ func TestRemoveIfSafeMovesLeadershipFirst(t *testing.T) {
 	if got := removeIfSafe(2, []Member{a, voter("c-b", 2), voter("c-c", 3)}, a, ReasonScalingDown, "removing c-a"); got.Kind != RemoveMember {
 		t.Fatalf("removing a follower: %s, want RemoveMember", got.Kind)
 	}
+}
+
+// votersAfterRemoval counts the voters before member id is removed, and the healthy ones that remain after: the
+// oracle the property tests check removals against.
+func votersAfterRemoval(members []Member, id uint64) (voters, healthy int) {
+	for _, m := range members {
+		if m.InEtcd && !m.IsLearner {
+			voters++
+			if m.Healthy && m.ID != id {
+				healthy++
+			}
+		}
+	}
+	return voters, healthy
 }

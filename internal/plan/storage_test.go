@@ -309,15 +309,7 @@ func TestStorageStepsNeverBreakQuorum(t *testing.T) {
 			if got.MemberID == obs.LeaderID {
 				t.Fatalf("removed the leader: %+v", members)
 			}
-			voters, healthy := 0, 0
-			for _, m := range members {
-				if m.InEtcd && !m.IsLearner {
-					voters++
-					if m.Healthy && m.ID != got.MemberID {
-						healthy++
-					}
-				}
-			}
+			voters, healthy := votersAfterRemoval(members, got.MemberID)
 			if voters <= spec.Replicas || healthy < Quorum(voters-1) {
 				t.Fatalf("removal leaves %d healthy of %d voters (replicas %d): %+v", healthy, voters-1, spec.Replicas, members)
 			}
