@@ -23,10 +23,12 @@ const (
 	defragClients       = 6
 )
 
-// clientOp is one operation of the latency load: when it started and how long it took.
+// clientOp is one operation of the latency load: when it started, how long it took, what it was and how it ended.
 type clientOp struct {
 	start time.Time
 	took  time.Duration
+	put   bool
+	err   error
 }
 
 // benchDefrag measures Steward's defragmentation of a 3-member cluster holding 200 MiB of compacted garbage: from
@@ -39,6 +41,7 @@ func benchDefrag(ctx context.Context, c *testbed.Cluster, runs int) (section, er
 	runs = min(runs, 3)
 	var took, baseP99, duringP99, duringMax []time.Duration
 	var before, after []int64
+	var slow, moves []string
 	for i := 0; i < runs; i++ {
 		manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
 			"spec: {replicas: 3, version: %q, tls: {provider: None}, storage: {size: 2Gi}}\n", name, testbed.EtcdVersions[0])
@@ -113,10 +116,23 @@ func benchDefrag(ctx context.Context, c *testbed.Cluster, runs int) (section, er
 				base = append(base, op.took)
 			case !op.start.Before(begin) && op.start.Before(end):
 				during = append(during, op.took)
+				if op.took > time.Second {
+					slow = append(slow, describeOp(op, begin))
+				}
 			}
 		}
 		baseP99, duringP99 = append(baseP99, percentile(base, 99)), append(duringP99, percentile(during, 99))
 		duringMax = append(duringMax, percentile(during, 100))
+		events, err := kubectl("", "get", "events", "--field-selector", "involvedObject.name="+name+",reason=LeaderMoved", "-o",
+			`jsonpath={range .items[*]}{.firstTimestamp}{" "}{end}`)
+		if err != nil {
+			return section{}, err
+		}
+		for _, at := range strings.Fields(events) {
+			if t, err := time.Parse(time.RFC3339, at); err == nil && !t.Before(begin.Truncate(time.Second)) {
+				moves = append(moves, fmt.Sprintf("+%s", t.Sub(begin.Truncate(time.Second))))
+			}
+		}
 		if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
 			return section{}, err
 		}
@@ -133,10 +149,11 @@ func benchDefrag(ctx context.Context, c *testbed.Cluster, runs int) (section, er
 		"about one member's defragmentation: the member answers nothing meanwhile, and clients connected to it wait. "+
 		"Taking the member out of the client Service would not spare them: a Service only steers new connections, and "+
 		"etcd clients keep theirs; clients that list every member's endpoint (`--endpoints`) are moved on by their "+
-		"balancer after their request times out.\n",
+		"balancer after their request times out.\n\nOperations over 1 s in the %d runs: %s. Leadership handed over at: %s "+
+		"(from the LeaderMoved Events, 1 s resolution).\n",
 		defragGarbageWrites, defragValueSize>>10, mib(median64(before)), defragClients, runs,
 		table([]row{{"3 members defragmented (patch to last recorded)", took}, {"client op p99, 10 s before", baseP99},
-			{"client op p99, during", duringP99}, {"client op max, during", duringMax}}), mib(median64(after)))}, nil
+			{"client op p99, during", duringP99}, {"client op max, during", duringMax}}), mib(median64(after)), runs, orNone(slow), orNone(moves))}, nil
 }
 
 // settledMemberIPs waits until EtcdCluster name has three ready members and nothing in progress, and returns its
@@ -210,13 +227,15 @@ func latencyLoad(ctx context.Context, endpoint string, member int, stop <-chan s
 		}
 		start := time.Now()
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if i%2 == 0 {
-			_, _ = cli.Put(octx, fmt.Sprintf("latency-%d", member), value)
+		put := i%2 == 0
+		var err error
+		if put {
+			_, err = cli.Put(octx, fmt.Sprintf("latency-%d", member), value)
 		} else {
-			_, _ = cli.Get(octx, fmt.Sprintf("latency-%d", member))
+			_, err = cli.Get(octx, fmt.Sprintf("latency-%d", member))
 		}
 		cancel()
-		ops = append(ops, clientOp{start: start, took: time.Since(start)})
+		ops = append(ops, clientOp{start: start, took: time.Since(start), put: put, err: err})
 	}
 }
 
@@ -240,3 +259,22 @@ func median64(xs []int64) int64 {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// describeOp says what a slow operation was, when it started (after the patch) and how it ended.
+func describeOp(op clientOp, begin time.Time) string {
+	kind, outcome := "get", "ok"
+	if op.put {
+		kind = "put"
+	}
+	if op.err != nil {
+		outcome = op.err.Error()
+	}
+	return fmt.Sprintf("a %s at +%s took %s (%s)", kind, op.start.Sub(begin).Round(10*time.Millisecond), op.took.Round(10*time.Millisecond), outcome)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
