@@ -12,6 +12,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.etcd) || !has(self.etcd.quotaBackendBytes) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).compareTo(quantity(string(self.etcd.quotaBackendBytes))) >= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes is below etcd.quotaBackendBytes: the maximum Steward may raise the quota to cannot be below the quota itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !self.auth.enabled || !has(self.tls) || self.tls.provider != 'None'",message="auth.enabled needs TLS (tls.provider Steward, Secrets or CertManager): Steward authenticates to etcd with its client certificate, and a cluster without TLS would send passwords in the clear"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
 	// odd count below it and makes quorum harder to keep.
@@ -65,6 +66,12 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:default={provider: "Steward"}
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth turns on etcd's authentication: clients must then present a client certificate or a password of an
+	// etcd user (see EtcdUser), and may do only what that user's roles allow. Off by default: every client that
+	// reaches the cluster (and, with TLS, presents a certificate of the cluster's CA) may do anything.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// Bootstrap says how a new cluster gets its first data: empty (the default) or from a backup. Immutable.
 	// +optional
@@ -268,6 +275,16 @@ type EtcdTuning struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+}
+
+// AuthSpec is etcd's authentication on the cluster.
+type AuthSpec struct {
+	// Enabled turns authentication on (true) or off (false) on a running cluster. Before turning it on, Steward
+	// makes sure the root user exists (without a password: nobody logs in as root) and that its own identity
+	// (the common name of its client certificate) holds the root role, so that Steward, its backup Jobs and
+	// members joining later keep working.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
 }
 
 // TLSSpec secures etcd's traffic: client (port 2379) and peer (2380) connections use TLS with client
@@ -575,6 +592,10 @@ type EtcdClusterStatus struct {
 	// spec.etcd.quotaBackendBytes, else derived from spec.storage.size.
 	// +optional
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+
+	// AuthEnabled is whether etcd enforces authentication, as Steward last read or set it (spec.auth.enabled).
+	// +optional
+	AuthEnabled *bool `json:"authEnabled,omitempty"`
 
 	// RaisedQuotaBackendBytes is the quota Steward raised to when the data in use filled the quota after a NOSPACE
 	// alarm (spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes): members run with the larger of it (at

@@ -21,6 +21,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/controller/etcdrestore"
+	"steward.dev/steward/internal/controller/etcduser"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/metrics"
@@ -165,6 +166,14 @@ func run() error {
 		Recorder: recorder,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
+	}
+	if err := (&etcduser.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: recorder,
+		Etcd:     etcd.NewPool(),
+		Options:  resourceOpts,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up EtcdUser controller: %w", err)
 	}
 
 	// Steward's own metrics, next to controller-runtime's on --metrics-bind-address: gauges read from this

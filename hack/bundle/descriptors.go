@@ -91,6 +91,7 @@ var kinds = map[string]kindInfo{
 			{"quorumLossRecovery.after", []string{xText, xAdvanced}},
 			{"bootstrap.fromBackup.backupName", []string{resourceOf("EtcdBackup"), xAdvanced}},
 			{"image", []string{xText, xAdvanced}},
+			{"auth.enabled", []string{xBooleanSwitch}},
 			{"paused", []string{xBooleanSwitch}},
 		},
 		status: []field{
@@ -183,6 +184,28 @@ var kinds = map[string]kindInfo{
 			{"conditions", []string{xConditions}},
 			{"mode", []string{xShown}},
 			{"previousClusterID", []string{xShown}},
+		},
+	},
+	"EtcdUser": {
+		displayName: "etcd User",
+		resources:   []resourceReference{secrets},
+		spec: []field{
+			{"clusterName", []string{resourceOf("EtcdCluster")}},
+			{"userName", []string{xText, xAdvanced}},
+			{"certificate.secretName", []string{xText}},
+			{"password.secretName", []string{xText}},
+		},
+		status: []field{
+			{"conditions", []string{xConditions}},
+			{"userName", []string{xShown}},
+			{"certificateSecretName", []string{xSecret}},
+			{"passwordSecretName", []string{xSecret}},
+			{"certificateNotAfter", []string{xShown}},
+			{"authEnabled", []string{xShown}},
+		},
+		displayNames: map[string]string{
+			"certificate.secretName": "Certificate Secret",
+			"password.secretName":    "Password Secret",
 		},
 	},
 }

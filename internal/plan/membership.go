@@ -245,6 +245,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if a, ok := nextMaintenanceStep(spec, obs, members); ok {
 		return a
 	}
+	// 10. Authentication on or off, once the cluster is settled (auth.go).
+	if a, ok := authStep(spec, obs); ok {
+		return a
+	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
 }
 

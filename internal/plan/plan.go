@@ -12,6 +12,8 @@ import (
 
 // Spec is the part of the EtcdCluster spec the planner decides on.
 type Spec struct {
+	// Auth: etcd's authentication is to be on (spec.auth.enabled).
+	Auth     bool
 	Replicas int
 	Version  string
 	// Image is the image members of Version run (the spec's image, or the operator's default for Version).
@@ -147,7 +149,9 @@ const PodStuckImageNotStarted = "ImageNotStartedYet"
 
 // Observation is everything the planner knows about the cluster at one moment.
 type Observation struct {
-	Members []Member
+	// AuthEnabled is whether etcd enforces authentication; nil when not known.
+	AuthEnabled *bool
+	Members     []Member
 	// EtcdReachable: a member list was read from at least one member.
 	EtcdReachable bool
 	// Bootstrapped: the cluster has formed once (every bootstrap member started). The controller's memory in

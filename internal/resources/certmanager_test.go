@@ -42,7 +42,7 @@ func TestCertificates(t *testing.T) {
 			"issuerRef": map[string]any{"name": "issuer", "kind": "ClusterIssuer", "group": "example.com"},
 		}},
 		"client": {testCluster(certManager("Issuer", "cert-manager.io")), "", map[string]any{
-			"secretName": "db-client", "commonName": "steward:db", "duration": "2160h0m0s",
+			"secretName": "db-client", "commonName": "root", "duration": "2160h0m0s",
 			"usages":   []any{"digital signature", "client auth"},
 			"dnsNames": nil, "ipAddresses": nil,
 		}},

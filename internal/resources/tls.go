@@ -200,8 +200,11 @@ func MemberDNSNames(cluster *etcdv1alpha1.EtcdCluster, member string, o Options)
 // MemberIPs are the IP addresses a member's certificate carries: loopback, for etcdctl inside the Pod.
 func MemberIPs() []net.IP { return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback} }
 
-// ClientCommonName is the subject of the client certificate Steward issues itself.
-func ClientCommonName(cluster *etcdv1alpha1.EtcdCluster) string { return "steward:" + cluster.Name }
+// ClientCommonName is the subject of Steward's own client certificate: root. With authentication on, etcd takes
+// a client certificate's common name as the user; root always exists in an auth-enabled store (etcd refuses to
+// enable auth without it), also in one restored from another cluster's backup, so Steward and its backup Jobs
+// keep their access after any restore. The cluster is unused: every cluster has its own CA.
+func ClientCommonName(*etcdv1alpha1.EtcdCluster) string { return "root" }
 
 // TLSSecret is a Secret of type kubernetes.io/tls holding a certificate, its key and the CA that issued it.
 func TLSSecret(cluster *etcdv1alpha1.EtcdCluster, name string, labels map[string]string, ca, cert, key []byte) *corev1.Secret {
@@ -281,4 +284,22 @@ func AgentTLSArgs() []string {
 		fmt.Sprintf("--cert-file=%s/%s", AgentTLSMount, SecretCertKey),
 		fmt.Sprintf("--key-file=%s/%s", AgentTLSMount, SecretKeyKey),
 	}
+}
+
+// MemberClientEndpoints maps the client URL (by Pod IP) of every running member Pod the cluster controls to its
+// member name. Pod IPs, not DNS names: the operator may run where cluster DNS does not resolve (with TLS, Steward
+// checks a member's certificate for the client Service's name, which every member's certificate carries).
+func MemberClientEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for i := range pods {
+		p := &pods[i]
+		name := p.Labels[LabelMember]
+		if name == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil || p.Status.PodIP == "" ||
+			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		mode, _ := PodTLS(p)
+		out[fmt.Sprintf("%s://%s:%d", SchemeOf(mode), p.Status.PodIP, ClientPort)] = name
+	}
+	return out
 }

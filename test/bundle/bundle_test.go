@@ -239,7 +239,7 @@ func TestBrokenBundlesFail(t *testing.T) {
 		},
 		"alm-examples of a kind the bundle does not own": {
 			editCSV(func(csv map[string]any) {
-				path(csv, "metadata", "annotations")["alm-examples"] = `[{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdUser", "metadata": {"name": "x"}}]`
+				path(csv, "metadata", "annotations")["alm-examples"] = `[{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdProxy", "metadata": {"name": "x"}}]`
 			}),
 			"example must have a provided API",
 		},

@@ -43,6 +43,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/controller/etcdrestore"
+	"steward.dev/steward/internal/controller/etcduser"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/manager"
 	stewardmetrics "steward.dev/steward/internal/metrics"
@@ -231,6 +232,9 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		t.Fatal(err)
 	}
 	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&etcduser.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	// As cmd/steward does: registered once per process, each manager's cache a source while it leads.

@@ -105,8 +105,9 @@ func testLabel(t *testing.T) string {
 
 // deleteNamespace deletes namespace ns and waits until it is gone. Member Pods go at once (no grace period:
 // the test is over, and a test may have held some with a finalizer of its own), and the finalizers of
-// EtcdBackups are dropped, since no operator runs any more to delete their snapshots (those live under the
-// namespace's own key prefix or volume, and go with the test bed).
+// EtcdBackups and EtcdUsers are dropped, since no operator runs any more to delete their snapshots (those live
+// under the namespace's own key prefix or volume, and go with the test bed) or their etcd users (which go with
+// the namespace's clusters).
 func deleteNamespace(ns string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -140,6 +141,17 @@ func deleteNamespace(ns string, timeout time.Duration) error {
 					patch := client.MergeFrom(b.DeepCopy())
 					b.Finalizers = nil
 					_ = k8s.Patch(ctx, b, patch) // a conflict or a gone object: the next round sees
+				}
+			}
+		}
+		var users etcdv1alpha1.EtcdUserList
+		if err := k8s.List(ctx, &users, client.InNamespace(ns)); err == nil {
+			for i := range users.Items {
+				u := &users.Items[i]
+				if len(u.Finalizers) > 0 {
+					patch := client.MergeFrom(u.DeepCopy())
+					u.Finalizers = nil
+					_ = k8s.Patch(ctx, u, patch) // their etcd users go with the cluster
 				}
 			}
 		}
@@ -210,6 +222,7 @@ var expected = map[string]time.Duration{
 	"TestNoSpaceQuotaRaised":                          120 * time.Second,
 	"TestDefragmentation":                             90 * time.Second,
 	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
+	"TestEtcdUsersAndAuth":                            150 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,

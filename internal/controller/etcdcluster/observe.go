@@ -59,7 +59,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.Client.List(ctx, &pvcs, client.InNamespace(cluster.Namespace), sel); err != nil {
 		return nil, fmt.Errorf("list member PVCs: %w", err)
 	}
-	endpoints := memberEndpoints(cluster, pods.Items)
+	endpoints := resources.MemberClientEndpoints(cluster, pods.Items)
 	list := make([]string, 0, len(endpoints))
 	for ep := range endpoints {
 		list = append(list, ep)
@@ -91,25 +91,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	}
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
+	r.observeAuth(ctx, cluster, obs)
 	return obs, nil
-}
-
-// memberEndpoints maps the client URL (by Pod IP) of every running member Pod the cluster controls to its member
-// name. Pod IPs, not DNS names: the operator may run where cluster DNS does not resolve (with TLS, Steward checks
-// a member's certificate for the client Service's name, which every member's certificate carries).
-func memberEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) map[string]string {
-	out := map[string]string{}
-	for i := range pods {
-		p := &pods[i]
-		name := p.Labels[resources.LabelMember]
-		if name == "" || !metav1.IsControlledBy(p, cluster) || p.DeletionTimestamp != nil || p.Status.PodIP == "" ||
-			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			continue
-		}
-		mode, _ := resources.PodTLS(p)
-		out[fmt.Sprintf("%s://%s:%d", resources.SchemeOf(mode), p.Status.PodIP, resources.ClientPort)] = name
-	}
-	return out
 }
 
 // assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
@@ -176,7 +159,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			readInitial(m, pvc.Annotations)
 		}
 	}
-	endpointOf := memberEndpoints(cluster, pods)
+	endpointOf := resources.MemberClientEndpoints(cluster, pods)
 	for ep, s := range view.Statuses {
 		name, ok := endpointOf[ep]
 		if !ok {

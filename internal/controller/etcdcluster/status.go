@@ -154,6 +154,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.RaisedQuotaBackendBytes = 0 // the spec asks for as much now: the raise has served its time
 	}
 	st.HashCheck = obs.hashCheck
+	if obs.plan.AuthEnabled != nil {
+		st.AuthEnabled = obs.plan.AuthEnabled
+	}
 	switch {
 	case obs.tls != nil:
 		st.TLS = obs.tls.status

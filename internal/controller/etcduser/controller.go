@@ -1,0 +1,581 @@
+// Package etcduser is the EtcdUser controller: it keeps one application's identity on an EtcdCluster in place.
+// Each pass issues or renews the user's client certificate from the cluster's CA and generates its password
+// (each in a Secret the EtcdUser owns), reads the user and its role from etcd, and applies the changes
+// internal/etcdauth computes, so that drift made in etcd by hand is undone. Deleting an EtcdUser deletes the etcd
+// user and its role first (a finalizer), so that its credentials stop working at once; its Secrets go with it.
+package etcduser
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/etcdauth"
+	"steward.dev/steward/internal/pki"
+	"steward.dev/steward/internal/resources"
+)
+
+const (
+	// finalizer holds an EtcdUser until its etcd user and role are deleted.
+	finalizer = "etcd.steward.dev/etcd-user"
+	// requeueSteady: how often a Ready user is compared with etcd again (drift made by hand), at most.
+	requeueSteady = time.Minute
+	// requeueWaiting: how soon a user waiting for its cluster is tried again, besides the cluster's own events.
+	requeueWaiting = 15 * time.Second
+	// annotationPasswordApplied holds the sha256 of the password last set in etcd, on the password Secret: a
+	// Secret whose password no longer matches it (rotated by deleting or editing the Secret) is set again.
+	annotationPasswordApplied = "etcd.steward.dev/password-applied-sha256" //nolint:gosec // an annotation's name, not a credential
+	// Keys of the password Secret.
+	secretUsernameKey = "username"
+	secretPasswordKey = "password"
+	// passwordLength: 32 characters from a 62-character alphabet, about 190 bits.
+	passwordLength = 32
+)
+
+// Reasons of the Ready condition of an EtcdUser.
+const (
+	ReasonApplied               = "Applied"
+	ReasonClusterNotFound       = "ClusterNotFound"
+	ReasonClusterNotReady       = "ClusterNotReady"
+	ReasonInvalidSpec           = "InvalidSpec"
+	ReasonSecretConflict        = "SecretConflict"
+	ReasonCertificateNotAllowed = "CertificateNotSupported"
+	ReasonRoleNotFound          = "RoleNotFound"
+	ReasonEtcdError             = "EtcdError"
+)
+
+// Reconciler reconciles EtcdUsers.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	// Etcd holds this controller's own clients, one per cluster, dialed with Steward's client certificate.
+	Etcd *etcd.Pool
+	// Options are the operator's resource options: the cluster domain in the name members' certificates carry.
+	Options resources.Options
+	// Now is the clock (injected for tests).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdusers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdusers/status,verbs=patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdusers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
+
+// SetupWithManager registers the controller: it watches EtcdUsers, the Secrets they own, and their clusters (a
+// cluster that becomes available, or whose auth is switched, wakes its users).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &etcdv1alpha1.EtcdUser{}, "spec.clusterName",
+		func(o client.Object) []string { return []string{o.(*etcdv1alpha1.EtcdUser).Spec.ClusterName} }); err != nil {
+		return fmt.Errorf("index EtcdUsers by cluster: %w", err)
+	}
+	toUsers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var users etcdv1alpha1.EtcdUserList
+		if err := r.Client.List(ctx, &users, client.InNamespace(o.GetNamespace()), client.MatchingFields{"spec.clusterName": o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(users.Items))
+		for _, u := range users.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.Namespace, Name: u.Name}})
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdUser{}).
+		Owns(&corev1.Secret{}).
+		Watches(&etcdv1alpha1.EtcdCluster{}, toUsers, builder.WithPredicates(clusterChangeForUsers)).
+		Named("etcduser").
+		Complete(r)
+}
+
+// clusterChangeForUsers passes the cluster updates its users act on: auth switched, which members are healthy,
+// the TLS provider, or the spec. A cluster's status changes on most of its passes (revision, sizes), and each user
+// pass costs etcd three raft proposals (auth reads go through raft), so the rest is left to the periodic pass.
+var clusterChangeForUsers = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*etcdv1alpha1.EtcdCluster)
+	n, okNew := e.ObjectNew.(*etcdv1alpha1.EtcdCluster)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Generation != n.Generation || !reflect.DeepEqual(o.Status.AuthEnabled, n.Status.AuthEnabled) ||
+		!reflect.DeepEqual(healthyVoters(o), healthyVoters(n)) || resources.TLSMode(o) != resources.TLSMode(n)
+}}
+
+// pass is one reconcile's outcome for the Ready condition.
+type pass struct {
+	reason, message string
+	requeue         time.Duration
+}
+
+// Reconcile runs one pass: credentials, then etcd, then status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	user := &etcdv1alpha1.EtcdUser{}
+	if err := r.Client.Get(ctx, req.NamespacedName, user); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: user.Spec.ClusterName}, cluster)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get EtcdCluster %s: %w", user.Spec.ClusterName, err)
+	}
+	if apierrors.IsNotFound(err) {
+		cluster = nil
+	}
+	if !user.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, user, cluster)
+	}
+	if controllerutil.AddFinalizer(user, finalizer) {
+		if err := r.Client.Update(ctx, user); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	before := user.DeepCopy()
+	p, passErr := r.sync(ctx, user, cluster)
+	user.Status.ObservedGeneration = user.Generation
+	user.Status.UserName = etcdauth.UserName(user)
+	if cluster != nil && cluster.Status.AuthEnabled != nil {
+		user.Status.AuthEnabled = *cluster.Status.AuthEnabled
+	}
+	ready := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: p.reason,
+		Message: p.message, ObservedGeneration: user.Generation}
+	if p.reason == ReasonApplied {
+		ready.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&user.Status.Conditions, ready)
+	if !equality.Semantic.DeepEqual(before.Status, user.Status) {
+		if err := r.Client.Status().Patch(ctx, user, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, errors.Join(passErr, fmt.Errorf("write status: %w", err))
+		}
+	}
+	if passErr != nil {
+		return ctrl.Result{}, passErr
+	}
+	return ctrl.Result{RequeueAfter: p.requeue}, nil
+}
+
+// sync puts the user's credentials and etcd entries in place and returns what Ready says. An error is returned
+// only for what a retry may cure (the API server, etcd); what the user must fix is a reason.
+func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster) (pass, error) {
+	if cluster == nil {
+		return pass{reason: ReasonClusterNotFound, requeue: requeueWaiting,
+			message: fmt.Sprintf("EtcdCluster %s does not exist in namespace %s", user.Spec.ClusterName, user.Namespace)}, nil
+	}
+	want, err := etcdauth.Desired(user)
+	if err != nil {
+		return pass{reason: ReasonInvalidSpec, message: err.Error()}, nil
+	}
+	// What the last pass recorded, before this one overwrites it: whether Steward gave the etcd user a password,
+	// and which Secrets it wrote (those the spec no longer asks for go).
+	hadPassword := user.Status.PasswordSecretName != ""
+	if err := r.dropSecrets(ctx, user); err != nil {
+		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+	}
+	var cert *x509.Certificate
+	if user.Spec.Certificate != nil {
+		if p, ok := certificateAllowed(cluster); !ok {
+			return p, nil
+		}
+		c, p, err := r.ensureCertificate(ctx, user, cluster, want.Name)
+		if err != nil || p != nil {
+			return derefPass(p), err
+		}
+		cert = c
+	}
+	user.Status.CertificateNotAfter = nil
+	if cert != nil {
+		user.Status.CertificateNotAfter = &metav1.Time{Time: cert.NotAfter}
+	}
+	user.Status.CertificateSecretName = ""
+	if user.Spec.Certificate != nil {
+		user.Status.CertificateSecretName = user.Spec.Certificate.SecretName
+	}
+	var password string
+	var passwordSecret *corev1.Secret
+	user.Status.PasswordSecretName = ""
+	if user.Spec.Password != nil {
+		s, p, err := r.ensurePasswordSecret(ctx, user, want.Name)
+		if err != nil || p != nil {
+			return derefPass(p), err
+		}
+		passwordSecret, password = s, string(s.Data[secretPasswordKey])
+		user.Status.PasswordSecretName = s.Name
+	}
+
+	endpoints, err := r.endpoints(ctx, cluster)
+	if err != nil {
+		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+	}
+	if len(endpoints) == 0 {
+		return pass{reason: ReasonClusterNotReady, requeue: requeueWaiting,
+			message: fmt.Sprintf("EtcdCluster %s has no healthy member to apply the user to yet", cluster.Name)}, nil
+	}
+	key := client.ObjectKeyFromObject(cluster).String()
+	if err := r.dialWith(ctx, cluster, key); err != nil {
+		return pass{reason: ReasonClusterNotReady, requeue: requeueWaiting, message: err.Error()}, nil
+	}
+	observed, roles, err := r.Etcd.ObserveUser(ctx, key, endpoints, want.Name)
+	if err != nil {
+		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+	}
+	observed.Password = hadPassword
+	stale := passwordSecret != nil && passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(password)
+	ops, missing := etcdauth.Changes(want, observed, roles, stale)
+	if len(ops) > 0 {
+		if err := r.Etcd.ApplyUser(ctx, key, endpoints, want, ops, password); err != nil {
+			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		}
+		described := make([]string, 0, len(ops))
+		for _, op := range ops {
+			described = append(described, op.String())
+		}
+		ctrl.LoggerFrom(ctx).Info("Applied etcd user", "EtcdUser", klog.KObj(user), "user", want.Name, "changes", described)
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserApplied", "Applied etcd user %s: %s", want.Name, strings.Join(described, "; "))
+	}
+	if stale {
+		if err := r.markPasswordApplied(ctx, passwordSecret, password); err != nil {
+			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		}
+	}
+	user.Status.Roles = nil
+	for _, role := range want.Roles {
+		if !contains(missing, role) {
+			user.Status.Roles = append(user.Status.Roles, role)
+		}
+	}
+	if len(missing) > 0 {
+		return pass{reason: ReasonRoleNotFound, requeue: requeueWaiting,
+			message: fmt.Sprintf("roles %s do not exist in etcd; Steward grants them once they do (it creates only the user's own role)", strings.Join(missing, ", "))}, nil
+	}
+	msg := fmt.Sprintf("etcd user %s holds roles %s", want.Name, strings.Join(want.Roles, ", "))
+	if cluster.Status.AuthEnabled == nil || !*cluster.Status.AuthEnabled {
+		msg += "; the cluster does not enforce authentication yet (spec.auth.enabled), so these permissions are prepared, not enforced"
+	}
+	requeue := requeueSteady
+	if cert != nil {
+		if renew := pki.RenewAt(cert).Sub(r.Now()); renew > 0 && renew < requeue {
+			requeue = renew
+		}
+	}
+	return pass{reason: ReasonApplied, message: msg, requeue: requeue}, nil
+}
+
+func derefPass(p *pass) pass {
+	if p == nil {
+		return pass{reason: ReasonEtcdError, message: "could not write the user's Secret"}
+	}
+	return *p
+}
+
+// certificateAllowed: certificates come from the cluster's CA, which only provider Steward keeps for Steward to
+// sign with.
+func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
+	provider := resources.TLSMode(cluster)
+	if provider == etcdv1alpha1.TLSProviderSteward {
+		return pass{}, true
+	}
+	return pass{reason: ReasonCertificateNotAllowed,
+		message: fmt.Sprintf("spec.certificate needs an EtcdCluster with tls.provider Steward (%s has %s): Steward signs user certificates with the cluster's CA; issue the certificate with your own issuer (common name = the user name) and declare the EtcdUser with spec.password instead",
+			cluster.Name, provider)}, false
+}
+
+// ensureCertificate keeps the user's certificate Secret current: issued from the cluster's CA with the user's
+// name as common name, renewed at two thirds of its lifetime or when the CA or the name changed.
+func (r *Reconciler) ensureCertificate(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (*x509.Certificate, *pass, error) {
+	caSecret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, caSecret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &pass{reason: ReasonClusterNotReady, requeue: requeueWaiting,
+				message: fmt.Sprintf("the CA of EtcdCluster %s does not exist yet", cluster.Name)}, nil
+		}
+		return nil, nil, fmt.Errorf("get CA Secret: %w", err)
+	}
+	ca, err := pki.ParseKeyPair(caSecret.Data[resources.SecretCertKey], caSecret.Data[resources.SecretKeyKey])
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA Secret %s: %w", caSecret.Name, err)
+	}
+	secretName := user.Spec.Certificate.SecretName
+	req := pki.Request{CommonName: name, Client: true, Lifetime: resources.CertificateLifetime(cluster)}
+	secret, p, err := r.ownedSecret(ctx, user, secretName)
+	if err != nil || p != nil {
+		return nil, p, err
+	}
+	reason := "missing"
+	if secret != nil {
+		reason = pki.RenewalReason(secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey], ca.Cert, req, r.Now())
+		if reason == "" && string(secret.Data[resources.SecretCAKey]) != string(ca.CertPEM) {
+			reason = "its CA certificate is not the cluster's"
+		}
+		if reason == "" {
+			cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
+			return cert, nil, err
+		}
+	}
+	kp, err := ca.Issue(req, r.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	want := resources.TLSSecret(cluster, secretName, userLabels(user), ca.CertPEM, kp.CertPEM, kp.KeyPEM)
+	if secret == nil {
+		want.OwnerReferences = nil
+		if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
+			return nil, nil, err
+		}
+		if err := r.Client.Create(ctx, want); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, conflict(secretName), nil
+			}
+			return nil, nil, fmt.Errorf("create Secret %s: %w", secretName, err)
+		}
+	} else {
+		secret.Data, secret.Type = want.Data, want.Type
+		if err := r.Client.Update(ctx, secret); err != nil {
+			return nil, nil, fmt.Errorf("renew certificate in Secret %s: %w", secretName, err)
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("Issued user certificate", "EtcdUser", klog.KObj(user), "secret", secretName, "commonName", name,
+		"reason", reason, "notAfter", kp.Cert.NotAfter)
+	r.Recorder.Eventf(user, corev1.EventTypeNormal, "CertificateIssued", "Issued certificate %s in Secret %s (%s), valid until %s",
+		name, secretName, reason, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+	return kp.Cert, nil, nil
+}
+
+// ensurePasswordSecret returns the user's password Secret, generating the password when the Secret is missing.
+func (r *Reconciler) ensurePasswordSecret(ctx context.Context, user *etcdv1alpha1.EtcdUser, name string) (*corev1.Secret, *pass, error) {
+	secretName := user.Spec.Password.SecretName
+	secret, p, err := r.ownedSecret(ctx, user, secretName)
+	if err != nil || p != nil {
+		return nil, p, err
+	}
+	if secret != nil && len(secret.Data[secretPasswordKey]) > 0 && string(secret.Data[secretUsernameKey]) == name {
+		return secret, nil, nil
+	}
+	password, err := generatePassword()
+	if err != nil {
+		return nil, nil, err
+	}
+	data := map[string][]byte{secretUsernameKey: []byte(name), secretPasswordKey: []byte(password)}
+	if secret != nil {
+		if len(secret.Data[secretPasswordKey]) > 0 {
+			data[secretPasswordKey] = secret.Data[secretPasswordKey] // only the user name was wrong
+		}
+		secret.Data = data
+		if err := r.Client.Update(ctx, secret); err != nil {
+			return nil, nil, fmt.Errorf("update Secret %s: %w", secretName, err)
+		}
+		return secret, nil, nil
+	}
+	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: user.Namespace, Labels: userLabels(user)},
+		Type: corev1.SecretTypeOpaque, Data: data}
+	if err := controllerutil.SetControllerReference(user, secret, r.Client.Scheme()); err != nil {
+		return nil, nil, err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, conflict(secretName), nil
+		}
+		return nil, nil, fmt.Errorf("create Secret %s: %w", secretName, err)
+	}
+	r.Recorder.Eventf(user, corev1.EventTypeNormal, "PasswordGenerated", "Generated the password of etcd user %s in Secret %s", name, secretName)
+	return secret, nil, nil
+}
+
+// dropSecrets deletes the Secrets this EtcdUser wrote that its spec no longer names (a certificate or password
+// taken out of the spec, or moved to another Secret): credentials nobody asked for should not linger.
+func (r *Reconciler) dropSecrets(ctx context.Context, user *etcdv1alpha1.EtcdUser) error {
+	wanted := map[string]bool{}
+	if user.Spec.Certificate != nil {
+		wanted[user.Spec.Certificate.SecretName] = true
+	}
+	if user.Spec.Password != nil {
+		wanted[user.Spec.Password.SecretName] = true
+	}
+	for _, name := range []string{user.Status.CertificateSecretName, user.Status.PasswordSecretName} {
+		if name == "" || wanted[name] {
+			continue
+		}
+		secret, p, err := r.ownedSecret(ctx, user, name)
+		if err != nil {
+			return err
+		}
+		if secret == nil || p != nil {
+			continue // gone already, or not ours
+		}
+		if err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Secret %s the spec no longer names: %w", name, err)
+		}
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "SecretDeleted", "Deleted Secret %s: the spec no longer asks for it", name)
+	}
+	return nil
+}
+
+// markPasswordApplied records on the Secret that its password is the one etcd holds.
+func (r *Reconciler) markPasswordApplied(ctx context.Context, secret *corev1.Secret, password string) error {
+	patch := client.MergeFrom(secret.DeepCopy())
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[annotationPasswordApplied] = passwordDigest(password)
+	if err := r.Client.Patch(ctx, secret, patch); err != nil {
+		return fmt.Errorf("mark password applied on Secret %s: %w", secret.Name, err)
+	}
+	return nil
+}
+
+// ownedSecret reads Secret name: nil when it does not exist, a SecretConflict when it exists and this EtcdUser
+// does not own it (Steward never takes over a Secret it did not create).
+func (r *Reconciler) ownedSecret(ctx context.Context, user *etcdv1alpha1.EtcdUser, name string) (*corev1.Secret, *pass, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("get Secret %s: %w", name, err)
+	case !metav1.IsControlledBy(secret, user):
+		return nil, conflict(name), nil
+	}
+	return secret, nil, nil
+}
+
+func conflict(name string) *pass {
+	return &pass{reason: ReasonSecretConflict,
+		message: fmt.Sprintf("Secret %s exists and is not this EtcdUser's: Steward does not overwrite it; name another Secret or delete it", name)}
+}
+
+func userLabels(user *etcdv1alpha1.EtcdUser) map[string]string {
+	return map[string]string{resources.LabelCluster: user.Spec.ClusterName, "app.kubernetes.io/managed-by": "steward",
+		"etcd.steward.dev/user": user.Name}
+}
+
+// dialWith points the pool at the cluster with Steward's client certificate (nil: plaintext).
+func (r *Reconciler) dialWith(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, key string) error {
+	if !resources.TLSEnabled(cluster) {
+		return r.Etcd.SetTLS(key, nil)
+	}
+	secret := &corev1.Secret{}
+	name := resources.ClientSecretName(cluster)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, secret); err != nil {
+		return fmt.Errorf("read Steward's client certificate (Secret %s): %w", name, err)
+	}
+	// Members are dialed by Pod IP; their certificates name the client Service, which is what is checked.
+	return r.Etcd.SetTLS(key, &etcd.TLS{CA: secret.Data[resources.SecretCAKey], Cert: secret.Data[resources.SecretCertKey],
+		Key: secret.Data[resources.SecretKeyKey], ServerName: resources.ClientServiceHost(cluster, r.Options)})
+}
+
+// healthyVoters are the names of the cluster's healthy voting members, as its status lists them.
+func healthyVoters(cluster *etcdv1alpha1.EtcdCluster) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range cluster.Status.Members {
+		if m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
+			out[m.Name] = true
+		}
+	}
+	return out
+}
+
+// endpoints are the client URLs, by Pod IP, of the cluster's healthy voters (a learner refuses auth calls).
+func (r *Reconciler) endpoints(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	healthy := healthyVoters(cluster)
+	var eps []string
+	for ep, member := range resources.MemberClientEndpoints(cluster, pods.Items) {
+		if healthy[member] {
+			eps = append(eps, ep)
+		}
+	}
+	sort.Strings(eps)
+	return eps, nil
+}
+
+// finalize deletes the etcd user and its role, then lets the EtcdUser go. A cluster that no longer exists took
+// the user with it; one that cannot be reached holds the EtcdUser until it can.
+func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(user, finalizer) {
+		return ctrl.Result{}, nil
+	}
+	name := etcdauth.UserName(user)
+	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
+		endpoints, err := r.endpoints(ctx, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(endpoints) == 0 {
+			ctrl.LoggerFrom(ctx).Info("Waiting for a healthy member to delete the etcd user", "EtcdUser", klog.KObj(user))
+			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+		}
+		key := client.ObjectKeyFromObject(cluster).String()
+		if err := r.dialWith(ctx, cluster, key); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
+	}
+	controllerutil.RemoveFinalizer(user, finalizer)
+	if err := r.Client.Update(ctx, user); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func generatePassword() (string, error) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, passwordLength)
+	for i := range b {
+		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		if err != nil {
+			return "", fmt.Errorf("generate password: %w", err)
+		}
+		b[i] = alphabet[k.Int64()]
+	}
+	return string(b), nil
+}
+
+func passwordDigest(password string) string {
+	sum := sha256.Sum256([]byte(password))
+	return hex.EncodeToString(sum[:])
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

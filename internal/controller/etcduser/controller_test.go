@@ -1,0 +1,56 @@
+package etcduser
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+func TestCertificateAllowed(t *testing.T) {
+	for provider, want := range map[string]bool{"": true, etcdv1alpha1.TLSProviderSteward: true,
+		etcdv1alpha1.TLSProviderCertManager: false, etcdv1alpha1.TLSProviderSecrets: false, etcdv1alpha1.TLSProviderNone: false} {
+		c := &etcdv1alpha1.EtcdCluster{}
+		c.Name = "c"
+		if provider != "" {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: provider}
+		}
+		p, ok := certificateAllowed(c)
+		if ok != want {
+			t.Errorf("provider %q: allowed %v, want %v", provider, ok, want)
+		}
+		if !ok && (p.reason != ReasonCertificateNotAllowed || !strings.Contains(p.message, provider)) {
+			t.Errorf("provider %q: %+v, want reason %s naming the provider", provider, p, ReasonCertificateNotAllowed)
+		}
+	}
+}
+
+func TestHealthyVoters(t *testing.T) {
+	c := &etcdv1alpha1.EtcdCluster{Status: etcdv1alpha1.EtcdClusterStatus{Members: []etcdv1alpha1.MemberStatus{
+		{Name: "a", Healthy: true, Role: etcdv1alpha1.RoleLeader},
+		{Name: "b", Healthy: false, Role: etcdv1alpha1.RoleFollower},
+		{Name: "c", Healthy: true, Role: etcdv1alpha1.RoleLearner},
+		{Name: "e", Healthy: true, Role: etcdv1alpha1.RoleFollower},
+	}}}
+	if got, want := healthyVoters(c), map[string]bool{"a": true, "e": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("healthyVoters = %v, want %v (healthy, not learners)", got, want)
+	}
+}
+
+func TestGeneratePassword(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		p, err := generatePassword()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != passwordLength || strings.Trim(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
+			t.Fatalf("password %q: want %d alphanumeric characters", p, passwordLength)
+		}
+		if seen[p] {
+			t.Fatalf("password %q generated twice", p)
+		}
+		seen[p] = true
+	}
+}

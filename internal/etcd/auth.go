@@ -1,0 +1,169 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/authpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"steward.dev/steward/internal/etcdauth"
+)
+
+// AuthEnabled reports whether the cluster enforces authentication.
+func (p *Pool) AuthEnabled(ctx context.Context, key string, endpoints []string) (bool, error) {
+	var enabled bool
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.AuthStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("auth status: %w", err)
+		}
+		enabled = resp.Enabled
+		return nil
+	})
+	return enabled, err
+}
+
+// EnableAuth makes sure the root user exists without a password and holds the root role (etcd's precondition,
+// and the identity of Steward's client certificate), grants the root role to the extra identities (the common
+// name of a client certificate the user provides), and enables authentication. Each step is idempotent.
+func (p *Pool) EnableAuth(ctx context.Context, key string, endpoints []string, extraRoots ...string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		for _, user := range append([]string{etcdauth.RootUser}, extraRoots...) {
+			if err := ensureNoPasswordUser(ctx, c, user); err != nil {
+				return err
+			}
+			if _, err := c.UserGrantRole(ctx, user, etcdauth.RootRole); err != nil {
+				return fmt.Errorf("grant role root to %s: %w", user, err)
+			}
+		}
+		if _, err := c.AuthEnable(ctx); err != nil {
+			return fmt.Errorf("enable auth: %w", err)
+		}
+		return nil
+	})
+}
+
+// DisableAuth turns authentication off. Users and roles stay, ready for the next EnableAuth.
+func (p *Pool) DisableAuth(ctx context.Context, key string, endpoints []string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.AuthDisable(ctx); err != nil {
+			return fmt.Errorf("disable auth: %w", err)
+		}
+		return nil
+	})
+}
+
+func ensureNoPasswordUser(ctx context.Context, c *clientv3.Client, name string) error {
+	_, err := c.UserAddWithOptions(ctx, name, "", &clientv3.UserAddOptions{NoPassword: true})
+	if err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		return fmt.Errorf("add user %s: %w", name, err)
+	}
+	return nil
+}
+
+// ObserveUser reads what etcd holds for user name: whether it exists, its roles, and the permissions of the role
+// named like it; and the names of every role in etcd.
+func (p *Pool) ObserveUser(ctx context.Context, key string, endpoints []string, name string) (etcdauth.Observed, map[string]bool, error) {
+	var observed etcdauth.Observed
+	roles := map[string]bool{}
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		list, err := c.RoleList(ctx)
+		if err != nil {
+			return fmt.Errorf("list roles: %w", err)
+		}
+		for _, r := range list.Roles {
+			roles[r] = true
+		}
+		user, err := c.UserGet(ctx, name)
+		switch {
+		case errors.Is(err, rpctypes.ErrUserNotFound):
+		case err != nil:
+			return fmt.Errorf("get user %s: %w", name, err)
+		default:
+			observed.UserExists, observed.Roles = true, user.Roles
+		}
+		if !roles[name] {
+			return nil
+		}
+		role, err := c.RoleGet(ctx, name)
+		if err != nil {
+			return fmt.Errorf("get role %s: %w", name, err)
+		}
+		observed.RoleExists = true
+		for _, perm := range role.Perm {
+			observed.Permissions = append(observed.Permissions, etcdauth.Permission{
+				Key: string(perm.Key), RangeEnd: string(perm.RangeEnd), Access: etcdauth.Access(perm.PermType)})
+		}
+		return nil
+	})
+	return observed, roles, err
+}
+
+// ApplyUser makes ops on user's entries, in order; password is set where an op asks for it.
+func (p *Pool) ApplyUser(ctx context.Context, key string, endpoints []string, user etcdauth.User, ops []etcdauth.Op, password string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		for _, op := range ops {
+			if err := applyOp(ctx, c, user.Name, op, password); err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		return nil
+	})
+}
+
+func applyOp(ctx context.Context, c *clientv3.Client, name string, op etcdauth.Op, password string) error {
+	var err error
+	switch op.Kind {
+	case etcdauth.AddUser:
+		if password != "" {
+			_, err = c.UserAdd(ctx, name, password)
+		} else {
+			_, err = c.UserAddWithOptions(ctx, name, "", &clientv3.UserAddOptions{NoPassword: true})
+		}
+		if errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+			err = nil
+		}
+	case etcdauth.DeleteUser:
+		if _, err = c.UserDelete(ctx, name); errors.Is(err, rpctypes.ErrUserNotFound) {
+			err = nil
+		}
+	case etcdauth.SetPassword:
+		_, err = c.UserChangePassword(ctx, name, password)
+	case etcdauth.AddRole:
+		if _, err = c.RoleAdd(ctx, op.Role); errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
+			err = nil
+		}
+	case etcdauth.GrantPermission:
+		_, err = c.RoleGrantPermission(ctx, op.Role, op.Permission.Key, op.Permission.RangeEnd,
+			clientv3.PermissionType(authpb.Permission_Type(op.Permission.Access)))
+	case etcdauth.RevokePermission:
+		_, err = c.RoleRevokePermission(ctx, op.Role, op.Permission.Key, op.Permission.RangeEnd)
+	case etcdauth.GrantRole:
+		_, err = c.UserGrantRole(ctx, name, op.Role)
+	case etcdauth.RevokeRole:
+		_, err = c.UserRevokeRole(ctx, name, op.Role)
+	case etcdauth.DeleteRole:
+		if _, err = c.RoleDelete(ctx, op.Role); errors.Is(err, rpctypes.ErrRoleNotFound) {
+			err = nil
+		}
+	default:
+		err = fmt.Errorf("unknown auth change %q", op.Kind)
+	}
+	return err
+}
+
+// DeleteUser deletes user name and the role named like it, if they exist.
+func (p *Pool) DeleteUser(ctx context.Context, key string, endpoints []string, name string) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.UserDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
+			return fmt.Errorf("delete user %s: %w", name, err)
+		}
+		if _, err := c.RoleDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrRoleNotFound) {
+			return fmt.Errorf("delete role %s: %w", name, err)
+		}
+		return nil
+	})
+}
