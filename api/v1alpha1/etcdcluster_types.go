@@ -285,6 +285,12 @@ type AuthSpec struct {
 	// members joining later keep working.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
+
+	// RemoveUndeclaredUsers makes Steward delete etcd users that no EtcdUser of the cluster declares (root and
+	// Steward's own identity excepted), with their roles left alone. Off by default: such users are only
+	// reported in status.undeclaredUsers, since they may be an administrator's made by hand.
+	// +optional
+	RemoveUndeclaredUsers bool `json:"removeUndeclaredUsers,omitempty"`
 }
 
 // TLSSpec secures etcd's traffic: client (port 2379) and peer (2380) connections use TLS with client
@@ -596,6 +602,15 @@ type EtcdClusterStatus struct {
 	// AuthEnabled is whether etcd enforces authentication, as Steward last read or set it (spec.auth.enabled).
 	// +optional
 	AuthEnabled *bool `json:"authEnabled,omitempty"`
+
+	// UndeclaredUsers are the etcd users no EtcdUser of the cluster declares (root and Steward's own identity
+	// excepted), as of UsersCheckedTime; read once a minute while authentication is on.
+	// +optional
+	UndeclaredUsers []string `json:"undeclaredUsers,omitempty"`
+
+	// UsersCheckedTime is when Steward last compared etcd's users with the cluster's EtcdUsers.
+	// +optional
+	UsersCheckedTime *metav1.Time `json:"usersCheckedTime,omitempty"`
 
 	// RaisedQuotaBackendBytes is the quota Steward raised to when the data in use filled the quota after a NOSPACE
 	// alarm (spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes): members run with the larger of it (at

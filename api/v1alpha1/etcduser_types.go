@@ -43,8 +43,9 @@ type EtcdUserSpec struct {
 	Roles []string `json:"roles,omitempty"`
 
 	// Certificate asks for a client certificate with the user's name as common name, issued from the cluster's
-	// CA into a Secret of type kubernetes.io/tls (tls.crt, tls.key, ca.crt) and renewed in place before it
-	// expires. Only for clusters whose TLS provider is Steward.
+	// CA (TLS provider Steward) or by a cert-manager Certificate from the cluster's issuer (provider CertManager)
+	// into a Secret of type kubernetes.io/tls (tls.crt, tls.key, ca.crt), renewed in place before it expires.
+	// Not for provider Secrets (Steward has nothing to sign with) or None.
 	// +optional
 	Certificate *UserCertificate `json:"certificate,omitempty"`
 

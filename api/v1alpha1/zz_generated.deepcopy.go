@@ -548,6 +548,15 @@ func (in *EtcdClusterStatus) DeepCopyInto(out *EtcdClusterStatus) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.UndeclaredUsers != nil {
+		in, out := &in.UndeclaredUsers, &out.UndeclaredUsers
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.UsersCheckedTime != nil {
+		in, out := &in.UsersCheckedTime, &out.UsersCheckedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.ClusterVersionSince != nil {
 		in, out := &in.ClusterVersionSince, &out.ClusterVersionSince
 		*out = new(ClusterVersionMark)

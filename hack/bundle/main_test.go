@@ -276,7 +276,7 @@ func TestEveryKindIsDescribed(t *testing.T) {
 		}}
 		return c
 	}
-	if _, err := ownedCRDs([]crdFile{crd("EtcdUser")}); err == nil || !strings.Contains(err.Error(), "EtcdUser has no entry") {
+	if _, err := ownedCRDs([]crdFile{crd("EtcdProxy")}); err == nil || !strings.Contains(err.Error(), "EtcdProxy has no entry") {
 		t.Errorf("unknown kind: error %v", err)
 	}
 	if _, err := ownedCRDs(nil); err == nil || !strings.Contains(err.Error(), "has no CRD for it") {

@@ -155,15 +155,32 @@ func applyOp(ctx context.Context, c *clientv3.Client, name string, op etcdauth.O
 	return err
 }
 
-// DeleteUser deletes user name and the role named like it, if they exist.
-func (p *Pool) DeleteUser(ctx context.Context, key string, endpoints []string, name string) error {
+// DeleteUser deletes user name if it exists, and with withRole the role named like it.
+func (p *Pool) DeleteUser(ctx context.Context, key string, endpoints []string, name string, withRole bool) error {
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		if _, err := c.UserDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
 			return fmt.Errorf("delete user %s: %w", name, err)
+		}
+		if !withRole {
+			return nil
 		}
 		if _, err := c.RoleDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrRoleNotFound) {
 			return fmt.Errorf("delete role %s: %w", name, err)
 		}
 		return nil
 	})
+}
+
+// UserNames lists etcd's users.
+func (p *Pool) UserNames(ctx context.Context, key string, endpoints []string) ([]string, error) {
+	var names []string
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.UserList(ctx)
+		if err != nil {
+			return fmt.Errorf("list users: %w", err)
+		}
+		names = resp.Users
+		return nil
+	})
+	return names, err
 }

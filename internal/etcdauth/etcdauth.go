@@ -325,3 +325,16 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Undeclared returns the users of etcd that no EtcdUser declares and that are not protected (root, and the
+// identity Steward acts as), sorted.
+func Undeclared(users []string, declared, protected map[string]bool) []string {
+	var out []string
+	for _, u := range users {
+		if !declared[u] && !protected[u] && u != RootUser {
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -85,3 +85,12 @@ func anyList(in []string) []any {
 	}
 	return out
 }
+
+// UserCertificate is the cert-manager Certificate of an EtcdUser on a cluster of provider CertManager: a client
+// certificate with the user's name as common name from the cluster's issuer, written to secretName (the
+// Certificate is named like it). The caller sets the owner (the EtcdUser).
+func UserCertificate(cluster *etcdv1alpha1.EtcdCluster, secretName, commonName string, labels map[string]string) *unstructured.Unstructured {
+	u := certificate(cluster, secretName, labels, certificateSpec(cluster, secretName, commonName, labels, "client auth"))
+	u.SetOwnerReferences(nil)
+	return u
+}

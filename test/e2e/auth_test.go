@@ -108,6 +108,16 @@ func anonymousTLS(t *testing.T, c *etcdv1alpha1.EtcdCluster) *tls.Config {
 	return cfg
 }
 
+// podUIDs names the cluster's member Pods with their UIDs: a restarted member has a new Pod.
+func podUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, state := range memberPodsState(t, c) {
+		out[name], _, _ = strings.Cut(state, "@")
+	}
+	return out
+}
+
 // etcdctlPod runs etcdctl with args in a Pod of the etcd image that mounts only Secret secret (at /creds, as an
 // application would), against the cluster's client Service by its in-cluster DNS name, and returns how the Pod
 // ended (Succeeded or Failed) and its output.
@@ -173,9 +183,10 @@ func checkAccess(t *testing.T, who, what string, err error, allowed bool) {
 // TestEtcdUsersAndAuth: EtcdUsers on a TLS cluster get their Secrets and etcd entries while auth is off
 // (reported as prepared, not enforced); auth is turned on under client load (Steward's own certificate, which
 // the load uses, keeps working: porcupine Ok, 0 lost); then two certificate users with disjoint prefixes, a
-// password user and a read-only user can do exactly what their permissions say; a permission added by hand in
-// etcd is revoked again; a deleted EtcdUser is refused at once; a backup works with auth on; auth turned off
-// lets everyone in again. A bad EtcdUser is refused at admission or reported, with nothing changed.
+// password user and a read-only user can do exactly what their permissions say, also from a Pod mounting only
+// its Secret; a permission added by hand in etcd is revoked again; a certificate is renewed in place without
+// member restarts; a deleted EtcdUser is refused at once; a backup works with auth on and restores into a new
+// cluster with auth on; auth turned off lets everyone in again. A bad EtcdUser is refused at admission or reported, with nothing changed.
 func TestEtcdUsersAndAuth(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -256,6 +267,12 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		t.Fatalf("the Secret Steward does not own was changed: %v %+v", err, foreign)
 	}
 
+	// A user made by hand, which no EtcdUser declares: reported once auth is on, deleted only when asked.
+	root, _ := memberClient(t, c)
+	if _, err := root.UserAdd(ctx, "hand-made", "a-password"); err != nil {
+		t.Fatal(err)
+	}
+
 	load := startLoad(t, c)
 	begin := time.Now()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
@@ -269,6 +286,15 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
+	poll(t, "the hand-made user reported", 2*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, c); err != nil {
+			return err
+		}
+		if strings.Join(c.Status.UndeclaredUsers, ",") != "hand-made" {
+			return fmt.Errorf("status.undeclaredUsers %v", c.Status.UndeclaredUsers)
+		}
+		return nil
+	})
 
 	a, b, pw, reader := userClient(t, c, users["app-a"]), userClient(t, c, users["app-b"]), userClient(t, c, users["app-c"]), userClient(t, c, users["a-reader"])
 	mayWrite(t, "app-a", a, "/a/1", true)
@@ -293,7 +319,6 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	// Drift: a permission granted by hand in etcd is revoked again by the next pass.
-	root, _ := memberClient(t, c)
 	if _, err := root.RoleGrantPermission(ctx, "app-a", "/b/", "/b0", clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +334,29 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	mayWrite(t, "app-a", a, "/b/1", false)
+
+	// Renewal in place: a new certificate lifetime re-issues app-a's certificate into the same Secret (and the
+	// members', which etcd reloads without a restart); reading the Secret again, the application keeps its access.
+	podsBefore := podUIDs(t, c)
+	oldNotAfter := users["app-a"].Status.CertificateNotAfter.Time
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 1000 * time.Hour}
+	})
+	poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
+		u := &etcdv1alpha1.EtcdUser{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(users["app-a"]), u); err != nil {
+			return err
+		}
+		if na := u.Status.CertificateNotAfter; na == nil || !na.Time.Before(oldNotAfter.Add(-24*time.Hour)) {
+			return fmt.Errorf("certificateNotAfter %v (was %v)", na, oldNotAfter)
+		}
+		users["app-a"] = u
+		return nil
+	})
+	mayWrite(t, "app-a (renewed certificate)", userClient(t, c, users["app-a"]), "/a/renewed", true)
+	if after := podUIDs(t, c); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+		t.Fatalf("member Pods changed during the renewal: %v -> %v", podsBefore, after)
+	}
 
 	// A deleted EtcdUser is refused at once: its etcd user is gone before the object.
 	if err := k8s.Delete(ctx, users["app-b"]); err != nil {
@@ -332,6 +380,34 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	// Restored into a new cluster (another name, another CA): the snapshot holds the auth store, and Steward's
+	// certificate (CN root) is accepted by it, so the new cluster forms and is managed with auth on.
+	restored := fromBackup(ns, "restored", 1, backup.Name)
+	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	if err := k8s.Create(ctx, restored); err != nil {
+		t.Fatal(err)
+	}
+	restored = waitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
+	if restored.Status.AuthEnabled == nil || !*restored.Status.AuthEnabled {
+		t.Fatalf("restored cluster: status.authEnabled %v, want true (from the snapshot, as the spec asks)", restored.Status.AuthEnabled)
+	}
+	restoredRoot, _ := memberClient(t, restored)
+	if resp, err := restoredRoot.UserGet(ctx, "app-a"); err != nil || strings.Join(resp.Roles, ",") != "app-a" {
+		t.Fatalf("etcd user app-a in the restored cluster: %v %v", resp, err)
+	}
+
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
+	poll(t, "the hand-made user removed", 2*time.Minute, func() error {
+		if _, err := root.UserGet(ctx, "hand-made"); !errors.Is(err, rpctypes.ErrUserNotFound) {
+			return fmt.Errorf("user hand-made: %w", err)
+		}
+		return nil
+	})
+	for _, name := range []string{"app-a", "app-c", "a-reader", "transport-only"} {
+		if _, err := root.UserGet(ctx, name); err != nil {
+			t.Fatalf("declared user %s after removing undeclared ones: %v", name, err)
+		}
+	}
 
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
 	poll(t, "status.authEnabled false", 2*time.Minute, func() error {

@@ -222,7 +222,7 @@ var expected = map[string]time.Duration{
 	"TestNoSpaceQuotaRaised":                          120 * time.Second,
 	"TestDefragmentation":                             90 * time.Second,
 	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
-	"TestEtcdUsersAndAuth":                            150 * time.Second,
+	"TestEtcdUsersAndAuth":                            180 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,

@@ -442,6 +442,43 @@ func TestTLSProviderCertManager(t *testing.T) {
 		return nil
 	})
 
+	// An application's EtcdUser gets its certificate from the cluster's issuer (a Certificate it owns), enforced
+	// once auth is on.
+	app := newEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	app = waitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
+	if cert, err := certificateOf(ctx, ns, "cm-app-tls"); err != nil || !metav1.IsControlledBy(cert, app) {
+		t.Fatalf("Certificate cm-app-tls: %v", err)
+	} else if cn, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName"); cn != "cm-app" {
+		t.Fatalf("Certificate cm-app-tls: common name %q", cn)
+	}
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	poll(t, "auth on", 2*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if got.Status.AuthEnabled == nil || !*got.Status.AuthEnabled {
+			return fmt.Errorf("status.authEnabled %v", got.Status.AuthEnabled)
+		}
+		return nil
+	})
+	appClient := userClient(t, got, app)
+	mayWrite(t, "cm-app", appClient, "/cm-app/1", true)
+	mayWrite(t, "cm-app", appClient, "/other/1", false)
+	// Deleted, the user is refused; its Certificate and Secret go with the EtcdUser (owner references).
+	if err := k8s.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "EtcdUser cm-app gone", time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(app), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %w", err)
+		}
+		return nil
+	})
+	mayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
+
 	// The cluster whose issuer does not exist has waited all along, without a Pod.
 	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {

@@ -3,8 +3,11 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,4 +94,61 @@ func (r *Reconciler) clientIdentity(ctx context.Context, cluster *etcdv1alpha1.E
 		return "", fmt.Errorf("client Secret %s: the certificate has no common name, which etcd needs as the user name", s.name)
 	}
 	return cert.Subject.CommonName, nil
+}
+
+// usersCheckInterval: how often, at most, etcd's users are compared with the cluster's EtcdUsers. etcd serves
+// the user list through raft, so it is not read on every pass.
+const usersCheckInterval = time.Minute
+
+// checkUndeclaredUsers reports (and, with spec.auth.removeUndeclaredUsers, deletes) the etcd users no EtcdUser
+// of the cluster declares, once a minute while authentication is on and the cluster is settled (action None).
+func (r *Reconciler) checkUndeclaredUsers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	st := &cluster.Status
+	if on := obs.plan.AuthEnabled; on == nil || !*on {
+		return nil
+	}
+	// At once after a spec change (removeUndeclaredUsers turned on), else once per interval.
+	if st.UsersCheckedTime != nil && r.Now().Sub(st.UsersCheckedTime.Time) < usersCheckInterval && st.ObservedGeneration == cluster.Generation {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(cluster).String()
+	names, err := r.Etcd.UserNames(ctx, key, obs.endpoints)
+	if err != nil {
+		return err
+	}
+	var users etcdv1alpha1.EtcdUserList
+	if err := r.Client.List(ctx, &users, client.InNamespace(cluster.Namespace)); err != nil {
+		return fmt.Errorf("list EtcdUsers: %w", err)
+	}
+	declared := map[string]bool{}
+	for i := range users.Items {
+		if u := &users.Items[i]; u.Spec.ClusterName == cluster.Name {
+			declared[etcdauth.UserName(u)] = true
+		}
+	}
+	identity, err := r.clientIdentity(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	undeclared := etcdauth.Undeclared(names, declared, map[string]bool{identity: true})
+	obs.users = &userCheck{checked: metav1.NewTime(r.Now()), undeclared: undeclared}
+	if len(undeclared) == 0 || cluster.Spec.Auth == nil || !cluster.Spec.Auth.RemoveUndeclaredUsers || cluster.Spec.Paused {
+		return nil
+	}
+	for _, name := range undeclared {
+		if err := r.Etcd.DeleteUser(ctx, key, obs.endpoints, name, false); err != nil {
+			return err
+		}
+		ctrl.LoggerFrom(ctx).Info("Removed undeclared etcd user", "EtcdCluster", klog.KObj(cluster), "user", name)
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "UndeclaredUserRemoved",
+			"Deleted etcd user %s and its role: no EtcdUser declares it (spec.auth.removeUndeclaredUsers)", name)
+	}
+	obs.users.undeclared = nil
+	return nil
+}
+
+// userCheck is one comparison of etcd's users with the cluster's EtcdUsers, for status.
+type userCheck struct {
+	checked    metav1.Time
+	undeclared []string
 }

@@ -150,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if action.Kind == plan.None {
+		if err := r.checkUndeclaredUsers(ctx, cluster, obs); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{RequeueAfter: requeueSteady}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueProgressing}, nil

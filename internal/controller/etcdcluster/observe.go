@@ -45,6 +45,8 @@ type observation struct {
 	tls *tlsState
 	// hashCheck is the last comparison of members' key-space hashes: this pass's, or the one status holds.
 	hashCheck *etcdv1alpha1.HashCheck
+	// users is this pass's comparison of etcd's users with the cluster's EtcdUsers, nil when none was made.
+	users *userCheck
 	// replaceMismatched: spec.maintenance.corruptionCheck.replaceMismatchedMembers.
 	replaceMismatched bool
 }

@@ -156,6 +156,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	st.HashCheck = obs.hashCheck
 	if obs.plan.AuthEnabled != nil {
 		st.AuthEnabled = obs.plan.AuthEnabled
+		if !*st.AuthEnabled {
+			st.UndeclaredUsers, st.UsersCheckedTime = nil, nil
+		}
+	}
+	if obs.users != nil {
+		st.UsersCheckedTime, st.UndeclaredUsers = &obs.users.checked, obs.users.undeclared
 	}
 	switch {
 	case obs.tls != nil:

@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -68,6 +69,7 @@ const (
 	ReasonInvalidSpec           = "InvalidSpec"
 	ReasonSecretConflict        = "SecretConflict"
 	ReasonCertificateNotAllowed = "CertificateNotSupported"
+	ReasonCertificatePending    = "CertificatePending"
 	ReasonRoleNotFound          = "RoleNotFound"
 	ReasonEtcdError             = "EtcdError"
 )
@@ -89,6 +91,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdusers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;create;update;delete
 
 // SetupWithManager registers the controller: it watches EtcdUsers, the Secrets they own, and their clusters (a
 // cluster that becomes available, or whose auth is switched, wakes its users).
@@ -206,7 +209,11 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		if p, ok := certificateAllowed(cluster); !ok {
 			return p, nil
 		}
-		c, p, err := r.ensureCertificate(ctx, user, cluster, want.Name)
+		ensure := r.ensureCertificate
+		if resources.TLSMode(cluster) == etcdv1alpha1.TLSProviderCertManager {
+			ensure = r.ensureCertManagerCertificate
+		}
+		c, p, err := ensure(ctx, user, cluster, want.Name)
 		if err != nil || p != nil {
 			return derefPass(p), err
 		}
@@ -297,16 +304,86 @@ func derefPass(p *pass) pass {
 	return *p
 }
 
-// certificateAllowed: certificates come from the cluster's CA, which only provider Steward keeps for Steward to
-// sign with.
+// certificateAllowed: certificates come from the cluster's CA (provider Steward) or from its cert-manager issuer
+// (provider CertManager); with provider Secrets Steward has nothing to sign with.
 func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 	provider := resources.TLSMode(cluster)
-	if provider == etcdv1alpha1.TLSProviderSteward {
+	if provider == etcdv1alpha1.TLSProviderSteward || provider == etcdv1alpha1.TLSProviderCertManager {
 		return pass{}, true
 	}
 	return pass{reason: ReasonCertificateNotAllowed,
-		message: fmt.Sprintf("spec.certificate needs an EtcdCluster with tls.provider Steward (%s has %s): Steward signs user certificates with the cluster's CA; issue the certificate with your own issuer (common name = the user name) and declare the EtcdUser with spec.password instead",
+		message: fmt.Sprintf("spec.certificate needs an EtcdCluster with tls.provider Steward or CertManager (%s has %s): Steward has no CA or issuer to ask; issue the certificate yourself (common name = the user name) and declare the EtcdUser with spec.password instead",
 			cluster.Name, provider)}, false
+}
+
+// ensureCertManagerCertificate keeps a cert-manager Certificate for the user (owned by the EtcdUser, from the
+// cluster's issuer, common name the user name) and returns the certificate cert-manager wrote, or a pass that
+// says what is awaited. cert-manager renews it; its Secret carries Steward's labels through secretTemplate.
+func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (*x509.Certificate, *pass, error) {
+	secretName := user.Spec.Certificate.SecretName
+	want := resources.UserCertificate(cluster, secretName, name, userLabels(user))
+	if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
+		return nil, nil, err
+	}
+	have := &unstructured.Unstructured{}
+	have.SetGroupVersionKind(resources.CertificateGVK)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		// cert-manager would take over a Secret of that name: one that is not this user's is a conflict.
+		secret, p, err := r.ownedSecret(ctx, user, secretName)
+		if err != nil || p != nil {
+			return nil, p, err
+		}
+		if secret != nil {
+			return nil, conflict(secretName), nil
+		}
+		if err := r.Client.Create(ctx, want); err != nil {
+			return nil, nil, fmt.Errorf("create Certificate %s: %w", secretName, err)
+		}
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "CertificateCreated", "Created cert-manager Certificate %s (common name %s) from the cluster's issuer",
+			secretName, name)
+	case err != nil:
+		return nil, nil, fmt.Errorf("get Certificate %s: %w", secretName, err)
+	case !metav1.IsControlledBy(have, user):
+		return nil, &pass{reason: ReasonSecretConflict,
+			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
+	default:
+		spec, _, _ := unstructured.NestedMap(have.Object, "spec")
+		wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		changed := false
+		for k, v := range wantSpec {
+			// Only the fields Steward sets: cert-manager or a webhook may add others.
+			if !equality.Semantic.DeepEqual(spec[k], v) {
+				spec[k], changed = v, true
+			}
+		}
+		if changed {
+			if err := unstructured.SetNestedMap(have.Object, spec, "spec"); err != nil {
+				return nil, nil, err
+			}
+			if err := r.Client.Update(ctx, have); err != nil {
+				return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
+			}
+		}
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: secretName}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &pass{reason: ReasonCertificatePending, requeue: requeueWaiting,
+				message: fmt.Sprintf("waiting for cert-manager to issue Certificate %s", secretName)}, nil
+		}
+		return nil, nil, fmt.Errorf("get Secret %s: %w", secretName, err)
+	}
+	cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
+	if err != nil || cert.Subject.CommonName != name {
+		return nil, &pass{reason: ReasonCertificatePending, requeue: requeueWaiting,
+			message: fmt.Sprintf("waiting for cert-manager to issue Certificate %s for %s", secretName, name)}, nil
+	}
+	return cert, nil, nil
 }
 
 // ensureCertificate keeps the user's certificate Secret current: issued from the cluster's CA with the user's
@@ -424,6 +501,11 @@ func (r *Reconciler) dropSecrets(ctx context.Context, user *etcdv1alpha1.EtcdUse
 		if name == "" || wanted[name] {
 			continue
 		}
+		if name == user.Status.CertificateSecretName {
+			if err := r.dropCertificate(ctx, user, name); err != nil {
+				return err
+			}
+		}
 		secret, p, err := r.ownedSecret(ctx, user, name)
 		if err != nil {
 			return err
@@ -435,6 +517,24 @@ func (r *Reconciler) dropSecrets(ctx context.Context, user *etcdv1alpha1.EtcdUse
 			return fmt.Errorf("delete Secret %s the spec no longer names: %w", name, err)
 		}
 		r.Recorder.Eventf(user, corev1.EventTypeNormal, "SecretDeleted", "Deleted Secret %s: the spec no longer asks for it", name)
+	}
+	return nil
+}
+
+// dropCertificate deletes the user's cert-manager Certificate of that name, if there is one, so that cert-manager
+// stops writing its Secret.
+func (r *Reconciler) dropCertificate(ctx context.Context, user *etcdv1alpha1.EtcdUser, name string) error {
+	cert := &unstructured.Unstructured{}
+	cert.SetGroupVersionKind(resources.CertificateGVK)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: name}, cert)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || err == nil && !metav1.IsControlledBy(cert, user) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get Certificate %s: %w", name, err)
+	}
+	if err := r.Client.Delete(ctx, cert); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Certificate %s the spec no longer asks for: %w", name, err)
 	}
 	return nil
 }
@@ -462,10 +562,18 @@ func (r *Reconciler) ownedSecret(ctx context.Context, user *etcdv1alpha1.EtcdUse
 		return nil, nil, nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("get Secret %s: %w", name, err)
-	case !metav1.IsControlledBy(secret, user):
+	case !metav1.IsControlledBy(secret, user) && !writtenForUser(secret, user):
 		return nil, conflict(name), nil
 	}
 	return secret, nil, nil
+}
+
+// writtenForUser: cert-manager wrote the Secret for a Certificate of this name, labelled as this user's (cert-manager
+// sets no owner on the Secrets it writes).
+func writtenForUser(secret *corev1.Secret, user *etcdv1alpha1.EtcdUser) bool {
+	owner := metav1.GetControllerOf(secret)
+	return (owner == nil || owner.Kind == resources.CertificateGVK.Kind) &&
+		secret.Annotations["cert-manager.io/certificate-name"] == secret.Name && secret.Labels["etcd.steward.dev/user"] == user.Name
 }
 
 func conflict(name string) *pass {
@@ -473,9 +581,10 @@ func conflict(name string) *pass {
 		message: fmt.Sprintf("Secret %s exists and is not this EtcdUser's: Steward does not overwrite it; name another Secret or delete it", name)}
 }
 
+// userLabels mark the user's Secrets (and Certificate) as Steward's, for its cache, and as the user's. Not the
+// cluster label: they are the EtcdUser's, not the cluster's, and outlive it.
 func userLabels(user *etcdv1alpha1.EtcdUser) map[string]string {
-	return map[string]string{resources.LabelCluster: user.Spec.ClusterName, "app.kubernetes.io/managed-by": "steward",
-		"etcd.steward.dev/user": user.Name}
+	return map[string]string{"app.kubernetes.io/managed-by": "steward", "etcd.steward.dev/user": user.Name}
 }
 
 // dialWith points the pool at the cluster with Steward's client certificate (nil: plaintext).
@@ -541,7 +650,7 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		if err := r.dialWith(ctx, cluster, key); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name); err != nil {
+		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name, true); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)

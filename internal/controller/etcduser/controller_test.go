@@ -10,7 +10,7 @@ import (
 
 func TestCertificateAllowed(t *testing.T) {
 	for provider, want := range map[string]bool{"": true, etcdv1alpha1.TLSProviderSteward: true,
-		etcdv1alpha1.TLSProviderCertManager: false, etcdv1alpha1.TLSProviderSecrets: false, etcdv1alpha1.TLSProviderNone: false} {
+		etcdv1alpha1.TLSProviderCertManager: true, etcdv1alpha1.TLSProviderSecrets: false, etcdv1alpha1.TLSProviderNone: false} {
 		c := &etcdv1alpha1.EtcdCluster{}
 		c.Name = "c"
 		if provider != "" {
