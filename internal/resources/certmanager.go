@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,4 +94,24 @@ func UserCertificate(cluster *etcdv1alpha1.EtcdCluster, secretName, commonName s
 	u := certificate(cluster, secretName, labels, certificateSpec(cluster, secretName, commonName, labels, "client auth"))
 	u.SetOwnerReferences(nil)
 	return u
+}
+
+// MergeCertificateSpec writes the spec fields Steward sets (those of want) into have and reports whether any of
+// them differed. Other fields of have stay: cert-manager or an admission webhook may add them.
+func MergeCertificateSpec(have, want *unstructured.Unstructured) (bool, error) {
+	spec, _, _ := unstructured.NestedMap(have.Object, "spec")
+	wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
+	changed := spec == nil
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	for k, v := range wantSpec {
+		if !equality.Semantic.DeepEqual(spec[k], v) {
+			spec[k], changed = v, true
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	return true, unstructured.SetNestedMap(have.Object, spec, "spec")
 }

@@ -112,3 +112,37 @@ func TestSecretNamesByProvider(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeCertificateSpec(t *testing.T) {
+	cert := func(spec map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		if spec != nil {
+			u.Object["spec"] = spec
+		}
+		return u
+	}
+	want := cert(map[string]any{"commonName": "root", "duration": "2160h0m0s"})
+	tests := map[string]struct {
+		have        *unstructured.Unstructured
+		wantChanged bool
+		wantSpec    map[string]any
+	}{
+		"as wanted, with a field another writer added: unchanged, kept": {cert(map[string]any{"commonName": "root", "duration": "2160h0m0s", "revisionHistoryLimit": int64(1)}),
+			false, map[string]any{"commonName": "root", "duration": "2160h0m0s", "revisionHistoryLimit": int64(1)}},
+		"a field of Steward's differs: set, the other kept": {cert(map[string]any{"commonName": "steward:db", "duration": "2160h0m0s", "revisionHistoryLimit": int64(1)}),
+			true, map[string]any{"commonName": "root", "duration": "2160h0m0s", "revisionHistoryLimit": int64(1)}},
+		"no spec at all": {cert(nil), true, map[string]any{"commonName": "root", "duration": "2160h0m0s"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			changed, err := MergeCertificateSpec(tt.have, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, _, _ := unstructured.NestedMap(tt.have.Object, "spec")
+			if changed != tt.wantChanged || !reflect.DeepEqual(spec, tt.wantSpec) {
+				t.Fatalf("changed %v, spec %v; want %v, %v", changed, spec, tt.wantChanged, tt.wantSpec)
+			}
+		})
+	}
+}

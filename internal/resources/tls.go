@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pki"
 )
 
 // Keys of the TLS Secrets Steward writes: those of Kubernetes' kubernetes.io/tls type plus ca.crt, as
@@ -302,4 +303,18 @@ func MemberClientEndpoints(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod)
 		out[fmt.Sprintf("%s://%s:%d", SchemeOf(mode), p.Status.PodIP, ClientPort)] = name
 	}
 	return out
+}
+
+// SecretRenewalReason says why the certificate in a TLS Secret (TLSSecret's keys) must be issued again from ca for
+// req: "missing" for no Secret, pki.RenewalReason's answer, or a CA certificate in the Secret that is not ca's;
+// "" when the Secret is good.
+func SecretRenewalReason(secret *corev1.Secret, ca *pki.KeyPair, req pki.Request, now time.Time) string {
+	if secret == nil {
+		return "missing"
+	}
+	reason := pki.RenewalReason(secret.Data[SecretCertKey], secret.Data[SecretKeyKey], ca.Cert, req, now)
+	if reason == "" && string(secret.Data[SecretCAKey]) != string(ca.CertPEM) {
+		reason = "its CA certificate is not the cluster's"
+	}
+	return reason
 }

@@ -241,10 +241,7 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	}
 	reason := "missing"
 	if exists {
-		reason = pki.RenewalReason(secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey], ts.ca.Cert, req, r.Now())
-		if reason == "" && string(secret.Data[resources.SecretCAKey]) != string(ts.ca.CertPEM) {
-			reason = "its CA certificate is not the cluster's"
-		}
+		reason = resources.SecretRenewalReason(secret, ts.ca, req, r.Now())
 	}
 	if reason == "" || cluster.Spec.Paused {
 		if !exists {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -263,23 +262,12 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha
 	case !metav1.IsControlledBy(have, cluster):
 		return fmt.Errorf("certificate %s exists and is not owned by this EtcdCluster: Steward does not take it over", want.GetName())
 	}
-	spec, _, _ := unstructured.NestedMap(have.Object, "spec")
-	wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
-	changed := spec == nil
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	for k, v := range wantSpec {
-		// Only the fields Steward sets: cert-manager or an admission webhook may add others.
-		if !equality.Semantic.DeepEqual(spec[k], v) {
-			spec[k], changed = v, true
-		}
+	changed, err := resources.MergeCertificateSpec(have, want)
+	if err != nil {
+		return fmt.Errorf("update Certificate %s: %w", want.GetName(), err)
 	}
 	if !changed || cluster.Spec.Paused {
 		return nil
-	}
-	if err := unstructured.SetNestedMap(have.Object, spec, "spec"); err != nil {
-		return fmt.Errorf("update Certificate %s: %w", want.GetName(), err)
 	}
 	// Update with the resourceVersion read: a concurrent change is a conflict, retried next pass.
 	if err := r.Client.Update(ctx, have); err != nil {

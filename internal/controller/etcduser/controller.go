@@ -349,22 +349,11 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 		return nil, &pass{reason: ReasonSecretConflict,
 			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
 	default:
-		spec, _, _ := unstructured.NestedMap(have.Object, "spec")
-		wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
-		if spec == nil {
-			spec = map[string]any{}
-		}
-		changed := false
-		for k, v := range wantSpec {
-			// Only the fields Steward sets: cert-manager or a webhook may add others.
-			if !equality.Semantic.DeepEqual(spec[k], v) {
-				spec[k], changed = v, true
-			}
+		changed, err := resources.MergeCertificateSpec(have, want)
+		if err != nil {
+			return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
 		}
 		if changed {
-			if err := unstructured.SetNestedMap(have.Object, spec, "spec"); err != nil {
-				return nil, nil, err
-			}
 			if err := r.Client.Update(ctx, have); err != nil {
 				return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
 			}
@@ -407,16 +396,10 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, user *etcdv1alpha1.E
 	if err != nil || p != nil {
 		return nil, p, err
 	}
-	reason := "missing"
-	if secret != nil {
-		reason = pki.RenewalReason(secret.Data[resources.SecretCertKey], secret.Data[resources.SecretKeyKey], ca.Cert, req, r.Now())
-		if reason == "" && string(secret.Data[resources.SecretCAKey]) != string(ca.CertPEM) {
-			reason = "its CA certificate is not the cluster's"
-		}
-		if reason == "" {
-			cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
-			return cert, nil, err
-		}
+	reason := resources.SecretRenewalReason(secret, ca, req, r.Now())
+	if reason == "" { // a Secret that is good
+		cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
+		return cert, nil, err
 	}
 	kp, err := ca.Issue(req, r.Now())
 	if err != nil {
