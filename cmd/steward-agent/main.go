@@ -22,6 +22,7 @@ import (
 
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pitr"
 )
 
 // Environment variables the Job sets from the credentials Secret.
@@ -38,7 +39,7 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|follow|point-in-time [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -85,42 +86,100 @@ func main() {
 	fs.StringVar(&caFile, "ca-file", "", "CA certificate members' certificates must chain to (TLS clusters; with --cert-file and --key-file)")
 	fs.StringVar(&certFile, "cert-file", "", "client certificate to authenticate to members with")
 	fs.StringVar(&keyFile, "key-file", "", "key of --cert-file")
+	var (
+		fc         followConfig
+		endpoints  string
+		listen     string
+		pc         pointInTimeConfig
+		candidates string
+		segments   string
+		targetRev  int64
+		targetTime string
+	)
+	fs.StringVar(&endpoints, "endpoints", "", "follow: the cluster's client URLs, comma-separated (its client Service)")
+	fs.DurationVar(&fc.interval, "interval", 5*time.Second, "follow: how often pending changes are stored as a segment")
+	fs.DurationVar(&fc.heartbeat, "heartbeat", time.Minute, "follow: store an empty segment after this long without changes")
+	fs.IntVar(&fc.maxEvents, "max-events", 10000, "follow: store a segment as soon as this many changes are pending")
+	fs.StringVar(&fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
+	fs.StringVar(&listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
+	fs.StringVar(&candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
+	fs.StringVar(&segments, "segments", "", "point-in-time: the segment directory (PVC path or S3 prefix) of the cluster ID")
+	fs.StringVar(&pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
+	fs.Int64Var(&targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
+	fs.StringVar(&targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
+	fs.StringVar(&pc.etcd, "etcd", "/usr/local/bin/etcd", "point-in-time: etcd of the cluster's release")
+	fs.StringVar(&pc.workDir, "work-dir", os.TempDir(), "point-in-time: scratch space for the snapshot and the throwaway member")
+	fs.DurationVar(&pc.readyTimeout, "ready-timeout", 2*time.Minute, "point-in-time: how long the throwaway member may take to start")
+	fs.IntVar(&pc.maxRequestBytes, "max-request-bytes", 64<<20, "point-in-time: the throwaway member's --max-request-bytes")
 	_ = fs.Parse(os.Args[2:])
+	pc.etcdutl = rst.etcdutl
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	if cmd == "follow" {
+		timeout = 100 * 365 * 24 * time.Hour // a follower runs until it is stopped
+	}
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
 
-	var store backup.Store
+	// storeAt and dirAt address another file or directory of the same destination.
+	var (
+		storeAt func(path string) (backup.Store, error)
+		dirAt   func(dir string) backup.ObjectDir
+	)
 	switch {
 	case pvcRoot != "" && s3.Endpoint == "":
-		store = backup.FileStore{Root: pvcRoot, Path: path, Claim: pvcClaim}
+		storeAt = func(p string) (backup.Store, error) {
+			return backup.FileStore{Root: pvcRoot, Path: p, Claim: pvcClaim}, nil
+		}
+		dirAt = func(d string) backup.ObjectDir { return backup.FileDir{Root: pvcRoot, Dir: d, Claim: pvcClaim} }
 	case s3.Endpoint != "" && pvcRoot == "":
-		s3.Key = path
 		s3.AccessKeyID, s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
 		s3.CABundle = os.Getenv(envCABundle)
 		st, err := backup.NewS3Store(s3)
 		if err != nil {
 			finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
 		}
-		store = st
+		storeAt = func(p string) (backup.Store, error) {
+			c := s3
+			c.Key = p
+			return backup.NewS3Store(c)
+		}
+		dirAt = func(d string) backup.ObjectDir { return st.Dir(d) }
 	default:
 		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root or --s3-endpoint is required")
 		os.Exit(2)
 	}
+	store, err := storeAt(path)
+	if err != nil {
+		finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
+	}
+	var t *etcd.TLS
+	if caFile != "" || certFile != "" || keyFile != "" {
+		// No server name override: the agent dials members by their DNS names, which their certificates carry.
+		if t, err = etcd.LoadTLS(caFile, certFile, keyFile, ""); err != nil {
+			finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+		}
+	}
 
 	switch cmd {
 	case "snapshot":
-		var t *etcd.TLS
-		if caFile != "" || certFile != "" || keyFile != "" {
-			var err error
-			// No server name override: the agent dials members by their DNS names, which their certificates carry.
-			if t, err = etcd.LoadTLS(caFile, certFile, keyFile, ""); err != nil {
-				finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+		finish(resultFile, snapshot(ctx, members, store, t))
+	case "follow":
+		os.Exit(runFollow(ctx, fc, endpoints, listen, t, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(path, id)) }))
+	case "point-in-time":
+		var err error
+		if pc.candidates, err = parseCandidates(candidates); err != nil {
+			finish(resultFile, backup.Result{Reason: backup.ReasonOutsideWindow, Message: err.Error()})
+		}
+		pc.target.Revision = targetRev
+		if targetTime != "" {
+			if pc.target.Time, err = time.Parse(time.RFC3339Nano, targetTime); err != nil {
+				finish(resultFile, backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
 			}
 		}
-		finish(resultFile, snapshot(ctx, members, store, t))
+		pc.open, pc.segments = storeAt, dirAt(segments)
+		finish(resultFile, pointInTime(ctx, store, pc))
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
 		if err := store.Delete(ctx); err != nil {

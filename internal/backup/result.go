@@ -34,6 +34,10 @@ const (
 	ReasonChecksumMismatch  = "ChecksumMismatch"
 	ReasonUploadFailed      = "UploadFailed"
 	ReasonDestinationExists = "DestinationExists"
+	// Point-in-time backups (a snapshot carried forward by continuous-backup segments).
+	ReasonOutsideWindow  = "OutsideWindow"
+	ReasonSegmentCorrupt = "SegmentCorrupt"
+	ReasonReplayFailed   = "ReplayFailed"
 )
 
 // MaxResultBytes is the most of a termination message Kubernetes keeps.

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pitr"
+)
+
+// Candidate is a full snapshot a point-in-time backup may start from, as its EtcdBackup recorded it.
+type Candidate struct {
+	Name      string    `json:"name"`
+	Path      string    `json:"path"`
+	SizeBytes int64     `json:"size"`
+	SHA256    string    `json:"sha256"`
+	Revision  int64     `json:"revision"`
+	Time      time.Time `json:"time"`
+}
+
+// pointInTimeConfig is what `point-in-time` needs besides the output store.
+type pointInTimeConfig struct {
+	candidates []Candidate
+	// open returns the store of a candidate's snapshot (same destination, another path).
+	open     func(path string) (backup.Store, error)
+	segments backup.ObjectDir
+	target   pitr.Target
+	// clusterID is the source cluster's, recorded in the result so that the backup stays one of that cluster.
+	clusterID       string
+	etcd, etcdutl   string
+	workDir         string
+	readyTimeout    time.Duration
+	maxRequestBytes int
+}
+
+// pointInTime writes a new snapshot of the key space as it was at the target: the newest candidate snapshot
+// before it, restored into a throwaway single etcd member on loopback, with every change the segments recorded
+// after the snapshot and up to the target replayed one recorded revision at a time (so revisions come out as
+// they were), snapshotted again into the store. Everything it reads is verified first: the snapshot against its
+// record and etcd's checksum, every segment against its own checksum, its name and the chain (no gap).
+func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) backup.Result {
+	snaps := make([]pitr.Snapshot, len(c.candidates))
+	byName := map[string]Candidate{}
+	for i, cand := range c.candidates {
+		snaps[i] = pitr.Snapshot{Name: cand.Name, Revision: cand.Revision, Time: cand.Time}
+		byName[cand.Name] = cand
+	}
+	names, err := c.segments.List(ctx)
+	if err != nil {
+		return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("list segments: %v", err)}
+	}
+	var refs []pitr.Ref
+	for _, n := range names {
+		if r, ok := pitr.ParseName(n); ok {
+			refs = append(refs, r)
+		}
+	}
+	chains, err := pitr.Plan(snaps, refs, c.target)
+	if err != nil {
+		return backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("%v (segments in %s)", err, c.segments.Location())}
+	}
+	cache := map[string]pitr.Segment{}
+	// Every segment any usable chain needs is read and checked before anything else happens.
+	for _, ch := range chains {
+		for _, r := range ch.Segments {
+			if _, ok := cache[r.Name]; ok {
+				continue
+			}
+			seg, err := readSegment(ctx, c.segments, r, c.clusterID)
+			if err != nil {
+				return backup.Result{Reason: backup.ReasonSegmentCorrupt, Message: err.Error()}
+			}
+			cache[r.Name] = seg
+		}
+	}
+	var tried []string
+	for _, ch := range chains {
+		segs := make([]pitr.Segment, len(ch.Segments))
+		for i, r := range ch.Segments {
+			segs[i] = cache[r.Name]
+		}
+		cand := byName[ch.Snapshot.Name]
+		r, past := replayOnto(ctx, out, c, cand, segs)
+		if past {
+			tried = append(tried, fmt.Sprintf("%s holds changes past the target", cand.Name))
+			continue
+		}
+		return r
+	}
+	return backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("no snapshot before %s: %v", c.target, tried)}
+}
+
+func readSegment(ctx context.Context, d backup.ObjectDir, r pitr.Ref, clusterID string) (pitr.Segment, error) {
+	b, err := d.Get(ctx, r.Name)
+	if err != nil {
+		return pitr.Segment{}, fmt.Errorf("segment %s: %w", r, err)
+	}
+	seg, err := pitr.Parse(b)
+	if err != nil {
+		return pitr.Segment{}, fmt.Errorf("segment %s in %s: %w", r, d.Location(), err)
+	}
+	if !r.Matches(seg.Header) {
+		return pitr.Segment{}, fmt.Errorf("segment %s in %s: %w: its header says revisions %d..%d", r, d.Location(), pitr.ErrCorrupt, seg.Header.First, seg.Header.Last)
+	}
+	if clusterID != "" && seg.Header.ClusterID != clusterID {
+		return pitr.Segment{}, fmt.Errorf("segment %s in %s: %w: of etcd cluster %s, not %s", r, d.Location(), pitr.ErrCorrupt, seg.Header.ClusterID, clusterID)
+	}
+	return seg, nil
+}
+
+// replayOnto does the work for one candidate. past is true when the restored snapshot turned out to hold changes
+// past the target (it was taken while the target's revisions were being written): the caller tries an older one.
+func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand Candidate, segs []pitr.Segment) (backup.Result, bool) {
+	fail := func(reason, format string, a ...any) (backup.Result, bool) {
+		return backup.Result{Reason: reason, Message: fmt.Sprintf(format, a...)}, false
+	}
+	work, err := os.MkdirTemp(c.workDir, "pitr-")
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "work dir: %v", err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	src, err := c.open(cand.Path)
+	if err != nil {
+		return fail(backup.ReasonSnapshotFailed, "snapshot %s: %v", cand.Name, err)
+	}
+	snapFile := filepath.Join(work, "snapshot.db")
+	f, err := os.Create(snapFile) //nolint:gosec // in our own work dir
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "create %s: %v", snapFile, err)
+	}
+	_, _, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256}, f)
+	_ = f.Close()
+	if err != nil {
+		r := failed(err)
+		r.Message = fmt.Sprintf("snapshot of backup %s: %s", cand.Name, r.Message)
+		return r, false
+	}
+
+	peer, client, err := freePorts()
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "%v", err)
+	}
+	peerURL, clientURL := "http://127.0.0.1:"+peer, "http://127.0.0.1:"+client
+	data := filepath.Join(work, "data")
+	var log bytes.Buffer
+	restore := exec.CommandContext(ctx, c.etcdutl, "snapshot", "restore", snapFile, "--data-dir="+data, "--name=pitr", //nolint:gosec // etcdutl of the cluster's image
+		"--initial-cluster=pitr="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster-token=steward-pitr")
+	restore.Stdout, restore.Stderr = &log, &log
+	if err := restore.Run(); err != nil {
+		return fail(backup.ReasonReplayFailed, "etcdutl snapshot restore: %v: %s", err, tail(log.String(), 1500))
+	}
+	_ = os.Remove(snapFile)
+	log.Reset()
+	ectx, stop := context.WithCancel(ctx)
+	defer stop()
+	member := exec.CommandContext(ectx, c.etcd, "--name=pitr", "--data-dir="+data, //nolint:gosec // etcd of the cluster's image
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=pitr="+peerURL,
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		// One recorded revision is one transaction however many keys it touched (a range delete of thousands).
+		"--max-txn-ops=1000000", "--max-request-bytes="+strconv.Itoa(c.maxRequestBytes),
+		"--quota-backend-bytes="+strconv.FormatInt(8<<30, 10))
+	member.Stdout, member.Stderr = &log, &log
+	if err := member.Start(); err != nil {
+		return fail(backup.ReasonReplayFailed, "start etcd: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- member.Wait() }()
+	defer func() { stop(); _ = member.Process.Kill(); waitExit(exited) }()
+
+	rp, err := waitReplayer(ctx, clientURL, c.readyTimeout, exited)
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "etcd from snapshot %s: %v: %s", cand.Name, err, tail(log.String(), 1500))
+	}
+	defer rp.Close()
+	actual, err := rp.Revision(ctx)
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "%v", err)
+	}
+	if pitr.SnapshotPast(segs, actual, c.target) {
+		return backup.Result{}, true
+	}
+	events := pitr.Replayable(segs, actual, c.target)
+	groups := pitr.Revisions(events)
+	for _, g := range groups {
+		if err := rp.Apply(ctx, g); err != nil {
+			return fail(backup.ReasonReplayFailed, "onto backup %s (revision %d): %v", cand.Name, actual, err)
+		}
+	}
+	final, err := rp.Revision(ctx)
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "%v", err)
+	}
+	snap, err := etcd.OpenSnapshot(ctx, clientURL, nil)
+	if err != nil {
+		return fail(backup.ReasonSnapshotFailed, "snapshot of the replayed member: %v", err)
+	}
+	v := backup.NewVerifier(snap.Data)
+	loc, err := out.Put(ctx, v)
+	_ = snap.Data.Close()
+	switch {
+	case errors.Is(err, backup.ErrExists):
+		return fail(backup.ReasonDestinationExists, "%v", err)
+	case err != nil:
+		return fail(backup.ReasonUploadFailed, "%v", err)
+	case !v.Verified():
+		return fail(backup.ReasonChecksumMismatch, "the snapshot of the replayed member did not verify")
+	}
+	return backup.Result{
+		Succeeded: true, Member: "point-in-time", Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: final,
+		EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion, ClusterID: c.clusterID,
+		Message: fmt.Sprintf("backup %s (revision %d) carried to %s: %d changes in %d revisions replayed from %d segments, revision %d",
+			cand.Name, actual, c.target, len(events), len(groups), len(segs), final),
+	}, false
+}
+
+// waitReplayer waits until the throwaway member answers.
+func waitReplayer(ctx context.Context, endpoint string, timeout time.Duration, exited <-chan error) (*etcd.Replayer, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		rp, err := etcd.NewReplayer(ctx, endpoint)
+		if err == nil {
+			if _, err = rp.Revision(rctx); err == nil {
+				cancel()
+				return rp, nil
+			}
+			rp.Close()
+		}
+		cancel()
+		select {
+		case e := <-exited:
+			return nil, fmt.Errorf("etcd exited: %w", e)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("not ready after %s: %w", timeout, err)
+		}
+	}
+}
+
+func freePorts() (string, string, error) {
+	var ports []string
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", "", fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		_, p, _ := net.SplitHostPort(l.Addr().String())
+		ports = append(ports, p)
+	}
+	return ports[0], ports[1], nil
+}
+
+// parseCandidates reads --candidates (JSON).
+func parseCandidates(s string) ([]Candidate, error) {
+	var c []Candidate
+	if err := json.NewDecoder(bytes.NewReader([]byte(s))).Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("--candidates: %w", err)
+	}
+	return c, nil
+}
+
+// waitExit waits for the throwaway member to be gone; its exit status after being stopped says nothing.
+func waitExit(exited <-chan error) {
+	if err := <-exited; err != nil {
+		return
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pitr"
+)
+
+// etcdBin finds a release the test bed cached (under ~/.cache/steward/bin).
+func etcdBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs etcd processes")
+	}
+	home, _ := os.UserHomeDir()
+	bins, _ := filepath.Glob(filepath.Join(home, ".cache", "steward", "bin", "etcd-v3.6.*", "etcd"))
+	if len(bins) == 0 {
+		t.Skip("etcd not cached yet (start the test bed once)")
+	}
+	sort.Strings(bins)
+	return filepath.Dir(bins[len(bins)-1])
+}
+
+func port(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// startEtcd runs one etcd member on loopback, from dataDir (restored or new), until the test ends.
+func startEtcd(t *testing.T, bin, dataDir string) (*clientv3.Client, string) {
+	t.Helper()
+	peer, client := "http://127.0.0.1:"+port(t), "http://127.0.0.1:"+port(t)
+	cmd := exec.Command(filepath.Join(bin, "etcd"), "--name=m", "--data-dir="+dataDir,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=m="+peer,
+		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--log-level=error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Get(ctx, "x")
+		cancel()
+		if err == nil {
+			return c, client
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not start: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// state is a key space at one revision: key -> value@create/mod/version/lease?.
+func state(t *testing.T, c *clientv3.Client, rev int64) map[string]string {
+	t.Helper()
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	r, err := c.Get(context.Background(), "", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range r.Kvs {
+		out[string(kv.Key)] = fmt.Sprintf("%s@c%d/m%d/v%d/leased=%v", kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease != 0)
+	}
+	return out
+}
+
+func sameState(a, b map[string]string) string {
+	var diffs []string
+	for k, v := range a {
+		if b[k] != v {
+			diffs = append(diffs, fmt.Sprintf("%s: want %q, got %q", k, v, b[k]))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: unexpected %q", k, v))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 5 {
+		diffs = append(diffs[:5], fmt.Sprintf("... %d more", len(diffs)-5))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// TestContinuousBackupAndPointInTime: a follower records a known history (puts, overwrites, deletes, a range
+// delete, a multi-key transaction, lease-bound keys) across a snapshot and its own restart; point-in-time
+// snapshots for several revisions and times each hold exactly the key space (values, create and mod revisions,
+// versions) the source had at that point. A target outside the window and a corrupted segment are refused
+// without writing anything.
+func TestContinuousBackupAndPointInTime(t *testing.T) {
+	bin := etcdBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
+	root := t.TempDir()
+	base := "backups/main-segments"
+	dirOf := func(id string) backup.ObjectDir {
+		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
+	}
+	startFollower := func() (stop func(), f *follower) {
+		f = &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
+			heartbeat: 500 * time.Millisecond, maxEvents: 7}}
+		fctx, fcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = f.run(fctx); close(done) }()
+		return func() { fcancel(); <-done }, f
+	}
+	put := func(k, v string, opts ...clientv3.OpOption) int64 {
+		r, err := src.Put(ctx, k, v, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	stop, _ := startFollower()
+	waitFor(t, func() bool { return len(listSegments(t, root, base)) > 0 }, "a first (heartbeat) segment")
+
+	for i := range 20 {
+		put(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
+	}
+	// The snapshot a point-in-time backup starts from, as a scheduled backup takes it.
+	snapStore := backup.FileStore{Root: root, Path: "backups/main-1.db", Claim: "c"}
+	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := backup.NewVerifier(snap.Data)
+	if _, err := snapStore.Put(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	_ = snap.Data.Close()
+	cand := Candidate{Name: "main-1", Path: snapStore.Path, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision, Time: time.Now().Add(-time.Second)}
+	clusterID := etcd.FormatID(snap.ClusterID)
+
+	points := map[string]int64{}
+	times := map[string]time.Time{}
+	mark := func(name string, rev int64) {
+		points[name] = rev
+		time.Sleep(50 * time.Millisecond)
+		times[name] = time.Now()
+		time.Sleep(50 * time.Millisecond)
+	}
+	mark("after snapshot", put("k00", "overwritten"))
+	if _, err := src.Delete(ctx, "k01"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := src.Delete(ctx, "k1", clientv3.WithPrefix()) // k10..k19 at one revision
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark("after range delete", r.Header.Revision)
+	tx, err := src.Txn(ctx).Then(clientv3.OpPut("t1", "a"), clientv3.OpPut("t2", "b"), clientv3.OpDelete("k02")).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark("after txn", tx.Header.Revision)
+	lease, err := src.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("leased", "x", clientv3.WithLease(lease.ID))
+	// The follower restarts mid-history: it resumes from its last segment, without a gap.
+	stop()
+	for i := range 15 {
+		put(fmt.Sprintf("r%02d", i), "during restart")
+	}
+	stop, f := startFollower()
+	for i := range 30 {
+		put(fmt.Sprintf("k%02d", i%5), fmt.Sprintf("late %d", i))
+	}
+	mark("latest", put("last", "write"))
+	waitFor(t, func() bool { return f.status().LastRevision >= points["latest"] }, "the follower to store the latest revision")
+	stop()
+
+	segDir := dirOf(clusterID)
+	run := func(tg pitr.Target, out string) backup.Result {
+		return pointInTime(ctx, backup.FileStore{Root: root, Path: out, Claim: "c"}, pointInTimeConfig{
+			candidates: []Candidate{cand}, segments: segDir, target: tg, clusterID: clusterID,
+			open: func(p string) (backup.Store, error) { return backup.FileStore{Root: root, Path: p, Claim: "c"}, nil },
+			etcd: filepath.Join(bin, "etcd"), etcdutl: filepath.Join(bin, "etcdutl"), workDir: t.TempDir(),
+			readyTimeout: time.Minute, maxRequestBytes: 8 << 20,
+		})
+	}
+	check := func(name string, tg pitr.Target, wantRev int64) {
+		t.Helper()
+		out := "backups/pit-" + strings.ReplaceAll(name, " ", "-") + ".db"
+		res := run(tg, out)
+		if !res.Succeeded || res.Revision != wantRev || res.ClusterID != clusterID {
+			t.Fatalf("%s: %+v, want revision %d", name, res, wantRev)
+		}
+		t.Logf("%s: %s", name, res.Message)
+		restored := filepath.Join(t.TempDir(), "restored")
+		cmd := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", filepath.Join(root, out), "--data-dir="+restored)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: restore the point-in-time snapshot: %v: %s", name, err, b)
+		}
+		c, _ := startEtcd(t, bin, restored)
+		if d := sameState(state(t, src, wantRev), state(t, c, 0)); d != "" {
+			t.Fatalf("%s: restored key space differs from the source at revision %d: %s", name, wantRev, d)
+		}
+	}
+	for _, p := range []string{"after snapshot", "after range delete", "after txn"} {
+		check("revision "+p, pitr.Target{Revision: points[p]}, points[p])
+	}
+	check("time after range delete", pitr.Target{Time: times["after range delete"]}, points["after range delete"])
+	check("latest", pitr.Target{}, points["latest"])
+
+	if res := run(pitr.Target{Revision: points["latest"] + 1000}, "backups/refused.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
+		t.Fatalf("target past the end: %+v", res)
+	}
+	// The follower is away while etcd compacts past what it stored: it says so and starts a new chain, and a
+	// target in the gap is refused naming the window that ends before it.
+	gapRev := put("gap", "lost to compaction")
+	end := put("gap", "compacted away")
+	if _, err := src.Compact(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	stop, f = startFollower()
+	waitFor(t, func() bool { return f.status().CompactedAt != nil && f.status().ChainStart == end+1 }, "the follower to report the compaction")
+	after := put("after", "the gap")
+	waitFor(t, func() bool { return f.status().LastRevision >= after }, "the follower to store the new chain")
+	stop()
+	if st := f.status(); st.CompactedRevision != end || st.Error != "" {
+		t.Fatalf("status after compaction: %+v", st)
+	}
+	if res := run(pitr.Target{Revision: gapRev}, "backups/gap.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
+		t.Fatalf("target in the gap: %+v", res)
+	}
+
+	// One bit flipped in a segment the chain needs: refused before anything is written.
+	names := listSegments(t, root, base)
+	var victim string
+	for _, n := range names {
+		if r, ok := pitr.ParseName(n); ok && r.First <= points["after txn"] && points["after txn"] <= r.Last {
+			victim = n
+		}
+	}
+	p := filepath.Join(root, pitr.SegmentsDir(base, clusterID), victim)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 1
+	if err := os.WriteFile(p, b, 0o600); err != nil { //nolint:gosec // a file the test made
+		t.Fatal(err)
+	}
+	res := run(pitr.Target{}, "backups/corrupt.db")
+	if res.Succeeded || res.Reason != backup.ReasonSegmentCorrupt || !strings.Contains(res.Message, strings.TrimSuffix(victim, ".seg")) {
+		t.Fatalf("corrupt segment: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(root, "backups/corrupt.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused point-in-time backup left a file: %v", err)
+	}
+}
+
+func listSegments(t *testing.T, root, base string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.Walk(filepath.Join(root, base), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			out = append(out, filepath.Base(p))
+		}
+		return nil
+	})
+	return out
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,198 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// ObjectDir holds many small objects, written whole, under one directory of a volume or one key prefix of a
+// bucket: continuous backup's segments.
+type ObjectDir interface {
+	// List names the objects directly in the directory (without the directory), in no particular order.
+	List(ctx context.Context) ([]string, error)
+	// Put stores b under name; a reader sees all of it or nothing.
+	Put(ctx context.Context, name string, b []byte) error
+	// Get reads an object whole.
+	Get(ctx context.Context, name string) ([]byte, error)
+	// Delete removes an object; a missing one is not an error.
+	Delete(ctx context.Context, name string) error
+	// Location names the directory: pvc://<claim>/<dir> or s3://<bucket>/<prefix>.
+	Location() string
+}
+
+// FileDir is a directory on a mounted volume.
+type FileDir struct {
+	// Root is the volume's mount point, Dir the directory relative to it, Claim the PVC (for Location).
+	Root, Dir, Claim string
+}
+
+// Location implements ObjectDir.
+func (d FileDir) Location() string { return "pvc://" + d.Claim + "/" + d.Dir }
+
+func (d FileDir) path(name string) (string, error) {
+	if err := CheckRelativePath(d.Dir + "/" + name); err != nil || strings.Contains(name, "/") {
+		return "", fmt.Errorf("object %q in %s: not a plain name", name, d.Location())
+	}
+	return filepath.Join(d.Root, filepath.FromSlash(d.Dir), name), nil
+}
+
+// List implements ObjectDir. A missing directory is empty.
+func (d FileDir) List(context.Context) ([]string, error) {
+	if err := CheckRelativePath(d.Dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(filepath.Join(d.Root, filepath.FromSlash(d.Dir)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// Put implements ObjectDir: a hidden temporary file, fsynced, renamed into place, the directory fsynced.
+func (d FileDir) Put(_ context.Context, name string, b []byte) error {
+	final, err := d.path(name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", d.Location(), err)
+	}
+	tmp := filepath.Join(filepath.Dir(final), "."+name+".partial-"+nonce())
+	if err := writeSynced(tmp, b); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("commit %s/%s: %w", d.Location(), name, err)
+	}
+	if dir, err := os.Open(filepath.Dir(final)); err == nil { //nolint:gosec // the destination's directory
+		_ = dir.Sync()
+		_ = dir.Close()
+	}
+	return nil
+}
+
+func writeSynced(p string, b []byte) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640) //nolint:gosec // a temporary name in the destination
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	return f.Close()
+}
+
+// Get implements ObjectDir.
+func (d FileDir) Get(_ context.Context, name string) ([]byte, error) {
+	p, err := d.path(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p) //nolint:gosec // a plain name in the destination
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", d.Location(), name, err)
+	}
+	return b, nil
+}
+
+// Delete implements ObjectDir.
+func (d FileDir) Delete(_ context.Context, name string) error {
+	p, err := d.path(name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete %s/%s: %w", d.Location(), name, err)
+	}
+	return nil
+}
+
+// S3Dir is a key prefix in a bucket: objects are <prefix>/<name>.
+type S3Dir struct {
+	s      *S3Store
+	prefix string
+}
+
+// Dir is the key prefix of the store's bucket (the store's own key is not used).
+func (s *S3Store) Dir(prefix string) S3Dir {
+	return S3Dir{s: s, prefix: strings.Trim(prefix, "/")}
+}
+
+// Location implements ObjectDir.
+func (d S3Dir) Location() string { return "s3://" + d.s.cfg.Bucket + "/" + d.prefix }
+
+func (d S3Dir) key(name string) string { return path.Join(d.prefix, name) }
+
+// List implements ObjectDir.
+func (d S3Dir) List(ctx context.Context) ([]string, error) {
+	var names []string
+	for obj := range d.s.client.ListObjects(ctx, d.s.cfg.Bucket, minio.ListObjectsOptions{Prefix: d.prefix + "/"}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", d.Location(), obj.Err)
+		}
+		name := strings.TrimPrefix(obj.Key, d.prefix+"/")
+		if name != "" && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// Put implements ObjectDir: a single PUT, which S3 makes visible whole or not at all.
+func (d S3Dir) Put(ctx context.Context, name string, b []byte) error {
+	_, err := d.s.client.PutObject(ctx, d.s.cfg.Bucket, d.key(name), bytes.NewReader(b), int64(len(b)),
+		minio.PutObjectOptions{ContentType: "application/x-ndjson"})
+	if err != nil {
+		return fmt.Errorf("upload %s/%s: %w", d.Location(), name, err)
+	}
+	return nil
+}
+
+// Get implements ObjectDir.
+func (d S3Dir) Get(ctx context.Context, name string) ([]byte, error) {
+	obj, err := d.s.client.GetObject(ctx, d.s.cfg.Bucket, d.key(name), minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", d.Location(), name, err)
+	}
+	defer func() { _ = obj.Close() }()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", d.Location(), name, err)
+	}
+	return b, nil
+}
+
+// Delete implements ObjectDir.
+func (d S3Dir) Delete(ctx context.Context, name string) error {
+	err := d.s.client.RemoveObject(ctx, d.s.cfg.Bucket, d.key(name), minio.RemoveObjectOptions{})
+	if err != nil && minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
+		return fmt.Errorf("delete %s/%s: %w", d.Location(), name, err)
+	}
+	return nil
+}
