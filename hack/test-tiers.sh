@@ -3,7 +3,8 @@
 # fails (every tier runs; the exit status is non-zero if any failed):
 #   unit         go test -short ./..., then the nested modules test/bundle (OLM bundle), test/chart (Helm chart) and
 #                test/monitoring (alerting rules with the pinned promtool, dashboard queries)
-#   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build
+#   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build, and
+#                continuous backup and point-in-time replay against etcd processes of the test bed's releases
 #   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
 # Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
 set -uo pipefail
@@ -45,8 +46,9 @@ unit() {
 
 integration() {
   go test -count=1 -timeout 60m ./internal/testbed/ &&
-    # After the test bed's build: the S3 tests use its versitygw binary (they skip without it).
-    go test -count=1 -timeout 10m ./internal/backup/
+    # After the test bed's build: the S3 tests use its versitygw binary, the point-in-time test its etcd (they
+    # skip without them).
+    go test -count=1 -timeout 10m ./internal/backup/ ./cmd/steward-agent/
 }
 
 tier unit unit

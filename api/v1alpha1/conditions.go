@@ -57,6 +57,23 @@ const (
 	// ReasonJobFailed: the backup Job failed without reporting a result (killed, deadline exceeded, image
 	// missing); the Job's own condition message says more.
 	ReasonJobFailed = "JobFailed"
+
+	// Point-in-time backups (spec.pointInTime).
+	// ReasonScheduleNotFound: spec.pointInTime.scheduleName names no EtcdBackupSchedule of the cluster.
+	ReasonScheduleNotFound = "ScheduleNotFound"
+	// ReasonNotContinuous: the schedule does not have continuous backup enabled.
+	ReasonNotContinuous = "NotContinuous"
+	// ReasonDestinationMismatch: the backup's destination is not on the schedule's claim or bucket, where the
+	// snapshots and segments it reads are.
+	ReasonDestinationMismatch = "DestinationMismatch"
+	// ReasonOutsideWindow: no snapshot and unbroken chain of segments reaches the target; the message names the
+	// recoverable window(s).
+	ReasonOutsideWindow = "OutsideWindow"
+	// ReasonSegmentCorrupt: a segment the target needs failed its checksum or does not match its name; nothing was
+	// written.
+	ReasonSegmentCorrupt = "SegmentCorrupt"
+	// ReasonReplayFailed: replaying the segments onto the snapshot failed (they were not one history).
+	ReasonReplayFailed = "ReplayFailed"
 )
 
 // Condition types and reasons of EtcdBackupSchedule status.
@@ -69,6 +86,19 @@ const (
 	ReasonSuspended = "Suspended"
 	// ReasonInvalidSchedule: spec.schedule does not parse.
 	ReasonInvalidSchedule = "InvalidSchedule"
+
+	// ConditionContinuousBackup is True while continuous backup follows the cluster and every change is being
+	// stored; absent when it is not enabled.
+	ConditionContinuousBackup = "ContinuousBackup"
+	// ReasonFollowing: the follower watches the cluster and stores segments; a snapshot starts its chain.
+	ReasonFollowing = "Following"
+	// ReasonFollowerStarting: the follower's Pod is not ready yet, or has not reported.
+	ReasonFollowerStarting = "FollowerStarting"
+	// ReasonFollowerFailing: the follower reports an error (connecting, watching, storing).
+	ReasonFollowerFailing = "FollowerFailing"
+	// ReasonWaitingForSnapshot: the follower's chain starts after every Complete snapshot (it just started, or
+	// etcd compacted revisions it had not read): Steward takes a snapshot at once.
+	ReasonWaitingForSnapshot = "WaitingForSnapshot"
 )
 
 // Condition types and reasons of EtcdRestore status. Complete and Failed are as for EtcdBackup.

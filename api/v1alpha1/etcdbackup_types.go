@@ -26,6 +26,31 @@ type EtcdBackupSpec struct {
 	// +kubebuilder:default=Retain
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// PointInTime makes this backup not from the running cluster but from the continuous backup of an
+	// EtcdBackupSchedule: the newest of its snapshots before the target, carried forward to the target by replaying
+	// the changes its segments recorded. The result is an ordinary snapshot (restore it with an EtcdRestore or
+	// bootstrap.fromBackup). The destination must be on the schedule's claim or bucket.
+	// +optional
+	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
+}
+
+// PointInTimeSource is a schedule's continuous backup and the point to restore to: a revision, a time, or
+// (neither) the latest point stored.
+// +kubebuilder:validation:XValidation:rule="!(has(self.revision) && has(self.time))",message="set revision or time, not both"
+type PointInTimeSource struct {
+	// ScheduleName is an EtcdBackupSchedule of the cluster with continuous backup enabled.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ScheduleName string `json:"scheduleName"`
+	// Revision is the key-space revision to restore to: every change up to and including it.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// Time to restore to: every change the follower received at or before it.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // DeletionPolicy is what happens to a backup's stored snapshot when the EtcdBackup is deleted.

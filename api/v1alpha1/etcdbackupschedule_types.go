@@ -50,6 +50,31 @@ type EtcdBackupScheduleSpec struct {
 	// +kubebuilder:default=3
 	// +optional
 	FailedBackupsHistoryLimit *int32 `json:"failedBackupsHistoryLimit,omitempty"`
+
+	// Continuous, when enabled, also records every change the cluster makes between the scheduled snapshots, as
+	// segments next to them on the same destination, so that an EtcdBackup with spec.pointInTime (or an
+	// EtcdRestore with spec.pointInTime) can restore the cluster to any revision or time in the recoverable
+	// window (status.continuous). Retention prunes segments together with the snapshots they extend.
+	// +optional
+	Continuous *ContinuousBackup `json:"continuous,omitempty"`
+}
+
+// ContinuousBackup configures the follower: a Deployment that watches every change of the cluster and stores it
+// in revision-ordered segments.
+type ContinuousBackup struct {
+	// Enabled runs the follower.
+	// +required
+	Enabled bool `json:"enabled"`
+	// SegmentInterval is how often the changes received since the last segment are stored: under steady writes,
+	// the changes a total loss of the cluster can lose. Default 5s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="segmentInterval must be between 1s and 5m"
+	// +optional
+	SegmentInterval *metav1.Duration `json:"segmentInterval,omitempty"`
+	// SegmentMaxEvents stores a segment sooner, as soon as this many changes are pending. Default 10000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	SegmentMaxEvents *int32 `json:"segmentMaxEvents,omitempty"`
 }
 
 // Retention limits successful backups by count and age. Pruned backups are deleted together with their data.
@@ -113,6 +138,54 @@ type EtcdBackupScheduleStatus struct {
 	// LastFailure is the newest Failed backup of the schedule.
 	// +optional
 	LastFailure *BackupRef `json:"lastFailure,omitempty"`
+	// Continuous is the state of continuous backup while it is enabled.
+	// +optional
+	Continuous *ContinuousBackupStatus `json:"continuous,omitempty"`
+}
+
+// ContinuousBackupStatus is what the follower reported when Steward last asked, and the window it makes
+// recoverable. Positions and times only.
+type ContinuousBackupStatus struct {
+	// Follower is the Deployment that follows the cluster.
+	Follower string `json:"follower"`
+	// Location is where the segments of the current etcd cluster ID are: pvc://<claim>/<dir> or
+	// s3://<bucket>/<prefix>.
+	// +optional
+	Location string `json:"location,omitempty"`
+	// ClusterID (hex) of the etcd cluster followed.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// RecoverableFrom and RecoverableTo bound the window a point-in-time backup can restore to now: from the oldest
+	// Complete snapshot the stored segments carry forward without a gap, to the end of the newest stored segment.
+	// +optional
+	RecoverableFrom *RecoveryPoint `json:"recoverableFrom,omitempty"`
+	// +optional
+	RecoverableTo *RecoveryPoint `json:"recoverableTo,omitempty"`
+	// ChainStart is the first revision of the unbroken run of segments the follower extends.
+	// +optional
+	ChainStart int64 `json:"chainStart,omitempty"`
+	// PendingRevisions is the lag: revisions the follower has received but not stored yet.
+	// +optional
+	PendingRevisions int64 `json:"pendingRevisions,omitempty"`
+	// CompactedAt is when etcd last compacted revisions the follower had not read (a gap in the segments; a
+	// snapshot is taken at once to start a new window).
+	// +optional
+	CompactedAt *metav1.Time `json:"compactedAt,omitempty"`
+	// ObservedTime is when Steward last read the follower's report.
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
+}
+
+// RecoveryPoint is one end of a recoverable window.
+type RecoveryPoint struct {
+	// Revision of the key space.
+	Revision int64 `json:"revision"`
+	// Time the follower observed that revision (or, at the window's start, the time the snapshot began).
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Backup is the snapshot the window starts from.
+	// +optional
+	Backup string `json:"backup,omitempty"`
 }
 
 // EtcdBackupSchedule creates EtcdBackups of a cluster on a cron schedule and prunes old ones (and their data).

@@ -13,7 +13,8 @@ import (
 //     deleted) and new members start from the snapshot. Writes made after the backup are lost, so this needs
 //     spec.confirm, and it is refused while the cluster has quorum.
 //
-// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && self.backupName == oldSelf.backupName",message="clusterName and backupName are immutable: create a new EtcdRestore instead"
+// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && has(self.backupName) == has(oldSelf.backupName) && (!has(self.backupName) || self.backupName == oldSelf.backupName) && has(self.pointInTime) == has(oldSelf.pointInTime) && (!has(self.pointInTime) || self.pointInTime == oldSelf.pointInTime)",message="clusterName, backupName and pointInTime are immutable: create a new EtcdRestore instead"
+// +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.pointInTime)",message="set exactly one of backupName or pointInTime"
 type EtcdRestoreSpec struct {
 	// ClusterName is the EtcdCluster in the restore's namespace to seed.
 	// +kubebuilder:validation:MinLength=1
@@ -22,11 +23,17 @@ type EtcdRestoreSpec struct {
 	ClusterName string `json:"clusterName"`
 
 	// BackupName is a Complete EtcdBackup in the restore's namespace. To re-seed a cluster that has formed, it
-	// must be a backup of that cluster (its etcd cluster ID is checked).
+	// must be a backup of that cluster (its etcd cluster ID is checked). Exactly one of backupName and pointInTime.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +required
-	BackupName string `json:"backupName"`
+	// +optional
+	BackupName string `json:"backupName,omitempty"`
+
+	// PointInTime restores the cluster to a revision or time of a schedule's continuous backup: Steward first
+	// makes the point-in-time EtcdBackup <restore>-pit (owned by this restore, kept with the file after it) on the
+	// schedule's destination, then restores it like any backup. Exactly one of backupName and pointInTime.
+	// +optional
+	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
 
 	// Confirm must equal clusterName to re-seed a cluster that has formed and lost quorum: its members are
 	// replaced by new ones restored from the backup, and writes acknowledged after the backup are lost. Until it
@@ -100,6 +107,9 @@ type EtcdRestoreStatus struct {
 	// (spec.allowRollbackOfHealthyCluster); it is owned by this restore.
 	// +optional
 	SafetyBackup string `json:"safetyBackup,omitempty"`
+	// PointInTimeBackup is the EtcdBackup made for spec.pointInTime.
+	// +optional
+	PointInTimeBackup string `json:"pointInTimeBackup,omitempty"`
 	// VerifyJobName is the Job that verified the stored snapshot.
 	// +optional
 	VerifyJobName string `json:"verifyJobName,omitempty"`
@@ -135,4 +145,13 @@ type EtcdRestoreList struct {
 
 func init() {
 	SchemeBuilder.Register(&EtcdRestore{}, &EtcdRestoreList{})
+}
+
+// RestoreBackupName is the EtcdBackup a restore restores: spec.backupName, or for spec.pointInTime the backup
+// Steward makes for it.
+func RestoreBackupName(r *EtcdRestore) string {
+	if r.Spec.PointInTime != nil {
+		return r.Name + "-pit"
+	}
+	return r.Spec.BackupName
 }

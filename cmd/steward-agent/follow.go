@@ -176,6 +176,13 @@ func (f *follower) followOnce(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	// What the watch delivered is committed: store it now rather than wait for a progress notification that may
+	// never come (a cluster that lost quorum).
+	if n := len(f.pending); n > 0 {
+		if err := f.flush(ctx, f.pending[n-1].Revision, f.pending[n-1].Observed); err != nil {
+			return err
+		}
+	}
 	return errors.New("watch ended (leader lost or connection closed); watching again")
 }
 

@@ -19,15 +19,8 @@ import (
 	"steward.dev/steward/internal/pitr"
 )
 
-// Candidate is a full snapshot a point-in-time backup may start from, as its EtcdBackup recorded it.
-type Candidate struct {
-	Name      string    `json:"name"`
-	Path      string    `json:"path"`
-	SizeBytes int64     `json:"size"`
-	SHA256    string    `json:"sha256"`
-	Revision  int64     `json:"revision"`
-	Time      time.Time `json:"time"`
-}
+// Candidate is a full snapshot a point-in-time backup may start from.
+type Candidate = pitr.Candidate
 
 // pointInTimeConfig is what `point-in-time` needs besides the output store.
 type pointInTimeConfig struct {
@@ -217,7 +210,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		return fail(backup.ReasonChecksumMismatch, "the snapshot of the replayed member did not verify")
 	}
 	return backup.Result{
-		Succeeded: true, Member: "point-in-time", Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: final,
+		Succeeded: true, Member: backup.PointInTimeMember, Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: final,
 		EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion, ClusterID: c.clusterID,
 		Message: fmt.Sprintf("backup %s (revision %d) carried to %s: %d changes in %d revisions replayed from %d segments, revision %d",
 			cand.Name, actual, c.target, len(events), len(groups), len(segs), final),

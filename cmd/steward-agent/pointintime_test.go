@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -285,6 +286,33 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "backups/corrupt.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused point-in-time backup left a file: %v", err)
+	}
+
+	// Retention: the follower deletes the segments that end before the revision in its prune file (the oldest
+	// snapshot kept), and only those.
+	pruneFile := filepath.Join(t.TempDir(), "prune-before")
+	keep := points["after txn"]
+	if err := os.WriteFile(pruneFile, []byte(fmt.Sprintf("%d\n", keep)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := listSegments(t, root, base)
+	f = &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
+		heartbeat: 500 * time.Millisecond, maxEvents: 7, pruneFile: pruneFile}}
+	fctx, fcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = f.run(fctx); close(done) }()
+	waitFor(t, func() bool { return len(listSegments(t, root, base)) < len(before) }, "the follower to prune")
+	fcancel()
+	<-done
+	for _, n := range listSegments(t, root, base) {
+		if r, ok := pitr.ParseName(n); ok && r.Last < keep {
+			t.Fatalf("segment %s ends before %d and was kept", n, keep)
+		}
+	}
+	for _, n := range before {
+		if r, ok := pitr.ParseName(n); ok && r.Last >= keep && !slices.Contains(listSegments(t, root, base), n) {
+			t.Fatalf("segment %s (needed from %d) was pruned", n, keep)
+		}
 	}
 }
 

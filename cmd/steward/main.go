@@ -150,6 +150,7 @@ func run() error {
 		APIReader:  mgr.GetAPIReader(),
 		Recorder:   recorder,
 		AgentImage: agentImage,
+		Options:    resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackup controller: %w", err)
 	}
@@ -164,6 +165,7 @@ func run() error {
 	if err := (&etcdbackupschedule.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: recorder,
+		Options:  resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}

@@ -19,6 +19,18 @@ type Snapshot struct {
 	Time time.Time
 }
 
+// Candidate is a full snapshot a point-in-time backup may start from, as its EtcdBackup recorded it: the
+// operator passes them to the agent (as JSON), which plans with them and reads the chosen one.
+type Candidate struct {
+	Name string `json:"name"`
+	// Path of the snapshot on the destination (PVC path or S3 key).
+	Path      string    `json:"path"`
+	SizeBytes int64     `json:"size"`
+	SHA256    string    `json:"sha256"`
+	Revision  int64     `json:"revision"`
+	Time      time.Time `json:"time"`
+}
+
 // Target is the point to restore to: a revision, a time, or (both zero) the latest point the segments reach.
 type Target struct {
 	Revision int64

@@ -224,14 +224,14 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		t.Fatal(err)
 	}
 	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: recorder, AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
+		Recorder: recorder, AgentImage: testbed.AgentImage, Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&etcdrestore.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: recorder, AgentImage: testbed.AgentImage}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&etcduser.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {

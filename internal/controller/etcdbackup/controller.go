@@ -50,6 +50,8 @@ type Reconciler struct {
 	APIReader  client.Reader
 	Recorder   record.EventRecorder
 	AgentImage string
+	// Options give the etcd image a point-in-time backup's Job replays with.
+	Options resources.Options
 	// Now is the clock (injected for tests).
 	Now func() time.Time
 }
@@ -64,6 +66,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
@@ -139,6 +142,9 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return r.observeJob(ctx, b, job, o)
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("get backup Job: %w", err)
+	}
+	if b.Spec.PointInTime != nil {
+		return r.startPointInTime(ctx, b, o)
 	}
 	// Admit.
 	in, clientSecret, err := r.admitInput(ctx, b)

@@ -47,6 +47,10 @@ func conditions(o *outcome) (complete, failed metav1.Condition) {
 		complete.Status, complete.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonBackupSucceeded
 		complete.Message = fmt.Sprintf("%d bytes at revision %d from %s stored at %s, etcd checksum verified",
 			o.result.SizeBytes, o.result.Revision, o.result.Member, o.result.Location)
+		if o.result.Member == backup.PointInTimeMember {
+			// The agent says which snapshot it carried forward and how far.
+			complete.Message = fmt.Sprintf("%d bytes stored at %s, etcd checksum verified: %s", o.result.SizeBytes, o.result.Location, o.result.Message)
+		}
 		failed.Reason, failed.Message = etcdv1alpha1.ReasonBackupSucceeded, "the backup succeeded"
 	case phaseFailed:
 		failed.Status, failed.Reason, failed.Message = metav1.ConditionTrue, o.reason, o.message

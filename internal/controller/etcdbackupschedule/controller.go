@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +26,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -36,6 +38,10 @@ const requeueMax = 5 * time.Minute
 type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
+	// Options address the cluster's client Service and name the agent image, for the continuous-backup follower.
+	Options resources.Options
+	// ReadFollower reads a follower Pod's report (default: GET http://<podIP>:8080/status; injected for tests).
+	ReadFollower func(ctx context.Context, podIP string) (pitr.FollowerStatus, error)
 	// Now is the clock (injected for tests).
 	Now func() time.Time
 }
@@ -43,6 +49,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // SetupWithManager registers the controller: it watches schedules and the backups labelled with them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -58,6 +68,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdBackupSchedule{}).
+		Owns(&appsv1.Deployment{}).
 		Watches(&etcdv1alpha1.EtcdBackup{}, toSchedule).
 		Named("etcdbackupschedule").
 		Complete(r)
@@ -125,12 +136,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		s.Status.Active = append(s.Status.Active, b.Name)
 	}
 
+	needSnapshot, continuous, err := r.reconcileContinuous(ctx, s, backups)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if continuous != nil {
+		continuous.ObservedGeneration = s.Generation
+		meta.SetStatusCondition(&s.Status.Conditions, *continuous)
+	}
+	if needSnapshot && len(s.Status.Active) == 0 && !s.Spec.Suspend {
+		// The follower's segments start after every snapshot (it just started, or etcd compacted what it had
+		// not read): without a snapshot they restore nothing, so one is taken now rather than at the next time.
+		b := scheduledBackup(s, now)
+		log.Info("Taking a snapshot to start continuous backup's window", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b))
+		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
+		}
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "SnapshotForContinuousBackup", "created EtcdBackup %s: %s", b.Name, continuous.Message)
+		s.Status.Active = append(s.Status.Active, b.Name)
+	}
+
 	if err := r.prune(ctx, s, backups, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	wait := next.Sub(now)
 	if wait > requeueMax {
 		wait = requeueMax
+	}
+	if continuous != nil && wait > requeueContinuous {
+		wait = requeueContinuous
 	}
 	if wait < time.Second {
 		wait = time.Second

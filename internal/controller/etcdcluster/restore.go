@@ -43,7 +43,7 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 	obs.plan.AutoRestoreTried = picked.autoTried
 	if obs.restore != nil {
 		for i := range backups.Items {
-			if backups.Items[i].Name == obs.restore.Spec.BackupName {
+			if backups.Items[i].Name == etcdv1alpha1.RestoreBackupName(obs.restore) {
 				obs.restoreBackup = &backups.Items[i]
 			}
 		}
@@ -183,7 +183,7 @@ func restoreSource(obs *observation, name string) (*resources.RestoreSource, err
 		return nil, fmt.Errorf("restore %s is not the one under way", name)
 	}
 	if obs.restoreBackup == nil {
-		return nil, fmt.Errorf("restore %s: backup %s not found", name, obs.restore.Spec.BackupName)
+		return nil, fmt.Errorf("restore %s: backup %s not found", name, etcdv1alpha1.RestoreBackupName(obs.restore))
 	}
 	src := &resources.RestoreSource{Restore: name, Backup: obs.restoreBackup}
 	if obs.restore.Status.Mode == etcdv1alpha1.RestoreReseed {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,9 @@ const secretGrace = time.Minute
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
+		// Continuous backup's followers (Deployment and ConfigMap): the only ones Steward reads.
+		&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
+		&corev1.ConfigMap{}:  {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
 	}
 }
 

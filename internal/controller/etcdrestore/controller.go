@@ -62,6 +62,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
 
@@ -110,6 +111,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !rs.DeletionTimestamp.IsZero() || etcdv1alpha1.Finished(rs.Status.Conditions) {
 		return ctrl.Result{}, nil
+	}
+	if rs.Spec.PointInTime != nil {
+		if ended, err := r.preparePointInTime(ctx, rs); err != nil || ended {
+			return ctrl.Result{}, err
+		}
 	}
 	in, cluster, b, members, err := r.gather(ctx, rs)
 	if err != nil {
@@ -215,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, []string, error) {
 	in := backup.RestoreInput{ClusterName: rs.Spec.ClusterName, Confirm: rs.Spec.Confirm, Mode: string(rs.Status.Mode),
 		Verified:          meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
-		Backup:            backup.BackupRecord{Name: rs.Spec.BackupName},
+		Backup:            backup.BackupRecord{Name: etcdv1alpha1.RestoreBackupName(rs)},
 		PreviousClusterID: rs.Status.PreviousClusterID,
 		Rollback:          plan.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
 	var cluster *etcdv1alpha1.EtcdCluster
@@ -240,7 +246,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 	}
 	var b *etcdv1alpha1.EtcdBackup
 	eb := &etcdv1alpha1.EtcdBackup{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.BackupName}, eb); {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: etcdv1alpha1.RestoreBackupName(rs)}, eb); {
 	case err == nil:
 		b = eb
 		in.Backup = backup.BackupRecord{Name: eb.Name, Found: true,

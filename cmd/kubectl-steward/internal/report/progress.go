@@ -105,7 +105,7 @@ func BackupSummary(b *etcdv1alpha1.EtcdBackup) string {
 // RestoreSummary is the line printed when a restore completed.
 func RestoreSummary(r *etcdv1alpha1.EtcdRestore) string {
 	s := r.Status
-	parts := []string{fmt.Sprintf("etcdrestore/%s complete: cluster %s restored from backup %s", r.Name, r.Spec.ClusterName, r.Spec.BackupName)}
+	parts := []string{fmt.Sprintf("etcdrestore/%s complete: cluster %s restored from backup %s", r.Name, r.Spec.ClusterName, etcdv1alpha1.RestoreBackupName(r))}
 	if s.Mode != "" {
 		parts = append(parts, "mode "+string(s.Mode))
 	}

@@ -1,0 +1,271 @@
+package etcdbackupschedule
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pitr"
+	"steward.dev/steward/internal/resources"
+)
+
+// requeueContinuous is how often the follower's report is read into status while continuous backup is on.
+const requeueContinuous = 15 * time.Second
+
+// annotationFollowerSpec is the hash of the follower Pod template Steward wrote: a changed hash rolls it.
+const annotationFollowerSpec = "etcd.steward.dev/follower-spec"
+
+// reconcileContinuous keeps the follower running (or removes it), reads its report into status, and asks for a
+// snapshot at once when no Complete snapshot starts the follower's chain. It returns whether a snapshot is needed
+// now, and the condition to show.
+func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup) (bool, *metav1.Condition, error) {
+	if s.Spec.Continuous == nil || !s.Spec.Continuous.Enabled {
+		s.Status.Continuous = nil
+		meta.RemoveStatusCondition(&s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup)
+		return false, nil, r.removeFollower(ctx, s)
+	}
+	cond := &metav1.Condition{Type: etcdv1alpha1.ConditionContinuousBackup, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonFollowerStarting}
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.ClusterName}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			cond.Message = fmt.Sprintf("EtcdCluster %s does not exist", s.Spec.ClusterName)
+			return false, cond, nil
+		}
+		return false, nil, fmt.Errorf("get EtcdCluster: %w", err)
+	}
+	clientSecret := ""
+	if resources.TLSEnabled(cluster) || cluster.Status.TLS != nil {
+		clientSecret = resources.ClientSecretName(cluster)
+	}
+	if err := r.ensureFollower(ctx, s, cluster, clientSecret, pruneBefore(backups, cluster.Status.ClusterID)); err != nil {
+		return false, nil, err
+	}
+	if s.Status.Continuous == nil {
+		s.Status.Continuous = &etcdv1alpha1.ContinuousBackupStatus{}
+	}
+	cs := s.Status.Continuous
+	cs.Follower = resources.FollowerName(s)
+	rep, err := r.readFollower(ctx, s)
+	if err != nil {
+		cond.Message = err.Error()
+		return false, cond, nil
+	}
+	next := *cs
+	next.Location, next.ClusterID, next.ChainStart = rep.Location, rep.ClusterID, rep.ChainStart
+	next.PendingRevisions = max(rep.CurrentRevision-rep.LastRevision, 0)
+	if rep.CompactedAt != nil {
+		next.CompactedAt = &metav1.Time{Time: *rep.CompactedAt}
+	}
+	next.RecoverableFrom, next.RecoverableTo = window(backups, rep)
+	if !equality.Semantic.DeepEqual(&next, cs) {
+		next.ObservedTime = &metav1.Time{Time: r.Now()}
+		*cs = next
+	}
+	switch {
+	case rep.Error != "":
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonFollowerFailing, rep.Error
+	case !rep.Watching:
+		cond.Message = "the follower is connecting to the cluster"
+	case cs.RecoverableFrom == nil:
+		cond.Reason = etcdv1alpha1.ReasonWaitingForSnapshot
+		cond.Message = fmt.Sprintf("no Complete snapshot at or after revision %d starts the follower's segments; taking one", rep.ChainStart-1)
+		return true, cond, nil
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonFollowing
+		cond.Message = fmt.Sprintf("recoverable: revisions %d..%d; %d revisions pending", cs.RecoverableFrom.Revision, cs.RecoverableTo.Revision, cs.PendingRevisions)
+	}
+	return false, cond, nil
+}
+
+// window is the recoverable window the follower's current chain gives: from the oldest Complete snapshot of the
+// same etcd cluster at or after the chain's start (minus one: a snapshot at revision R needs R+1 onwards), to
+// the end of the newest stored segment.
+func window(backups []etcdv1alpha1.EtcdBackup, rep pitr.FollowerStatus) (from, to *etcdv1alpha1.RecoveryPoint) {
+	var snaps []*etcdv1alpha1.EtcdBackup
+	for i := range backups {
+		b := &backups[i]
+		if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() &&
+			b.Status.ClusterID == rep.ClusterID && b.Status.Revision >= rep.ChainStart-1 && b.Status.Revision <= rep.LastRevision {
+			snaps = append(snaps, b)
+		}
+	}
+	if len(snaps) == 0 {
+		return nil, nil
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Status.Revision < snaps[j].Status.Revision })
+	first := snaps[0]
+	from = &etcdv1alpha1.RecoveryPoint{Revision: first.Status.Revision, Backup: first.Name, Time: first.Status.StartTime}
+	to = &etcdv1alpha1.RecoveryPoint{Revision: rep.LastRevision}
+	if !rep.LastTime.IsZero() {
+		to.Time = &metav1.Time{Time: rep.LastTime}
+	}
+	return from, to
+}
+
+// pruneBefore is the revision of the oldest Complete snapshot of the current cluster identity: segments ending
+// before it extend nothing that is kept. 0 (keep all) without one.
+func pruneBefore(backups []etcdv1alpha1.EtcdBackup, clusterID string) int64 {
+	var oldest int64
+	for i := range backups {
+		b := &backups[i]
+		if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() &&
+			b.Status.ClusterID == clusterID && (oldest == 0 || b.Status.Revision < oldest) {
+			oldest = b.Status.Revision
+		}
+	}
+	return oldest
+}
+
+// ensureFollower creates or updates the follower's ConfigMap and Deployment.
+func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, clientSecret string, prune int64) error {
+	log := ctrl.LoggerFrom(ctx)
+	wantCM := resources.FollowerConfigMap(s, prune)
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(wantCM), cm); {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, wantCM); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create follower ConfigMap: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("get follower ConfigMap: %w", err)
+	case cm.Data[resources.FollowerPruneKey] != wantCM.Data[resources.FollowerPruneKey] && prune > 0:
+		// Only forward: a snapshot pruned meanwhile never makes older segments needed again.
+		if old, _ := strconv.ParseInt(cm.Data[resources.FollowerPruneKey], 10, 64); prune > old {
+			cm.Data = wantCM.Data
+			if err := r.Client.Update(ctx, cm); err != nil {
+				return fmt.Errorf("update follower ConfigMap: %w", err)
+			}
+			log.Info("Segments before the oldest kept snapshot may go", "EtcdBackupSchedule", klog.KObj(s), "revision", prune)
+		}
+	}
+	want := resources.FollowerDeployment(s, cluster, clientSecret, r.Options)
+	want.Spec.Template.Annotations = map[string]string{annotationFollowerSpec: templateHash(&want.Spec.Template)}
+	dep := &appsv1.Deployment{}
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), dep); {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create follower Deployment: %w", err)
+		}
+		log.Info("Started continuous backup", "EtcdBackupSchedule", klog.KObj(s), "deployment", want.Name)
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerStarted", "Deployment %s follows cluster %s and stores segments at %s",
+			want.Name, cluster.Name, resources.SegmentsBase(s))
+	case err != nil:
+		return fmt.Errorf("get follower Deployment: %w", err)
+	case dep.Spec.Template.Annotations[annotationFollowerSpec] != want.Spec.Template.Annotations[annotationFollowerSpec]:
+		dep.Spec.Template = want.Spec.Template
+		if err := r.Client.Update(ctx, dep); err != nil {
+			return fmt.Errorf("update follower Deployment: %w", err)
+		}
+		log.Info("Updated the follower", "EtcdBackupSchedule", klog.KObj(s), "deployment", dep.Name)
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerUpdated", "Deployment %s restarted with new settings; it resumes from its last segment", dep.Name)
+	}
+	return nil
+}
+
+func templateHash(t *corev1.PodTemplateSpec) string {
+	b, _ := json.Marshal(t)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// removeFollower deletes the follower when continuous backup is turned off; the stored segments stay.
+func (r *Reconciler) removeFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) error {
+	name := resources.FollowerName(s)
+	dep := &appsv1.Deployment{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, dep); {
+	case err == nil && metav1.IsControlledBy(dep, s):
+		if err := r.Client.Delete(ctx, dep); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete follower Deployment: %w", err)
+		}
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerStopped", "continuous backup is off; Deployment %s deleted, its segments kept", name)
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("get follower Deployment: %w", err)
+	}
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, cm); {
+	case err == nil && metav1.IsControlledBy(cm, s):
+		if err := r.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete follower ConfigMap: %w", err)
+		}
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("get follower ConfigMap: %w", err)
+	}
+	return nil
+}
+
+// followerClient reads follower reports; short, since a pass must not wait on a follower that hangs.
+var followerClient = &http.Client{Timeout: 2 * time.Second}
+
+// readFollower asks the ready follower Pod for its report.
+func (r *Reconciler) readFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) (pitr.FollowerStatus, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.Namespace), client.MatchingLabels(resources.FollowerLabels(s))); err != nil {
+		return pitr.FollowerStatus{}, fmt.Errorf("list follower Pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !podReady(p) {
+			continue
+		}
+		read := r.ReadFollower
+		if read == nil {
+			read = fetchFollowerStatus
+		}
+		st, err := read(ctx, p.Status.PodIP)
+		if err != nil {
+			return pitr.FollowerStatus{}, fmt.Errorf("read the follower's report from Pod %s: %w", p.Name, err)
+		}
+		return st, nil
+	}
+	return pitr.FollowerStatus{}, fmt.Errorf("no ready follower Pod of Deployment %s yet", resources.FollowerName(s))
+}
+
+// fetchFollowerStatus is GET http://<podIP>:8080/status.
+func fetchFollowerStatus(ctx context.Context, podIP string) (pitr.FollowerStatus, error) {
+	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(resources.FollowerStatusPort)) + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return pitr.FollowerStatus{}, err
+	}
+	resp, err := followerClient.Do(req)
+	if err != nil {
+		return pitr.FollowerStatus{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return pitr.FollowerStatus{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var st pitr.FollowerStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&st); err != nil {
+		return pitr.FollowerStatus{}, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return st, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

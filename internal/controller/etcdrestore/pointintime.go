@@ -1,0 +1,106 @@
+package etcdrestore
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/resources"
+)
+
+// ReasonPointInTimeFailed ends a restore whose point-in-time backup could not be made; the message carries the
+// backup's own reason and words (OutsideWindow names the recoverable window).
+const ReasonPointInTimeFailed = "PointInTimeFailed"
+
+// preparePointInTime makes sure the point-in-time backup of a restore with spec.pointInTime exists. It returns
+// true when the restore ended here (the schedule is missing, or the backup failed): its status is written.
+// Otherwise the restore goes on with that backup as any restore does (waiting while it runs).
+func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (bool, error) {
+	name := etcdv1alpha1.RestoreBackupName(rs)
+	eb := &etcdv1alpha1.EtcdBackup{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, eb)
+	switch {
+	case apierrors.IsNotFound(err):
+		sched := &etcdv1alpha1.EtcdBackupSchedule{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
+		case apierrors.IsNotFound(err):
+			return true, r.endPointInTime(ctx, rs, backup.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName))
+		case err != nil:
+			return false, fmt.Errorf("get EtcdBackupSchedule: %w", err)
+		}
+		file := fmt.Sprintf("%s-pit-%s.db", rs.Name, string(rs.UID)[:min(8, len(rs.UID))])
+		dest := *sched.Spec.Destination.DeepCopy()
+		if dest.PVC != nil {
+			dest.PVC.Path = backup.JoinPrefix(dest.PVC.Path, file)
+		} else {
+			dest.S3.Key = backup.JoinPrefix(dest.S3.Key, file)
+		}
+		eb = &etcdv1alpha1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name,
+				Labels: map[string]string{resources.LabelCluster: sched.Spec.ClusterName}},
+			// Retain: the snapshot the cluster was restored from stays, like any backup restored.
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: sched.Spec.ClusterName, Destination: dest,
+				DeletionPolicy: etcdv1alpha1.DeletionPolicyRetain, PointInTime: rs.Spec.PointInTime.DeepCopy()},
+		}
+		if err := controllerutil.SetControllerReference(rs, eb, r.Client.Scheme()); err != nil {
+			return false, fmt.Errorf("own point-in-time backup: %w", err)
+		}
+		if err := r.Client.Create(ctx, eb); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("create point-in-time backup: %w", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Making the point-in-time backup", "EtcdRestore", klog.KObj(rs), "backup", name, "schedule", sched.Name)
+		r.Recorder.Eventf(rs, corev1.EventTypeNormal, "PointInTimeBackup", "EtcdBackup %s carries a snapshot of schedule %s to the target", name, sched.Name)
+	case err != nil:
+		return false, fmt.Errorf("get point-in-time backup: %w", err)
+	case !metav1.IsControlledBy(eb, rs):
+		return true, r.endPointInTime(ctx, rs, ReasonPointInTimeFailed, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", name, rs.Name))
+	default:
+		if c := meta.FindStatusCondition(eb.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			return true, r.endPointInTime(ctx, rs, ReasonPointInTimeFailed, fmt.Sprintf("point-in-time backup %s failed: %s: %s", name, c.Reason, c.Message))
+		}
+	}
+	if rs.Status.PointInTimeBackup != name {
+		before := rs.DeepCopy()
+		rs.Status.PointInTimeBackup = name
+		if err := r.Client.Status().Patch(ctx, rs, client.MergeFrom(before)); err != nil {
+			return false, fmt.Errorf("write status: %w", err)
+		}
+	}
+	return false, nil
+}
+
+// endPointInTime fails the restore before it touched anything.
+func (r *Reconciler) endPointInTime(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, reason, msg string) error {
+	before := rs.DeepCopy()
+	now := metav1.NewTime(r.Now())
+	if rs.Status.StartTime == nil {
+		rs.Status.StartTime = &now
+	}
+	rs.Status.CompletionTime = &now
+	rs.Status.ObservedGeneration = rs.Generation
+	for _, t := range []string{etcdv1alpha1.ConditionFailed, etcdv1alpha1.ConditionComplete} {
+		status := metav1.ConditionFalse
+		if t == etcdv1alpha1.ConditionFailed {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: rs.Generation, LastTransitionTime: now})
+	}
+	if err := r.Client.Status().Patch(ctx, rs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	metrics.RestoreEnded(rs.Namespace, rs.Spec.ClusterName, metrics.ResultFailed, reason)
+	r.Recorder.Event(rs, corev1.EventTypeWarning, reason, msg)
+	ctrl.LoggerFrom(ctx).Info("Restore failed", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "reason", reason, "message", msg)
+	return nil
+}

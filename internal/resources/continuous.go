@@ -1,0 +1,207 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pitr"
+)
+
+// Continuous backup: the follower Deployment of a schedule, and the Job that makes a point-in-time backup.
+const (
+	// LabelComponent tells Steward's follower objects from its other ones; LabelManagedBy limits Steward's cache
+	// of Deployments and ConfigMaps to its own.
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ComponentFollower is the follower's component label value.
+	ComponentFollower = "continuous-backup"
+	// FollowerContainer is the follower's container; FollowerStatusPort the port of its status endpoint.
+	FollowerContainer  = "follower"
+	FollowerStatusPort = 8080
+	// FollowerPruneKey is the key of the follower's ConfigMap that holds the revision segments must reach to be
+	// kept: the oldest snapshot still retained.
+	FollowerPruneKey = "prune-before"
+
+	followerConfigVolume = "follower-config"
+	followerConfigMount  = "/etc/steward-follower"
+	workVolume           = "work"
+	workMount            = "/work"
+
+	// DefaultSegmentInterval and DefaultSegmentMaxEvents are continuous backup's defaults.
+	DefaultSegmentInterval  = 5 * time.Second
+	DefaultSegmentMaxEvents = 10000
+	// followerHeartbeat: a quiet cluster gets an empty segment this often, so a time target in a quiet stretch is
+	// known to be covered.
+	followerHeartbeat = time.Minute
+)
+
+// FollowerName is the follower Deployment (and ConfigMap) of schedule s.
+func FollowerName(s *etcdv1alpha1.EtcdBackupSchedule) string { return jobName(s.Name, "-follower") }
+
+// FollowerLabels select a schedule's follower Pods.
+func FollowerLabels(s *etcdv1alpha1.EtcdBackupSchedule) map[string]string {
+	return map[string]string{LabelSchedule: s.Name, LabelComponent: ComponentFollower, LabelManagedBy: "steward"}
+}
+
+// DestinationPath is the path (PVC) or key (S3) of d: a schedule's directory or prefix, a backup's file or object.
+func DestinationPath(d etcdv1alpha1.BackupDestination) string {
+	if d.PVC != nil {
+		return d.PVC.Path
+	}
+	return d.S3.Key
+}
+
+// SegmentsBase is where a schedule's follower stores segments (one directory per etcd cluster ID inside).
+func SegmentsBase(s *etcdv1alpha1.EtcdBackupSchedule) string {
+	return pitr.SegmentsBase(DestinationPath(s.Spec.Destination), s.Spec.ClusterName)
+}
+
+// withPath is destination d addressing p instead of its own path or key.
+func withPath(d etcdv1alpha1.BackupDestination, p string) etcdv1alpha1.BackupDestination {
+	d = *d.DeepCopy()
+	if d.PVC != nil {
+		d.PVC.Path = p
+	} else {
+		d.S3.Key = p
+	}
+	return d
+}
+
+// SegmentInterval and SegmentMaxEvents are a schedule's settings with their defaults.
+func SegmentInterval(s *etcdv1alpha1.EtcdBackupSchedule) time.Duration {
+	if c := s.Spec.Continuous; c != nil && c.SegmentInterval != nil {
+		return c.SegmentInterval.Duration
+	}
+	return DefaultSegmentInterval
+}
+
+// SegmentMaxEvents is the schedule's segmentMaxEvents or its default.
+func SegmentMaxEvents(s *etcdv1alpha1.EtcdBackupSchedule) int {
+	if c := s.Spec.Continuous; c != nil && c.SegmentMaxEvents != nil {
+		return int(*c.SegmentMaxEvents)
+	}
+	return DefaultSegmentMaxEvents
+}
+
+// FollowerConfigMap holds the revision before which the follower deletes segments.
+func FollowerConfigMap(s *etcdv1alpha1.EtcdBackupSchedule, pruneBefore int64) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: FollowerName(s), Namespace: s.Namespace, Labels: FollowerLabels(s),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		Data: map[string]string{FollowerPruneKey: strconv.FormatInt(pruneBefore, 10)},
+	}
+}
+
+// FollowerDeployment runs `steward-agent follow` for schedule s of cluster: one Pod (Recreate: two followers
+// would write the same chain), dialing the client Service with the cluster's client Secret when it uses TLS,
+// writing to the schedule's destination, reporting at GET :8080/status.
+func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, clientSecret string, o Options) *appsv1.Deployment {
+	d := withPath(s.Spec.Destination, SegmentsBase(s))
+	env, volumes, mounts := destinationAccess(d, false)
+	args := append([]string{"follow",
+		"--endpoints=" + ClientEndpoint(cluster, o),
+		"--interval=" + SegmentInterval(s).String(),
+		"--max-events=" + strconv.Itoa(SegmentMaxEvents(s)),
+		"--heartbeat=" + followerHeartbeat.String(),
+		fmt.Sprintf("--listen=:%d", FollowerStatusPort),
+		"--prune-file=" + path.Join(followerConfigMount, FollowerPruneKey),
+	}, sourceArgs(d)...)
+	volumes = append(volumes, corev1.Volume{Name: followerConfigVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: FollowerName(s)}}}})
+	mounts = append(mounts, corev1.VolumeMount{Name: followerConfigVolume, MountPath: followerConfigMount, ReadOnly: true})
+	if clientSecret != "" {
+		args = append(args, AgentTLSArgs()...)
+		volumes = append(volumes, secretVolume(agentTLSVolume, clientSecret))
+		mounts = append(mounts, corev1.VolumeMount{Name: agentTLSVolume, MountPath: AgentTLSMount, ReadOnly: true})
+	}
+	labels := FollowerLabels(s)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: FollowerName(s), Namespace: s.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					EnableServiceLinks:           ptr.To(false),
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              restrictedPod(),
+					// The follower stores what it holds when stopped; a segment write takes well under this.
+					TerminationGracePeriodSeconds: ptr.To[int64](30),
+					Containers: []corev1.Container{{
+						Name:            FollowerContainer,
+						Image:           o.AgentImage,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{"/usr/local/bin/steward-agent"},
+						Args:            args,
+						Env:             env,
+						VolumeMounts:    mounts,
+						Ports:           []corev1.ContainerPort{{Name: "status", ContainerPort: FollowerStatusPort}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(FollowerStatusPort)}},
+							PeriodSeconds: 5,
+						},
+						SecurityContext: restrictedContainer(),
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+}
+
+// PointInTimeJob makes backup b from the snapshots (candidates) and segments of schedule s: the agent, installed
+// into the cluster's etcd image (for its etcd and etcdutl), plans, verifies, replays into a throwaway member on
+// loopback and stores the result at b's destination. clusterID names the segment directory and is recorded in the
+// result.
+func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedule, candidates []pitr.Candidate, clusterID, etcdImage, agentImage string) (*batchv1.Job, error) {
+	cands, err := json.Marshal(candidates)
+	if err != nil {
+		return nil, fmt.Errorf("encode candidates: %w", err)
+	}
+	pit := b.Spec.PointInTime
+	args := append([]string{"point-in-time",
+		"--candidates=" + string(cands),
+		"--segments=" + pitr.SegmentsDir(SegmentsBase(s), clusterID),
+		"--cluster-id=" + clusterID,
+		"--etcd=/usr/local/bin/etcd", "--etcdutl=/usr/local/bin/etcdutl",
+		"--work-dir=" + workMount,
+	}, destinationArgs(b)...)
+	switch {
+	case pit.Revision > 0:
+		args = append(args, "--target-revision="+strconv.FormatInt(pit.Revision, 10))
+	case pit.Time != nil:
+		args = append(args, "--target-time="+pit.Time.UTC().Format(time.RFC3339Nano))
+	}
+	job := agentJob(b, BackupJobName(b), etcdImage, args)
+	spec := &job.Spec.Template.Spec
+	tools := corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount}
+	spec.Volumes = append(spec.Volumes,
+		corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: workVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	spec.InitContainers = []corev1.Container{{
+		Name:            InstallContainer,
+		Image:           agentImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
+		VolumeMounts:    []corev1.VolumeMount{tools},
+		SecurityContext: restrictedContainer(),
+	}}
+	c := &spec.Containers[0]
+	c.Command = []string{toolsMount + "/steward-agent"}
+	c.VolumeMounts = append(c.VolumeMounts, tools, corev1.VolumeMount{Name: workVolume, MountPath: workMount})
+	return job, nil
+}
