@@ -112,6 +112,9 @@ func (f *follower) run(ctx context.Context) error {
 
 var errClusterChanged = errors.New("the etcd cluster ID changed")
 
+// errRewatch ends a watch that must start again from where the follower now is (a new chain after a compaction).
+var errRewatch = errors.New("watch again")
+
 func (f *follower) followOnce(ctx context.Context) error {
 	fl, err := etcd.NewFollower(ctx, f.cfg.endpoints, f.cfg.tls)
 	if err != nil {
@@ -143,33 +146,33 @@ func (f *follower) followOnce(ctx context.Context) error {
 	}
 	f.update(func(s *pitr.FollowerStatus) { s.Watching = true })
 	lastPrune := time.Time{}
-	for b := range fl.Watch(wctx, min(from, cur), ticker.C) {
-		b.Events = dropBefore(b.Events, from)
-		if b.ClusterID != 0 && etcd.FormatID(b.ClusterID) != id {
-			return fmt.Errorf("%w: was %s, now %s", errClusterChanged, id, etcd.FormatID(b.ClusterID))
-		}
-		switch {
-		case b.Compacted != 0:
-			return f.restartAfterCompaction(ctx, fl, b.Compacted)
-		case len(b.Events) > 0:
-			f.pending = append(f.pending, b.Events...)
-			f.update(func(s *pitr.FollowerStatus) { s.CurrentRevision, s.Pending = b.Revision, len(f.pending) })
-			if len(f.pending) >= f.cfg.maxEvents {
-				last := f.pending[len(f.pending)-1]
-				if err := f.flush(ctx, last.Revision, last.Observed); err != nil {
-					return err
-				}
-			}
-		case b.Progress && !b.Asked.IsZero():
-			f.update(func(s *pitr.FollowerStatus) { s.CurrentRevision = b.Revision })
-			if len(f.pending) > 0 || time.Since(f.lastWrite) >= f.cfg.heartbeat {
-				if err := f.flush(ctx, max(b.Revision, f.next-1), b.Asked); err != nil {
+	batches := fl.Watch(wctx, min(from, cur), ticker.C)
+	flushTick := time.NewTicker(f.cfg.interval)
+	defer flushTick.Stop()
+	for open := true; open; {
+		select {
+		case <-flushTick.C:
+			// etcd answers a progress request only while the watch has caught up, which under steady writes it
+			// rarely has: pending changes are stored every interval anyway, up to the last one received.
+			if n := len(f.pending); n > 0 && time.Since(f.lastWrite) >= f.cfg.interval {
+				if err := f.flush(ctx, f.pending[n-1].Revision, f.pending[n-1].Observed); err != nil {
 					return err
 				}
 			}
 			if f.cfg.pruneFile != "" && time.Since(lastPrune) > time.Minute {
 				lastPrune = time.Now()
 				f.prune(ctx)
+			}
+		case b, ok := <-batches:
+			if !ok {
+				open = false
+				break
+			}
+			switch err := f.receive(ctx, fl, id, from, b); {
+			case errors.Is(err, errRewatch):
+				return nil
+			case err != nil:
+				return err
 			}
 		}
 	}
@@ -349,4 +352,34 @@ func dropBefore(events []pitr.Event, from int64) []pitr.Event {
 		events = events[1:]
 	}
 	return events
+}
+
+// receive takes one watch batch: changes are added to the pending segment (stored at once when it is full), a
+// progress notification stores what is pending (or, after heartbeat without changes, an empty segment) as known
+// complete up to when it was asked for.
+func (f *follower) receive(ctx context.Context, fl *etcd.Follower, id string, from int64, b etcd.Batch) error {
+	b.Events = dropBefore(b.Events, from)
+	if b.ClusterID != 0 && etcd.FormatID(b.ClusterID) != id {
+		return fmt.Errorf("%w: was %s, now %s", errClusterChanged, id, etcd.FormatID(b.ClusterID))
+	}
+	switch {
+	case b.Compacted != 0:
+		if err := f.restartAfterCompaction(ctx, fl, b.Compacted); err != nil {
+			return err
+		}
+		return errRewatch
+	case len(b.Events) > 0:
+		f.pending = append(f.pending, b.Events...)
+		f.update(func(s *pitr.FollowerStatus) { s.CurrentRevision, s.Pending = b.Revision, len(f.pending) })
+		if len(f.pending) >= f.cfg.maxEvents {
+			last := f.pending[len(f.pending)-1]
+			return f.flush(ctx, last.Revision, last.Observed)
+		}
+	case b.Progress && !b.Asked.IsZero():
+		f.update(func(s *pitr.FollowerStatus) { s.CurrentRevision = b.Revision })
+		if len(f.pending) > 0 || time.Since(f.lastWrite) >= f.cfg.heartbeat {
+			return f.flush(ctx, max(b.Revision, f.next-1), b.Asked)
+		}
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr); the others in the file are kept")
 	_ = fs.Parse(args)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
@@ -74,7 +74,7 @@ func bench(ctx context.Context, args []string) error {
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
 		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}, {"metrics-scrape", benchMetricsScrape},
-		{"storage", benchStorage}, {"defrag", benchDefrag}}
+		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -103,8 +103,8 @@ func bench(ctx context.Context, args []string) error {
 // operatorMetrics is the metrics endpoint of the operator startOperatorProcess started.
 var operatorMetrics string
 
-// startOperatorProcess builds Steward, runs it as a process of the test bed (its metrics on a loopback port) and
-// installs the CRDs.
+// startOperatorProcess builds Steward, installs the CRDs and runs Steward as a process of the test bed (its
+// metrics on a loopback port).
 func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	operator := filepath.Join(c.StateDir(), "bin", "steward")
 	build := exec.CommandContext(ctx, "go", "build", "-o", operator, "./cmd/steward")
@@ -116,14 +116,18 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 		return err
 	}
 	operatorMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	if err := c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
-		"--health-probe-bind-address=0", "--etcd-image-repository="+testbed.EtcdRepository, "--agent-image="+testbed.AgentImage); err != nil {
-		return err
-	}
+	// CRDs first: the operator exits at start when a kind it indexes (EtcdUser) is not served yet.
 	if _, err := kubectlOn(ctx, c)("", "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
 		return fmt.Errorf("install CRDs: %w", err)
 	}
-	return nil
+	if err := testbed.Eventually(ctx, time.Minute, 200*time.Millisecond, func() error {
+		_, err := kubectlOn(ctx, c)("", "get", "etcdusers", "-A")
+		return err
+	}); err != nil {
+		return fmt.Errorf("CRDs not served: %w", err)
+	}
+	return c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
+		"--health-probe-bind-address=0", "--etcd-image-repository="+testbed.EtcdRepository, "--agent-image="+testbed.AgentImage)
 }
 
 // benchEtcdStart times one etcd member as a Pod on the test bed next to the bare process.
