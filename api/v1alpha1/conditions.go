@@ -74,6 +74,8 @@ const (
 	ReasonSegmentCorrupt = "SegmentCorrupt"
 	// ReasonReplayFailed: replaying the segments onto the snapshot failed (they were not one history).
 	ReasonReplayFailed = "ReplayFailed"
+	// ReasonInvalidTarget: spec.pointInTime.time is not an RFC 3339 time.
+	ReasonInvalidTarget = "InvalidTarget"
 )
 
 // Condition types and reasons of EtcdBackupSchedule status.

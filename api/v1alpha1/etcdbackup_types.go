@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -48,9 +51,24 @@ type PointInTimeSource struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
-	// Time to restore to: every change the follower received at or before it.
+	// Time to restore to: every change the follower received at or before it. RFC 3339 with any fraction of a
+	// second and any offset, e.g. "2026-11-25T14:03:00Z" or "2026-11-25T15:03:00.250+01:00"; fractions are kept.
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
-	Time *metav1.Time `json:"time,omitempty"`
+	Time string `json:"time,omitempty"`
+}
+
+// TargetTime is spec.time parsed (zero when unset).
+func (p *PointInTimeSource) TargetTime() (time.Time, error) {
+	if p.Time == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, p.Time)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pointInTime.time %q: %w", p.Time, err)
+	}
+	return t, nil
 }
 
 // DeletionPolicy is what happens to a backup's stored snapshot when the EtcdBackup is deleted.

@@ -431,13 +431,32 @@ type BootstrapSpec struct {
 	FromBackup *BackupSource `json:"fromBackup,omitempty"`
 }
 
-// BackupSource names a backup to restore from.
+// BackupSource names a backup to restore from, or a point of a schedule's continuous backup.
+// +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.pointInTime)",message="set exactly one of backupName or pointInTime"
 type BackupSource struct {
 	// BackupName is a Complete EtcdBackup in the cluster's namespace (of any cluster).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +required
-	BackupName string `json:"backupName"`
+	// +optional
+	BackupName string `json:"backupName,omitempty"`
+	// PointInTime starts the cluster from a revision or time of a schedule's continuous backup (of any cluster,
+	// also one that no longer exists): Steward makes the point-in-time EtcdBackup <cluster>-from-backup-pit on the
+	// schedule's destination first.
+	// +optional
+	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
+}
+
+// BootstrapBackupName is the EtcdBackup a new cluster starts from: spec.bootstrap.fromBackup.backupName, or the
+// point-in-time backup its EtcdRestore (<cluster>-from-backup) makes; "" without spec.bootstrap.fromBackup.
+func BootstrapBackupName(c *EtcdCluster) string {
+	b := c.Spec.Bootstrap
+	switch {
+	case b == nil || b.FromBackup == nil:
+		return ""
+	case b.FromBackup.PointInTime != nil:
+		return c.Name + "-from-backup-pit"
+	}
+	return b.FromBackup.BackupName
 }
 
 // QuorumLossPolicy is what Steward does about a cluster without quorum.

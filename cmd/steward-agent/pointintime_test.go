@@ -243,8 +243,9 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
 		t.Fatalf("target past the end: %+v", res)
 	}
-	// The follower is away while etcd compacts past what it stored: it says so and starts a new chain, and a
-	// target in the gap is refused naming the window that ends before it.
+	// The follower is away while etcd compacts past what it stored: it says so and starts a new chain; a target
+	// in the gap is refused naming the window that ends before it, and so is "the latest point", which lies
+	// beyond the gap, naming the gap.
 	gapRev := put("gap", "lost to compaction")
 	end := put("gap", "compacted away")
 	if _, err := src.Compact(ctx, end); err != nil {
@@ -261,6 +262,33 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	if res := run(pitr.Target{Revision: gapRev}, "backups/gap.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
 		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
 		t.Fatalf("target in the gap: %+v", res)
+	}
+	if res := run(pitr.Target{}, "backups/latest-past-gap.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+		!strings.Contains(res.Message, fmt.Sprintf("no snapshot reaches past %d (revisions %d..%d are missing)", points["latest"], points["latest"]+1, end)) {
+		t.Fatalf("the latest point beyond a gap: %+v", res)
+	}
+
+	// A segment missing from the middle of the chain: a gap, refused with the window before it.
+	var missing string
+	var missingRef pitr.Ref
+	for _, n := range listSegments(t, root, base) {
+		if r, ok := pitr.ParseName(n); ok && r.First <= points["after range delete"] && points["after range delete"] <= r.Last {
+			missing, missingRef = filepath.Join(root, pitr.SegmentsDir(base, clusterID), n), r
+		}
+	}
+	kept, err := os.ReadFile(missing) //nolint:gosec // a file the test made
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(missing); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(pitr.Target{Revision: points["latest"]}, "backups/missing.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+		!strings.Contains(res.Message, fmt.Sprintf("recoverable window revisions %d..%d", cand.Revision, missingRef.First-1)) {
+		t.Fatalf("a missing segment: %+v", res)
+	}
+	if err := os.WriteFile(missing, kept, 0o600); err != nil { //nolint:gosec // a file the test made
+		t.Fatal(err)
 	}
 
 	// One bit flipped in a segment the chain needs: refused before anything is written.
@@ -280,7 +308,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o600); err != nil { //nolint:gosec // a file the test made
 		t.Fatal(err)
 	}
-	res := run(pitr.Target{}, "backups/corrupt.db")
+	res := run(pitr.Target{Revision: points["latest"]}, "backups/corrupt.db")
 	if res.Succeeded || res.Reason != backup.ReasonSegmentCorrupt || !strings.Contains(res.Message, strings.TrimSuffix(victim, ".seg")) {
 		t.Fatalf("corrupt segment: %+v", res)
 	}

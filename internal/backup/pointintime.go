@@ -19,10 +19,14 @@ const PointInTimeMember = "point-in-time"
 
 // PointInTimeInput is what admission of a point-in-time backup looks at.
 type PointInTimeInput struct {
+	// ClusterFound: the cluster exists. A point-in-time backup of a deleted cluster is what recovering from its
+	// deletion takes, so it is admitted without it, from what the schedule last followed.
 	ClusterFound bool
-	// ClusterID is the cluster's current etcd cluster ID: segments and snapshots of earlier identities (before a
-	// re-seed) do not chain with the current ones.
+	// ClusterID is the cluster's current etcd cluster ID, or without the cluster the one the schedule's follower
+	// last followed: segments and snapshots of earlier identities (before a re-seed) do not chain with it.
 	ClusterID string
+	// Version is the cluster's etcd version ("" without the cluster: the newest candidate's is used).
+	Version string
 	// Schedule is the named schedule's cluster ("" when it does not exist) and whether continuous backup is on.
 	ScheduleCluster, ClusterName string
 	Continuous                   bool
@@ -36,14 +40,16 @@ type PointInTimeInput struct {
 // SnapshotRecord is a Complete backup as a point-in-time backup may start from it.
 type SnapshotRecord struct {
 	pitr.Candidate
-	ClusterID string
+	ClusterID, EtcdVersion string
 }
 
-// PointInTimeDecision is the verdict and, to admit, the candidate snapshots (newest first).
+// PointInTimeDecision is the verdict and, to admit, the candidate snapshots (newest first) and the etcd release
+// to replay them with.
 type PointInTimeDecision struct {
 	Verdict         Verdict
 	Reason, Message string
 	Candidates      []pitr.Candidate
+	Version         string
 }
 
 // DecidePointInTime admits a point-in-time backup whose schedule has continuous backup on, whose destination is
@@ -55,8 +61,6 @@ func DecidePointInTime(in PointInTimeInput) PointInTimeDecision {
 		return PointInTimeDecision{Verdict: Refuse, Reason: reason, Message: fmt.Sprintf(format, a...)}
 	}
 	switch {
-	case !in.ClusterFound:
-		return refuse(ReasonClusterNotFound, "the EtcdCluster does not exist")
 	case in.ScheduleCluster == "":
 		return refuse(ReasonScheduleNotFound, "the EtcdBackupSchedule does not exist")
 	case in.ScheduleCluster != in.ClusterName:
@@ -67,19 +71,31 @@ func DecidePointInTime(in PointInTimeInput) PointInTimeDecision {
 		return refuse(ReasonDestinationMismatch, "the destination must be on the schedule's PersistentVolumeClaim, or endpoint and bucket, where its snapshots and segments are")
 	case in.DestinationProblem != "":
 		return refuse(ReasonDestinationNotFound, "%s", in.DestinationProblem)
+	case in.ClusterID == "" && !in.ClusterFound:
+		return refuse(ReasonClusterNotFound, "the EtcdCluster does not exist and the schedule's follower has not followed it")
 	case in.ClusterID == "":
 		return PointInTimeDecision{Verdict: Wait, Reason: ReasonClusterUnavailable, Message: "the cluster has not reported its etcd cluster ID yet"}
 	}
-	var cands []pitr.Candidate
+	var snaps []SnapshotRecord
 	for _, s := range in.Snapshots {
 		if s.ClusterID == in.ClusterID && s.Path != "" && s.SHA256 != "" {
-			cands = append(cands, s.Candidate)
+			snaps = append(snaps, s)
 		}
 	}
-	if len(cands) == 0 {
+	if len(snaps) == 0 {
 		return refuse(ReasonOutsideWindow,
 			"the schedule has no Complete snapshot of etcd cluster %s to start from", in.ClusterID)
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].Revision > cands[j].Revision })
-	return PointInTimeDecision{Verdict: Admit, Candidates: cands}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Revision > snaps[j].Revision })
+	d := PointInTimeDecision{Verdict: Admit, Version: in.Version}
+	for _, s := range snaps {
+		d.Candidates = append(d.Candidates, s.Candidate)
+	}
+	if d.Version == "" {
+		d.Version = snaps[0].EtcdVersion
+	}
+	if d.Version == "" {
+		return refuse(ReasonClusterNotFound, "the EtcdCluster does not exist and snapshot %s records no etcd version to replay with", snaps[0].Name)
+	}
+	return d
 }

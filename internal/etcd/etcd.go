@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -442,11 +443,36 @@ func (p *Pool) PromoteLearner(ctx context.Context, key string, endpoints []strin
 // RemoveMember removes member id from the cluster.
 func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string, id uint64) error {
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
-		if _, err := c.MemberRemove(ctx, id); err != nil {
-			return fmt.Errorf("remove member %x: %w", id, err)
-		}
-		return nil
+		return confirmRemoved(id, func() error {
+			_, err := c.MemberRemove(ctx, id)
+			return err
+		}, func() ([]uint64, error) {
+			resp, err := c.MemberList(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ids := make([]uint64, len(resp.Members))
+			for i, m := range resp.Members {
+				ids[i] = m.ID
+			}
+			return ids, nil
+		})
 	})
+}
+
+// confirmRemoved runs a member removal and, when it fails, asks the member list whether it happened anyway: a
+// removed member stops at once, so a request that reached the member being removed can fail ("server stopped")
+// after the removal committed. A removal that happened is reported as done (the step's Event and log follow);
+// one that did not, or whose outcome the list cannot tell, keeps its error.
+func confirmRemoved(id uint64, remove func() error, list func() ([]uint64, error)) error {
+	err := remove()
+	if err == nil {
+		return nil
+	}
+	if ids, lerr := list(); lerr == nil && !slices.Contains(ids, id) {
+		return nil
+	}
+	return fmt.Errorf("remove member %x: %w", id, err)
 }
 
 // UpdatePeerURL sets the peer URL etcd lists for member id: its peers dial it there from now on.

@@ -30,38 +30,42 @@ import (
 // contract is every metric of docs/observability.md with its labels: the alerts, the dashboard and the kubectl
 // plugin are written against exactly these.
 var contract = map[string][]string{
-	"steward_cluster_desired_members":                        {"namespace", "cluster"},
-	"steward_cluster_ready_members":                          {"namespace", "cluster"},
-	"steward_cluster_voters":                                 {"namespace", "cluster"},
-	"steward_cluster_learners":                               {"namespace", "cluster"},
-	"steward_cluster_healthy_voters":                         {"namespace", "cluster"},
-	"steward_cluster_quorum_needed":                          {"namespace", "cluster"},
-	"steward_cluster_has_quorum":                             {"namespace", "cluster"},
-	"steward_cluster_leader_info":                            {"namespace", "cluster", "member"},
-	"steward_cluster_version_info":                           {"namespace", "cluster", "desired_version", "current_version", "cluster_version"},
-	"steward_cluster_step_info":                              {"namespace", "cluster", "reason"},
-	"steward_cluster_step_duration_seconds":                  {"namespace", "cluster"},
-	"steward_cluster_condition":                              {"namespace", "cluster", "type", "status", "reason"},
-	"steward_member_info":                                    {"namespace", "cluster", "member", "role", "version"},
-	"steward_member_healthy":                                 {"namespace", "cluster", "member"},
-	"steward_member_db_size_bytes":                           {"namespace", "cluster", "member"},
-	"steward_member_db_size_in_use_bytes":                    {"namespace", "cluster", "member"},
-	"steward_cluster_db_quota_bytes":                         {"namespace", "cluster"},
-	"steward_cluster_alarms":                                 {"namespace", "cluster", "alarm"},
-	"steward_cluster_hash_mismatched_members":                {"namespace", "cluster"},
-	"steward_cluster_hash_check_timestamp_seconds":           {"namespace", "cluster"},
-	"steward_certificate_expiry_timestamp_seconds":           {"namespace", "cluster", "certificate"},
-	"steward_backup_last_success_timestamp_seconds":          {"namespace", "cluster"},
-	"steward_backup_last_size_bytes":                         {"namespace", "cluster"},
-	"steward_backup_last_duration_seconds":                   {"namespace", "cluster"},
-	"steward_backup_schedule_next_run_timestamp_seconds":     {"namespace", "schedule", "cluster"},
-	"steward_backup_schedule_interval_seconds":               {"namespace", "schedule", "cluster"},
-	"steward_backup_schedule_last_success_timestamp_seconds": {"namespace", "schedule", "cluster"},
-	"steward_cluster_steps_total":                            {"namespace", "cluster", "kind"},
-	"steward_cluster_members_replaced_total":                 {"namespace", "cluster", "reason"},
-	"steward_cluster_leader_changes_total":                   {"namespace", "cluster"},
-	"steward_backups_total":                                  {"namespace", "cluster", "result", "reason"},
-	"steward_restores_total":                                 {"namespace", "cluster", "result", "reason"},
+	"steward_cluster_desired_members":                              {"namespace", "cluster"},
+	"steward_cluster_ready_members":                                {"namespace", "cluster"},
+	"steward_cluster_voters":                                       {"namespace", "cluster"},
+	"steward_cluster_learners":                                     {"namespace", "cluster"},
+	"steward_cluster_healthy_voters":                               {"namespace", "cluster"},
+	"steward_cluster_quorum_needed":                                {"namespace", "cluster"},
+	"steward_cluster_has_quorum":                                   {"namespace", "cluster"},
+	"steward_cluster_leader_info":                                  {"namespace", "cluster", "member"},
+	"steward_cluster_version_info":                                 {"namespace", "cluster", "desired_version", "current_version", "cluster_version"},
+	"steward_cluster_step_info":                                    {"namespace", "cluster", "reason"},
+	"steward_cluster_step_duration_seconds":                        {"namespace", "cluster"},
+	"steward_cluster_condition":                                    {"namespace", "cluster", "type", "status", "reason"},
+	"steward_member_info":                                          {"namespace", "cluster", "member", "role", "version"},
+	"steward_member_healthy":                                       {"namespace", "cluster", "member"},
+	"steward_member_db_size_bytes":                                 {"namespace", "cluster", "member"},
+	"steward_member_db_size_in_use_bytes":                          {"namespace", "cluster", "member"},
+	"steward_cluster_db_quota_bytes":                               {"namespace", "cluster"},
+	"steward_cluster_alarms":                                       {"namespace", "cluster", "alarm"},
+	"steward_cluster_hash_mismatched_members":                      {"namespace", "cluster"},
+	"steward_cluster_hash_check_timestamp_seconds":                 {"namespace", "cluster"},
+	"steward_certificate_expiry_timestamp_seconds":                 {"namespace", "cluster", "certificate"},
+	"steward_backup_last_success_timestamp_seconds":                {"namespace", "cluster"},
+	"steward_backup_last_size_bytes":                               {"namespace", "cluster"},
+	"steward_backup_last_duration_seconds":                         {"namespace", "cluster"},
+	"steward_backup_schedule_next_run_timestamp_seconds":           {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_interval_seconds":                     {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_last_success_timestamp_seconds":       {"namespace", "schedule", "cluster"},
+	"steward_continuous_backup_following":                          {"namespace", "schedule", "cluster"},
+	"steward_continuous_backup_recoverable_to_timestamp_seconds":   {"namespace", "schedule", "cluster"},
+	"steward_continuous_backup_recoverable_from_timestamp_seconds": {"namespace", "schedule", "cluster"},
+	"steward_continuous_backup_pending_revisions":                  {"namespace", "schedule", "cluster"},
+	"steward_cluster_steps_total":                                  {"namespace", "cluster", "kind"},
+	"steward_cluster_members_replaced_total":                       {"namespace", "cluster", "reason"},
+	"steward_cluster_leader_changes_total":                         {"namespace", "cluster"},
+	"steward_backups_total":                                        {"namespace", "cluster", "result", "reason"},
+	"steward_restores_total":                                       {"namespace", "cluster", "result", "reason"},
 }
 
 const secretValue = "s3cr3t-Value-0f-a-Secret"
@@ -94,8 +98,11 @@ func world() []client.Object {
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "b", Key: "k", Endpoint: "e",
 			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
-		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly"}}
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true}}}
 	sched.Status.NextScheduleTime, sched.Status.LastSuccessfulBackup = ts(now.Add(time.Hour)), &etcdv1alpha1.BackupRef{Name: "b", Time: ts(t0)}
+	sched.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionContinuousBackup, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonFollowing}}
+	sched.Status.Continuous = &etcdv1alpha1.ContinuousBackupStatus{Follower: "s-follower", PendingRevisions: 12,
+		RecoverableFrom: &etcdv1alpha1.RecoveryPoint{Revision: 10, Time: ts(t0), Backup: "b"}, RecoverableTo: &etcdv1alpha1.RecoveryPoint{Revision: 99, Time: ts(now)}}
 	secrets := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"},
 			Data: map[string][]byte{etcdv1alpha1.S3AccessKeyIDKey: []byte(secretValue), etcdv1alpha1.S3SecretAccessKeyKey: []byte(secretValue)}},
@@ -253,7 +260,8 @@ func TestDeletedClusterLeavesNoSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range c.samples(ctx) {
-		if s.labels[0] == "ns" && s.f != scheduleNext && s.f != scheduleEvery && s.f != scheduleLast {
+		if s.labels[0] == "ns" && s.f != scheduleNext && s.f != scheduleEvery && s.f != scheduleLast &&
+			s.f != continuousFollowing && s.f != continuousTo && s.f != continuousFrom && s.f != continuousPending {
 			t.Errorf("deleted cluster still exports %s", s)
 		}
 	}

@@ -60,12 +60,24 @@ var (
 	scheduleEvery  = newFamily("steward_backup_schedule_interval_seconds", "The schedule's period: its next run less the run before it; no series while suspended.", "namespace", "schedule", "cluster")
 	scheduleLast   = newFamily("steward_backup_schedule_last_success_timestamp_seconds", "Completion time of the schedule's newest Complete backup, unix time; absent before the first.",
 		"namespace", "schedule", "cluster")
+	continuousFollowing = newFamily("steward_continuous_backup_following",
+		"1 while the schedule's continuous backup follows the cluster and a snapshot starts its window (ContinuousBackup True), else 0; no series when it is off.",
+		"namespace", "schedule", "cluster")
+	continuousTo = newFamily("steward_continuous_backup_recoverable_to_timestamp_seconds",
+		"The latest time a point-in-time backup can restore to (the end of the newest stored segment), unix time; absent before the first.",
+		"namespace", "schedule", "cluster")
+	continuousFrom = newFamily("steward_continuous_backup_recoverable_from_timestamp_seconds",
+		"The earliest time of the recoverable window (when its first snapshot began), unix time; absent without a window.",
+		"namespace", "schedule", "cluster")
+	continuousPending = newFamily("steward_continuous_backup_pending_revisions",
+		"Revisions the follower has received but not stored yet (the lag), as last reported.", "namespace", "schedule", "cluster")
 )
 
 // families are every gauge, for Describe.
 var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
-	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast}
+	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast,
+	continuousFollowing, continuousTo, continuousFrom, continuousPending}
 
 // defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
 const defaultQuotaBytes = 2 << 30
@@ -264,6 +276,22 @@ func scheduleSamples(s *etcdv1alpha1.EtcdBackupSchedule) []sample {
 	}
 	if lb := s.Status.LastSuccessfulBackup; lb != nil && lb.Time != nil {
 		out = append(out, sample{f: scheduleLast, value: unix(lb.Time.Time), labels: labels})
+	}
+	if c := s.Spec.Continuous; c != nil && c.Enabled {
+		following := 0.0
+		if meta.IsStatusConditionTrue(s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup) {
+			following = 1
+		}
+		out = append(out, sample{f: continuousFollowing, value: following, labels: labels})
+		if cs := s.Status.Continuous; cs != nil {
+			if to := cs.RecoverableTo; to != nil && to.Time != nil {
+				out = append(out, sample{f: continuousTo, value: unix(to.Time.Time), labels: labels})
+			}
+			if from := cs.RecoverableFrom; from != nil && from.Time != nil {
+				out = append(out, sample{f: continuousFrom, value: unix(from.Time.Time), labels: labels})
+			}
+			out = append(out, sample{f: continuousPending, value: float64(cs.PendingRevisions), labels: labels})
+		}
 	}
 	return out
 }

@@ -141,11 +141,22 @@ func Plan(snaps []Snapshot, refs []Ref, t Target) ([]Chain, error) {
 	snaps = append([]Snapshot(nil), snaps...)
 	sort.SliceStable(snaps, func(i, j int) bool { return snaps[i].Revision > snaps[j].Revision })
 	var chains, ok []Chain
-	var latest int64
+	var latest, stored int64
 	for _, s := range snaps {
 		c := ChainFrom(s, refs)
 		chains = append(chains, c)
 		latest = max(latest, c.End)
+	}
+	for _, r := range refs {
+		stored = max(stored, r.Last)
+	}
+	if len(chains) == 0 {
+		return nil, fmt.Errorf("%w: %s: no complete snapshot to start from", ErrOutsideWindow, t)
+	}
+	if t.Latest() && latest < stored {
+		// The newest stored change lies beyond a gap: "the latest point" would silently be an older one.
+		return nil, fmt.Errorf("%w: %s: the segments reach revision %d, but no snapshot reaches past %d (%s); give a revision or time in %s",
+			ErrOutsideWindow, t, stored, latest, gapAfter(latest, refs), describe(Windows(chains)))
 	}
 	for _, c := range chains {
 		if t.Latest() && c.End < latest {
@@ -158,10 +169,17 @@ func Plan(snaps []Snapshot, refs []Ref, t Target) ([]Chain, error) {
 	if len(ok) > 0 {
 		return ok, nil
 	}
-	if len(chains) == 0 {
-		return nil, fmt.Errorf("%w: %s: no complete snapshot to start from", ErrOutsideWindow, t)
-	}
 	return nil, fmt.Errorf("%w: %s is not in %s", ErrOutsideWindow, t, describe(Windows(chains)))
+}
+
+// gapAfter describes the revisions missing after revision end (refs sorted).
+func gapAfter(end int64, refs []Ref) string {
+	for _, r := range refs {
+		if r.First > end+1 {
+			return fmt.Sprintf("revisions %d..%d are missing", end+1, r.First-1)
+		}
+	}
+	return fmt.Sprintf("no segment starts at revision %d", end+1)
 }
 
 // Windows merges the chains' windows into the distinct recoverable stretches, oldest first.

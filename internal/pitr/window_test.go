@@ -40,8 +40,12 @@ func TestPlan(t *testing.T) {
 		"the snapshot's own revision": {
 			snaps: []Snapshot{snapA}, refs: nil, target: Target{Revision: 100}, want: []string{"a"}, wantSegs: 0, wantEnd: 100,
 		},
-		"latest: a gap ends every chain before it": {
+		"latest: refused when a gap hides later changes": {
 			snaps: []Snapshot{snapA, snapB}, refs: gapAfter220, target: Target{},
+			wantErr: "the segments reach revision 260, but no snapshot reaches past 220 (revisions 221..230 are missing); give a revision or time in the recoverable window revisions 100..220",
+		},
+		"a revision before the gap is still fine": {
+			snaps: []Snapshot{snapA, snapB}, refs: gapAfter220, target: Target{Revision: 215},
 			want: []string{"b", "a"}, wantSegs: 1, wantEnd: 220,
 		},
 		"latest: only chains to the newest end": {

@@ -183,8 +183,12 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 	switch {
 	case pit.Revision > 0:
 		args = append(args, "--target-revision="+strconv.FormatInt(pit.Revision, 10))
-	case pit.Time != nil:
-		args = append(args, "--target-time="+pit.Time.UTC().Format(time.RFC3339Nano))
+	case pit.Time != "":
+		at, err := pit.TargetTime()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--target-time="+at.UTC().Format(time.RFC3339Nano))
 	}
 	job := agentJob(b, BackupJobName(b), etcdImage, args)
 	spec := &job.Spec.Template.Spec

@@ -196,10 +196,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
 	key := client.ObjectKeyFromObject(c)
 	c = waitAvailable(t, key, 4*time.Minute)
 

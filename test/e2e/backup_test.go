@@ -233,6 +233,27 @@ func s3TLSDestination(key string, trustCA bool) etcdv1alpha1.BackupDestination {
 	return d
 }
 
+// createS3Secret creates the test bed's S3 credentials as s3SecretName in ns.
+func createS3Secret(t *testing.T, ns string) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createBackupClaim creates the ReadWriteOnce claim "backups" of the given size in ns.
+func createBackupClaim(t *testing.T, ns, size string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+	if err := k8s.Create(context.Background(), pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc
+}
+
 func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
@@ -246,10 +267,7 @@ func TestBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "backup")
 	startOperator(t, ns)
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
 	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
 	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
 	// the other cases.
@@ -270,12 +288,7 @@ func TestBackup(t *testing.T) {
 	keys := writeBackupKeys(t, c)
 
 	t.Run("PVC", func(t *testing.T) {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
-		if err := k8s.Create(ctx, pvc); err != nil {
-			t.Fatal(err)
-		}
+		pvc := createBackupClaim(t, ns, "256Mi")
 		start := time.Now()
 		b := newBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
 		if err := k8s.Create(ctx, b); err != nil {

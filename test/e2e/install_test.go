@@ -246,10 +246,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 		})
 	}
 	ns := newNamespace(t, "incluster")
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
 	c := newClusterAt(ns, "tenant", "3.6.15")
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)

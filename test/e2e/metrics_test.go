@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,12 +91,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), promSeries(1))
 
 	// A backup sets the last-backup gauges to the backup's own record.
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	createBackupClaim(t, ns, "256Mi")
 	b := newBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,34 +82,28 @@ func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.Backup
 	b := newBackup(ns, name, cluster, d)
 	b.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: schedule, Revision: rev}
 	if !at.IsZero() {
-		b.Spec.PointInTime.Time = &metav1.Time{Time: at}
+		b.Spec.PointInTime.Time = at.UTC().Format(time.RFC3339Nano)
 	}
 	return b
 }
 
 // TestContinuousBackupPointInTime follows a 3-member cluster with continuous backup to a PVC and to S3 while it
 // takes a known history (puts, overwrites, a transaction, a range delete), through a restart of the follower and
-// the loss of a member Pod; point-in-time backups to a revision (PVC) and to a time (S3), each bootstrapped into a
-// new cluster, hold exactly the key space the source had at that point; a target past the window and a corrupted
-// segment are refused with nothing written; then, under a steady writer, the cluster loses quorum and an
-// EtcdRestore with pointInTime re-seeds it from the latest point: the restored writes are a prefix of the
-// acknowledged ones, and the number missing is the RPO. Afterwards the follower starts a chain for the new
-// cluster identity, with a snapshot of its own.
+// the loss of the leader's Pod; a point-in-time backup to a revision (PVC), bootstrapped into a new cluster, and a
+// new cluster straight from spec.bootstrap.fromBackup.pointInTime at a time (S3) each hold exactly the key space
+// the source had at that point; a target past the window, a destination off the schedule's claim and a corrupted
+// segment are refused with nothing written. Then, under a steady writer, the cluster loses quorum and an
+// EtcdRestore with pointInTime re-seeds it from the latest point; the follower moves to the new cluster identity
+// with a snapshot of its own; and, under a steady writer again, the whole cluster is deleted (every member and
+// volume) and a new one starts from the deleted one's latest point. Each time the restored writes are a prefix
+// of the acknowledged ones, and the number missing is the RPO.
 func TestContinuousBackupPointInTime(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "pitr")
 	startOperator(t, ns)
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("512Mi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
+	pvc := createBackupClaim(t, ns, "512Mi")
 	src := newCluster(ns, "src", 3)
 	if err := k8s.Create(ctx, src); err != nil {
 		t.Fatal(err)
@@ -186,9 +179,9 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	for i := 30; i < 40; i++ {
 		put(fmt.Sprintf("h/%02d", i), "during the follower's restart")
 	}
-	// A member Pod is lost while continuous backup runs: the follower reaches the cluster through its Service.
-	follower, _ := aFollower(t, src)
-	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: follower}}); err != nil {
+	// The leader's Pod is lost while continuous backup runs: a leader change, and a member away and back; the
+	// follower reaches the cluster through its Service.
+	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Status.Leader}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 40; i < 45; i++ {
@@ -222,7 +215,18 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	restoreAt("at-r1", pointInTimeBackup(ns, "pit-r1", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/r1.db"}}, r1, time.Time{}), r1)
-	restoreAt("at-t2", pointInTimeBackup(ns, "pit-t2", src.Name, onS3.Name, s3Destination(ns+"/pit/t2.db"), 0, t2), r2)
+	// Straight from spec.bootstrap.fromBackup.pointInTime, to a time, from the S3 schedule.
+	atT2 := newCluster(ns, "at-t2", 1)
+	atT2.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
+		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onS3.Name, Time: t2.UTC().Format(time.RFC3339Nano)}}}
+	if err := k8s.Create(ctx, atT2); err != nil {
+		t.Fatal(err)
+	}
+	atT2 = waitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
+	requireSameStates(t, "at-t2", keyStates(t, atT2, "h/", 0), keyStates(t, src, "h/", r2))
+	if b := waitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
+		t.Fatalf("the point-in-time backup of at-t2 is at revision %d, want %d", b.Status.Revision, r2)
+	}
 
 	refused := func(b *etcdv1alpha1.EtcdBackup, reason, says string) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
@@ -286,31 +290,11 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 
 	// RPO: a steady writer, then the cluster loses quorum; the latest point is restored into it.
 	expect := keyStates(t, src, "h/", 0)
-	var acked atomic.Int64
-	stopWriter := make(chan struct{})
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		for i := 0; ; i++ {
-			select {
-			case <-stopWriter:
-				return
-			default:
-			}
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := cli.Put(wctx, fmt.Sprintf("rpo/%06d", i), "x")
-			cancel()
-			if err != nil {
-				return // the writer stops at its first refusal: later keys would not be a prefix
-			}
-			acked.Store(int64(i + 1))
-		}
-	}()
-	time.Sleep(5 * time.Second)
-	src = breakQuorum(t, src)
-	lostAt := time.Now()
-	close(stopWriter)
-	<-writerDone
+	var lostAt time.Time
+	acked := steadyWriter(ctx, cli, "rpo/", func() {
+		src = breakQuorum(t, src)
+		lostAt = time.Now()
+	})
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "back-to-latest"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: src.Name, Confirm: src.Name,
 			PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
@@ -321,16 +305,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	requireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	took := time.Since(lostAt)
 	got := waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
-	rpo := keyStates(t, got, "rpo/", 0)
-	n := int64(len(rpo))
-	for i := range n {
-		if _, ok := rpo[fmt.Sprintf("rpo/%06d", i)]; !ok {
-			t.Fatalf("restored writes are not a prefix of the acknowledged ones: rpo/%06d missing among %d", i, n)
-		}
-	}
-	if n > acked.Load()+1 {
-		t.Fatalf("%d writes restored, only %d acknowledged", n, acked.Load())
-	}
+	n := requirePrefix(t, keyStates(t, got, "rpo/", 0), "rpo/", acked)
 	hs := keyStates(t, got, "h/", 0)
 	if len(hs) != len(expect) {
 		t.Fatalf("after the re-seed: %d h/ keys, want %d", len(hs), len(expect))
@@ -342,11 +317,81 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	t.Logf("RPO: %d of %d acknowledged writes missing after the loss of quorum (the changes not yet in a stored segment); "+
 		"quorum lost to restored from the latest point in %.1fs",
-		acked.Load()-min(n, acked.Load()), acked.Load(), took.Seconds())
+		acked-n, acked, took.Seconds())
 
 	// The re-seeded cluster is a new etcd identity: the follower starts a chain for it, with a snapshot of its own.
 	after := waitContinuous(t, client.ObjectKeyFromObject(onPVC), "following the new cluster ID", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.ClusterID == got.Status.ClusterID && s.Status.Continuous.RecoverableFrom != nil
 	})
 	t.Logf("following the re-seeded cluster %s from backup %s", after.Status.Continuous.ClusterID, after.Status.Continuous.RecoverableFrom.Backup)
+
+	// The whole cluster is deleted (every member and volume) under a steady writer; a new cluster starts from the
+	// latest point of the deleted one's continuous backup.
+	cli2, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, got)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, got)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli2.Close() }()
+	acked2 := steadyWriter(ctx, cli2, "gone/", func() {
+		if err := k8s.Delete(ctx, got); err != nil {
+			t.Error(err)
+		}
+	})
+	poll(t, "cluster "+got.Name+" deleted", 3*time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), &etcdv1alpha1.EtcdCluster{}); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	deletedAt := time.Now()
+	again := newCluster(ns, "src-again", 3)
+	again.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
+		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
+	if err := k8s.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	again = waitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)
+	gone := requirePrefix(t, keyStates(t, again, "gone/", 0), "gone/", acked2)
+	t.Logf("RPO after deleting the whole cluster: %d of %d acknowledged writes missing; deleted to a new cluster Available from the latest point in %.1fs",
+		acked2-gone, acked2, time.Since(deletedAt).Seconds())
+}
+
+// steadyWriter puts keys prefix000000, prefix000001, ... one after the other; after 5 s it calls fault, and it
+// stops at its first refused write (later keys would not be a prefix). It returns how many writes etcd
+// acknowledged.
+func steadyWriter(ctx context.Context, cli *clientv3.Client, prefix string, fault func()) int64 {
+	var acked atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cli.Put(wctx, fmt.Sprintf("%s%06d", prefix, i), "x")
+			cancel()
+			if err != nil {
+				return
+			}
+			acked.Store(int64(i + 1))
+		}
+	}()
+	time.Sleep(5 * time.Second)
+	fault()
+	<-done
+	return acked.Load()
+}
+
+// requirePrefix checks that the keys restored under prefix are exactly prefix000000..prefix<n-1> for some n no
+// larger than the acknowledged writes (plus one whose acknowledgement may have been lost), and returns n.
+func requirePrefix(t *testing.T, restored map[string]string, prefix string, acked int64) int64 {
+	t.Helper()
+	n := int64(len(restored))
+	for i := range n {
+		if _, ok := restored[fmt.Sprintf("%s%06d", prefix, i)]; !ok {
+			t.Fatalf("restored writes are not a prefix of the acknowledged ones: %s%06d missing among %d", prefix, i, n)
+		}
+	}
+	if n > acked+1 {
+		t.Fatalf("%d writes restored, only %d acknowledged", n, acked)
+	}
+	return min(n, acked)
 }

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -111,12 +108,7 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Fatalf("after resume: paused %v (%v)", c.Spec.Paused, err)
 	}
 
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	createBackupClaim(t, ns, "256Mi")
 	out := mustPlugin(t, ns, "backup", c.Name, "--name", "by-plugin", "--pvc", "backups/plugged.db", "--timeout", "4m")
 	t.Logf("kubectl steward backup:\n%s", out)
 	var b etcdv1alpha1.EtcdBackup

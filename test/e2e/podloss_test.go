@@ -514,10 +514,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	ns := newNamespace(t, "podloss-3")
 	op := runOperator(t, ns)
 	ctx := context.Background()
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
 	const after = 30 * time.Second
 	c := newCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}

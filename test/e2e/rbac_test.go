@@ -11,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,12 +66,7 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 	defer func() { _ = k8s.Delete(ctx, foreign) }()
 	c = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := createBackupClaim(t, ns, "64Mi")
 	defer func() { _ = k8s.Delete(ctx, pvc) }()
 	b := newBackup(ns, "scoped", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "scoped.db"}})
 	b.Spec.DeletionPolicy = etcdv1alpha1.DeletionPolicyDelete

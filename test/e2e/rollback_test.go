@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,12 +47,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "rollback")
 	startOperator(t, ns)
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
-	if err := k8s.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := createBackupClaim(t, ns, "256Mi")
 	c := newCluster(ns, "rb", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)

@@ -205,7 +205,7 @@ var gate = &scheduler{slots: 1}
 // them), for the order only. A test not listed counts as defaultExpected, which puts it early: an unknown test
 // is more likely long than short.
 var expected = map[string]time.Duration{
-	"TestContinuousBackupPointInTime":                 150 * time.Second,
+	"TestContinuousBackupPointInTime":                 200 * time.Second,
 	"TestRestore":                                     220 * time.Second,
 	"TestTLSSwitchUnderLoad":                          210 * time.Second,
 	"TestTLSProviderSecrets":                          150 * time.Second,

@@ -152,10 +152,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	image, tree := buildPreviousSteward(t, previousSteward)
 	installPrevious(t, image, tree)
 	ns := newNamespace(t, "opupgrade")
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
+	createS3Secret(t, ns)
 	c := newCluster(ns, "steady", 3)
 	if err := k8s.Create(ctx, c); err != nil {
 		t.Fatal(err)

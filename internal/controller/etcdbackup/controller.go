@@ -152,12 +152,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return err
 	}
 	d := backup.Decide(in)
-	switch d.Verdict {
-	case backup.Wait:
-		o.phase, o.reason, o.message = phaseWaiting, d.Reason, d.Message
-		return nil
-	case backup.Refuse:
-		o.phase, o.reason, o.message = phaseFailed, d.Reason, d.Message
+	if o.notAdmitted(d.Verdict, d.Reason, d.Message) {
 		return nil
 	}
 	// Execute.

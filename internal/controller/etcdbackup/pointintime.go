@@ -20,24 +20,24 @@ import (
 // startPointInTime admits a point-in-time backup and starts its Job: the agent picks a snapshot of the schedule
 // and replays its segments up to the target.
 func (r *Reconciler) startPointInTime(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o *outcome) error {
+	if _, err := b.Spec.PointInTime.TargetTime(); err != nil {
+		// Admission checks the format (date-time); this is what the agent would refuse anyway.
+		o.phase, o.reason, o.message = phaseFailed, etcdv1alpha1.ReasonInvalidTarget, err.Error()
+		return nil
+	}
 	in, cluster, sched, err := r.pointInTimeInput(ctx, b)
 	if err != nil {
 		return err
 	}
 	d := backup.DecidePointInTime(in)
-	switch d.Verdict {
-	case backup.Wait:
-		o.phase, o.reason, o.message = phaseWaiting, d.Reason, d.Message
-		return nil
-	case backup.Refuse:
-		o.phase, o.reason, o.message = phaseFailed, d.Reason, d.Message
+	if o.notAdmitted(d.Verdict, d.Reason, d.Message) {
 		return nil
 	}
-	version := cluster.Status.CurrentVersion
-	if version == "" {
-		version = cluster.Spec.Version
+	if cluster == nil {
+		// A deleted cluster: the release's image from the operator's repository.
+		cluster = &etcdv1alpha1.EtcdCluster{}
 	}
-	job, err := resources.PointInTimeJob(b, sched, d.Candidates, in.ClusterID, resources.ImageFor(cluster, version, r.Options), r.AgentImage)
+	job, err := resources.PointInTimeJob(b, sched, d.Candidates, in.ClusterID, resources.ImageFor(cluster, d.Version, r.Options), r.AgentImage)
 	if err != nil {
 		return err
 	}
@@ -51,31 +51,37 @@ func (r *Reconciler) startPointInTime(ctx context.Context, b *etcdv1alpha1.EtcdB
 	return nil
 }
 
+// targetOf is the target for logs and Events (the Job gets it from the spec; an unparsable time is refused
+// before that).
 func targetOf(p *etcdv1alpha1.PointInTimeSource) pitr.Target {
-	t := pitr.Target{Revision: p.Revision}
-	if p.Time != nil {
-		t.Time = p.Time.Time
-	}
-	return t
+	at, _ := p.TargetTime()
+	return pitr.Target{Revision: p.Revision, Time: at}
 }
 
 // pointInTimeInput gathers what DecidePointInTime looks at, from the cache.
 func (r *Reconciler) pointInTimeInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (backup.PointInTimeInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackupSchedule, error) {
 	in := backup.PointInTimeInput{ClusterName: b.Spec.ClusterName}
-	cluster := &etcdv1alpha1.EtcdCluster{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, cluster); {
-	case apierrors.IsNotFound(err):
-		return in, nil, nil, nil
-	case err != nil:
-		return in, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
-	}
-	in.ClusterFound, in.ClusterID = true, cluster.Status.ClusterID
 	sched := &etcdv1alpha1.EtcdBackupSchedule{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.PointInTime.ScheduleName}, sched); {
 	case apierrors.IsNotFound(err):
-		return in, cluster, nil, nil
+		return in, nil, nil, nil
 	case err != nil:
 		return in, nil, nil, fmt.Errorf("get EtcdBackupSchedule: %w", err)
+	}
+	if cs := sched.Status.Continuous; cs != nil {
+		in.ClusterID = cs.ClusterID
+	}
+	var cluster *etcdv1alpha1.EtcdCluster
+	c := &etcdv1alpha1.EtcdCluster{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, c); {
+	case err == nil:
+		cluster = c
+		in.ClusterFound, in.ClusterID, in.Version = true, c.Status.ClusterID, c.Status.CurrentVersion
+		if in.Version == "" {
+			in.Version = c.Spec.Version
+		}
+	case !apierrors.IsNotFound(err):
+		return in, nil, nil, fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	in.ScheduleCluster = sched.Spec.ClusterName
 	in.Continuous = sched.Spec.Continuous != nil && sched.Spec.Continuous.Enabled
@@ -94,7 +100,7 @@ func (r *Reconciler) pointInTimeInput(ctx context.Context, b *etcdv1alpha1.EtcdB
 		if !meta.IsStatusConditionTrue(sb.Status.Conditions, etcdv1alpha1.ConditionComplete) || !sb.DeletionTimestamp.IsZero() || sb.Status.StartTime == nil {
 			continue
 		}
-		in.Snapshots = append(in.Snapshots, backup.SnapshotRecord{ClusterID: sb.Status.ClusterID, Candidate: pitr.Candidate{
+		in.Snapshots = append(in.Snapshots, backup.SnapshotRecord{ClusterID: sb.Status.ClusterID, EtcdVersion: sb.Status.EtcdVersion, Candidate: pitr.Candidate{
 			Name: sb.Name, Path: resources.DestinationPath(sb.Spec.Destination), SizeBytes: sb.Status.SizeBytes,
 			SHA256: sb.Status.SHA256, Revision: sb.Status.Revision, Time: sb.Status.StartTime.Time,
 		}})

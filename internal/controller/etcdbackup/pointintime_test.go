@@ -75,6 +75,22 @@ func TestPointInTimeBackup(t *testing.T) {
 		t.Fatalf("completed point-in-time backup: %+v %+v", got.Status, done)
 	}
 
+	// The cluster was deleted: the identity the schedule followed last, the newest snapshot's release.
+	gone := pvcBackup(etcdv1alpha1.DeletionPolicyRetain)
+	gone.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: "nightly"}
+	followed := sched.DeepCopy()
+	followed.Status.Continuous = &etcdv1alpha1.ContinuousBackupStatus{Follower: "nightly-follower", ClusterID: "c1"}
+	newest := snapshot("s2", 140, "c1")
+	newest.Status.EtcdVersion = "3.6.15"
+	r, c = newReconciler(t, gone, followed, snapshot("s1", 100, "c1"), newest,
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+	r.Options = resources.Options{ImageRepository: "quay.io/coreos/etcd"}
+	reconcile(t, r)
+	get(t, c, job, "b1")
+	if img := job.Spec.Template.Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v3.6.15" {
+		t.Fatalf("point-in-time Job of a deleted cluster runs %s", img)
+	}
+
 	sched.Spec.Continuous = nil
 	plain := pvcBackup(etcdv1alpha1.DeletionPolicyRetain)
 	plain.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: "nightly"}

@@ -153,3 +153,17 @@ func (r *Reconciler) recordLastBackup(ctx context.Context, b *etcdv1alpha1.EtcdB
 	}
 	return nil
 }
+
+// notAdmitted records an admission verdict that stops the backup here (wait, or refuse), and reports whether it
+// did.
+func (o *outcome) notAdmitted(v backup.Verdict, reason, message string) bool {
+	switch v {
+	case backup.Wait:
+		o.phase, o.reason, o.message = phaseWaiting, reason, message
+	case backup.Refuse:
+		o.phase, o.reason, o.message = phaseFailed, reason, message
+	default:
+		return false
+	}
+	return true
+}

@@ -170,8 +170,10 @@ func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 			want.Name, cluster.Name, resources.SegmentsBase(s))
 	case err != nil:
 		return fmt.Errorf("get follower Deployment: %w", err)
-	case dep.Spec.Template.Annotations[annotationFollowerSpec] != want.Spec.Template.Annotations[annotationFollowerSpec]:
-		dep.Spec.Template = want.Spec.Template
+	case dep.Spec.Template.Annotations[annotationFollowerSpec] != want.Spec.Template.Annotations[annotationFollowerSpec] ||
+		dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1:
+		// Also a follower scaled away by hand: continuous backup that is on must follow.
+		dep.Spec.Template, dep.Spec.Replicas = want.Spec.Template, want.Spec.Replicas
 		if err := r.Client.Update(ctx, dep); err != nil {
 			return fmt.Errorf("update follower Deployment: %w", err)
 		}

@@ -104,6 +104,20 @@ func TestContinuousBackupFollower(t *testing.T) {
 		t.Fatalf("prune revision: %v %v", err, cm.Data)
 	}
 
+	// A follower scaled away by hand comes back.
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "nightly-follower"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	dep.Spec.Replicas = &zero
+	if err := e.c.Update(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(t)
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "nightly-follower"}, dep); err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
+		t.Fatalf("follower scaled to 0 stays at %v (%v)", dep.Spec.Replicas, err)
+	}
+
 	report.Error = "upload s3://bkt/prod/db-segments/c1/seg-...: connection refused"
 	e.pass(t)
 	if c := e.condition(t); c == nil || c.Reason != etcdv1alpha1.ReasonFollowerFailing || c.Message != report.Error {

@@ -183,9 +183,7 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	if c.Spec.ReplaceUnhealthyAfter != nil {
 		s.ReplaceUnhealthyAfter = c.Spec.ReplaceUnhealthyAfter.Duration
 	}
-	if b := c.Spec.Bootstrap; b != nil && b.FromBackup != nil {
-		s.FromBackup = b.FromBackup.BackupName
-	}
+	s.FromBackup = etcdv1alpha1.BootstrapBackupName(c)
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	s.UpgradeVia = upgradeStages(c, o)
 	s.Maintenance = maintenanceOf(c)

@@ -21,7 +21,8 @@ import (
 // LabelAutoRestore is on EtcdRestores the quorum-loss policy created: the cluster's name.
 const LabelAutoRestore = "etcd.steward.dev/auto-restore"
 
-// FromBackupRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup.
+// FromBackupRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup (its
+// point-in-time backup, for fromBackup.pointInTime, is etcdv1alpha1.BootstrapBackupName).
 func FromBackupRestoreName(cluster *etcdv1alpha1.EtcdCluster) string {
 	return cluster.Name + "-from-backup"
 }
@@ -147,6 +148,10 @@ func (r *Reconciler) createRestore(ctx context.Context, cluster *etcdv1alpha1.Et
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cluster, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))},
 		},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: cluster.Name, BackupName: action.Backup},
+	}
+	if b := cluster.Spec.Bootstrap; !action.Reseed && b != nil && b.FromBackup != nil && b.FromBackup.PointInTime != nil {
+		// The restore makes its point-in-time backup (<restore>-pit, the name the plan waits for) and restores it.
+		rs.Spec.BackupName, rs.Spec.PointInTime = "", b.FromBackup.PointInTime.DeepCopy()
 	}
 	if action.Reseed {
 		rs.Name = autoRestoreName(cluster.Name, r.Now())

@@ -231,9 +231,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		cluster = c
 		in.ClusterFound = true
 		in.Bootstrapped = c.Status.Bootstrapped
-		if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.FromBackup != nil {
-			in.FromBackup = c.Spec.Bootstrap.FromBackup.BackupName
-		}
+		in.FromBackup = etcdv1alpha1.BootstrapBackupName(c)
 		in.ClusterAvailable = meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 		if c.Status.ClusterID != "" {
 			in.ClusterIDs = append(in.ClusterIDs, c.Status.ClusterID)
