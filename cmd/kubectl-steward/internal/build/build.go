@@ -175,6 +175,32 @@ type RestoreRequest struct {
 	// Name of the EtcdRestore of a re-seed; empty gives <cluster>-restore-<UTC time>.
 	Name string
 	Now  time.Time
+	// Schedule, instead of Backup, restores a point of that EtcdBackupSchedule's continuous backup: Revision,
+	// Time (RFC 3339), or neither for the latest point.
+	Schedule string
+	Revision int64
+	Time     string
+}
+
+// pointInTime is the request's point-in-time source, nil for a backup.
+func (r RestoreRequest) pointInTime() *etcdv1alpha1.PointInTimeSource {
+	if r.Schedule == "" {
+		return nil
+	}
+	return &etcdv1alpha1.PointInTimeSource{ScheduleName: r.Schedule, Revision: r.Revision, Time: r.Time}
+}
+
+// source names what is restored, for messages.
+func (r RestoreRequest) source() string {
+	switch {
+	case r.Schedule == "":
+		return "backup " + r.Backup
+	case r.Revision > 0:
+		return fmt.Sprintf("revision %d of schedule %s", r.Revision, r.Schedule)
+	case r.Time != "":
+		return fmt.Sprintf("%s of schedule %s", r.Time, r.Schedule)
+	}
+	return "the latest point of schedule " + r.Schedule
 }
 
 // ValidateRestore refuses what cannot be meant, before anything is created. A re-seed without the cluster's name
@@ -185,8 +211,17 @@ func ValidateRestore(r RestoreRequest) error {
 	switch {
 	case r.Cluster == "":
 		return errors.New("a cluster name is required")
-	case r.Backup == "":
-		return errors.New("--backup <EtcdBackup> is required: the Complete backup to restore from (kubectl get etcdbackups)")
+	case r.Backup == "" && r.Schedule == "":
+		return errors.New("--backup <EtcdBackup> is required: the Complete backup to restore from (kubectl get etcdbackups); " +
+			"or --from-schedule <EtcdBackupSchedule> for a point of its continuous backup")
+	case r.Backup != "" && r.Schedule != "":
+		return errors.New("--backup and --from-schedule exclude each other: restore one backup, or a point of a schedule's continuous backup")
+	case r.Schedule == "" && (r.Revision != 0 || r.Time != ""):
+		return errors.New("--to-revision and --to-time need --from-schedule: they pick a point of its continuous backup")
+	case r.Revision < 0:
+		return fmt.Errorf("--to-revision %d: a revision is positive", r.Revision)
+	case r.Revision > 0 && r.Time != "":
+		return errors.New("--to-revision and --to-time exclude each other")
 	case r.NewCluster != "" && r.Reseed:
 		return errors.New("--new-cluster and --reseed exclude each other: restore into a new cluster, or re-seed the existing one in place")
 	case r.NewCluster == "" && !r.Reseed:
@@ -196,14 +231,18 @@ func ValidateRestore(r RestoreRequest) error {
 		return fmt.Errorf("--new-cluster %s names the cluster itself; to re-seed it in place use --reseed --confirm %s", r.NewCluster, r.Cluster)
 	case r.NewCluster != "" && r.Confirm != "":
 		return errors.New("--confirm is for --reseed; a new cluster has nothing to lose")
+	case r.Time != "":
+		if _, err := r.pointInTime().TargetTime(); err != nil {
+			return fmt.Errorf("--to-time: want an RFC 3339 time such as 2026-11-25T14:03:00Z: %w", err)
+		}
 	case r.Reseed && r.Confirm != r.Cluster:
 		got := "no --confirm"
 		if r.Confirm != "" {
 			got = fmt.Sprintf("--confirm %s", r.Confirm)
 		}
-		return fmt.Errorf("refusing to re-seed cluster %s with %s: a re-seed replaces every member of %s by new ones restored from backup %s, "+
-			"and writes acknowledged after that backup are lost. Steward only re-seeds a cluster that has lost quorum. "+
-			"To confirm, pass --confirm %s", r.Cluster, got, r.Cluster, r.Backup, r.Cluster)
+		return fmt.Errorf("refusing to re-seed cluster %s with %s: a re-seed replaces every member of %s by new ones restored from %s, "+
+			"and writes acknowledged after that point are lost. Steward only re-seeds a cluster that has lost quorum. "+
+			"To confirm, pass --confirm %s", r.Cluster, got, r.Cluster, r.source(), r.Cluster)
 	}
 	return nil
 }
@@ -219,7 +258,7 @@ func Restore(r RestoreRequest) *etcdv1alpha1.EtcdRestore {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace,
 			Labels:      map[string]string{resources.LabelCluster: r.Cluster},
 			Annotations: map[string]string{AnnotationCreatedBy: CreatedBy}},
-		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: r.Cluster, BackupName: r.Backup, Confirm: r.Confirm},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: r.Cluster, BackupName: r.Backup, Confirm: r.Confirm, PointInTime: r.pointInTime()},
 	}
 }
 
@@ -241,8 +280,8 @@ func NewCluster(r RestoreRequest, source *etcdv1alpha1.EtcdCluster, b *etcdv1alp
 		spec = *source.Spec.DeepCopy()
 		if t := spec.TLS; t != nil && t.Provider == etcdv1alpha1.TLSProviderSecrets {
 			return nil, fmt.Errorf("cluster %s uses tls.provider Secrets, whose member certificate names %s's Services, not %s's: "+
-				"write the EtcdCluster %s yourself, with Secrets for its names and spec.bootstrap.fromBackup.backupName %s (docs/backup.md)",
-				source.Name, source.Name, r.NewCluster, r.NewCluster, r.Backup)
+				"write the EtcdCluster %s yourself, with Secrets for its names and spec.bootstrap.fromBackup for %s (docs/backup.md)",
+				source.Name, source.Name, r.NewCluster, r.NewCluster, r.source())
 		}
 		if t := spec.TLS; t != nil {
 			// The status of a TLS switch does not carry over: the new cluster starts as its spec says.
@@ -260,9 +299,9 @@ func NewCluster(r RestoreRequest, source *etcdv1alpha1.EtcdCluster, b *etcdv1alp
 		spec.Replicas = o.Replicas
 	}
 	if spec.Version == "" {
-		return nil, fmt.Errorf("backup %s records no etcd version and there is no cluster %s to copy: give --version", r.Backup, r.Cluster)
+		return nil, fmt.Errorf("%s records no etcd version and there is no cluster %s to copy: give --version", r.source(), r.Cluster)
 	}
-	spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: r.Backup}}
+	spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: r.Backup, PointInTime: r.pointInTime()}}
 	return &etcdv1alpha1.EtcdCluster{
 		TypeMeta: metav1.TypeMeta{APIVersion: etcdv1alpha1.GroupVersion.String(), Kind: "EtcdCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: r.NewCluster, Namespace: r.Namespace,

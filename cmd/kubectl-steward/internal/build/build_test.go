@@ -186,6 +186,14 @@ func TestValidateRestore(t *testing.T) {
 		"confirm without reseed":     {req: RestoreRequest{NewCluster: "x", Confirm: "db"}, wantErr: "--confirm is for --reseed"},
 		"no backup":                  {req: RestoreRequest{NewCluster: "x", Backup: "-"}, wantErr: "--backup"},
 		"no cluster":                 {req: RestoreRequest{NewCluster: "x", Cluster: "-"}, wantErr: "cluster name is required"},
+		"schedule, latest point":     {req: RestoreRequest{NewCluster: "x", Schedule: "nightly"}},
+		"schedule, a time":           {req: RestoreRequest{Reseed: true, Confirm: "db", Schedule: "nightly", Time: "2026-11-25T15:03:00.25+01:00"}},
+		"schedule and backup":        {req: RestoreRequest{NewCluster: "x", Schedule: "nightly", Backup: "both"}, wantErr: "--backup and --from-schedule exclude each other"},
+		"a time without a schedule":  {req: RestoreRequest{NewCluster: "x", Time: "2026-11-25T14:03:00Z"}, wantErr: "need --from-schedule"},
+		"a revision and a time":      {req: RestoreRequest{NewCluster: "x", Schedule: "nightly", Revision: 5, Time: "2026-11-25T14:03:00Z"}, wantErr: "--to-revision and --to-time exclude each other"},
+		"not a time":                 {req: RestoreRequest{NewCluster: "x", Schedule: "nightly", Time: "yesterday"}, wantErr: "--to-time: want an RFC 3339 time"},
+		"negative revision":          {req: RestoreRequest{NewCluster: "x", Schedule: "nightly", Revision: -1}, wantErr: "a revision is positive"},
+		"reseed names the point":     {req: RestoreRequest{Reseed: true, Schedule: "nightly", Revision: 42}, wantErr: "restored from revision 42 of schedule nightly"},
 	}
 	for name, tc := range tests {
 		req := tc.req
@@ -193,7 +201,7 @@ func TestValidateRestore(t *testing.T) {
 		if tc.req.Cluster == "-" {
 			req.Cluster = ""
 		}
-		if tc.req.Backup == "-" {
+		if tc.req.Backup == "-" || tc.req.Schedule != "" && tc.req.Backup != "both" {
 			req.Backup = ""
 		}
 		err := ValidateRestore(req)
@@ -211,6 +219,22 @@ func TestRestore(t *testing.T) {
 	if r.Name != "db-restore-20261123t221530z" || r.Spec != (etcdv1alpha1.EtcdRestoreSpec{ClusterName: "db", BackupName: "db-1", Confirm: "db"}) ||
 		r.Kind != "EtcdRestore" || r.Annotations[AnnotationCreatedBy] != CreatedBy {
 		t.Errorf("restore %+v", r)
+	}
+}
+
+func TestRestoreToAPoint(t *testing.T) {
+	r := Restore(RestoreRequest{Namespace: "ns", Cluster: "db", Schedule: "nightly", Revision: 42, Reseed: true, Confirm: "db", Now: now})
+	if r.Spec.BackupName != "" || r.Spec.PointInTime == nil || *r.Spec.PointInTime != (etcdv1alpha1.PointInTimeSource{ScheduleName: "nightly", Revision: 42}) {
+		t.Errorf("restore to a point: %+v", r.Spec)
+	}
+	req := RestoreRequest{Namespace: "ns", Cluster: "gone", Schedule: "nightly", Time: "2026-11-25T14:03:00Z", NewCluster: "back"}
+	c, err := NewCluster(req, nil, nil, NewClusterOptions{Version: "3.6.16"})
+	if err != nil || c.Spec.Bootstrap.FromBackup.BackupName != "" || c.Spec.Bootstrap.FromBackup.PointInTime == nil ||
+		c.Spec.Bootstrap.FromBackup.PointInTime.Time != "2026-11-25T14:03:00Z" || c.Spec.Version != "3.6.16" {
+		t.Errorf("new cluster from a point: %+v, %v", c, err)
+	}
+	if _, err := NewCluster(req, nil, nil, NewClusterOptions{}); err == nil || !strings.Contains(err.Error(), "2026-11-25T14:03:00Z of schedule nightly records no etcd version") {
+		t.Errorf("no version anywhere: %v", err)
 	}
 }
 

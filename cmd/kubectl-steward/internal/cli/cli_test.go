@@ -375,6 +375,30 @@ func TestRestoreCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("re-seed to a time of a schedule's continuous backup", func(t *testing.T) {
+		sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"},
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true}}}
+		c := newFake(t, testCluster(), sched)
+		finish(t, c, &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"}}, func(o client.Object) {
+			o.(*etcdv1alpha1.EtcdRestore).Status.Conditions = conditions(metav1.ConditionTrue, metav1.ConditionFalse, "Succeeded", "")
+		})
+		r := run(t, c, "restore", "db", "--from-schedule", "nightly", "--to-time", "2026-11-25T14:03:00Z", "--reseed", "--confirm", "db", "--name", "r")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var rs etcdv1alpha1.EtcdRestore
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r"}, &rs); err != nil || rs.Spec.BackupName != "" ||
+			rs.Spec.PointInTime == nil || rs.Spec.PointInTime.ScheduleName != "nightly" || rs.Spec.PointInTime.Time != "2026-11-25T14:03:00Z" {
+			t.Errorf("restore %+v, %v", rs.Spec, err)
+		}
+		plain := sched.DeepCopy()
+		plain.Spec.Continuous = nil
+		r = run(t, newFake(t, testCluster(), plain), "restore", "db", "--from-schedule", "nightly", "--reseed", "--confirm", "db")
+		if r.code != ExitError || !strings.Contains(r.stderr, "has no continuous backup") {
+			t.Errorf("schedule without continuous backup: exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+
 	t.Run("failed", func(t *testing.T) {
 		c := newFake(t, testCluster(), backup)
 		finish(t, c, &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"}}, func(o client.Object) {

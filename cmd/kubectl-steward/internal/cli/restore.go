@@ -17,13 +17,15 @@ type restoreOptions struct {
 	backup, newCluster, confirm, name, version string
 	reseed                                     bool
 	replicas                                   int32
+	schedule, toTime                           string
+	toRevision                                 int64
 	follow                                     followOptions
 }
 
 func newRestoreCommand(o *Options) *cobra.Command {
 	var r restoreOptions
 	cmd := &cobra.Command{
-		Use:   "restore CLUSTER --backup BACKUP (--new-cluster NAME | --reseed --confirm CLUSTER)",
+		Use:   "restore CLUSTER (--backup BACKUP | --from-schedule SCHEDULE [--to-revision N | --to-time T]) (--new-cluster NAME | --reseed --confirm CLUSTER)",
 		Short: "Restore a backup into a new cluster, or re-seed a cluster that lost quorum",
 		Long: `Restore an EtcdBackup. Two ways, as in docs/backup.md:
 
@@ -34,10 +36,17 @@ func newRestoreCommand(o *Options) *cobra.Command {
                        quorum, by members restored from the backup (one of CLUSTER's own). Writes made after
                        the backup are lost, so --confirm must repeat the cluster's name.
 
+Instead of --backup, --from-schedule restores a point of that EtcdBackupSchedule's continuous backup
+(spec.continuous): --to-revision N, --to-time T (RFC 3339), or neither for the latest point stored. Steward
+makes the point-in-time backup first (docs/backup.md, "Continuous backup and point-in-time restore"); CLUSTER
+may be one that was deleted.
+
 Steward checks the backup (complete, of this cluster, a compatible version) and verifies the stored snapshot
 before it touches anything; a refused restore ends Failed with the reason.`,
 		Example: `  kubectl steward restore example --backup example-20261123t020000z --new-cluster example-copy
-  kubectl steward restore example --backup example-20261123t020000z --reseed --confirm example`,
+  kubectl steward restore example --backup example-20261123t020000z --reseed --confirm example
+  kubectl steward restore example --from-schedule nightly --to-time 2026-11-25T14:03:00Z --reseed --confirm example
+  kubectl steward restore example --from-schedule nightly --new-cluster example-back   # the latest point`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.runRestore(cmd, args[0], r) },
 	}
@@ -49,6 +58,9 @@ before it touches anything; a refused restore ends Failed with the reason.`,
 	f.StringVar(&r.name, "name", "", "Name of the EtcdRestore of a re-seed (default <cluster>-restore-<UTC time>)")
 	f.Int32Var(&r.replicas, "replicas", 0, "Members of the new cluster (default: as CLUSTER, else 3)")
 	f.StringVar(&r.version, "version", "", "etcd version of the new cluster (default: as CLUSTER, else the backup's)")
+	f.StringVar(&r.schedule, "from-schedule", "", "Restore a point of this EtcdBackupSchedule's continuous backup instead of --backup")
+	f.Int64Var(&r.toRevision, "to-revision", 0, "With --from-schedule: the revision to restore to")
+	f.StringVar(&r.toTime, "to-time", "", "With --from-schedule: the time (RFC 3339) to restore to; neither: the latest point")
 	followFlags(cmd, &r.follow, "restore", 30*time.Minute)
 	return cmd
 }
@@ -62,7 +74,7 @@ func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOp
 		return err
 	}
 	req := build.RestoreRequest{Namespace: ns, Cluster: clusterName, Backup: r.backup, NewCluster: r.newCluster,
-		Reseed: r.reseed, Confirm: r.confirm, Name: r.name, Now: o.Now()}
+		Reseed: r.reseed, Confirm: r.confirm, Name: r.name, Now: o.Now(), Schedule: r.schedule, Revision: r.toRevision, Time: r.toTime}
 	// Refused before any request: nothing is read or created for arguments that cannot be meant.
 	if err := build.ValidateRestore(req); err != nil {
 		return err
@@ -75,12 +87,9 @@ func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOp
 		return fmt.Errorf("connect to Kubernetes: %w", err)
 	}
 	ctx := cmd.Context()
-	var backup etcdv1alpha1.EtcdBackup
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.backup}, &backup); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("no EtcdBackup %q in namespace %q (kubectl get etcdbackups -n %s)", r.backup, ns, ns)
-		}
-		return fmt.Errorf("get EtcdBackup %s/%s: %w", ns, r.backup, err)
+	backup, err := restoredBackup(cmd, c, ns, r)
+	if err != nil {
+		return err
 	}
 
 	var obj client.Object
@@ -100,7 +109,7 @@ func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOp
 		case !apierrors.IsNotFound(err):
 			return fmt.Errorf("get EtcdCluster %s/%s: %w", ns, clusterName, err)
 		}
-		cluster, err := build.NewCluster(req, source, &backup, build.NewClusterOptions{Replicas: r.replicas, Version: r.version})
+		cluster, err := build.NewCluster(req, source, backup, build.NewClusterOptions{Replicas: r.replicas, Version: r.version})
 		if err != nil {
 			return err
 		}
@@ -111,4 +120,39 @@ func (o *Options) runRestore(cmd *cobra.Command, clusterName string, r restoreOp
 	// For --new-cluster, Steward creates the restore on its first pass over the new cluster.
 	kind.mayNotExistYet = !r.reseed
 	return o.createAndFollow(ctx, c, obj, key, kind, r.follow)
+}
+
+// restoredBackup is the EtcdBackup restored: --backup's, or for --from-schedule the schedule's newest successful
+// backup (nil before its first), whose etcd version a new cluster of a deleted source runs. The schedule must
+// exist.
+func restoredBackup(cmd *cobra.Command, c client.Client, ns string, r restoreOptions) (*etcdv1alpha1.EtcdBackup, error) {
+	ctx := cmd.Context()
+	name := r.backup
+	if r.schedule != "" {
+		var s etcdv1alpha1.EtcdBackupSchedule
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.schedule}, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("no EtcdBackupSchedule %q in namespace %q (kubectl get etcdbackupschedules -n %s)", r.schedule, ns, ns)
+			}
+			return nil, fmt.Errorf("get EtcdBackupSchedule %s/%s: %w", ns, r.schedule, err)
+		}
+		if s.Spec.Continuous == nil || !s.Spec.Continuous.Enabled {
+			return nil, fmt.Errorf("EtcdBackupSchedule %s has no continuous backup (spec.continuous.enabled): restore one of its backups with --backup", r.schedule)
+		}
+		if s.Status.LastSuccessfulBackup == nil {
+			return nil, nil
+		}
+		name = s.Status.LastSuccessfulBackup.Name
+	}
+	var b etcdv1alpha1.EtcdBackup
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+		if apierrors.IsNotFound(err) && r.schedule != "" {
+			return nil, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("no EtcdBackup %q in namespace %q (kubectl get etcdbackups -n %s)", name, ns, ns)
+		}
+		return nil, fmt.Errorf("get EtcdBackup %s/%s: %w", ns, name, err)
+	}
+	return &b, nil
 }
