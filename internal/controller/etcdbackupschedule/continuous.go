@@ -74,6 +74,12 @@ func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.Et
 	next.PendingRevisions = max(rep.CurrentRevision-rep.LastRevision, 0)
 	if rep.CompactedAt != nil {
 		next.CompactedAt = &metav1.Time{Time: *rep.CompactedAt}
+		if cs.CompactedAt == nil || rep.CompactedAt.After(cs.CompactedAt.Time) {
+			r.Recorder.Eventf(s, corev1.EventTypeWarning, "ContinuousBackupGap",
+				"etcd compacted revisions up to %d before the follower read them (it was away longer than the cluster's compaction retention): "+
+					"the segments have a gap, points before it stay recoverable from older snapshots, and a new window starts from a snapshot taken now",
+				rep.CompactedRevision)
+		}
 	}
 	next.RecoverableFrom, next.RecoverableTo = window(backups, rep)
 	if !equality.Semantic.DeepEqual(&next, cs) {
@@ -88,6 +94,9 @@ func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.Et
 	case cs.RecoverableFrom == nil:
 		cond.Reason = etcdv1alpha1.ReasonWaitingForSnapshot
 		cond.Message = fmt.Sprintf("no Complete snapshot at or after revision %d starts the follower's segments; taking one", rep.ChainStart-1)
+		if rep.CompactedAt != nil {
+			cond.Message += fmt.Sprintf(" (etcd compacted revision %d before the follower read it, at %s)", rep.CompactedRevision, rep.CompactedAt.UTC().Format(time.RFC3339))
+		}
 		return true, cond, nil
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonFollowing

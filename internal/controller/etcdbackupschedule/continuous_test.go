@@ -3,6 +3,7 @@ package etcdbackupschedule
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -118,6 +120,22 @@ func TestContinuousBackupFollower(t *testing.T) {
 		t.Fatalf("follower scaled to 0 stays at %v (%v)", dep.Spec.Replicas, err)
 	}
 
+	// etcd compacted past the follower: a Warning Event once, the gap named in the condition, a snapshot at once.
+	at := t0.Add(2 * time.Minute)
+	report.CompactedAt, report.CompactedRevision, report.ChainStart, report.LastRevision = &at, 180, 181, 190
+	e.pass(t)
+	if c := e.condition(t); c == nil || c.Reason != etcdv1alpha1.ReasonWaitingForSnapshot || !strings.Contains(c.Message, "compacted revision 180") {
+		t.Fatalf("after a compaction gap: %+v", c)
+	}
+	if st := e.schedule(t).Status.Continuous; st.CompactedAt == nil || !st.CompactedAt.Time.Equal(at) {
+		t.Fatalf("compactedAt %+v", st.CompactedAt)
+	}
+	e.pass(t)
+	if n := countEvents(e, "ContinuousBackupGap"); n != 1 {
+		t.Fatalf("%d ContinuousBackupGap Events, want 1", n)
+	}
+	report.CompactedAt, report.ChainStart = nil, 101
+
 	report.Error = "upload s3://bkt/prod/db-segments/c1/seg-...: connection refused"
 	e.pass(t)
 	if c := e.condition(t); c == nil || c.Reason != etcdv1alpha1.ReasonFollowerFailing || c.Message != report.Error {
@@ -143,6 +161,22 @@ func TestContinuousBackupFollower(t *testing.T) {
 	}
 	if got := e.schedule(t); got.Status.Continuous != nil || meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup) != nil {
 		t.Fatalf("status after disabling: %+v", got.Status)
+	}
+}
+
+// countEvents drains the fake recorder and counts the Events of one reason.
+func countEvents(e *env, reason string) int {
+	rec := e.r.Recorder.(*record.FakeRecorder)
+	n := 0
+	for {
+		select {
+		case ev := <-rec.Events:
+			if strings.Contains(ev, " "+reason+" ") {
+				n++
+			}
+		default:
+			return n
+		}
 	}
 }
 
