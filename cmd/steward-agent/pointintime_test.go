@@ -20,6 +20,7 @@ import (
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pitr"
+	"steward.dev/steward/internal/testbed"
 )
 
 // etcdBin finds a release the test bed cached (under ~/.cache/steward/bin).
@@ -28,12 +29,10 @@ func etcdBin(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("integration test: runs etcd processes")
 	}
-	home, _ := os.UserHomeDir()
-	bins, _ := filepath.Glob(filepath.Join(home, ".cache", "steward", "bin", "etcd-v3.6.*", "etcd"))
+	bins := testbed.CachedBinaries("etcd-v3.6.*/etcd")
 	if len(bins) == 0 {
 		t.Skip("etcd not cached yet (start the test bed once)")
 	}
-	sort.Strings(bins)
 	return filepath.Dir(bins[len(bins)-1])
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"steward.dev/steward/internal/testbed"
 )
 
 // startVersityGW runs the S3 gateway the test bed builds (cached under ~/.cache/steward/bin) on loopback.
@@ -20,8 +22,7 @@ func startVersityGW(t *testing.T) S3Config {
 	if testing.Short() {
 		t.Skip("integration test: needs the test bed's versitygw build")
 	}
-	home, _ := os.UserHomeDir()
-	bins, _ := filepath.Glob(filepath.Join(home, ".cache", "steward", "bin", "versitygw-*", "versitygw"))
+	bins := testbed.CachedBinaries("versitygw-*/versitygw")
 	if len(bins) == 0 {
 		t.Skip("versitygw not built yet (start the test bed once)")
 	}

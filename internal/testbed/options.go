@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -121,4 +122,17 @@ func findModuleRoot() (string, error) {
 		return "", fmt.Errorf("%s is not Steward's source tree (no internal/testbed/third_party); set Options.ModuleRoot", root)
 	}
 	return root, nil
+}
+
+// CachedBinaries lists the binaries the test bed built into the default cache that match pattern, a glob under
+// its bin directory such as "etcd-v3.6.*/etcd", sorted (the highest version last); none before the test bed's
+// first build. For integration tests that run the test bed's builds on their own.
+func CachedBinaries(pattern string) []string {
+	o, err := Options{}.withDefaults()
+	if err != nil {
+		return nil
+	}
+	bins, _ := filepath.Glob(filepath.Join(o.CacheDir, "bin", pattern))
+	sort.Strings(bins)
+	return bins
 }

@@ -22,11 +22,9 @@ import (
 	"steward.dev/steward/internal/metrics"
 )
 
-// TestEndedRestoreCountedOnce: a restore that fails is counted, and its Event recorded, on the pass that ends
-// it; passes after that (the restore is finished) count nothing, and neither does a pass that read a stale copy
-// of the restore (its status write conflicts and is retried from the finished object).
-func TestEndedRestoreCountedOnce(t *testing.T) {
-	ctx := context.Background()
+// testScheme knows Kubernetes' kinds and Steward's.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -34,6 +32,15 @@ func TestEndedRestoreCountedOnce(t *testing.T) {
 	if err := etcdv1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestEndedRestoreCountedOnce: a restore that fails is counted, and its Event recorded, on the pass that ends
+// it; passes after that (the restore is finished) count nothing, and neither does a pass that read a stale copy
+// of the restore (its status write conflicts and is retried from the finished object).
+func TestEndedRestoreCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	s := testScheme(t)
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "counted-once", BackupName: "missing"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(rs).WithStatusSubresource(rs).Build()
@@ -103,13 +110,7 @@ func TestEndedRestoreCountedOnce(t *testing.T) {
 // failed safety backup fails the restore and still no verify Job exists.
 func TestRollbackTakesSafetyBackupFirst(t *testing.T) {
 	ctx := context.Background()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := etcdv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := testScheme(t)
 	now := metav1.Now()
 	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},

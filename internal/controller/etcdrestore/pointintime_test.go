@@ -8,8 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,13 +22,7 @@ import (
 // the restore with the backup's reason in the message; a missing schedule ends it at once.
 func TestPointInTimeRestoreMakesItsBackupFirst(t *testing.T) {
 	ctx := context.Background()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := etcdv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	s := testScheme(t)
 	now := metav1.Now()
 	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}, Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
