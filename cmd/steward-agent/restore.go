@@ -137,10 +137,7 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 	if err := os.Rename(staging, c.dataDir); err != nil {
 		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: fmt.Sprintf("move restored data into %s: %v", c.dataDir, err)}
 	}
-	if d, err := os.Open(work); err == nil { //nolint:gosec // the volume's root
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	backup.SyncDir(work)
 	done.Message = fmt.Sprintf("restored member %s from %s", c.name, store.Location())
 	return done
 }

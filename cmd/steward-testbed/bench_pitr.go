@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"steward.dev/steward/internal/controller/etcdbackupschedule"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/testbed"
 )
@@ -105,7 +104,7 @@ spec:
 				if err != nil {
 					return section{}, err
 				}
-				sample = func() (pitr.FollowerStatus, error) { return followerReport(ctx, ip) }
+				sample = func() (pitr.FollowerStatus, error) { return etcdbackupschedule.FetchFollowerStatus(ctx, ip) }
 				// A follower turned on again first reads what was written while it was off: the phase starts once
 				// it has caught up, so that it measures the steady state.
 				if err := waitStored(ctx, endpoints, ip); err != nil {
@@ -206,24 +205,6 @@ func pct64(xs []int64, p int) int64 {
 	return xs[max(0, min(i, len(xs))-1)]
 }
 
-// followerReport reads a follower's status endpoint.
-func followerReport(ctx context.Context, podIP string) (pitr.FollowerStatus, error) {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+podIP+":8080/status", nil)
-	if err != nil {
-		return pitr.FollowerStatus{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return pitr.FollowerStatus{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var st pitr.FollowerStatus
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
-}
-
 // putLoad runs pitrClients put-only clients for pitrPhase and returns their acknowledged puts per second, and,
 // with sample, the follower's lag sampled meanwhile.
 func putLoad(ctx context.Context, endpoints []string, seq *atomic.Int64, sample func() (pitr.FollowerStatus, error)) (float64, []int64, []time.Duration, error) {
@@ -293,7 +274,7 @@ func waitStored(ctx context.Context, endpoints []string, podIP string) error {
 		return err
 	}
 	return testbed.Eventually(ctx, 5*time.Minute, 200*time.Millisecond, func() error {
-		st, err := followerReport(ctx, podIP)
+		st, err := etcdbackupschedule.FetchFollowerStatus(ctx, podIP)
 		if err != nil {
 			return err
 		}

@@ -85,10 +85,7 @@ func (d FileDir) Put(_ context.Context, name string, b []byte) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("commit %s/%s: %w", d.Location(), name, err)
 	}
-	if dir, err := os.Open(filepath.Dir(final)); err == nil { //nolint:gosec // the destination's directory
-		_ = dir.Sync()
-		_ = dir.Close()
-	}
+	SyncDir(filepath.Dir(final))
 	return nil
 }
 

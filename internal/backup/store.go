@@ -90,10 +90,7 @@ func (f FileStore) Put(_ context.Context, r io.Reader) (string, error) {
 	}
 	committed = true
 	_ = os.Remove(tmp)
-	if d, err := os.Open(filepath.Dir(final)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	SyncDir(filepath.Dir(final))
 	return f.Location(), nil
 }
 
@@ -261,4 +258,13 @@ func nonce() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// SyncDir fsyncs a directory, so that a file created or renamed into it survives a crash. Best effort: a file
+// system that cannot sync a directory still has the file.
+func SyncDir(dir string) {
+	if d, err := os.Open(dir); err == nil { //nolint:gosec // a directory of the destination or data volume
+		_ = d.Sync()
+		_ = d.Close()
+	}
 }

@@ -51,16 +51,14 @@ func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage, clientS
 	for _, m := range members {
 		args = append(args, "--member="+m)
 	}
-	if clientSecret != "" {
-		args = append(args, AgentTLSArgs()...)
+	if clientSecret == "" {
+		return agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
 	}
-	job := agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
-	if clientSecret != "" {
-		spec := &job.Spec.Template.Spec
-		spec.Volumes = append(spec.Volumes, secretVolume(agentTLSVolume, clientSecret))
-		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts,
-			corev1.VolumeMount{Name: agentTLSVolume, MountPath: AgentTLSMount, ReadOnly: true})
-	}
+	tlsArgs, volume, mount := agentTLS(clientSecret)
+	job := agentJob(b, BackupJobName(b), agentImage, append(append(args, tlsArgs...), destinationArgs(b)...))
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, volume)
+	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, mount)
 	return job
 }
 

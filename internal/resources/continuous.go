@@ -121,9 +121,8 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: FollowerName(s)}}}})
 	mounts = append(mounts, corev1.VolumeMount{Name: followerConfigVolume, MountPath: followerConfigMount, ReadOnly: true})
 	if clientSecret != "" {
-		args = append(args, AgentTLSArgs()...)
-		volumes = append(volumes, secretVolume(agentTLSVolume, clientSecret))
-		mounts = append(mounts, corev1.VolumeMount{Name: agentTLSVolume, MountPath: AgentTLSMount, ReadOnly: true})
+		tlsArgs, volume, mount := agentTLS(clientSecret)
+		args, volumes, mounts = append(args, tlsArgs...), append(volumes, volume), append(mounts, mount)
 	}
 	labels := FollowerLabels(s)
 	return &appsv1.Deployment{
@@ -192,18 +191,10 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 	}
 	job := agentJob(b, BackupJobName(b), etcdImage, args)
 	spec := &job.Spec.Template.Spec
-	tools := corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount}
-	spec.Volumes = append(spec.Volumes,
-		corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	install, tools, toolsVol := agentInstall(agentImage)
+	spec.Volumes = append(spec.Volumes, toolsVol,
 		corev1.Volume{Name: workVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	spec.InitContainers = []corev1.Container{{
-		Name:            InstallContainer,
-		Image:           agentImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
-		VolumeMounts:    []corev1.VolumeMount{tools},
-		SecurityContext: restrictedContainer(),
-	}}
+	spec.InitContainers = []corev1.Container{install}
 	c := &spec.Containers[0]
 	c.Command = []string{toolsMount + "/steward-agent"}
 	c.VolumeMounts = append(c.VolumeMounts, tools, corev1.VolumeMount{Name: workVolume, MountPath: workMount})

@@ -72,8 +72,8 @@ func expectedArgs(b *etcdv1alpha1.EtcdBackup) []string {
 func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image string, o Options) ([]corev1.Container, []corev1.Volume) {
 	src := m.Restore
 	env, volumes, mounts := destinationAccess(src.Backup.Spec.Destination, true)
-	tools := corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount}
-	volumes = append(volumes, corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	install, tools, toolsVol := agentInstall(o.AgentImage)
+	volumes = append(volumes, toolsVol)
 	args := append([]string{"restore",
 		"--data-dir=" + dataMount + "/data",
 		"--etcdutl=/usr/local/bin/etcdutl",
@@ -87,14 +87,7 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 		args = append(args, "--bump-revision="+strconv.FormatUint(src.BumpRevision, 10))
 	}
 	containers := []corev1.Container{
-		{
-			Name:            InstallContainer,
-			Image:           o.AgentImage,
-			ImagePullPolicy: corev1.PullIfNotPresent,
-			Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
-			VolumeMounts:    []corev1.VolumeMount{tools},
-			SecurityContext: restrictedContainer(),
-		},
+		install,
 		{
 			Name:                     RestoreContainer,
 			Image:                    image,
@@ -108,4 +101,20 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 		},
 	}
 	return containers, volumes
+}
+
+// agentInstall is the init container that copies steward-agent into the tools volume, so that a container of
+// another image (a member's etcd image, which has no shell) can run it as toolsMount/steward-agent; with the
+// mount and the volume that container needs.
+func agentInstall(agentImage string) (corev1.Container, corev1.VolumeMount, corev1.Volume) {
+	tools := corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount}
+	return corev1.Container{
+			Name:            InstallContainer,
+			Image:           agentImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
+			VolumeMounts:    []corev1.VolumeMount{tools},
+			SecurityContext: restrictedContainer(),
+		}, tools,
+		corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 }

@@ -278,6 +278,13 @@ func secretVolume(volume, secret string) corev1.Volume {
 		SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}}
 }
 
+// agentTLS is what an agent container needs to dial members with the cluster's client Secret: its flags, the
+// Secret's volume and the mount at AgentTLSMount.
+func agentTLS(clientSecret string) ([]string, corev1.Volume, corev1.VolumeMount) {
+	return AgentTLSArgs(), secretVolume(agentTLSVolume, clientSecret),
+		corev1.VolumeMount{Name: agentTLSVolume, MountPath: AgentTLSMount, ReadOnly: true}
+}
+
 // AgentTLSArgs are the agent's flags for the files of the client Secret mounted at AgentTLSMount.
 func AgentTLSArgs() []string {
 	return []string{

@@ -239,7 +239,7 @@ func (r *Reconciler) readFollower(ctx context.Context, s *etcdv1alpha1.EtcdBacku
 		}
 		read := r.ReadFollower
 		if read == nil {
-			read = fetchFollowerStatus
+			read = FetchFollowerStatus
 		}
 		st, err := read(ctx, p.Status.PodIP)
 		if err != nil {
@@ -250,8 +250,8 @@ func (r *Reconciler) readFollower(ctx context.Context, s *etcdv1alpha1.EtcdBacku
 	return pitr.FollowerStatus{}, fmt.Errorf("no ready follower Pod of Deployment %s yet", resources.FollowerName(s))
 }
 
-// fetchFollowerStatus is GET http://<podIP>:8080/status.
-func fetchFollowerStatus(ctx context.Context, podIP string) (pitr.FollowerStatus, error) {
+// FetchFollowerStatus is GET http://<podIP>:8080/status: a follower Pod's report.
+func FetchFollowerStatus(ctx context.Context, podIP string) (pitr.FollowerStatus, error) {
 	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(resources.FollowerStatusPort)) + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
