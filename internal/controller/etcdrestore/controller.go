@@ -112,8 +112,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !rs.DeletionTimestamp.IsZero() || etcdv1alpha1.Finished(rs.Status.Conditions) {
 		return ctrl.Result{}, nil
 	}
+	var pitBackup string
+	var pitStep *backup.RestoreDecision
 	if rs.Spec.PointInTime != nil {
-		if ended, err := r.preparePointInTime(ctx, rs); err != nil || ended {
+		var err error
+		if pitBackup, pitStep, err = r.preparePointInTime(ctx, rs); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -122,6 +125,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	d := backup.DecideRestore(in)
+	if pitStep != nil {
+		// More precise than DecideRestore's view of a backup just created (not in the cache yet) or failed.
+		d = *pitStep
+	}
 	log.V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
 
 	before := rs.DeepCopy()
@@ -134,6 +141,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		st.Mode = etcdv1alpha1.RestoreMode(d.Mode)
 	}
 	st.ObservedGeneration = rs.Generation
+	if pitBackup != "" {
+		st.PointInTimeBackup = pitBackup
+	}
 	if b != nil {
 		st.Location, st.SHA256, st.SizeBytes, st.Revision = b.Status.Location, b.Status.SHA256, b.Status.SizeBytes, b.Status.Revision
 	}

@@ -15,7 +15,6 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
-	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -23,10 +22,16 @@ import (
 // backup's own reason and words (OutsideWindow names the recoverable window).
 const ReasonPointInTimeFailed = "PointInTimeFailed"
 
-// preparePointInTime makes sure the point-in-time backup of a restore with spec.pointInTime exists. It returns
-// true when the restore ended here (the schedule is missing, or the backup failed): its status is written.
-// Otherwise the restore goes on with that backup as any restore does (waiting while it runs).
-func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (bool, error) {
+// preparePointInTime makes sure the point-in-time backup of a restore with spec.pointInTime exists, and
+// returns its name ("" when it cannot be made) and, when it decides this pass, the step: a refusal (the schedule
+// is missing, the backup failed or is not this restore's), which ends the restore through the same path as
+// DecideRestore's refusals, or a wait in the pass that created the backup (the cache, which DecideRestore reads,
+// has not seen it yet; its creation brings the next pass). Otherwise the restore goes on with that backup as any
+// restore does (waiting while it runs).
+func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (string, *backup.RestoreDecision, error) {
+	refuse := func(reason, msg string) *backup.RestoreDecision {
+		return &backup.RestoreDecision{Step: backup.RestoreRefuse, Reason: reason, Message: msg}
+	}
 	name := etcdv1alpha1.RestoreBackupName(rs)
 	eb := &etcdv1alpha1.EtcdBackup{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, eb)
@@ -35,9 +40,9 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 		sched := &etcdv1alpha1.EtcdBackupSchedule{}
 		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
 		case apierrors.IsNotFound(err):
-			return true, r.endPointInTime(ctx, rs, backup.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName))
+			return "", refuse(backup.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName)), nil
 		case err != nil:
-			return false, fmt.Errorf("get EtcdBackupSchedule: %w", err)
+			return "", nil, fmt.Errorf("get EtcdBackupSchedule: %w", err)
 		}
 		file := fmt.Sprintf("%s-pit-%s.db", rs.Name, string(rs.UID)[:min(8, len(rs.UID))])
 		dest := *sched.Spec.Destination.DeepCopy()
@@ -54,53 +59,23 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 				DeletionPolicy: etcdv1alpha1.DeletionPolicyRetain, PointInTime: rs.Spec.PointInTime.DeepCopy()},
 		}
 		if err := controllerutil.SetControllerReference(rs, eb, r.Client.Scheme()); err != nil {
-			return false, fmt.Errorf("own point-in-time backup: %w", err)
+			return "", nil, fmt.Errorf("own point-in-time backup: %w", err)
 		}
 		if err := r.Client.Create(ctx, eb); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("create point-in-time backup: %w", err)
+			return "", nil, fmt.Errorf("create point-in-time backup: %w", err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Making the point-in-time backup", "EtcdRestore", klog.KObj(rs), "backup", name, "schedule", sched.Name)
 		r.Recorder.Eventf(rs, corev1.EventTypeNormal, "PointInTimeBackup", "EtcdBackup %s carries a snapshot of schedule %s to the target", name, sched.Name)
+		return name, &backup.RestoreDecision{Step: backup.RestoreWait, Reason: backup.ReasonPending,
+			Message: fmt.Sprintf("making the point-in-time backup %s from schedule %s", name, sched.Name)}, nil
 	case err != nil:
-		return false, fmt.Errorf("get point-in-time backup: %w", err)
+		return "", nil, fmt.Errorf("get point-in-time backup: %w", err)
 	case !metav1.IsControlledBy(eb, rs):
-		return true, r.endPointInTime(ctx, rs, ReasonPointInTimeFailed, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", name, rs.Name))
+		return "", refuse(ReasonPointInTimeFailed, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", name, rs.Name)), nil
 	default:
 		if c := meta.FindStatusCondition(eb.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			return true, r.endPointInTime(ctx, rs, ReasonPointInTimeFailed, fmt.Sprintf("point-in-time backup %s failed: %s: %s", name, c.Reason, c.Message))
+			return name, refuse(ReasonPointInTimeFailed, fmt.Sprintf("point-in-time backup %s failed: %s: %s", name, c.Reason, c.Message)), nil
 		}
 	}
-	if rs.Status.PointInTimeBackup != name {
-		before := rs.DeepCopy()
-		rs.Status.PointInTimeBackup = name
-		if err := r.Client.Status().Patch(ctx, rs, client.MergeFrom(before)); err != nil {
-			return false, fmt.Errorf("write status: %w", err)
-		}
-	}
-	return false, nil
-}
-
-// endPointInTime fails the restore before it touched anything.
-func (r *Reconciler) endPointInTime(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, reason, msg string) error {
-	before := rs.DeepCopy()
-	now := metav1.NewTime(r.Now())
-	if rs.Status.StartTime == nil {
-		rs.Status.StartTime = &now
-	}
-	rs.Status.CompletionTime = &now
-	rs.Status.ObservedGeneration = rs.Generation
-	for _, t := range []string{etcdv1alpha1.ConditionFailed, etcdv1alpha1.ConditionComplete} {
-		status := metav1.ConditionFalse
-		if t == etcdv1alpha1.ConditionFailed {
-			status = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: rs.Generation, LastTransitionTime: now})
-	}
-	if err := r.Client.Status().Patch(ctx, rs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	metrics.RestoreEnded(rs.Namespace, rs.Spec.ClusterName, metrics.ResultFailed, reason)
-	r.Recorder.Event(rs, corev1.EventTypeWarning, reason, msg)
-	ctrl.LoggerFrom(ctx).Info("Restore failed", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "reason", reason, "message", msg)
-	return nil
+	return name, nil, nil
 }

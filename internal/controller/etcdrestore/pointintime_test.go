@@ -62,6 +62,15 @@ func TestPointInTimeRestoreMakesItsBackupFirst(t *testing.T) {
 	if got.Status.PointInTimeBackup != "back-pit" || etcdv1alpha1.Finished(got.Status.Conditions) {
 		t.Fatalf("restore while its backup runs: %+v", got.Status)
 	}
+	// The pass that created the backup decides nothing else: the operator's cache has not seen the backup yet,
+	// and reading it as missing would end the restore.
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionComplete); c == nil || c.Reason != "Pending" ||
+		!strings.Contains(c.Message, "making the point-in-time backup back-pit from schedule nightly") {
+		t.Fatalf("the creating pass: %+v", c)
+	}
+	if got = pass(rs); etcdv1alpha1.Finished(got.Status.Conditions) {
+		t.Fatalf("restore while its backup runs, second pass: %+v", got.Status)
+	}
 
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionFailed, Status: metav1.ConditionTrue,
 		Reason: etcdv1alpha1.ReasonOutsideWindow, Message: "revision 42 is not in the recoverable window revisions 50..90"})
