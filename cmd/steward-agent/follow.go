@@ -23,6 +23,7 @@ import (
 type followConfig struct {
 	endpoints []string
 	tls       *etcd.TLS
+	password  etcd.Password
 	// dir returns the segment directory of one etcd cluster ID.
 	dir func(clusterID string) backup.ObjectDir
 	// interval is how often pending changes are stored (after etcd confirmed it delivered everything up to
@@ -116,7 +117,7 @@ var errClusterChanged = errors.New("the etcd cluster ID changed")
 var errRewatch = errors.New("watch again")
 
 func (f *follower) followOnce(ctx context.Context) error {
-	fl, err := etcd.NewFollower(ctx, f.cfg.endpoints, f.cfg.tls)
+	fl, err := etcd.NewFollower(ctx, f.cfg.endpoints, f.cfg.tls, f.cfg.password)
 	if err != nil {
 		return err
 	}
@@ -327,9 +328,9 @@ func (f *follower) prune(ctx context.Context) {
 
 // runFollow is the `follow` command: it serves the status endpoint and follows until SIGTERM. Exit status 1
 // after the cluster ID changed (the restart starts a new chain), 2 for bad flags.
-func runFollow(ctx context.Context, cfg followConfig, endpoints, listen string, t *etcd.TLS, dir func(string) backup.ObjectDir) int {
+func runFollow(ctx context.Context, cfg followConfig, endpoints, listen string, t *etcd.TLS, pw etcd.Password, dir func(string) backup.ObjectDir) int {
 	cfg.endpoints = strings.Split(endpoints, ",")
-	cfg.tls, cfg.dir = t, dir
+	cfg.tls, cfg.password, cfg.dir = t, pw, dir
 	if endpoints == "" || cfg.interval <= 0 || cfg.maxEvents <= 0 || cfg.heartbeat < cfg.interval {
 		fmt.Fprintln(os.Stderr, "follow needs --endpoints, --interval > 0, --max-events > 0 and --heartbeat >= --interval")
 		return 2

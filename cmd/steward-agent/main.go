@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -48,16 +49,17 @@ func main() {
 	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	var (
-		members    memberList
-		resultFile string
-		timeout    time.Duration
-		pvcRoot    string
-		pvcClaim   string
-		path       string
-		s3         backup.S3Config
-		caFile     string
-		certFile   string
-		keyFile    string
+		members        memberList
+		resultFile     string
+		timeout        time.Duration
+		pvcRoot        string
+		pvcClaim       string
+		path           string
+		s3             backup.S3Config
+		caFile         string
+		credentialsDir string
+		certFile       string
+		keyFile        string
 	)
 	fs.Var(&members, "member", "name=clientURL of a member to snapshot from, in order of preference (repeatable)")
 	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "where to write the JSON result")
@@ -86,6 +88,7 @@ func main() {
 	fs.StringVar(&caFile, "ca-file", "", "CA certificate members' certificates must chain to (TLS clusters; with --cert-file and --key-file)")
 	fs.StringVar(&certFile, "cert-file", "", "client certificate to authenticate to members with")
 	fs.StringVar(&keyFile, "key-file", "", "key of --cert-file")
+	fs.StringVar(&credentialsDir, "credentials-dir", "", "directory of files username and password: the etcd user to authenticate as (clusters where members do not verify client certificates); missing files: none")
 	var (
 		fc         followConfig
 		endpoints  string
@@ -154,6 +157,10 @@ func main() {
 	if err != nil {
 		finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
 	}
+	pw, err := loadPassword(credentialsDir)
+	if err != nil {
+		finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+	}
 	var t *etcd.TLS
 	if caFile != "" || certFile != "" || keyFile != "" {
 		// No server name override: the agent dials members by their DNS names, which their certificates carry.
@@ -164,9 +171,9 @@ func main() {
 
 	switch cmd {
 	case "snapshot":
-		finish(resultFile, snapshot(ctx, members, store, t))
+		finish(resultFile, snapshot(ctx, members, store, t, pw))
 	case "follow":
-		os.Exit(runFollow(ctx, fc, endpoints, listen, t, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(path, id)) }))
+		os.Exit(runFollow(ctx, fc, endpoints, listen, t, pw, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(path, id)) }))
 	case "point-in-time":
 		var err error
 		if pc.candidates, err = parseCandidates(candidates); err != nil {
@@ -200,14 +207,14 @@ func main() {
 // snapshot tries the members in order until one delivers a verified snapshot to the store. A member that fails
 // before any byte is stored is skipped; a checksum mismatch or a destination error ends the attempt (the next
 // member would not fix the destination, and a corrupt stream is worth a human's look).
-func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd.TLS) backup.Result {
+func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd.TLS, pw etcd.Password) backup.Result {
 	var errs []string
 	for _, m := range members {
 		name, url, ok := strings.Cut(m, "=")
 		if !ok {
 			return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("bad --member %q: want name=url", m)}
 		}
-		snap, err := etcd.OpenSnapshot(ctx, url, t)
+		snap, err := etcd.OpenSnapshot(ctx, url, t, pw)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
 			continue
@@ -255,4 +262,24 @@ func finish(resultFile string, r backup.Result) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// loadPassword reads the etcd user and password from the files username and password in dir (the mounted operator
+// credentials Secret). The Secret's volume is optional, so missing files mean no password.
+func loadPassword(dir string) (etcd.Password, error) {
+	if dir == "" {
+		return etcd.Password{}, nil
+	}
+	user, err := os.ReadFile(filepath.Join(dir, "username"))
+	if errors.Is(err, os.ErrNotExist) {
+		return etcd.Password{}, nil
+	}
+	if err != nil {
+		return etcd.Password{}, fmt.Errorf("read etcd user name: %w", err)
+	}
+	password, err := os.ReadFile(filepath.Join(dir, "password"))
+	if err != nil {
+		return etcd.Password{}, fmt.Errorf("read the password of etcd user %s: %w", user, err)
+	}
+	return etcd.Password{User: strings.TrimSpace(string(user)), Password: string(password)}, nil
 }

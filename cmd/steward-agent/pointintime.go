@@ -16,7 +16,9 @@ import (
 
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/pitr"
+	"steward.dev/steward/internal/pki"
 )
 
 // Candidate is a full snapshot a point-in-time backup may start from.
@@ -144,7 +146,11 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	if err != nil {
 		return fail(backup.ReasonReplayFailed, "%v", err)
 	}
-	peerURL, clientURL := "http://127.0.0.1:"+peer, "http://127.0.0.1:"+client
+	peerURL, clientURL := "http://127.0.0.1:"+peer, "https://127.0.0.1:"+client
+	tlsArgs, access, err := replayTLS(work)
+	if err != nil {
+		return fail(backup.ReasonReplayFailed, "%v", err)
+	}
 	data := filepath.Join(work, "data")
 	var log bytes.Buffer
 	restore := exec.CommandContext(ctx, c.etcdutl, "snapshot", "restore", snapFile, "--data-dir="+data, "--name=pitr", //nolint:gosec // etcdutl of the cluster's image
@@ -166,6 +172,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		// fsync per replayed revision would buy nothing and cost most of the replay's time.
 		"--unsafe-no-fsync",
 		"--quota-backend-bytes="+strconv.FormatInt(8<<30, 10))
+	member.Args = append(member.Args, tlsArgs...)
 	member.Stdout, member.Stderr = &log, &log
 	if err := member.Start(); err != nil {
 		return fail(backup.ReasonReplayFailed, "start etcd: %v", err)
@@ -176,7 +183,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	go func() { _ = member.Wait(); close(exited) }()
 	defer func() { stop(); <-exited }()
 
-	rp, err := waitReplayer(ctx, clientURL, c.readyTimeout, exited)
+	rp, err := waitReplayer(ctx, clientURL, access, c.readyTimeout, exited)
 	if err != nil {
 		return fail(backup.ReasonReplayFailed, "etcd from snapshot %s: %v: %s", cand.Name, err, tail(log.String(), 1500))
 	}
@@ -199,7 +206,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	if err != nil {
 		return fail(backup.ReasonReplayFailed, "%v", err)
 	}
-	snap, err := etcd.OpenSnapshot(ctx, clientURL, nil)
+	snap, err := etcd.OpenSnapshot(ctx, clientURL, access, etcd.Password{})
 	if err != nil {
 		return fail(backup.ReasonSnapshotFailed, "snapshot of the replayed member: %v", err)
 	}
@@ -222,12 +229,46 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	}, false
 }
 
+// replayTLS makes a CA of its own for the throwaway member, its serving certificate and a client certificate for
+// user root, writes the member's files into work, and returns the member's TLS flags and the client's TLS. The
+// snapshot may come from a cluster with authentication on: then every write needs a user with the right to it,
+// and root exists in every such store (etcd refuses to enable auth without it), while its other users' passwords
+// are not Steward's to know. A client certificate's common name is the user etcd takes it for.
+func replayTLS(work string) ([]string, *etcd.TLS, error) {
+	now := time.Now()
+	ca, err := pki.NewCA("steward point-in-time replay", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	server, err := ca.Issue(pki.Request{CommonName: "pitr", DNSNames: []string{replayServerName}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+		Server: true, Client: true, Lifetime: 24 * time.Hour}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := ca.Issue(pki.Request{CommonName: etcdauth.RootUser, Client: true, Lifetime: 24 * time.Hour}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := map[string][]byte{"ca.crt": ca.CertPEM, "server.crt": server.CertPEM, "server.key": server.KeyPEM}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	args := []string{"--cert-file=" + filepath.Join(work, "server.crt"), "--key-file=" + filepath.Join(work, "server.key"),
+		"--trusted-ca-file=" + filepath.Join(work, "ca.crt"), "--client-cert-auth"}
+	return args, &etcd.TLS{CA: ca.CertPEM, Cert: root.CertPEM, Key: root.KeyPEM, ServerName: replayServerName}, nil
+}
+
+// replayServerName is the name the throwaway member's certificate carries.
+const replayServerName = "localhost"
+
 // waitReplayer waits until the throwaway member answers.
-func waitReplayer(ctx context.Context, endpoint string, timeout time.Duration, exited <-chan struct{}) (*etcd.Replayer, error) {
+func waitReplayer(ctx context.Context, endpoint string, access *etcd.TLS, timeout time.Duration, exited <-chan struct{}) (*etcd.Replayer, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		rp, err := etcd.NewReplayer(ctx, endpoint)
+		rp, err := etcd.NewReplayer(ctx, endpoint, access)
 		if err == nil {
 			if _, err = rp.Revision(rctx); err == nil {
 				cancel()

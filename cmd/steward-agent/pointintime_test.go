@@ -19,6 +19,7 @@ import (
 
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/testbed"
 )
@@ -48,7 +49,7 @@ func port(t *testing.T) string {
 }
 
 // startEtcd runs one etcd member on loopback, from dataDir (restored or new), until the test ends.
-func startEtcd(t *testing.T, bin, dataDir string) (*clientv3.Client, string) {
+func startEtcd(t *testing.T, bin, dataDir string, as ...etcd.Password) (*clientv3.Client, string) {
 	t.Helper()
 	peer, client := "http://127.0.0.1:"+port(t), "http://127.0.0.1:"+port(t)
 	cmd := exec.Command(filepath.Join(bin, "etcd"), "--name=m", "--data-dir="+dataDir,
@@ -58,7 +59,11 @@ func startEtcd(t *testing.T, bin, dataDir string) (*clientv3.Client, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	for _, pw := range as {
+		cfg.Username, cfg.Password = pw.User, pw.Password
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +158,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	}
 	// The snapshot a point-in-time backup starts from, as a scheduled backup takes it.
 	snapStore := backup.FileStore{Root: root, Path: "backups/main-1.db", Claim: "c"}
-	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil)
+	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil, etcd.Password{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,5 +368,119 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPointInTimeWithAuth: on a source that enforces authentication, where the agent acts as Steward's password
+// user (as on a plaintext cluster), the follower records the history, the snapshot is taken, and a point-in-time
+// backup replays it: the throwaway member holds the snapshot's auth store, and the replay acts as root through a
+// certificate of its own. A wrong password is refused by name, not taken for an empty cluster.
+func TestPointInTimeWithAuth(t *testing.T) {
+	bin := etcdBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
+	pw := etcd.Password{User: etcdauth.OperatorUser, Password: "s3cret-of-steward"}
+	if _, err := src.UserAddWithOptions(ctx, etcdauth.RootUser, "", &clientv3.UserAddOptions{NoPassword: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{etcdauth.RootUser, pw.User} {
+		if u == pw.User {
+			if _, err := src.UserAdd(ctx, pw.User, pw.Password); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := src.UserGrantRole(ctx, u, etcdauth.RootRole); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := src.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	authed, err := clientv3.New(clientv3.Config{Endpoints: []string{srcURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: pw.User, Password: pw.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = authed.Close() }()
+	if _, err := src.Put(ctx, "anonymous", "x"); err == nil {
+		t.Fatal("the source took a write without a user: auth is not on")
+	}
+
+	if _, err := etcd.NewFollower(ctx, []string{srcURL}, nil, etcd.Password{User: pw.User, Password: "wrong"}); !errors.Is(err, etcd.ErrPasswordRejected) {
+		t.Fatalf("a wrong password: %v, want ErrPasswordRejected", err)
+	}
+	if _, err := etcd.OpenSnapshot(ctx, srcURL, nil, etcd.Password{}); err == nil {
+		t.Fatal("a snapshot without a user was served with auth on")
+	}
+
+	root := t.TempDir()
+	base := "backups/auth-segments"
+	dirOf := func(id string) backup.ObjectDir {
+		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
+	}
+	f := &follower{cfg: followConfig{endpoints: []string{srcURL}, password: pw, dir: dirOf, interval: 100 * time.Millisecond,
+		heartbeat: 500 * time.Millisecond, maxEvents: 7}}
+	fctx, fcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = f.run(fctx); close(done) }()
+	defer func() { fcancel(); <-done }()
+	put := func(k, v string) int64 {
+		r, err := authed.Put(ctx, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	for i := range 10 {
+		put(fmt.Sprintf("a%02d", i), "before the snapshot")
+	}
+	snapStore := backup.FileStore{Root: root, Path: "backups/auth-1.db", Claim: "c"}
+	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := backup.NewVerifier(snap.Data)
+	if _, err := snapStore.Put(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	_ = snap.Data.Close()
+	clusterID := etcd.FormatID(snap.ClusterID)
+	if _, err := authed.Delete(ctx, "a0", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := authed.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authed.Put(ctx, "leased", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	latest := put("last", "after the snapshot")
+	waitFor(t, func() bool { return f.status().LastRevision >= latest }, "the follower to store the latest revision")
+
+	res := pointInTime(ctx, backup.FileStore{Root: root, Path: "backups/auth-pit.db", Claim: "c"}, pointInTimeConfig{
+		candidates: []Candidate{{Name: "auth-1", Path: snapStore.Path, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision,
+			Time: time.Now().Add(-time.Minute)}},
+		segments: dirOf(clusterID), clusterID: clusterID,
+		open: func(p string) (backup.Store, error) { return backup.FileStore{Root: root, Path: p, Claim: "c"}, nil },
+		etcd: filepath.Join(bin, "etcd"), etcdutl: filepath.Join(bin, "etcdutl"), workDir: t.TempDir(),
+		readyTimeout: time.Minute, maxRequestBytes: 8 << 20,
+	})
+	if !res.Succeeded || res.Revision != latest {
+		t.Fatalf("point-in-time backup of an auth-enabled cluster: %+v, want revision %d", res, latest)
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	if b, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", filepath.Join(root, "backups/auth-pit.db"), //nolint:gosec // the test's own files
+		"--data-dir="+restored).CombinedOutput(); err != nil {
+		t.Fatalf("restore the point-in-time snapshot: %v: %s", err, b)
+	}
+	// The restored store takes the operator's password, as the source did.
+	rc, _ := startEtcd(t, bin, restored, pw)
+	if d := sameState(state(t, authed, latest), state(t, rc, 0)); d != "" {
+		t.Fatalf("restored key space differs from the source at revision %d: %s", latest, d)
+	}
+	if st, err := rc.AuthStatus(ctx); err != nil || !st.Enabled {
+		t.Fatalf("the restored store's auth: %+v, %v; want it on, as in the source", st, err)
 	}
 }

@@ -115,15 +115,59 @@ type Alarm struct {
 // Pool keeps one client per cluster, keyed by the caller (the EtcdCluster's namespace/name), and the TLS each
 // cluster is dialed with.
 type Pool struct {
-	mu      sync.Mutex
-	clients map[string]*clientv3.Client
-	tls     map[string]*TLS
-	configs map[string]*tls.Config
+	mu        sync.Mutex
+	clients   map[string]*clientv3.Client
+	tls       map[string]*TLS
+	configs   map[string]*tls.Config
+	passwords map[string]Password
+	// rejected: etcd refused the cluster's password when its pooled client was created.
+	rejected map[string]bool
 }
 
 // NewPool returns an empty pool.
 func NewPool() *Pool {
-	return &Pool{clients: map[string]*clientv3.Client{}, tls: map[string]*TLS{}, configs: map[string]*tls.Config{}}
+	return &Pool{clients: map[string]*clientv3.Client{}, tls: map[string]*TLS{}, configs: map[string]*tls.Config{},
+		passwords: map[string]Password{}, rejected: map[string]bool{}}
+}
+
+// SetPassword sets the password user the cluster under key is dialed as, besides its TLS (the zero Password:
+// none). A change closes the pooled client, so the next call authenticates with it.
+func (p *Pool) SetPassword(key string, pw Password) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.passwords[key] == pw {
+		return
+	}
+	p.closeLocked(key)
+	if pw == (Password{}) {
+		delete(p.passwords, key)
+		return
+	}
+	p.passwords[key] = pw
+}
+
+// PasswordRejected reports whether etcd refused the cluster's password when its pooled client last
+// authenticated: that client then acts with its certificate only, if it has one.
+func (p *Pool) PasswordRejected(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rejected[key]
+}
+
+// Redial closes the cluster's pooled client, so that the next call authenticates afresh (after its password
+// user was made).
+func (p *Pool) Redial(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked(key)
+}
+
+func (p *Pool) closeLocked(key string) {
+	if c, ok := p.clients[key]; ok {
+		_ = c.Close()
+		delete(p.clients, key)
+	}
+	delete(p.rejected, key)
 }
 
 // SetTLS sets how the cluster under key is dialed (nil: plaintext). A change (a renewed client certificate)
@@ -138,10 +182,7 @@ func (p *Pool) SetTLS(key string, t *TLS) error {
 	if err != nil {
 		return err
 	}
-	if c, ok := p.clients[key]; ok {
-		_ = c.Close()
-		delete(p.clients, key)
-	}
+	p.closeLocked(key)
 	p.tls[key], p.configs[key] = t, cfg
 	return nil
 }
@@ -150,6 +191,20 @@ func (p *Pool) tlsConfig(key string) *tls.Config {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.configs[key]
+}
+
+// dialOne connects to the one member at endpoint with the cluster's TLS and password, for a call that acts on
+// the member that receives it. The caller closes the client.
+func (p *Pool) dialOne(ctx context.Context, key, endpoint string) (*clientv3.Client, error) {
+	p.mu.Lock()
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx, TLS: p.configs[key]}
+	pw := p.passwords[key]
+	p.mu.Unlock()
+	c, _, err := dial(cfg, pw)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	return c, nil
 }
 
 // client returns the pooled client for key, pointed at endpoints (those of one scheme: balancedEndpoints).
@@ -163,8 +218,7 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 	if c, ok := p.clients[key]; ok {
 		if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
 			// The client's transport was set up for the scheme of its first endpoint; another needs a new one.
-			_ = c.Close()
-			delete(p.clients, key)
+			p.closeLocked(key)
 		} else {
 			if !sameEndpoints(have, endpoints) {
 				c.SetEndpoints(endpoints...)
@@ -172,7 +226,7 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 			return c, nil
 		}
 	}
-	c, err := clientv3.New(clientv3.Config{
+	c, rejected, err := dial(clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          DialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
@@ -180,11 +234,11 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 		DialOptions:          []grpc.DialOption{},
 		TLS:                  p.configs[key],
 		Logger:               zap.NewNop(),
-	})
+	}, p.passwords[key])
 	if err != nil {
 		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
 	}
-	p.clients[key] = c
+	p.clients[key], p.rejected[key] = c, rejected
 	return c, nil
 }
 
@@ -192,12 +246,10 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 func (p *Pool) Forget(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[key]; ok {
-		_ = c.Close()
-		delete(p.clients, key)
-	}
+	p.closeLocked(key)
 	delete(p.tls, key)
 	delete(p.configs, key)
+	delete(p.passwords, key)
 }
 
 // Observe reads the member list (through any endpoint) and every endpoint's status, concurrently.
@@ -489,10 +541,9 @@ func (p *Pool) UpdatePeerURL(ctx context.Context, key string, endpoints []string
 // so it goes over a connection to leaderEndpoint of its own, closed afterwards (a rare call: once per leader
 // restart).
 func (p *Pool) MoveLeader(ctx context.Context, key, leaderEndpoint string, to uint64) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEndpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx,
-		TLS: p.tlsConfig(key)})
+	c, err := p.dialOne(ctx, key, leaderEndpoint)
 	if err != nil {
-		return fmt.Errorf("connect to leader %s: %w", leaderEndpoint, err)
+		return fmt.Errorf("leader: %w", err)
 	}
 	defer func() { _ = c.Close() }()
 	// A transfer waits for the transferee to catch up and win an election: longer than a plain request.
@@ -534,10 +585,9 @@ const DefragmentTimeout = 5 * time.Minute
 // Defragment defragments the database of the member at endpoint, over a connection of its own to that member
 // (the request acts on the member that receives it), and returns the size of its database file before and after.
 func (p *Pool) Defragment(ctx context.Context, key, endpoint string) (before, after int64, err error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx,
-		TLS: p.tlsConfig(key)})
+	c, err := p.dialOne(ctx, key, endpoint)
 	if err != nil {
-		return 0, 0, fmt.Errorf("connect to %s: %w", endpoint, err)
+		return 0, 0, err
 	}
 	defer func() { _ = c.Close() }()
 	if s := status(ctx, c, endpoint); s.Err == nil {

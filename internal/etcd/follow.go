@@ -27,16 +27,13 @@ type Follower struct {
 
 // NewFollower connects to endpoints (the cluster's client Service, so that member replacements do not matter)
 // and reads the cluster ID.
-func NewFollower(ctx context.Context, endpoints []string, t *TLS) (*Follower, error) {
-	cfg, err := t.Config()
+func NewFollower(ctx context.Context, endpoints []string, t *TLS, pw Password) (*Follower, error) {
+	c, err := connect(ctx, endpoints, t, pw, func(cfg *clientv3.Config) {
+		// A watch may stay idle for long; keepalives find a dead connection.
+		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 10*time.Second, 5*time.Second
+	})
 	if err != nil {
 		return nil, err
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx, TLS: cfg,
-		// A watch may stay idle for long; keepalives find a dead connection.
-		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %v: %w", endpoints, err)
 	}
 	f := &Follower{c: c, leaseTTLs: map[int64]int64{}}
 	if _, err := f.Revision(ctx); err != nil {
@@ -181,10 +178,14 @@ type Replayer struct {
 // DefaultReplayLeaseTTL is granted to a lease whose TTL the follower could not read (it was gone already).
 const DefaultReplayLeaseTTL = 60
 
-// NewReplayer connects to a local member and keeps every lease it holds alive until Close.
-func NewReplayer(ctx context.Context, endpoint string) (*Replayer, error) {
+// NewReplayer connects to a local member with t (nil: plaintext) and keeps every lease it holds alive until Close.
+func NewReplayer(ctx context.Context, endpoint string, t *TLS) (*Replayer, error) {
+	cfg, err := t.Config()
+	if err != nil {
+		return nil, err
+	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), Context: ctx,
-		MaxCallSendMsgSize: 256 << 20})
+		MaxCallSendMsgSize: 256 << 20, TLS: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}

@@ -24,18 +24,38 @@ type Snapshot struct {
 	Version, StorageVersion string
 }
 
-// OpenSnapshot checks that the member at endpoint is healthy (answers, knows a leader, reports no alarm), then
-// opens a snapshot stream from it. The snapshot is read from that member only: the client has no other
-// endpoint to fail over to, so status and data describe one member. ctx bounds the whole stream; Close of Data
-// releases the connection. t is the cluster's TLS, nil for a plaintext cluster.
-func OpenSnapshot(ctx context.Context, endpoint string, t *TLS) (*Snapshot, error) {
-	cfg, err := t.Config()
+// connect is a client of an agent (backup, follower) with the cluster's TLS and password. A refused password is
+// an error unless a client certificate can act instead.
+func connect(ctx context.Context, endpoints []string, t *TLS, pw Password, extra ...func(*clientv3.Config)) (*clientv3.Client, error) {
+	tlsCfg, err := t.Config()
 	if err != nil {
 		return nil, err
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx, TLS: cfg})
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop(), Context: ctx, TLS: tlsCfg}
+	for _, f := range extra {
+		f(&cfg)
+	}
+	c, rejected, err := dial(cfg, pw)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+		return nil, fmt.Errorf("connect to %v: %w", endpoints, err)
+	}
+	if rejected && t == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("connect to %v as %s: %w (the store may come from another cluster's backup, or the user was not made yet)",
+			endpoints, pw.User, ErrPasswordRejected)
+	}
+	return c, nil
+}
+
+// OpenSnapshot checks that the member at endpoint is healthy (answers, knows a leader, reports no alarm), then
+// opens a snapshot stream from it. The snapshot is read from that member only: the client has no other
+// endpoint to fail over to, so status and data describe one member. ctx bounds the whole stream; Close of Data
+// releases the connection. t is the cluster's TLS, nil for a plaintext cluster; pw the password user to
+// authenticate as (a snapshot needs the root role while auth is on), or none.
+func OpenSnapshot(ctx context.Context, endpoint string, t *TLS, pw Password) (*Snapshot, error) {
+	c, err := connect(ctx, []string{endpoint}, t, pw)
+	if err != nil {
+		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	st, err := c.Status(sctx, endpoint)

@@ -18,6 +18,10 @@ import (
 const (
 	RootRole = "root"
 	RootUser = "root"
+	// OperatorUser is the password user Steward acts as on clusters whose members do not verify client
+	// certificates (tls.provider None): it holds the root role. Its password is in the cluster's operator
+	// credentials Secret. root itself keeps no password, so nobody logs in as root.
+	OperatorUser = "steward:operator"
 )
 
 // Access is etcd's permission type: READ, WRITE or READWRITE (authpb.Permission_Type's values).
@@ -327,11 +331,11 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // Undeclared returns the users of etcd that no EtcdUser declares and that are not protected (root, and the
-// identity Steward acts as), sorted.
+// identities Steward acts as: its certificate's and OperatorUser), sorted.
 func Undeclared(users []string, declared, protected map[string]bool) []string {
 	var out []string
 	for _, u := range users {
-		if !declared[u] && !protected[u] && u != RootUser {
+		if !declared[u] && !protected[u] && u != RootUser && u != OperatorUser {
 			out = append(out, u)
 		}
 	}

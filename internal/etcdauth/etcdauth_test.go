@@ -331,10 +331,10 @@ func FuzzChangesConverge(f *testing.F) {
 }
 
 func TestUndeclared(t *testing.T) {
-	got := Undeclared([]string{"zed", "root", "app-a", "steward-ops", "admin"},
+	got := Undeclared([]string{"zed", "root", "app-a", "steward-ops", "admin", OperatorUser},
 		map[string]bool{"app-a": true}, map[string]bool{"steward-ops": true})
 	if want := []string{"admin", "zed"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("Undeclared = %v, want %v (root, declared and protected users left out, sorted)", got, want)
+		t.Fatalf("Undeclared = %v, want %v (root, the operator user, declared and protected users left out, sorted)", got, want)
 	}
 	if got := Undeclared(nil, nil, nil); got != nil {
 		t.Fatalf("Undeclared(nil) = %v", got)
