@@ -12,7 +12,6 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.etcd) || !has(self.etcd.quotaBackendBytes) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).compareTo(quantity(string(self.etcd.quotaBackendBytes))) >= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes is below etcd.quotaBackendBytes: the maximum Steward may raise the quota to cannot be below the quota itself"
-// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !self.auth.enabled || !has(self.tls) || self.tls.provider != 'None'",message="auth.enabled needs TLS (tls.provider Steward, Secrets or CertManager): Steward authenticates to etcd with its client certificate, and a cluster without TLS would send passwords in the clear"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
 	// odd count below it and makes quorum harder to keep.
@@ -281,8 +280,11 @@ type EtcdTuning struct {
 type AuthSpec struct {
 	// Enabled turns authentication on (true) or off (false) on a running cluster. Before turning it on, Steward
 	// makes sure the root user exists (without a password: nobody logs in as root) and that its own identity
-	// (the common name of its client certificate) holds the root role, so that Steward, its backup Jobs and
-	// members joining later keep working.
+	// holds the root role, so that Steward, its backup Jobs and members joining later keep working. With TLS
+	// that identity is the common name of Steward's client certificate. Without TLS (tls.provider None)
+	// members verify no certificates: Steward then acts as the password user steward:operator, whose generated
+	// password it keeps in the Secret <cluster>-operator-credentials (status.operatorCredentialsSecret), and
+	// clients authenticate with EtcdUser passwords, which cross the network unencrypted.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
@@ -621,6 +623,12 @@ type EtcdClusterStatus struct {
 	// AuthEnabled is whether etcd enforces authentication, as Steward last read or set it (spec.auth.enabled).
 	// +optional
 	AuthEnabled *bool `json:"authEnabled,omitempty"`
+
+	// OperatorCredentialsSecret is the Secret with the password of steward:operator, the etcd user Steward acts as
+	// on a cluster with authentication and without TLS (it holds the root role); empty while Steward has needed
+	// none. Whoever can read it can do anything in the cluster's etcd.
+	// +optional
+	OperatorCredentialsSecret string `json:"operatorCredentialsSecret,omitempty"`
 
 	// UndeclaredUsers are the etcd users no EtcdUser of the cluster declares (root and Steward's own identity
 	// excepted), as of UsersCheckedTime; read once a minute while authentication is on.

@@ -270,14 +270,14 @@ func loadPassword(dir string) (etcd.Password, error) {
 	if dir == "" {
 		return etcd.Password{}, nil
 	}
-	user, err := os.ReadFile(filepath.Join(dir, "username"))
+	user, err := os.ReadFile(filepath.Join(dir, "username")) //nolint:gosec // the mounted Secret, in the directory --credentials-dir names
 	if errors.Is(err, os.ErrNotExist) {
 		return etcd.Password{}, nil
 	}
 	if err != nil {
 		return etcd.Password{}, fmt.Errorf("read etcd user name: %w", err)
 	}
-	password, err := os.ReadFile(filepath.Join(dir, "password"))
+	password, err := os.ReadFile(filepath.Join(dir, "password")) //nolint:gosec // as above
 	if err != nil {
 		return etcd.Password{}, fmt.Errorf("read the password of etcd user %s: %w", user, err)
 	}

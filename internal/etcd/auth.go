@@ -28,8 +28,10 @@ func (p *Pool) AuthEnabled(ctx context.Context, key string, endpoints []string) 
 
 // EnableAuth makes sure the root user exists without a password and holds the root role (etcd's precondition,
 // and the identity of Steward's client certificate), grants the root role to the extra identities (the common
-// name of a client certificate the user provides), and enables authentication. Each step is idempotent.
-func (p *Pool) EnableAuth(ctx context.Context, key string, endpoints []string, extraRoots ...string) error {
+// name of a client certificate the user provides), makes the operator's password user (when it has one: a
+// cluster without TLS) with its password and the root role, and enables authentication. Each step is
+// idempotent.
+func (p *Pool) EnableAuth(ctx context.Context, key string, endpoints []string, operator Password, extraRoots ...string) error {
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		for _, user := range append([]string{etcdauth.RootUser}, extraRoots...) {
 			if err := ensureNoPasswordUser(ctx, c, user); err != nil {
@@ -37,6 +39,11 @@ func (p *Pool) EnableAuth(ctx context.Context, key string, endpoints []string, e
 			}
 			if _, err := c.UserGrantRole(ctx, user, etcdauth.RootRole); err != nil {
 				return fmt.Errorf("grant role root to %s: %w", user, err)
+			}
+		}
+		if operator != (Password{}) {
+			if err := ensureRootPasswordUser(ctx, c, operator); err != nil {
+				return err
 			}
 		}
 		if _, err := c.AuthEnable(ctx); err != nil {
@@ -54,6 +61,37 @@ func (p *Pool) DisableAuth(ctx context.Context, key string, endpoints []string) 
 		}
 		return nil
 	})
+}
+
+// EnsureOperatorUser makes the operator's password user with its password and the root role, through the
+// pooled client's certificate (etcd refused the password, so the client acts with its certificate), then drops
+// the pooled client, so that the next call authenticates with the password.
+func (p *Pool) EnsureOperatorUser(ctx context.Context, key string, endpoints []string, operator Password) error {
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		return ensureRootPasswordUser(ctx, c, operator)
+	})
+	if err != nil {
+		return err
+	}
+	p.Redial(key)
+	return nil
+}
+
+// ensureRootPasswordUser makes user pw.User anew with password pw.Password and the root role. Deleted first when it
+// exists: etcd keeps a user made without a password password-less whatever password it is given, and the
+// user's old grants are not Steward's to keep. Only called while auth is off or through a certificate, so
+// nothing is authenticated as that user meanwhile.
+func ensureRootPasswordUser(ctx context.Context, c *clientv3.Client, pw Password) error {
+	if _, err := c.UserDelete(ctx, pw.User); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
+		return fmt.Errorf("delete user %s: %w", pw.User, err)
+	}
+	if _, err := c.UserAdd(ctx, pw.User, pw.Password); err != nil {
+		return fmt.Errorf("add user %s: %w", pw.User, err)
+	}
+	if _, err := c.UserGrantRole(ctx, pw.User, etcdauth.RootRole); err != nil {
+		return fmt.Errorf("grant role root to %s: %w", pw.User, err)
+	}
+	return nil
 }
 
 func ensureNoPasswordUser(ctx context.Context, c *clientv3.Client, name string) error {

@@ -13,7 +13,7 @@ type Password struct {
 	User, Password string
 }
 
-// ErrPasswordRejected: etcd does not know the user or password a client presented, and the client has no
+// ErrPasswordRejected says etcd does not know the user or password a client presented, and the client has no
 // certificate to act with instead.
 var ErrPasswordRejected = errors.New("etcd refused the password")
 

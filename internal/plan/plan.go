@@ -151,7 +151,10 @@ const PodStuckImageNotStarted = "ImageNotStartedYet"
 type Observation struct {
 	// AuthEnabled is whether etcd enforces authentication; nil when not known.
 	AuthEnabled *bool
-	Members     []Member
+	// PasswordRejected: etcd refused the password Steward keeps for its password user (the operator
+	// credentials), so Steward reached it only with its certificate, if any.
+	PasswordRejected bool
+	Members          []Member
 	// EtcdReachable: a member list was read from at least one member.
 	EtcdReachable bool
 	// Bootstrapped: the cluster has formed once (every bootstrap member started). The controller's memory in
@@ -258,6 +261,9 @@ const (
 func Next(spec Spec, obs Observation) Action {
 	if spec.Paused {
 		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
+	}
+	if obs.PasswordRejected {
+		return operatorPasswordStep(obs)
 	}
 	if r := obs.Restore; r != nil && r.Reseed && r.Ready && obs.Bootstrapped {
 		return reseed(spec, obs)

@@ -43,22 +43,16 @@ func jobName(name, suffix string) string {
 	return name + suffix
 }
 
-// BackupJob runs `steward-agent snapshot` against members (name=clientURL, in order of preference).
-// clientSecret is the cluster's client Secret (ClientSecretName) when its members use TLS, else "": the Job
-// mounts it and the agent authenticates with it.
-func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage, clientSecret string) *batchv1.Job {
+// BackupJob runs `steward-agent snapshot` against members (name=clientURL, in order of preference), with the
+// cluster's access (AgentAccessFor): the Secrets it mounts to authenticate to members.
+func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage string, access AgentAccess) *batchv1.Job {
 	args := []string{"snapshot"}
 	for _, m := range members {
 		args = append(args, "--member="+m)
 	}
-	if clientSecret == "" {
-		return agentJob(b, BackupJobName(b), agentImage, append(args, destinationArgs(b)...))
-	}
-	tlsArgs, volume, mount := agentTLS(clientSecret)
-	job := agentJob(b, BackupJobName(b), agentImage, append(append(args, tlsArgs...), destinationArgs(b)...))
+	job := agentJob(b, BackupJobName(b), agentImage, nil)
 	spec := &job.Spec.Template.Spec
-	spec.Volumes = append(spec.Volumes, volume)
-	spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, mount)
+	spec.Containers[0].Args = append(access.addTo(args, spec), destinationArgs(b)...)
 	return job
 }
 

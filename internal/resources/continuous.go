@@ -104,9 +104,8 @@ func FollowerConfigMap(s *etcdv1alpha1.EtcdBackupSchedule, pruneBefore int64) *c
 }
 
 // FollowerDeployment runs `steward-agent follow` for schedule s of cluster: one Pod (Recreate: two followers
-// would write the same chain), dialing the client Service with the cluster's client Secret when it uses TLS,
-// writing to the schedule's destination, reporting at GET :8080/status.
-func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, clientSecret string, o Options) *appsv1.Deployment {
+// would write the same chain), dialing the client Service with the cluster's access (AgentAccessFor), writing to the schedule's destination, reporting at GET :8080/status.
+func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, access AgentAccess, o Options) *appsv1.Deployment {
 	d := withPath(s.Spec.Destination, SegmentsBase(s))
 	env, volumes, mounts := destinationAccess(d, false)
 	args := append([]string{"follow",
@@ -120,10 +119,10 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 	volumes = append(volumes, corev1.Volume{Name: followerConfigVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: FollowerName(s)}}}})
 	mounts = append(mounts, corev1.VolumeMount{Name: followerConfigVolume, MountPath: followerConfigMount, ReadOnly: true})
-	if clientSecret != "" {
-		tlsArgs, volume, mount := agentTLS(clientSecret)
-		args, volumes, mounts = append(args, tlsArgs...), append(volumes, volume), append(mounts, mount)
-	}
+	// The access's volumes and mounts, through a Pod spec of one container.
+	withAccess := corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{VolumeMounts: mounts}}}
+	args = access.addTo(args, &withAccess)
+	volumes, mounts = withAccess.Volumes, withAccess.Containers[0].VolumeMounts
 	labels := FollowerLabels(s)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: FollowerName(s), Namespace: s.Namespace, Labels: labels,

@@ -287,7 +287,7 @@ func TestBackupJobIsNotAMember(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("b", 70)},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
 			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
-	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", "db-client"), DeleteJob(b, "agent")} {
+	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{ClientSecret: "db-client"}), DeleteJob(b, "agent")} {
 		if _, ok := job.Spec.Template.Labels[LabelCluster]; ok {
 			t.Errorf("Job %s Pods carry %s: the cluster controller would take them for members", job.Name, LabelCluster)
 		}
@@ -302,28 +302,51 @@ func TestBackupJobIsNotAMember(t *testing.T) {
 	}
 }
 
-func TestBackupJobTLS(t *testing.T) {
+func TestBackupJobAccess(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
 			PVC: &etcdv1alpha1.PVCDestination{ClaimName: "c", Path: "p"}}}}
+	cluster := func(provider string, auth bool, credentialsInStatus string) *etcdv1alpha1.EtcdCluster {
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+			Spec: etcdv1alpha1.EtcdClusterSpec{TLS: &etcdv1alpha1.TLSSpec{Provider: provider}, Auth: &etcdv1alpha1.AuthSpec{Enabled: auth}}}
+		c.Status.OperatorCredentialsSecret = credentialsInStatus
+		return c
+	}
 	tests := map[string]struct {
-		secret    string
-		wantMount bool
-	}{"TLS cluster": {"db-client", true}, "plaintext cluster": {"", false}}
+		cluster                  *etcdv1alpha1.EtcdCluster
+		wantTLS, wantCredentials string
+	}{
+		"TLS cluster":                     {cluster("Steward", false, ""), "db-client", ""},
+		"TLS cluster with auth":           {cluster("Steward", true, ""), "db-client", ""},
+		"plaintext cluster":               {cluster("None", false, ""), "", ""},
+		"plaintext cluster with auth":     {cluster("None", true, ""), "", "db-operator-credentials"},
+		"switched to TLS after passwords": {cluster("Steward", true, "db-operator-credentials"), "db-client", "db-operator-credentials"},
+	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			job := BackupJob(b, []string{"m=https://m:2379"}, "agent", tt.secret)
+			job := BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccessFor(tt.cluster))
 			spec := job.Spec.Template.Spec
-			var mounted string
+			var tlsSecret, credentials string
 			for _, v := range spec.Volumes {
-				if v.Secret != nil {
-					mounted = v.Secret.SecretName
+				switch {
+				case v.Secret == nil:
+				case v.Secret.Optional != nil && *v.Secret.Optional:
+					credentials = v.Secret.SecretName
+				default:
+					tlsSecret = v.Secret.SecretName
 				}
 			}
 			args := strings.Join(spec.Containers[0].Args, " ")
-			hasFlags := strings.Contains(args, "--cert-file=/etc/steward/etcd-tls/tls.crt") && strings.Contains(args, "--ca-file=") && strings.Contains(args, "--key-file=")
-			if mounted != tt.secret || hasFlags != tt.wantMount {
-				t.Errorf("mounted Secret %q, TLS flags %v (args %s); want Secret %q", mounted, hasFlags, args, tt.secret)
+			hasTLSFlags := strings.Contains(args, "--cert-file=/etc/steward/etcd-tls/tls.crt") && strings.Contains(args, "--ca-file=") && strings.Contains(args, "--key-file=")
+			hasCredentialsFlag := strings.Contains(args, "--credentials-dir="+AgentCredentialsMount)
+			if tlsSecret != tt.wantTLS || hasTLSFlags != (tt.wantTLS != "") {
+				t.Errorf("TLS Secret %q, flags %v (args %s); want Secret %q", tlsSecret, hasTLSFlags, args, tt.wantTLS)
+			}
+			if credentials != tt.wantCredentials || hasCredentialsFlag != (tt.wantCredentials != "") {
+				t.Errorf("credentials Secret %q (optional), flag %v (args %s); want %q", credentials, hasCredentialsFlag, args, tt.wantCredentials)
+			}
+			if len(spec.Volumes) != len(spec.Containers[0].VolumeMounts) {
+				t.Errorf("%d volumes, %d mounts", len(spec.Volumes), len(spec.Containers[0].VolumeMounts))
 			}
 		})
 	}

@@ -21,6 +21,17 @@ func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load 
 	return load
 }
 
+// startLoadAs is startLoad with the clients authenticating as an etcd password user.
+func startLoadAs(t *testing.T, c *etcdv1alpha1.EtcdCluster, user, password string) *linearizability.Load {
+	t.Helper()
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c),
+		Username: user, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return load
+}
+
 // requireNoLostWrites stops the load and fails the test unless the history is linearizable, some writes were
 // acknowledged, and none of them is missing.
 func requireNoLostWrites(t *testing.T, load *linearizability.Load, during string) {

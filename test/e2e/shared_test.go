@@ -224,6 +224,7 @@ var expected = map[string]time.Duration{
 	"TestDefragmentation":                             90 * time.Second,
 	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
 	"TestEtcdUsersAndAuth":                            180 * time.Second,
+	"TestAuthWithoutTLS":                              150 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,

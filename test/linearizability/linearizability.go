@@ -31,6 +31,9 @@ type Config struct {
 	OpTimeout time.Duration
 	// TLS for clusters that require it (nil: plaintext).
 	TLS *tls.Config
+	// Username and Password: the etcd user the clients authenticate as, for clusters that enforce
+	// authentication (empty: none; while auth is off etcd takes any).
+	Username, Password string
 	// Prefix of every key the load writes (default "lin/"). The model starts from empty keys, so a second load on
 	// the same cluster needs a prefix of its own.
 	Prefix string
@@ -46,6 +49,8 @@ type Target struct {
 	Endpoints []string
 	TLS       *tls.Config
 	TLSFrom   func() (*tls.Config, error)
+	// Username and Password as in Config.
+	Username, Password string
 }
 
 func (t Target) dial() (*clientv3.Client, error) {
@@ -56,11 +61,11 @@ func (t Target) dial() (*clientv3.Client, error) {
 			return nil, err
 		}
 	}
-	return newClient(t.Endpoints, cfg)
+	return newClient(t.Endpoints, cfg, t.Username, t.Password)
 }
 
 func (c Config) targets() []Target {
-	return append([]Target{{Endpoints: c.Endpoints, TLS: c.TLS}}, c.Alternates...)
+	return append([]Target{{Endpoints: c.Endpoints, TLS: c.TLS, Username: c.Username, Password: c.Password}}, c.Alternates...)
 }
 
 // input and output are one operation on a shared key, as porcupine sees it.
@@ -367,9 +372,9 @@ func longestGap(times []int64) time.Duration {
 
 // newClient dials with keepalives, so a client whose connection goes to a member that vanished from the network
 // notices within seconds and reconnects, as a production client would.
-func newClient(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
+func newClient(endpoints []string, tlsConfig *tls.Config, username, password string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, DialKeepAliveTime: 2 * time.Second,
-		DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsConfig})
+		DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsConfig, Username: username, Password: password})
 }
 
 func retry(ctx context.Context, f func(context.Context) error) error {

@@ -147,7 +147,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return r.startPointInTime(ctx, b, o)
 	}
 	// Admit.
-	in, clientSecret, err := r.admitInput(ctx, b)
+	in, access, err := r.admitInput(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 		return nil
 	}
 	// Execute.
-	job = resources.BackupJob(b, d.Members, r.AgentImage, clientSecret)
+	job = resources.BackupJob(b, d.Members, r.AgentImage, access)
 	log.Info("Starting backup Job", "EtcdBackup", klog.KObj(b), "job", job.Name, "members", d.Members)
 	if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create backup Job: %w", err)
@@ -167,27 +167,24 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 }
 
 // admitInput gathers what admission decides on, and the cluster's client Secret when its members use TLS.
-func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.AdmitInput, clientSecret string, err error) {
+func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.AdmitInput, access resources.AgentAccess, err error) {
 	in = backup.AdmitInput{Age: r.Now().Sub(b.CreationTimestamp.Time)}
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, cluster); {
 	case apierrors.IsNotFound(err):
-		return in, "", nil
+		return in, access, nil
 	case err != nil:
-		return in, "", fmt.Errorf("get EtcdCluster: %w", err)
+		return in, access, fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	in.ClusterFound = true
-	// The client Secret also while the members switch between plaintext and TLS, when some serve https.
-	if resources.TLSEnabled(cluster) || cluster.Status.TLS != nil {
-		clientSecret = resources.ClientSecretName(cluster)
-	}
+	access = resources.AgentAccessFor(cluster)
 	for _, m := range cluster.Status.Members {
 		in.Members = append(in.Members, backup.Member{Name: m.Name, ClientURL: m.ClientURL, Healthy: m.Healthy,
 			Leader: m.Role == etcdv1alpha1.RoleLeader, Learner: m.Role == etcdv1alpha1.RoleLearner})
 	}
 	problem, err := r.destinationProblem(ctx, b)
 	in.DestinationProblem = problem
-	return in, clientSecret, err
+	return in, access, err
 }
 
 // destinationProblem says why the destination cannot be used; a Job started anyway would wait forever for a

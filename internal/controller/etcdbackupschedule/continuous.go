@@ -52,11 +52,7 @@ func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.Et
 		}
 		return false, nil, fmt.Errorf("get EtcdCluster: %w", err)
 	}
-	clientSecret := ""
-	if resources.TLSEnabled(cluster) || cluster.Status.TLS != nil {
-		clientSecret = resources.ClientSecretName(cluster)
-	}
-	if err := r.ensureFollower(ctx, s, cluster, clientSecret, pruneBefore(backups, cluster.Status.ClusterID)); err != nil {
+	if err := r.ensureFollower(ctx, s, cluster, resources.AgentAccessFor(cluster), pruneBefore(backups, cluster.Status.ClusterID)); err != nil {
 		return false, nil, err
 	}
 	if s.Status.Continuous == nil {
@@ -145,7 +141,7 @@ func pruneBefore(backups []etcdv1alpha1.EtcdBackup, clusterID string) int64 {
 }
 
 // ensureFollower creates or updates the follower's ConfigMap and Deployment.
-func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, clientSecret string, prune int64) error {
+func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, access resources.AgentAccess, prune int64) error {
 	log := ctrl.LoggerFrom(ctx)
 	wantCM := resources.FollowerConfigMap(s, prune)
 	cm := &corev1.ConfigMap{}
@@ -166,7 +162,7 @@ func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 			log.Info("Segments before the oldest kept snapshot may go", "EtcdBackupSchedule", klog.KObj(s), "revision", prune)
 		}
 	}
-	want := resources.FollowerDeployment(s, cluster, clientSecret, r.Options)
+	want := resources.FollowerDeployment(s, cluster, access, r.Options)
 	want.Spec.Template.Annotations = map[string]string{annotationFollowerSpec: templateHash(&want.Spec.Template)}
 	dep := &appsv1.Deployment{}
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), dep); {

@@ -224,6 +224,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			fmt.Sprintf("Moved leadership from %s to %s", from, to), "from", from, "to", to, "memberID", etcd.FormatID(action.TargetID))
 	case plan.EnableAuth, plan.DisableAuth:
 		return r.switchAuth(ctx, cluster, obs, action)
+	case plan.EnsureOperatorUser:
+		return r.ensureOperatorUser(ctx, cluster, obs, action)
 	case plan.Defragment, plan.CompactForSpace, plan.DisarmNoSpace, plan.RaiseQuota:
 		return r.maintain(ctx, cluster, obs, action)
 	case plan.EnableDowngrade:

@@ -117,11 +117,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
 	// certificate the pool already has) and report, but not act.
 	ts, mismatch, tlsErr := r.prepareTLS(ctx, cluster)
+	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
+	tlsErr = errors.Join(tlsErr, credsErr)
 	obs, err := r.observe(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(tlsErr, err)
 	}
-	obs.tls = ts
+	obs.tls, obs.operator, obs.operatorSecret = ts, operator, operatorSecret
 	action := plan.Next(specOf(cluster, r.Options), obs.plan)
 	if mismatch != nil {
 		action = *mismatch
@@ -176,7 +178,7 @@ func upgradeStages(c *etcdv1alpha1.EtcdCluster, o resources.Options) map[string]
 
 func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Image: resources.Image(c, o), Paused: c.Spec.Paused,
-		TLS: resources.TLSEnabled(c), Storage: storageGoal(c), Auth: authWanted(c)}
+		TLS: resources.TLSEnabled(c), Storage: storageGoal(c), Auth: resources.AuthWanted(c)}
 	if c.Spec.Etcd.SnapshotCount != nil {
 		s.SnapshotCount = *c.Spec.Etcd.SnapshotCount
 	}

@@ -47,6 +47,10 @@ type observation struct {
 	hashCheck *etcdv1alpha1.HashCheck
 	// users is this pass's comparison of etcd's users with the cluster's EtcdUsers, nil when none was made.
 	users *userCheck
+	// operator is the password Steward keeps for its password user, from the Secret operatorSecret names (both
+	// empty when there is no such Secret).
+	operator       etcd.Password
+	operatorSecret string
 	// replaceMismatched: spec.maintenance.corruptionCheck.replaceMismatchedMembers.
 	replaceMismatched bool
 }
@@ -67,7 +71,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		list = append(list, ep)
 	}
 	sort.Strings(list)
-	view, err := r.Etcd.Observe(ctx, client.ObjectKeyFromObject(cluster).String(), list)
+	key := client.ObjectKeyFromObject(cluster).String()
+	view, err := r.Etcd.Observe(ctx, key, list)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +86,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		}
 		return newMemberNames(cluster.Name, int(cluster.Spec.Replicas), taken)
 	})
+	// Read after Observe, which dialed: etcd refuses a password only while auth is on.
+	obs.plan.PasswordRejected = r.Etcd.PasswordRejected(key)
 	obs.endpoints = view.VoterEndpoints
 	if len(obs.endpoints) == 0 {
 		obs.endpoints = list

@@ -154,6 +154,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		st.RaisedQuotaBackendBytes = 0 // the spec asks for as much now: the raise has served its time
 	}
 	st.HashCheck = obs.hashCheck
+	st.OperatorCredentialsSecret = obs.operatorSecret
 	if obs.plan.AuthEnabled != nil {
 		st.AuthEnabled = obs.plan.AuthEnabled
 		if !*st.AuthEnabled {
@@ -266,7 +267,7 @@ var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
-	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true,
+	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -275,6 +276,10 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	quorum := plan.Quorum(voters)
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
 	switch {
+	case action.Reason == plan.ReasonOperatorPasswordRejected:
+		// Without an identity etcd answers no status: the members' health is not known, not bad.
+		available.Status, available.Reason = metav1.ConditionUnknown, plan.ReasonOperatorPasswordRejected
+		available.Message = "etcd refuses Steward's password, so it answers Steward no member's status: whether the cluster serves is unknown"
 	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
 		available.Status, available.Reason = metav1.ConditionTrue, ReasonQuorumAvailable
 		available.Message = fmt.Sprintf("%d of %d voting members healthy (quorum %d)", healthyVoters, voters, quorum)

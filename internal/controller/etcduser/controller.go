@@ -7,13 +7,11 @@ package etcduser
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"reflect"
 	"sort"
 	"strings"
@@ -54,11 +52,6 @@ const (
 	// annotationPasswordApplied holds the sha256 of the password last set in etcd, on the password Secret: a
 	// Secret whose password no longer matches it (rotated by deleting or editing the Secret) is set again.
 	annotationPasswordApplied = "etcd.steward.dev/password-applied-sha256" //nolint:gosec // an annotation's name, not a credential
-	// Keys of the password Secret.
-	secretUsernameKey = "username"
-	secretPasswordKey = "password"
-	// passwordLength: 32 characters from a 62-character alphabet, about 190 bits.
-	passwordLength = 32
 )
 
 // Reasons of the Ready condition of an EtcdUser.
@@ -235,7 +228,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		if err != nil || p != nil {
 			return derefPass(p), err
 		}
-		passwordSecret, password = s, string(s.Data[secretPasswordKey])
+		passwordSecret, password = s, string(s.Data[resources.SecretPasswordKey])
 		user.Status.PasswordSecretName = s.Name
 	}
 
@@ -310,6 +303,10 @@ func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 	provider := resources.TLSMode(cluster)
 	if provider == etcdv1alpha1.TLSProviderSteward || provider == etcdv1alpha1.TLSProviderCertManager {
 		return pass{}, true
+	}
+	if provider == etcdv1alpha1.TLSProviderNone {
+		return pass{reason: ReasonCertificateNotAllowed,
+			message: fmt.Sprintf("spec.certificate needs an EtcdCluster with TLS: %s runs plaintext (tls.provider None), whose members verify no certificates; declare the EtcdUser with spec.password instead", cluster.Name)}, false
 	}
 	return pass{reason: ReasonCertificateNotAllowed,
 		message: fmt.Sprintf("spec.certificate needs an EtcdCluster with tls.provider Steward or CertManager (%s has %s): Steward has no CA or issuer to ask; issue the certificate yourself (common name = the user name) and declare the EtcdUser with spec.password instead",
@@ -437,17 +434,17 @@ func (r *Reconciler) ensurePasswordSecret(ctx context.Context, user *etcdv1alpha
 	if err != nil || p != nil {
 		return nil, p, err
 	}
-	if secret != nil && len(secret.Data[secretPasswordKey]) > 0 && string(secret.Data[secretUsernameKey]) == name {
+	if secret != nil && len(secret.Data[resources.SecretPasswordKey]) > 0 && string(secret.Data[resources.SecretUsernameKey]) == name {
 		return secret, nil, nil
 	}
-	password, err := generatePassword()
+	password, err := resources.GeneratePassword()
 	if err != nil {
 		return nil, nil, err
 	}
-	data := map[string][]byte{secretUsernameKey: []byte(name), secretPasswordKey: []byte(password)}
+	data := map[string][]byte{resources.SecretUsernameKey: []byte(name), resources.SecretPasswordKey: []byte(password)}
 	if secret != nil {
-		if len(secret.Data[secretPasswordKey]) > 0 {
-			data[secretPasswordKey] = secret.Data[secretPasswordKey] // only the user name was wrong
+		if len(secret.Data[resources.SecretPasswordKey]) > 0 {
+			data[resources.SecretPasswordKey] = secret.Data[resources.SecretPasswordKey] // only the user name was wrong
 		}
 		secret.Data = data
 		if err := r.Client.Update(ctx, secret); err != nil {
@@ -570,8 +567,21 @@ func userLabels(user *etcdv1alpha1.EtcdUser) map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "steward", "etcd.steward.dev/user": user.Name}
 }
 
-// dialWith points the pool at the cluster with Steward's client certificate (nil: plaintext).
+// dialWith points the pool at the cluster with Steward's client certificate (nil: plaintext) and the password
+// the cluster controller keeps for it (the operator credentials), as the cluster controller dials it.
 func (r *Reconciler) dialWith(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, key string) error {
+	var pw etcd.Password
+	if access := resources.AgentAccessFor(cluster); access.CredentialsSecret != "" {
+		secret := &corev1.Secret{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: access.CredentialsSecret}, secret)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read Steward's password (Secret %s): %w", access.CredentialsSecret, err)
+		}
+		if user, password, ok := resources.OperatorCredentials(secret); err == nil && ok {
+			pw = etcd.Password{User: user, Password: password}
+		}
+	}
+	r.Etcd.SetPassword(key, pw)
 	if !resources.TLSEnabled(cluster) {
 		return r.Etcd.SetTLS(key, nil)
 	}
@@ -643,19 +653,6 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
-}
-
-func generatePassword() (string, error) {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, passwordLength)
-	for i := range b {
-		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
-		if err != nil {
-			return "", fmt.Errorf("generate password: %w", err)
-		}
-		b[i] = alphabet[k.Int64()]
-	}
-	return string(b), nil
 }
 
 func passwordDigest(password string) string {

@@ -37,20 +37,3 @@ func TestHealthyVoters(t *testing.T) {
 		t.Fatalf("healthyVoters = %v, want %v (healthy, not learners)", got, want)
 	}
 }
-
-func TestGeneratePassword(t *testing.T) {
-	seen := map[string]bool{}
-	for i := 0; i < 100; i++ {
-		p, err := generatePassword()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p) != passwordLength || strings.Trim(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
-			t.Fatalf("password %q: want %d alphanumeric characters", p, passwordLength)
-		}
-		if seen[p] {
-			t.Fatalf("password %q generated twice", p)
-		}
-		seen[p] = true
-	}
-}

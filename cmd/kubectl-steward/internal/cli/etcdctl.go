@@ -32,7 +32,9 @@ func newEtcdctlCommand(o *Options) *cobra.Command {
 to a ready member Pod's client port through the Kubernetes API and wraps the connection in TLS with the
 cluster's client certificate (status.tls.clientSecret), which it reads into memory only: etcdctl talks to a
 Unix socket in a private directory (0700, removed on exit) and never sees a certificate or key, and nothing
-is written to disk but the socket. Plaintext clusters are reached the same way without TLS.
+is written to disk but the socket. Plaintext clusters are reached the same way without TLS; where such a
+cluster enforces authentication, etcdctl acts as Steward's password user (status.operatorCredentialsSecret,
+passed in etcdctl's environment) unless --user or ETCDCTL_USER says otherwise.
 
 Everything after -- goes to etcdctl; --endpoints and the TLS flags are set by kubectl steward. Commands
 that dial every member by its advertised URL (--cluster) cannot work from outside the cluster's network.
@@ -92,6 +94,24 @@ func EtcdctlEnv(env []string) []string {
 		}
 	}
 	return out
+}
+
+// choseUser reports whether the user told etcdctl who to be: --user in the arguments, or ETCDCTL_USER in env.
+func choseUser(args, env []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if name, _, _ := strings.Cut(a, "="); name == "--user" {
+			return true
+		}
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "ETCDCTL_USER=") {
+			return true
+		}
+	}
+	return false
 }
 
 // ChooseMember picks the member Pod etcdctl reaches: the one named want, or else a Ready Pod, preferring
@@ -196,10 +216,23 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 		_ = l.Close()
 		return err
 	}
+	env := EtcdctlEnv(os.Environ())
+	if cluster.Status.OperatorCredentialsSecret != "" && !choseUser(userArgs, env) {
+		// A cluster without TLS where Steward acts as a password user: etcdctl acts as it too, unless told who to
+		// be. The password goes through etcdctl's environment, not its command line, which others may read.
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Status.OperatorCredentialsSecret}, secret); err != nil {
+			_ = l.Close()
+			return fmt.Errorf("read Steward's password (Secret %s; or give etcdctl --user): %w", cluster.Status.OperatorCredentialsSecret, err)
+		}
+		if user, password, ok := resources.OperatorCredentials(secret); ok {
+			env = append(env, "ETCDCTL_USER="+user+":"+password)
+		}
+	}
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(sctx, l) }()
-	code, runErr := o.runChild(bin, args)
+	code, runErr := o.runChild(bin, args, env)
 	stop()
 	if err := <-served; err != nil && runErr == nil {
 		runErr = err
@@ -216,10 +249,10 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 // runChild runs etcdctl with the user's terminal and returns its exit code. While it runs, the signals that
 // would end kubectl steward are passed on to etcdctl instead (a terminal's Ctrl-C reaches both; a second
 // interrupt is harmless), so that kubectl steward stays to remove the socket's directory once etcdctl is gone.
-func (o *Options) runChild(bin string, args []string) (int, error) {
+func (o *Options) runChild(bin string, args, env []string) (int, error) {
 	child := exec.Command(bin, args...) //nolint:gosec // the user chose the binary and its arguments; that is the command's purpose
 	child.Stdin, child.Stdout, child.Stderr = o.Streams.In, o.Streams.Out, o.Streams.ErrOut
-	child.Env = EtcdctlEnv(os.Environ())
+	child.Env = env
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)

@@ -50,7 +50,11 @@ func fakeEtcdctl(args []string) int {
 		return 7
 	}
 	defer func() { _ = conn.Close() }()
-	fmt.Fprintln(conn, strings.Join(args[1:], " "))
+	line := strings.Join(args[1:], " ")
+	if user := os.Getenv("ETCDCTL_USER"); user != "" {
+		line = "as " + user + ": " + line
+	}
+	fmt.Fprintln(conn, line)
 	answer, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake etcdctl: read:", err)
@@ -212,6 +216,31 @@ func TestEtcdctlPlaintextAndRefusals(t *testing.T) {
 	r = runWith(t, newFake(t, cluster, notReady), nil, "etcdctl", "db", "--etcdctl", self, "--", "get", "k")
 	if r.code != ExitError || !strings.Contains(r.stderr, "no ready member Pod") {
 		t.Errorf("no ready Pod: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestEtcdctlOperatorPassword: on a plaintext cluster where Steward acts as a password user, etcdctl acts as it
+// too, through its environment; not when the user says who to be.
+func TestEtcdctlOperatorPassword(t *testing.T) {
+	cluster := testCluster()
+	cluster.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	cluster.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	cluster.Status.TLS = nil
+	cluster.Status.OperatorCredentialsSecret = "db-operator-credentials"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-operator-credentials", Namespace: "ns"},
+		Data: map[string][]byte{"username": []byte("steward:operator"), "password": []byte("pw")}}
+	objs := []runtimeObject{cluster, memberPod("db-aaaaa", false), secret}
+	r := runEtcdctl(t, objs, member(t, nil, nil), "get", "k")
+	if r.code != ExitOK || r.stdout != "member answered anonymous: as steward:operator:pw: get k\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runEtcdctl(t, objs, member(t, nil, nil), "--user=app", "get", "k")
+	if r.code != ExitOK || r.stdout != "member answered anonymous: --user=app get k\n" {
+		t.Errorf("--user given: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runEtcdctl(t, objs[:2], member(t, nil, nil), "get", "k")
+	if r.code != ExitError || !strings.Contains(r.stderr, "Secret db-operator-credentials; or give etcdctl --user") {
+		t.Errorf("Secret missing: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcdauth"
+	"steward.dev/steward/internal/resources"
+)
+
+// passwordClient dials the cluster's client Service (plaintext) as the user of a password Secret; an empty
+// Secret name dials anonymously.
+func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string) *clientv3.Client {
+	t.Helper()
+	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if secretName != "" {
+		var s corev1.Secret
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: secretName}, &s); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Username, cfg.Password = string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatalf("connect as the user of Secret %q: %v", secretName, err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// waitAuthEnabled waits for status.authEnabled to be want.
+func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	poll(t, fmt.Sprintf("status.authEnabled %v", want), 2*time.Minute, func() error {
+		if err := k8s.Get(context.Background(), key, c); err != nil {
+			return err
+		}
+		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled != want {
+			return fmt.Errorf("status.authEnabled %v", c.Status.AuthEnabled)
+		}
+		return nil
+	})
+	return c
+}
+
+// TestAuthWithoutTLS: on a plaintext cluster (tls.provider None), where members verify no client certificates,
+// authentication works with passwords: auth is turned on under client load (the load authenticates as an
+// EtcdUser's password user: porcupine Ok, 0 lost); Steward acts as steward:operator, whose password it keeps in
+// a Secret, and keeps managing the cluster (a scale-up, learner first, with auth on); anonymous clients are
+// refused and password users can do exactly what their permissions say; a certificate EtcdUser is reported, not
+// half-made; a backup taken with auth on restores into a new cluster that takes over the source's operator
+// password and comes up managed; a wrong password in that cluster's Secret makes it say exactly what is wrong and
+// change nothing until the password is put back; auth turned off lets anonymous clients in again.
+func TestAuthWithoutTLS(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "auth-plain")
+	startOperator(t, ns)
+	createS3Secret(t, ns)
+	c := newCluster(ns, "plain", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	c = waitAvailable(t, key, 4*time.Minute)
+
+	users := map[string]*etcdv1alpha1.EtcdUser{
+		"loader": newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"q-read": newEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
+	}
+	for _, u := range users {
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certUser := newEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	if err := k8s.Create(ctx, certUser); err != nil {
+		t.Fatal(err)
+	}
+	for name := range users {
+		users[name] = waitUserReady(t, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Minute)
+	}
+	poll(t, "the certificate user reported", time.Minute, func() error {
+		u := &etcdv1alpha1.EtcdUser{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(certUser), u); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != "CertificateNotSupported" ||
+			!strings.Contains(r.Message, "spec.password instead") {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
+
+	var loader corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
+		t.Fatal(err)
+	}
+	load := startLoadAs(t, c, string(loader.Data[resources.SecretUsernameKey]), string(loader.Data[resources.SecretPasswordKey]))
+	begin := time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	c = waitAuthEnabled(t, key, true)
+	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
+	if c.Status.OperatorCredentialsSecret != "plain-operator-credentials" {
+		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
+	}
+	var creds corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.OperatorCredentialsSecret}, &creds); err != nil {
+		t.Fatal(err)
+	}
+	if string(creds.Data[resources.SecretUsernameKey]) != etcdauth.OperatorUser || len(creds.Data[resources.SecretPasswordKey]) != resources.PasswordLength ||
+		!metav1.IsControlledBy(&creds, c) {
+		t.Fatalf("operator credentials Secret: user %q, %d-byte password, owners %v", creds.Data[resources.SecretUsernameKey],
+			len(creds.Data[resources.SecretPasswordKey]), creds.OwnerReferences)
+	}
+	var evs corev1.EventList
+	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Message, string(creds.Data[resources.SecretPasswordKey])) {
+			t.Fatalf("an Event shows the password: %s", e.Message)
+		}
+	}
+
+	anonymous := passwordClient(t, c, "")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := anonymous.Put(wctx, "/p/anonymous", "x")
+	cancel()
+	if !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Fatalf("an anonymous write with auth on: %v, want refused (user name is empty)", err)
+	}
+	p, q := passwordClient(t, c, "app-p-password"), passwordClient(t, c, "q-read-password")
+	mayWrite(t, "app-p", p, "/p/1", true)
+	mayRead(t, "app-p", p, "/p/1", true)
+	mayWrite(t, "app-p", p, "/q/1", false)
+	mayRead(t, "q-read", q, "/q/1", true)
+	mayWrite(t, "q-read", q, "/q/1", false)
+	mayRead(t, "q-read", q, "/p/1", false)
+
+	// Steward acts as its password user: a scale-up (add learner, promote) needs the root role.
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c = waitSettled(t, key, 4*time.Minute)
+
+	// A backup with auth on: the Job authenticates with the operator credentials (a snapshot needs the root role).
+	backup := newBackup(ns, "plain-auth", c.Name, s3Destination(ns+"/plain-auth.db"))
+	if err := k8s.Create(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+
+	// Restored into a new plaintext cluster with auth on: the snapshot's store knows the source's operator
+	// password, which the new cluster's Secret takes over, so Steward manages it from the start.
+	restored := fromBackup(ns, "plain-restored", 1, backup.Name)
+	restored.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	if err := k8s.Create(ctx, restored); err != nil {
+		t.Fatal(err)
+	}
+	rkey := client.ObjectKeyFromObject(restored)
+	waitAvailable(t, rkey, 4*time.Minute)
+	restored = waitAuthEnabled(t, rkey, true)
+	var rcreds corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
+		t.Fatal(err)
+	}
+	if string(rcreds.Data[resources.SecretPasswordKey]) != string(creds.Data[resources.SecretPasswordKey]) {
+		t.Fatal("the restored cluster's operator credentials do not carry the source's password")
+	}
+	mayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
+
+	// A password etcd does not know (the Secret edited): Steward says exactly that and changes nothing.
+	podsBefore := podUIDs(t, restored)
+	good := rcreds.DeepCopy()
+	patch := client.MergeFrom(rcreds.DeepCopy())
+	rcreds.Data[resources.SecretPasswordKey] = []byte("not-the-password")
+	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+		t.Fatal(err)
+	}
+	patchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
+	poll(t, "the refused password reported", 2*time.Minute, func() error {
+		cur := &etcdv1alpha1.EtcdCluster{}
+		if err := k8s.Get(ctx, rkey, cur); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		a := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != "OperatorPasswordRejected" || !strings.Contains(d.Message, "user passwd steward:operator") ||
+			a == nil || a.Status != metav1.ConditionUnknown {
+			return fmt.Errorf("Degraded %+v, Available %+v", d, a)
+		}
+		return nil
+	})
+	time.Sleep(10 * time.Second) // passes that must change nothing
+	if after := podUIDs(t, restored); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+		t.Fatalf("member Pods changed while Steward's password was refused: %v -> %v", podsBefore, after)
+	}
+	patch = client.MergeFrom(rcreds.DeepCopy())
+	rcreds.Data = good.Data
+	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, rkey, 4*time.Minute)
+
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
+	waitAuthEnabled(t, key, false)
+	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
+	requireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
+}
