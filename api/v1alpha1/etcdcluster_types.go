@@ -300,6 +300,7 @@ type AuthSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.provider == 'Secrets' ? has(self.secrets) : (self.provider == 'None' || !has(self.secrets))",message="tls.secrets (memberSecretName and clientSecretName) is required when tls.provider is Secrets, and refused with another TLS provider (with None it may stay while the members switch to plaintext)"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'CertManager' ? has(self.certManager) : (self.provider == 'None' || !has(self.certManager))",message="tls.certManager (issuerRef) is required when tls.provider is CertManager, and refused with another TLS provider (with None it may stay while the members switch to plaintext)"
 // +kubebuilder:validation:XValidation:rule="self.provider == oldSelf.provider || self.provider == 'None' || oldSelf.provider == 'None'",message="tls.provider can change between None and a TLS provider (a rolling switch), not from one TLS provider to another: members trust only the CA they started with"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientAuth) || self.clientAuth != 'Password' || self.provider != 'None'",message="tls.clientAuth Password needs a TLS provider: a plaintext cluster (tls.provider None) verifies no certificates anyway, and clients authenticate with passwords already"
 type TLSSpec struct {
 	// Provider of certificates: Steward (the default: a CA and certificates Steward creates and renews), None
 	// (plaintext), Secrets (Secrets the user provides and renews, see secrets) or CertManager (certificates
@@ -310,6 +311,19 @@ type TLSSpec struct {
 	// +kubebuilder:default=Steward
 	// +optional
 	Provider string `json:"provider,omitempty"`
+
+	// ClientAuth is how clients authenticate to members on the client port. Certificate (the default): members
+	// require a client certificate of the cluster's CA (--client-cert-auth); with auth.enabled, etcd takes the
+	// certificate's common name as the user, or the user of a password the client sends as well. Password:
+	// members serve TLS without asking for a client certificate, so an application needs only the CA (to check
+	// the members) and, with auth.enabled, an EtcdUser's password; EtcdUsers with a certificate are not
+	// supported, and Steward acts as the password user steward:operator (Secret <cluster>-operator-credentials).
+	// Without auth.enabled, Password lets every client that reaches the client port do anything. Changing it on
+	// a running cluster restarts the members one at a time; the peer port always requires certificates.
+	// +kubebuilder:validation:Enum=Certificate;Password
+	// +kubebuilder:default=Certificate
+	// +optional
+	ClientAuth string `json:"clientAuth,omitempty"`
 
 	// CertificateLifetime is how long the member and client certificates are valid (providers Steward and
 	// CertManager, whose Certificates ask for it as their duration; ignored for Secrets; Steward's CA is valid
@@ -395,6 +409,12 @@ const (
 	TLSProviderSteward     = "Steward"
 	TLSProviderSecrets     = "Secrets"
 	TLSProviderCertManager = "CertManager"
+)
+
+// How clients authenticate to members on the client port (spec.tls.clientAuth).
+const (
+	ClientAuthCertificate = "Certificate"
+	ClientAuthPassword    = "Password"
 )
 
 // TLSStatus names the Secrets of a cluster's TLS and when its certificates expire. Never key material.

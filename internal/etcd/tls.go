@@ -11,7 +11,8 @@ import (
 )
 
 // TLS is how Steward authenticates to a cluster's members and checks them: the cluster's CA, a client
-// certificate and key (PEM), and the name every member's certificate carries. nil means plaintext.
+// certificate and key (PEM; both empty: none), and the name every member's certificate carries. nil means
+// plaintext.
 //
 // ServerName matters because Steward dials members by Pod IP (it may run where cluster DNS does not resolve),
 // and IPs are not in member certificates (unknown before a Pod exists, and they change). Every member's
@@ -31,11 +32,16 @@ func (t *TLS) Config() (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(t.CA) {
 		return nil, errors.New("TLS: no CA certificate")
 	}
-	cert, err := tls.X509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("TLS: client certificate: %w", err)
+	cfg := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	// No certificate and key: a client that checks the members and presents nothing (members that ask for no
+	// client certificate, tls.clientAuth Password).
+	if len(t.Cert) > 0 || len(t.Key) > 0 {
+		cert, err := tls.X509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("TLS: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
 	}
-	cfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
 	if t.ServerName == "" {
 		return cfg, nil
 	}

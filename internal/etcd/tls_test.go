@@ -41,37 +41,50 @@ func TestTLSChecksTheFixedName(t *testing.T) {
 		"client-only certificate as a server": {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Client: true}), "verify member certificate"},
 	}
 	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			pair, err := tls.X509KeyPair(tt.server.CertPEM, tt.server.KeyPEM)
-			if err != nil {
-				t.Fatal(err)
+		for _, withCert := range []bool{true, false} {
+			if !withCert {
+				name += ", no client certificate"
 			}
-			ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = ln.Close() }()
-			go func() {
-				c, err := ln.Accept()
-				if err == nil {
-					_ = c.(*tls.Conn).Handshake()
-					_ = c.Close()
+			t.Run(name, func(t *testing.T) {
+				pair, err := tls.X509KeyPair(tt.server.CertPEM, tt.server.KeyPEM)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}()
-			cfg, err := (&TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local"}).Config()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// What gRPC does: dial the IP with ServerName set to it.
-			host, _, _ := net.SplitHostPort(ln.Addr().String())
-			cfg.ServerName = host
-			conn, err := tls.Dial("tcp", ln.Addr().String(), cfg)
-			if err == nil {
-				_ = conn.Close()
-			}
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("dial: %v, want %q", err, tt.wantErr)
-			}
-		})
+				ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = ln.Close() }()
+				go func() {
+					c, err := ln.Accept()
+					if err == nil {
+						_ = c.(*tls.Conn).Handshake()
+						_ = c.Close()
+					}
+				}()
+				access := &TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local"}
+				if !withCert {
+					// Members that ask for no client certificate (tls.clientAuth Password): checked all the same.
+					access.Cert, access.Key = nil, nil
+				}
+				cfg, err := access.Config()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(cfg.Certificates) > 0 != withCert {
+					t.Fatalf("%d client certificates, want one: %v", len(cfg.Certificates), withCert)
+				}
+				// What gRPC does: dial the IP with ServerName set to it.
+				host, _, _ := net.SplitHostPort(ln.Addr().String())
+				cfg.ServerName = host
+				conn, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+				if err == nil {
+					_ = conn.Close()
+				}
+				if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+					t.Fatalf("dial: %v, want %q", err, tt.wantErr)
+				}
+			})
+		}
 	}
 }

@@ -31,7 +31,7 @@ const (
 // looks like a dead cluster, and acting on that would be destructive.
 func operatorPasswordStep(obs Observation) Action {
 	for _, m := range obs.Members {
-		if m.InEtcd && m.HasPod && !m.PodDeleting && m.PodTLS == TLSOn {
+		if m.InEtcd && m.HasPod && !m.PodDeleting && m.PodTLS == TLSOn && m.PodClientCertAuth {
 			return Action{Kind: EnsureOperatorUser, Reason: ReasonRestoringOperatorUser,
 				Message: "etcd refused Steward's password (the operator credentials Secret): making the etcd user steward:operator with it again, through Steward's client certificate"}
 		}

@@ -50,7 +50,7 @@ func TestOperatorPasswordStep(t *testing.T) {
 	on := true
 	tlsMember := func(name string, id uint64) Member {
 		m := at(name, id, "3.6.16")
-		m.PodTLS = TLSOn
+		m.PodTLS, m.PodClientCertAuth = TLSOn, true
 		return m
 	}
 	dead := func(m Member) Member {

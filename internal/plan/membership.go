@@ -241,6 +241,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if a, ok := tlsPeerURLStep(spec, obs, members); ok {
 		return a
 	}
+	// 8b. Client certificates required or not on the client port, as spec.tls.clientAuth says (tls.go).
+	if a, ok := clientAuthRestart(spec, obs, members); ok {
+		return a
+	}
 	// 9. Maintenance: defragmentation by threshold, the way out of a NOSPACE alarm (maintenance.go).
 	if a, ok := nextMaintenanceStep(spec, obs, members); ok {
 		return a

@@ -30,6 +30,9 @@ type Spec struct {
 	QuorumLossAfter time.Duration
 	// TLS: the spec asks for TLS (any provider but None).
 	TLS bool
+	// ClientCertAuth: members serving TLS are to require client certificates on the client port (TLS, and
+	// spec.tls.clientAuth Certificate).
+	ClientCertAuth bool
 	// RecoveryGrace is how long members re-created on their intact volumes get to form a quorum before a
 	// re-seed from a backup may replace them: spec.quorumLossRecovery's after, else a default.
 	RecoveryGrace time.Duration
@@ -76,6 +79,8 @@ type Member struct {
 	InitialState   string
 	// PodTLS is the TLS mode the Pod runs (TLSPlaintext, TLSBridge, TLSOn).
 	PodTLS string
+	// PodClientCertAuth: the Pod serves TLS requiring client certificates on its client port.
+	PodClientCertAuth bool
 
 	HasPVC bool
 	// VolumeDeleting: the member's PVC is being deleted while its Pod still runs (the Pod holds it): its data

@@ -18,6 +18,9 @@ const (
 const (
 	ReasonEnablingTLS  = "EnablingTLS"
 	ReasonDisablingTLS = "DisablingTLS"
+	// ReasonRestartingForClientAuth: a member restarts to require client certificates on its client port, or to
+	// stop requiring them, as spec.tls.clientAuth says.
+	ReasonRestartingForClientAuth = "RestartingForClientAuth"
 )
 
 // TLS modes of a member, as in package resources: Plaintext listens and dials in plaintext; Bridge listens in
@@ -191,4 +194,30 @@ func tlsReason(spec Spec) string {
 		return ReasonEnablingTLS
 	}
 	return ReasonDisablingTLS
+}
+
+// clientAuthRestart restarts a member that serves TLS and requires client certificates where the spec says not,
+// or the other way round: one at a time, followers first, the leader after handing leadership over. It comes
+// after every member is healthy and after a switch between plaintext and TLS has finished (that switch restarts
+// members itself, into the spec's flags).
+func clientAuthRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
+	if !spec.TLS {
+		return Action{}, false
+	}
+	var due []Member
+	for _, m := range members {
+		if m.InEtcd && m.HasPod && !m.PodDeleting && m.PodTLS == TLSOn && m.PodClientCertAuth != spec.ClientCertAuth {
+			due = append(due, m)
+		}
+	}
+	if len(due) == 0 {
+		return Action{}, false
+	}
+	next := followerFirst(sortedByName(due), obs.LeaderID)
+	why := "its Pod requires client certificates, spec.tls.clientAuth is Password"
+	if spec.ClientCertAuth {
+		why = "its Pod asks for no client certificate, spec.tls.clientAuth is Certificate"
+	}
+	return restartOne(obs, members, next, ReasonRestartingForClientAuth,
+		fmt.Sprintf("%s (%d of %d members to restart)", why, len(due), len(members))), true
 }

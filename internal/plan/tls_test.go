@@ -300,3 +300,51 @@ func TestJoiningDuringTLSSwitch(t *testing.T) {
 		})
 	}
 }
+
+// TestClientAuthRestart: members whose client port requires client certificates against spec.tls.clientAuth (or
+// asks for none against it) restart one at a time, followers first, the leader after handing leadership over;
+// nothing while a member is unhealthy, and nothing for members of a cluster switching to plaintext.
+func TestClientAuthRestart(t *testing.T) {
+	member := func(name string, id uint64, certs bool) Member {
+		m := at(name, id, "3.6.16")
+		m.PodTLS, m.PodClientCertAuth, m.PeerURL = TLSOn, certs, "https://"+name+".c-peer:2380"
+		return m
+	}
+	spec := func(tls, certs bool) Spec {
+		s := specAt("3.6.16")
+		s.TLS, s.ClientCertAuth = tls, certs
+		return s
+	}
+	tests := map[string]struct {
+		spec        Spec
+		members     []Member
+		wantKind    ActionKind
+		wantMembers []string
+	}{
+		"to Password: a follower first": {spec(true, false),
+			[]Member{member("c-a", 1, true), member("c-b", 2, true), member("c-c", 3, true)}, RestartMember, []string{"c-b"}},
+		"to Password: the leader last, after handing over": {spec(true, false),
+			[]Member{member("c-a", 1, true), member("c-b", 2, false), member("c-c", 3, false)}, MoveLeader, []string{"c-a", "c-b"}},
+		"back to Certificate": {spec(true, true),
+			[]Member{member("c-a", 1, true), member("c-b", 2, false), member("c-c", 3, true)}, RestartMember, []string{"c-b"}},
+		"as specified: nothing": {spec(true, false),
+			[]Member{member("c-a", 1, false), member("c-b", 2, false), member("c-c", 3, false)}, None, nil},
+		"a member unhealthy: wait for it first": {spec(true, false),
+			with([]Member{member("c-a", 1, true), member("c-b", 2, true), member("c-c", 3, true)}, "c-c", func(m *Member) { m.Healthy = false }), Wait, nil},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := Next(tt.spec, clusterAt("3.6.0", tt.members...))
+			if a.Kind != tt.wantKind || (tt.wantMembers != nil && strings.Join(a.Members, ",") != strings.Join(tt.wantMembers, ",")) {
+				t.Fatalf("Next() = %s %v (%s: %s), want %s %v", a.Kind, a.Members, a.Reason, a.Message, tt.wantKind, tt.wantMembers)
+			}
+			if a.Kind == RestartMember && (a.Reason != ReasonRestartingForClientAuth || a.TLS != TLSOn) {
+				t.Fatalf("restart %s in mode %s, want reason %s in mode TLS", a.Reason, a.TLS, ReasonRestartingForClientAuth)
+			}
+		})
+	}
+	// A cluster switching to plaintext is left to the TLS switch, which restarts members into the spec's flags.
+	if _, ok := clientAuthRestart(spec(false, false), clusterAt("3.6.0"), []Member{member("c-a", 1, true)}); ok {
+		t.Fatal("clientAuthRestart acted on a cluster whose spec is plaintext")
+	}
+}

@@ -34,10 +34,10 @@ func AuthWanted(cluster *etcdv1alpha1.EtcdCluster) bool {
 }
 
 // PasswordAuth reports whether Steward acts as a password user (etcdauth.OperatorUser) on the cluster:
-// authentication is asked for, and the members do not verify client certificates (tls.provider None), so a
-// certificate cannot say who Steward is.
+// authentication is asked for, and the members do not verify client certificates (tls.provider None, or
+// tls.clientAuth Password), so a certificate cannot say who Steward is.
 func PasswordAuth(cluster *etcdv1alpha1.EtcdCluster) bool {
-	return AuthWanted(cluster) && !TLSEnabled(cluster)
+	return AuthWanted(cluster) && !ClientCertAuth(cluster)
 }
 
 // OperatorCredentialsSecretName is the Secret with the password of etcdauth.OperatorUser.

@@ -311,7 +311,7 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
 		"--initial-cluster-token=" + string(cluster.UID),
 	}
-	args = append(args, tlsArgs(mode)...)
+	args = append(args, tlsArgs(mode, ClientCertAuth(cluster))...)
 	t := cluster.Spec.Etcd
 	if q := QuotaBackendBytes(cluster); q > 0 {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q, 10))

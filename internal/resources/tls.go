@@ -223,7 +223,7 @@ func TLSSecret(cluster *etcdv1alpha1.EtcdCluster, name string, labels map[string
 // checked against the cluster's CA. etcd reloads the certificate and key files on each handshake. A Bridge member
 // gets only the peer certificate: etcd's peer transport dials https peer URLs with it (and http ones in
 // plaintext) whatever the member's own listeners are.
-func tlsArgs(mode string) []string {
+func tlsArgs(mode string, clientCerts bool) []string {
 	ca, cert, key := memberTLSMount+"/"+SecretCAKey, memberTLSMount+"/"+SecretCertKey, memberTLSMount+"/"+SecretKeyKey
 	switch mode {
 	case MemberTLSBridge:
@@ -232,10 +232,29 @@ func tlsArgs(mode string) []string {
 	default:
 		return nil
 	}
-	return []string{
-		"--cert-file=" + cert, "--key-file=" + key, "--trusted-ca-file=" + ca, "--client-cert-auth",
-		"--peer-cert-file=" + cert, "--peer-key-file=" + key, "--peer-trusted-ca-file=" + ca, "--peer-client-cert-auth",
+	args := []string{"--cert-file=" + cert, "--key-file=" + key}
+	if clientCerts {
+		// etcd asks clients for a certificate whenever it has a trusted CA for the client port: both or neither.
+		args = append(args, "--trusted-ca-file="+ca, "--client-cert-auth")
 	}
+	return append(args,
+		"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca, "--peer-client-cert-auth")
+}
+
+// ClientCertAuth reports whether the cluster's members are to require client certificates on the client port:
+// a TLS cluster whose tls.clientAuth is not Password.
+func ClientCertAuth(cluster *etcdv1alpha1.EtcdCluster) bool {
+	return TLSEnabled(cluster) && (cluster.Spec.TLS == nil || cluster.Spec.TLS.ClientAuth != etcdv1alpha1.ClientAuthPassword)
+}
+
+// PodVerifiesClientCerts reports whether a member Pod was started requiring client certificates on its client port.
+func PodVerifiesClientCerts(pod *corev1.Pod) bool {
+	for _, a := range etcdCommand(pod) {
+		if a == "--client-cert-auth" || a == "--client-cert-auth=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // tlsEnv turns off etcd's check that a peer's client certificate names the address the peer connects from (its

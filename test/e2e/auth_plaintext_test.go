@@ -16,16 +16,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"steward.dev/steward/test/linearizability"
+
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/resources"
 )
 
-// passwordClient dials the cluster's client Service (plaintext) as the user of a password Secret; an empty
-// Secret name dials anonymously.
+// passwordClient dials the cluster's client Service as the user of a password Secret, presenting no client
+// certificate (on a TLS cluster it checks the members with the cluster's CA alone); an empty Secret name dials
+// anonymously.
 func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string) *clientv3.Client {
 	t.Helper()
 	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if resources.TLSEnabled(c) {
+		var s corev1.Secret
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
+			t.Fatal(err)
+		}
+		tlsCfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.TLS = tlsCfg
+	}
 	if secretName != "" {
 		var s corev1.Secret
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: secretName}, &s); err != nil {
@@ -222,4 +237,137 @@ func TestAuthWithoutTLS(t *testing.T) {
 	waitAuthEnabled(t, key, false)
 	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
 	requireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
+}
+
+// verifiesClientCerts reports, per member Pod, whether it was started requiring client certificates.
+func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]bool {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for i := range pods.Items {
+		out[pods.Items[i].Name] = resources.PodVerifiesClientCerts(&pods.Items[i])
+	}
+	return out
+}
+
+// waitClientAuth waits until the cluster is settled with every member Pod requiring client certificates, or none.
+func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var c *etcdv1alpha1.EtcdCluster
+	poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
+		c = waitSettled(t, key, 4*time.Minute)
+		for pod, v := range verifiesClientCerts(t, c) {
+			if v != certs {
+				return fmt.Errorf("Pod %s requires client certificates: %v", pod, v)
+			}
+		}
+		return nil
+	})
+	return c
+}
+
+// TestPasswordOnlyClients: a TLS cluster with auth on switches to tls.clientAuth Password under client load that
+// authenticates with a password (0 lost, porcupine Ok): Steward makes its password user through its certificate
+// first (the members still ask for one), then restarts the members one at a time without --client-cert-auth;
+// then an application holding only a password and the CA reads and writes its prefix and is refused another, a
+// client presenting only a certificate is refused (it no longer names a user), a certificate EtcdUser is
+// reported, and a backup Job authenticates with the password; switching back to Certificate restores the
+// certificates' identities.
+func TestPasswordOnlyClients(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "pw-only")
+	startOperator(t, ns)
+	createS3Secret(t, ns)
+	c := newCluster(ns, "pwonly", 3)
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	waitAvailable(t, key, 4*time.Minute)
+	c = waitAuthEnabled(t, key, true)
+	if c.Status.OperatorCredentialsSecret != "" {
+		t.Fatalf("a certificate cluster has operator credentials %q", c.Status.OperatorCredentialsSecret)
+	}
+
+	users := map[string]*etcdv1alpha1.EtcdUser{
+		"loader":         newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":          newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"cert-user":      newEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
+		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
+	}
+	for _, u := range users {
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range users {
+		users[name] = waitUserReady(t, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Minute)
+	}
+	certClient := userClient(t, c, users["cert-user"])
+	mayWrite(t, "cert-user", certClient, "/c/1", true)
+
+	// The load authenticates with a password and presents a certificate of the cluster's CA with no user behind
+	// it: what a password client needs while members still ask for a certificate, and harmless after.
+	var loader corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
+		t.Fatal(err)
+	}
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
+		Username: string(loader.Data[resources.SecretUsernameKey]), Password: string(loader.Data[resources.SecretPasswordKey])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{ClientAuth: etcdv1alpha1.ClientAuthPassword}
+	})
+	c = waitClientAuth(t, key, false)
+	t.Logf("members ask for no client certificate %s after the patch", time.Since(begin).Round(100*time.Millisecond))
+	if got := eventsWithin(t, c, "OperatorUserRestored", begin, 1); len(got) != 1 {
+		t.Fatalf("OperatorUserRestored Events %v, want one: the password user made through the certificate before the restarts", got)
+	}
+	if got := eventsWithin(t, c, "MemberRestarting", begin, 3); len(got) < 3 {
+		t.Fatalf("MemberRestarting Events %v, want one per member", got)
+	}
+	if c.Status.OperatorCredentialsSecret != "pwonly-operator-credentials" {
+		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
+	}
+
+	p := passwordClient(t, c, "app-p-password")
+	mayWrite(t, "app-p (password, no certificate)", p, "/p/1", true)
+	mayRead(t, "app-p (password, no certificate)", p, "/p/1", true)
+	mayWrite(t, "app-p (password, no certificate)", p, "/c/1", false)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = userClient(t, c, users["cert-user"]).Put(wctx, "/c/2", "x")
+	cancel()
+	if !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Fatalf("a certificate-only client once members ask for none: %v, want refused (user name is empty)", err)
+	}
+	poll(t, "the certificate user reported", time.Minute, func() error {
+		u := &etcdv1alpha1.EtcdUser{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(users["cert-user"]), u); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != "CertificateNotSupported" {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
+
+	backup := newBackup(ns, "pw-only", c.Name, s3Destination(ns+"/pw-only.db"))
+	if err := k8s.Create(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
+	c = waitClientAuth(t, key, true)
+	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
+	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
+	requireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
 }

@@ -225,6 +225,7 @@ var expected = map[string]time.Duration{
 	"TestHashMismatchIsFoundAndReplaced":              150 * time.Second,
 	"TestEtcdUsersAndAuth":                            180 * time.Second,
 	"TestAuthWithoutTLS":                              150 * time.Second,
+	"TestPasswordOnlyClients":                         150 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,

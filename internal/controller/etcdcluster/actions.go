@@ -200,6 +200,10 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			// The same mode: the re-created Pod starts with the quota in force (maintenance.go).
 			r.tookStep(ctx, cluster, action, "Restarting member for its quota", corev1.EventTypeNormal, "MemberRestarting", action.Message)
 			return nil
+		case plan.ReasonRestartingForClientAuth:
+			// The same mode: the re-created Pod requires client certificates, or not, as spec.tls.clientAuth says.
+			r.tookStep(ctx, cluster, action, "Restarting member for its client authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)
+			return nil
 		}
 		r.tookStep(ctx, cluster, action, "Restarting member for TLS", corev1.EventTypeNormal, "MemberRestarting",
 			fmt.Sprintf("Restarting member %s in TLS mode %s: %s", pod.Name, action.TLS, action.Message), "tlsMode", action.TLS)

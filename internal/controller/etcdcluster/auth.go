@@ -58,10 +58,11 @@ func (r *Reconciler) switchAuth(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			"Turned etcd's authentication off: every client that reaches the cluster may do anything")
 		return nil
 	}
-	// With TLS, Steward's identity is its certificate's common name; without, its password user alone.
+	// Where members require client certificates, Steward's identity is its certificate's common name;
+	// elsewhere its password user alone.
 	identity := obs.operator.User
 	var extra []string
-	if resources.TLSEnabled(cluster) {
+	if resources.ClientCertAuth(cluster) {
 		var err error
 		if identity, err = r.clientIdentity(ctx, cluster); err != nil {
 			return err
@@ -84,9 +85,12 @@ func (r *Reconciler) switchAuth(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			"identity", identity)
 		return nil
 	}
-	r.tookStep(ctx, cluster, action, "Enabled auth", corev1.EventTypeNormal, "AuthEnabled",
-		fmt.Sprintf("Turned etcd's authentication on; Steward acts as %q with the root role; clients need an EtcdUser's credentials", identity),
-		"identity", identity)
+	msg := fmt.Sprintf("Turned etcd's authentication on; Steward acts as %q with the root role; clients need an EtcdUser's credentials", identity)
+	if !resources.ClientCertAuth(cluster) {
+		msg = fmt.Sprintf("Turned etcd's authentication on; Steward acts as %q with the root role (password in Secret %s); clients need an EtcdUser's password",
+			identity, obs.operatorSecret)
+	}
+	r.tookStep(ctx, cluster, action, "Enabled auth", corev1.EventTypeNormal, "AuthEnabled", msg, "identity", identity)
 	return nil
 }
 

@@ -133,6 +133,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodReady = podReady(p)
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodQuota = resources.PodQuota(p)
+		m.PodClientCertAuth = resources.PodVerifiesClientCerts(p)
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
 		m.Restore = p.Annotations[resources.AnnotationRestore]

@@ -301,6 +301,10 @@ func derefPass(p *pass) pass {
 // (provider CertManager); with provider Secrets Steward has nothing to sign with.
 func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 	provider := resources.TLSMode(cluster)
+	if resources.TLSEnabled(cluster) && !resources.ClientCertAuth(cluster) {
+		return pass{reason: ReasonCertificateNotAllowed,
+			message: fmt.Sprintf("spec.certificate is not supported: the members of %s ask clients for no certificate (tls.clientAuth Password); declare the EtcdUser with spec.password instead", cluster.Name)}, false
+	}
 	if provider == etcdv1alpha1.TLSProviderSteward || provider == etcdv1alpha1.TLSProviderCertManager {
 		return pass{}, true
 	}
