@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/certissue"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/plan"
@@ -256,29 +257,16 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 		}
 		return secret, nil
 	}
-	kp, err := ts.ca.Issue(req, r.Now())
+	if !exists {
+		secret = nil
+	}
+	secret, kp, err := certissue.Issue(ctx, r.Client, r.Recorder, cluster, ts.ca, req, secret, func(certPEM, keyPEM []byte) *corev1.Secret {
+		return resources.TLSSecret(cluster, name, lbls, ts.ca.CertPEM, certPEM, keyPEM)
+	}, reason, r.Now())
 	if err != nil {
 		return nil, err
 	}
-	want := resources.TLSSecret(cluster, name, lbls, ts.ca.CertPEM, kp.CertPEM, kp.KeyPEM)
-	if exists {
-		// Update, not patch: it carries the resourceVersion read, so a stale cache loses (a conflict, retried)
-		// instead of overwriting a certificate issued meanwhile.
-		secret.Data, secret.Type = want.Data, want.Type
-		if err := r.Client.Update(ctx, secret); err != nil {
-			return nil, fmt.Errorf("renew certificate in Secret %s: %w", name, err)
-		}
-	} else {
-		secret = want
-		if err := r.Client.Create(ctx, secret); err != nil {
-			return nil, fmt.Errorf("create Secret %s: %w", name, err)
-		}
-	}
 	ts.note(certKind(req), kp.Cert.NotAfter)
-	ctrl.LoggerFrom(ctx).Info("Issued certificate", "EtcdCluster", klog.KObj(cluster), "secret", name,
-		"commonName", req.CommonName, "reason", reason, "notAfter", kp.Cert.NotAfter)
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateIssued", "Issued certificate %s in Secret %s (%s), valid until %s",
-		req.CommonName, name, reason, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
 	return secret, nil
 }
 

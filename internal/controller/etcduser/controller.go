@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/certissue"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/pki"
@@ -402,32 +403,18 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, user *etcdv1alpha1.E
 		cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
 		return cert, nil, err
 	}
-	kp, err := ca.Issue(req, r.Now())
-	if err != nil {
+	_, kp, err := certissue.Issue(ctx, r.Client, r.Recorder, user, ca, req, secret, func(certPEM, keyPEM []byte) *corev1.Secret {
+		want := resources.TLSSecret(cluster, secretName, userLabels(user), ca.CertPEM, certPEM, keyPEM)
+		// The EtcdUser's, not the cluster's: it goes with the user.
+		want.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(user, etcdv1alpha1.GroupVersion.WithKind("EtcdUser"))}
+		return want
+	}, reason, r.Now())
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil, conflict(secretName), nil
+	case err != nil:
 		return nil, nil, err
 	}
-	want := resources.TLSSecret(cluster, secretName, userLabels(user), ca.CertPEM, kp.CertPEM, kp.KeyPEM)
-	if secret == nil {
-		want.OwnerReferences = nil
-		if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
-			return nil, nil, err
-		}
-		if err := r.Client.Create(ctx, want); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return nil, conflict(secretName), nil
-			}
-			return nil, nil, fmt.Errorf("create Secret %s: %w", secretName, err)
-		}
-	} else {
-		secret.Data, secret.Type = want.Data, want.Type
-		if err := r.Client.Update(ctx, secret); err != nil {
-			return nil, nil, fmt.Errorf("renew certificate in Secret %s: %w", secretName, err)
-		}
-	}
-	ctrl.LoggerFrom(ctx).Info("Issued user certificate", "EtcdUser", klog.KObj(user), "secret", secretName, "commonName", name,
-		"reason", reason, "notAfter", kp.Cert.NotAfter)
-	r.Recorder.Eventf(user, corev1.EventTypeNormal, "CertificateIssued", "Issued certificate %s in Secret %s (%s), valid until %s",
-		name, secretName, reason, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
 	return kp.Cert, nil, nil
 }
 
