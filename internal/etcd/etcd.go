@@ -120,14 +120,18 @@ type Pool struct {
 	tls       map[string]*TLS
 	configs   map[string]*tls.Config
 	passwords map[string]Password
-	// rejected: etcd refused the cluster's password when its pooled client was created.
-	rejected map[string]bool
+	// rejected: when etcd refused the cluster's password, as its pooled client was created (absent: it did not).
+	rejected map[string]time.Time
 }
+
+// PasswordRetry is how long a client dialed without its refused password is used before the password is tried
+// again: another controller may have made the user meanwhile (Steward's own, through its certificate).
+const PasswordRetry = 10 * time.Second
 
 // NewPool returns an empty pool.
 func NewPool() *Pool {
 	return &Pool{clients: map[string]*clientv3.Client{}, tls: map[string]*TLS{}, configs: map[string]*tls.Config{},
-		passwords: map[string]Password{}, rejected: map[string]bool{}}
+		passwords: map[string]Password{}, rejected: map[string]time.Time{}}
 }
 
 // SetPassword sets the password user the cluster under key is dialed as, besides its TLS (the zero Password:
@@ -151,7 +155,8 @@ func (p *Pool) SetPassword(key string, pw Password) {
 func (p *Pool) PasswordRejected(key string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.rejected[key]
+	_, ok := p.rejected[key]
+	return ok
 }
 
 // Redial closes the cluster's pooled client, so that the next call authenticates afresh (after its password
@@ -216,7 +221,9 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 	defer p.mu.Unlock()
 	endpoints = balancedEndpoints(endpoints)
 	if c, ok := p.clients[key]; ok {
-		if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
+		if at, refused := p.rejected[key]; refused && time.Since(at) > PasswordRetry {
+			p.closeLocked(key)
+		} else if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
 			// The client's transport was set up for the scheme of its first endpoint; another needs a new one.
 			p.closeLocked(key)
 		} else {
@@ -238,7 +245,10 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 	if err != nil {
 		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
 	}
-	p.clients[key], p.rejected[key] = c, rejected
+	p.clients[key] = c
+	if rejected {
+		p.rejected[key] = time.Now()
+	}
 	return c, nil
 }
 
