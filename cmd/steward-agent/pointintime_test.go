@@ -120,6 +120,24 @@ func sameState(a, b map[string]string) string {
 	return strings.Join(diffs, "; ")
 }
 
+// storeSnapshot takes a snapshot of the member at url as a scheduled backup would, stores it as
+// backups/<name>.db under root and returns it as a point-in-time candidate, with the source's cluster ID.
+func storeSnapshot(ctx context.Context, t *testing.T, root, name, url string, pw etcd.Password) (Candidate, string) {
+	t.Helper()
+	store := backup.FileStore{Root: root, Path: "backups/" + name + ".db", Claim: "c"}
+	snap, err := etcd.OpenSnapshot(ctx, url, nil, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := backup.NewVerifier(snap.Data)
+	if _, err := store.Put(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	_ = snap.Data.Close()
+	return Candidate{Name: name, Path: store.Path, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision, Time: time.Now().Add(-time.Second)},
+		etcd.FormatID(snap.ClusterID)
+}
+
 // TestContinuousBackupAndPointInTime: a follower records a known history (puts, overwrites, deletes, a range
 // delete, a multi-key transaction, lease-bound keys) across a snapshot and its own restart; point-in-time
 // snapshots for several revisions and times each hold exactly the key space (values, create and mod revisions,
@@ -157,18 +175,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 		put(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
 	}
 	// The snapshot a point-in-time backup starts from, as a scheduled backup takes it.
-	snapStore := backup.FileStore{Root: root, Path: "backups/main-1.db", Claim: "c"}
-	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil, etcd.Password{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := backup.NewVerifier(snap.Data)
-	if _, err := snapStore.Put(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	_ = snap.Data.Close()
-	cand := Candidate{Name: "main-1", Path: snapStore.Path, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision, Time: time.Now().Add(-time.Second)}
-	clusterID := etcd.FormatID(snap.ClusterID)
+	cand, clusterID := storeSnapshot(ctx, t, root, "main-1", srcURL, etcd.Password{})
 
 	points := map[string]int64{}
 	times := map[string]time.Time{}
@@ -435,17 +442,7 @@ func TestPointInTimeWithAuth(t *testing.T) {
 	for i := range 10 {
 		put(fmt.Sprintf("a%02d", i), "before the snapshot")
 	}
-	snapStore := backup.FileStore{Root: root, Path: "backups/auth-1.db", Claim: "c"}
-	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil, pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := backup.NewVerifier(snap.Data)
-	if _, err := snapStore.Put(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	_ = snap.Data.Close()
-	clusterID := etcd.FormatID(snap.ClusterID)
+	cand, clusterID := storeSnapshot(ctx, t, root, "auth-1", srcURL, pw)
 	if _, err := authed.Delete(ctx, "a0", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
@@ -460,8 +457,7 @@ func TestPointInTimeWithAuth(t *testing.T) {
 	waitFor(t, func() bool { return f.status().LastRevision >= latest }, "the follower to store the latest revision")
 
 	res := pointInTime(ctx, backup.FileStore{Root: root, Path: "backups/auth-pit.db", Claim: "c"}, pointInTimeConfig{
-		candidates: []Candidate{{Name: "auth-1", Path: snapStore.Path, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision,
-			Time: time.Now().Add(-time.Minute)}},
+		candidates: []Candidate{cand},
 		segments: dirOf(clusterID), clusterID: clusterID,
 		open: func(p string) (backup.Store, error) { return backup.FileStore{Root: root, Path: p, Claim: "c"}, nil },
 		etcd: filepath.Join(bin, "etcd"), etcdutl: filepath.Join(bin, "etcdutl"), workDir: t.TempDir(),

@@ -99,18 +99,11 @@ func TestAuthWithoutTLS(t *testing.T) {
 		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
 		"q-read": newEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
 	}
-	for _, u := range users {
-		if err := k8s.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
 	certUser := newEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	if err := k8s.Create(ctx, certUser); err != nil {
 		t.Fatal(err)
 	}
-	for name := range users {
-		users[name] = waitUserReady(t, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Minute)
-	}
+	createUsersReady(t, users)
 	poll(t, "the certificate user reported", time.Minute, func() error {
 		u := &etcdv1alpha1.EtcdUser{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(certUser), u); err != nil {
@@ -300,14 +293,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 		"cert-user":      newEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
 		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
 	}
-	for _, u := range users {
-		if err := k8s.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name := range users {
-		users[name] = waitUserReady(t, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Minute)
-	}
+	createUsersReady(t, users)
 	certClient := userClient(t, c, users["cert-user"])
 	mayWrite(t, "cert-user", certClient, "/c/1", true)
 

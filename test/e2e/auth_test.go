@@ -55,6 +55,19 @@ func waitUserReady(t *testing.T, key client.ObjectKey, timeout time.Duration) *e
 	return u
 }
 
+// createUsersReady creates the EtcdUsers, waits for each to be Ready and puts what it read back into users.
+func createUsersReady(t *testing.T, users map[string]*etcdv1alpha1.EtcdUser) {
+	t.Helper()
+	for _, u := range users {
+		if err := k8s.Create(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, u := range users {
+		users[name] = waitUserReady(t, client.ObjectKeyFromObject(u), 2*time.Minute)
+	}
+}
+
 // userClient dials the cluster's client Service the way an application holding the EtcdUser's Secret would:
 // with the certificate Secret (tls.crt, tls.key, ca.crt), or with the password Secret (username, password). Members
 // require a client certificate of the cluster's CA for the TLS handshake (--client-cert-auth), so a password
@@ -233,13 +246,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		"a-reader":       newEtcdUser(ns, "a-reader", c.Name, "/a/", etcdv1alpha1.AccessRead, false),
 		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
 	}
-	for _, u := range users {
-		if err := k8s.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createUsersReady(t, users)
 	for name := range users {
-		users[name] = waitUserReady(t, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Minute)
 		if c := meta.FindStatusCondition(users[name].Status.Conditions, etcdv1alpha1.ConditionReady); !strings.Contains(c.Message, "not enforced") {
 			t.Fatalf("%s Ready before auth is on: %q, want it to say the permissions are not enforced yet", name, c.Message)
 		}
