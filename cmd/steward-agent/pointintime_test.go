@@ -458,7 +458,7 @@ func TestPointInTimeWithAuth(t *testing.T) {
 
 	res := pointInTime(ctx, backup.FileStore{Root: root, Path: "backups/auth-pit.db", Claim: "c"}, pointInTimeConfig{
 		candidates: []Candidate{cand},
-		segments: dirOf(clusterID), clusterID: clusterID,
+		segments:   dirOf(clusterID), clusterID: clusterID,
 		open: func(p string) (backup.Store, error) { return backup.FileStore{Root: root, Path: p, Claim: "c"}, nil },
 		etcd: filepath.Join(bin, "etcd"), etcdutl: filepath.Join(bin, "etcdutl"), workDir: t.TempDir(),
 		readyTimeout: time.Minute, maxRequestBytes: 8 << 20,
