@@ -310,7 +310,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 	begin := time.Now()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.TLS = &etcdv1alpha1.TLSSpec{ClientAuth: etcdv1alpha1.ClientAuthPassword}
+		c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthPassword
 	})
 	c = waitClientAuth(t, key, false)
 	t.Logf("members ask for no client certificate %s after the patch", time.Since(begin).Round(100*time.Millisecond))
