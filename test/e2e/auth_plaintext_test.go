@@ -275,6 +275,9 @@ func TestPasswordOnlyClients(t *testing.T) {
 	ns := newNamespace(t, "pw-only")
 	startOperator(t, ns)
 	createS3Secret(t, ns)
+	bad := newCluster(ns, "bad", 1)
+	bad.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone, ClientAuth: etcdv1alpha1.ClientAuthPassword}
+	refused(t, k8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
 	c := newCluster(ns, "pwonly", 3)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := k8s.Create(ctx, c); err != nil {
