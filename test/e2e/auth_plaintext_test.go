@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,11 +32,7 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 	t.Helper()
 	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if resources.TLSEnabled(c) {
-		var s corev1.Secret
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
-			t.Fatal(err)
-		}
-		tlsCfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
+		tlsCfg, err := caOnlyTLS(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +51,15 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// caOnlyTLS checks the members with the cluster's CA (from its client Secret) and presents no certificate.
+func caOnlyTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
+		return nil, err
+	}
+	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
 }
 
 // waitAuthEnabled waits for status.authEnabled to be want.
@@ -359,4 +365,83 @@ func TestPasswordOnlyClients(t *testing.T) {
 	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
 	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
 	requireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
+}
+
+// TestTLSSwitchWithAuth: a plaintext cluster with authentication on switches to TLS for password-only clients
+// (tls.clientAuth Password) and back, under load that authenticates with a password and follows the switch (0
+// lost, porcupine Ok): Steward keeps acting as its password user while members listen in plaintext, in the
+// Bridge step and on TLS, so the switch finishes, auth stays on and a client with only the CA and a password
+// works on the TLS cluster.
+func TestTLSSwitchWithAuth(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "tlsauth")
+	startOperator(t, ns)
+	c := newCluster(ns, "switch", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	waitAvailable(t, key, 4*time.Minute)
+	c = waitAuthEnabled(t, key, true)
+	users := map[string]*etcdv1alpha1.EtcdUser{
+		"loader": newEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+	}
+	createUsersReady(t, users)
+	var loader corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
+		t.Fatal(err)
+	}
+	user, password := string(loader.Data[resources.SecretUsernameKey]), string(loader.Data[resources.SecretPasswordKey])
+	plain, secure := serviceTargets(t, c)
+	withTLS := c.DeepCopy()
+	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
+	secure.TLSFrom = func() (*tls.Config, error) { return caOnlyTLS(withTLS) }
+	plain.Username, plain.Password, secure.Username, secure.Password = user, password, user, password
+
+	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Username: user, Password: password,
+		Alternates: []linearizability.Target{secure}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ClientAuth: etcdv1alpha1.ClientAuthPassword}
+	})
+	c = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	t.Logf("plaintext -> TLS with auth on: settled %s after the change", time.Since(began).Round(time.Second))
+	requireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
+	if c = waitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
+		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
+	}
+	for pod, certs := range verifiesClientCerts(t, c) {
+		if certs {
+			t.Fatalf("Pod %s requires client certificates; tls.clientAuth is Password", pod)
+		}
+	}
+	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/p/1", true)
+	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/q/1", false)
+
+	secureCfg, err := caOnlyTLS(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure.TLS, secure.TLSFrom = secureCfg, nil
+	load, err = linearizability.Start(linearizability.Config{Endpoints: secure.Endpoints, TLS: secureCfg, Username: user, Password: password,
+		Alternates: []linearizability.Target{plain}, Prefix: "lin-off/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	})
+	waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	t.Logf("TLS -> plaintext with auth on: settled %s after the change", time.Since(began).Round(time.Second))
+	requireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
+	c = waitAuthEnabled(t, key, true)
+	mayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
 }
