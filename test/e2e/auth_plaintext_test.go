@@ -411,7 +411,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ClientAuth: etcdv1alpha1.ClientAuthPassword}
 	})
-	c = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS with auth on: settled %s after the change", time.Since(began).Round(time.Second))
 	requireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
 	if c = waitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
