@@ -140,7 +140,7 @@ func (r *Reconciler) prepareOperatorCredentials(ctx context.Context, cluster *et
 		if err := r.Client.Create(ctx, secret); err != nil {
 			return "", etcd.Password{}, fmt.Errorf("create Secret %s: %w", name, err)
 		}
-		msg := fmt.Sprintf("Created Secret %s with a generated password for etcd user %s, which Steward acts as on this cluster without TLS", name, etcdauth.OperatorUser)
+		msg := fmt.Sprintf("Created Secret %s with a generated password for etcd user %s, which Steward acts as on this cluster: its members verify no client certificates", name, etcdauth.OperatorUser)
 		if from != "" {
 			msg = fmt.Sprintf("Created Secret %s for etcd user %s with the password of Secret %s: the cluster starts from a backup of that cluster, whose store knows it", name, etcdauth.OperatorUser, from)
 		}
