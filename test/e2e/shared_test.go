@@ -226,7 +226,7 @@ var expected = map[string]time.Duration{
 	"TestEtcdUsersAndAuth":                            180 * time.Second,
 	"TestAuthWithoutTLS":                              115 * time.Second,
 	"TestPasswordOnlyClients":                         80 * time.Second,
-	"TestTLSSwitchWithAuth":                           150 * time.Second,
+	"TestTLSSwitchWithAuth":                           105 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
