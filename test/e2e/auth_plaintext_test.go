@@ -39,11 +39,7 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 		cfg.TLS = tlsCfg
 	}
 	if secretName != "" {
-		var s corev1.Secret
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: secretName}, &s); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Username, cfg.Password = string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
+		cfg.Username, cfg.Password = passwordOf(t, c.Namespace, secretName)
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
@@ -51,6 +47,31 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// passwordOf reads the etcd user and password of a password Secret (an EtcdUser's).
+func passwordOf(t *testing.T, ns, secretName string) (user, password string) {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
+}
+
+// waitUserReason waits for the EtcdUser's Ready condition to have reason, and a message containing text.
+func waitUserReason(t *testing.T, key client.ObjectKey, reason, text string) {
+	t.Helper()
+	poll(t, "EtcdUser "+key.Name+" Ready reason "+reason, time.Minute, func() error {
+		u := &etcdv1alpha1.EtcdUser{}
+		if err := k8s.Get(context.Background(), key, u); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
 }
 
 // caOnlyTLS checks the members with the cluster's CA (from its client Secret) and presents no certificate.
@@ -110,23 +131,10 @@ func TestAuthWithoutTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	createUsersReady(t, users)
-	poll(t, "the certificate user reported", time.Minute, func() error {
-		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(certUser), u); err != nil {
-			return err
-		}
-		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != "CertificateNotSupported" ||
-			!strings.Contains(r.Message, "spec.password instead") {
-			return fmt.Errorf("Ready %+v", r)
-		}
-		return nil
-	})
+	waitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
 
-	var loader corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
-		t.Fatal(err)
-	}
-	load := startLoadAs(t, c, string(loader.Data[resources.SecretUsernameKey]), string(loader.Data[resources.SecretPasswordKey]))
+	user, password := passwordOf(t, ns, "loader-password")
+	load := startLoadAs(t, c, user, password)
 	begin := time.Now()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	c = waitAuthEnabled(t, key, true)
@@ -308,12 +316,9 @@ func TestPasswordOnlyClients(t *testing.T) {
 
 	// The load authenticates with a password and presents a certificate of the cluster's CA with no user behind
 	// it: what a password client needs while members still ask for a certificate, and harmless after.
-	var loader corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
-		t.Fatal(err)
-	}
+	user, password := passwordOf(t, ns, "loader-password")
 	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
-		Username: string(loader.Data[resources.SecretUsernameKey]), Password: string(loader.Data[resources.SecretPasswordKey])})
+		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,16 +348,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	if !errors.Is(err, rpctypes.ErrUserEmpty) {
 		t.Fatalf("a certificate-only client once members ask for none: %v, want refused (user name is empty)", err)
 	}
-	poll(t, "the certificate user reported", time.Minute, func() error {
-		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(users["cert-user"]), u); err != nil {
-			return err
-		}
-		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != "CertificateNotSupported" {
-			return fmt.Errorf("Ready %+v", r)
-		}
-		return nil
-	})
+	waitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
 
 	backup := newBackup(ns, "pw-only", c.Name, s3Destination(ns+"/pw-only.db"))
 	if err := k8s.Create(ctx, backup); err != nil {
@@ -391,11 +387,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
 	}
 	createUsersReady(t, users)
-	var loader corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "loader-password"}, &loader); err != nil {
-		t.Fatal(err)
-	}
-	user, password := string(loader.Data[resources.SecretUsernameKey]), string(loader.Data[resources.SecretPasswordKey])
+	user, password := passwordOf(t, ns, "loader-password")
 	plain, secure := serviceTargets(t, c)
 	withTLS := c.DeepCopy()
 	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}

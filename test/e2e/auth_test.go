@@ -256,18 +256,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		strings.Join(u.Status.Roles, ",") != "app-a" {
 		t.Fatalf("app-a status %+v", u.Status)
 	}
-	poll(t, "orphan and taken reported", time.Minute, func() error {
-		for name, reason := range map[string]string{"orphan": "ClusterNotFound", "taken": "SecretConflict"} {
-			u := &etcdv1alpha1.EtcdUser{}
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
-				return err
-			}
-			if c := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); c == nil || c.Reason != reason {
-				return fmt.Errorf("%s Ready %+v, want reason %s", name, c, reason)
-			}
-		}
-		return nil
-	})
+	waitUserReason(t, client.ObjectKeyFromObject(orphan), "ClusterNotFound", "")
+	waitUserReason(t, client.ObjectKeyFromObject(taken), "SecretConflict", "")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["keep"]) != "me" || len(foreign.OwnerReferences) != 0 {
 		t.Fatalf("the Secret Steward does not own was changed: %v %+v", err, foreign)
 	}
