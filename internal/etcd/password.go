@@ -29,7 +29,7 @@ func dial(cfg clientv3.Config, pw Password) (c *clientv3.Client, rejected bool, 
 		if err == nil {
 			return c, false, nil
 		}
-		if !IsAuthFailed(err) {
+		if !isAuthFailed(err) {
 			return nil, false, err
 		}
 		rejected = true
@@ -38,7 +38,7 @@ func dial(cfg clientv3.Config, pw Password) (c *clientv3.Client, rejected bool, 
 	return c, rejected, err
 }
 
-// IsAuthFailed reports whether err is etcd's refusal of a user name and password.
-func IsAuthFailed(err error) bool {
+// isAuthFailed reports whether err is etcd's refusal of a user name and password.
+func isAuthFailed(err error) bool {
 	return errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrAuthFailed)
 }
