@@ -76,6 +76,22 @@ if [[ -s $TEST_LOG_DIR/e2e.log ]]; then
       printf "%8.0f %-5s %s %s\n", (n in ran ? ran[n] : t), substr($2, 1, length($2) - 1), n, (n in waited ? sprintf("(waited %.0fs)", waited[n]) : "(serial)") }
   ' "$TEST_LOG_DIR/e2e.log" | sort -rn | awk '{ st = $2; d = $1; $1 = $2 = ""; sub(/^ +/, ""); printf "  %-5s %6ss  %s\n", st, d, $0 }'
 fi
+# What each failed test said last (its failure, usually): CI shows only the end of this output, and a parallel
+# test's failure line can be far above it. With -v a test's lines come before its "--- FAIL", without -v after it.
+failures=$(for name in "${names[@]}"; do
+  awk -v tier="$name" '
+    function short(l) { return length(l) > 1500 ? substr(l, 1, 1500) "..." : l }
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; after = ""; next }
+    /^ *--- FAIL: / { n = $3; printf "  [%s] %s\n", tier, n; for (i = 1; i <= cnt[n]; i++) print "    " short(last[n, i]); after = n; next }
+    /^ +[A-Za-z0-9_]+\.go:[0-9]+: / { if (after != "") { print "    " short($0); next }
+      k = cur; if (cnt[k] == 3) { last[k, 1] = last[k, 2]; last[k, 2] = last[k, 3]; cnt[k] = 2 }; last[k, ++cnt[k]] = $0; next }
+    { after = "" }
+  ' "$TEST_LOG_DIR/$name.log" 2>/dev/null
+done)
+if [[ -n $failures ]]; then
+  echo "=== failed tests, with their last lines"
+  echo "$failures"
+fi
 echo "=== test tiers (budget ${BUDGET_MINUTES}m on 2 cores, see README)"
 status=0
 for i in "${!names[@]}"; do

@@ -82,6 +82,52 @@ func describe(c *etcdv1alpha1.EtcdCluster) string {
 	return fmt.Sprintf("ready %d/%d, %s", c.Status.ReadyReplicas, c.Spec.Replicas, strings.Join(parts, "; "))
 }
 
+// podStates says where each member Pod of a cluster is (phase, scheduling, each container's state) and the
+// last Events recorded for it: a failed wait on a status condition shows what the kubelet and scheduler did.
+func podStates(c *etcdv1alpha1.EtcdCluster) string {
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		return "pods: " + err.Error()
+	}
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(c.Namespace)); err != nil {
+		return "events: " + err.Error()
+	}
+	sort.Slice(events.Items, func(i, j int) bool { return events.Items[i].LastTimestamp.Before(&events.Items[j].LastTimestamp) })
+	var out []string
+	for _, p := range pods.Items {
+		state := []string{string(p.Status.Phase)}
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue {
+				state = append(state, fmt.Sprintf("%s=%s(%s)", cond.Type, cond.Status, cond.Reason))
+			}
+		}
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			switch {
+			case cs.State.Waiting != nil:
+				state = append(state, fmt.Sprintf("%s waiting %s", cs.Name, cs.State.Waiting.Reason))
+			case cs.State.Terminated != nil:
+				state = append(state, fmt.Sprintf("%s terminated %s", cs.Name, cs.State.Terminated.Reason))
+			case cs.State.Running != nil:
+				state = append(state, cs.Name+" running")
+			}
+		}
+		var last []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == p.Name {
+				last = append(last, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
+			}
+		}
+		last = last[max(0, len(last)-4):]
+		out = append(out, fmt.Sprintf("pod %s: %s; events: [%s]", p.Name, strings.Join(state, ", "), strings.Join(last, "; ")))
+	}
+	if len(out) == 0 {
+		return "no member Pods"
+	}
+	return strings.Join(out, " | ")
+}
+
 // memberEndpoints are the client URLs of a cluster's member Pods, by pod IP (the host does not use cluster DNS).
 func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
