@@ -549,6 +549,9 @@ type MemberStatus struct {
 	// defragmentation would return.
 	// +optional
 	DBSizeInUseBytes int64 `json:"dbSizeInUseBytes,omitempty"`
+	// Node is the node the member's Pod is scheduled to; empty while it is not scheduled.
+	// +optional
+	Node string `json:"node,omitempty"`
 	// ClientURL is the member's advertised client URL.
 	// +optional
 	ClientURL string `json:"clientURL,omitempty"`

@@ -404,7 +404,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 			NodeSelector:                 cluster.Spec.Pod.NodeSelector,
 			Affinity:                     cluster.Spec.Pod.Affinity,
 			Tolerations:                  cluster.Spec.Pod.Tolerations,
-			TopologySpreadConstraints:    cluster.Spec.Pod.TopologySpreadConstraints,
+			TopologySpreadConstraints:    MemberSpread(cluster),
 			PriorityClassName:            cluster.Spec.Pod.PriorityClassName,
 			SecurityContext:              restrictedPod(),
 			InitContainers:               initContainers,
@@ -419,7 +419,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 					{Name: "peer", ContainerPort: PeerPort},
 					{Name: "metrics", ContainerPort: MetricsPort},
 				},
-				Resources: cluster.Spec.Resources,
+				Resources: MemberResources(cluster),
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
 				ReadinessProbe:  probe("/readyz", 3),

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -142,7 +143,39 @@ func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 	return out
 }
 
-// checkStatusMatchesEtcd compares status.members with etcd's own member list and each member's cluster ID.
+// checkDefaultPlacement checks that the member Pods of a cluster whose spec sets no placement and no resources
+// carry Steward's defaults (spread across nodes and zones, requests: Burstable, not BestEffort), and that status
+// names the node of each.
+func checkDefaultPlacement(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf := map[string]string{}
+	for _, m := range c.Status.Members {
+		nodeOf[m.Name] = m.Node
+	}
+	for _, p := range pods.Items {
+		if !reflect.DeepEqual(p.Spec.TopologySpreadConstraints, resources.MemberSpread(c)) {
+			t.Errorf("Pod %s spread %+v, want the default %+v", p.Name, p.Spec.TopologySpreadConstraints, resources.MemberSpread(c))
+		}
+		if got := p.Spec.Containers[0].Resources.Requests; len(got) != len(resources.DefaultMemberRequests) ||
+			got.Cpu().Cmp(*resources.DefaultMemberRequests.Cpu()) != 0 || got.Memory().Cmp(*resources.DefaultMemberRequests.Memory()) != 0 {
+			t.Errorf("Pod %s requests %v, want the default %v", p.Name, got, resources.DefaultMemberRequests)
+		}
+		if p.Status.QOSClass != corev1.PodQOSBurstable {
+			t.Errorf("Pod %s QoS class %s, want Burstable", p.Name, p.Status.QOSClass)
+		}
+		if p.Spec.NodeName == "" || nodeOf[p.Name] != p.Spec.NodeName {
+			t.Errorf("status says member %s is on node %q, its Pod is on %q", p.Name, nodeOf[p.Name], p.Spec.NodeName)
+		}
+	}
+	if len(pods.Items) != int(c.Spec.Replicas) {
+		t.Errorf("%d member Pods, want %d", len(pods.Items), c.Spec.Replicas)
+	}
+}
+
 // checkQuota checks that every member runs with the database quota want, as etcd reports it (3.6 and later), and
 // that status says so.
 func checkQuota(t *testing.T, c *etcdv1alpha1.EtcdCluster, want int64) {
@@ -165,6 +198,7 @@ func checkQuota(t *testing.T, c *etcdv1alpha1.EtcdCluster, want int64) {
 	}
 }
 
+// checkStatusMatchesEtcd compares status.members with etcd's own member list and each member's cluster ID.
 func checkStatusMatchesEtcd(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	cli, eps := memberClient(t, c)
@@ -371,6 +405,8 @@ func TestThreeMemberCluster(t *testing.T) {
 		}
 		return nil
 	})
+
+	checkDefaultPlacement(t, got)
 
 	// A member Pod deleted with its volume intact comes back under the same name, with its data, while clients
 	// keep reading and writing through the client Service: no acknowledged write lost, history linearizable.

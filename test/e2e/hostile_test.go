@@ -317,8 +317,9 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 }
 
 // TestHostileSpecsCELCannotCatchAreReported: specs that pass admission but cannot run (an image that does not exist, a
-// storage class that does not exist) end in a Degraded condition that says why, and Steward deletes nothing:
-// the member Pods and PVCs it created stay (same UIDs), even past spec.replaceUnhealthyAfter.
+// storage class that does not exist, placement no node satisfies) end in a Degraded condition that says why, in
+// the kubelet's or the scheduler's words, and Steward deletes nothing: the member Pods and PVCs it created stay
+// (same UIDs), even past spec.replaceUnhealthyAfter.
 func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -333,6 +334,18 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			c.Spec.Storage.Ephemeral = true
 		}, "Image"},
 		"noclass": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("does-not-exist") }, "Unschedulable"},
+		// One member per node required, three members, one node (the test bed's): two cannot be placed.
+		"antiaffinity": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Replicas = 3
+			c.Spec.Pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: resources.TopologyKeyHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: c.Name}}}}}}
+		}, "anti-affinity"},
+		// A required spread over a topology no node is labelled with: no node qualifies.
+		"nospreadlabel": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Pod.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "example.com/rack",
+				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: c.Name}}}}
+		}, "topology spread"},
 	}
 	for name, tt := range cases {
 		t.Run(name, func(t *testing.T) {

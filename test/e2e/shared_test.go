@@ -228,7 +228,7 @@ var expected = map[string]time.Duration{
 	"TestPasswordOnlyClients":                         80 * time.Second,
 	"TestTLSSwitchWithAuth":                           105 * time.Second,
 	"TestInitialCorruptionCheck":                      100 * time.Second,
-	"TestHostileSpecsCELCannotCatchAreReported":       70 * time.Second,
+	"TestHostileSpecsCELCannotCatchAreReported":       130 * time.Second,
 	"TestBootstrapResumesAfterOperatorCrash":          70 * time.Second,
 	"TestStrayMembersAreRemoved":                      60 * time.Second,
 	"TestTLSByDefault":                                60 * time.Second,

@@ -426,6 +426,9 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 			ms.ClientURL = resources.ClientURL(cluster, m.Name, mode, o)
 		}
 		ms.TLS = m.PodTLS
+		if pod, ok := obs.pods[m.Name]; ok {
+			ms.Node = pod.Spec.NodeName
+		}
 		if m.ID != 0 {
 			ms.ID = etcd.FormatID(m.ID)
 		}

@@ -1,0 +1,70 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+// Topology keys of the default spread: the well-known labels the kubelet and cloud providers set on nodes.
+const (
+	TopologyKeyHostname = corev1.LabelHostname
+	TopologyKeyZone     = corev1.LabelTopologyZone
+)
+
+// DefaultMemberRequests is what a member's etcd container requests when spec.resources sets neither requests nor
+// limits. Without requests a member Pod is BestEffort: the first Pod the kubelet evicts under memory pressure,
+// and one the scheduler packs onto a node as if it needed nothing. The figures are what members used on the test
+// bed (docs/etcdcluster.md, "Placement and resources"): memory covers a member serving clients with a database of
+// about 100 MiB; CPU is a share under contention, not a limit, and etcd takes what is idle beyond it.
+var DefaultMemberRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("50m"),
+	corev1.ResourceMemory: resource.MustParse("256Mi"),
+}
+
+// MemberResources are the etcd container's resources: the spec's, or DefaultMemberRequests when it sets none.
+// No default limit: a memory limit turns a large range read into an OOM kill of a voting member, and a CPU limit
+// throttles heartbeats into elections.
+func MemberResources(cluster *etcdv1alpha1.EtcdCluster) corev1.ResourceRequirements {
+	r := cluster.Spec.Resources
+	if len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
+		return r
+	}
+	return corev1.ResourceRequirements{Requests: DefaultMemberRequests.DeepCopy()}
+}
+
+// UserPlacesMembers reports whether the spec says how members are placed relative to each other (spread
+// constraints or a pod anti-affinity), which replaces Steward's default spread. A node selector or node affinity
+// says only which nodes, and the default spread then spreads members across those.
+func UserPlacesMembers(cluster *etcdv1alpha1.EtcdCluster) bool {
+	p := cluster.Spec.Pod
+	return len(p.TopologySpreadConstraints) > 0 || (p.Affinity != nil && p.Affinity.PodAntiAffinity != nil)
+}
+
+// MemberSpread is the member Pods' topology spread: the spec's when UserPlacesMembers, else the default:
+//   - across nodes, required with a skew of at most 1: one member per node while there are enough nodes, evenly
+//     otherwise (on one node, all of them). Nodes the Pod may not run on do not count (their taints, a cordon,
+//     the spec's node selector and affinity), so a cordoned or unreachable node does not hold a replacement back.
+//   - across zones, preferred: nodes without a zone label are not refused, as a required spread would.
+func MemberSpread(cluster *etcdv1alpha1.EtcdCluster) []corev1.TopologySpreadConstraint {
+	if UserPlacesMembers(cluster) {
+		return cluster.Spec.Pod.TopologySpreadConstraints
+	}
+	spread := func(key string, when corev1.UnsatisfiableConstraintAction) corev1.TopologySpreadConstraint {
+		return corev1.TopologySpreadConstraint{
+			MaxSkew:            1,
+			TopologyKey:        key,
+			WhenUnsatisfiable:  when,
+			LabelSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{LabelCluster: cluster.Name}},
+			NodeAffinityPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+			NodeTaintsPolicy:   ptr.To(corev1.NodeInclusionPolicyHonor),
+		}
+	}
+	return []corev1.TopologySpreadConstraint{
+		spread(TopologyKeyHostname, corev1.DoNotSchedule),
+		spread(TopologyKeyZone, corev1.ScheduleAnyway),
+	}
+}

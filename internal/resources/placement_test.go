@@ -1,0 +1,105 @@
+package resources
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+func TestMemberPlacement(t *testing.T) {
+	userSpread := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "rack", WhenUnsatisfiable: corev1.ScheduleAnyway}}
+	nodeAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "role", Operator: corev1.NodeSelectorOpIn, Values: []string{"etcd"}}}}}}}}
+	antiAffinity := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		TopologyKey: TopologyKeyHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelCluster: "db"}}}}}}
+	tests := map[string]struct {
+		pod         etcdv1alpha1.PodTemplate
+		wantDefault bool
+		wantSpread  []corev1.TopologySpreadConstraint
+	}{
+		"nothing set: the default spread":                    {wantDefault: true},
+		"a node selector narrows the nodes, spread stays":    {pod: etcdv1alpha1.PodTemplate{NodeSelector: map[string]string{"role": "etcd"}}, wantDefault: true},
+		"a node affinity narrows the nodes, spread stays":    {pod: etcdv1alpha1.PodTemplate{Affinity: nodeAffinity}, wantDefault: true},
+		"tolerations leave the spread":                       {pod: etcdv1alpha1.PodTemplate{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}}, wantDefault: true},
+		"the user's spread replaces the default":             {pod: etcdv1alpha1.PodTemplate{TopologySpreadConstraints: userSpread}, wantSpread: userSpread},
+		"a pod anti-affinity replaces the default":           {pod: etcdv1alpha1.PodTemplate{Affinity: antiAffinity}},
+		"spread and anti-affinity together: the user's only": {pod: etcdv1alpha1.PodTemplate{Affinity: antiAffinity, TopologySpreadConstraints: userSpread}, wantSpread: userSpread},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Pod = tt.pod })
+			p := MemberPod(c, boot, opts)
+			if !reflect.DeepEqual(p.Spec.Affinity, tt.pod.Affinity) || !reflect.DeepEqual(p.Spec.NodeSelector, tt.pod.NodeSelector) ||
+				!reflect.DeepEqual(p.Spec.Tolerations, tt.pod.Tolerations) {
+				t.Errorf("the spec's affinity, node selector and tolerations are not the Pod's: %+v", p.Spec)
+			}
+			got := p.Spec.TopologySpreadConstraints
+			if !tt.wantDefault {
+				if !reflect.DeepEqual(got, tt.wantSpread) {
+					t.Fatalf("spread %+v, want the user's %+v", got, tt.wantSpread)
+				}
+				return
+			}
+			if len(got) != 2 {
+				t.Fatalf("default spread has %d constraints, want 2: %+v", len(got), got)
+			}
+			byKey := map[string]corev1.TopologySpreadConstraint{}
+			for _, s := range got {
+				byKey[s.TopologyKey] = s
+				if s.MaxSkew != 1 || s.NodeTaintsPolicy == nil || *s.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor ||
+					s.NodeAffinityPolicy == nil || *s.NodeAffinityPolicy != corev1.NodeInclusionPolicyHonor {
+					t.Errorf("%s: want skew 1 over the nodes the Pod may use (taints and affinity honoured): %+v", s.TopologyKey, s)
+				}
+				if s.LabelSelector == nil || !reflect.DeepEqual(s.LabelSelector.MatchLabels, map[string]string{LabelCluster: "db"}) {
+					t.Errorf("%s: selector %v does not count this cluster's members alone", s.TopologyKey, s.LabelSelector)
+				}
+				// The selector must match the Pod it is set on, or the Pod counts for nothing.
+				for k, v := range s.LabelSelector.MatchLabels {
+					if p.Labels[k] != v {
+						t.Errorf("%s: selector %s=%s does not match the member's own labels %v", s.TopologyKey, k, v, p.Labels)
+					}
+				}
+			}
+			if byKey[TopologyKeyHostname].WhenUnsatisfiable != corev1.DoNotSchedule {
+				t.Errorf("across nodes: %s, want required (DoNotSchedule)", byKey[TopologyKeyHostname].WhenUnsatisfiable)
+			}
+			if byKey[TopologyKeyZone].WhenUnsatisfiable != corev1.ScheduleAnyway {
+				t.Errorf("across zones: %s, want preferred (ScheduleAnyway): a node without a zone label must not be refused",
+					byKey[TopologyKeyZone].WhenUnsatisfiable)
+			}
+		})
+	}
+}
+
+func TestMemberResources(t *testing.T) {
+	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
+	limitsOnly := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}
+	tests := map[string]struct {
+		spec corev1.ResourceRequirements
+		want corev1.ResourceRequirements
+	}{
+		"none set: default requests, no limits": {want: corev1.ResourceRequirements{Requests: DefaultMemberRequests}},
+		"the user's requests":                   {spec: custom, want: custom},
+		"limits only are the user's choice too": {spec: limitsOnly, want: limitsOnly},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = tt.spec })
+			got := MemberPod(c, boot, opts).Spec.Containers[0].Resources
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("resources %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// The default is copied: a Pod's requests changed in place must not change the next Pod's.
+	p := MemberPod(testCluster(), boot, opts)
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("9")
+	if got := MemberPod(testCluster(), boot, opts).Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.String() != "50m" {
+		t.Fatalf("default CPU request became %s", got.String())
+	}
+}
