@@ -217,39 +217,75 @@ func (p *Pool) client(key string, endpoints []string) (*clientv3.Client, error) 
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member has an address yet")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	endpoints = balancedEndpoints(endpoints)
-	if c, ok := p.clients[key]; ok {
-		if at, refused := p.rejected[key]; refused && time.Since(at) > PasswordRetry {
-			p.closeLocked(key)
-		} else if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
-			// The client's transport was set up for the scheme of its first endpoint; another needs a new one.
-			p.closeLocked(key)
-		} else {
-			if !sameEndpoints(have, endpoints) {
-				c.SetEndpoints(endpoints...)
-			}
+	// Dialed without the lock: authenticating waits for a member to answer (up to DialTimeout), and other
+	// clusters' reconciles must not wait for it. A dial that SetTLS or SetPassword overtook is thrown away and
+	// done again with the cluster's new identity.
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		if c, ok := p.reusableLocked(key, endpoints); ok {
+			p.mu.Unlock()
 			return c, nil
 		}
+		tlsConfig, pw := p.configs[key], p.passwords[key]
+		p.mu.Unlock()
+		c, rejected, err := dial(clientv3.Config{
+			Endpoints:            endpoints,
+			DialTimeout:          DialTimeout,
+			DialKeepAliveTime:    10 * time.Second,
+			DialKeepAliveTimeout: 5 * time.Second,
+			DialOptions:          []grpc.DialOption{},
+			TLS:                  tlsConfig,
+			Logger:               zap.NewNop(),
+		}, pw)
+		if err != nil {
+			return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
+		}
+		p.mu.Lock()
+		if p.configs[key] != tlsConfig || p.passwords[key] != pw {
+			p.mu.Unlock()
+			_ = c.Close()
+			if attempt < 2 {
+				continue
+			}
+			return nil, fmt.Errorf("create etcd client for %v: the cluster's TLS or password kept changing while dialing", endpoints)
+		}
+		if other, ok := p.reusableLocked(key, endpoints); ok {
+			// Another caller pooled a client for the cluster meanwhile: keep that one.
+			p.mu.Unlock()
+			_ = c.Close()
+			return other, nil
+		}
+		p.clients[key] = c
+		if rejected {
+			p.rejected[key] = time.Now()
+		}
+		p.mu.Unlock()
+		return c, nil
 	}
-	c, rejected, err := dial(clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          DialTimeout,
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 5 * time.Second,
-		DialOptions:          []grpc.DialOption{},
-		TLS:                  p.configs[key],
-		Logger:               zap.NewNop(),
-	}, p.passwords[key])
-	if err != nil {
-		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
+}
+
+// reusableLocked returns the pooled client of key pointed at endpoints, unless it must be dialed again (its
+// password was refused long enough ago to try again, or it was set up for the other scheme); such a client is
+// closed. Called with mu held.
+func (p *Pool) reusableLocked(key string, endpoints []string) (*clientv3.Client, bool) {
+	c, ok := p.clients[key]
+	if !ok {
+		return nil, false
 	}
-	p.clients[key] = c
-	if rejected {
-		p.rejected[key] = time.Now()
+	if at, refused := p.rejected[key]; refused && time.Since(at) > PasswordRetry {
+		p.closeLocked(key)
+		return nil, false
 	}
-	return c, nil
+	if have := c.Endpoints(); len(have) > 0 && schemeOf(have[0]) != schemeOf(endpoints[0]) {
+		// The client's transport was set up for the scheme of its first endpoint; another needs a new one.
+		p.closeLocked(key)
+		return nil, false
+	}
+	if !sameEndpoints(c.Endpoints(), endpoints) {
+		c.SetEndpoints(endpoints...)
+	}
+	return c, true
 }
 
 // Forget closes and drops the client of a cluster that was deleted.
