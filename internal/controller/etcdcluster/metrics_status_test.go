@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -206,4 +207,48 @@ func (o *onlyCluster) Gather() ([]*dto.MetricFamily, error) {
 		mf.Metric = kept
 	}
 	return mfs, err
+}
+
+// TestSteadyPassWritesNothing: a pass that finds the cluster as the last one left it sends no status request at
+// all (an operator of hundreds of steady clusters would otherwise patch each of them every pass), and a pass
+// that finds a change writes it.
+func TestSteadyPassWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	cluster := testCluster()
+	var patches int
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(cluster).WithStatusSubresource(cluster).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			patches++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts, Now: func() time.Time { return now }}
+	steady := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}
+	pass := func(o *observation) {
+		t.Helper()
+		var current etcdv1alpha1.EtcdCluster
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &current); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.writeStatus(ctx, &current, o, steady, nil); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(30 * time.Second)
+	}
+	pass(obsOf(true, true, "a", "b", "c"))
+	if patches != 1 {
+		t.Fatalf("first pass: %d status patches, want 1", patches)
+	}
+	for i := 0; i < 3; i++ {
+		pass(obsOf(true, true, "a", "b", "c"))
+	}
+	if patches != 1 {
+		t.Fatalf("three steady passes sent %d more status patches, want none", patches-1)
+	}
+	changed := obsOf(true, true, "a", "b", "c")
+	changed.plan.Members[2].Healthy = false
+	pass(changed)
+	if patches != 2 {
+		t.Fatalf("a pass that found a member unhealthy sent %d status patches, want 1", patches-1)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -203,6 +204,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	}
 	if passErr == nil {
 		st.ObservedGeneration = gen
+	}
+	if equality.Semantic.DeepEqual(before.Status, cluster.Status) {
+		// A steady cluster's pass changes nothing: no request at all, rather than an empty patch every pass.
+		return nil
 	}
 	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("write status: %w", err)
