@@ -37,8 +37,10 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet); the others in the file are kept")
+	extra := fs.String("operator-flags", "", "extra flags for the operator process (space-separated), e.g. --max-concurrent-reconciles=1")
 	_ = fs.Parse(args)
+	operatorFlags = strings.Fields(*extra)
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
 	var sections []section
@@ -74,7 +76,7 @@ func bench(ctx context.Context, args []string) error {
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
 		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}, {"metrics-scrape", benchMetricsScrape},
-		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}}
+		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}, {"fleet", benchFleet}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -100,8 +102,12 @@ func bench(ctx context.Context, args []string) error {
 	return nil
 }
 
-// operatorMetrics is the metrics endpoint of the operator startOperatorProcess started.
-var operatorMetrics string
+// operatorMetrics is the metrics endpoint of the operator startOperatorProcess started, and operatorFlags the
+// flags it was given beside the test bed's (bench -operator-flags).
+var (
+	operatorMetrics string
+	operatorFlags   []string
+)
 
 // startOperatorProcess builds Steward, installs the CRDs and runs Steward as a process of the test bed (its
 // metrics on a loopback port).
@@ -126,8 +132,9 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	}); err != nil {
 		return fmt.Errorf("CRDs not served: %w", err)
 	}
-	return c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
-		"--health-probe-bind-address=0", "--etcd-image-repository="+testbed.EtcdRepository, "--agent-image="+testbed.AgentImage)
+	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
+		"--health-probe-bind-address=0", "--etcd-image-repository=" + testbed.EtcdRepository, "--agent-image=" + testbed.AgentImage}, operatorFlags...)
+	return c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, args...)
 }
 
 // benchEtcdStart times one etcd member as a Pod on the test bed next to the bare process.

@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -58,6 +59,7 @@ func run() error {
 		leaseDuration    time.Duration
 		renewDeadline    time.Duration
 		retryPeriod      time.Duration
+		concurrency      int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
@@ -69,6 +71,8 @@ func run() error {
 	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
 		"how long the leader retries renewing before it gives up leading (and exits); less than the lease duration")
 	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", manager.DefaultMaxConcurrentReconciles,
+		"objects of one kind reconciled at the same time (never one object twice at once)")
 	flag.BoolVar(&printVersion, "version", false, "print the version and exit")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	flag.StringVar(&resourceOpts.ImageRepository, "etcd-image-repository", "quay.io/coreos/etcd",
@@ -88,6 +92,9 @@ func run() error {
 	if printVersion {
 		fmt.Println("steward " + version.Describe())
 		return nil
+	}
+	if concurrency < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, not %d", concurrency)
 	}
 	if leaderElect && (renewDeadline >= leaseDuration || retryPeriod >= renewDeadline) {
 		return fmt.Errorf("leader election needs --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
@@ -126,6 +133,7 @@ func run() error {
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
 		Cache:                         cacheOptions,
+		Controller:                    config.Controller{MaxConcurrentReconciles: concurrency},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -208,7 +208,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		// Tests start the manager more than once in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: manager.DefaultMaxConcurrentReconciles},
 		// Operators of parallel tests log to one file: each line names its test.
 		Logger: ctrl.Log.WithValues("test", t.Name()),
 	})

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseSample(t *testing.T) {
+	tests := map[string]struct {
+		line string
+		want metricSample
+		ok   bool
+	}{
+		"no labels":          {"process_cpu_seconds_total 12.5", metricSample{name: "process_cpu_seconds_total", labels: map[string]string{}, value: 12.5}, true},
+		"labels":             {`rest_client_requests_total{code="200",host="10.245.0.1:6443",method="GET"} 1234`, metricSample{name: "rest_client_requests_total", labels: map[string]string{"code": "200", "host": "10.245.0.1:6443", "method": "GET"}, value: 1234}, true},
+		"timestamp":          {`grpc_server_handled_total{grpc_code="OK"} 7 1700000000000`, metricSample{name: "grpc_server_handled_total", labels: map[string]string{"grpc_code": "OK"}, value: 7}, true},
+		"exponent":           {"process_resident_memory_bytes 5.4525952e+07", metricSample{name: "process_resident_memory_bytes", labels: map[string]string{}, value: 5.4525952e+07}, true},
+		"no value":           {"lonely_metric", metricSample{}, false},
+		"unclosed labels":    {`broken{a="b" 1`, metricSample{}, false},
+		"value not a number": {"x{} abc", metricSample{}, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := parseSample(tt.line)
+			if ok != tt.ok {
+				t.Fatalf("ok %v, want %v (%+v)", ok, tt.ok, got)
+			}
+			if ok && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFleetMemberBack(t *testing.T) {
+	for pods, wantErr := range map[string]bool{
+		"new=True":              false,
+		"old=True":              true,
+		"new=False":             true,
+		"":                      true,
+		"old=True new=False":    true,
+		"new=True another=True": true,
+	} {
+		if err := fleetMemberBack(pods, "old"); (err != nil) != wantErr {
+			t.Errorf("%q: error %v, want error %v", pods, err, wantErr)
+		}
+	}
+}
