@@ -205,8 +205,14 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		LeaderElectionID:              "steward-e2e.etcd.steward.dev",
 		LeaderElectionNamespace:       namespaces[0],
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
+		// Each test's operator is alone in its namespace, and a stopped one releases its Lease, so these only
+		// decide how long an API server that does not answer (stalled by the load of the other tests: 10 s seen
+		// once, docs/flakes.md) is outlasted before the operator stops leading, which fails its test.
+		// controller-runtime's defaults (15 s, 10 s) are what TestInClusterOperatorHA exercises.
+		LeaseDuration:          ptr.To(60 * time.Second),
+		RenewDeadline:          ptr.To(45 * time.Second),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 		// Tests start the manager more than once in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: manager.DefaultMaxConcurrentReconciles},
 		// Operators of parallel tests log to one file: each line names its test.
