@@ -145,6 +145,7 @@ func oneShotJob(namespace, name string, labels map[string]string, owner metav1.O
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						SecurityContext:          restrictedContainer(),
+						Resources:                agentResources(),
 					}},
 					Volumes: volumes,
 				},

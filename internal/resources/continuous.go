@@ -153,6 +153,7 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 							PeriodSeconds: 5,
 						},
 						SecurityContext: restrictedContainer(),
+						Resources:       agentResources(),
 					}},
 					Volumes: volumes,
 				},

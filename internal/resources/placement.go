@@ -36,6 +36,21 @@ func MemberResources(cluster *etcdv1alpha1.EtcdCluster) corev1.ResourceRequireme
 	return corev1.ResourceRequirements{Requests: DefaultMemberRequests.DeepCopy()}
 }
 
+// AgentRequests is what Steward's own agent containers request: backup, verify and point-in-time Jobs, the
+// continuous-backup follower, and the init containers that restore a snapshot into a member's data dir. They
+// stream a snapshot or a change feed and keep little in memory. Without requests they would be BestEffort,
+// starved of CPU by the members beside them (which request CPU) and the first Pods evicted under memory pressure.
+var AgentRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("50m"),
+	corev1.ResourceMemory: resource.MustParse("64Mi"),
+}
+
+// agentResources are an agent container's resources: AgentRequests, no limits (a memory limit would kill a
+// restore of a large database half-way).
+func agentResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: AgentRequests.DeepCopy()}
+}
+
 // UserPlacesMembers reports whether the spec says how members are placed relative to each other (spread
 // constraints or a pod anti-affinity), which replaces Steward's default spread. A node selector or node affinity
 // says only which nodes, and the default spread then spreads members across those.

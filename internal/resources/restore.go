@@ -98,6 +98,7 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			SecurityContext:          restrictedContainer(),
+			Resources:                agentResources(),
 		},
 	}
 	return containers, volumes
@@ -115,6 +116,7 @@ func agentInstall(agentImage string) (corev1.Container, corev1.VolumeMount, core
 			Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
 			VolumeMounts:    []corev1.VolumeMount{tools},
 			SecurityContext: restrictedContainer(),
+			Resources:       agentResources(),
 		}, tools,
 		corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pitr"
 )
 
 // TestEveryContainerIsRestricted: every Pod Steward creates (member Pods of every storage kind, backup and
@@ -24,6 +25,14 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	restore := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "r1", UID: "uid-r"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "db", BackupName: "b1"}}
+	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "s1", UID: "uid-s"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Destination: pvcBackup.Spec.Destination}}
+	pitBackup := pvcBackup.DeepCopy()
+	pitBackup.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{Revision: 42}
+	pitJob, err := PointInTimeJob(pitBackup, schedule, []pitr.Candidate{{Name: "b0", Path: "db/0.db", Revision: 7}}, "c1", "etcd:v3.6.16", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pods := map[string]corev1.PodSpec{
 		"member on a PVC":          MemberPod(testCluster(), boot, opts).Spec,
 		"ephemeral member":         MemberPod(testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }), boot, opts).Spec,
@@ -44,6 +53,8 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 		}(), opts).Spec,
 		"restore verify Job on a PVC": VerifyJob(restore, pvcBackup, "agent").Spec.Template.Spec,
 		"restore verify Job on S3":    VerifyJob(restore, s3Backup, "agent").Spec.Template.Spec,
+		"continuous-backup follower":  FollowerDeployment(schedule, testCluster(), AgentAccessFor(testCluster()), opts).Spec.Template.Spec,
+		"point-in-time Job":           pitJob.Spec.Template.Spec,
 	}
 	for name, spec := range pods {
 		t.Run(name, func(t *testing.T) {
@@ -108,6 +119,14 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 				}
 				if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
 					t.Errorf("container %s seccomp profile %+v, want RuntimeDefault", c.Name, seccomp)
+				}
+				// No BestEffort Pod: it is the first evicted under memory pressure, and starved of CPU by the Pods
+				// beside it that request some (limits alone make Kubernetes request as much).
+				for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					request, limit := c.Resources.Requests[res], c.Resources.Limits[res]
+					if request.IsZero() && limit.IsZero() {
+						t.Errorf("container %s requests no %s", c.Name, res)
+					}
 				}
 				for _, e := range c.Env {
 					if e.Value != "" && (e.Name == "STEWARD_S3_ACCESS_KEY_ID" || e.Name == "STEWARD_S3_SECRET_ACCESS_KEY") {
