@@ -189,15 +189,8 @@ func TestAuthWithoutTLS(t *testing.T) {
 
 	// Restored into a new plaintext cluster with auth on: the snapshot's store knows the source's operator
 	// password, which the new cluster's Secret takes over, so Steward manages it from the start.
-	restored := fromBackup(ns, "plain-restored", 1, backup.Name)
-	restored.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, restored); err != nil {
-		t.Fatal(err)
-	}
+	restored := createPlaintextWithAuth(t, fromBackup(ns, "plain-restored", 1, backup.Name))
 	rkey := client.ObjectKeyFromObject(restored)
-	waitAvailable(t, rkey, 4*time.Minute)
-	restored = waitAuthEnabled(t, rkey, true)
 	var rcreds corev1.Secret
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
 		t.Fatal(err)
@@ -370,18 +363,10 @@ func TestPasswordOnlyClients(t *testing.T) {
 // works on the TLS cluster.
 func TestTLSSwitchWithAuth(t *testing.T) {
 	parallel(t)
-	ctx := context.Background()
 	ns := newNamespace(t, "tlsauth")
 	startOperator(t, ns)
-	c := newCluster(ns, "switch", 3)
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlaintextWithAuth(t, newCluster(ns, "switch", 3))
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
-	c = waitAuthEnabled(t, key, true)
 	users := map[string]*etcdv1alpha1.EtcdUser{
 		"loader": newEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
 		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
@@ -436,4 +421,18 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	requireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
 	c = waitAuthEnabled(t, key, true)
 	mayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
+}
+
+// createPlaintextWithAuth creates cluster c as a plaintext cluster with authentication on and waits until it is
+// Available and etcd enforces authentication.
+func createPlaintextWithAuth(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	waitAvailable(t, key, 4*time.Minute)
+	return waitAuthEnabled(t, key, true)
 }
