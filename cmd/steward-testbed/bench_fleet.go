@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -240,32 +239,13 @@ type metricSample struct {
 
 // scrapeSeries reads every sample of a Prometheus text endpoint (label values without escapes, as these have).
 func scrapeSeries(ctx context.Context, url string) ([]metricSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := scrapeClient().Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
-	}
 	var out []metricSample
-	lines := bufio.NewScanner(resp.Body)
-	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	for lines.Scan() {
-		line := lines.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		m, ok := parseSample(line)
-		if ok {
+	_, err := scrapeLines(ctx, url, func(line string) {
+		if m, ok := parseSample(line); ok {
 			out = append(out, m)
 		}
-	}
-	return out, lines.Err()
+	})
+	return out, err
 }
 
 // parseSample parses `name{k="v",...} value [timestamp]`.

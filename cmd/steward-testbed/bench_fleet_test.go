@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 )
@@ -44,5 +47,28 @@ func TestFleetMemberBack(t *testing.T) {
 		if err := fleetMemberBack(pods, "old"); (err != nil) != wantErr {
 			t.Errorf("%q: error %v, want error %v", pods, err, wantErr)
 		}
+	}
+}
+
+func TestScrapeSeries(t *testing.T) {
+	body := "# HELP x a counter\n# TYPE x counter\nx{a=\"b\"} 3\n\nsteward_members 5\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+	defer srv.Close()
+	got, err := scrapeSeries(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []metricSample{{name: "x", labels: map[string]string{"a": "b"}, value: 3}, {name: "steward_members", labels: map[string]string{}, value: 5}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	size, series, steward, err := scrape(context.Background(), srv.URL)
+	if err != nil || size != len(body) || series != 2 || steward != 1 {
+		t.Fatalf("scrape: size %d series %d steward %d err %v, want %d 2 1", size, series, steward, err, len(body))
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	defer down.Close()
+	if _, err := scrapeSeries(context.Background(), down.URL); err == nil {
+		t.Fatal("an HTTP 503 was not an error")
 	}
 }

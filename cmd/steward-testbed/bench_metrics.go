@@ -78,35 +78,42 @@ var scrapeClient = sync.OnceValue(func() *http.Client { return &http.Client{Time
 
 // scrape reads a Prometheus text endpoint: its size in bytes, its series and those named steward_*.
 func scrape(ctx context.Context, url string) (size, series, steward int, err error) {
+	size, err = scrapeLines(ctx, url, func(line string) {
+		series++
+		if strings.HasPrefix(line, "steward_") {
+			steward++
+		}
+	})
+	return size, series, steward, err
+}
+
+// scrapeLines GETs a Prometheus text endpoint and hands each sample line (not comments, not blank lines) to
+// each; it returns the size of the answer in bytes.
+func scrapeLines(ctx context.Context, url string, each func(line string)) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, err
 	}
 	resp, err := scrapeClient().Do(req)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("scrape %s: %w", url, err)
+		return 0, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, 0, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
+		return 0, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
 	}
 	counted := &countingReader{r: resp.Body}
 	lines := bufio.NewScanner(counted)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
 	for lines.Scan() {
-		line := lines.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		series++
-		if strings.HasPrefix(line, "steward_") {
-			steward++
+		if line := lines.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			each(line)
 		}
 	}
 	if err := lines.Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("scrape %s: %w", url, err)
+		return 0, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return counted.n, series, steward, nil
+	return counted.n, nil
 }
 
 type countingReader struct {
