@@ -178,10 +178,11 @@ func run() error {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}
 	if err := (&etcduser.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: recorder,
-		Etcd:     etcd.NewPool(),
-		Options:  resourceOpts,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  recorder,
+		Etcd:      etcd.NewPool(),
+		Options:   resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdUser controller: %w", err)
 	}

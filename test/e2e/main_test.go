@@ -240,7 +240,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	if err := (&etcdbackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcduser.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
+	if err := (&etcduser.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	// As cmd/steward does: registered once per process, each manager's cache a source while it leads.

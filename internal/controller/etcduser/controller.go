@@ -70,8 +70,11 @@ const (
 
 // Reconciler reconciles EtcdUsers.
 type Reconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
+	Client client.Client
+	// APIReader reads past the cache where a stale read would be destructive (see recordedPassword); the
+	// Client when nil.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
 	// Etcd holds this controller's own clients, one per cluster, dialed with Steward's client certificate.
 	Etcd *etcd.Pool
 	// Options are the operator's resource options: the cluster domain in the name members' certificates carry.
@@ -250,6 +253,11 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		return pass{reason: ReasonEtcdError, message: err.Error()}, err
 	}
 	observed.Password = hadPassword
+	if observed.UserExists && hadPassword != want.Password {
+		if observed.Password, err = r.recordedPassword(ctx, user, password); err != nil {
+			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		}
+	}
 	stale := passwordSecret != nil && passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(password)
 	ops, missing := etcdauth.Changes(want, observed, roles, stale)
 	if len(ops) > 0 {
@@ -508,6 +516,38 @@ func (r *Reconciler) dropCertificate(ctx context.Context, user *etcdv1alpha1.Etc
 		return fmt.Errorf("delete Certificate %s the spec no longer asks for: %w", name, err)
 	}
 	return nil
+}
+
+// recordedPassword says whether the etcd user holds a password Steward gave it, read from the API server. A
+// user that gains or loses its password is deleted and re-created in etcd (etcd cannot drop a password, and
+// a user created without one never accepts one), which refuses its clients until it is back. A pass may run on
+// a cached EtcdUser whose status is a pass behind, the one that gave the user its password: trusting that copy
+// re-created a user its clients had just started to use (docs/flakes.md). So the record is read again here,
+// only when it would re-create the user: the status, or the password Secret's mark that etcd holds its password.
+func (r *Reconciler) recordedPassword(ctx context.Context, user *etcdv1alpha1.EtcdUser, password string) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	live := &etcdv1alpha1.EtcdUser{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(user), live); err != nil {
+		return false, fmt.Errorf("read EtcdUser %s again before re-creating its etcd user: %w", user.Name, err)
+	}
+	if live.Status.PasswordSecretName != "" {
+		return true, nil
+	}
+	if password == "" || user.Spec.Password == nil {
+		return false, nil
+	}
+	secret := &corev1.Secret{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: user.Spec.Password.SecretName}, secret)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read Secret %s again before re-creating etcd user %s: %w", user.Spec.Password.SecretName, user.Name, err)
+	}
+	return metav1.IsControlledBy(secret, user) && secret.Annotations[annotationPasswordApplied] == passwordDigest(password), nil
 }
 
 // markPasswordApplied records on the Secret that its password is the one etcd holds.
