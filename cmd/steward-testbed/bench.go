@@ -375,7 +375,7 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"patch to settled: every member reports the new version, etcd's cluster version followed, nothing in progress. "+
 		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
 		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each. Where the time goes: before each next member Steward waits for the restarted one to pass etcd's `/readyz` (probed every 2 s) and to report its new version, and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
+		"%d runs each. Where the time goes: before each next member Steward waits for the restarted one to pass etcd's `/readyz` (probed every second) and to report its new version, and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to, up}, {"downgrade " + to + " -> " + from, down},
 			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
 }
@@ -441,7 +441,7 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 		"3-process cluster on the host, each process in turn stopped and started until it answers `/health`, twice "+
 		"(6 restarts, no waits between). %d runs each. Where the time goes: a restart here re-creates the member's Pod "+
 		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
-		"to pass etcd's `/readyz` (probed every 2 s) and the others to have caught up.\n\n%s",
+		"to pass etcd's `/readyz` (probed every second) and the others to have caught up.\n\n%s",
 		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
 			{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }
@@ -542,7 +542,7 @@ func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"`Available` is True again, and until all 3 members are ready. Physical bound: a 3-process cluster on the "+
 		"host, 2 processes stopped at once and started again on their data dirs until both answer `/health`. %d runs "+
 		"each. Where the time goes: the Pods' graceful termination, then their re-creation (volume mounts, etcd's "+
-		"start), an election, and the kubelet's readiness probe (every 2 s) before `Available`.\n\n%s",
+		"start), an election, and the kubelet's readiness probe (every second) before `Available`.\n\n%s",
 		testbed.EtcdVersions[0], runs, table([]row{{"2 of 3 Pods deleted: until Available", back}, {"until all 3 ready", allReady},
 			{"2 of 3 etcd processes restarted by hand", bound}}))}, nil
 }

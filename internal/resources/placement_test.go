@@ -103,3 +103,31 @@ func TestMemberResources(t *testing.T) {
 		t.Fatalf("default CPU request became %s", got.String())
 	}
 }
+
+// TestMemberProbes: startup and readiness are probed every second, since every member step waits on them, and
+// each probe's window (period x failures) is what it was at a 2 s period: 6 s before a member is taken out of
+// the client Service, 30 s of a wedged process before a restart, 5 minutes to start.
+func TestMemberProbes(t *testing.T) {
+	c := MemberPod(testCluster(), boot, opts).Spec.Containers[0]
+	for _, tc := range []struct {
+		name           string
+		probe          *corev1.Probe
+		path           string
+		period, window int32
+	}{
+		{"startup", c.StartupProbe, "/livez", 1, 300},
+		{"readiness", c.ReadinessProbe, "/readyz", 1, 6},
+		{"liveness", c.LivenessProbe, "/livez", 2, 30},
+	} {
+		p := tc.probe
+		if p == nil || p.HTTPGet == nil {
+			t.Fatalf("%s probe %+v, want an HTTP GET", tc.name, p)
+		}
+		if p.HTTPGet.Path != tc.path || p.HTTPGet.Port.IntValue() != MetricsPort {
+			t.Errorf("%s probe GET %s on %s, want %s on the metrics port", tc.name, p.HTTPGet.Path, p.HTTPGet.Port.String(), tc.path)
+		}
+		if p.PeriodSeconds != tc.period || p.PeriodSeconds*p.FailureThreshold != tc.window {
+			t.Errorf("%s probe every %ds, window %ds, want every %ds, window %ds", tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, tc.period, tc.window)
+		}
+	}
+}

@@ -380,10 +380,13 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	} else {
 		data.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(m.Name)}
 	}
-	probe := func(path string, failures int32) *corev1.Probe {
+	// A probe's window is period x failures. Startup and readiness are probed every second because every
+	// member step waits for them (the next member of a roll, a learner's successor, Available); the windows
+	// are what they were at 2 s, so a loaded member is not marked unready or killed any sooner.
+	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(MetricsPort)}},
-			PeriodSeconds:    2,
+			PeriodSeconds:    period,
 			TimeoutSeconds:   2,
 			FailureThreshold: failures,
 		}
@@ -422,9 +425,9 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Resources: MemberResources(cluster),
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
-				ReadinessProbe:  probe("/readyz", 3),
-				LivenessProbe:   probe("/livez", 15),
-				StartupProbe:    &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(MetricsPort)}}, PeriodSeconds: 2, FailureThreshold: 150},
+				ReadinessProbe:  probe("/readyz", 1, 6),
+				LivenessProbe:   probe("/livez", 2, 15),
+				StartupProbe:    probe("/livez", 1, 300),
 				SecurityContext: restrictedContainer(),
 				VolumeMounts:    append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}, memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:

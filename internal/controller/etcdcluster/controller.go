@@ -31,12 +31,36 @@ import (
 )
 
 // Requeue intervals. etcd's state changes without a Kubernetes event, so the controller looks again on a timer.
+// A Pod that starts, becomes ready or goes away brings a pass by itself (the controller owns the Pods); the timer
+// is for what only etcd knows.
 const (
-	// requeueProgressing: while members start or a step is under way, re-observe soon.
+	// requeueInFlight: right after a step, and while etcd finishes one by itself (a learner catching up, a
+	// restarted member reporting its release, the cluster version following), the next step waits on etcd alone.
+	requeueInFlight = time.Second
+	// requeueProgressing: other waits (Pods starting, a backup, a restore, a spec that needs a human) re-observe
+	// at this pace, so that a cluster stuck on one costs little.
 	requeueProgressing = 3 * time.Second
 	// requeueSteady: a healthy cluster is re-checked for member health this often.
 	requeueSteady = 30 * time.Second
 )
+
+// waitsOnEtcd are the waits that end by etcd's doing, with no Kubernetes event to say so.
+var waitsOnEtcd = map[string]bool{
+	plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForRestart: true, plan.ReasonWaitingClusterVersion: true,
+	plan.ReasonWaitingForStorage: true,
+}
+
+// requeueAfter is how soon the pass after one that planned action looks again.
+func requeueAfter(action plan.Action) time.Duration {
+	switch {
+	case action.Kind == plan.None:
+		return requeueSteady
+	case action.Kind != plan.Wait || waitsOnEtcd[action.Reason]:
+		return requeueInFlight
+	default:
+		return requeueProgressing
+	}
+}
 
 // Reconciler reconciles EtcdClusters.
 type Reconciler struct {
@@ -155,9 +179,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.checkUndeclaredUsers(ctx, cluster, obs); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: requeueSteady}, nil
 	}
-	return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter(action)}, nil
 }
 
 // upgradeStages are the releases the cluster may pass through on an upgrade of more than one minor, by minor:

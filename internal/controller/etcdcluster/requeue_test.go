@@ -1,0 +1,36 @@
+package etcdcluster
+
+import (
+	"testing"
+	"time"
+
+	"steward.dev/steward/internal/plan"
+)
+
+// TestRequeueAfter: a step that etcd finishes by itself is looked at again within a second; a wait that a Pod's
+// event or a human ends keeps the slower pace, and a settled cluster the steady one.
+func TestRequeueAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		action plan.Action
+		want   time.Duration
+	}{
+		{"settled", plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled}, requeueSteady},
+		{"learner added", plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonScalingUp}, requeueInFlight},
+		{"promotion refused until caught up", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp}, requeueInFlight},
+		{"leader moved", plan.Action{Kind: plan.MoveLeader, Reason: plan.ReasonMovingLeader}, requeueInFlight},
+		{"others catching up", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForCatchUp}, requeueInFlight},
+		{"restarted member not on its release yet", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForRestart}, requeueInFlight},
+		{"cluster version to follow", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingClusterVersion}, requeueInFlight},
+		{"storage version to follow", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForStorage}, requeueInFlight},
+		{"member Pods starting", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, requeueProgressing},
+		{"bootstrap", plan.Action{Kind: plan.Wait, Reason: plan.ReasonBootstrapping}, requeueProgressing},
+		{"paused", plan.Action{Kind: plan.Wait, Reason: plan.ReasonPaused}, requeueProgressing},
+		{"a version change etcd refuses", plan.Action{Kind: plan.Wait, Reason: plan.ReasonVersionChangeRefused}, requeueProgressing},
+		{"no healthy follower to lead", plan.Action{Kind: plan.Wait, Reason: plan.ReasonMovingLeader}, requeueProgressing},
+	} {
+		if got := requeueAfter(tc.action); got != tc.want {
+			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
