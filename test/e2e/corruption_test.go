@@ -153,8 +153,12 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	// catch-up entries (5,000) are written is sent the leader's whole database when it returns, which undoes the
 	// fault: under a load started before the fault, a fast machine did exactly that (docs/flakes.md).
 	poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
-		if v, err := servedBy(t, got, victim); err != nil || v != "rewritten on "+victim {
-			return fmt.Errorf("serves %q (%v)", v, err)
+		v, err := servedBy(t, got, victim)
+		if err != nil {
+			return err
+		}
+		if v != "rewritten on "+victim {
+			return fmt.Errorf("serves %q", v)
 		}
 		return nil
 	})

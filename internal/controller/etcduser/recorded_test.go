@@ -30,8 +30,8 @@ func TestRecordedPasswordReadsPastTheCache(t *testing.T) {
 	user := func(statusSecret string) *etcdv1alpha1.EtcdUser {
 		return &etcdv1alpha1.EtcdUser{
 			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", UID: "uid-app"},
-			Spec: etcdv1alpha1.EtcdUserSpec{ClusterName: "db", Password: &etcdv1alpha1.UserPassword{SecretName: "app-password"}},
-			Status: etcdv1alpha1.EtcdUserStatus{PasswordSecretName: statusSecret},
+			Spec:       etcdv1alpha1.EtcdUserSpec{ClusterName: "db", Password: &etcdv1alpha1.UserPassword{SecretName: "app-password"}},
+			Status:     etcdv1alpha1.EtcdUserStatus{PasswordSecretName: statusSecret},
 		}
 	}
 	secret := func(owned bool, applied string) *corev1.Secret {
