@@ -260,6 +260,15 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 // that remain. Removing a member that is not healthy never lowers the healthy count, so replacing a dead member
 // is safe exactly when the others still form a quorum after it.
 func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message string) Action {
+	// A learner whose Pod has not started etcd yet was given the member list of the moment it was added as its
+	// --initial-cluster, and etcd refuses to start a joining member whose list differs from the cluster's
+	// ("member count is unequal"): a removal now would keep it from ever starting. Its start takes seconds.
+	for _, l := range members {
+		if l.Name != m.Name && l.InEtcd && l.IsLearner && !l.Started && l.HasPod && l.LearnerFor < learnerStartGrace {
+			return Action{Kind: Wait, Reason: reason,
+				Message: fmt.Sprintf("%s: not before learner %s has started, whose --initial-cluster lists the members as they are now", message, l.Name)}
+		}
+	}
 	voters, healthyOthers := votersAndHealthyOthers(members, m.Name)
 	remaining := voters
 	if !m.IsLearner {
@@ -279,6 +288,11 @@ func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message s
 	}
 	return Action{Kind: RemoveMember, Members: []string{m.Name}, MemberID: m.ID, Reason: reason, Message: message}
 }
+
+// learnerStartGrace is how long a removal waits for a learner's Pod to start etcd. A learner that has not
+// started by then is stuck anyway (its image, its node), and is replaced once it has been a learner for
+// replaceUnhealthyAfter; the removal does not wait for that.
+const learnerStartGrace = time.Minute
 
 // votersAndHealthyOthers counts etcd's voting members, and the healthy ones among them other than name.
 func votersAndHealthyOthers(members []Member, name string) (voters, healthyOthers int) {

@@ -34,6 +34,17 @@ func TestNextMembership(t *testing.T) {
 		}
 		return l
 	}
+	// gone is m with neither Pod nor volume, still listed by etcd.
+	gone := func(m Member) Member {
+		m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
+		return m
+	}
+	// joiningLearner is the learner c-new whose Pod was created age ago; started once its etcd has published its name.
+	joiningLearner := func(age time.Duration, started bool) Member {
+		l := learner
+		l.HasPod, l.HasPVC, l.LearnerFor, l.Started, l.Healthy = true, true, age, started, started
+		return l
+	}
 	// lost is m crash-looping on a data dir that was emptied: its Pod and volume are there, etcd lists it.
 	lost := func(m Member) Member {
 		m.Healthy, m.PodReady, m.UnhealthyFor, m.DataLoss = false, false, 10*time.Second, "raft log lost"
@@ -89,7 +100,14 @@ func TestNextMembership(t *testing.T) {
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
 			return m
 		}()), Wait, ReasonQuorumAtRisk, "", 0},
-		"after a replacement's removal a successor is added":       {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
+		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
+		// The bench's replacement: the successor was added while c-c still ran, c-c's Pod and volume then went.
+		"a removal waits for a learner that has not started etcd yet": {3, formed(a, b, gone(c), joiningLearner(3*time.Second, false)),
+			Wait, ReasonReplacingMember, "", 0},
+		"a removal waits no longer than the learner's start grace": {3, formed(a, b, gone(c), joiningLearner(learnerStartGrace, false)),
+			RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"a removal goes ahead once the learner has started": {3, formed(a, b, gone(c), joiningLearner(3*time.Second, true)),
+			RemoveMember, ReasonReplacingMember, "c-c", 3},
 		"learner cut off longer than allowed is removed":           {5, formed(a, b, c, stuck(10*time.Minute, false)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
 		"learner refused promotion longer than allowed is removed": {5, formed(a, b, c, stuck(10*time.Minute, true)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
 		"learner younger than allowed is waited for":               {5, formed(a, b, c, stuck(time.Minute, false)), Wait, ReasonWaitingForMembers, "", 0},

@@ -123,11 +123,6 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			url = resources.PeerURL(cluster, name, r.Options)
 		}
 		id, err := r.Etcd.AddLearner(ctx, key, endpoints, url)
-		if errors.Is(err, etcd.ErrClusterNotSettled) {
-			// Right after a member (re)started: not an error, the next pass asks again.
-			log.Info("Learner not added yet: etcd refuses membership changes until members settle", "member", name)
-			return nil
-		}
 		if err != nil {
 			return err
 		}

@@ -50,6 +50,14 @@ var waitsOnEtcd = map[string]bool{
 	plan.ReasonWaitingForStorage: true,
 }
 
+// notSettled is the wait that replaces a membership change etcd refused because a member has not been
+// connected long enough (etcd.ErrClusterNotSettled). It names no new member, so that its status is the same on
+// every pass until etcd accepts.
+func notSettled(refused plan.Action) plan.Action {
+	return plan.Action{Kind: plan.Wait, Reason: refused.Reason,
+		Message: "waiting for etcd to accept a membership change: it refuses them until every member has been connected to the leader for a few seconds"}
+}
+
 // requeueAfter is how soon the pass after one that planned action looks again.
 func requeueAfter(action plan.Action) time.Duration {
 	switch {
@@ -173,6 +181,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
 	if err := r.act(ctx, cluster, obs, action); err != nil {
+		if errors.Is(err, etcd.ErrClusterNotSettled) {
+			// Right after a member (re)started etcd refuses membership changes for a few seconds: not a failure,
+			// and nothing to retry at once. Status says so without the new member's name, which each pass draws
+			// afresh: a message that changed on every pass would wake the next pass at once, a spin.
+			log.V(1).Info("Membership change refused until members settle", "EtcdCluster", klog.KObj(cluster), "action", action.Kind)
+			action = notSettled(action)
+			return ctrl.Result{RequeueAfter: requeueInFlight}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	if action.Kind == plan.None {

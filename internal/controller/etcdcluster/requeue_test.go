@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -32,5 +33,21 @@ func TestRequeueAfter(t *testing.T) {
 		if got := requeueAfter(tc.action); got != tc.want {
 			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestNotSettledIsTheSameOnEveryPass: a learner etcd refuses to add is drawn under a new name on every pass; the
+// wait that replaces it must not carry that name, or each pass would change status and wake the next at once.
+func TestNotSettledIsTheSameOnEveryPass(t *testing.T) {
+	a := plan.Action{Kind: plan.AddLearner, Members: []string{"db-x7k2p"}, Reason: plan.ReasonScalingUp,
+		Message: "adding member db-x7k2p as a learner (3 of 5 voters)"}
+	b := a
+	b.Members, b.Message = []string{"db-q9w4r"}, "adding member db-q9w4r as a learner (3 of 5 voters)"
+	wa, wb := notSettled(a), notSettled(b)
+	if wa.Kind != plan.Wait || wa.Reason != plan.ReasonScalingUp {
+		t.Fatalf("refused add became %s/%s, want a Wait that keeps its reason", wa.Kind, wa.Reason)
+	}
+	if wa.Message != wb.Message || strings.Contains(wa.Message, "db-") {
+		t.Fatalf("messages %q and %q: they must be the same and name no member", wa.Message, wb.Message)
 	}
 }
