@@ -684,7 +684,8 @@ type EtcdClusterStatus struct {
 
 	// ClusterVersionSince is the controller's memory of when the cluster reached its cluster version: the raft
 	// index (the leader's commit index when Steward first saw it) at which etcd reported ClusterVersion after a
-	// change Steward observed; 0 when the cluster was created at it. Before moving a member on to the next minor,
+	// change Steward observed; 0 when the cluster was created at it or came down to it (a downgrade leaves only
+	// entries the minor it came from can read). Before moving a member on to the next minor,
 	// Steward waits until every member has applied a snapshot interval past it: members replay their log from
 	// their last snapshot, and a newer release cannot read log entries the release before the last one wrote
 	// (etcd 3.7 panics on entries written under 3.5).

@@ -485,8 +485,15 @@ func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leader
 	case placeholder(v):
 		return prev
 	}
-	if pv, err := plan.ParseVersion(prev.Version); err == nil && placeholder(pv) {
+	pv, err := plan.ParseVersion(prev.Version)
+	if err == nil && placeholder(pv) {
 		return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: prev.RaftIndex}
+	}
+	if err == nil && v.Less(pv) {
+		// A downgrade: the log holds entries written under cv and under the minor the cluster came down from,
+		// and the way back up goes to that minor, which reads both. Marking it would hold the next upgrade
+		// until every member had taken a snapshot past it: 100,000 entries on 3.5, for ever on a quiet cluster.
+		return &etcdv1alpha1.ClusterVersionMark{Version: cv}
 	}
 	// The index is etcd's answer: one beyond int64 (no real cluster gets there; a broken or hostile one might
 	// say so) is held at the largest mark, which only makes Steward wait longer, never shorter.

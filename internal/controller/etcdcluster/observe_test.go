@@ -245,14 +245,14 @@ func TestClusterVersionMark(t *testing.T) {
 		cv   string
 		want *etcdv1alpha1.ClusterVersionMark
 	}{
-		"first version seen: from the start":            {nil, "3.6.0", mark("3.6.0", 0)},
-		"3.5 not decided yet: nothing to remember":      {nil, "not_decided", nil},
-		"3.6 placeholder first, then the real version":  {mark("3.0.0", 0), "3.6.0", mark("3.6.0", 0)},
-		"a placeholder after a real version is ignored": {mark("3.6.0", 0), "3.0.0", mark("3.6.0", 0)},
-		"upgrade seen: marked at the leader's commit":   {mark("3.5.0", 0), "3.6.0", mark("3.6.0", 500)},
-		"downgrade seen: marked too":                    {mark("3.6.0", 0), "3.5.0", mark("3.5.0", 500)},
-		"unchanged: kept":                               {mark("3.6.0", 42), "3.6.0", mark("3.6.0", 42)},
-		"no answer: kept":                               {mark("3.6.0", 42), "", mark("3.6.0", 42)},
+		"first version seen: from the start":             {nil, "3.6.0", mark("3.6.0", 0)},
+		"3.5 not decided yet: nothing to remember":       {nil, "not_decided", nil},
+		"3.6 placeholder first, then the real version":   {mark("3.0.0", 0), "3.6.0", mark("3.6.0", 0)},
+		"a placeholder after a real version is ignored":  {mark("3.6.0", 0), "3.0.0", mark("3.6.0", 0)},
+		"upgrade seen: marked at the leader's commit":    {mark("3.5.0", 0), "3.6.0", mark("3.6.0", 500)},
+		"downgrade seen: nothing to wait for going back": {mark("3.6.0", 42), "3.5.0", mark("3.5.0", 0)},
+		"unchanged: kept": {mark("3.6.0", 42), "3.6.0", mark("3.6.0", 42)},
+		"no answer: kept": {mark("3.6.0", 42), "", mark("3.6.0", 42)},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
