@@ -72,7 +72,7 @@ const (
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads past the cache where a stale read would be destructive (see recordedPassword); the
-	// Client when nil.
+	// manager's when nil.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	// Etcd holds this controller's own clients, one per cluster, dialed with Steward's client certificate.
@@ -95,6 +95,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &etcdv1alpha1.EtcdUser{}, "spec.clusterName",
 		func(o client.Object) []string { return []string{o.(*etcdv1alpha1.EtcdUser).Spec.ClusterName} }); err != nil {
@@ -525,12 +528,8 @@ func (r *Reconciler) dropCertificate(ctx context.Context, user *etcdv1alpha1.Etc
 // re-created a user its clients had just started to use (docs/flakes.md). So the record is read again here,
 // only when it would re-create the user: the status, or the password Secret's mark that etcd holds its password.
 func (r *Reconciler) recordedPassword(ctx context.Context, user *etcdv1alpha1.EtcdUser, password string) (bool, error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
 	live := &etcdv1alpha1.EtcdUser{}
-	if err := reader.Get(ctx, client.ObjectKeyFromObject(user), live); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(user), live); err != nil {
 		return false, fmt.Errorf("read EtcdUser %s again before re-creating its etcd user: %w", user.Name, err)
 	}
 	if live.Status.PasswordSecretName != "" {
@@ -540,7 +539,7 @@ func (r *Reconciler) recordedPassword(ctx context.Context, user *etcdv1alpha1.Et
 		return false, nil
 	}
 	secret := &corev1.Secret{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: user.Spec.Password.SecretName}, secret)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: user.Spec.Password.SecretName}, secret)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
