@@ -90,6 +90,9 @@ func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, 
 			Message: fmt.Sprintf("members %s are due for a defragmentation; waiting for the backup of the cluster to end", names(due))}, true
 	}
 	next := followerFirst(sortedByName(due), obs.LeaderID)
+	if wait, ok := leaderLast(obs, members, next, m.DefragMinFreeBytes, m.DefragMinFreePercent, ReasonDefragmenting); ok {
+		return wait, true
+	}
 	return defragStep(obs, members, next, ReasonDefragmenting, fmt.Sprintf("%s of its %s database file is free (threshold %d%% and %s)",
 		byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize), m.DefragMinFreePercent, byteSize(m.DefragMinFreeBytes))), true
 }
@@ -109,12 +112,15 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	var due []Member
 	for _, mem := range members {
 		// After a compaction, any free page is worth taking back: the cluster refuses writes until then.
-		if mem.InEtcd && fragmented(mem, 1<<20, 10) {
+		if mem.InEtcd && fragmented(mem, noSpaceMinFree, noSpaceMinFreePercent) {
 			due = append(due, mem)
 		}
 	}
 	if len(due) > 0 {
 		next := followerFirst(sortedByName(due), obs.LeaderID)
+		if wait, ok := leaderLast(obs, members, next, noSpaceMinFree, noSpaceMinFreePercent, ReasonRecoveringFromNoSpace); ok {
+			return wait
+		}
 		return defragStep(obs, members, next, ReasonRecoveringFromNoSpace, fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction",
 			byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize)))
 	}
@@ -145,6 +151,38 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	}
 	return Action{Kind: DisarmNoSpace, Reason: ReasonRecoveringFromNoSpace,
 		Message: "NOSPACE: compacted and defragmented, the data in use is below 90% of the quota: disarming the alarm, writes resume"}
+}
+
+// The free space that makes a member worth defragmenting after a NOSPACE compaction.
+const (
+	noSpaceMinFree        = 1 << 20
+	noSpaceMinFreePercent = 10
+)
+
+// leaderLast holds back the defragmentation of next, the leader and the only member due, while a healthy
+// follower would be due too if it had the leader's data in use: that follower has not yet applied the compaction
+// the leader has (each member frees the pages of a compaction when it applies it, the leader usually first).
+// Defragmenting the leader now would move leadership to a member that needs it moved again a moment later.
+func leaderLast(obs Observation, members []Member, next Member, minFree, minPercent int64, reason string) (Action, bool) {
+	if next.ID != obs.LeaderID {
+		return Action{}, false
+	}
+	var behind []string
+	for _, f := range members {
+		if !f.InEtcd || f.IsLearner || !f.Healthy || f.ID == next.ID || fragmented(f, minFree, minPercent) {
+			continue
+		}
+		if fragmented(Member{DBSize: f.DBSize, DBSizeInUse: next.DBSizeInUse}, minFree, minPercent) {
+			behind = append(behind, fmt.Sprintf("%s has %s in use", f.Name, byteSize(f.DBSizeInUse)))
+		}
+	}
+	if len(behind) == 0 {
+		return Action{}, false
+	}
+	sort.Strings(behind)
+	return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf("the leader %s is due for a defragmentation with %s in use, but %s: "+
+		"waiting for the compaction to free their pages too, so that the followers are defragmented first and leadership moves once",
+		next.Name, byteSize(next.DBSizeInUse), strings.Join(behind, ", "))}, true
 }
 
 // defragStep defragments member m, or first hands leadership away from it: a defragmentation blocks the member,

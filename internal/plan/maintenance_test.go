@@ -67,6 +67,16 @@ func TestNextMaintenance(t *testing.T) {
 		"the leader last, after handing leadership over": {
 			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 30, 20), sized("c-c", 3, 30, 20)), MoveLeader, ReasonDefragmenting, "c-a", "before defragmenting c-a",
 		},
+		"a follower due goes first while another has yet to free the compacted pages": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-c", "",
+		},
+		"the leader the only one due, a follower yet to free the compacted pages: wait for it": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 30, 20)), Wait, ReasonDefragmenting, "",
+			"the leader c-a is due for a defragmentation with 20.0 MiB in use, but c-b has 290.0 MiB in use",
+		},
+		"a follower with a small file never holds the leader back": {
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 60, 58), sized("c-c", 3, 30, 20)), MoveLeader, ReasonDefragmenting, "c-a", "",
+		},
 		"a single member is defragmented where it is": {
 			func() Spec { s := defragSpec(); s.Replicas = 1; return s }(), clusterAt("3.6.0", sized("c-a", 1, 300, 20)), Defragment, ReasonDefragmenting, "c-a", "",
 		},
@@ -111,6 +121,9 @@ func TestNextMaintenance(t *testing.T) {
 		},
 		"NOSPACE: the leader last": {
 			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), MoveLeader, ReasonRecoveringFromNoSpace, "c-a", "",
+		},
+		"NOSPACE: the leader last, after the followers have freed the compacted pages": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 288, 280)), Wait, ReasonRecoveringFromNoSpace, "", "c-c has 280.0 MiB in use",
 		},
 		"NOSPACE: defragmented and room again: disarm": {
 			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 21, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), DisarmNoSpace, ReasonRecoveringFromNoSpace, "", "",
@@ -195,6 +208,44 @@ func TestDefragmentationSequence(t *testing.T) {
 		}
 	}
 	if got, want := strings.Join(steps, ", "), "defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
+		t.Fatalf("steps %s, want %s", got, want)
+	}
+}
+
+// TestDefragmentationAfterCompactionLag replays the defragmentation after a compaction the leader applies first:
+// the followers free the compacted pages one pass after another. Leadership still moves once, the leader last.
+func TestDefragmentationAfterCompactionLag(t *testing.T) {
+	obs := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 290))
+	var steps []string
+	for pass := 0; pass < 20; pass++ {
+		a := Next(defragSpec(), obs)
+		switch a.Kind {
+		case None:
+			pass = 20
+		case Wait:
+			steps = append(steps, "wait")
+		case Defragment:
+			steps = append(steps, "defrag "+a.Members[0])
+			for i := range obs.Members {
+				if obs.Members[i].Name == a.Members[0] {
+					obs.Members[i].DBSize = obs.Members[i].DBSizeInUse
+				}
+			}
+		case MoveLeader:
+			steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
+			obs.LeaderID = a.TargetID
+		default:
+			t.Fatalf("pass %d: %s (%s)", pass, a.Kind, a.Message)
+		}
+		// One more follower applies the compaction after each pass.
+		for i := range obs.Members {
+			if obs.Members[i].DBSizeInUse == 290*mib {
+				obs.Members[i].DBSizeInUse = 20 * mib
+				break
+			}
+		}
+	}
+	if got, want := strings.Join(steps, ", "), "wait, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
 }
