@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"reflect"
 	"sort"
 	"strings"
@@ -266,7 +271,46 @@ func clientServiceURL(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("%s://%s:%d", resources.Scheme(c), svc.Spec.ClusterIP, resources.ClientPort)
+	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
+	waitServiceRouted(t, c, addr)
+	return fmt.Sprintf("%s://%s", resources.Scheme(c), addr)
+}
+
+// waitServiceRouted waits until a connection to addr, the client Service's ClusterIP and port, reaches etcd.
+// kube-proxy programs a new Service on the node a moment after the API server has it, later on a loaded machine;
+// until then a connection to the ClusterIP leaves by the default route, and on the machines the tests run on an
+// egress proxy answers it: an HTTP/2 404, which a gRPC client reports as Unimplemented ("unexpected HTTP status
+// code received from server: 404"). Steward cannot see kube-proxy's progress, so its status does not cover this.
+func waitServiceRouted(t *testing.T, c *etcdv1alpha1.EtcdCluster, addr string) {
+	t.Helper()
+	poll(t, "the client Service's ClusterIP "+addr+" routed to etcd", 2*time.Minute, func() error { return reachesEtcd(c, addr) })
+}
+
+// reachesEtcd checks that addr is served by etcd: in plaintext, etcd's /version answer; with TLS, a handshake in
+// which the server proves a certificate of the cluster's CA.
+func reachesEtcd(c *etcdv1alpha1.EtcdCluster, addr string) error {
+	if !resources.TLSEnabled(c) {
+		hc := &http.Client{Timeout: 3 * time.Second}
+		resp, err := hc.Get("http://" + addr + "/version")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"etcdserver"`)) {
+			return fmt.Errorf("GET /version: %s, server %q, body %q: not etcd", resp.Status, resp.Header.Get("Server"), body)
+		}
+		return nil
+	}
+	cfg, err := clusterTLSConfig(c)
+	if err != nil {
+		return err
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.

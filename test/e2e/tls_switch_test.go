@@ -134,6 +134,7 @@ func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure li
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
+	waitServiceRouted(t, c, addr)
 	withTLS := c.DeepCopy()
 	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	return linearizability.Target{Endpoints: []string{"http://" + addr}},
