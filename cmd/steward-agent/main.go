@@ -4,7 +4,8 @@
 // snapshot; `delete` deletes a stored snapshot; `verify` reads a stored snapshot back and checks it against its
 // backup's record; `install` copies the agent into a shared volume, and `restore` (run from there inside the
 // member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
-// restores it into an empty data dir. It reports its result as one line of JSON in the container's termination
+// restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the cluster
+// DNS knows every peer's name, without leaving a negative answer in its cache. It reports its result as one line of JSON in the container's termination
 // message, which the controllers read into status. It never holds a whole snapshot in memory and never prints
 // credentials.
 package main
@@ -40,12 +41,15 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|follow|point-in-time [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|follow|point-in-time [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
-	if cmd == "install" {
+	switch cmd {
+	case "install":
 		os.Exit(install(os.Args[2:]))
+	case "await-dns":
+		os.Exit(awaitDNS(os.Args[2:]))
 	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	var (

@@ -139,6 +139,7 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	resourceOpts.AgentImage = agentImage
+	resourceOpts.AwaitDNS = version.IsRelease(agentImage)
 	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithName("events"))
 	if err != nil {
 		return err

@@ -6,6 +6,9 @@ package resources
 
 import (
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +80,10 @@ type Options struct {
 	ClusterDomain string
 	// AgentImage is the image of steward-agent, which restores snapshots into new members' data dirs.
 	AgentImage string
+	// AwaitDNS gives bootstrap members the init container that waits for their peers' names in DNS
+	// (awaitDNSContainer). Only when AgentImage is of this release: an older agent lacks the command, and the
+	// init container would then hold the member back for ever.
+	AwaitDNS bool
 	// UpgradeVia are the releases, one per minor, a cluster passes through when its spec.version is more than
 	// one minor ahead (--upgrade-via, checked by plan.ParseUpgradeVia).
 	UpgradeVia []string
@@ -367,6 +374,9 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		initContainers, extraVolumes = restoreInitContainers(cluster, m, image, o)
 	}
+	if c, ok := awaitDNSContainer(cluster, m, o); ok {
+		initContainers = append(initContainers, c)
+	}
 	mode := MemberTLSOf(cluster, m)
 	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)
 	if mode == MemberTLSBridge {
@@ -536,6 +546,37 @@ func restrictedPod() *corev1.PodSecurityContext {
 		FSGroup:        ptr.To[int64](nonRootID),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
+}
+
+// AwaitDNSContainer is the init container of a bootstrap member that waits for its peers' names in DNS.
+const AwaitDNSContainer = "await-dns"
+
+// awaitDNSContainer holds a bootstrap member of a cluster of more than one back until the cluster DNS has a record
+// for every member of its --initial-cluster (at most a minute; it never fails): the members of a new cluster start
+// together, and a peer looked up before its Pod has an address is "no such host" from the DNS cache for the
+// SOA's minimum TTL (5 s with CoreDNS's defaults, 30 s with kubeadm's), however soon it is up. It asks in a way
+// that leaves no such answer in the cache (see steward-agent's await-dns). A member that joins a running cluster
+// needs none: its peers have long had records. Not without the agent image.
+func awaitDNSContainer(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (corev1.Container, bool) {
+	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AwaitDNS || o.AgentImage == "" {
+		return corev1.Container{}, false
+	}
+	args := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=" + dataMount + "/data", "--timeout=1m"}
+	for _, name := range slices.Sorted(maps.Keys(m.InitialCluster)) {
+		if u, err := url.Parse(m.InitialCluster[name]); err == nil && u.Hostname() != "" {
+			args = append(args, "--host="+u.Hostname())
+		}
+	}
+	return corev1.Container{
+		Name:                     AwaitDNSContainer,
+		Image:                    o.AgentImage,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  args,
+		VolumeMounts:             []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount, ReadOnly: true}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          restrictedContainer(),
+		Resources:                agentResources(),
+	}, true
 }
 
 // restrictedContainer is a container without privilege escalation, capabilities or a writable root file system.

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -406,6 +407,57 @@ func TestQuotaBackendBytes(t *testing.T) {
 			}
 			if tt.quota == "" && tt.size != "256Mi" && 2*got+volumeReserveBytes > c.Spec.Storage.Size.Value() {
 				t.Fatalf("quota %d does not leave the volume its reserve", got)
+			}
+		})
+	}
+}
+
+func TestAwaitDNSContainer(t *testing.T) {
+	withAgent := opts
+	withAgent.AgentImage, withAgent.AwaitDNS = "steward.local/steward:dev", true
+	olderAgent := withAgent
+	olderAgent.AwaitDNS = false
+	single := Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}}
+	joining := boot
+	joining.State = "existing"
+	restored := boot
+	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db/1.db"}}}}}
+	tests := map[string]struct {
+		m    Member
+		o    Options
+		want []string // init container names
+	}{
+		"a bootstrap member of two waits for both names":             {boot, withAgent, []string{AwaitDNSContainer}},
+		"a one-member bootstrap has no peer to look up":              {single, withAgent, nil},
+		"a member joining a running cluster: its peers have records": {joining, withAgent, nil},
+		"no agent image: etcd starts as before":                      {boot, opts, nil},
+		"a restored bootstrap member waits after its restore":        {restored, withAgent, []string{InstallContainer, RestoreContainer, AwaitDNSContainer}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := MemberPod(testCluster(), tt.m, tt.o)
+			var got []string
+			for _, c := range p.Spec.InitContainers {
+				got = append(got, c.Name)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("init containers %v, want %v", got, tt.want)
+			}
+			if len(got) == 0 || got[len(got)-1] != AwaitDNSContainer {
+				return
+			}
+			c := p.Spec.InitContainers[len(got)-1]
+			want := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=/var/lib/etcd/data", "--timeout=1m",
+				"--host=db-abcde.db-peer.prod.svc.cluster.local", "--host=db-fghjk.db-peer.prod.svc.cluster.local"}
+			if c.Image != withAgent.AgentImage || fmt.Sprint(c.Command) != fmt.Sprint(want) {
+				t.Errorf("image %s command %v, want %v", c.Image, c.Command, want)
+			}
+			if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != dataVolume || !c.VolumeMounts[0].ReadOnly {
+				t.Errorf("mounts %+v: the data volume, read-only", c.VolumeMounts)
+			}
+			if !ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false) || c.Resources.Requests.Cpu().IsZero() {
+				t.Errorf("security context %+v, resources %+v", c.SecurityContext, c.Resources)
 			}
 		})
 	}

@@ -37,10 +37,15 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 		"member on a PVC":          MemberPod(testCluster(), boot, opts).Spec,
 		"ephemeral member":         MemberPod(testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true }), boot, opts).Spec,
 		"member with user options": MemberPod(testCluster(userPodOptions), boot, opts).Spec,
-		"backup Job to a PVC":      BackupJob(pvcBackup, []string{"m=https://m:2379"}, "agent", AgentAccess{ClientSecret: "db-client", CredentialsSecret: "db-operator-credentials"}).Spec.Template.Spec, //nolint:gosec // Secret names
-		"backup Job to S3":         BackupJob(s3Backup, []string{"m=http://m:2379"}, "agent", AgentAccess{}).Spec.Template.Spec,
-		"delete Job on a PVC":      DeleteJob(pvcBackup, "agent").Spec.Template.Spec,
-		"delete Job on S3":         DeleteJob(s3Backup, "agent").Spec.Template.Spec,
+		"bootstrap member waiting for its peers in DNS": MemberPod(testCluster(), boot, func() Options {
+			o := opts
+			o.AgentImage, o.AwaitDNS = "agent", true
+			return o
+		}()).Spec,
+		"backup Job to a PVC": BackupJob(pvcBackup, []string{"m=https://m:2379"}, "agent", AgentAccess{ClientSecret: "db-client", CredentialsSecret: "db-operator-credentials"}).Spec.Template.Spec, //nolint:gosec // Secret names
+		"backup Job to S3":    BackupJob(s3Backup, []string{"m=http://m:2379"}, "agent", AgentAccess{}).Spec.Template.Spec,
+		"delete Job on a PVC": DeleteJob(pvcBackup, "agent").Spec.Template.Spec,
+		"delete Job on S3":    DeleteJob(s3Backup, "agent").Spec.Template.Spec,
 		"member restored from a PVC backup": MemberPod(testCluster(), func() Member {
 			m := boot
 			m.Restore = &RestoreSource{Restore: "r1", Backup: pvcBackup}

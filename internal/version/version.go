@@ -3,7 +3,10 @@
 // bundle/) are generated from it and checked fresh by `make verify`.
 package version
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strings"
+)
 
 // Version is this tree's release, semver without a leading "v" (Helm charts and OLM bundles want it so).
 const Version = "0.1.0"
@@ -43,4 +46,16 @@ func Describe() string {
 		s += ")"
 	}
 	return s + ", " + info.GoVersion
+}
+
+// IsRelease reports whether image is tagged with this release, from any repository (a mirror of Steward's own
+// image): then its steward-agent knows everything this operator asks of it. An image by digest or with another
+// tag may hold an older agent.
+func IsRelease(image string) bool {
+	if strings.Contains(image, "@") {
+		return false
+	}
+	slash := strings.LastIndex(image, "/")
+	colon := strings.LastIndex(image, ":")
+	return colon > slash && image[colon+1:] == Tag
 }

@@ -28,3 +28,18 @@ func TestInstallManifestsRunThisRelease(t *testing.T) {
 		t.Errorf("config/manager/manager.yaml names images %v, want only %s", images, Image)
 	}
 }
+
+func TestIsRelease(t *testing.T) {
+	for image, want := range map[string]bool{
+		Image: true,
+		"registry.local:5000/mirror/steward:" + Tag: true,
+		"steward.local/steward:0123abc":             false,
+		"registry.local:5000/steward":               false,
+		Repository + "@sha256:0123":                 false,
+		Repository + ":" + Tag + "-rc.1":            false,
+	} {
+		if got := IsRelease(image); got != want {
+			t.Errorf("IsRelease(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
