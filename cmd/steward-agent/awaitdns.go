@@ -104,6 +104,8 @@ func waitForNames(ctx context.Context, server string, names []string, interval t
 			next++
 			exists, err := nameExists(ctx, server, n, qtype)
 			switch {
+			case errors.Is(err, errUnanswerable):
+				return fmt.Errorf("%s: %w", n, err) // asking again will not help: start etcd now
 			case err != nil:
 				last = fmt.Errorf("%s: %w", n, err)
 			case exists:
@@ -135,8 +137,13 @@ func random16() uint16 {
 	return binary.BigEndian.Uint16(b[:])
 }
 
-// errUnanswered is an answer that says neither that a name exists nor that it does not.
-var errUnanswered = errors.New("no usable answer")
+// errUnanswered is an answer that says neither that a name exists nor that it does not; errUnanswerable one
+// that says the server will not answer such a question (REFUSED, NOTIMP, FORMERR: a name server that does not
+// take unknown record types), so that waiting is pointless.
+var (
+	errUnanswered   = errors.New("no usable answer")
+	errUnanswerable = errors.New("the name server does not answer this kind of question")
+)
 
 // nameExists asks server once, over UDP, for name's records of type qtype: false on NXDOMAIN, true on any
 // success (with or without records of that type).
@@ -183,7 +190,9 @@ func nameExists(ctx context.Context, server, name string, qtype dnsmessage.Type)
 			return false, nil
 		case dnsmessage.RCodeSuccess:
 			return true, nil
-		default:
+		case dnsmessage.RCodeRefused, dnsmessage.RCodeNotImplemented, dnsmessage.RCodeFormatError:
+			return false, fmt.Errorf("%w: %s", errUnanswerable, h.RCode)
+		default: // SERVFAIL: CoreDNS before it has synced with the API server, say
 			return false, fmt.Errorf("%w: %s", errUnanswered, h.RCode)
 		}
 	}

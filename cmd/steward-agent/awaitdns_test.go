@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,7 +23,8 @@ type cachingDNS struct {
 	appear   map[string]time.Time // when each name gets its record
 	negative map[string]bool      // name/type answered NXDOMAIN
 	asked    map[dnsmessage.Type]int
-	reused   []string // a name/type asked again after a negative answer
+	reused   []string         // a name/type asked again after a negative answer
+	rcode    dnsmessage.RCode // when set, the answer to everything
 }
 
 func newCachingDNS(t *testing.T, appear map[string]time.Duration) *cachingDNS {
@@ -69,6 +71,9 @@ func (s *cachingDNS) answer(q dnsmessage.Question) dnsmessage.RCode {
 	name := strings.TrimSuffix(q.Name.String(), ".")
 	key := name + "/" + q.Type.String()
 	s.asked[q.Type]++
+	if s.rcode != 0 {
+		return s.rcode
+	}
 	if s.negative[key] {
 		s.reused = append(s.reused, key)
 		return dnsmessage.RCodeNameError
@@ -116,6 +121,21 @@ func TestWaitForNamesGivesUpNamingWhatIsMissing(t *testing.T) {
 	err := waitForNames(ctx, s.addr, []string{"m-a.x", "m-gone.x"}, 20*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "1 not found: m-gone.x") {
 		t.Fatalf("waitForNames = %v, want it to name m-gone.x", err)
+	}
+}
+
+// A name server that refuses unknown record types ends the wait at once instead of holding etcd for the timeout.
+func TestWaitForNamesStopsAtAServerThatCannotAnswer(t *testing.T) {
+	s := newCachingDNS(t, nil)
+	s.mu.Lock()
+	s.rcode = dnsmessage.RCodeNotImplemented
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	begin := time.Now()
+	err := waitForNames(ctx, s.addr, []string{"m-a.x"}, 20*time.Millisecond)
+	if !errors.Is(err, errUnanswerable) || time.Since(begin) > 2*time.Second {
+		t.Fatalf("waitForNames = %v after %s, want errUnanswerable at once", err, time.Since(begin))
 	}
 }
 

@@ -421,13 +421,14 @@ func TestDeployment(t *testing.T) {
 			t.Errorf("replicas %d, want 2", *d.Spec.Replicas)
 		}
 		c := spec.Containers[0]
-		for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+		// The agent runs the operator's image, so a mirror set in image.repository serves both.
+		for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--agent-image=" + c.Image} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("args %q lack %s", c.Args, arg)
 			}
 		}
 		for _, arg := range c.Args {
-			if strings.HasPrefix(arg, "--watch-namespace") || strings.HasPrefix(arg, "--agent-image") {
+			if strings.HasPrefix(arg, "--watch-namespace") {
 				t.Errorf("default args carry %s", arg)
 			}
 		}
@@ -463,6 +464,16 @@ func TestDeployment(t *testing.T) {
 		// A rolling update runs two Pods even with replicaCount 1.
 		if args := managerArgs(t, mustRender(t, parseValues(t, "replicaCount: 1"))); !slices.Contains(args, "--leader-elect") {
 			t.Errorf("args %q lack --leader-elect", args)
+		}
+	})
+	t.Run("a mirror serves the agent too, unless agentImage says otherwise", func(t *testing.T) {
+		mirror := managerArgs(t, mustRender(t, parseValues(t, "image: {repository: registry.example/steward, tag: v9.9.9}")))
+		if !slices.Contains(mirror, "--agent-image=registry.example/steward:v9.9.9") {
+			t.Errorf("args %q: the agent is not the operator's mirrored image", mirror)
+		}
+		own := managerArgs(t, mustRender(t, parseValues(t, "agentImage: registry.example/agent:v1")))
+		if !slices.Contains(own, "--agent-image=registry.example/agent:v1") {
+			t.Errorf("args %q: agentImage not passed", own)
 		}
 	})
 	t.Run("metrics off", func(t *testing.T) {

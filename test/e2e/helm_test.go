@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	manager := d.Spec.Template.Spec.Containers[0]
 	if ptr.Deref(d.Spec.Replicas, 0) != 1 || manager.Resources.Limits.Memory().String() != "300Mi" || manager.Image != version.Image ||
-		!strings.Contains(strings.Join(manager.Args, " "), "--zap-log-level=debug") || strings.Contains(strings.Join(manager.Args, " "), "--agent-image") {
+		!strings.Contains(strings.Join(manager.Args, " "), "--zap-log-level=debug") || !slices.Contains(manager.Args, "--agent-image="+version.Image) {
 		t.Errorf("after helm upgrade: %s x%d, memory limit %s, args %v", manager.Image, ptr.Deref(d.Spec.Replicas, 0), manager.Resources.Limits.Memory(), manager.Args)
 	}
 	generation := d.Generation
