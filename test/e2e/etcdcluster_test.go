@@ -3,10 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
 	"sort"
@@ -306,11 +304,8 @@ func reachesEtcd(c *etcdv1alpha1.EtcdCluster, addr string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
+	_, err = servedCertificate(cfg, addr)
+	return err
 }
 
 // writeAndReadThroughService writes and reads keys through the client Service's ClusterIP.
