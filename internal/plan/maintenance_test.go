@@ -182,46 +182,16 @@ func TestNextMaintenance(t *testing.T) {
 	}
 }
 
-// TestDefragmentationSequence replays a threshold defragmentation of three fragmented members: each member once,
-// the leader last after leadership moved, never two at a time (one step per pass by construction).
-func TestDefragmentationSequence(t *testing.T) {
-	members := []Member{sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)}
-	obs := clusterAt("3.6.0", members...)
+// replayDefragmentation runs the planner pass by pass on obs, applying each defragmentation (the file shrinks to
+// its data in use) and leadership move to it, and lets between change it after each pass; it returns the steps.
+func replayDefragmentation(t *testing.T, obs Observation, between func(*Observation)) string {
+	t.Helper()
 	var steps []string
 	for pass := 0; pass < 20; pass++ {
 		a := Next(defragSpec(), obs)
 		switch a.Kind {
 		case None:
-			pass = 20
-		case Defragment:
-			steps = append(steps, "defrag "+a.Members[0])
-			for i := range obs.Members {
-				if obs.Members[i].Name == a.Members[0] {
-					obs.Members[i].DBSize = obs.Members[i].DBSizeInUse
-				}
-			}
-		case MoveLeader:
-			steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
-			obs.LeaderID = a.TargetID
-		default:
-			t.Fatalf("pass %d: %s (%s)", pass, a.Kind, a.Message)
-		}
-	}
-	if got, want := strings.Join(steps, ", "), "defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
-		t.Fatalf("steps %s, want %s", got, want)
-	}
-}
-
-// TestDefragmentationAfterCompactionLag replays the defragmentation after a compaction the leader applies first:
-// the followers free the compacted pages one pass after another. Leadership still moves once, the leader last.
-func TestDefragmentationAfterCompactionLag(t *testing.T) {
-	obs := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 290))
-	var steps []string
-	for pass := 0; pass < 20; pass++ {
-		a := Next(defragSpec(), obs)
-		switch a.Kind {
-		case None:
-			pass = 20
+			return strings.Join(steps, ", ")
 		case Wait:
 			steps = append(steps, "wait")
 		case Defragment:
@@ -237,15 +207,35 @@ func TestDefragmentationAfterCompactionLag(t *testing.T) {
 		default:
 			t.Fatalf("pass %d: %s (%s)", pass, a.Kind, a.Message)
 		}
-		// One more follower applies the compaction after each pass.
+		if between != nil {
+			between(&obs)
+		}
+	}
+	return strings.Join(steps, ", ")
+}
+
+// TestDefragmentationSequence replays a threshold defragmentation of three fragmented members: each member once,
+// the leader last after leadership moved, never two at a time (one step per pass by construction).
+func TestDefragmentationSequence(t *testing.T) {
+	obs := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20))
+	if got, want := replayDefragmentation(t, obs, nil), "defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
+		t.Fatalf("steps %s, want %s", got, want)
+	}
+}
+
+// TestDefragmentationAfterCompactionLag replays the defragmentation after a compaction the leader applies first:
+// the followers free the compacted pages one pass after another. Leadership still moves once, the leader last.
+func TestDefragmentationAfterCompactionLag(t *testing.T) {
+	obs := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 290))
+	oneFollowerCompacts := func(obs *Observation) {
 		for i := range obs.Members {
 			if obs.Members[i].DBSizeInUse == 290*mib {
 				obs.Members[i].DBSizeInUse = 20 * mib
-				break
+				return
 			}
 		}
 	}
-	if got, want := strings.Join(steps, ", "), "wait, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
+	if got, want := replayDefragmentation(t, obs, oneFollowerCompacts), "wait, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
 }
