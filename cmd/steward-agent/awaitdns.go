@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -46,11 +45,9 @@ func awaitDNS(args []string) int {
 	fs.DurationVar(&timeout, "timeout", time.Minute, "give up waiting after this long (etcd then starts anyway)")
 	_ = fs.Parse(args)
 
-	if dataDir != "" {
-		if _, err := os.Stat(filepath.Join(dataDir, "member", "wal")); err == nil {
-			fmt.Println("the data dir holds a member: not a first start, nothing to wait for")
-			return 0
-		}
+	if dataDir != "" && holdsMember(dataDir) {
+		fmt.Println("the data dir holds a member: not a first start, nothing to wait for")
+		return 0
 	}
 	server, err := nameServer(resolvConf)
 	if err != nil {

@@ -86,6 +86,13 @@ func failed(err error) backup.Result {
 	return backup.Result{Reason: reason, Message: err.Error()}
 }
 
+// holdsMember reports whether an etcd data dir holds a member: etcd has run on it, or a snapshot was restored
+// into it.
+func holdsMember(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "member"))
+	return err == nil
+}
+
 // restore makes dataDir a member restored from the snapshot, unless it already holds a member (a restarted
 // Pod, or one that has run since): a data dir is never overwritten. The snapshot is copied next to the data dir
 // and verified first, restored into a temporary dir by the release's own etcdutl, and renamed into place only
@@ -95,7 +102,7 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 	if c.dataDir == "" || c.name == "" || c.initialCluster == "" || c.token == "" || c.peerURLs == "" {
 		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: "restore needs --data-dir, --name, --initial-cluster, --initial-cluster-token and --initial-advertise-peer-urls"}
 	}
-	if _, err := os.Stat(filepath.Join(c.dataDir, "member")); err == nil {
+	if holdsMember(c.dataDir) {
 		done.Message = "the data dir already holds a member; nothing restored"
 		return done
 	}

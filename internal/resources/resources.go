@@ -68,6 +68,8 @@ const (
 
 	dataVolume = "data"
 	dataMount  = "/var/lib/etcd"
+	// dataDir is etcd's --data-dir on the data volume, for etcd and for the init containers that look at it.
+	dataDir = dataMount + "/data"
 	// nonRootID is the UID and GID etcd runs as; the volume is group-owned by it (fsGroup).
 	nonRootID = 65532
 )
@@ -307,7 +309,7 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 	scheme := SchemeOf(mode)
 	args := []string{
 		"--name=" + m.Name,
-		"--data-dir=" + dataMount + "/data",
+		"--data-dir=" + dataDir,
 		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme, ClientPort),
 		"--advertise-client-urls=" + ClientURL(cluster, m.Name, mode, o),
 		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme, PeerPort),
@@ -561,7 +563,7 @@ func awaitDNSContainer(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (
 	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AwaitDNS || o.AgentImage == "" {
 		return corev1.Container{}, false
 	}
-	args := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=" + dataMount + "/data", "--timeout=1m"}
+	args := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=" + dataDir, "--timeout=1m"}
 	for _, name := range slices.Sorted(maps.Keys(m.InitialCluster)) {
 		if u, err := url.Parse(m.InitialCluster[name]); err == nil && u.Hostname() != "" {
 			args = append(args, "--host="+u.Hostname())

@@ -75,7 +75,7 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 	install, tools, toolsVol := agentInstall(o.AgentImage)
 	volumes = append(volumes, toolsVol)
 	args := append([]string{"restore",
-		"--data-dir=" + dataMount + "/data",
+		"--data-dir=" + dataDir,
 		"--etcdutl=/usr/local/bin/etcdutl",
 		"--name=" + m.Name,
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
