@@ -428,11 +428,11 @@ func TestAwaitDNSContainer(t *testing.T) {
 		o    Options
 		want []string // init container names
 	}{
-		"a bootstrap member of two waits for both names":             {boot, withAgent, []string{AwaitDNSContainer}},
-		"a one-member bootstrap has no peer to look up":              {single, withAgent, nil},
-		"a member joining a running cluster: its peers have records": {joining, withAgent, nil},
-		"no agent image: etcd starts as before":                      {boot, opts, nil},
-		"a restored bootstrap member waits after its restore":        {restored, withAgent, []string{InstallContainer, RestoreContainer, AwaitDNSContainer}},
+		"a bootstrap member of two waits for both names":                                                       {boot, withAgent, []string{AwaitDNSContainer}},
+		"a one-member bootstrap has no peer to look up":                                                        {single, withAgent, nil},
+		"a member joining a running cluster: its peers have records":                                           {joining, withAgent, nil},
+		"no agent image: etcd starts as before":                                                                {boot, opts, nil},
+		"a restored bootstrap member gets it after its restore, which the agent then finds (it does not wait)": {restored, withAgent, []string{InstallContainer, RestoreContainer, AwaitDNSContainer}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
