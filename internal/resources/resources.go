@@ -558,7 +558,7 @@ const AwaitDNSContainer = "await-dns"
 // together, and a peer looked up before its Pod has an address is "no such host" from the DNS cache for the
 // SOA's minimum TTL (5 s with CoreDNS's defaults, 30 s with kubeadm's), however soon it is up. It asks in a way
 // that leaves no such answer in the cache (see steward-agent's await-dns). A member that joins a running cluster
-// needs none: its peers have long had records. Not without the agent image.
+// needs none: its peers have long had records. Only with an agent of this release (Options.AwaitDNS).
 func awaitDNSContainer(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (corev1.Container, bool) {
 	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AwaitDNS || o.AgentImage == "" {
 		return corev1.Container{}, false
