@@ -372,12 +372,16 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		initContainers []corev1.Container
 		extraVolumes   []corev1.Volume
 	)
-	if m.Restore != nil {
-		annotations[AnnotationRestore] = m.Restore.Restore
-		initContainers, extraVolumes = restoreInitContainers(cluster, m, image, o)
-	}
+	// The wait for the peers' names goes first: after a restore the data dir holds a member, and the agent
+	// takes that for a restarted member that needs no wait, so a restored cluster would meet the cached
+	// "no such host" it exists to avoid.
 	if c, ok := awaitDNSContainer(cluster, m, o); ok {
 		initContainers = append(initContainers, c)
+	}
+	if m.Restore != nil {
+		annotations[AnnotationRestore] = m.Restore.Restore
+		restore, volumes := restoreInitContainers(cluster, m, image, o)
+		initContainers, extraVolumes = append(initContainers, restore...), volumes
 	}
 	mode := MemberTLSOf(cluster, m)
 	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)

@@ -3,6 +3,7 @@ package resources
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -428,11 +429,11 @@ func TestAwaitDNSContainer(t *testing.T) {
 		o    Options
 		want []string // init container names
 	}{
-		"a bootstrap member of two waits for both names":                                                       {boot, withAgent, []string{AwaitDNSContainer}},
-		"a one-member bootstrap has no peer to look up":                                                        {single, withAgent, nil},
-		"a member joining a running cluster: its peers have records":                                           {joining, withAgent, nil},
-		"no agent image: etcd starts as before":                                                                {boot, opts, nil},
-		"a restored bootstrap member gets it after its restore, which the agent then finds (it does not wait)": {restored, withAgent, []string{InstallContainer, RestoreContainer, AwaitDNSContainer}},
+		"a bootstrap member of two waits for both names":                                                {boot, withAgent, []string{AwaitDNSContainer}},
+		"a one-member bootstrap has no peer to look up":                                                 {single, withAgent, nil},
+		"a member joining a running cluster: its peers have records":                                    {joining, withAgent, nil},
+		"no agent image: etcd starts as before":                                                         {boot, opts, nil},
+		"a restored bootstrap member waits before its restore (after it the agent would find a member)": {restored, withAgent, []string{AwaitDNSContainer, InstallContainer, RestoreContainer}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -444,10 +445,11 @@ func TestAwaitDNSContainer(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Fatalf("init containers %v, want %v", got, tt.want)
 			}
-			if len(got) == 0 || got[len(got)-1] != AwaitDNSContainer {
+			i := slices.Index(got, AwaitDNSContainer)
+			if i < 0 {
 				return
 			}
-			c := p.Spec.InitContainers[len(got)-1]
+			c := p.Spec.InitContainers[i]
 			want := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=/var/lib/etcd/data", "--timeout=1m",
 				"--host=db-abcde.db-peer.prod.svc.cluster.local", "--host=db-fghjk.db-peer.prod.svc.cluster.local"}
 			if c.Image != withAgent.AgentImage || fmt.Sprint(c.Command) != fmt.Sprint(want) {

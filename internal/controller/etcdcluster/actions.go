@@ -315,6 +315,12 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 // every bootstrap PVC exists, which is what lets the planner tell an interrupted bootstrap from lost data. A PVC
 // that exists already records the TLS mode of the Pod about to start on it.
 func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	if action.Kind == plan.Bootstrap {
+		started, err := r.bootstrapStarted(ctx, cluster)
+		if err != nil || started {
+			return err
+		}
+	}
 	src, err := restoreSource(obs, action.Restore)
 	if err != nil {
 		return err
@@ -377,6 +383,34 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 		r.tookStep(ctx, cluster, action, "Created member Pods", "", "", "")
 	}
 	return nil
+}
+
+// bootstrapStarted reports whether the cluster has a member Pod or PVC (as observe counts them: labelled with
+// a member name and controlled by the cluster) that the cache may not show yet. A bootstrap draws fresh member
+// names, so a pass that planned it from a cache behind the previous pass's creations would start a second,
+// disjoint cluster beside the first: two members, each with its own initial cluster. The Pod and PVC watches can
+// lag behind the EtcdCluster's own, whose status write wakes the next pass at once; so the one step that cannot
+// be repeated safely reads past the cache, once per bootstrap pass.
+func (r *Reconciler) bootstrapStarted(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (bool, error) {
+	sel := []client.ListOption{client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}}
+	for _, list := range []client.ObjectList{&corev1.PersistentVolumeClaimList{}, &corev1.PodList{}} {
+		if err := r.reader().List(ctx, list, sel...); err != nil {
+			return false, fmt.Errorf("check for members created before the bootstrap: %w", err)
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return false, fmt.Errorf("check for members created before the bootstrap: %w", err)
+		}
+		for _, o := range objs {
+			obj, ok := o.(client.Object)
+			if ok && obj.GetLabels()[resources.LabelMember] != "" && metav1.IsControlledBy(obj, cluster) {
+				ctrl.LoggerFrom(ctx).Info("Bootstrap already started: waiting for the cache to show its members",
+					"EtcdCluster", klog.KObj(cluster), "kind", fmt.Sprintf("%T", obj), "name", obj.GetName())
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // markVolume sets annotation key to value on the PVC of member name (no-op when it has it, or has no PVC): what

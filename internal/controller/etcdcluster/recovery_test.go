@@ -173,3 +173,50 @@ func events(r *Reconciler) string {
 		}
 	}
 }
+
+// TestBootstrapReadsPastALaggingCache replays the pass after a bootstrap's first with a cache that does not show
+// the member objects yet (the Pod and PVC watches lag behind the EtcdCluster's): it must not draw new names and
+// start a second cluster beside the first. Objects with the cluster's label that are not its members (no member
+// label, or another owner) do not hold a bootstrap back.
+func TestBootstrapReadsPastALaggingCache(t *testing.T) {
+	first := testCluster()
+	first.Spec.Replicas = 1
+	first.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	pods, pvcs := fixture(first, []string{"db-aaaaa"}, 1)
+	stranger := pods[0].DeepCopy()
+	stranger.Name, stranger.OwnerReferences = "db-stranger", nil
+	unlabelled := pods[0].DeepCopy()
+	unlabelled.Name = "db-unlabelled"
+	delete(unlabelled.Labels, resources.LabelMember)
+
+	for _, tc := range []struct {
+		name     string
+		live     []client.Object // what the API server holds beside the cluster
+		wantPods int             // Pods the pass creates
+	}{
+		{"its member's PVC exists", []client.Object{&pvcs[0]}, 0},
+		{"its member's Pod exists (ephemeral storage has no PVC)", []client.Object{&pods[0]}, 0},
+		{"nothing exists", nil, 1},
+		{"only objects not its members", []client.Object{stranger, unlabelled}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := first.DeepCopy()
+			now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			cache := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
+			live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append([]client.Object{c.DeepCopy()}, tc.live...)...).Build()
+			r := &Reconciler{Client: cache, APIReader: live, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
+				Now: func() time.Time { return now }}
+			reconcileOnce(t, r, c)
+			if got := len(memberPods(t, cache)); got != tc.wantPods {
+				t.Fatalf("the pass created %d Pods, want %d", got, tc.wantPods)
+			}
+			var created corev1.PersistentVolumeClaimList
+			if err := cache.List(context.Background(), &created); err != nil {
+				t.Fatal(err)
+			}
+			if len(created.Items) != tc.wantPods {
+				t.Fatalf("the pass created %d PVCs, want %d", len(created.Items), tc.wantPods)
+			}
+		})
+	}
+}
