@@ -330,11 +330,16 @@ func (p *Pool) Observe(ctx context.Context, key string, endpoints []string) (Clu
 		}
 	}
 	view.VoterEndpoints = voters
+	if len(voters) == 0 {
+		// A member that gives no status gives no member list either (that needs quorum besides), and asking
+		// would cost the pass the whole RequestTimeout, on every pass of a bootstrap or an outage. The message
+		// stays the same from pass to pass: it is part of status, and a change would wake the next pass at once.
+		view.ListErr = fmt.Errorf("no voting member answered a status request (%d asked)", len(endpoints))
+		return view, nil
+	}
 	view.ClusterVersion, view.DowngradeTarget = clusterVersion(ctx, httpClient(p.tlsConfig(key)), view.Statuses, voters)
-	if len(voters) > 0 {
-		if c, err = p.client(key, voters); err != nil {
-			return view, err
-		}
+	if c, err = p.client(key, voters); err != nil {
+		return view, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	resp, err := c.MemberList(lctx)
@@ -387,13 +392,28 @@ func alarms(ctx context.Context, c *clientv3.Client, statuses map[string]Status)
 	return out, nil
 }
 
+// status asks the member at endpoint for its status, over a connection of its own to that member (the answer is
+// about the member that receives the request).
+//
+// Not through clientv3's Maintenance.Status: that call is marked safe to repeat, so its client retries an
+// unavailable member every few tens of milliseconds until RequestTimeout runs out. A member that is down for a
+// moment is what every step waits through (a removed member's exited process, a learner or a rolled member not
+// listening yet), and each pass would stall the whole timeout on it before it could look at the others. The
+// same client's connection carries its TLS, its auth token and its retry of requests that never left the
+// client; a refused connection fails the request at once, and the next pass asks again.
 func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	s := Status{Endpoint: endpoint}
-	resp, err := c.Status(ctx, endpoint)
+	conn, err := c.Dial(endpoint)
 	if err != nil {
-		s.Err = err
+		s.Err = fmt.Errorf("dial %s: %w", endpoint, err)
+		return s
+	}
+	defer func() { _ = conn.Close() }()
+	resp, err := etcdserverpb.NewMaintenanceClient(conn).Status(ctx, &etcdserverpb.StatusRequest{})
+	if err != nil {
+		s.Err = clientv3.ContextError(ctx, err)
 		return s
 	}
 	s.MemberID, s.LeaderID, s.Version = resp.Header.MemberId, resp.Leader, resp.Version
