@@ -191,12 +191,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
+	restartedClock(obs, action, r.Now())
 	if action.Kind == plan.None {
 		if err := r.checkUndeclaredUsers(ctx, cluster, obs); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeueAfter(action)}, nil
+}
+
+// restartedClock starts the unhealthy clock of a down member again when this pass restarted it (on another
+// release or image, or in another TLS mode): it gets the whole replaceUnhealthyAfter to start on its new Pod,
+// instead of being replaced by the next pass, while its etcd is still starting, for the time it was down before.
+func restartedClock(obs *observation, action plan.Action, now time.Time) {
+	if action.Kind != plan.RollMember && action.Kind != plan.RestartMember {
+		return
+	}
+	for _, name := range action.Members {
+		if _, down := obs.unhealthySince[name]; down {
+			obs.unhealthySince[name] = now
+		}
+	}
 }
 
 // upgradeStages are the releases the cluster may pass through on an upgrade of more than one minor, by minor:

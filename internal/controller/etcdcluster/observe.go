@@ -276,7 +276,10 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	obs.unhealthySince = map[string]time.Time{}
 	for name, m := range members {
-		if m.Healthy || (!m.HasPod && !m.InEtcd) {
+		// A member whose Pod is stuck on what the spec asks for is not replaced, however long it is down, so it
+		// keeps no clock: once the spec or the image is fixed, its etcd gets the whole replaceUnhealthyAfter to
+		// start, instead of being replaced by the first pass that no longer sees it stuck.
+		if m.Healthy || (!m.HasPod && !m.InEtcd) || m.PodStuck != "" {
 			continue
 		}
 		start, ok := since[name]

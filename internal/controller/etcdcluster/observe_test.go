@@ -191,6 +191,32 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a member stuck on its spec keeps no unhealthy clock, so its fix is not met by a replacement", func(t *testing.T) {
+		cc := c.DeepCopy()
+		start := metav1.NewTime(time.Unix(400, 0))
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}}
+		pods, pvcs := fixture(cc, names, 3)
+		pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer, Image: pods[1].Spec.Containers[0].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+		obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			if m.Name == names[1] && (m.PodStuck != "ImagePullBackOff" || m.UnhealthyFor != 0) {
+				t.Errorf("stuck member: PodStuck %q, unhealthy for %s; want stuck, no clock", m.PodStuck, m.UnhealthyFor)
+			}
+		}
+		if got, ok := obs.unhealthySince[names[1]]; ok {
+			t.Errorf("stuck member remembered unhealthy since %s, want no clock in status", got)
+		}
+		// Unstuck (the spec was fixed): the clock starts at the first pass that sees it so, not at 400.
+		pods[1].Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
+		cc.Status.Members = nil
+		obs = assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		if got := obs.unhealthySince[names[1]]; !got.Equal(time.Unix(1000, 0)) {
+			t.Errorf("member no longer stuck remembered since %s, want now", got)
+		}
+	})
+
 	t.Run("a learner's time to catch up counts from its Pod's creation", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 3)
 		pods[2].CreationTimestamp = metav1.NewTime(time.Unix(700, 0))

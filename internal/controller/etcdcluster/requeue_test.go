@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,30 @@ func TestNotSettledIsTheSameOnEveryPass(t *testing.T) {
 	}
 	if wa.Message != wb.Message || strings.Contains(wa.Message, "db-") {
 		t.Fatalf("messages %q and %q: they must be the same and name no member", wa.Message, wb.Message)
+	}
+}
+
+// A down member that a pass restarts (on the spec's release, image or TLS mode) gets the whole
+// replaceUnhealthyAfter on its new Pod: the pass restarts its clock. A member that was healthy keeps none, and
+// other steps leave the clocks alone.
+func TestRestartedClock(t *testing.T) {
+	before, now := time.Unix(400, 0), time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name   string
+		action plan.Action
+		want   map[string]time.Time
+	}{
+		{"a down member rolled", plan.Action{Kind: plan.RollMember, Members: []string{"db-down"}}, map[string]time.Time{"db-down": now, "db-other": before}},
+		{"a down member restarted", plan.Action{Kind: plan.RestartMember, Members: []string{"db-down"}}, map[string]time.Time{"db-down": now, "db-other": before}},
+		{"a healthy member rolled", plan.Action{Kind: plan.RollMember, Members: []string{"db-healthy"}}, map[string]time.Time{"db-down": before, "db-other": before}},
+		{"another step", plan.Action{Kind: plan.AddLearner, Members: []string{"db-down"}}, map[string]time.Time{"db-down": before, "db-other": before}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &observation{unhealthySince: map[string]time.Time{"db-down": before, "db-other": before}}
+			restartedClock(obs, tc.action, now)
+			if fmt.Sprint(obs.unhealthySince) != fmt.Sprint(tc.want) {
+				t.Errorf("clocks %v, want %v", obs.unhealthySince, tc.want)
+			}
+		})
 	}
 }
