@@ -385,12 +385,12 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	return nil
 }
 
-// bootstrapStarted reports whether the cluster has a member Pod or PVC (as observe counts them: labelled with
-// a member name and controlled by the cluster) that the cache may not show yet. A bootstrap draws fresh member
-// names, so a pass that planned it from a cache behind the previous pass's creations would start a second,
-// disjoint cluster beside the first: two members, each with its own initial cluster. The Pod and PVC watches can
-// lag behind the EtcdCluster's own, whose status write wakes the next pass at once; so the one step that cannot
-// be repeated safely reads past the cache, once per bootstrap pass.
+// bootstrapStarted reports whether the cluster has a member Pod or PVC (isMemberObject, as observe counts them)
+// that the cache may not show yet. A bootstrap draws fresh member names, so a pass that planned it from a cache
+// behind the previous pass's creations would start a second, disjoint cluster beside the first: two members,
+// each with its own initial cluster. The Pod and PVC watches can lag behind the EtcdCluster's own, whose status
+// write wakes the next pass at once; so the one step that cannot be repeated safely reads past the cache, once
+// per bootstrap pass.
 func (r *Reconciler) bootstrapStarted(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (bool, error) {
 	sel := []client.ListOption{client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}}
 	for _, list := range []client.ObjectList{&corev1.PersistentVolumeClaimList{}, &corev1.PodList{}} {
@@ -402,8 +402,7 @@ func (r *Reconciler) bootstrapStarted(ctx context.Context, cluster *etcdv1alpha1
 			return false, fmt.Errorf("check for members created before the bootstrap: %w", err)
 		}
 		for _, o := range objs {
-			obj, ok := o.(client.Object)
-			if ok && obj.GetLabels()[resources.LabelMember] != "" && metav1.IsControlledBy(obj, cluster) {
+			if obj, ok := o.(client.Object); ok && isMemberObject(obj, cluster) {
 				ctrl.LoggerFrom(ctx).Info("Bootstrap already started: waiting for the cache to show its members",
 					"EtcdCluster", klog.KObj(cluster), "kind", fmt.Sprintf("%T", obj), "name", obj.GetName())
 				return true, nil

@@ -104,6 +104,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	return obs, nil
 }
 
+// isMemberObject reports whether a Pod or PVC is one of the cluster's members': labelled with a member name and
+// controlled by the cluster. Anything else with the cluster's label is never touched.
+func isMemberObject(obj client.Object, cluster *etcdv1alpha1.EtcdCluster) bool {
+	return obj.GetLabels()[resources.LabelMember] != "" && metav1.IsControlledBy(obj, cluster)
+}
+
 // assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
 // unused member names given the names already in use.
 func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
@@ -119,10 +125,10 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	for i := range pods {
 		p := &pods[i]
-		name := p.Labels[resources.LabelMember]
-		if name == "" || !metav1.IsControlledBy(p, cluster) {
+		if !isMemberObject(p, cluster) {
 			continue // not ours: never touch it
 		}
+		name := p.Labels[resources.LabelMember]
 		obs.pods[name] = p
 		m := get(name)
 		m.HasPod = true
@@ -146,10 +152,10 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	for i := range pvcs {
 		pvc := &pvcs[i]
-		name := pvc.Labels[resources.LabelMember]
-		if name == "" || !metav1.IsControlledBy(pvc, cluster) {
+		if !isMemberObject(pvc, cluster) {
 			continue
 		}
+		name := pvc.Labels[resources.LabelMember]
 		m := get(name)
 		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it (while its
 		// Pod runs, the Pod holds it, and the member is replaced before it stops).
