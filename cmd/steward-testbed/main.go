@@ -61,6 +61,8 @@ func optionFlags(fs *flag.FlagSet) *testbed.Options {
 	fs.StringVar(&o.StateDir, "state-dir", "", "test bed state directory (default /var/lib/steward-testbed)")
 	fs.StringVar(&o.RunDir, "run-dir", "", "test bed runtime directory (default /run/steward-testbed)")
 	fs.StringVar(&o.CacheDir, "cache-dir", "", "build cache (default ~/.cache/steward)")
+	fs.IntVar(&o.Nodes, "nodes", 1, "how many nodes the cluster has, each with its own kubelet, containerd and pod network (1 to 9)")
+	fs.IntVar(&o.Zones, "zones", 0, "how many zones the nodes are spread over (default: one per node)")
 	return &o
 }
 

@@ -36,7 +36,8 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := createCoreDNS(ctx, cs); err != nil {
+	replicas := int32(c.opts.Nodes) //nolint:gosec // withDefaults keeps Nodes within 1..maxNodes
+	if err := createCoreDNS(ctx, cs, replicas); err != nil {
 		return fmt.Errorf("install CoreDNS: %w", err)
 	}
 	volumeMode := storagev1.VolumeBindingWaitForFirstConsumer
@@ -67,7 +68,7 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if d.Status.AvailableReplicas < 1 {
+		if d.Status.AvailableReplicas < replicas {
 			return fmt.Errorf("coredns has %d available replicas: %s", d.Status.AvailableReplicas, podProblems(ctx, cs, "kube-system", "k8s-app=kube-dns"))
 		}
 		return nil
@@ -103,7 +104,8 @@ func create(_ context.Context, f func() error) error {
 	return nil
 }
 
-func createCoreDNS(ctx context.Context, cs kubernetes.Interface) error {
+// createCoreDNS runs one CoreDNS replica per node, as a cluster that must keep resolving names when a node goes.
+func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32) error {
 	const ns, name = "kube-system", "coredns"
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
@@ -126,13 +128,16 @@ func createCoreDNS(ctx context.Context, cs kubernetes.Interface) error {
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
+			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
 					DNSPolicy:          corev1.DNSDefault,
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+							LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}}},
 					Containers: []corev1.Container{{
 						Name:            "coredns",
 						Image:           coreDNSImage,

@@ -7,7 +7,6 @@ import (
 	"strings"
 )
 
-func (c *Cluster) containerdSocket() string { return filepath.Join(c.opts.RunDir, "containerd.sock") }
 func (c *Cluster) state(elem ...string) string {
 	return filepath.Join(append([]string{c.opts.StateDir}, elem...)...)
 }
@@ -23,19 +22,28 @@ func writeFile(path, content string, vars map[string]string) error {
 	return os.WriteFile(path, []byte(content), 0o600)
 }
 
-func (c *Cluster) vars() map[string]string {
+// vars are the placeholders of node n's configuration files.
+func (c *Cluster) vars(n Node) map[string]string {
+	podLogs := "/var/log/pods" // the kubelet's default
+	if n.index > 0 {
+		// Every kubelet removes the log directories of pods it does not run.
+		podLogs = c.state("pod-logs" + n.suffix())
+	}
 	return map[string]string{
-		"STATE": c.opts.StateDir, "RUN": c.opts.RunDir, "SOCKET": c.containerdSocket(), "PKI": c.state("pki"),
-		"NODE_IP": NodeIP, "NODE_NAME": NodeName, "POD_CIDR": PodCIDR, "POD_GATEWAY": podGatewayIP,
-		"POD_BRIDGE": podBridge, "DNS_IP": DNSServiceIP, "DOMAIN": ClusterDomain, "PAUSE": pauseImage,
+		"STATE": c.opts.StateDir, "RUN": c.opts.RunDir, "SOCKET": c.containerdSocket(n), "PKI": c.state("pki"),
+		"NODE_IP": n.IP, "NODE_NAME": n.Name, "POD_CIDR": n.PodCIDR, "POD_GATEWAY": n.gateway(),
+		"POD_BRIDGE": n.bridge(), "DNS_IP": DNSServiceIP, "DOMAIN": ClusterDomain, "PAUSE": pauseImage,
+		"CONTAINERD_ROOT": c.state("containerd" + n.suffix()), "CONTAINERD_STATE": c.containerdState(n),
+		"CNI_CONF": c.cniConfDir(n), "CNI_IPAM": c.state("cni"+n.suffix(), "ipam"), "RUNC_ROOT": c.runcRoot(n),
+		"CGROUP_ROOT": n.cgroupRoot(), "POD_LOGS": podLogs, "KUBELET": c.kubeletName(n), "POD_NETWORK": podNetwork,
 	}
 }
 
 // restrict_oom_score_adj: this machine's root lacks CAP_SYS_RESOURCE, so runc could not give Guaranteed pods
 // the negative OOM score the kubelet asks for; containerd clamps it to its own score instead.
 const containerdConfig = `version = 2
-root = "${STATE}/containerd"
-state = "${RUN}/containerd"
+root = "${CONTAINERD_ROOT}"
+state = "${CONTAINERD_STATE}"
 oom_score = 0
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 
@@ -46,7 +54,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   address = "${SOCKET}.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "${STATE}/containerd-opt"
+  path = "${CONTAINERD_ROOT}-opt"
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "${PAUSE}"
@@ -59,9 +67,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "${RUNC_ROOT}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "${STATE}/cni/net.d"
+    conf_dir = "${CNI_CONF}"
 `
 
 const cniConfig = `{
@@ -78,7 +87,7 @@ const cniConfig = `{
         "type": "host-local",
         "ranges": [[{"subnet": "${POD_CIDR}", "gateway": "${POD_GATEWAY}"}]],
         "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": "${STATE}/cni/ipam"
+        "dataDir": "${CNI_IPAM}"
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
@@ -92,16 +101,18 @@ const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: ${NODE_IP}
 readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
+healthzBindAddress: ${NODE_IP}
 healthzPort: 10248
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: ${PKI}/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: ${PKI}/kubelet-serving.crt
-tlsPrivateKeyFile: ${PKI}/kubelet-serving.key
+tlsCertFile: ${PKI}/${KUBELET}-serving.crt
+tlsPrivateKeyFile: ${PKI}/${KUBELET}-serving.key
 cgroupDriver: cgroupfs
+cgroupRoot: ${CGROUP_ROOT}
+podLogsDir: ${POD_LOGS}
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://${SOCKET}
@@ -128,7 +139,7 @@ kind: KubeProxyConfiguration
 clientConnection:
   kubeconfig: ${STATE}/kube-proxy.kubeconfig
 mode: iptables
-clusterCIDR: ${POD_CIDR}
+clusterCIDR: ${POD_NETWORK}
 hostnameOverride: ${NODE_NAME}
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249

@@ -11,8 +11,13 @@ import (
 	"time"
 )
 
-// podCgroupNeedle finds container processes: the kubelet (cgroupfs driver) puts every pod under kubepods.
-const podCgroupNeedle = ":/kubepods"
+// podCgroupNeedle finds node 0's container processes: its kubelet (cgroupfs driver) puts every pod under
+// kubepods. The other nodes' kubelets put theirs under cgroup roots of their own (Node.cgroupRoot), all found by
+// nodesCgroupNeedle.
+const (
+	podCgroupNeedle   = ":/kubepods"
+	nodesCgroupNeedle = ":/steward-testbed-"
+)
 
 // down stops everything a test bed in opts.StateDir started and undoes its changes to the host, whether the
 // processes belong to this process or an earlier one. It is forceful on purpose: the clusters are disposable,
@@ -25,13 +30,13 @@ func down(opts Options, kubeProxyBin string) error {
 		}
 	}
 	terminate(pids, 5*time.Second)
-	// What the components started in turn: containerd's shims (their command line names our socket) and the
-	// containers (in the kubelet's pod cgroups). SIGKILL: their managers are already gone.
-	socket := filepath.Join(opts.RunDir, "containerd.sock")
+	// What the components started in turn: containerd's shims (their command line names a node's socket) and
+	// the containers (in the kubelets' pod cgroups). SIGKILL: their managers are already gone.
+	socket := filepath.Join(opts.RunDir, "containerd")
 	// Several rounds, because killing a shim can leave a container process that was not yet in a pod cgroup
 	// when the list was taken.
 	for round := 0; round < 5; round++ {
-		indirect := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle})
+		indirect := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle, nodesCgroupNeedle})
 		if len(indirect) == 0 {
 			break
 		}
@@ -42,7 +47,7 @@ func down(opts Options, kubeProxyBin string) error {
 	teardownNetwork(kubeProxyBin)
 	removePodCgroups()
 
-	if left := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle}); len(left) > 0 {
+	if left := processesMatching([]string{socket, opts.StateDir + "/"}, []string{podCgroupNeedle, nodesCgroupNeedle}); len(left) > 0 {
 		return fmt.Errorf("test bed processes still running after stop: %s", describeProcesses(left))
 	}
 	for _, r := range recordedProcesses(opts.StateDir) {
@@ -101,12 +106,27 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// removePodCgroups removes the kubelet's (now empty) pod cgroups, deepest first, in every v1 hierarchy.
+// removePodCgroups removes the kubelets' (now empty) pod cgroups and the nodes' cgroup roots, deepest first, in
+// every hierarchy.
 func removePodCgroups() {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	if unified, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil && unified.IsDir() {
-		roots = append(roots, "/sys/fs/cgroup/kubepods")
+	var roots []string
+	for _, pattern := range []string{"/sys/fs/cgroup/*/kubepods", "/sys/fs/cgroup/kubepods", "/sys/fs/cgroup/*/steward-testbed-*", "/sys/fs/cgroup/steward-testbed-*"} {
+		found, _ := filepath.Glob(pattern)
+		roots = append(roots, found...)
 	}
+	removeCgroupTrees(roots)
+}
+
+// removeNodeCgroups removes a stopped node's (now empty) pod cgroups, as its machine's reboot would.
+func removeNodeCgroups(root string) {
+	sub := filepath.Join(root, "kubepods")
+	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", sub))
+	roots = append(roots, filepath.Join("/sys/fs/cgroup", sub))
+	removeCgroupTrees(roots)
+}
+
+// removeCgroupTrees removes the cgroups under each root and the root, deepest first.
+func removeCgroupTrees(roots []string) {
 	for _, root := range roots {
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {

@@ -43,18 +43,23 @@ func writeImage(out, ref string, files []ociimage.File, entrypoint []string, use
 	return ociimage.Write(out, []string{ref}, files, entrypoint, user)
 }
 
-// importImage loads an image tarball into the CRI namespace of the test bed's containerd.
-func (c *Cluster) importImage(ctx context.Context, tarPath string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "--namespace", "k8s.io",
+// importImage loads an image tarball into the CRI namespace of the containerd at socket.
+func importImage(ctx context.Context, socket, tarPath string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", socket, "--namespace", "k8s.io",
 		"images", "import", "--platform", "linux/amd64", tarPath).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("import image %s into containerd: %w: %s", tarPath, err, out)
+		return fmt.Errorf("import image %s into containerd at %s: %w: %s", tarPath, socket, err, out)
 	}
 	return nil
 }
 
-// ImportImage loads an image tarball (docker-archive, as internal/ociimage writes) into the node's containerd,
-// where Pods that name one of its references with pull policy IfNotPresent find it.
+// ImportImage loads an image tarball (docker-archive, as internal/ociimage writes) into every node's
+// containerd, where Pods that name one of its references with pull policy IfNotPresent find it.
 func (c *Cluster) ImportImage(ctx context.Context, tarPath string) error {
-	return c.importImage(ctx, tarPath)
+	for _, n := range c.nodes {
+		if err := importImage(ctx, c.containerdSocket(n), tarPath); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,33 +5,49 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 // iptablesComment tags every rule the test bed adds itself, so cleanup removes exactly those.
 const iptablesComment = "steward-testbed"
 
-// guardRules keep pod traffic on the pod bridge: pods may reach each other, Services and the node, but nothing
-// is forwarded from the pod network to the machine's real interfaces. The ACCEPT rules come first so pods on
-// the bridge (with bridge-nf-call-iptables on, their traffic passes FORWARD too) keep talking to each other.
+// podNetwork is the range every node's pod range lies in.
+const podNetwork = "10.244.0.0/16"
+
+// guardRules keep pod traffic on the pod bridges: pods may reach each other (on their node's bridge and, routed
+// by this machine, on other nodes' bridges), Services and the nodes, but nothing is forwarded from the pod
+// network to the machine's real interfaces. The ACCEPT rules come first so pods on a bridge (with
+// bridge-nf-call-iptables on, their traffic passes FORWARD too) keep talking to each other.
 var guardRules = [][]string{
-	{"FORWARD", "-s", PodCIDR, "-o", podBridge, "-j", "ACCEPT"},
-	{"FORWARD", "-d", PodCIDR, "-o", podBridge, "-j", "ACCEPT"},
-	{"FORWARD", "-s", PodCIDR, "-j", "DROP"},
+	{"FORWARD", "-s", podNetwork, "-o", "stw+", "-j", "ACCEPT"},
+	{"FORWARD", "-d", podNetwork, "-o", "stw+", "-j", "ACCEPT"},
+	{"FORWARD", "-s", podNetwork, "-j", "DROP"},
 }
 
-// setupNetwork creates the node's address and the pod bridge and switches on the kernel settings kube-proxy's
-// iptables mode needs (routing between pods and Services, and bridged traffic passing through iptables).
-func setupNetwork() error {
-	steps := [][]string{
-		{"ip", "link", "add", hostBridge, "type", "bridge"},
-		{"ip", "addr", "add", NodeIP + "/32", "dev", hostBridge},
-		{"ip", "link", "set", hostBridge, "up"},
+// apiAliasRule sends what node n's kubelet sends to its own API address (Node.apiAddress) to the API server.
+func apiAliasRule(n Node) []string {
+	return []string{"OUTPUT", "-d", n.apiAddress(), "-p", "tcp", "--dport", strconv.Itoa(apiserverPort),
+		"-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", NodeIP, apiserverPort)}
+}
+
+// setupNetwork creates the nodes' addresses and pod bridges and switches on the kernel settings kube-proxy's
+// iptables mode needs (routing between pods and Services, and bridged traffic passing through iptables). Pods on
+// different nodes reach each other through this machine, which holds every node's bridge: each bridge's
+// address gives this machine a route to that node's pod range.
+func setupNetwork(nodes []Node) error {
+	steps := [][]string{{"ip", "link", "add", hostBridge, "type", "bridge"}}
+	for _, n := range nodes {
+		steps = append(steps, []string{"ip", "addr", "add", n.IP + "/32", "dev", hostBridge},
+			[]string{"ip", "addr", "add", n.apiAddress() + "/32", "dev", hostBridge})
+	}
+	steps = append(steps, []string{"ip", "link", "set", hostBridge, "up"})
+	for _, n := range nodes {
 		// The CNI bridge plugin would create the pod bridge too; creating it here makes the node IP's route and
 		// the guard rules valid before the first pod.
-		{"ip", "link", "add", podBridge, "type", "bridge"},
-		{"ip", "addr", "add", podGatewayIP + "/24", "dev", podBridge},
-		{"ip", "link", "set", podBridge, "up"},
+		steps = append(steps, []string{"ip", "link", "add", n.bridge(), "type", "bridge"},
+			[]string{"ip", "addr", "add", n.gateway() + "/24", "dev", n.bridge()},
+			[]string{"ip", "link", "set", n.bridge(), "up"})
 	}
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
@@ -48,13 +64,32 @@ func setupNetwork() error {
 		}
 	}
 	for i := len(guardRules) - 1; i >= 0; i-- {
-		args := append([]string{"-w", "-I"}, guardRules[i]...)
-		args = append(args, "-m", "comment", "--comment", iptablesComment)
-		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, out)
+		if err := iptables("filter", "-I", guardRules[i]...); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if err := iptables("nat", "-I", apiAliasRule(n)...); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// iptables adds (op -I or -A) or deletes (-D) a rule of table, tagged with iptablesComment.
+func iptables(table, op string, rule ...string) error {
+	args := append([]string{"-w", "-t", table, op}, rule...)
+	args = append(args, "-m", "comment", "--comment", iptablesComment)
+	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// deleteRule removes every copy of a rule iptables added to the filter table.
+func deleteRule(rule []string) {
+	for iptables("filter", "-D", rule...) == nil {
+	}
 }
 
 // teardownNetwork removes what setupNetwork and the pods added. It is best effort and idempotent: it runs at
@@ -64,19 +99,25 @@ func teardownNetwork(kubeProxy string) {
 		// Removes the KUBE-* chains and rules kube-proxy programmed.
 		_ = exec.Command(kubeProxy, "--cleanup", "--proxy-mode=iptables").Run()
 	}
-	for _, r := range guardRules {
-		args := append([]string{"-w", "-D"}, r...)
-		args = append(args, "-m", "comment", "--comment", iptablesComment)
-		for exec.Command("iptables", args...).Run() == nil {
+	// Also the test bed's own rules (guard, API alias, isolation): they carry iptablesComment.
+	removeCNIRules()
+	removePodNetns("10.244.", true)
+	out, _ := exec.Command("ip", "-o", "link", "show").Output()
+	var bridges []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], "stw") {
+			bridges = append(bridges, strings.Split(strings.TrimSuffix(f[1], ":"), "@")[0])
 		}
 	}
-	removeCNIRules()
-	removePodNetns()
-	for _, link := range []string{podBridge, hostBridge} {
+	for _, link := range bridges {
+		removeBridgePorts(link)
 		_ = exec.Command("ip", "link", "del", link).Run()
 	}
-	// Veths of pods whose sandboxes were killed rather than torn down by CNI.
-	out, _ := exec.Command("ip", "-o", "link", "show", "master", podBridge).Output()
+}
+
+// removeBridgePorts deletes the veths of pods whose sandboxes were killed rather than torn down by CNI.
+func removeBridgePorts(bridge string) {
+	out, _ := exec.Command("ip", "-o", "link", "show", "master", bridge).Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 1 {
@@ -86,8 +127,9 @@ func teardownNetwork(kubeProxy string) {
 }
 
 // removeCNIRules deletes the chains the CNI portmap plugin leaves behind when a sandbox is killed without a
-// CNI DEL, and the kubelet's own KUBE- chains (kube-proxy --cleanup removed its chains before). Only chains with
-// those prefixes and rules that name the test bed's pod range are touched.
+// CNI DEL, the kubelet's own KUBE- chains (kube-proxy --cleanup removed its chains before) and the test bed's
+// own rules. Only chains with those prefixes and rules that name the test bed's pod network or carry its
+// comment are touched.
 func removeCNIRules() {
 	for _, family := range []string{"iptables", "ip6tables"} {
 		removeChains(family)
@@ -105,7 +147,8 @@ func removeChains(iptables string) {
 			switch {
 			case strings.HasPrefix(line, ":CNI-") || strings.HasPrefix(line, ":KUBE-"):
 				chains = append(chains, strings.Fields(strings.TrimPrefix(line, ":"))[0])
-			case strings.HasPrefix(line, "-A ") && (strings.Contains(line, "CNI-") || strings.Contains(line, "KUBE-") || strings.Contains(line, "10.244.0.")):
+			case strings.HasPrefix(line, "-A ") && (strings.Contains(line, "CNI-") || strings.Contains(line, "KUBE-") || strings.Contains(line, "10.244.") ||
+				strings.Contains(line, iptablesComment)):
 				args := append([]string{"-w", "-t", table, "-D"}, splitRule(strings.TrimPrefix(line, "-A "))...)
 				_ = exec.Command(iptables, args...).Run()
 			}
@@ -142,16 +185,17 @@ func splitRule(rule string) []string {
 	return args
 }
 
-// removePodNetns deletes network namespaces containerd created for pod sandboxes whose pod had an address in
-// the test bed's pod range.
-func removePodNetns() {
+// removePodNetns deletes network namespaces containerd created for pod sandboxes whose pod had an address that
+// starts with prefix (a node's range, or the whole pod network), and with withoutAddress those that have none
+// (a sandbox whose CNI setup never finished; only when the whole test bed goes).
+func removePodNetns(prefix string, withoutAddress bool) {
 	entries, _ := os.ReadDir("/run/netns")
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "cni-") {
 			continue
 		}
 		out, _ := exec.Command("ip", "netns", "exec", e.Name(), "ip", "-o", "-4", "addr").Output()
-		if len(out) == 0 || strings.Contains(string(out), "10.244.0.") {
+		if (withoutAddress && len(out) == 0) || strings.Contains(string(out), " "+prefix) {
 			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
 		}
 	}

@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 func (c *Cluster) startNodeAndControllers(ctx context.Context) error {
 	pki := c.state("pki")
-	kubelet, err := c.spawn("kubelet", filepath.Join(c.kubeBin, "kubelet"),
-		"--config="+c.state("kubelet.yaml"), "--kubeconfig="+c.state("kubelet.kubeconfig"),
-		"--hostname-override="+NodeName, "--node-ip="+NodeIP, "--root-dir="+c.state("kubelet"),
-		"--cert-dir="+c.state("kubelet-pki"), "--v=1")
-	if err != nil {
-		return err
+	var kubelets []*process
+	for _, n := range c.nodes {
+		kubelet, err := c.startKubelet(n)
+		if err != nil {
+			return err
+		}
+		kubelets = append(kubelets, kubelet)
 	}
 	proxy, err := c.spawn("kube-proxy", filepath.Join(c.kubeBin, "kube-proxy"), "--config="+c.state("kube-proxy.yaml"), "--v=1")
 	if err != nil {
@@ -43,26 +40,10 @@ func (c *Cluster) startNodeAndControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(c.RESTConfig)
-	if err != nil {
-		return err
-	}
-	if err := c.waitFor(ctx, kubelet, "node "+NodeName+" is Ready", 2*time.Minute, func(ctx context.Context) error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
+	for i, n := range c.nodes {
+		if err := c.waitNodeReady(ctx, kubelets[i], n); err != nil {
 			return err
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				if cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-				return fmt.Errorf("node not ready: %s: %s", cond.Reason, cond.Message)
-			}
-		}
-		return fmt.Errorf("node has no Ready condition yet")
-	}); err != nil {
-		return err
 	}
 	for _, p := range []*process{proxy, cm, sched} {
 		if processExited(p) {
@@ -82,19 +63,28 @@ func processExited(p *process) bool {
 	}
 }
 
-func (c *Cluster) startProvisioner(ctx context.Context) error {
-	p, err := c.spawn("provisioner", c.state("bin", "steward-testbed"), "provisioner",
-		"--kubeconfig="+c.Kubeconfig, "--volume-dir="+c.state("volumes"), "--node="+NodeName)
-	if err != nil {
-		return err
+// startProvisioners starts one volume provisioner per node: each creates the volumes of claims the scheduler
+// put on its node, in a directory of that node's (Cluster.volumeDir).
+func (c *Cluster) startProvisioners(ctx context.Context) error {
+	var started []*process
+	for _, n := range c.nodes {
+		p, err := c.spawn("provisioner"+n.suffix(), c.state("bin", "steward-testbed"), "provisioner",
+			"--kubeconfig="+c.Kubeconfig, "--volume-dir="+c.volumeDir(n), "--node="+n.Name)
+		if err != nil {
+			return err
+		}
+		started = append(started, p)
 	}
 	// The provisioner has no health endpoint; a start-up failure (bad kubeconfig) shows within a second.
 	select {
-	case <-p.exited:
-		return fmt.Errorf("provisioner exited; end of %s:\n%s", p.log, logTail(p.log, 20))
 	case <-time.After(time.Second):
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	for _, p := range started {
+		if processExited(p) {
+			return fmt.Errorf("%s exited; end of %s:\n%s", p.name, p.log, logTail(p.log, 20))
+		}
+	}
+	return nil
 }

@@ -10,16 +10,15 @@ import (
 	"strings"
 )
 
-// Fixed addresses of the test bed's node. The node IP lives on a port-less bridge of its own so that nothing the
-// cluster serves listens on the machine's real network interfaces.
+// Fixed addresses of the test bed's first node (node i of several: Node). The node IPs live on a port-less bridge
+// of their own so that nothing the cluster serves listens on the machine's real network interfaces.
 const (
-	// NodeName is the name the kubelet registers its Node under.
+	// NodeName is the name the first node's kubelet registers its Node under.
 	NodeName = "steward-node"
-	// NodeIP is the node's InternalIP; kube-apiserver and kubelet listen on it.
+	// NodeIP is the first node's InternalIP; kube-apiserver and that node's kubelet listen on it.
 	NodeIP = "10.245.0.1"
-	// PodCIDR is the range pods get their IPs from (CNI host-local).
+	// PodCIDR is the range the first node's pods get their IPs from (CNI host-local).
 	PodCIDR      = "10.244.0.0/24"
-	podGatewayIP = "10.244.0.1"
 	serviceCIDR  = "10.96.0.0/16"
 	apiServiceIP = "10.96.0.1"
 	// DNSServiceIP is the ClusterIP of the cluster DNS Service (kube-system/kube-dns).
@@ -28,7 +27,6 @@ const (
 	ClusterDomain = "cluster.local"
 
 	hostBridge = "stw-host"
-	podBridge  = "stw0"
 
 	apiserverPort      = 6443
 	apiserverEtcdPort  = 23790
@@ -71,6 +69,12 @@ type Options struct {
 	ModuleRoot string
 	// Progress receives one line per step. Default os.Stderr.
 	Progress io.Writer
+	// Nodes is how many nodes the cluster has, each with its own kubelet, containerd, pod bridge and volume
+	// provisioner (Node). Default 1 (the playground); at most 9.
+	Nodes int
+	// Zones is how many zones the nodes are spread over: node i is in zone i mod Zones (zone-a, zone-b, ...).
+	// Default: one zone per node.
+	Zones int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -89,6 +93,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Progress == nil {
 		o.Progress = os.Stderr
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.Nodes < 1 || o.Nodes > maxNodes {
+		return o, fmt.Errorf("the test bed runs 1 to %d nodes, not %d", maxNodes, o.Nodes)
+	}
+	if o.Zones == 0 {
+		o.Zones = o.Nodes
+	}
+	if o.Zones < 1 || o.Zones > o.Nodes {
+		return o, fmt.Errorf("the test bed spreads %d nodes over 1 to %d zones, not %d", o.Nodes, o.Nodes, o.Zones)
 	}
 	if o.ModuleRoot == "" {
 		root, err := findModuleRoot()

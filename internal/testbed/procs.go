@@ -57,7 +57,9 @@ func (c *Cluster) spawnEnv(name string, env []string, bin string, args ...string
 	if err := os.WriteFile(filepath.Join(c.pidDir(), name+".pid"), []byte(strconv.Itoa(p.pid)+"\n"+bin+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	c.procsMu.Lock()
 	c.procs = append(c.procs, p)
+	c.procsMu.Unlock()
 	return p, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -36,8 +37,10 @@ type Cluster struct {
 	cmBin     string
 	kubeBin   string
 	etcdBins  map[string]string
+	procsMu   sync.Mutex // nodes start at once
 	procs     []*process
 	imageTars []string
+	nodes     []Node
 }
 
 // Start builds what is missing, stops any test bed left on this machine, and starts a fresh cluster. It returns
@@ -52,6 +55,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, etcdBins: map[string]string{}}
+	for i := 0; i < opts.Nodes; i++ {
+		c.nodes = append(c.nodes, nodeAt(i, opts.Zones))
+	}
 	begin := time.Now()
 	b := &builder{opts: opts}
 	if c.kubeBin, err = b.ensure(ctx, kubernetesSet()); err != nil {
@@ -83,7 +89,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := os.RemoveAll(opts.StateDir); err != nil {
 		return nil, fmt.Errorf("wipe state dir: %w", err)
 	}
-	for _, d := range []string{c.pidDir(), c.logDir(), c.state("bin"), c.state("volumes"), opts.RunDir} {
+	dirs := []string{c.pidDir(), c.logDir(), c.state("bin"), opts.RunDir}
+	for _, n := range c.nodes {
+		dirs = append(dirs, c.volumeDir(n))
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -107,8 +117,13 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 	if err := c.writeConfigs(); err != nil {
 		return err
 	}
-	b.progress("setting up the node network (%s on %s, pods on %s)", NodeIP, hostBridge, PodCIDR)
-	if err := setupNetwork(); err != nil {
+	for _, n := range c.nodes {
+		b.progress("setting up the network of node %s (%s on %s, pods on %s in %s, zone %s)", n.Name, n.IP, hostBridge, n.PodCIDR, n.bridge(), n.Zone)
+		if err := makeCgroupRoot(n.cgroupRoot()); err != nil {
+			return err
+		}
+	}
+	if err := setupNetwork(c.nodes); err != nil {
 		return err
 	}
 	steps := []struct {
@@ -117,9 +132,9 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 	}{
 		{"etcd for kube-apiserver", c.startAPIServerEtcd},
 		{"kube-apiserver", c.startAPIServer},
-		{"containerd", c.startContainerd},
+		{"containerd", c.startContainerds},
 		{"kubelet, kube-proxy, kube-controller-manager, kube-scheduler", c.startNodeAndControllers},
-		{"local-path provisioner", c.startProvisioner},
+		{"local-path provisioner", c.startProvisioners},
 		{"CoreDNS and the default StorageClass", c.installAddons},
 		{"S3-compatible server (versitygw)", c.startS3},
 		{"cert-manager and its issuers", func(ctx context.Context) error { return c.startCertManager(ctx, c.cmBin) }},
@@ -243,18 +258,25 @@ func (c *Cluster) writeConfigs() error {
 	if err != nil {
 		return err
 	}
+	apiIPs := []string{NodeIP, apiServiceIP, "127.0.0.1"}
+	for _, n := range c.nodes {
+		apiIPs = append(apiIPs, n.apiAddress())
+	}
 	certs := []certSpec{
-		{file: "apiserver", cn: "kube-apiserver", server: true, ips: []string{NodeIP, apiServiceIP, "127.0.0.1"},
+		{file: "apiserver", cn: "kube-apiserver", server: true, ips: apiIPs,
 			dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost"}},
 		{file: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true},
 		{file: "admin", cn: "steward-testbed-admin", orgs: []string{"system:masters"}, client: true},
-		{file: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, client: true},
-		{file: "kubelet-serving", cn: NodeName, server: true, ips: []string{NodeIP}, dns: []string{NodeName}},
 		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{file: "scheduler", cn: "system:kube-scheduler", client: true},
 		{file: "kube-proxy", cn: "system:kube-proxy", client: true},
 		// The S3 server's HTTPS endpoint: a certificate from a private CA, as S3 servers inside companies have.
 		{file: "s3", cn: "steward-testbed-s3", server: true, ips: []string{NodeIP, "127.0.0.1"}},
+	}
+	for _, n := range c.nodes {
+		certs = append(certs,
+			certSpec{file: c.kubeletName(n), cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}, client: true},
+			certSpec{file: c.kubeletName(n) + "-serving", cn: n.Name, server: true, ips: []string{n.IP}, dns: []string{n.Name}})
 	}
 	for _, s := range certs {
 		if err := p.issue(s); err != nil {
@@ -265,8 +287,16 @@ func (c *Cluster) writeConfigs() error {
 		return err
 	}
 	server := fmt.Sprintf("https://%s:%d", NodeIP, apiserverPort)
-	for _, user := range []string{"admin", "kubelet", "controller-manager", "scheduler", "kube-proxy"} {
+	for _, user := range []string{"admin", "controller-manager", "scheduler", "kube-proxy"} {
 		kc := kubeconfig(server, p.path("ca.crt"), p.path(user+".crt"), p.path(user+".key"))
+		if err := writeFile(c.state(user+".kubeconfig"), kc, nil); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.nodes {
+		// Each kubelet reaches the API server at its own address, so that IsolateNode can cut it off alone.
+		user := c.kubeletName(n)
+		kc := kubeconfig(fmt.Sprintf("https://%s:%d", n.apiAddress(), apiserverPort), p.path("ca.crt"), p.path(user+".crt"), p.path(user+".key"))
 		if err := writeFile(c.state(user+".kubeconfig"), kc, nil); err != nil {
 			return err
 		}
@@ -275,16 +305,20 @@ func (c *Cluster) writeConfigs() error {
 	if c.RESTConfig, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
 		return err
 	}
-	v := c.vars()
-	for path, content := range map[string]string{
-		c.state("containerd.toml"):                     containerdConfig,
-		c.state("cni", "net.d", "10-steward.conflist"): cniConfig,
-		c.state("kubelet.yaml"):                        kubeletConfig,
-		c.state("kube-proxy.yaml"):                     kubeProxyConfig,
-		c.state("resolv.conf"):                         "",
-	} {
-		if err := writeFile(path, content, v); err != nil {
-			return err
+	for _, n := range c.nodes {
+		files := map[string]string{
+			c.state("containerd" + n.suffix() + ".toml"):          containerdConfig,
+			filepath.Join(c.cniConfDir(n), "10-steward.conflist"): cniConfig,
+			c.state(c.kubeletName(n) + ".yaml"):                   kubeletConfig,
+		}
+		if n.index == 0 {
+			files[c.state("kube-proxy.yaml")] = kubeProxyConfig
+			files[c.state("resolv.conf")] = ""
+		}
+		for path, content := range files {
+			if err := writeFile(path, content, c.vars(n)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -336,20 +370,20 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	})
 }
 
-func (c *Cluster) startContainerd(ctx context.Context) error {
-	p, err := c.spawn("containerd", "containerd", "--config", c.state("containerd.toml"))
-	if err != nil {
-		return err
+// startContainerds starts every node's containerd, each loading the images, all at once: the imports are most
+// of the time a node's start takes.
+func (c *Cluster) startContainerds(ctx context.Context) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.startContainerd(ctx, n, true); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}()
 	}
-	if err := c.waitFor(ctx, p, "containerd answers on "+c.containerdSocket(), 30*time.Second, func(ctx context.Context) error {
-		return exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "version").Run()
-	}); err != nil {
-		return err
-	}
-	for _, t := range c.imageTars {
-		if err := c.importImage(ctx, t); err != nil {
-			return err
-		}
-	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }

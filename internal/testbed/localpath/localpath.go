@@ -5,7 +5,7 @@
 // more than its volume has (the API server admits that only where the class allows expansion), it grows the
 // PersistentVolume and marks the claim FileSystemResizePending; the kubelet then finishes the expansion on the
 // node (a no-op for a directory, which has no size of its own) and records the new capacity on the claim.
-// It serves the single-node test bed only; it is not part of Steward.
+// One runs per node of the test bed, each serving that node's volumes; it is not part of Steward.
 package localpath
 
 import (
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -165,7 +166,7 @@ func (p *provisioner) provision(ctx context.Context, claim *corev1.PersistentVol
 
 func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if pv.Annotations[annProvisionedBy] != p.cfg.Provisioner || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete ||
-		pv.Status.Phase != corev1.VolumeReleased || pv.Spec.Local == nil || pv.DeletionTimestamp != nil {
+		pv.Status.Phase != corev1.VolumeReleased || pv.Spec.Local == nil || pv.DeletionTimestamp != nil || !p.onMyNode(pv) {
 		return nil
 	}
 	dir := pv.Spec.Local.Path
@@ -180,6 +181,22 @@ func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) 
 	}
 	klog.InfoS("Deleted released volume", "pv", pv.Name, "path", dir)
 	return nil
+}
+
+// onMyNode reports whether a volume lives on this provisioner's node: on a test bed with several nodes, each
+// node's provisioner deletes and grows only its own volumes, as a node-local driver does.
+func (p *provisioner) onMyNode(pv *corev1.PersistentVolume) bool {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return false
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, req := range term.MatchExpressions {
+			if req.Key == "kubernetes.io/hostname" && req.Operator == corev1.NodeSelectorOpIn && slices.Contains(req.Values, p.cfg.Node) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resize grows the volume of a bound claim that requests more than the volume has, the way the external-resizer
@@ -198,7 +215,7 @@ func (p *provisioner) resize(ctx context.Context, claim *corev1.PersistentVolume
 	if err != nil {
 		return fmt.Errorf("get PersistentVolume of claim %s/%s: %w", claim.Namespace, claim.Name, err)
 	}
-	if pv.Annotations[annProvisionedBy] != p.cfg.Provisioner || pv.Spec.Local == nil {
+	if pv.Annotations[annProvisionedBy] != p.cfg.Provisioner || pv.Spec.Local == nil || !p.onMyNode(pv) {
 		return nil
 	}
 	have := pv.Spec.Capacity[corev1.ResourceStorage]
