@@ -63,6 +63,7 @@ func optionFlags(fs *flag.FlagSet) *testbed.Options {
 	fs.StringVar(&o.CacheDir, "cache-dir", "", "build cache (default ~/.cache/steward)")
 	fs.IntVar(&o.Nodes, "nodes", 1, "how many nodes the cluster has, each with its own kubelet, containerd and pod network (1 to 9)")
 	fs.IntVar(&o.Zones, "zones", 0, "how many zones the nodes are spread over (default: one per node)")
+	fs.IntVar(&o.DedicatedNodes, "dedicated-nodes", 0, "how many of the nodes (the last ones) carry the taint "+testbed.DedicatedTaint+"=true:NoSchedule")
 	return &o
 }
 

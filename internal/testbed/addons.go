@@ -104,7 +104,8 @@ func create(_ context.Context, f func() error) error {
 	return nil
 }
 
-// createCoreDNS runs one CoreDNS replica per node, as a cluster that must keep resolving names when a node goes.
+// createCoreDNS runs one CoreDNS replica per node (dedicated nodes too), as a cluster that must keep resolving
+// names when a node goes.
 func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32) error {
 	const ns, name = "kube-system", "coredns"
 	labels := map[string]string{"k8s-app": "kube-dns"}
@@ -135,6 +136,7 @@ func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32)
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
 					DNSPolicy:          corev1.DNSDefault,
+					Tolerations:        []corev1.Toleration{{Key: DedicatedTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 							LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}}},

@@ -29,6 +29,8 @@ type Node struct {
 	Zone string
 	// PodCIDR is the range its pods get their IPs from.
 	PodCIDR string
+	// Dedicated is whether the node carries DedicatedTaint (Options.DedicatedNodes).
+	Dedicated bool
 
 	index int
 }
@@ -46,6 +48,17 @@ func nodeAt(i, zones int) Node {
 		n.Name = fmt.Sprintf("%s-%d", NodeName, i+1)
 	}
 	return n
+}
+
+// nodesOf are the nodes opts (with defaults) describe.
+func nodesOf(opts Options) []Node {
+	var nodes []Node
+	for i := 0; i < opts.Nodes; i++ {
+		n := nodeAt(i, opts.Zones)
+		n.Dedicated = i >= opts.Nodes-opts.DedicatedNodes
+		nodes = append(nodes, n)
+	}
+	return nodes
 }
 
 // suffix tells node i's files, sockets and logs from node 0's, which keep the single-node test bed's names.
@@ -173,10 +186,15 @@ func (c *Cluster) startContainerd(ctx context.Context, n Node, importImages bool
 
 // startKubelet starts node n's kubelet; waitNodeReady waits for it.
 func (c *Cluster) startKubelet(n Node) (*process, error) {
-	return c.spawn(c.kubeletName(n), filepath.Join(c.kubeBin, "kubelet"),
-		"--config="+c.state(c.kubeletName(n)+".yaml"), "--kubeconfig="+c.state(c.kubeletName(n)+".kubeconfig"),
-		"--hostname-override="+n.Name, "--node-ip="+n.IP, "--root-dir="+c.kubeletDir(n),
-		"--cert-dir="+c.state("kubelet-pki"+n.suffix()), "--node-labels="+ZoneLabel+"="+n.Zone, "--v=1")
+	labels := ZoneLabel + "=" + n.Zone
+	args := []string{"--config=" + c.state(c.kubeletName(n)+".yaml"), "--kubeconfig=" + c.state(c.kubeletName(n)+".kubeconfig"),
+		"--hostname-override=" + n.Name, "--node-ip=" + n.IP, "--root-dir=" + c.kubeletDir(n),
+		"--cert-dir=" + c.state("kubelet-pki"+n.suffix()), "--v=1"}
+	if n.Dedicated {
+		labels += "," + DedicatedTaint + "=true"
+		args = append(args, "--register-with-taints="+DedicatedTaint+"=true:NoSchedule")
+	}
+	return c.spawn(c.kubeletName(n), filepath.Join(c.kubeBin, "kubelet"), append(args, "--node-labels="+labels)...)
 }
 
 func (c *Cluster) waitNodeReady(ctx context.Context, kubelet *process, n Node) error {

@@ -75,7 +75,15 @@ type Options struct {
 	// Zones is how many zones the nodes are spread over: node i is in zone i mod Zones (zone-a, zone-b, ...).
 	// Default: one zone per node.
 	Zones int
+	// DedicatedNodes is how many of the nodes (the last ones) register with the taint DedicatedTaint, so that
+	// only Pods that tolerate it run there: nodes a test can stop, cut off and drain without touching what other
+	// tests run at the same time on the untainted nodes. Default 0; less than Nodes.
+	DedicatedNodes int
 }
+
+// DedicatedTaint is the taint (value "true", effect NoSchedule) of Options.DedicatedNodes, and their label (value
+// "true") to select them by.
+const DedicatedTaint = "testbed.steward.dev/dedicated"
 
 func (o Options) withDefaults() (Options, error) {
 	if o.StateDir == "" {
@@ -102,6 +110,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Zones == 0 {
 		o.Zones = o.Nodes
+	}
+	if o.DedicatedNodes < 0 || o.DedicatedNodes >= o.Nodes {
+		return o, fmt.Errorf("the test bed dedicates 0 to %d of its %d nodes, not %d: one node stays for everything else", o.Nodes-1, o.Nodes, o.DedicatedNodes)
 	}
 	if o.Zones < 1 || o.Zones > o.Nodes {
 		return o, fmt.Errorf("the test bed spreads %d nodes over 1 to %d zones, not %d", o.Nodes, o.Nodes, o.Zones)

@@ -55,9 +55,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, etcdBins: map[string]string{}}
-	for i := 0; i < opts.Nodes; i++ {
-		c.nodes = append(c.nodes, nodeAt(i, opts.Zones))
-	}
+	c.nodes = nodesOf(opts)
 	begin := time.Now()
 	b := &builder{opts: opts}
 	if c.kubeBin, err = b.ensure(ctx, kubernetesSet()); err != nil {

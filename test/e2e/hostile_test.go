@@ -334,7 +334,8 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			c.Spec.Storage.Ephemeral = true
 		}, "Image"},
 		"noclass": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = ptr.To("does-not-exist") }, "Unschedulable"},
-		// One member per node required, three members, one node (the test bed's): two cannot be placed.
+		// One member per node required, three members, one node they may run on (the test bed's others are
+		// dedicated, see bedOptions): two cannot be placed.
 		"antiaffinity": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Replicas = 3
 			c.Spec.Pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{

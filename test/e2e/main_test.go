@@ -100,7 +100,7 @@ func runWithTestbed(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	var err error
-	if bed, err = testbed.Start(ctx, testbed.Options{}); err != nil {
+	if bed, err = testbed.Start(ctx, bedOptions); err != nil {
 		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
 		return 1
 	}
