@@ -17,12 +17,14 @@ require (
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/zap v1.27.0
+	golang.org/x/net v0.61.0
 	google.golang.org/grpc v1.83.2
 	k8s.io/api v0.34.4
 	k8s.io/apiextensions-apiserver v0.34.3
 	k8s.io/apimachinery v0.34.4
 	k8s.io/cli-runtime v0.34.4
 	k8s.io/client-go v0.34.4
+	k8s.io/component-helpers v0.34.4
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	sigs.k8s.io/controller-runtime v0.22.5
@@ -93,7 +95,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -51,25 +51,38 @@ func bench(ctx context.Context, args []string) error {
 		}
 		sections = append(sections, s)
 	}
-	var starts []time.Duration
+	// Three nodes first (the e2e suite's kind of test bed), then the options given, left running for the rest.
+	threeNodes := *opts
+	threeNodes.Nodes, threeNodes.Zones, threeNodes.DedicatedNodes = 3, 0, 0
+	var starts, startsThree []time.Duration
+	var memory, memoryThree map[string]int64
 	var c *testbed.Cluster
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 6; i++ {
+		o, into := *opts, &starts
+		if i < 3 {
+			o, into = threeNodes, &startsThree
+		}
 		begin := time.Now()
 		var err error
-		if c, err = testbed.Start(ctx, *opts); err != nil {
+		if c, err = testbed.Start(ctx, o); err != nil {
 			return err
 		}
-		starts = append(starts, time.Since(begin))
-		if i < 2 {
+		*into = append(*into, time.Since(begin))
+		if i == 2 {
+			memoryThree = c.ComponentMemory()
+		}
+		if i < 5 {
 			if err := c.Stop(); err != nil {
 				return err
 			}
 		}
 	}
+	memory = c.ComponentMemory()
 	defer func() { _ = c.Stop() }()
 	sections = append(sections, section{"warm-start", fmt.Sprintf(
-		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until node Ready, CoreDNS available, StorageClass present; %d runs.\n\n%s",
-		len(starts), table([]row{{"warm start", starts}}))})
+		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until every node Ready, CoreDNS available on each, StorageClass present; %d runs each.\n\n%s\n"+
+			"Resident memory of the test bed's processes right after a start (containers not included):\n\n%s",
+		len(starts), table([]row{{"warm start, 1 node", starts}, {"warm start, 3 nodes", startsThree}}), memoryTable(memory, memoryThree))})
 
 	measured := []struct {
 		name string
@@ -100,6 +113,42 @@ func bench(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("results written to %s\n", *out)
 	return nil
+}
+
+// memoryTable compares the test bed's process memory on one node and on three: the nodes' own processes
+// (kubelets, containerds, provisioners, summed over the nodes), the control plane and the rest, and the total.
+func memoryTable(one, three map[string]int64) string {
+	group := func(name string) string {
+		for _, per := range []string{"kubelet", "containerd", "provisioner"} {
+			if name == per || strings.HasPrefix(name, per+"-") {
+				return per + "s (one per node)"
+			}
+		}
+		return "control plane and services (kube-apiserver and its etcd, controller-manager, scheduler, kube-proxy, cert-manager, S3, Prometheus)"
+	}
+	sum := func(m map[string]int64) (map[string]int64, int64) {
+		out, total := map[string]int64{}, int64(0)
+		for name, b := range m {
+			out[group(name)] += b
+			total += b
+		}
+		return out, total
+	}
+	g1, t1 := sum(one)
+	g3, t3 := sum(three)
+	var keys []string
+	for k := range g3 {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	mib := func(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+	var b strings.Builder
+	b.WriteString("| processes | 1 node | 3 nodes |\n|---|---|---|\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", k, mib(g1[k]), mib(g3[k]))
+	}
+	fmt.Fprintf(&b, "| total | %s | %s |\n", mib(t1), mib(t3))
+	return b.String()
 }
 
 // operatorMetrics is the metrics endpoint of the operator startOperatorProcess started, and operatorFlags the

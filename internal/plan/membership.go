@@ -80,6 +80,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
 		}
 		switch {
+		case m.VolumeNodeGone != "":
+			// Drained or lost with its node: its data cannot follow it, a successor joins on another node.
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone))
 		case !m.Started && m.IsLearner:
 			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
@@ -92,9 +96,12 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name))
 		}
 	}
-	// 2. Leftovers of members etcd no longer lists (removed): their Pod first, then their volume.
+	// 2. Leftovers of members etcd no longer lists (removed): their Pod first, then their volume. A deleted Pod
+	// that outlives its grace period is held by a node that does not answer (down, cut off): it goes when the
+	// node comes back, and waiting for it would leave the cluster a member short all that time, so the steps
+	// below go on without it. Its member is out of etcd: it cannot rejoin under its old ID.
 	for _, m := range members {
-		if m.InEtcd {
+		if m.InEtcd || abandonedLeftover(m) {
 			continue
 		}
 		if m.HasPod {
@@ -127,6 +134,14 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMismatchedMember,
 					fmt.Sprintf("removing member %s, whose key space differs from the majority's (status.hashCheck), to replace it", m.Name))
 			}
+		}
+	}
+	// A member whose Pod waits for a node it can never get: its volume's node is cordoned or gone (the Pod was
+	// re-created on the volume before that was seen).
+	for _, m := range members {
+		if m.InEtcd && m.HasPod && m.VolumeNodeGone != "" {
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone))
 		}
 	}
 	// A learner whose volume is being deleted: promoting it would make a voter of a member about to lose its data.
@@ -312,7 +327,7 @@ func votersAndHealthyOthers(members []Member, name string) (voters, healthyOther
 // waitForMembers hold back a promotion.
 func othersUnready(members []Member, name string) bool {
 	for _, m := range members {
-		if m.Name != name && m.HasPod && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
+		if m.Name != name && m.HasPod && !abandonedLeftover(m) && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
 			return true
 		}
 	}

@@ -45,6 +45,16 @@ func TestNextMembership(t *testing.T) {
 		l.HasPod, l.HasPVC, l.LearnerFor, l.Started, l.Healthy = true, true, age, started, started
 		return l
 	}
+	// evicted is m whose Pod went (a drain's eviction) and whose volume's only node is cordoned.
+	evicted := func(m Member) Member {
+		m.HasPod, m.Healthy, m.PodReady, m.VolumeNodeGone = false, false, false, "its node n2 is cordoned"
+		return m
+	}
+	// heldByDeadNode is m removed from etcd, its Pod deleted and past its grace period: its node does not answer.
+	heldByDeadNode := func(m Member) Member {
+		m.InEtcd, m.PodDeleting, m.PodOverdue, m.Healthy, m.PodReady = false, true, 10*time.Second, false, false
+		return m
+	}
 	// lost is m crash-looping on a data dir that was emptied: its Pod and volume are there, etcd lists it.
 	lost := func(m Member) Member {
 		m.Healthy, m.PodReady, m.UnhealthyFor, m.DataLoss = false, false, 10*time.Second, "raft log lost"
@@ -88,8 +98,17 @@ func TestNextMembership(t *testing.T) {
 		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, ReasonRemovingLeftover, "c-c", 0},
 		"removed member's volume goes after its Pod":          {1, formed(a, b, func() Member { m := c; m.InEtcd, m.HasPod = false, false; return m }()), DeleteMemberPVC, ReasonRemovingLeftover, "c-c", 0},
 		"a terminating Pod of a removed member is waited for": {1, formed(a, b, func() Member { m := c; m.InEtcd, m.PodDeleting = false, true; return m }()), Wait, ReasonPodDeleting, "", 0},
-		"unknown member that never ran is removed":            {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, "unknown-ff", 255},
-		"unknown voter that ran is left to a human":           {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		// Its node stopped: the member was removed after replaceUnhealthyAfter, its Pod deleted, and no kubelet
+		// takes the Pod away. The successor joins and is promoted meanwhile.
+		"a removed member's Pod held past its grace period does not hold its successor back": {3, formed(a, b, heldByDeadNode(c)), AddLearner, ReasonScalingUp, "c-new", 0},
+		"nor its promotion": {3, formed(a, b, heldByDeadNode(c), joiningLearner(time.Second, true)), PromoteLearner, ReasonScalingUp, "c-new", 9},
+		"a removed member's Pod within its grace period is waited for": {3, formed(a, b, func() Member {
+			m := heldByDeadNode(c)
+			m.PodOverdue = 0
+			return m
+		}()), Wait, ReasonPodDeleting, "", 0},
+		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, "unknown-ff", 255},
+		"unknown voter that ran is left to a human": {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
 		"member whose Pod and volume are gone is removed to be replaced": {3, formed(a, b, func() Member {
 			m := c
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
@@ -100,6 +119,21 @@ func TestNextMembership(t *testing.T) {
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
 			return m
 		}()), Wait, ReasonQuorumAtRisk, "", 0},
+		// Drained: c-c's Pod evicted, its local volume on a cordoned node. A Pod re-created there could never
+		// start; the member is replaced on another node at once (no replaceUnhealthyAfter: no wait can help).
+		"member evicted from a drained node is replaced, not re-created on its volume": {3, formed(a, b, evicted(c)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"member whose Pod waits for a cordoned node is replaced": {3, formed(a, b, func() Member {
+			m := evicted(c)
+			m.HasPod = true
+			return m
+		}()), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"drained member is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], evicted(c)),
+			Wait, ReasonQuorumAtRisk, "", 0},
+		"evicted member whose volume's node takes Pods is re-created on its volume": {3, formed(a, b, func() Member {
+			m := evicted(c)
+			m.VolumeNodeGone = ""
+			return m
+		}()), RecreateMemberPods, ReasonRecreatingMember, "c-c", 0},
 		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
 		// The bench's replacement: the successor was added while c-c still ran, c-c's Pod and volume then went.
 		"a removal waits for a learner that has not started etcd yet": {3, formed(a, b, gone(c), joiningLearner(3*time.Second, false)),

@@ -143,6 +143,10 @@ type Member struct {
 	// HashMismatch: Steward's last comparison of members' key-space hashes found the member's differs from the
 	// one a majority of the members agree on.
 	HashMismatch bool
+	// VolumeNodeGone is why the member's volume cannot be mounted by a new Pod (its node is cordoned or gone: a
+	// local volume on a drained or deleted node), observed only while the member has no Pod on a node; empty
+	// otherwise. Such a member is replaced on another node rather than re-created on its volume.
+	VolumeNodeGone string
 	// PodQuota is the --quota-backend-bytes the member's Pod runs with; 0 when it sets none (etcd's default, or a
 	// Pod from before Steward set one: left as it is).
 	PodQuota int64
@@ -371,7 +375,7 @@ func waitForMembers(obs Observation) (Action, bool) {
 	withPod := 0
 	var unhealthy, unready []string
 	for _, m := range obs.Members {
-		if !m.HasPod {
+		if !m.HasPod || (obs.EtcdReachable && abandonedLeftover(m)) {
 			continue
 		}
 		withPod++
@@ -395,6 +399,12 @@ func waitForMembers(obs Observation) (Action, bool) {
 		msg += "; no member list from etcd"
 	}
 	return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: msg}, true
+}
+
+// abandonedLeftover reports whether m is a removed member (etcd does not list it) whose deleted Pod has outlived
+// its grace period: a node that does not answer holds it, and nothing Steward does makes it go sooner.
+func abandonedLeftover(m Member) bool {
+	return !m.InEtcd && m.HasPod && m.PodDeleting && m.PodOverdue > 0
 }
 
 // bootstrapCluster returns the --initial-cluster that the bootstrap members' Pods and PVCs agree on, nil when

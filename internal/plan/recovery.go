@@ -50,7 +50,8 @@ func bringsBack(m Member, reachable bool) bool {
 		return false
 	}
 	if reachable {
-		return m.InEtcd
+		// A volume no new Pod can mount is not brought back: its member is replaced (nextAfterBootstrap).
+		return m.InEtcd && m.VolumeNodeGone == ""
 	}
 	return !m.Removed && m.RetiredBy == ""
 }

@@ -215,3 +215,26 @@ func containsAny(s string, needles []string) bool {
 	}
 	return false
 }
+
+// ComponentMemory is the resident memory (VmRSS, bytes) of each running process the test bed started, by its
+// name: the control plane and every node's kubelet, containerd and provisioner. Containers are not included.
+func (c *Cluster) ComponentMemory() map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range recordedProcesses(c.opts.StateDir) {
+		if !r.alive() {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					out[r.name] = kb * 1024
+				}
+			}
+		}
+	}
+	return out
+}

@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -18,7 +21,7 @@ import (
 
 // bedOptions is the test bed the suite runs on: four nodes in three zones. Every test but the multi-node ones
 // runs on the first node; the other three carry testbed.DedicatedTaint, one per zone, and only clusters that
-// useDedicatedNodes places there run on them, so that a test that stops, cuts off or drains one of them
+// onDedicatedNodes places there run on them, so that a test that stops, cuts off or drains one of them
 // disturbs no other test.
 var bedOptions = testbed.Options{Nodes: 4, Zones: 3, DedicatedNodes: 3}
 
@@ -26,11 +29,21 @@ var bedOptions = testbed.Options{Nodes: 4, Zones: 3, DedicatedNodes: 3}
 // the nodes can run (a stopped node, a cordon) or counts where members land.
 var dedicatedNodes sync.Mutex
 
-// useDedicatedNodes gives t the dedicated nodes until it ends and returns them.
-func useDedicatedNodes(t *testing.T) []testbed.Node {
+// parallelOnDedicatedNodes is parallel for a test that uses the dedicated nodes: it waits for them (another
+// such test may have them) before it waits for a slot, so that no slot is held by a test that cannot run yet,
+// and returns them, the test's until it ends.
+func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	t.Helper()
+	requireBed(t)
+	t.Parallel()
 	dedicatedNodes.Lock()
 	t.Cleanup(dedicatedNodes.Unlock)
+	d, ok := expected[t.Name()]
+	if !ok {
+		d = defaultExpected
+	}
+	gate.enter(t, d)
+	track(t)
 	var out []testbed.Node
 	for _, n := range bed.Nodes() {
 		if n.Dedicated {
@@ -91,8 +104,7 @@ func spreadOf(counts map[string]int) string {
 // gets one member on each of three nodes in three zones, and scaled to 5 under client load, two, two and one;
 // status names each member's node, the history is linearizable and no acknowledged write is lost.
 func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
-	parallel(t)
-	nodes := useDedicatedNodes(t)
+	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "spread")
 	startOperator(t, ns)
@@ -121,5 +133,155 @@ func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 		}
 	}
 	requireNoLostWrites(t, load, "spread 3->5")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestNodeLossReplacesMemberElsewhere: a node holding a follower stops (its kubelet, containerd and containers
+// killed at once, as when a machine dies) under client load. Past replaceUnhealthyAfter Steward removes the
+// member and a successor joins on another node, while the old Pod still hangs on the dead node (no kubelet
+// takes it away); the cluster is back to 3 healthy voters without the node. When the node returns, the old
+// member's Pod and volume go and it never rejoins. The history is linearizable and no acknowledged write is lost.
+func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
+	parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "nodeloss")
+	startOperator(t, ns)
+	c := newCluster(ns, "nodeloss", 3)
+	onDedicatedNodes(c)
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	lost, _ := aFollower(t, got)
+	node := ""
+	for _, m := range got.Status.Members {
+		if m.Name == lost {
+			node = m.Node
+		}
+	}
+	if node == "" {
+		t.Fatalf("status names no node for member %s: %+v", lost, got.Status.Members)
+	}
+	begin := time.Now()
+	if err := bed.StopNode(node); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started { // the next multi-node test needs the node
+			if err := bed.StartNode(context.Background(), node); err != nil {
+				t.Errorf("start node %s again: %v", node, err)
+			}
+		}
+	})
+	t.Logf("stopped node %s with follower %s", node, lost)
+
+	poll(t, "member "+lost+" replaced on another node", 6*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		voters := 0
+		for _, m := range got.Status.Members {
+			if m.Name == lost {
+				return fmt.Errorf("member %s still listed: %s", lost, describe(got))
+			}
+			if m.Role != etcdv1alpha1.RoleLearner && m.Healthy {
+				voters++
+			}
+			if m.Node == node {
+				return fmt.Errorf("member %s is on the stopped node %s", m.Name, node)
+			}
+		}
+		if voters != 3 || got.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("%d healthy voters, %d ready: %s", voters, got.Status.ReadyReplicas, describe(got))
+		}
+		return nil
+	})
+	t.Logf("replaced in %s, node still down", time.Since(begin).Round(time.Second))
+	var old corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: lost}, &old); err != nil || old.DeletionTimestamp == nil {
+		t.Errorf("the lost member's Pod should hang, deleted, on the stopped node: %v, %+v", err, old.DeletionTimestamp)
+	}
+
+	if err := bed.StartNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	got = waitSettled(t, key, 5*time.Minute)
+	checkStatusMatchesEtcd(t, got)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: lost}, &old); !apierrors.IsNotFound(err) {
+		t.Errorf("Pod %s of the removed member still there after its node returned: %v", lost, err)
+	}
+	for _, m := range got.Status.Members {
+		if m.Name == lost {
+			t.Errorf("member %s rejoined after its node returned", lost)
+		}
+	}
+	requireNoLostWrites(t, load, "node loss and return")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestDrainEachNodeInTurn drains the three nodes of a 3-member cluster one after the other with `kubectl
+// drain`, uncordoning each after, under client load. Each eviction goes through the cluster's budget; Steward
+// sees a member whose Pod was evicted and whose local volume is on a cordoned node, removes it and a successor
+// joins on another node, so the drain finishes and the cluster keeps quorum throughout. At the end the cluster
+// is healthy with 3 members, the history is linearizable and no acknowledged write is lost.
+func TestDrainEachNodeInTurn(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "drain")
+	startOperator(t, ns)
+	c := newCluster(ns, "drain", 3)
+	onDedicatedNodes(c)
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	kubectl := func(args ...string) error {
+		out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return nil
+	}
+	t.Cleanup(func() { // the next multi-node test needs the nodes
+		for _, n := range nodes {
+			if err := kubectl("uncordon", n.Name); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, n := range nodes {
+		begin := time.Now()
+		before := map[string]string{}
+		for _, m := range got.Status.Members {
+			before[m.Name] = m.Node
+		}
+		if err := kubectl("drain", n.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m"); err != nil {
+			t.Fatalf("drain %s: %v; cluster: %s", n.Name, err, describe(got))
+		}
+		drained := time.Since(begin)
+		got = waitSettled(t, key, 5*time.Minute)
+		for _, m := range got.Status.Members {
+			if m.Node == n.Name {
+				t.Errorf("member %s is on drained node %s", m.Name, n.Name)
+			}
+			if prev, ok := before[m.Name]; ok && prev == n.Name {
+				t.Errorf("member %s came back on drained node %s", m.Name, n.Name)
+			}
+		}
+		checkStatusMatchesEtcd(t, got)
+		t.Logf("drained %s in %s, settled in %s: members %s", n.Name, drained.Round(100*time.Millisecond),
+			time.Since(begin).Round(100*time.Millisecond), describe(got))
+		if err := kubectl("uncordon", n.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requireNoLostWrites(t, load, "a drain of each node in turn")
 	deleteAndCheckNothingLeft(t, got)
 }

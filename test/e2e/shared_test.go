@@ -263,6 +263,8 @@ var expected = map[string]time.Duration{
 	"TestRollbackHealthyCluster":  100 * time.Second, // alone, 2026-11-24
 	// Issue 19, on the dedicated nodes (estimated from TestScaleUpAndDownUnderLoad's steps, 2026-11-26).
 	"TestMembersSpreadAcrossNodesAndZones": 90 * time.Second,
+	"TestNodeLossReplacesMemberElsewhere":  3 * time.Minute,
+	"TestDrainEachNodeInTurn":              3 * time.Minute,
 }
 
 const defaultExpected = 2 * time.Minute

@@ -98,6 +98,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeExpandable(ctx, obs, storageGoal(cluster)); err != nil {
 		return nil, err
 	}
+	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
+		return nil, err
+	}
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)

@@ -36,8 +36,9 @@ const (
 	// goes when the Pod stops. Steward replaces the member while it still serves.
 	ReasonMemberVolumeDeleting = "MemberVolumeDeleting"
 	// ReasonPodStuckTerminating: a deleted member Pod has outlived its grace period by podOverdueAfter (its node
-	// no longer answers, most likely). Steward cannot re-create the member on its volume until the Pod is gone,
-	// and cannot know whether the node will return: a human must.
+	// no longer answers, most likely). For a member etcd still lists, Steward cannot re-create it on its volume
+	// until the Pod is gone, and cannot know whether the node will return: a human must. A removed member's Pod
+	// holds nothing back (its successor joins meanwhile) but its volume, which goes with it.
 	ReasonPodStuckTerminating = "PodStuckTerminating"
 	// ReasonNoSpaceAlarm: etcd raised its NOSPACE alarm (a member's database reached its quota): the cluster
 	// serves reads and deletes but refuses writes until space is reclaimed and the alarm disarmed.
@@ -314,7 +315,7 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	}
 
 	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
-	var unhealthy, volumesDeleting, overdue []string
+	var unhealthy, volumesDeleting, overdue, replacedOverdue []string
 	for _, m := range obs.plan.Members {
 		if (m.HasPod || m.InEtcd) && !m.Healthy {
 			unhealthy = append(unhealthy, m.Name)
@@ -322,10 +323,15 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		if m.VolumeDeleting && m.HasPod {
 			volumesDeleting = append(volumesDeleting, m.Name)
 		}
-		if m.PodOverdue >= podOverdueAfter {
+		switch {
+		case m.PodOverdue < podOverdueAfter:
+		case obs.plan.EtcdReachable && !m.InEtcd:
+			replacedOverdue = append(replacedOverdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
+		default:
 			overdue = append(overdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
 		}
 	}
+	sort.Strings(replacedOverdue)
 	sort.Strings(unhealthy)
 	sort.Strings(volumesDeleting)
 	sort.Strings(overdue)
@@ -345,6 +351,13 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		if available.Status != metav1.ConditionTrue {
 			degraded.Message += "; " + available.Message
 		}
+	case len(replacedOverdue) > 0:
+		// Removed from etcd and replaced (or being replaced): nothing waits for these Pods, but their volumes
+		// stay until they go, and a human may want to know the node is gone.
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonPodStuckTerminating
+		degraded.Message = fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
+			"these members without waiting; their Pods and volumes go when the node answers again, or force-delete the Pods if it is "+
+			"down for good (kubectl delete pod --grace-period=0 --force)", strings.Join(replacedOverdue, ", "))
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
 		if problems != "" {

@@ -1,0 +1,107 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
+)
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+
+// observeVolumeNodes finds the members whose Pod is missing or not scheduled and whose volume can only be
+// mounted on nodes that are cordoned or gone: a local volume on a drained or deleted node. A Pod re-created on
+// such a volume could never start, so the planner replaces the member on another node instead
+// (plan.Member.VolumeNodeGone). The volume and the nodes are read past the cache, and only for such members:
+// none in a steady cluster, so no cache of every node in the cluster is kept for them. Without permission to
+// read PersistentVolumes and Nodes (a namespace-scoped install) nothing is learnt, and the members are
+// re-created on their volumes as before.
+func (r *Reconciler) observeVolumeNodes(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, pvcs []corev1.PersistentVolumeClaim) error {
+	var nodes []corev1.Node
+	listed := false
+	for i := range pvcs {
+		pvc := &pvcs[i]
+		if !isMemberObject(pvc, cluster) || pvc.DeletionTimestamp != nil || pvc.Spec.VolumeName == "" {
+			continue
+		}
+		name := pvc.Labels[resources.LabelMember]
+		if p := obs.pods[name]; p != nil && p.Spec.NodeName != "" {
+			continue // its Pod is on a node: whatever that node's state, the member's health says the rest
+		}
+		var pv corev1.PersistentVolume
+		err := r.reader().Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv)
+		switch {
+		case apierrors.IsForbidden(err):
+			log.FromContext(ctx).V(1).Info("Cannot read PersistentVolumes; members are re-created on their volumes wherever those are", "error", err.Error())
+			return nil
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("get PersistentVolume %s of member %s: %w", pvc.Spec.VolumeName, name, err)
+		}
+		if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+			continue // mountable anywhere
+		}
+		if !listed {
+			var list corev1.NodeList
+			err := r.reader().List(ctx, &list)
+			if apierrors.IsForbidden(err) {
+				log.FromContext(ctx).V(1).Info("Cannot list Nodes; members are re-created on their volumes wherever those are", "error", err.Error())
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("list nodes: %w", err)
+			}
+			nodes, listed = list.Items, true
+		}
+		why, err := volumeNodeGone(pv.Spec.NodeAffinity.Required, nodes)
+		if err != nil {
+			return fmt.Errorf("node affinity of PersistentVolume %s: %w", pv.Name, err)
+		}
+		for j := range obs.plan.Members {
+			if obs.plan.Members[j].Name == name {
+				obs.plan.Members[j].VolumeNodeGone = why
+			}
+		}
+	}
+	return nil
+}
+
+// volumeNodeGone says why no Pod can mount a volume whose nodes are those that required selects: each is
+// cordoned (drained, most likely), or none exists any more. Empty when some node it selects takes new Pods.
+// Pure, for table tests.
+func volumeNodeGone(required *corev1.NodeSelector, nodes []corev1.Node) (string, error) {
+	sel, err := nodeaffinity.NewNodeSelector(required)
+	if err != nil {
+		return "", err
+	}
+	var cordoned []string
+	for i := range nodes {
+		n := &nodes[i]
+		if !sel.Match(n) {
+			continue
+		}
+		if !n.Spec.Unschedulable {
+			return "", nil
+		}
+		cordoned = append(cordoned, n.Name)
+	}
+	if len(cordoned) == 0 {
+		return "its node no longer exists", nil
+	}
+	sort.Strings(cordoned)
+	if len(cordoned) == 1 {
+		return fmt.Sprintf("its node %s is cordoned", cordoned[0]), nil
+	}
+	return fmt.Sprintf("its nodes %s are cordoned", strings.Join(cordoned, ", ")), nil
+}
