@@ -52,7 +52,7 @@ func TestNextMembership(t *testing.T) {
 	}
 	// heldByDeadNode is m removed from etcd, its Pod deleted and past its grace period: its node does not answer.
 	heldByDeadNode := func(m Member) Member {
-		m.InEtcd, m.PodDeleting, m.PodOverdue, m.Healthy, m.PodReady = false, true, 10*time.Second, false, false
+		m.InEtcd, m.PodDeleting, m.PodOverdue, m.Healthy, m.PodReady = false, true, AbandonLeftoverPodAfter, false, false
 		return m
 	}
 	// lost is m crash-looping on a data dir that was emptied: its Pod and volume are there, etcd lists it.
@@ -105,6 +105,12 @@ func TestNextMembership(t *testing.T) {
 		"a removed member's Pod within its grace period is waited for": {3, formed(a, b, func() Member {
 			m := heldByDeadNode(c)
 			m.PodOverdue = 0
+			return m
+		}()), Wait, ReasonPodDeleting, "", 0},
+		// The kubelet stopped it and moved its deletion timestamp to the present: it goes a moment later.
+		"a removed member's Pod just past its deletion timestamp is waited for": {3, formed(a, b, func() Member {
+			m := heldByDeadNode(c)
+			m.PodOverdue = time.Second
 			return m
 		}()), Wait, ReasonPodDeleting, "", 0},
 		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, "unknown-ff", 255},

@@ -402,10 +402,17 @@ func waitForMembers(obs Observation) (Action, bool) {
 }
 
 // abandonedLeftover reports whether m is a removed member (etcd does not list it) whose deleted Pod has outlived
-// its grace period: a node that does not answer holds it, and nothing Steward does makes it go sooner.
+// its grace period by AbandonLeftoverPodAfter: a node that does not answer holds it, and nothing Steward does
+// makes it go sooner.
 func abandonedLeftover(m Member) bool {
-	return !m.InEtcd && m.HasPod && m.PodDeleting && m.PodOverdue > 0
+	return !m.InEtcd && m.HasPod && m.PodDeleting && m.PodOverdue >= AbandonLeftoverPodAfter
 }
+
+// AbandonLeftoverPodAfter is how long past its grace period a removed member's deleted Pod must be before Steward
+// stops waiting for it. Not zero: a kubelet that has stopped a Pod's containers moves its deletion timestamp to
+// the present and the Pod goes a moment later, so a Pod just past its timestamp is most often one about to go
+// (waiting for it keeps a replacement's successor from being listed beside it).
+const AbandonLeftoverPodAfter = 15 * time.Second
 
 // bootstrapCluster returns the --initial-cluster that the bootstrap members' Pods and PVCs agree on, nil when
 // none is a bootstrap member, and an error when two disagree (which Steward never creates).

@@ -36,7 +36,7 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replicas := int32(c.opts.Nodes) //nolint:gosec // withDefaults keeps Nodes within 1..maxNodes
+	replicas := int32(c.opts.Nodes - c.opts.DedicatedNodes) //nolint:gosec // withDefaults keeps both within 0..maxNodes
 	if err := createCoreDNS(ctx, cs, replicas); err != nil {
 		return fmt.Errorf("install CoreDNS: %w", err)
 	}
@@ -104,8 +104,9 @@ func create(_ context.Context, f func() error) error {
 	return nil
 }
 
-// createCoreDNS runs one CoreDNS replica per node (dedicated nodes too), as a cluster that must keep resolving
-// names when a node goes.
+// createCoreDNS runs one CoreDNS replica per node that is not dedicated. Not on the dedicated nodes: a test stops
+// and cuts those off, and a replica there would make a share of every other test's lookups time out until the
+// node is NotReady; their pods reach the other nodes' replicas.
 func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32) error {
 	const ns, name = "kube-system", "coredns"
 	labels := map[string]string{"k8s-app": "kube-dns"}
@@ -136,7 +137,6 @@ func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32)
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
 					DNSPolicy:          corev1.DNSDefault,
-					Tolerations:        []corev1.Toleration{{Key: DedicatedTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 							LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}}},

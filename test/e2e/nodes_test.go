@@ -11,10 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 )
@@ -287,5 +289,77 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 		}
 	}
 	requireNoLostWrites(t, load, "a drain of each node in turn")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// TestMajorityAndAllNodesLostAndBack stops the nodes of two of three members, then of all three, each time past
+// replaceUnhealthyAfter, and starts them again. Without quorum Steward changes nothing (no member removed, no Pod
+// or volume deleted or created: a replacement needs a quorum to agree, and the members' data is on the stopped
+// nodes' disks), and says so: Available=False, QuorumLost. When the nodes return, the same members come back
+// on their volumes by themselves (their Pods were never deleted). No acknowledged write is lost.
+func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "nodesdown")
+	startOperator(t, ns)
+	c := newCluster(ns, "nodesdown", 3)
+	onDedicatedNodes(c)
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	load := startLoad(t, got)
+	members := map[string]bool{}
+	for _, m := range got.Status.Members {
+		members[m.Name] = true
+	}
+	for _, down := range [][]testbed.Node{nodes[:2], nodes} {
+		before := ownedState(t, got)
+		stopped := map[string]bool{}
+		for _, n := range down {
+			if err := bed.StopNode(n.Name); err != nil {
+				t.Fatal(err)
+			}
+			stopped[n.Name] = true
+		}
+		t.Cleanup(func() { // the next multi-node test needs the nodes
+			for name := range stopped {
+				if err := bed.StartNode(context.Background(), name); err != nil {
+					t.Errorf("start node %s again: %v", name, err)
+				}
+			}
+		})
+		poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
+			if err := k8s.Get(ctx, key, got); err != nil {
+				return err
+			}
+			a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
+			if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdcluster.ReasonQuorumLost {
+				return fmt.Errorf("conditions: %s", describe(got))
+			}
+			return nil
+		})
+		t.Logf("%d of 3 nodes down: %s", len(down), describe(got))
+		time.Sleep(30 * time.Second) // twice replaceUnhealthyAfter: nothing may be replaced without a quorum
+		if after := ownedState(t, got); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("Pods or volumes changed without a quorum:\nbefore %v\nafter  %v", before, after)
+		}
+		for _, n := range down {
+			if err := bed.StartNode(ctx, n.Name); err != nil {
+				t.Fatal(err)
+			}
+			delete(stopped, n.Name)
+		}
+		got = waitSettled(t, key, 5*time.Minute)
+		checkStatusMatchesEtcd(t, got)
+		for _, m := range got.Status.Members {
+			if !members[m.Name] {
+				t.Errorf("member %s is new: the members should have come back on their volumes", m.Name)
+			}
+		}
+	}
+	requireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
 	deleteAndCheckNothingLeft(t, got)
 }

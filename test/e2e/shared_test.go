@@ -265,6 +265,7 @@ var expected = map[string]time.Duration{
 	"TestMembersSpreadAcrossNodesAndZones": 50 * time.Second,
 	"TestNodeLossReplacesMemberElsewhere":  2 * time.Minute,
 	"TestDrainEachNodeInTurn":              140 * time.Second,
+	"TestMajorityAndAllNodesLostAndBack":   4 * time.Minute,
 }
 
 const defaultExpected = 2 * time.Minute
