@@ -297,6 +297,12 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 		obs.unhealthySince[name] = start
 		m.UnhealthyFor = now.Sub(start)
+		// A member whose etcd started again (its node came back, the kubelet restarted it) gets the whole
+		// replaceUnhealthyAfter from that start to catch up: the time its node was down is not its own. Only while
+		// the container runs: a crash loop spends most of its time waiting to restart, and the full clock applies.
+		if started := etcdStartedAt(obs.pods[name]); started.After(start) {
+			m.UnhealthyFor = now.Sub(started)
+		}
 	}
 
 	used := map[string]bool{}
@@ -456,6 +462,19 @@ func stuckOf(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// etcdStartedAt is when the etcd container of p (nil: no Pod) last started, while it runs; zero otherwise.
+func etcdStartedAt(p *corev1.Pod) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == resources.EtcdContainer && cs.State.Running != nil {
+			return cs.State.Running.StartedAt.Time
+		}
+	}
+	return time.Time{}
 }
 
 // dataLossOf classifies the log tail the kubelet kept when the etcd container last exited with an error

@@ -191,6 +191,31 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a member whose etcd started again gets the whole grace from that start", func(t *testing.T) {
+		cc := c.DeepCopy()
+		start := metav1.NewTime(time.Unix(400, 0))
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}, {Name: names[2], UnhealthySince: &start}}
+		pods, pvcs := fixture(cc, names, 3)
+		// names[1]: its node came back, etcd runs again since 990 and has not answered yet. names[2]: crash-looping,
+		// waiting to restart after a run that began at 990: the clock from 400 applies.
+		pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(990, 0))}}}}
+		pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.EtcdContainer,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: metav1.NewTime(time.Unix(990, 0))}}}}
+		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+		obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			want := map[string]time.Duration{names[0]: 0, names[1]: 10 * time.Second, names[2]: 600 * time.Second}[m.Name]
+			if m.UnhealthyFor != want {
+				t.Errorf("%s unhealthy for %s, want %s", m.Name, m.UnhealthyFor, want)
+			}
+		}
+		if got := obs.unhealthySince[names[1]]; !got.Equal(start.Time) {
+			t.Errorf("restarted member remembered unhealthy since %s, want the first start %s kept", got, start.Time)
+		}
+	})
+
 	t.Run("a member stuck on its spec keeps no unhealthy clock, so its fix is not met by a replacement", func(t *testing.T) {
 		cc := c.DeepCopy()
 		start := metav1.NewTime(time.Unix(400, 0))
