@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/linearizability"
 )
 
 // bedOptions is the test bed the suite runs on: four nodes in three zones. Every test but the multi-node ones
@@ -66,6 +67,25 @@ func onDedicatedNodes(c *etcdv1alpha1.EtcdCluster) {
 		Effect: corev1.TaintEffectNoSchedule}}
 }
 
+// dedicatedClusterUnderLoad creates a 3-member cluster on the dedicated nodes, in a namespace of its own with its
+// own operator and replaceUnhealthyAfter when not zero, waits until it settles, and starts client load on it.
+func dedicatedClusterUnderLoad(t *testing.T, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, *linearizability.Load) {
+	t.Helper()
+	ns := newNamespace(t, name)
+	startOperator(t, ns)
+	c := newCluster(ns, name, 3)
+	onDedicatedNodes(c)
+	if replaceUnhealthyAfter > 0 {
+		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
+	}
+	if err := k8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	got := waitSettled(t, key, 4*time.Minute)
+	return key, got, startLoad(t, got)
+}
+
 // membersPerDomain counts a cluster's member Pods per node and per zone, and fails t for a Pod not on one of
 // nodes.
 func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed.Node) (perNode, perZone map[string]int) {
@@ -107,17 +127,7 @@ func spreadOf(counts map[string]int) string {
 // status names each member's node, the history is linearizable and no acknowledged write is lost.
 func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "spread")
-	startOperator(t, ns)
-	c := newCluster(ns, "spread", 3)
-	onDedicatedNodes(c)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	key, got, load := dedicatedClusterUnderLoad(t, "spread", 0)
 	for _, step := range []struct {
 		replicas int32
 		want     string
@@ -146,17 +156,7 @@ func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 	parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nodeloss")
-	startOperator(t, ns)
-	c := newCluster(ns, "nodeloss", 3)
-	onDedicatedNodes(c)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	key, got, load := dedicatedClusterUnderLoad(t, "nodeloss", 20*time.Second)
 	lost, _ := aFollower(t, got)
 	node := ""
 	for _, m := range got.Status.Members {
@@ -208,7 +208,7 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 	})
 	t.Logf("replaced in %s, node still down", time.Since(begin).Round(time.Second))
 	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: lost}, &old); err != nil || old.DeletionTimestamp == nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: lost}, &old); err != nil || old.DeletionTimestamp == nil {
 		t.Errorf("the lost member's Pod should hang, deleted, on the stopped node: %v, %+v", err, old.DeletionTimestamp)
 	}
 
@@ -218,7 +218,7 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 	started = true
 	got = waitSettled(t, key, 5*time.Minute)
 	checkStatusMatchesEtcd(t, got)
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: lost}, &old); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: lost}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("Pod %s of the removed member still there after its node returned: %v", lost, err)
 	}
 	for _, m := range got.Status.Members {
@@ -237,17 +237,7 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 // is healthy with 3 members, the history is linearizable and no acknowledged write is lost.
 func TestDrainEachNodeInTurn(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "drain")
-	startOperator(t, ns)
-	c := newCluster(ns, "drain", 3)
-	onDedicatedNodes(c)
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	key, got, load := dedicatedClusterUnderLoad(t, "drain", 0)
 	kubectl := func(args ...string) error {
 		out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
 		if err != nil {
@@ -300,17 +290,7 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nodesdown")
-	startOperator(t, ns)
-	c := newCluster(ns, "nodesdown", 3)
-	onDedicatedNodes(c)
-	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	key, got, load := dedicatedClusterUnderLoad(t, "nodesdown", 15*time.Second)
 	members := map[string]bool{}
 	for _, m := range got.Status.Members {
 		members[m.Name] = true
