@@ -145,13 +145,18 @@ func run() error {
 		return err
 	}
 	defer stopEvents()
-	if err := (&etcdcluster.Reconciler{
+	clusters := &etcdcluster.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder,
 		Etcd:      etcd.NewPool(),
 		Options:   resourceOpts,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if len(namespaces) == 0 {
+		// A namespace-scoped install has no ClusterRole, so no permission to list and watch Nodes.
+		clusters.Nodes = mgr.GetClient()
+	}
+	if err := clusters.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdCluster controller: %w", err)
 	}
 	if err := (&etcdbackup.Reconciler{

@@ -230,6 +230,17 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
 			fmt.Sprintf("removing member %s, whose volume is being deleted, now that its successor has joined", m.Name))
 	}
+	if len(voters) > spec.Replicas && obs.Placement != nil {
+		// Under Steward's default spread the voter on the most crowded node goes, the leader too (after
+		// handing leadership over): so a scale-down evens the spread out, and a rebalancing move (a learner
+		// added where members are fewest) completes.
+		victim := countSpread(obs.Placement, voters).mostCrowded(obs.Placement, voters, obs.LeaderID)[0]
+		msg := fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)
+		if victim.Node != "" {
+			msg += fmt.Sprintf(" from node %s, where members are most crowded", victim.Node)
+		}
+		return removeIfSafe(obs.LeaderID, members, victim, ReasonScalingDown, msg)
+	}
 	if len(voters) > spec.Replicas {
 		victim, ok := pickRemoval(voters, obs.LeaderID)
 		if !ok {
@@ -266,6 +277,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	}
 	// 10. Authentication on or off, once the cluster is settled (auth.go).
 	if a, ok := authStep(spec, obs); ok {
+		return a
+	}
+	// 11. Placement: a member moved off a crowded node or zone, one at a time (placement.go).
+	if a, ok := rebalanceStep(spec, obs, members, voters); ok {
 		return a
 	}
 	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}

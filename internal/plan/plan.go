@@ -147,6 +147,8 @@ type Member struct {
 	// local volume on a drained or deleted node), observed only while the member has no Pod on a node; empty
 	// otherwise. Such a member is replaced on another node rather than re-created on its volume.
 	VolumeNodeGone string
+	// Node is the node the member's Pod is scheduled to; empty without a Pod or before it is scheduled.
+	Node string
 	// PodQuota is the --quota-backend-bytes the member's Pod runs with; 0 when it sets none (etcd's default, or a
 	// Pod from before Steward set one: left as it is).
 	PodQuota int64
@@ -201,6 +203,9 @@ type Observation struct {
 	LatestBackup string
 	// AutoRestoreTried names a restore the quorum-loss policy created during the current loss of quorum.
 	AutoRestoreTried string
+	// Placement is where new members may go under Steward's default spread (placement.go); nil when the spec
+	// places members itself or nodes cannot be read.
+	Placement *Placement
 }
 
 // ActionKind is the kind of step.

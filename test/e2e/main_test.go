@@ -226,8 +226,15 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
-		Etcd: etcd.NewPool(), Options: operatorOptions}).SetupWithManager(mgr); err != nil {
+	clusters := &etcdcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+		Etcd: etcd.NewPool(), Options: operatorOptions}
+	if cfg == bed.RESTConfig {
+		// An operator with the admin's credentials reads Nodes, as a cluster-wide install does (it watches only
+		// its test's namespaces so that tests stay apart); one with a namespace's Roles, as a namespace-scoped
+		// install, does not.
+		clusters.Nodes = mgr.GetClient()
+	}
+	if err := clusters.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),

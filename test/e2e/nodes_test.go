@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/linearizability"
@@ -33,19 +35,22 @@ var bedOptions = testbed.Options{Nodes: 4, Zones: 3, DedicatedNodes: 3}
 var dedicatedNodes sync.Mutex
 
 // parallelOnDedicatedNodes is parallel for a test that uses the dedicated nodes: it waits for them (another
-// such test may have them) before it waits for a slot, so that no slot is held by a test that cannot run yet,
-// and returns them, the test's until it ends.
+// such test may have them) and returns them, the test's until it ends. It takes no slot of the gate: the tests on
+// the dedicated nodes run one at a time in a lane of their own beside the gate's slots. They spend most of their
+// time waiting for a node to go NotReady, for replaceUnhealthyAfter, for a drain, with a cluster under a paced
+// client load that leaves the CPU to the others; in a slot they would hold it for all that waiting.
 func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	t.Helper()
 	requireBed(t)
 	t.Parallel()
+	waitFrom := time.Now()
 	dedicatedNodes.Lock()
 	t.Cleanup(dedicatedNodes.Unlock)
-	d, ok := expected[t.Name()]
-	if !ok {
-		d = defaultExpected
-	}
-	gate.enter(t, d)
+	begin := time.Now()
+	t.Logf("waited %s for the dedicated nodes", begin.Sub(waitFrom).Round(time.Second))
+	t.Cleanup(func() {
+		t.Logf("ran %s after waiting %s for the dedicated nodes", time.Since(begin).Round(time.Second), begin.Sub(waitFrom).Round(time.Second))
+	})
 	track(t)
 	var out []testbed.Node
 	for _, n := range bed.Nodes() {
@@ -67,13 +72,14 @@ func onDedicatedNodes(c *etcdv1alpha1.EtcdCluster) {
 		Effect: corev1.TaintEffectNoSchedule}}
 }
 
-// dedicatedClusterUnderLoad creates a 3-member cluster on the dedicated nodes, in a namespace of its own with its
-// own operator and replaceUnhealthyAfter when not zero, waits until it settles, and starts client load on it.
-func dedicatedClusterUnderLoad(t *testing.T, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, *linearizability.Load) {
+// dedicatedClusterUnderLoad creates a cluster of replicas members on the dedicated nodes, in a namespace of its own
+// with its own operator and replaceUnhealthyAfter when not zero, waits until it settles, and starts client load on
+// it.
+func dedicatedClusterUnderLoad(t *testing.T, name string, replicas int32, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, *linearizability.Load) {
 	t.Helper()
 	ns := newNamespace(t, name)
 	startOperator(t, ns)
-	c := newCluster(ns, name, 3)
+	c := newCluster(ns, name, replicas)
 	onDedicatedNodes(c)
 	if replaceUnhealthyAfter > 0 {
 		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
@@ -127,7 +133,7 @@ func spreadOf(counts map[string]int) string {
 // status names each member's node, the history is linearizable and no acknowledged write is lost.
 func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
-	key, got, load := dedicatedClusterUnderLoad(t, "spread", 0)
+	key, got, load := dedicatedClusterUnderLoad(t, "spread", 3, 0)
 	for _, step := range []struct {
 		replicas int32
 		want     string
@@ -148,24 +154,36 @@ func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
-// TestNodeLossReplacesMemberElsewhere: a node holding a follower stops (its kubelet, containerd and containers
-// killed at once, as when a machine dies) under client load. Past replaceUnhealthyAfter Steward removes the
-// member and a successor joins on another node, while the old Pod still hangs on the dead node (no kubelet
-// takes it away); the cluster is back to 3 healthy voters without the node. When the node returns, the old
-// member's Pod and volume go and it never rejoins. The history is linearizable and no acknowledged write is lost.
-func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
-	parallelOnDedicatedNodes(t)
+// TestZoneLossHealsAndRebalances: a 5-member cluster spread over three nodes in three zones (two, two and one
+// members) loses a zone: the node holding two followers stops (its kubelet, containerd and containers killed at
+// once, as when a machine or a zone's power dies) under client load. The other three keep quorum; past
+// replaceUnhealthyAfter Steward removes the two members, one at a time, and successors join on the two nodes left,
+// while the old Pods still hang on the dead node (no kubelet takes them away). When the node returns, the old
+// members' Pods and volumes go, they never rejoin, and Steward moves one member back onto the returned node
+// (learner first, then the member on the most crowded node leaves) until the spread is two, two and one again.
+// The history is linearizable and no acknowledged write is lost.
+func TestZoneLossHealsAndRebalances(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	key, got, load := dedicatedClusterUnderLoad(t, "nodeloss", 20*time.Second)
-	lost, _ := aFollower(t, got)
-	node := ""
-	for _, m := range got.Status.Members {
-		if m.Name == lost {
-			node = m.Node
+	key, got, load := dedicatedClusterUnderLoad(t, "zoneloss", 5, 20*time.Second)
+	node, lost := "", map[string]bool{}
+	perNode, _ := membersPerDomain(t, got, nodes)
+	for _, n := range nodes {
+		if perNode[n.Name] != 2 || node != "" {
+			continue
+		}
+		on := map[string]bool{}
+		for _, m := range got.Status.Members {
+			if m.Node == n.Name && m.Role != etcdv1alpha1.RoleLeader {
+				on[m.Name] = true
+			}
+		}
+		if len(on) == 2 {
+			node, lost = n.Name, on
 		}
 	}
 	if node == "" {
-		t.Fatalf("status names no node for member %s: %+v", lost, got.Status.Members)
+		t.Fatalf("no node holds two followers: %v, %s", perNode, describe(got))
 	}
 	begin := time.Now()
 	if err := bed.StopNode(node); err != nil {
@@ -179,18 +197,18 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 			}
 		}
 	})
-	t.Logf("stopped node %s with follower %s", node, lost)
+	t.Logf("stopped node %s with followers %v", node, lost)
 
-	poll(t, "member "+lost+" replaced on another node", 6*time.Minute, func() error {
+	poll(t, fmt.Sprintf("members %v replaced on the other nodes", lost), 8*time.Minute, func() error {
 		if err := k8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		voters := 0
 		for _, m := range got.Status.Members {
-			if m.Name == lost {
+			if lost[m.Name] {
 				// Listed while its Pod hangs on the dead node, but no longer in etcd.
 				if m.Role == etcdv1alpha1.RoleLeader || m.Role == etcdv1alpha1.RoleFollower || m.ID != "" {
-					return fmt.Errorf("member %s still in etcd: %+v", lost, m)
+					return fmt.Errorf("member %s still in etcd: %+v", m.Name, m)
 				}
 				continue
 			}
@@ -201,33 +219,63 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 				return fmt.Errorf("member %s is on the stopped node %s", m.Name, node)
 			}
 		}
-		if voters != 3 || got.Status.ReadyReplicas != 3 {
+		if voters != 5 || got.Status.ReadyReplicas != 5 {
 			return fmt.Errorf("%d healthy voters, %d ready: %s", voters, got.Status.ReadyReplicas, describe(got))
 		}
 		return nil
 	})
-	t.Logf("replaced in %s, node still down", time.Since(begin).Round(time.Second))
-	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: lost}, &old); err != nil || old.DeletionTimestamp == nil {
-		t.Errorf("the lost member's Pod should hang, deleted, on the stopped node: %v, %+v", err, old.DeletionTimestamp)
+	t.Logf("replaced in %s, node still down: %s", time.Since(begin).Round(time.Second), describe(got))
+	for name := range lost {
+		var old corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); err != nil || old.DeletionTimestamp == nil {
+			t.Errorf("the lost member's Pod %s should hang, deleted, on the stopped node: %v, %+v", name, err, old.DeletionTimestamp)
+		}
 	}
 
+	returned := time.Now()
 	if err := bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
-	got = waitSettled(t, key, 5*time.Minute)
-	checkStatusMatchesEtcd(t, got)
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: lost}, &old); !apierrors.IsNotFound(err) {
-		t.Errorf("Pod %s of the removed member still there after its node returned: %v", lost, err)
+	got = waitRebalanced(t, key, nodes, "[2 2 1]", 6*time.Minute)
+	t.Logf("rebalanced in %s after the node returned: %s", time.Since(returned).Round(time.Second), describe(got))
+	if moves := eventsWithin(t, got, plan.ReasonRebalancing, returned, 1); len(moves) != 1 {
+		t.Errorf("want one Rebalancing event after the node returned, got %q", moves)
 	}
-	for _, m := range got.Status.Members {
-		if m.Name == lost {
-			t.Errorf("member %s rejoined after its node returned", lost)
+	checkStatusMatchesEtcd(t, got)
+	for name := range lost {
+		var old corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); !apierrors.IsNotFound(err) {
+			t.Errorf("Pod %s of a removed member still there after its node returned: %v", name, err)
 		}
 	}
-	requireNoLostWrites(t, load, "node loss and return")
+	for _, m := range got.Status.Members {
+		if lost[m.Name] {
+			t.Errorf("member %s rejoined after its node returned", m.Name)
+		}
+	}
+	requireNoLostWrites(t, load, "zone loss, return and rebalancing")
 	deleteAndCheckNothingLeft(t, got)
+}
+
+// waitRebalanced waits until the cluster has settled with its members spread over nodes as want says (spreadOf of
+// the members per node, every node counted), and returns it.
+func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, want string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var got *etcdv1alpha1.EtcdCluster
+	poll(t, "EtcdCluster "+key.String()+" settled with members spread "+want, timeout, func() error {
+		c, err := settled(key)
+		if err != nil {
+			return err
+		}
+		got = c
+		perNode, _ := membersPerDomain(t, c, nodes)
+		if spreadOf(perNode) != want {
+			return fmt.Errorf("members per node %v: %s", perNode, describe(c))
+		}
+		return nil
+	})
+	return got
 }
 
 // TestDrainEachNodeInTurn drains the three nodes of a 3-member cluster one after the other with `kubectl
@@ -237,14 +285,8 @@ func TestNodeLossReplacesMemberElsewhere(t *testing.T) {
 // is healthy with 3 members, the history is linearizable and no acknowledged write is lost.
 func TestDrainEachNodeInTurn(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
-	key, got, load := dedicatedClusterUnderLoad(t, "drain", 0)
-	kubectl := func(args ...string) error {
-		out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
-		}
-		return nil
-	}
+	key, got, load := dedicatedClusterUnderLoad(t, "drain", 3, 0)
+	kubectl := nodeKubectl
 	t.Cleanup(func() { // the next multi-node test needs the nodes
 		for _, n := range nodes {
 			if err := kubectl("uncordon", n.Name); err != nil {
@@ -278,6 +320,9 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The last node uncordoned, Steward moves a member back onto it (the others have been, each time the next
+	// drain began).
+	got = waitRebalanced(t, key, nodes, "[1 1 1]", 5*time.Minute)
 	requireNoLostWrites(t, load, "a drain of each node in turn")
 	deleteAndCheckNothingLeft(t, got)
 }
@@ -290,7 +335,7 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	key, got, load := dedicatedClusterUnderLoad(t, "nodesdown", 15*time.Second)
+	key, got, load := dedicatedClusterUnderLoad(t, "nodesdown", 3, 15*time.Second)
 	members := map[string]bool{}
 	for _, m := range got.Status.Members {
 		members[m.Name] = true
@@ -341,5 +386,83 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 		}
 	}
 	requireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
+	deleteAndCheckNothingLeft(t, got)
+}
+
+// nodeKubectl runs kubectl as the admin, for what a human does to nodes (drain, cordon, uncordon).
+func nodeKubectl(args ...string) error {
+	out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+	}
+	return nil
+}
+
+// TestUnsatisfiableSpreadIsReported: a cluster whose own placement the nodes cannot meet: three members required
+// on three different nodes (a pod anti-affinity on the hostname) and one of the three nodes cordoned. Two members
+// start and form the cluster; the third waits unscheduled, Degraded is MemberPodsFailing in the scheduler's words,
+// and Steward removes, replaces and deletes nothing, even past replaceUnhealthyAfter (a successor would meet the
+// same rules). Uncordoned, the node takes the third member and the cluster settles with one member per node.
+func TestUnsatisfiableSpreadIsReported(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	cordoned := nodes[len(nodes)-1].Name
+	if err := nodeKubectl("cordon", cordoned); err != nil {
+		t.Fatal(err)
+	}
+	uncordoned := false
+	t.Cleanup(func() { // the next multi-node test needs the node
+		if !uncordoned {
+			if err := nodeKubectl("uncordon", cordoned); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	ns := newNamespace(t, "unsatisfiable")
+	startOperator(t, ns)
+	c := newCluster(ns, "unsatisfiable", 3)
+	onDedicatedNodes(c)
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
+	c.Spec.Pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: resources.TopologyKeyHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: c.Name}}}}}}
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	var cur etcdv1alpha1.EtcdCluster
+	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, &cur); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing ||
+			!strings.Contains(d.Message, "anti-affinity") || !strings.Contains(d.Message, "unschedulable") {
+			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+		}
+		if cur.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("%d ready members, want the 2 that could be placed: %s", cur.Status.ReadyReplicas, describe(&cur))
+		}
+		return nil
+	})
+	t.Logf("reported: %s", describe(&cur))
+	before := ownedState(t, &cur)
+	// Past replaceUnhealthyAfter (10 s) twice over.
+	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
+		}
+	}
+	if err := nodeKubectl("uncordon", cordoned); err != nil {
+		t.Fatal(err)
+	}
+	uncordoned = true
+	got := waitSettled(t, key, 4*time.Minute)
+	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
+		t.Errorf("members per node %v, want one on each", perNode)
+	}
+	if now := ownedState(t, got); fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Errorf("the waiting member was replaced rather than scheduled: %v -> %v", before, now)
+	}
 	deleteAndCheckNothingLeft(t, got)
 }

@@ -20,27 +20,36 @@ import (
 // Pods and PVCs (removed members' Pods and volumes are gone).
 func waitSettled(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
+	var got *etcdv1alpha1.EtcdCluster
 	poll(t, "EtcdCluster "+key.String()+" settled", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) ||
-			!meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) ||
-			c.Status.ObservedGeneration != c.Generation || int(c.Status.ReadyReplicas) != int(c.Spec.Replicas) ||
-			len(c.Status.Members) != int(c.Spec.Replicas) {
-			return fmt.Errorf("status: %s, %d members", describe(&c), len(c.Status.Members))
-		}
-		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-			return err
-		}
-		if len(pvcs.Items) != int(c.Spec.Replicas) {
-			return fmt.Errorf("%d PVCs, want %d", len(pvcs.Items), c.Spec.Replicas)
-		}
-		return nil
+		c, err := settled(key)
+		got = c
+		return err
 	})
-	return &c
+	return got
+}
+
+// settled returns the cluster, and an error saying why it has not settled: Available, not Progressing, its spec
+// observed, as many ready members and PVCs as the spec asks for.
+func settled(key client.ObjectKey) (*etcdv1alpha1.EtcdCluster, error) {
+	var c etcdv1alpha1.EtcdCluster
+	if err := k8s.Get(context.Background(), key, &c); err != nil {
+		return nil, err
+	}
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) ||
+		!meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) ||
+		c.Status.ObservedGeneration != c.Generation || int(c.Status.ReadyReplicas) != int(c.Spec.Replicas) ||
+		len(c.Status.Members) != int(c.Spec.Replicas) {
+		return &c, fmt.Errorf("status: %s, %d members", describe(&c), len(c.Status.Members))
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		return &c, err
+	}
+	if len(pvcs.Items) != int(c.Spec.Replicas) {
+		return &c, fmt.Errorf("%d PVCs, want %d", len(pvcs.Items), c.Spec.Replicas)
+	}
+	return &c, nil
 }
 
 // TestScaleUpAndDownUnderLoad scales 3 -> 5 -> 3 -> 1 -> 3 while clients read and write through the client

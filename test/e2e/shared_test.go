@@ -261,11 +261,7 @@ var expected = map[string]time.Duration{
 	"TestStorageExpansionInPlace": 280 * time.Second,
 	"TestStorageClassMigration":   220 * time.Second,
 	"TestRollbackHealthyCluster":  100 * time.Second, // alone, 2026-11-24
-	// Issue 19, on the dedicated nodes (measured together with one other test, 2026-11-26).
-	"TestMembersSpreadAcrossNodesAndZones": 50 * time.Second,
-	"TestNodeLossReplacesMemberElsewhere":  2 * time.Minute,
-	"TestDrainEachNodeInTurn":              140 * time.Second,
-	"TestMajorityAndAllNodesLostAndBack":   4 * time.Minute,
+	// The tests on the dedicated nodes (issue 19) take no slot: parallelOnDedicatedNodes.
 }
 
 const defaultExpected = 2 * time.Minute

@@ -29,6 +29,9 @@ type Config struct {
 	SharedKeys int
 	// OpTimeout bounds each request (default 2s).
 	OpTimeout time.Duration
+	// Interval is the least time from one operation's start to the next one's, per client (default
+	// DefaultInterval; negative: back to back, as fast as the cluster answers).
+	Interval time.Duration
 	// TLS for clusters that require it (nil: plaintext).
 	TLS *tls.Config
 	// Username and Password: the etcd user the clients authenticate as, for clusters that enforce
@@ -110,6 +113,9 @@ func Start(cfg Config) (*Load, error) {
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = 2 * time.Second
 	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Load{cfg: cfg, start: time.Now(), cancel: cancel, acked: map[string]string{}}
 	for i := 0; i < cfg.Clients; i++ {
@@ -135,7 +141,17 @@ func (l *Load) run(ctx context.Context, id int, first *clientv3.Client) {
 	targets := l.cfg.targets()
 	cs := make([]*clientv3.Client, len(targets))
 	cs[0] = first
+	next := time.Now()
 	for n, cur := 0, 0; ctx.Err() == nil; n++ {
+		if l.cfg.Interval > 0 {
+			if !sleepUntil(ctx, next) {
+				return
+			}
+			next = next.Add(l.cfg.Interval)
+			if now := time.Now(); next.Before(now) {
+				next = now // behind (a slow answer): no burst to catch up
+			}
+		}
 		i := cur % len(cs)
 		if cs[i] == nil {
 			c, err := targets[i].dial()
@@ -185,6 +201,28 @@ func (l *Load) run(ctx context.Context, id int, first *clientv3.Client) {
 		if err != nil {
 			cur++
 		}
+	}
+}
+
+// DefaultInterval paces each client to at most 40 operations a second (160 for the default 4 clients): a steady
+// stream through every membership, version and TLS change a test makes, as applications give a cluster, and not
+// a flood. Clients that send back to back keep the machine's CPU busy with requests whatever a test does, and the
+// tests beside them, and the operator under test, wait for it.
+const DefaultInterval = 25 * time.Millisecond
+
+// sleepUntil waits until t, and reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

@@ -79,6 +79,9 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Etcd      *etcd.Pool
 	Options   resources.Options
+	// Nodes reads Nodes (through the cache) to move members off crowded nodes and zones (observePlacement); nil
+	// where Steward may not read them (a namespace-scoped install), and members are then not moved for balance.
+	Nodes client.Reader
 	// Now is the clock for condition timestamps (injected for tests).
 	Now func() time.Time
 }

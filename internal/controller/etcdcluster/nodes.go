@@ -5,19 +5,22 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
 // observeVolumeNodes finds the members whose Pod is missing or not scheduled and whose volume can only be
 // mounted on nodes that are cordoned or gone: a local volume on a drained or deleted node. A Pod re-created on
@@ -104,4 +107,77 @@ func volumeNodeGone(required *corev1.NodeSelector, nodes []corev1.Node) (string,
 		return fmt.Sprintf("its node %s is cordoned", cordoned[0]), nil
 	}
 	return fmt.Sprintf("its nodes %s are cordoned", strings.Join(cordoned, ", ")), nil
+}
+
+// nodesReadTimeout bounds a read of the Node cache: an informer that cannot sync (permission to list or watch
+// Nodes taken away) would otherwise hold the pass forever. Without nodes, members are not moved for balance.
+const nodesReadTimeout = 10 * time.Second
+
+// observePlacement reads, from the cache of Nodes, where a new member may go under Steward's default spread
+// (plan.Placement), so that the planner can move members off a node or zone that holds too many: after a lost
+// zone healed into the others and came back, say. Only for clusters on the default spread (the user's own
+// constraints mean the user places members) and only where Steward may read Nodes (r.Nodes: not in a
+// namespace-scoped install).
+func (r *Reconciler) observePlacement(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
+	if r.Nodes == nil || resources.UserPlacesMembers(cluster) || cluster.Spec.Replicas < 2 {
+		return
+	}
+	readCtx, cancel := context.WithTimeout(ctx, nodesReadTimeout)
+	defer cancel()
+	var list corev1.NodeList
+	if err := r.Nodes.List(readCtx, &list); err != nil {
+		log.FromContext(ctx).Info("Cannot read Nodes; members are not moved for balance", "error", err.Error())
+		return
+	}
+	obs.plan.Placement = placementOf(cluster, list.Items)
+}
+
+// placementOf is the nodes a member Pod of cluster may be scheduled to now, with their zones, as the scheduler's
+// topology spread counts them (NodeAffinityPolicy and NodeTaintsPolicy Honor, resources.MemberSpread): Ready,
+// not cordoned, carrying the hostname label, matching the spec's node selector and required node affinity, and
+// with every NoSchedule and NoExecute taint tolerated. Pure, for table tests.
+func placementOf(cluster *etcdv1alpha1.EtcdCluster, nodes []corev1.Node) *plan.Placement {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: cluster.Spec.Pod.NodeSelector, Affinity: cluster.Spec.Pod.Affinity,
+		Tolerations: cluster.Spec.Pod.Tolerations}}
+	required := nodeaffinity.GetRequiredNodeAffinity(pod)
+	scheduling := func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}
+	p := &plan.Placement{Zones: map[string]string{}}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Spec.Unschedulable || !nodeReady(n) || n.Labels[resources.TopologyKeyHostname] == "" {
+			continue
+		}
+		if ok, err := required.Match(n); err != nil || !ok {
+			continue
+		}
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, pod.Spec.Tolerations, scheduling); untolerated {
+			continue
+		}
+		p.Zones[n.Name] = n.Labels[resources.TopologyKeyZone]
+	}
+	return p
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NodeCacheTransform keeps of a cached Node only what placement reads (labels, spec, conditions): a Node's status
+// also lists every image it holds and every volume attached, which in a large cluster would make the cache of
+// Nodes many times larger than it needs to be.
+func NodeCacheTransform(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
+	return n, nil
 }

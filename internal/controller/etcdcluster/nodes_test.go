@@ -1,10 +1,13 @@
 package etcdcluster
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestVolumeNodeGone(t *testing.T) {
@@ -45,5 +48,77 @@ func TestVolumeNodeGone(t *testing.T) {
 	if _, err := volumeNodeGone(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: "a", Operator: "Bogus"}}}}}, nodes); err == nil {
 		t.Error("an invalid selector gave no error")
+	}
+}
+
+func TestPlacementOf(t *testing.T) {
+	type nodeOpt func(*corev1.Node)
+	node := func(name, zone string, opts ...nodeOpt) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		if zone != "" {
+			n.Labels["topology.kubernetes.io/zone"] = zone
+		}
+		for _, o := range opts {
+			o(&n)
+		}
+		return n
+	}
+	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }
+	noHostname := func(n *corev1.Node) { delete(n.Labels, "kubernetes.io/hostname") }
+	tainted := func(key string, effect corev1.TaintEffect) nodeOpt {
+		return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: effect}) }
+	}
+	labelled := func(k, v string) nodeOpt { return func(n *corev1.Node) { n.Labels[k] = v } }
+	nodes := []corev1.Node{
+		node("n1", "a"), node("n2", "b"), node("n3", ""), node("n4", "a", cordoned), node("n5", "b", notReady),
+		node("n6", "c", noHostname), node("n7", "c", tainted("dedicated", corev1.TaintEffectNoSchedule), labelled("dedicated", "true")),
+		node("n8", "c", tainted("node.kubernetes.io/unreachable", corev1.TaintEffectNoExecute)),
+		node("n9", "c", tainted("soft", corev1.TaintEffectPreferNoSchedule)),
+	}
+	tests := map[string]struct {
+		pod  etcdv1alpha1.PodTemplate
+		want map[string]string
+	}{
+		"ready, schedulable, labelled, untainted nodes": {etcdv1alpha1.PodTemplate{}, map[string]string{"n1": "a", "n2": "b", "n3": "", "n9": "c"}},
+		"a toleration lets the tainted node in": {etcdv1alpha1.PodTemplate{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}},
+			map[string]string{"n1": "a", "n2": "b", "n3": "", "n7": "c", "n9": "c"}},
+		"a node selector keeps only its nodes": {etcdv1alpha1.PodTemplate{NodeSelector: map[string]string{"dedicated": "true"},
+			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}}, map[string]string{"n7": "c"}},
+		"a required node affinity keeps only its nodes": {etcdv1alpha1.PodTemplate{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}}}}}}}}},
+			map[string]string{"n1": "a", "n2": "b"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			cluster := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Pod: tt.pod}}
+			got := placementOf(cluster, nodes)
+			if !reflect.DeepEqual(got.Zones, tt.want) {
+				t.Errorf("placementOf = %v, want %v", got.Zones, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeCacheTransformKeepsWhatPlacementReads(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Images: []corev1.ContainerImage{{Names: []string{"quay.io/coreos/etcd:v3.6.16"}, SizeBytes: 1 << 24}}}}
+	want := n.DeepCopy()
+	want.ManagedFields = nil
+	want.Status.Images = nil
+	got, err := NodeCacheTransform(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NodeCacheTransform = %+v, want %+v", got, want)
+	}
+	if _, err := NodeCacheTransform(&corev1.Pod{}); err != nil {
+		t.Errorf("a Pod: %v", err)
 	}
 }

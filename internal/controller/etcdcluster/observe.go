@@ -101,6 +101,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
 		return nil, err
 	}
+	r.observePlacement(ctx, cluster, obs)
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
@@ -135,6 +136,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		obs.pods[name] = p
 		m := get(name)
 		m.HasPod = true
+		m.Node = p.Spec.NodeName
 		m.PodDeleting = p.DeletionTimestamp != nil
 		if m.PodDeleting && now.After(p.DeletionTimestamp.Time) { // the deletion timestamp is when the grace period ends
 			m.PodOverdue = now.Sub(p.DeletionTimestamp.Time)

@@ -38,6 +38,8 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		// Continuous backup's followers (Deployment and ConfigMap): the only ones Steward reads.
 		&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
 		&corev1.ConfigMap{}:  {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
+		// Nodes, read for placement (observePlacement) in a cluster-wide install only.
+		&corev1.Node{}: {Transform: NodeCacheTransform},
 	}
 }
 
