@@ -155,6 +155,8 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 		readInitial(m, p.Annotations)
 	}
+	// pinned: members whose volume exists (is bound), which may tie their Pod to a node.
+	pinned := map[string]bool{}
 	for i := range pvcs {
 		pvc := &pvcs[i]
 		if !isMemberObject(pvc, cluster) {
@@ -178,6 +180,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 		if m.InitialCluster == nil {
 			readInitial(m, pvc.Annotations)
+		}
+		if pvc.Spec.VolumeName != "" {
+			pinned[name] = true
 		}
 	}
 	endpointOf := resources.MemberClientEndpoints(cluster, pods)
@@ -283,6 +288,14 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	for _, m := range cluster.Status.Members {
 		if m.UnhealthySince != nil {
 			since[m.Name] = m.UnhealthySince.Time
+		}
+	}
+	// A voter whose Pod the scheduler cannot place, on no volume yet, is stuck on its spec (unschedulable). Not a
+	// learner: it holds no vote and no data, and one that never starts would block every later membership change,
+	// so it is replaced after replaceUnhealthyAfter as before.
+	for name, p := range obs.pods {
+		if m := members[name]; m.PodStuck == "" && !m.IsLearner && !pinned[name] && unschedulable(p) {
+			m.PodStuck = corev1.PodReasonUnschedulable
 		}
 	}
 	obs.unhealthySince = map[string]time.Time{}
@@ -464,6 +477,23 @@ func stuckOf(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// unschedulable reports whether the scheduler found no node for p. Such a member is stuck on what its spec asks
+// (placement, resources, a storage class) when its volume does not exist yet: a successor would meet the same
+// rules and wait the same way, so it is not replaced however long it waits (assemble sets PodStuck). A member
+// whose volume is bound may be held by where that volume is (a local volume on a node that is down), and a
+// successor on a new volume could run elsewhere: that one is replaced as any unhealthy member.
+func unschedulable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 // etcdStartedAt is when the etcd container of p (nil: no Pod) last started, while it runs; zero otherwise.

@@ -216,6 +216,34 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a voter the scheduler cannot place is stuck while its volume does not exist yet", func(t *testing.T) {
+		for _, tt := range []struct {
+			name          string
+			bound, joined bool
+			want          string
+		}{
+			{"a bootstrap voter on no volume yet", false, false, corev1.PodReasonUnschedulable},
+			{"its volume is bound, maybe to a node that is down", true, false, ""},
+			{"a learner holds no vote and is replaced as before", false, true, ""},
+		} {
+			pods, pvcs := fixture(c, names, 3)
+			pods[2].Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+				Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available"}}}
+			if tt.bound {
+				pvcs[2].Spec.VolumeName = "pv-2"
+			}
+			view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]},
+				{ID: 3, PeerURLs: []string{resources.PeerURL(c, names[2], testOpts)}, IsLearner: tt.joined}},
+				Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+			obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+			for _, m := range obs.plan.Members {
+				if m.Name == names[2] && m.PodStuck != tt.want {
+					t.Errorf("%s: PodStuck %q, want %q", tt.name, m.PodStuck, tt.want)
+				}
+			}
+		}
+	})
+
 	t.Run("a member stuck on its spec keeps no unhealthy clock, so its fix is not met by a replacement", func(t *testing.T) {
 		cc := c.DeepCopy()
 		start := metav1.NewTime(time.Unix(400, 0))
