@@ -101,7 +101,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
 		return nil, err
 	}
-	r.observePlacement(ctx, cluster, obs)
+	r.observeNodes(ctx, cluster, obs)
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
