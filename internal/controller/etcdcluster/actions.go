@@ -127,7 +127,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			return err
 		}
 		r.tookStep(ctx, cluster, action, "Added learner", corev1.EventTypeNormal, "MemberAdded",
-			fmt.Sprintf("Added member %s (%s) as a learner", name, etcd.FormatID(id)), "memberID", etcd.FormatID(id), "peerURL", url)
+			fmt.Sprintf("Added member %s (%s) as a learner (%s): %s", name, etcd.FormatID(id), action.Reason, action.Message),
+			"memberID", etcd.FormatID(id), "peerURL", url)
 	case plan.PromoteLearner:
 		err := r.Etcd.PromoteLearner(ctx, key, endpoints, action.MemberID)
 		if errors.Is(err, etcd.ErrLearnerNotReady) {
