@@ -79,10 +79,8 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Etcd      *etcd.Pool
 	Options   resources.Options
-	// Nodes reads Nodes (through the cache) to move members off crowded nodes and zones and to give members on a
-	// node that came back their time to start (observeNodes); nil where Steward may not read them (a
-	// namespace-scoped install): members are then not moved for balance, and their clocks run from when they were
-	// first seen unhealthy or their etcd last started.
+	// Nodes reads Nodes (through the cache) to move members off crowded nodes and zones (observeNodes); nil where
+	// Steward may not read them (a namespace-scoped install), and members are then not moved for balance.
 	Nodes client.Reader
 	// Now is the clock for condition timestamps (injected for tests).
 	Now func() time.Time

@@ -114,14 +114,11 @@ func volumeNodeGone(required *corev1.NodeSelector, nodes []corev1.Node) (string,
 const nodesReadTimeout = 10 * time.Second
 
 // observeNodes reads the Nodes from the cache, where Steward may read them (r.Nodes: not in a namespace-scoped
-// install), for two things:
-//   - where a new member may go under Steward's default spread (plan.Placement), so that the planner can move
-//     members off a node or zone that holds too many: after a lost zone healed into the others and came back, say.
-//     Only for clusters on the default spread (the user's own constraints mean the user places members).
-//   - when each member's node last became Ready: a member whose node came back gets the whole
-//     replaceUnhealthyAfter from then (restartClocksOnReturnedNodes).
+// install), for where a new member may go under Steward's default spread (plan.Placement), so that the planner can
+// move members off a node or zone that holds too many: after a lost zone healed into the others and came back,
+// say. Only for clusters on the default spread (the user's own constraints mean the user places members).
 func (r *Reconciler) observeNodes(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
-	if r.Nodes == nil {
+	if r.Nodes == nil || resources.UserPlacesMembers(cluster) || cluster.Spec.Replicas < 2 {
 		return
 	}
 	readCtx, cancel := context.WithTimeout(ctx, nodesReadTimeout)
@@ -131,37 +128,7 @@ func (r *Reconciler) observeNodes(ctx context.Context, cluster *etcdv1alpha1.Etc
 		log.FromContext(ctx).Info("Cannot read Nodes; members are not moved for balance", "error", err.Error())
 		return
 	}
-	if !resources.UserPlacesMembers(cluster) && cluster.Spec.Replicas >= 2 {
-		obs.plan.Placement = placementOf(cluster, list.Items)
-	}
-	restartClocksOnReturnedNodes(obs.plan.Members, obs.pods, list.Items, r.Now())
-}
-
-// restartClocksOnReturnedNodes gives a member whose node became Ready after the member was first seen unhealthy
-// the whole replaceUnhealthyAfter from that moment, as assemble does from a restart of its etcd: the time its node
-// was down is not its own. Without it, members whose nodes return together after an outage longer than
-// replaceUnhealthyAfter (a rack's power, a majority of nodes) would be replaced by the first pass after the
-// first of them is back, while the others' Pods were still starting on their volumes. Only while the node is
-// Ready: on a node that is down the member's clock runs, and it is replaced as on any lost node. Pure.
-func restartClocksOnReturnedNodes(members []plan.Member, pods map[string]*corev1.Pod, nodes []corev1.Node, now time.Time) {
-	readySince := map[string]time.Time{}
-	for i := range nodes {
-		for _, c := range nodes[i].Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				readySince[nodes[i].Name] = c.LastTransitionTime.Time
-			}
-		}
-	}
-	for i := range members {
-		m := &members[i]
-		p := pods[m.Name]
-		if m.UnhealthyFor == 0 || p == nil || p.Spec.NodeName == "" {
-			continue
-		}
-		if since, ok := readySince[p.Spec.NodeName]; ok && since.After(now.Add(-m.UnhealthyFor)) {
-			m.UnhealthyFor = now.Sub(since)
-		}
-	}
+	obs.plan.Placement = placementOf(cluster, list.Items)
 }
 
 // placementOf is the nodes a member Pod of cluster may be scheduled to now, with their zones, as the scheduler's

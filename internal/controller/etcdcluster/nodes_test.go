@@ -3,13 +3,11 @@ package etcdcluster
 import (
 	"reflect"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/plan"
 )
 
 func TestVolumeNodeGone(t *testing.T) {
@@ -122,33 +120,5 @@ func TestNodeCacheTransformKeepsWhatPlacementReads(t *testing.T) {
 	}
 	if _, err := NodeCacheTransform(&corev1.Pod{}); err != nil {
 		t.Errorf("a Pod: %v", err)
-	}
-}
-
-func TestRestartClocksOnReturnedNodes(t *testing.T) {
-	now := time.Unix(1000, 0)
-	node := func(name string, ready corev1.ConditionStatus, since int64) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
-			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(time.Unix(since, 0))}}}}
-	}
-	nodes := []corev1.Node{node("back", corev1.ConditionTrue, 990), node("down", corev1.ConditionUnknown, 990), node("steady", corev1.ConditionTrue, 100)}
-	pod := func(on string) *corev1.Pod { return &corev1.Pod{Spec: corev1.PodSpec{NodeName: on}} }
-	pods := map[string]*corev1.Pod{"a": pod("back"), "b": pod("down"), "c": pod("steady"), "d": pod("back"), "e": pod("")}
-	members := []plan.Member{
-		{Name: "a", UnhealthyFor: 60 * time.Second}, // unhealthy since 940, its node Ready again since 990
-		{Name: "b", UnhealthyFor: 60 * time.Second}, // its node is down: the clock runs
-		{Name: "c", UnhealthyFor: 60 * time.Second}, // its node has been Ready all along
-		{Name: "d", UnhealthyFor: 5 * time.Second},  // unhealthy since 995, after its node came back
-		{Name: "e", UnhealthyFor: 60 * time.Second}, // not scheduled
-		{Name: "f", UnhealthyFor: 60 * time.Second}, // no Pod
-		{Name: "g"}, // healthy
-	}
-	restartClocksOnReturnedNodes(members, pods, nodes, now)
-	want := map[string]time.Duration{"a": 10 * time.Second, "b": 60 * time.Second, "c": 60 * time.Second, "d": 5 * time.Second,
-		"e": 60 * time.Second, "f": 60 * time.Second, "g": 0}
-	for _, m := range members {
-		if m.UnhealthyFor != want[m.Name] {
-			t.Errorf("%s: unhealthy for %s, want %s", m.Name, m.UnhealthyFor, want[m.Name])
-		}
 	}
 }

@@ -318,6 +318,16 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if started := etcdStartedAt(obs.pods[name]); started.After(start) {
 			m.UnhealthyFor = now.Sub(started)
 		}
+		// Likewise a member whose kubelet came back: after a node's outage the returning kubelet finds the
+		// member's containers gone and reports them not ready, while its etcd has yet to start again. Without
+		// this, members whose nodes return together after an outage longer than replaceUnhealthyAfter (a rack's
+		// power, a majority of nodes) would be replaced by the first pass with a quorum again, while their Pods
+		// were still starting on their volumes. (The node controller marks the Pods of a node that stops
+		// answering not Ready, but leaves ContainersReady as the kubelet last reported it, so a lost node's
+		// member keeps its clock.)
+		if back := containersNotReadySince(obs.pods[name]); back.After(start) && back.After(now.Add(-m.UnhealthyFor)) {
+			m.UnhealthyFor = now.Sub(back)
+		}
 	}
 
 	used := map[string]bool{}
@@ -564,6 +574,20 @@ func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leader
 		leaderCommit = math.MaxInt64
 	}
 	return &etcdv1alpha1.ClusterVersionMark{Version: cv, RaftIndex: int64(leaderCommit)}
+}
+
+// containersNotReadySince is when the kubelet last reported p's containers not ready (its ContainersReady
+// condition turned False); zero while they are ready or without a Pod.
+func containersNotReadySince(p *corev1.Pod) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.ContainersReady && c.Status == corev1.ConditionFalse {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -244,6 +244,31 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a member whose kubelet came back gets the whole replaceUnhealthyAfter from then", func(t *testing.T) {
+		cc := c.DeepCopy()
+		start := metav1.NewTime(time.Unix(400, 0))
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}, {Name: names[2], UnhealthySince: &start}}
+		pods, pvcs := fixture(cc, names, 3)
+		// names[1]: its node's kubelet returned at 990 and reported its containers gone. names[2]: its node stopped
+		// answering; the node controller marked the Pod not Ready at 440, and the containers as the kubelet last
+		// reported them: the clock from 400 applies.
+		pods[1].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Unix(990, 0))},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Unix(990, 0))}}
+		pods[2].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Unix(440, 0))},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(100, 0))}}
+		view := etcd.ClusterView{Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+		obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			want := map[string]time.Duration{names[0]: 0, names[1]: 10 * time.Second, names[2]: 600 * time.Second}[m.Name]
+			if m.UnhealthyFor != want {
+				t.Errorf("%s unhealthy for %s, want %s", m.Name, m.UnhealthyFor, want)
+			}
+		}
+		if got := obs.unhealthySince[names[1]]; !got.Equal(start.Time) {
+			t.Errorf("member remembered unhealthy since %s, want the first start %s kept", got, start.Time)
+		}
+	})
+
 	t.Run("a member stuck on its spec keeps no unhealthy clock, so its fix is not met by a replacement", func(t *testing.T) {
 		cc := c.DeepCopy()
 		start := metav1.NewTime(time.Unix(400, 0))

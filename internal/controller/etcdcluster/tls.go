@@ -38,7 +38,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		// Continuous backup's followers (Deployment and ConfigMap): the only ones Steward reads.
 		&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
 		&corev1.ConfigMap{}:  {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "steward"})},
-		// Nodes, read for placement and member clocks (observeNodes) in a cluster-wide install only.
+		// Nodes, read for placement (observeNodes) in a cluster-wide install only.
 		&corev1.Node{}: {Transform: NodeCacheTransform},
 	}
 }
