@@ -474,3 +474,76 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 	}
 	deleteAndCheckNothingLeft(t, got)
 }
+
+// TestRestoreAcrossNodes: backups of a cluster on the dedicated nodes, one to a ReadWriteOnce claim (its local
+// volume on the node the backup Job ran on, the first node) and one to S3, restored into new clusters on the
+// dedicated nodes. The PVC backup cannot be read there: every member would have to mount the claim on the node that
+// holds it, which the cluster's nodes exclude. The members wait unscheduled, Degraded says why in the scheduler's
+// words ("volume node affinity conflict"), and nothing is removed or replaced (the documented limit, docs/backup.md).
+// The S3 backup restores onto the three nodes, one member each, with every key.
+func TestRestoreAcrossNodes(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "acrossnodes")
+	startOperator(t, ns)
+	createS3Secret(t, ns)
+	createBackupClaim(t, ns, "512Mi")
+	origin := newCluster(ns, "origin", 3)
+	onDedicatedNodes(origin)
+	if err := k8s.Create(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
+	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
+	keys := writeBackupKeys(t, origin)
+	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		b := newBackup(ns, name, origin.Name, d)
+		if err := k8s.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		requireComplete(t, b, origin)
+		return b
+	}
+	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin.db"}})
+	toS3 := backupTo("to-s3", s3Destination(ns+"/origin.db"))
+
+	fromPVC := fromBackup(ns, "from-pvc", 3, toPVC.Name)
+	onDedicatedNodes(fromPVC)
+	fromPVC.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
+	if err := k8s.Create(ctx, fromPVC); err != nil {
+		t.Fatal(err)
+	}
+	var cur etcdv1alpha1.EtcdCluster
+	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fromPVC), &cur); err != nil {
+			return err
+		}
+		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "volume node affinity conflict") {
+			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+		}
+		return nil
+	})
+	t.Logf("restore from a ReadWriteOnce claim on another node, reported: %s", describe(&cur))
+	before := ownedState(t, &cur)
+	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
+		}
+	}
+	deleteAndCheckNothingLeft(t, &cur)
+
+	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
+	onDedicatedNodes(fromS3)
+	if err := k8s.Create(ctx, fromS3); err != nil {
+		t.Fatal(err)
+	}
+	got := waitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)
+	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
+		t.Errorf("members per node %v, want one on each", perNode)
+	}
+	read, _ := readKeys(t, got, backupKeyPrefix)
+	requireSameKeys(t, "restored from S3 across nodes", read, keys)
+	deleteAndCheckNothingLeft(t, got)
+	deleteAndCheckNothingLeft(t, origin)
+}

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,14 +23,18 @@ import (
 )
 
 // ensureServices creates the peer and client Services and the PodDisruptionBudget when missing, and keeps the
-// budget's quorum in step with spec.replicas. None of this disrupts members, so it runs on every pass.
-func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) error {
+// budget's minAvailable at budgetMinAvailable. None of this disrupts members, so it runs on every pass.
+func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
 	for _, svc := range []*corev1.Service{resources.PeerService(cluster), resources.ClientService(cluster)} {
 		if err := r.createIfMissing(ctx, cluster, svc, &corev1.Service{}); err != nil {
 			return err
 		}
 	}
 	want := resources.PodDisruptionBudget(cluster)
+	if obs != nil {
+		minAvailable := intstr.FromInt32(budgetMinAvailable(cluster, obs))
+		want.Spec.MinAvailable = &minAvailable
+	}
 	var have policyv1.PodDisruptionBudget
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &have)
 	switch {
@@ -46,6 +51,29 @@ func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.E
 		}
 	}
 	return nil
+}
+
+// budgetMinAvailable is the budget's minAvailable for what the pass observed: the member Pods that are not being
+// deleted, less the voters that may go without losing quorum (healthy voters beyond the quorum of the voters etcd
+// lists), and never below quorum(replicas). The budget counts Ready Pods, and etcd's quorum counts voters: while a
+// member is being replaced, a learner's Pod can count as Ready without holding a vote, and a budget of
+// quorum(replicas) let a drain evict a voter the remaining ones needed (TestDrainEachNodeInTurn, full run 40). Every
+// Pod counts, Ready or not, so that a Pod turning Ready after this pass cannot make room for an eviction. In a
+// settled cluster this is quorum(replicas), as before; while a member is replaced, or one is unhealthy, or etcd
+// gives no member list, nothing may be evicted (a drain waits the seconds a replacement takes).
+func budgetMinAvailable(cluster *etcdv1alpha1.EtcdCluster, obs *observation) int32 {
+	pods := int32(0)
+	for _, p := range obs.pods {
+		if p.DeletionTimestamp == nil {
+			pods++
+		}
+	}
+	if !obs.plan.EtcdReachable {
+		return max(pods, resources.Quorum(cluster.Spec.Replicas))
+	}
+	voters, healthy := plan.HealthyVoters(obs.plan.Members)
+	spare := int32(healthy) - int32(plan.Quorum(voters)) //nolint:gosec // at most a few members
+	return max(pods-max(spare, 0), resources.Quorum(cluster.Spec.Replicas))
 }
 
 func (r *Reconciler) createIfMissing(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, want, have client.Object) error {

@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if !cluster.Spec.Paused {
-		if err := r.ensureServices(ctx, cluster); err != nil {
+		if err := r.ensureServices(ctx, cluster, obs); err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.recordVolumeTLS(ctx, cluster, obs); err != nil {
