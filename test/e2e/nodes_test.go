@@ -479,7 +479,8 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 // volume on the node the backup Job ran on, the first node) and one to S3, restored into new clusters on the
 // dedicated nodes. The PVC backup cannot be read there: every member would have to mount the claim on the node that
 // holds it, which the cluster's nodes exclude. The members wait unscheduled, Degraded says why in the scheduler's
-// words ("volume node affinity conflict"), and nothing is removed or replaced (the documented limit, docs/backup.md).
+// words ("didn't match PersistentVolume's node affinity"), and nothing is removed or replaced (the documented
+// limit, docs/backup.md).
 // The S3 backup restores onto the three nodes, one member each, with every key.
 func TestRestoreAcrossNodes(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
@@ -519,7 +520,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "volume node affinity conflict") {
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "didn't match PersistentVolume's node affinity") {
 			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
 		}
 		return nil
