@@ -377,14 +377,19 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 				t.Fatal("no member Pod or PVC created")
 			}
 			// Past replaceUnhealthyAfter (10s) twice over: a member that never ran is not Steward's to replace.
-			deadline := time.Now().Add(25 * time.Second)
-			for time.Now().Before(deadline) {
-				if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
-					t.Fatalf("owned objects changed: %v -> %v", before, now)
-				}
-				time.Sleep(time.Second)
-			}
+			requireOwnedStateFor(t, &cur, before, 25*time.Second)
 		})
+	}
+}
+
+// requireOwnedStateFor fails t if the cluster's member Pods and PVCs differ from before (ownedState) at any check,
+// once a second, for d.
+func requireOwnedStateFor(t *testing.T, c *etcdv1alpha1.EtcdCluster, before map[string]string, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if now := ownedState(t, c); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
+		}
 	}
 }
 

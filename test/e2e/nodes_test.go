@@ -456,11 +456,7 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 	t.Logf("reported: %s", describe(&cur))
 	before := ownedState(t, &cur)
 	// Past replaceUnhealthyAfter (10 s) twice over.
-	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
-			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
-		}
-	}
+	requireOwnedStateFor(t, &cur, before, 25*time.Second)
 	if err := nodeKubectl("uncordon", cordoned); err != nil {
 		t.Fatal(err)
 	}
@@ -527,11 +523,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	})
 	t.Logf("restore from a ReadWriteOnce claim on another node, reported: %s", describe(&cur))
 	before := ownedState(t, &cur)
-	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(before) {
-			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
-		}
-	}
+	requireOwnedStateFor(t, &cur, before, 25*time.Second)
 	deleteAndCheckNothingLeft(t, &cur)
 
 	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
