@@ -314,10 +314,14 @@ func Next(spec Spec, obs Observation) Action {
 			}
 			restore = obs.Restore.Name
 		}
-		if len(obs.NewMemberNames) < spec.Replicas {
+		count := spec.Replicas
+		if restore != "" && obs.Restore.OneSeed {
+			count = 1
+		}
+		if len(obs.NewMemberNames) < count {
 			return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}
 		}
-		names := append([]string(nil), obs.NewMemberNames[:spec.Replicas]...)
+		names := append([]string(nil), obs.NewMemberNames[:count]...)
 		sort.Strings(names)
 		initial := map[string]string{}
 		for _, n := range names {
@@ -326,12 +330,18 @@ func Next(spec Spec, obs Observation) Action {
 		msg := fmt.Sprintf("creating %d members", len(names))
 		if restore != "" {
 			msg += " from the snapshot of restore " + restore
+			if count < spec.Replicas {
+				msg += fmt.Sprintf(" (its claim can be mounted on one node at a time: the other %d join as learners)", spec.Replicas-count)
+			}
 		}
 		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore,
 			TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: ReasonBootstrapping, Message: msg}
 	}
 
 	if obs.Bootstrapped {
+		if a, waiting := seededJoinLater(spec, obs); waiting {
+			return a
+		}
 		return nextAfterBootstrap(spec, obs)
 	}
 

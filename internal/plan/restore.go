@@ -28,6 +28,9 @@ const (
 	ReasonNoBackupToRestore   = "NoBackupToRestore"
 	ReasonAutoRestoreFailed   = "AutoRestoreFailed"
 	ReasonAutoRestore         = "QuorumLossRecovery"
+	// ReasonSnapshotUnreadable: no node the cluster's members may use now can mount the claim that holds the
+	// snapshot; nothing is created or stopped until one can.
+	ReasonSnapshotUnreadable = "SnapshotUnreadable"
 )
 
 // Restore is the EtcdRestore the cluster's members are (to be) seeded from, as the controller read it.
@@ -45,6 +48,13 @@ type Restore struct {
 	// Failed: the restore ended without success; Message says why.
 	Failed  bool
 	Message string
+	// OneSeed: the snapshot can be read on one node at a time (a ReadWriteOnce claim), so one member starts from
+	// it (on a node that can mount the claim) and the others join that member as learners once the restore is
+	// done, wherever the spread puts them. Otherwise every bootstrap member starts from the snapshot at once.
+	OneSeed bool
+	// Unreadable, when set, says why no node the cluster's members may use now can mount the claim holding the
+	// snapshot: no member is created from it and, in a re-seed, no old member is stopped, until one can.
+	Unreadable string
 }
 
 // reseed replaces a cluster that lost quorum by one started from a verified, confirmed snapshot: first the old
@@ -66,6 +76,10 @@ func reseed(spec Spec, obs Observation) Action {
 		if voters, healthy := HealthyVoters(old); !obs.Restore.Rollback && obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
 			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
+		}
+		if obs.Restore.Unreadable != "" {
+			return Action{Kind: Wait, Reason: ReasonSnapshotUnreadable,
+				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.Unreadable)}
 		}
 		// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
 		// whose volumes are intact get their Pods back first, and time to form a quorum, before any is stopped.
@@ -157,7 +171,29 @@ func fromBackup(spec Spec, obs Observation) (Action, bool) {
 	case !r.Ready:
 		return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf("waiting for restore %s to verify backup %s", r.Name, spec.FromBackup)}, true
 	}
-	return Action{}, false
+	return snapshotUnreadable(r)
+}
+
+// snapshotUnreadable is the wait of a verified restore whose snapshot no node of the cluster can read now.
+func snapshotUnreadable(r *Restore) (Action, bool) {
+	if r.Unreadable == "" {
+		return Action{}, false
+	}
+	return Action{Kind: Wait, Reason: ReasonSnapshotUnreadable,
+		Message: fmt.Sprintf("restore %s: %s; no member is created until the snapshot can be read", r.Name, r.Unreadable)}, true
+}
+
+// seededJoinLater is the wait of a cluster seeded from a snapshot by one member (Restore.OneSeed): the other
+// members are added as learners, by the ordinary scale-up, only once the restore is done, so that every member
+// the restore counts as its own started from the snapshot.
+func seededJoinLater(spec Spec, obs Observation) (Action, bool) {
+	r := obs.Restore
+	if r == nil || !r.OneSeed || r.Failed || len(obs.Members) >= spec.Replicas {
+		return Action{}, false
+	}
+	return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf(
+		"restore %s seeded %d member(s) from the snapshot (its claim can be mounted on one node at a time); the other %d join as learners once the restore is complete",
+		r.Name, len(obs.Members), spec.Replicas-len(obs.Members))}, true
 }
 
 // quorumLossRecovery is the opt-in automatic re-seed: once the formed cluster has been without quorum for

@@ -32,6 +32,10 @@ func TestRestoreSteps(t *testing.T) {
 		}
 		return m
 	}
+	oneSeed := &Restore{Name: "r1", Ready: true, OneSeed: true}
+	unreadable := &Restore{Name: "r1", Ready: true, OneSeed: true, Unreadable: "claim backups is on node n1 only, which is cordoned"}
+	seed := Member{Name: "c-x", HasPod: true, HasPVC: true, PodReady: true, PodVersion: "3.6.16", RunningVersion: "3.6.16",
+		InitialCluster: map[string]string{"c-x": peerURL("c-x")}, InitialState: "new", InEtcd: true, Started: true, Healthy: true, Restore: "r1"}
 	tests := map[string]struct {
 		spec    Spec
 		obs     Observation
@@ -61,6 +65,32 @@ func TestRestoreSteps(t *testing.T) {
 		"fromBackup: an interrupted bootstrap whose restore is gone waits": {
 			spec: fromB, obs: Observation{NewMemberNames: names, Members: []Member{fresh("c-x", false)}},
 			want: Wait, reason: ReasonWaitingForRestore,
+		},
+		"fromBackup: a snapshot on a ReadWriteOnce claim seeds one member": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: oneSeed}, want: Bootstrap, reason: ReasonBootstrapping,
+			members: []string{"c-x"}, restore: "r1",
+		},
+		"fromBackup: the seed formed, the others wait for the restore to complete": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: oneSeed, Bootstrapped: true, EtcdReachable: true, ClusterVersion: "3.6.0",
+				Members: []Member{seed}},
+			want: Wait, reason: ReasonWaitingForRestore,
+		},
+		"fromBackup: the restore complete, the others join the seed as learners": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Bootstrapped: true, EtcdReachable: true, ClusterVersion: "3.6.0",
+				Members: []Member{seed}},
+			want: AddLearner, reason: ReasonScalingUp,
+		},
+		"fromBackup: a snapshot no node of the cluster can read creates nothing": {
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: unreadable}, want: Wait, reason: ReasonSnapshotUnreadable,
+		},
+		"reseed: a snapshot no node of the cluster can read stops no old member": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true, Ready: true,
+				Unreadable: "no node"}, NewMemberNames: names},
+			want: Wait, reason: ReasonSnapshotUnreadable,
+		},
+		"reseed: the old members gone, a snapshot on a ReadWriteOnce claim seeds one member": {
+			spec: spec3, obs: Observation{Bootstrapped: true, Restore: &Restore{Name: "r1", Reseed: true, Ready: true, OneSeed: true}, NewMemberNames: names},
+			want: Bootstrap, members: []string{"c-x"}, restore: "r1",
 		},
 		"reseed: refused while the old members have quorum": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},

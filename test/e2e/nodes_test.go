@@ -472,12 +472,15 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 }
 
 // TestRestoreAcrossNodes: backups of a cluster on the dedicated nodes, one to a ReadWriteOnce claim (its local
-// volume on the node the backup Job ran on, the first node) and one to S3, restored into new clusters on the
-// dedicated nodes. The PVC backup cannot be read there: every member would have to mount the claim on the node that
-// holds it, which the cluster's nodes exclude. The members wait unscheduled, Degraded says why in the scheduler's
-// words ("didn't match PersistentVolume's node affinity"), and nothing is removed or replaced (the documented
-// limit, docs/backup.md).
-// The S3 backup restores onto the three nodes, one member each, with every key.
+// volume on the node the backup Job ran on, the first node, which the dedicated clusters do not use) and one to
+// S3, restored into new clusters.
+//   - Into a cluster on the dedicated nodes from the claim: no node of the cluster can mount it. The restore waits
+//     before creating anything, Degraded SnapshotUnreadable says which node could and what to do, and nothing
+//     is created for a while.
+//   - Into a cluster that tolerates the dedicated nodes (and may use the first one) from the claim: one member
+//     starts from the snapshot where the claim is, the restore completes with it, and the other two join it as
+//     learners on other nodes: three nodes, every key.
+//   - From S3 onto the dedicated nodes: one member each, every key.
 func TestRestoreAcrossNodes(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
@@ -504,38 +507,67 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin.db"}})
 	toS3 := backupTo("to-s3", s3Destination(ns+"/origin.db"))
 
-	fromPVC := fromBackup(ns, "from-pvc", 3, toPVC.Name)
-	onDedicatedNodes(fromPVC)
-	fromPVC.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
-	if err := k8s.Create(ctx, fromPVC); err != nil {
+	unreadable := fromBackup(ns, "unreadable", 3, toPVC.Name)
+	onDedicatedNodes(unreadable)
+	if err := k8s.Create(ctx, unreadable); err != nil {
 		t.Fatal(err)
 	}
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(fromPVC), &cur); err != nil {
+	poll(t, "Degraded "+plan.ReasonSnapshotUnreadable, 4*time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "didn't match PersistentVolume's node affinity") {
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != plan.ReasonSnapshotUnreadable ||
+			!strings.Contains(d.Message, "claim backups") || !strings.Contains(d.Message, "only node(s)") {
 			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
 		}
 		return nil
 	})
-	t.Logf("restore from a ReadWriteOnce claim on another node, reported: %s", describe(&cur))
+	t.Logf("restore from a ReadWriteOnce claim no node of the cluster can mount, reported: %s", describe(&cur))
 	before := ownedState(t, &cur)
-	requireOwnedStateFor(t, &cur, before, 25*time.Second)
+	requireOwnedStateFor(t, &cur, before, 20*time.Second)
+	if objs := podAndVolumeUIDs(t, &cur); len(objs) != 0 {
+		t.Fatalf("a restore whose snapshot cannot be read created members: %v", objs)
+	}
 	deleteAndCheckNothingLeft(t, &cur)
+
+	fromPVC := fromBackup(ns, "from-pvc", 3, toPVC.Name)
+	fromPVC.Spec.Pod.Tolerations = []corev1.Toleration{{Key: testbed.DedicatedTaint, Operator: corev1.TolerationOpEqual, Value: "true",
+		Effect: corev1.TaintEffectNoSchedule}}
+	start := time.Now()
+	if err := k8s.Create(ctx, fromPVC); err != nil {
+		t.Fatal(err)
+	}
+	got := waitSettled(t, client.ObjectKeyFromObject(fromPVC), 4*time.Minute)
+	t.Logf("restored from %s into 3 members across nodes in %s", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond))
+	r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(fromPVC)}, time.Minute)
+	requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	if len(r.Status.Members) != 1 {
+		t.Errorf("restore members %v, want the one seed (a ReadWriteOnce claim)", r.Status.Members)
+	}
+	onNodes := map[string]bool{}
+	for _, m := range got.Status.Members {
+		onNodes[m.Node] = true
+	}
+	if len(onNodes) != 3 {
+		t.Errorf("members on nodes %v, want three nodes: %+v", onNodes, got.Status.Members)
+	}
+	read, _ := readKeys(t, got, backupKeyPrefix)
+	requireSameKeys(t, "restored from a ReadWriteOnce claim across nodes", read, keys)
+	checkStatusMatchesEtcd(t, got)
+	deleteAndCheckNothingLeft(t, got)
 
 	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
 	onDedicatedNodes(fromS3)
 	if err := k8s.Create(ctx, fromS3); err != nil {
 		t.Fatal(err)
 	}
-	got := waitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)
+	got = waitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)
 	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
 		t.Errorf("members per node %v, want one on each", perNode)
 	}
-	read, _ := readKeys(t, got, backupKeyPrefix)
+	read, _ = readKeys(t, got, backupKeyPrefix)
 	requireSameKeys(t, "restored from S3 across nodes", read, keys)
 	deleteAndCheckNothingLeft(t, got)
 	deleteAndCheckNothingLeft(t, origin)

@@ -121,14 +121,25 @@ func (r *Reconciler) observeNodes(ctx context.Context, cluster *etcdv1alpha1.Etc
 	if r.Nodes == nil || resources.UserPlacesMembers(cluster) || cluster.Spec.Replicas < 2 {
 		return
 	}
+	if nodes, ok := r.cachedNodes(ctx, "members are not moved for balance"); ok {
+		obs.plan.Placement = placementOf(cluster, nodes)
+	}
+}
+
+// cachedNodes lists the Nodes from the cache, where Steward may read them (r.Nodes); false, logged with what is
+// not done without them, when it may not or the read fails.
+func (r *Reconciler) cachedNodes(ctx context.Context, without string) ([]corev1.Node, bool) {
+	if r.Nodes == nil {
+		return nil, false
+	}
 	readCtx, cancel := context.WithTimeout(ctx, nodesReadTimeout)
 	defer cancel()
 	var list corev1.NodeList
 	if err := r.Nodes.List(readCtx, &list); err != nil {
-		log.FromContext(ctx).Info("Cannot read Nodes; members are not moved for balance", "error", err.Error())
-		return
+		log.FromContext(ctx).Info("Cannot read Nodes; "+without, "error", err.Error())
+		return nil, false
 	}
-	obs.plan.Placement = placementOf(cluster, list.Items)
+	return list.Items, true
 }
 
 // placementOf is the nodes a member Pod of cluster may be scheduled to now, with their zones, as the scheduler's

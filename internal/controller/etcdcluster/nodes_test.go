@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,6 +163,79 @@ func TestBudgetMinAvailable(t *testing.T) {
 			c.Spec.Replicas = tt.replicas
 			if got := budgetMinAvailable(c, tt.obs); got != tt.want {
 				t.Errorf("budgetMinAvailable = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSnapshotUnreadable(t *testing.T) {
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	node := func(name string, dedicated, cordoned bool) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+			Spec: corev1.NodeSpec{Unschedulable: cordoned}, Status: corev1.NodeStatus{Conditions: ready}}
+		if dedicated {
+			n.Labels["dedicated"] = "true"
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		return n
+	}
+	onNode := func(names ...string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: corev1.PersistentVolumeSpec{NodeAffinity: &corev1.VolumeNodeAffinity{
+			Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: names}}}}}}}}
+	}
+	nodes := []corev1.Node{node("main", false, false), node("d1", true, false), node("d2", true, false), node("spare", false, true)}
+	dedicatedOnly := etcdv1alpha1.PodTemplate{NodeSelector: map[string]string{"dedicated": "true"},
+		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}
+	tolerating := etcdv1alpha1.PodTemplate{Tolerations: dedicatedOnly.Tolerations}
+	tests := map[string]struct {
+		pod  etcdv1alpha1.PodTemplate
+		pv   *corev1.PersistentVolume
+		want string // a part of the reason; empty: readable
+	}{
+		"on a node the cluster uses":                      {etcdv1alpha1.PodTemplate{}, onNode("main"), ""},
+		"on a tainted node the cluster tolerates":         {tolerating, onNode("d1"), ""},
+		"on one of several nodes, one the cluster uses":   {dedicatedOnly, onNode("main", "d2"), ""},
+		"on a node outside the cluster's node selector":   {dedicatedOnly, onNode("main"), "only node(s) main can mount"},
+		"on a tainted node the cluster does not tolerate": {etcdv1alpha1.PodTemplate{}, onNode("d1"), "only node(s) d1 can mount"},
+		"on a cordoned node":                              {etcdv1alpha1.PodTemplate{}, onNode("spare"), "only node(s) spare can mount"},
+		"on a node that is gone":                          {etcdv1alpha1.PodTemplate{}, onNode("gone"), "which no existing node can mount"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			cluster := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Pod: tt.pod}}
+			got, err := snapshotUnreadable(cluster, "backups", tt.pv, nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("snapshotUnreadable = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMountableOnManyNodes(t *testing.T) {
+	claim := func(spec, status []corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{AccessModes: spec},
+			Status: corev1.PersistentVolumeClaimStatus{AccessModes: status}}
+	}
+	rwo, rwx, rox, rwop := corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany, corev1.ReadWriteOncePod
+	tests := map[string]struct {
+		claim *corev1.PersistentVolumeClaim
+		want  bool
+	}{
+		"ReadWriteOnce":                        {claim([]corev1.PersistentVolumeAccessMode{rwo}, nil), false},
+		"ReadWriteOncePod":                     {claim([]corev1.PersistentVolumeAccessMode{rwop}, nil), false},
+		"ReadWriteMany":                        {claim([]corev1.PersistentVolumeAccessMode{rwx}, nil), true},
+		"ReadOnlyMany beside ReadWriteOnce":    {claim([]corev1.PersistentVolumeAccessMode{rwo, rox}, nil), true},
+		"the bound volume's modes decide":      {claim([]corev1.PersistentVolumeAccessMode{rwo}, []corev1.PersistentVolumeAccessMode{rwo, rwx}), true},
+		"bound to a volume of one node's mode": {claim([]corev1.PersistentVolumeAccessMode{rwx}, []corev1.PersistentVolumeAccessMode{rwo}), false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := mountableOnManyNodes(tt.claim); got != tt.want {
+				t.Errorf("mountableOnManyNodes = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,7 +53,93 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 	}
 	obs.plan.LatestBackup = latestBackup(cluster, backups.Items)
 	obs.plan.BackupRunning = backupRunning(cluster, backups.Items)
+	return r.observeSnapshotReach(ctx, cluster, obs)
+}
+
+// observeSnapshotReach reads where the snapshot of the restore under way can be read from. A backup on a claim
+// that one node at a time can mount (any access mode but ReadWriteMany and ReadOnlyMany) seeds one member, which
+// the scheduler puts where the claim's volume is, and the others join it as learners (plan.Restore.OneSeed).
+// A claim whose volume only nodes the cluster's members may not use now can mount (a local volume on a cordoned
+// node, or outside spec.pod's node selector) makes the restore wait, before any member is created or stopped
+// (plan.Restore.Unreadable). That check needs the PersistentVolume and the Nodes: without permission to read
+// them (a namespace-scoped install) the members' Pods report the scheduler's words instead.
+func (r *Reconciler) observeSnapshotReach(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	rs, b := obs.plan.Restore, obs.restoreBackup
+	if rs == nil || b == nil || b.Spec.Destination.PVC == nil {
+		return nil
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: b.Spec.Destination.PVC.ClaimName}, claim); err != nil {
+		// A missing claim fails the restore's verify Job, which says so.
+		return client.IgnoreNotFound(err)
+	}
+	rs.OneSeed = !mountableOnManyNodes(claim)
+	if claim.Spec.VolumeName == "" {
+		return nil
+	}
+	var pv corev1.PersistentVolume
+	err := r.reader().Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, &pv)
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get PersistentVolume %s of backup claim %s: %w", claim.Spec.VolumeName, claim.Name, err)
+	}
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return nil
+	}
+	nodes, ok := r.cachedNodes(ctx, "a restore from a claim is not checked for a node that can mount it")
+	if !ok {
+		return nil
+	}
+	why, err := snapshotUnreadable(cluster, claim.Name, &pv, nodes)
+	if err != nil {
+		return fmt.Errorf("node affinity of PersistentVolume %s: %w", pv.Name, err)
+	}
+	rs.Unreadable = why
 	return nil
+}
+
+// mountableOnManyNodes reports whether claim's volume can be mounted on several nodes at once.
+func mountableOnManyNodes(claim *corev1.PersistentVolumeClaim) bool {
+	modes := claim.Status.AccessModes
+	if len(modes) == 0 {
+		modes = claim.Spec.AccessModes
+	}
+	for _, m := range modes {
+		if m == corev1.ReadWriteMany || m == corev1.ReadOnlyMany {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotUnreadable says why no node that takes the cluster's members now (placementOf) can mount pv, the
+// volume of the backup's claim; empty when one can. Pure, for table tests.
+func snapshotUnreadable(cluster *etcdv1alpha1.EtcdCluster, claim string, pv *corev1.PersistentVolume, nodes []corev1.Node) (string, error) {
+	sel, err := nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required)
+	if err != nil {
+		return "", err
+	}
+	eligible := placementOf(cluster, nodes).Zones
+	var mountable []string
+	for i := range nodes {
+		if !sel.Match(&nodes[i]) {
+			continue
+		}
+		if _, ok := eligible[nodes[i].Name]; ok {
+			return "", nil
+		}
+		mountable = append(mountable, nodes[i].Name)
+	}
+	fix := "restore from a copy of the backup in S3, or on a claim that the cluster's nodes can mount"
+	if len(mountable) == 0 {
+		return fmt.Sprintf("the backup's claim %s is on PersistentVolume %s, which no existing node can mount; %s", claim, pv.Name, fix), nil
+	}
+	sort.Strings(mountable)
+	return fmt.Sprintf("the backup's claim %s is on PersistentVolume %s, which only node(s) %s can mount, and none of them takes this cluster's members now "+
+		"(cordoned, not Ready, a taint not tolerated, or outside spec.pod's node selector and affinity): make one of them available to the cluster, or %s",
+		claim, pv.Name, strings.Join(mountable, ", "), fix), nil
 }
 
 type pickedRestore struct {
