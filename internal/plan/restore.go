@@ -28,9 +28,9 @@ const (
 	ReasonNoBackupToRestore   = "NoBackupToRestore"
 	ReasonAutoRestoreFailed   = "AutoRestoreFailed"
 	ReasonAutoRestore         = "QuorumLossRecovery"
-	// ReasonSnapshotUnreadable: no node the cluster's members may use now can mount the claim that holds the
+	// ReasonBackupNotMountable: no node the cluster's members may use now can mount the claim that holds the
 	// snapshot; nothing is created or stopped until one can.
-	ReasonSnapshotUnreadable = "SnapshotUnreadable"
+	ReasonBackupNotMountable = "BackupNotMountable"
 )
 
 // Restore is the EtcdRestore the cluster's members are (to be) seeded from, as the controller read it.
@@ -78,7 +78,7 @@ func reseed(spec Spec, obs Observation) Action {
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
 		}
 		if obs.Restore.Unreadable != "" {
-			return Action{Kind: Wait, Reason: ReasonSnapshotUnreadable,
+			return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
 				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.Unreadable)}
 		}
 		// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
@@ -179,7 +179,7 @@ func snapshotUnreadable(r *Restore) (Action, bool) {
 	if r.Unreadable == "" {
 		return Action{}, false
 	}
-	return Action{Kind: Wait, Reason: ReasonSnapshotUnreadable,
+	return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
 		Message: fmt.Sprintf("restore %s: %s; no member is created until the snapshot can be read", r.Name, r.Unreadable)}, true
 }
 

@@ -81,12 +81,12 @@ func TestRestoreSteps(t *testing.T) {
 			want: AddLearner, reason: ReasonScalingUp,
 		},
 		"fromBackup: a snapshot no node of the cluster can read creates nothing": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: unreadable}, want: Wait, reason: ReasonSnapshotUnreadable,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: unreadable}, want: Wait, reason: ReasonBackupNotMountable,
 		},
 		"reseed: a snapshot no node of the cluster can read stops no old member": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true, Ready: true,
 				Unreadable: "no node"}, NewMemberNames: names},
-			want: Wait, reason: ReasonSnapshotUnreadable,
+			want: Wait, reason: ReasonBackupNotMountable,
 		},
 		"reseed: the old members gone, a snapshot on a ReadWriteOnce claim seeds one member": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: &Restore{Name: "r1", Reseed: true, Ready: true, OneSeed: true}, NewMemberNames: names},

@@ -107,6 +107,8 @@ type Member struct {
 	Image   string
 	// Restore, when set, is the snapshot the member's data dir is restored from before etcd first starts.
 	Restore *RestoreSource
+	// HasRun: the member has started before, so its data dir holds it (a Pod re-created on its volume).
+	HasRun bool
 	// TLS is how the member runs TLS (MemberTLSPlaintext, MemberTLSBridge, MemberTLSOn) and TLSProvider whose
 	// certificates it holds; empty means as the spec says (MemberTLSOf).
 	TLS         string
@@ -302,6 +304,20 @@ func SpecQuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
 	return min((size-volumeReserveBytes)/2, maxQuotaBytes)
 }
 
+// etcdInitialState is the --initial-cluster-state etcd is started with. "new" only for a bootstrap member whose
+// data dir starts empty: a member restored from a snapshot (its init container fills the data dir before etcd
+// first starts) and a member that has run start from their data dir, where etcd ignores the flag. If that data
+// dir is emptied later and the container restarts, "existing" makes etcd ask its peers, which know it has run
+// (its empty log then fails loudly, and Steward replaces it), where "new" would bootstrap a cluster afresh: for a
+// one-member initial cluster (a restore's seed), silently, with no data, under the cluster's old identity.
+// The recorded state (AnnotationInitialClusterState) stays the member's own.
+func etcdInitialState(m Member) string {
+	if m.Restore != nil || m.HasRun {
+		return "existing"
+	}
+	return m.State
+}
+
 // etcdArgs are the etcd flags of a member. The --initial-* flags only take effect on the first start with an
 // empty data dir; afterwards etcd reads membership from its data.
 func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
@@ -316,7 +332,7 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 		"--initial-advertise-peer-urls=" + PeerURLWith(cluster, m.Name, scheme, o),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
-		"--initial-cluster-state=" + m.State,
+		"--initial-cluster-state=" + etcdInitialState(m),
 		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
 		"--initial-cluster-token=" + string(cluster.UID),
 	}

@@ -464,3 +464,37 @@ func TestAwaitDNSContainer(t *testing.T) {
 		})
 	}
 }
+
+// TestInitialClusterState: etcd is told to bootstrap ("new") only by a bootstrap member's first Pod, whose data dir
+// starts empty. A member restored from a snapshot or re-created on its volume starts from its data dir; if that
+// is emptied, "existing" makes etcd ask its peers rather than bootstrap an empty cluster under the old identity.
+// The recorded state stays the member's own: the planner tells bootstrap members by it.
+func TestInitialClusterState(t *testing.T) {
+	restored := boot
+	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "b.db"}}}}}
+	recreated := boot
+	recreated.HasRun = true
+	joining := boot
+	joining.State = "existing"
+	tests := map[string]struct {
+		member    Member
+		flag, rec string
+	}{
+		"a bootstrap member's first Pod":     {boot, "new", "new"},
+		"a bootstrap member restored":        {restored, "existing", "new"},
+		"a bootstrap member re-created":      {recreated, "existing", "new"},
+		"a member joining a running cluster": {joining, "existing", "existing"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := MemberPod(testCluster(), tt.member, opts)
+			if got, _ := arg(p.Spec.Containers[0].Command, "--initial-cluster-state"); got != tt.flag {
+				t.Errorf("--initial-cluster-state = %q, want %q", got, tt.flag)
+			}
+			if got := p.Annotations[AnnotationInitialClusterState]; got != tt.rec {
+				t.Errorf("recorded state %q, want %q", got, tt.rec)
+			}
+		})
+	}
+}

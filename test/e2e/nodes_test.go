@@ -513,12 +513,12 @@ func TestRestoreAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+plan.ReasonSnapshotUnreadable, 4*time.Minute, func() error {
+	poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != plan.ReasonSnapshotUnreadable ||
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != plan.ReasonBackupNotMountable ||
 			!strings.Contains(d.Message, "claim backups") || !strings.Contains(d.Message, "only node(s)") {
 			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
 		}

@@ -112,15 +112,28 @@ func requireUnchanged(t *testing.T, what string, before, after map[string]string
 
 // breakQuorum wipes the data of and crashes all but one member of a 3-member cluster, and waits until Steward
 // reports the quorum lost.
+//
+// A member started from a snapshot goes first: the seed of a restore from a ReadWriteOnce claim is a one-member
+// initial cluster, and wiped, it must fail rather than bootstrap an empty cluster under the old identity (which
+// would then be the only member etcd lists, the others removed as leftovers, and quorum never lost).
 func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	victims := 0
+	var seeded, others []string
 	for _, m := range c.Status.Members {
-		if victims == 2 {
-			break
+		var pod corev1.Pod
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: m.Name}, &pod); err != nil {
+			t.Fatal(err)
 		}
-		wipeAndCrash(t, c.Namespace, m.Name)
-		victims++
+		if pod.Annotations[resources.AnnotationRestore] != "" {
+			seeded = append(seeded, m.Name)
+		} else {
+			others = append(others, m.Name)
+		}
+	}
+	victims := append(seeded, others...)[:2]
+	t.Logf("wiping and crashing %v (started from a snapshot: %v)", victims, seeded)
+	for _, v := range victims {
+		wipeAndCrash(t, c.Namespace, v)
 	}
 	var got etcdv1alpha1.EtcdCluster
 	poll(t, c.Name+" without quorum", 2*time.Minute, func() error {

@@ -271,7 +271,7 @@ var progressingWaits = map[string]bool{
 // recorded when the wait begins.
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
-	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonSnapshotUnreadable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
+	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonBackupNotMountable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
 	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true,
 }
