@@ -25,10 +25,13 @@ const (
 	ReasonScalingUp        = "ScalingUp"
 	ReasonScalingDown      = "ScalingDown"
 	ReasonRemovingLeftover = "RemovingLeftoverMember"
-	ReasonUnknownMember    = "UnknownMember"
-	ReasonReplacingMember  = "ReplacingMember"
-	ReasonReplacingLearner = "ReplacingLearner"
-	ReasonQuorumAtRisk     = "QuorumAtRisk"
+	// ReasonRestartingLoneBootstrapMember: the member whose Pod bootstrapped a one-member cluster is restarted
+	// once the cluster has grown (see nextAfterBootstrap, step 5a).
+	ReasonRestartingLoneBootstrapMember = "RestartingLoneBootstrapMember"
+	ReasonUnknownMember                 = "UnknownMember"
+	ReasonReplacingMember               = "ReplacingMember"
+	ReasonReplacingLearner              = "ReplacingLearner"
+	ReasonQuorumAtRisk                  = "QuorumAtRisk"
 )
 
 // Quorum is the number of voting members that must agree: a majority.
@@ -216,6 +219,18 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		}
 		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
 			Message: msg}
+	}
+	// 5a. The first member of a cluster created with one replica still runs the Pod that bootstrapped it alone:
+	// were its data dir emptied, its etcd would start an empty cluster under this cluster's identity, which the
+	// other members' data could not stop. Once the others keep a quorum without it, it is restarted on its volume
+	// (same name, ID and data), and the new Pod asks its peers instead (resources.etcdInitialState).
+	if len(voters) >= 3 && len(leaving) == 0 {
+		for _, m := range voters {
+			if m.PodBootstrapsAlone {
+				return restartOne(obs, members, m, ReasonRestartingLoneBootstrapMember,
+					"its Pod bootstrapped the cluster alone and, were its data dir emptied, would start an empty cluster under this cluster's identity; re-created on its volume, it asks its peers instead")
+			}
+		}
 	}
 	// 5b. Storage: volumes expanded in place, or members replaced onto new volumes one at a time (storage.go).
 	if len(leaving) == 0 {

@@ -92,7 +92,15 @@ func TestNextMembership(t *testing.T) {
 			l.HasPod, l.HasPVC, l.Healthy, l.PodReady, l.Started, l.PodVersion = true, true, true, true, true, "3.6.16"
 			return l
 		}()), PromoteLearner, ReasonScalingUp, "c-new", 9},
-		"no membership change while a member is unhealthy":    {5, formed(a, b, with([]Member{c}, "c-c", func(m *Member) { m.Healthy = false })[0]), Wait, ReasonWaitingForMembers, "", 0},
+		"no membership change while a member is unhealthy": {5, formed(a, b, with([]Member{c}, "c-c", func(m *Member) { m.Healthy = false })[0]), Wait, ReasonWaitingForMembers, "", 0},
+		"the member that bootstrapped the cluster alone is restarted once three voters keep a quorum": {3,
+			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }(), c), RestartMember, ReasonRestartingLoneBootstrapMember, "c-b", 2},
+		"as the leader, it hands leadership over first": {3,
+			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b, c), MoveLeader, ReasonMovingLeader, "", 1},
+		"not before the scale-up has made three voters": {3,
+			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b), AddLearner, ReasonScalingUp, "c-new", 0},
+		"not in a cluster of two, where a restart would stop it": {2,
+			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }()), None, ReasonReconciled, "", 0},
 		"scale down removes a follower, not the leader":       {1, formed(a, b, c), RemoveMember, ReasonScalingDown, "c-c", 3},
 		"scale down skips the leader":                         {1, func() Observation { o := formed(a, b, c); o.LeaderID = 3; return o }(), RemoveMember, ReasonScalingDown, "c-b", 2},
 		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, ReasonRemovingLeftover, "c-c", 0},

@@ -79,6 +79,10 @@ type Member struct {
 	InitialState   string
 	// PodTLS is the TLS mode the Pod runs (TLSPlaintext, TLSBridge, TLSOn).
 	PodTLS string
+	// PodBootstrapsAlone: the Pod starts etcd to bootstrap a one-member cluster (--initial-cluster-state=new,
+	// itself alone in --initial-cluster). Were its data dir emptied, etcd would start an empty cluster under this
+	// cluster's identity, and the other members would look removed.
+	PodBootstrapsAlone bool
 	// PodClientCertAuth: the Pod serves TLS requiring client certificates on its client port.
 	PodClientCertAuth bool
 

@@ -318,6 +318,24 @@ func etcdInitialState(m Member) string {
 	return m.State
 }
 
+// PodBootstrapsAlone reports whether a member Pod starts etcd to bootstrap a one-member cluster
+// (--initial-cluster-state=new, itself alone in --initial-cluster): the first Pod of a cluster created with one
+// replica. Were its data dir emptied while it runs, etcd would start an empty cluster under the old identity
+// (etcdInitialState).
+func PodBootstrapsAlone(pod *corev1.Pod) bool {
+	var isNew bool
+	peers := -1
+	for _, a := range etcdCommand(pod) {
+		if v, ok := strings.CutPrefix(a, "--initial-cluster-state="); ok {
+			isNew = v == "new"
+		}
+		if v, ok := strings.CutPrefix(a, "--initial-cluster="); ok {
+			peers = len(strings.Split(v, ","))
+		}
+	}
+	return isNew && peers == 1
+}
+
 // etcdArgs are the etcd flags of a member. The --initial-* flags only take effect on the first start with an
 // empty data dir; afterwards etcd reads membership from its data.
 func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {

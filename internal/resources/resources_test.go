@@ -495,6 +495,22 @@ func TestInitialClusterState(t *testing.T) {
 			if got := p.Annotations[AnnotationInitialClusterState]; got != tt.rec {
 				t.Errorf("recorded state %q, want %q", got, tt.rec)
 			}
+			if PodBootstrapsAlone(p) {
+				t.Errorf("a Pod of a two-member initial cluster bootstraps alone")
+			}
 		})
+	}
+	alone := boot
+	alone.InitialCluster = map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}
+	if !PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
+		t.Errorf("the first Pod of a one-member bootstrap does not bootstrap alone")
+	}
+	alone.HasRun = true
+	if PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
+		t.Errorf("the re-created Pod of a one-member bootstrap still bootstraps alone")
+	}
+	alone.HasRun, alone.Restore = false, restored.Restore
+	if PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
+		t.Errorf("a restore's seed bootstraps alone")
 	}
 }

@@ -341,3 +341,54 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	requireNoLostWrites(t, load, "stray members added and removed")
 	deleteAndCheckNothingLeft(t, got)
 }
+
+// TestWipedFirstMemberOfGrownCluster: a cluster created with one member and scaled to three, under load. Its first
+// member's Pod bootstrapped it alone (--initial-cluster-state=new, itself the whole initial cluster): were that
+// member's data dir emptied, its etcd would start an empty cluster under the old identity, the only one etcd then
+// lists, and the two members holding the data would look removed. So once three voters keep a quorum, Steward
+// restarts that member on its volume, and the new Pod asks its peers instead. Then its data dir is emptied and
+// it is crashed: it does not come back empty; Steward replaces it (replaceUnhealthyAfter 20 s), with every key and
+// no acknowledged write lost.
+func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "grown")
+	startOperator(t, ns)
+	c := newCluster(ns, "grown", 1)
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
+	key, got := settle(t, c)
+	first := got.Status.Members[0]
+	var pod corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !resources.PodBootstrapsAlone(&pod) {
+		t.Fatalf("the first Pod of a one-member cluster does not bootstrap alone: %v", pod.Spec.Containers[0].Command)
+	}
+	firstUID := pod.UID
+	keys := writeBackupKeys(t, got)
+	load := startLoad(t, got)
+	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+			return err
+		}
+		if pod.UID == firstUID || resources.PodBootstrapsAlone(&pod) {
+			return fmt.Errorf("Pod %s (first %s), bootstraps alone: %v", pod.UID, firstUID, resources.PodBootstrapsAlone(&pod))
+		}
+		return nil
+	})
+	got = waitSettled(t, key, 3*time.Minute)
+	if len(got.Status.Members) != 3 {
+		t.Fatalf("members %+v, want 3", got.Status.Members)
+	}
+	begin := time.Now()
+	wipeAndCrash(t, ns, first.Name)
+	waitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
+	got = waitSettled(t, key, 4*time.Minute)
+	t.Logf("first member %s wiped and crashed: replaced, settled in %s", first.Name, time.Since(begin).Round(100*time.Millisecond))
+	read, _ := readKeys(t, got, backupKeyPrefix)
+	requireSameKeys(t, "after the first member was wiped", read, keys)
+	requireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
+	deleteAndCheckNothingLeft(t, got)
+}

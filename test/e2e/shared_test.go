@@ -231,6 +231,7 @@ var expected = map[string]time.Duration{
 	"TestInitialCorruptionCheck":                      60 * time.Second,
 	"TestTLSByDefault":                                60 * time.Second,
 	"TestEmptiedDataDirIsReplaced":                    60 * time.Second,
+	"TestWipedFirstMemberOfGrownCluster":              60 * time.Second,
 	"TestVersionChangeOfMind":                         60 * time.Second,
 	"TestPodLossDuringUpgrade":                        60 * time.Second,
 	"TestHostileImageChangeReplacesNothing":           60 * time.Second,

@@ -224,6 +224,10 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			// The same mode: the re-created Pod starts with the quota in force (maintenance.go).
 			r.tookStep(ctx, cluster, action, "Restarting member for its quota", corev1.EventTypeNormal, "MemberRestarting", action.Message)
 			return nil
+		case plan.ReasonRestartingLoneBootstrapMember:
+			// The same mode: the re-created Pod asks its peers, were its data dir ever emptied.
+			r.tookStep(ctx, cluster, action, "Restarting the member that bootstrapped the cluster alone", corev1.EventTypeNormal, "MemberRestarting", action.Message)
+			return nil
 		case plan.ReasonRestartingForClientAuth:
 			// The same mode: the re-created Pod requires client certificates, or not, as spec.tls.clientAuth says.
 			r.tookStep(ctx, cluster, action, "Restarting member for its client authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)

@@ -150,6 +150,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.Restore = p.Annotations[resources.AnnotationRestore]
 		m.PodStuck = stuckOf(p)
 		m.PodTLS, _ = resources.PodTLS(p)
+		m.PodBootstrapsAlone = resources.PodBootstrapsAlone(p)
 		if !p.CreationTimestamp.IsZero() {
 			m.PodAge = now.Sub(p.CreationTimestamp.Time)
 		}
