@@ -406,6 +406,81 @@ func nodeKubectl(args ...string) error {
 	return nil
 }
 
+// TestNodeLostWhileOperatorStopped: the node of a follower of a 3-member cluster stops while Steward is not
+// running, and stays down past replaceUnhealthyAfter (15 s) twice over. Started again, Steward replaces the member
+// on one of the two nodes left (it counts the member unhealthy from what the Pod and etcd show, not from its own
+// memory); the node returns, the old member's Pod and volume go, it never rejoins, and the spread is evened out
+// again (one member per node). Client load throughout: linearizable, no acknowledged write lost.
+func TestNodeLostWhileOperatorStopped(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "opstopped")
+	stopOperator := startOperator(t, ns)
+	c := newCluster(ns, "unattended", 3)
+	onDedicatedNodes(c)
+	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
+	key, got := settle(t, c)
+	load := startLoad(t, got)
+	victim, _ := aFollower(t, got)
+	node := ""
+	for _, m := range got.Status.Members {
+		if m.Name == victim {
+			node = m.Node
+		}
+	}
+	stopOperator()
+	if err := bed.StopNode(node); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started { // the next multi-node test needs the node
+			if err := bed.StartNode(context.Background(), node); err != nil {
+				t.Errorf("start node %s again: %v", node, err)
+			}
+		}
+	})
+	t.Logf("operator stopped, then node %s of follower %s", node, victim)
+	time.Sleep(30 * time.Second)
+	begin := time.Now()
+	startOperator(t, ns)
+	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		healthy := 0
+		for _, m := range got.Status.Members {
+			if m.Name == victim && m.ID != "" {
+				return fmt.Errorf("member %s still in etcd: %s", victim, describe(got))
+			}
+			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
+				healthy++
+			}
+		}
+		if healthy != 3 {
+			return fmt.Errorf("%d healthy voters: %s", healthy, describe(got))
+		}
+		return nil
+	})
+	t.Logf("replaced %s after the operator started, node still down", time.Since(begin).Round(time.Second))
+	if err := bed.StartNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	got = waitRebalanced(t, key, nodes, "[1 1 1]", 6*time.Minute)
+	for _, m := range got.Status.Members {
+		if m.Name == victim {
+			t.Errorf("the lost member %s came back: %+v", victim, m)
+		}
+	}
+	var old corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
+		t.Errorf("the lost member's Pod %s is still there: %v", victim, err)
+	}
+	requireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
+	deleteAndCheckNothingLeft(t, got)
+}
+
 // TestUnsatisfiableSpreadIsReported: a cluster whose own placement the nodes cannot meet: three members required
 // on three different nodes (a pod anti-affinity on the hostname) and one of the three nodes cordoned. Two members
 // start and form the cluster; the third waits unscheduled, Degraded is MemberPodsFailing in the scheduler's words,
