@@ -481,6 +481,74 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	deleteAndCheckNothingLeft(t, got)
 }
 
+// TestPartitionedNodeMember cuts the node of a follower of a 3-member cluster off the network (IsolateNode): the
+// member keeps running but reaches nothing, and the node goes NotReady. Past replaceUnhealthyAfter (15 s) Steward
+// replaces it on another node as for a lost node. When the node is reconnected, the old member, still running on
+// its data, learns from its peers that it was removed and stops; its Pod and volume go, it never rejoins, and the
+// spread is evened out again (one member per node). Client load throughout: linearizable, no acknowledged write
+// lost.
+func TestPartitionedNodeMember(t *testing.T) {
+	nodes := parallelOnDedicatedNodes(t)
+	ctx := context.Background()
+	key, got, load := dedicatedClusterUnderLoad(t, "partition", 3, 15*time.Second)
+	victim, victimID := aFollower(t, got)
+	node := ""
+	for _, m := range got.Status.Members {
+		if m.Name == victim {
+			node = m.Node
+		}
+	}
+	if err := bed.IsolateNode(node); err != nil {
+		t.Fatal(err)
+	}
+	reconnected := false
+	t.Cleanup(func() {
+		if !reconnected { // the next multi-node test needs the node
+			if err := bed.ReconnectNode(node); err != nil {
+				t.Errorf("reconnect node %s: %v", node, err)
+			}
+		}
+	})
+	begin := time.Now()
+	t.Logf("cut node %s of follower %s off the network", node, victim)
+	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
+		if err := k8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		healthy := 0
+		for _, m := range got.Status.Members {
+			if m.Name == victim && m.ID != "" {
+				return fmt.Errorf("member %s still in etcd: %s", victim, describe(got))
+			}
+			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
+				healthy++
+			}
+		}
+		if healthy != 3 {
+			return fmt.Errorf("%d healthy voters: %s", healthy, describe(got))
+		}
+		return nil
+	})
+	t.Logf("replaced in %s while the node was cut off", time.Since(begin).Round(time.Second))
+	if err := bed.ReconnectNode(node); err != nil {
+		t.Fatal(err)
+	}
+	reconnected = true
+	got = waitRebalanced(t, key, nodes, "[1 1 1]", 6*time.Minute)
+	for _, m := range got.Status.Members {
+		if m.Name == victim || m.ID == victimID {
+			t.Errorf("the partitioned member %s (%s) came back: %+v", victim, victimID, m)
+		}
+	}
+	var old corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &old); !apierrors.IsNotFound(err) {
+		t.Errorf("the partitioned member's Pod %s is still there: %v", victim, err)
+	}
+	checkStatusMatchesEtcd(t, got)
+	requireNoLostWrites(t, load, "a follower's node cut off the network and reconnected")
+	deleteAndCheckNothingLeft(t, got)
+}
+
 // TestUnsatisfiableSpreadIsReported: a cluster whose own placement the nodes cannot meet: three members required
 // on three different nodes (a pod anti-affinity on the hostname) and one of the three nodes cordoned. Two members
 // start and form the cluster; the third waits unscheduled, Degraded is MemberPodsFailing in the scheduler's words,
