@@ -304,15 +304,19 @@ func SpecQuotaBackendBytes(cluster *etcdv1alpha1.EtcdCluster) int64 {
 	return min((size-volumeReserveBytes)/2, maxQuotaBytes)
 }
 
-// etcdInitialState is the --initial-cluster-state etcd is started with. "new" only for a bootstrap member whose
-// data dir starts empty: a member restored from a snapshot (its init container fills the data dir before etcd
-// first starts) and a member that has run start from their data dir, where etcd ignores the flag. If that data
-// dir is emptied later and the container restarts, "existing" makes etcd ask its peers, which know it has run
-// (its empty log then fails loudly, and Steward replaces it), where "new" would bootstrap a cluster afresh: for a
-// one-member initial cluster (a restore's seed), silently, with no data, under the cluster's old identity.
-// The recorded state (AnnotationInitialClusterState) stays the member's own.
+// etcdInitialState is the --initial-cluster-state etcd is started with: the member's own, except for a member of
+// a one-member initial cluster whose data dir already holds it (restored from a snapshot by its init container
+// before etcd first starts, or a Pod re-created on its volume), which starts "existing". etcd ignores the flag
+// while the data dir holds the member; it matters when the data dir is emptied and the container restarts. A
+// member of a bootstrap of several then finds that its peers know it has run ("has already been bootstrapped")
+// and refuses to start, which Steward reads as lost data; so it keeps "new". A member that bootstrapped alone has
+// no peer to ask: with "new" it would silently start an empty cluster under the cluster's old identity, the only
+// member etcd then lists, the members holding the data looking removed; with "existing" it finds no peer to join
+// and refuses to start. Its first Pod, whose data dir starts empty, needs "new": Steward restarts that Pod once
+// the cluster has grown (plan, RestartingLoneBootstrapMember). The recorded state (AnnotationInitialClusterState)
+// stays the member's own.
 func etcdInitialState(m Member) string {
-	if m.Restore != nil || m.HasRun {
+	if m.State == "new" && len(m.InitialCluster) == 1 && (m.Restore != nil || m.HasRun) {
 		return "existing"
 	}
 	return m.State

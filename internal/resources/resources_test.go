@@ -465,26 +465,33 @@ func TestAwaitDNSContainer(t *testing.T) {
 	}
 }
 
-// TestInitialClusterState: etcd is told to bootstrap ("new") only by a bootstrap member's first Pod, whose data dir
-// starts empty. A member restored from a snapshot or re-created on its volume starts from its data dir; if that
-// is emptied, "existing" makes etcd ask its peers rather than bootstrap an empty cluster under the old identity.
-// The recorded state stays the member's own: the planner tells bootstrap members by it.
+// TestInitialClusterState: etcd is told to bootstrap ("new") by every Pod of a bootstrap of several members
+// (emptied, such a member finds that its peers know it has run and refuses to start), and by the first Pod of a
+// one-member bootstrap, whose data dir starts empty. A one-member bootstrap's member whose data dir already holds
+// it (restored from a snapshot, or re-created on its volume) starts "existing": emptied, it finds no peer and
+// refuses to start, where "new" would start an empty cluster under the old identity. The recorded state stays the
+// member's own: the planner tells bootstrap members by it.
 func TestInitialClusterState(t *testing.T) {
-	restored := boot
-	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+	source := &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
 		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "b.db"}}}}}
-	recreated := boot
-	recreated.HasRun = true
-	joining := boot
-	joining.State = "existing"
+	alone := boot
+	alone.InitialCluster = map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}
+	with := func(m Member, change func(*Member)) Member {
+		change(&m)
+		return m
+	}
 	tests := map[string]struct {
 		member    Member
 		flag, rec string
+		alone     bool
 	}{
-		"a bootstrap member's first Pod":     {boot, "new", "new"},
-		"a bootstrap member restored":        {restored, "existing", "new"},
-		"a bootstrap member re-created":      {recreated, "existing", "new"},
-		"a member joining a running cluster": {joining, "existing", "existing"},
+		"a bootstrap member's first Pod":                     {boot, "new", "new", false},
+		"a bootstrap member restored":                        {with(boot, func(m *Member) { m.Restore = source }), "new", "new", false},
+		"a bootstrap member re-created":                      {with(boot, func(m *Member) { m.HasRun = true }), "new", "new", false},
+		"a member joining a running cluster":                 {with(boot, func(m *Member) { m.State = "existing" }), "existing", "existing", false},
+		"a one-member bootstrap's first Pod":                 {alone, "new", "new", true},
+		"a one-member bootstrap restored (a restore's seed)": {with(alone, func(m *Member) { m.Restore = source }), "existing", "new", false},
+		"a one-member bootstrap re-created on its volume":    {with(alone, func(m *Member) { m.HasRun = true }), "existing", "new", false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -495,22 +502,9 @@ func TestInitialClusterState(t *testing.T) {
 			if got := p.Annotations[AnnotationInitialClusterState]; got != tt.rec {
 				t.Errorf("recorded state %q, want %q", got, tt.rec)
 			}
-			if PodBootstrapsAlone(p) {
-				t.Errorf("a Pod of a two-member initial cluster bootstraps alone")
+			if got := PodBootstrapsAlone(p); got != tt.alone {
+				t.Errorf("PodBootstrapsAlone = %v, want %v", got, tt.alone)
 			}
 		})
-	}
-	alone := boot
-	alone.InitialCluster = map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}
-	if !PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
-		t.Errorf("the first Pod of a one-member bootstrap does not bootstrap alone")
-	}
-	alone.HasRun = true
-	if PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
-		t.Errorf("the re-created Pod of a one-member bootstrap still bootstraps alone")
-	}
-	alone.HasRun, alone.Restore = false, restored.Restore
-	if PodBootstrapsAlone(MemberPod(testCluster(), alone, opts)) {
-		t.Errorf("a restore's seed bootstraps alone")
 	}
 }

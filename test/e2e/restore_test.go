@@ -113,25 +113,24 @@ func requireUnchanged(t *testing.T, what string, before, after map[string]string
 // breakQuorum wipes the data of and crashes all but one member of a 3-member cluster, and waits until Steward
 // reports the quorum lost.
 //
-// A member started from a snapshot goes first: the seed of a restore from a ReadWriteOnce claim is a one-member
-// initial cluster, and wiped, it must fail rather than bootstrap an empty cluster under the old identity (which
-// would then be the only member etcd lists, the others removed as leftovers, and quorum never lost).
+// The two followers are the victims and the leader survives. A member of a bootstrap of several, emptied, refuses
+// to start (its peers know it has run), and a member that joined later is caught by raft when the leader that knew
+// its log commits past its empty log; but if that leader went too, a new leader knows nothing of its log and sends
+// it a snapshot, and it rejoins under its old identity without the entries it acknowledged: quorum comes back
+// where it should not (docs/etcdcluster.md, "Emptied data dirs"). A cluster restored from a ReadWriteOnce claim
+// has one bootstrap member (the seed, most often the leader) and two that joined.
 func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	var seeded, others []string
+	var victims []string
 	for _, m := range c.Status.Members {
-		var pod corev1.Pod
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: m.Name}, &pod); err != nil {
-			t.Fatal(err)
-		}
-		if pod.Annotations[resources.AnnotationRestore] != "" {
-			seeded = append(seeded, m.Name)
-		} else {
-			others = append(others, m.Name)
+		if m.Name != c.Status.Leader {
+			victims = append(victims, m.Name)
 		}
 	}
-	victims := append(seeded, others...)[:2]
-	t.Logf("wiping and crashing %v (started from a snapshot: %v)", victims, seeded)
+	if len(victims) != 2 {
+		t.Fatalf("want two followers to wipe, have %v (leader %s)", victims, c.Status.Leader)
+	}
+	t.Logf("wiping and crashing followers %v (leader %s)", victims, c.Status.Leader)
 	for _, v := range victims {
 		wipeAndCrash(t, c.Namespace, v)
 	}
