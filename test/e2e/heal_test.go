@@ -208,6 +208,12 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 // restarts it on an empty data dir with its old name, flags and member ID.
 func wipeAndCrash(t *testing.T, namespace, member string) {
 	t.Helper()
+	damageAndCrash(t, namespace, member, chaos.WipeVolume)
+}
+
+// damageAndCrash does damage to the member's volume under its running etcd and kills the etcd process.
+func damageAndCrash(t *testing.T, namespace, member string, damage func(*corev1.PersistentVolume) error) {
+	t.Helper()
 	ctx := context.Background()
 	var pvc corev1.PersistentVolumeClaim
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
@@ -221,7 +227,7 @@ func wipeAndCrash(t *testing.T, namespace, member string) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := chaos.WipeVolume(&pv); err != nil {
+	if err := damage(&pv); err != nil {
 		t.Fatal(err)
 	}
 	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
