@@ -406,6 +406,40 @@ func nodeKubectl(args ...string) error {
 	return nil
 }
 
+// nodeOf is the node status names for member name, "" when none.
+func nodeOf(c *etcdv1alpha1.EtcdCluster, name string) string {
+	for _, m := range c.Status.Members {
+		if m.Name == name {
+			return m.Node
+		}
+	}
+	return ""
+}
+
+// waitReplaced waits until etcd no longer lists member victim and voters healthy voters other than it serve.
+func waitReplaced(t *testing.T, key client.ObjectKey, victim string, voters int) {
+	t.Helper()
+	var c etcdv1alpha1.EtcdCluster
+	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
+		if err := k8s.Get(context.Background(), key, &c); err != nil {
+			return err
+		}
+		healthy := 0
+		for _, m := range c.Status.Members {
+			if m.Name == victim && m.ID != "" {
+				return fmt.Errorf("member %s still in etcd: %s", victim, describe(&c))
+			}
+			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
+				healthy++
+			}
+		}
+		if healthy != voters {
+			return fmt.Errorf("%d healthy voters, want %d: %s", healthy, voters, describe(&c))
+		}
+		return nil
+	})
+}
+
 // TestNodeLostWhileOperatorStopped: the node of a follower of a 3-member cluster stops while Steward is not
 // running, and stays down past replaceUnhealthyAfter (15 s) twice over. Started again, Steward replaces the member
 // on one of the two nodes left (it counts the member unhealthy from what the Pod and etcd show, not from its own
@@ -422,12 +456,7 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	key, got := settle(t, c)
 	load := startLoad(t, got)
 	victim, _ := aFollower(t, got)
-	node := ""
-	for _, m := range got.Status.Members {
-		if m.Name == victim {
-			node = m.Node
-		}
-	}
+	node := nodeOf(got, victim)
 	stopOperator()
 	if err := bed.StopNode(node); err != nil {
 		t.Fatal(err)
@@ -444,24 +473,7 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	time.Sleep(30 * time.Second)
 	begin := time.Now()
 	startOperator(t, ns)
-	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		healthy := 0
-		for _, m := range got.Status.Members {
-			if m.Name == victim && m.ID != "" {
-				return fmt.Errorf("member %s still in etcd: %s", victim, describe(got))
-			}
-			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
-				healthy++
-			}
-		}
-		if healthy != 3 {
-			return fmt.Errorf("%d healthy voters: %s", healthy, describe(got))
-		}
-		return nil
-	})
+	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced %s after the operator started, node still down", time.Since(begin).Round(time.Second))
 	if err := bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
@@ -492,12 +504,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 	ctx := context.Background()
 	key, got, load := dedicatedClusterUnderLoad(t, "partition", 3, 15*time.Second)
 	victim, victimID := aFollower(t, got)
-	node := ""
-	for _, m := range got.Status.Members {
-		if m.Name == victim {
-			node = m.Node
-		}
-	}
+	node := nodeOf(got, victim)
 	if err := bed.IsolateNode(node); err != nil {
 		t.Fatal(err)
 	}
@@ -511,24 +518,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 	})
 	begin := time.Now()
 	t.Logf("cut node %s of follower %s off the network", node, victim)
-	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
-			return err
-		}
-		healthy := 0
-		for _, m := range got.Status.Members {
-			if m.Name == victim && m.ID != "" {
-				return fmt.Errorf("member %s still in etcd: %s", victim, describe(got))
-			}
-			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
-				healthy++
-			}
-		}
-		if healthy != 3 {
-			return fmt.Errorf("%d healthy voters: %s", healthy, describe(got))
-		}
-		return nil
-	})
+	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced in %s while the node was cut off", time.Since(begin).Round(time.Second))
 	if err := bed.ReconnectNode(node); err != nil {
 		t.Fatal(err)
