@@ -5,9 +5,10 @@
 // backup's record; `install` copies the agent into a shared volume, and `restore` (run from there inside the
 // member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
 // restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the cluster
-// DNS knows every peer's name, without leaving a negative answer in its cache. It reports its result as one line of JSON in the container's termination
-// message, which the controllers read into status. It never holds a whole snapshot in memory and never prints
-// credentials.
+// DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
+// container's entrypoint, starts etcd unless its data dir was emptied after the member had run. The Jobs and
+// restore containers report their result as one line of JSON in the container's termination message, which the
+// controllers read into status. It never holds a whole snapshot in memory and never prints credentials.
 package main
 
 import (
@@ -41,7 +42,7 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|follow|point-in-time [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|run-etcd|follow|point-in-time [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -50,6 +51,8 @@ func main() {
 		os.Exit(install(os.Args[2:]))
 	case "await-dns":
 		os.Exit(awaitDNS(os.Args[2:]))
+	case "run-etcd":
+		os.Exit(runEtcd(os.Args[2:]))
 	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	var (

@@ -15,6 +15,9 @@ var dataLossSignatures = []struct{ match, evidence string }{
 	{"raftLog).commitTo(", "raft log lost: the leader's commit index is beyond the member's log"},
 	// Emptied data dir of a bootstrap member (--initial-cluster-state=new): its peers know it has run.
 	{"has already been bootstrapped", "data dir empty, but the cluster knows this member has run"},
+	// steward-agent run-etcd (the etcd container's entrypoint) refused to start etcd on a data dir that holds no
+	// member although the member has run (resources.guardedEtcdCommand).
+	{"etcd's data dir holds no member, but this member has run", "data dir empty, but this member has run (steward-agent refused to start etcd)"},
 	// bbolt's ErrInvalid: the backend database's meta pages are garbage or the file is truncated.
 	{"invalid database", "backend database corrupt (invalid database)"},
 	// The backend database file is gone while the WAL and snapshots remain.

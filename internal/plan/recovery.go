@@ -35,6 +35,8 @@ type PodOnVolume struct {
 	Version string
 	Image   string
 	TLS     string
+	// HasRun: etcd has listed the member under its name, so its data dir must hold it.
+	HasRun bool
 	// Restore is the restore under way that the member's volume records it was created from: its Pod is seeded
 	// from that snapshot again (which does nothing to a data dir that already holds a member) and records it, so
 	// the restore counts it among its members. Empty when that restore is over.
@@ -73,7 +75,7 @@ func recreatePods(spec Spec, obs Observation, members []Member) (Action, bool) {
 		if version == "" {
 			version, image = joinVersion(spec, obs, members)
 		}
-		pod := PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState,
+		pod := PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState, HasRun: m.Started,
 			Version: version, Image: image, TLS: volumeTLS(spec, members, m)}
 		// A member of a bootstrap from a snapshot whose Pod was never created (the operator stopped half-way) or
 		// was lost before it started holds no data yet: it is seeded like its peers.

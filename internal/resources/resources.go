@@ -107,7 +107,7 @@ type Member struct {
 	Image   string
 	// Restore, when set, is the snapshot the member's data dir is restored from before etcd first starts.
 	Restore *RestoreSource
-	// HasRun: the member has started before, so its data dir holds it (a Pod re-created on its volume).
+	// HasRun: the member has started before (a Pod re-created on its volume), so its data dir must hold it.
 	HasRun bool
 	// TLS is how the member runs TLS (MemberTLSPlaintext, MemberTLSBridge, MemberTLSOn) and TLSProvider whose
 	// certificates it holds; empty means as the spec says (MemberTLSOf).
@@ -322,6 +322,23 @@ func etcdInitialState(m Member) string {
 	return m.State
 }
 
+// EtcdMark is where steward-agent run-etcd records, on the Pod's tools volume (an emptyDir, which outlives the
+// container's restarts but not the Pod), that etcd's data dir has held the member in this Pod.
+const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
+
+// guardedEtcdCommand is the etcd container's command: etcd with args, started by `steward-agent run-etcd`, which
+// refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
+// (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
+// rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
+// leader) or start an empty cluster (a member that bootstrapped alone).
+func guardedEtcdCommand(m Member, args []string) []string {
+	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark}
+	if m.HasRun {
+		cmd = append(cmd, "--guard-has-run")
+	}
+	return append(append(cmd, "--", "/usr/local/bin/etcd"), args...)
+}
+
 // PodBootstrapsAlone reports whether a member Pod starts etcd to bootstrap a one-member cluster
 // (--initial-cluster-state=new, itself alone in --initial-cluster): the first Pod of a cluster created with one
 // replica. Were its data dir emptied while it runs, etcd would start an empty cluster under the old identity
@@ -420,6 +437,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		restore, volumes := restoreInitContainers(cluster, m, image, o)
 		initContainers, extraVolumes = append(initContainers, restore...), volumes
+	} else {
+		// The agent is etcd's entrypoint (guardedEtcdCommand); a restore's init containers install it already.
+		install, _, toolsVol := agentInstall(o.AgentImage)
+		initContainers, extraVolumes = append(initContainers, install), []corev1.Volume{toolsVol}
 	}
 	mode := MemberTLSOf(cluster, m)
 	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)
@@ -469,7 +490,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Name:            EtcdContainer,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...),
+				Command:         guardedEtcdCommand(m, etcdArgs(cluster, m, o)),
 				Env:             tlsEnv(mode, version),
 				Ports: []corev1.ContainerPort{
 					{Name: "client", ContainerPort: ClientPort},
@@ -483,7 +504,8 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				LivenessProbe:   probe("/livez", 2, 15),
 				StartupProbe:    probe("/livez", 1, 300),
 				SecurityContext: restrictedContainer(),
-				VolumeMounts:    append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}, memberTLSMounts(mode)...),
+				VolumeMounts: append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}, {Name: toolsVolume, MountPath: toolsMount}},
+					memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
 				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
 				// (plan.DataLossEvidence) from a crash that a restart fixes.

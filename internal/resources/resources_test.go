@@ -508,3 +508,58 @@ func TestInitialClusterState(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdRunsGuarded: etcd is started by steward-agent run-etcd (from the tools volume, installed by an init
+// container, once), which refuses an emptied data dir once the member has run: marked on the tools volume, or
+// told by --guard-has-run for a Pod re-created on a member's volume. etcd's own flags follow "--" unchanged.
+func TestEtcdRunsGuarded(t *testing.T) {
+	restored := boot
+	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "b.db"}}}}}
+	recreated := boot
+	recreated.HasRun = true
+	for name, tt := range map[string]struct {
+		member Member
+		hasRun bool
+	}{"a new member": {boot, false}, "a restored member": {restored, false}, "a Pod re-created on a member that has run": {recreated, true}} {
+		t.Run(name, func(t *testing.T) {
+			p := MemberPod(testCluster(), tt.member, opts)
+			cmd := p.Spec.Containers[0].Command
+			if cmd[0] != toolsMount+"/steward-agent" || cmd[1] != "run-etcd" {
+				t.Fatalf("command %v, want steward-agent run-etcd", cmd)
+			}
+			if got, _ := arg(cmd, "--guard-data-dir"); got != "/var/lib/etcd/data" {
+				t.Errorf("--guard-data-dir = %q", got)
+			}
+			if got, _ := arg(cmd, "--guard-mark"); got != EtcdMark {
+				t.Errorf("--guard-mark = %q, want %q", got, EtcdMark)
+			}
+			if has := slices.Contains(cmd, "--guard-has-run"); has != tt.hasRun {
+				t.Errorf("--guard-has-run %v, want %v", has, tt.hasRun)
+			}
+			i := slices.Index(cmd, "--")
+			if i < 0 || cmd[i+1] != "/usr/local/bin/etcd" {
+				t.Fatalf("command %v: etcd does not follow --", cmd)
+			}
+			if got, _ := arg(cmd[i+1:], "--name"); got != "db-abcde" {
+				t.Errorf("etcd --name = %q", got)
+			}
+			installs := 0
+			for _, c := range p.Spec.InitContainers {
+				if c.Name == InstallContainer {
+					installs++
+				}
+			}
+			if installs != 1 {
+				t.Errorf("%d %s init containers, want 1", installs, InstallContainer)
+			}
+			mounted := false
+			for _, vm := range p.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || (vm.Name == toolsVolume && vm.MountPath == toolsMount && !vm.ReadOnly)
+			}
+			if !mounted {
+				t.Errorf("etcd container does not mount the tools volume read-write: %+v", p.Spec.Containers[0].VolumeMounts)
+			}
+		})
+	}
+}

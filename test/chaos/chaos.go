@@ -96,20 +96,6 @@ func WipeVolume(pv *corev1.PersistentVolume) error {
 	return nil
 }
 
-// FailVolume empties a member's local volume (WipeVolume) and puts a file where the member's data dir goes, so
-// that its etcd can never start on it again, as on a disk that has failed: unlike an emptied data dir, which a
-// member that joined a running cluster can be brought back on by a snapshot from the leader (docs/etcdcluster.md,
-// "Emptied data dirs"), this loss stays.
-func FailVolume(pv *corev1.PersistentVolume, dataDirName string) error {
-	if err := WipeVolume(pv); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(pv.Spec.Local.Path, dataDirName), []byte("failed disk\n"), 0o444); err != nil { //nolint:gosec // a test's own volume
-		return fmt.Errorf("fail volume %s: %w", pv.Name, err)
-	}
-	return nil
-}
-
 // CutOffNetwork drops every packet into and out of the Pod (loopback excepted), as a node losing its network
 // would. The returned function restores it.
 func CutOffNetwork(pod *corev1.Pod) (restore func() error, err error) {

@@ -208,12 +208,6 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 // restarts it on an empty data dir with its old name, flags and member ID.
 func wipeAndCrash(t *testing.T, namespace, member string) {
 	t.Helper()
-	damageAndCrash(t, namespace, member, chaos.WipeVolume)
-}
-
-// damageAndCrash does damage to the member's volume under its running etcd and kills the etcd process.
-func damageAndCrash(t *testing.T, namespace, member string, damage func(*corev1.PersistentVolume) error) {
-	t.Helper()
 	ctx := context.Background()
 	var pvc corev1.PersistentVolumeClaim
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
@@ -227,7 +221,7 @@ func damageAndCrash(t *testing.T, namespace, member string, damage func(*corev1.
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := damage(&pv); err != nil {
+	if err := chaos.WipeVolume(&pv); err != nil {
 		t.Fatal(err)
 	}
 	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
@@ -255,10 +249,11 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 }
 
 // TestEmptiedDataDirIsReplaced empties a follower's data dir on its intact volume and crashes it, under load:
-// restarted, etcd refuses to start ("has already been bootstrapped"); Steward reads that from the container's
-// termination message, removes the member (it must not rejoin under its old ID) and adds a successor with a new
-// name and ID. Then the same to that successor, which joined as a learner: restarted empty, it is told to commit
-// beyond its empty log and raft panics. replaceUnhealthyAfter is an hour, so only that evidence can trigger this.
+// restarted, steward-agent run-etcd refuses to start etcd on it (this Pod's etcd had held the member); Steward reads
+// that from the container's termination message, removes the member (it must not rejoin under its old ID) and adds
+// a successor with a new name and ID. Then the same to that successor, which joined as a learner: etcd alone would
+// panic once and then take a snapshot from the leader and serve again under its old ID. replaceUnhealthyAfter is
+// an hour, so only that evidence can trigger this.
 func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	parallel(t)
 	ns := newNamespace(t, "wiped")

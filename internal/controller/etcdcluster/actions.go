@@ -370,7 +370,7 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 			if err != nil {
 				return fmt.Errorf("re-create member %s: %w", p.Name, err)
 			}
-			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State, HasRun: true,
+			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State, HasRun: p.HasRun,
 				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone()})
 			if p.TLS != plan.TLSPlaintext {
 				action.TLS = p.TLS // certificates are needed for the members that hold them

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// RefusedEmptyDataDir begins the message run-etcd prints when it refuses to start etcd; the controller reads it
+// from the container's termination message (plan.DataLossEvidence).
+const RefusedEmptyDataDir = "steward-agent: etcd's data dir holds no member, but this member has run"
+
+// runEtcd is `steward-agent run-etcd`, the entrypoint of a member's etcd container: it starts etcd (the command
+// after its own flags), passes signals on to it and exits as it does, unless the data dir holds no member although
+// the member has run, in which case etcd is not started.
+//
+// Why: a member whose data dir was emptied (its volume intact) must never come back under its old identity, which
+// would let it vote without the entries it acknowledged. etcd does not stop that by itself: a member that joined a
+// running cluster panics once on an empty data dir, leaves a new write-ahead log behind, and on the next start
+// gets a snapshot from the leader; a member that bootstrapped alone starts an empty cluster. "Has run" is known
+// off the data volume, which an emptying takes with it: --has-run (Steward re-creates the Pod of a member that has
+// run) or the mark this Pod's earlier container left once etcd's data dir held the member (--mark, on an emptyDir,
+// which outlives the container's restarts).
+func runEtcd(args []string) int {
+	fs := flag.NewFlagSet("run-etcd", flag.ContinueOnError)
+	var (
+		dataDir string
+		mark    string
+		hasRun  bool
+	)
+	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
+	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
+	fs.BoolVar(&hasRun, "guard-has-run", false, "the member has run before this Pod (a Pod re-created on its volume)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	command := fs.Args()
+	if dataDir == "" || mark == "" || len(command) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: steward-agent run-etcd --guard-data-dir=DIR --guard-mark=FILE [--guard-has-run] -- ETCD [FLAGS]")
+		return 2
+	}
+	holds := holdsMember(dataDir)
+	marked := fileExists(mark)
+	if why := refuseEmptyDataDir(holds, marked, hasRun); why != "" {
+		fmt.Fprintf(os.Stderr, "%s (%s): refusing to start etcd, which would rejoin under its old member ID without the entries it acknowledged; Steward replaces the member\n", RefusedEmptyDataDir, why)
+		return 1
+	}
+	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // the Pod spec's own command
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "steward-agent: start %s: %v\n", command[0], err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// The mark is written once the data dir holds the member: at once on a restart or a restored data dir, within
+	// a second of etcd creating it on a first start.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if !marked && holdsMember(dataDir) {
+			if err := os.WriteFile(mark, []byte("etcd's data dir held the member\n"), 0o600); err != nil {
+				fmt.Fprintf(os.Stderr, "steward-agent: write %s: %v\n", mark, err)
+			} else {
+				marked = true
+			}
+		}
+		select {
+		case s := <-signals:
+			_ = cmd.Process.Signal(s)
+		case err := <-done:
+			return exitCode(err)
+		case <-tick.C:
+		}
+	}
+}
+
+// refuseEmptyDataDir says why etcd must not start, "" when it may: a data dir that holds no member is a first
+// start, unless the member has run.
+func refuseEmptyDataDir(holdsMember, marked, hasRun bool) string {
+	switch {
+	case holdsMember:
+		return ""
+	case marked:
+		return "an earlier start in this Pod found it holding the member"
+	case hasRun:
+		return "this Pod was re-created on the volume of a member that has run"
+	}
+	return ""
+}
+
+// exitCode is the status run-etcd exits with for etcd's end: its own, or 128 + the signal that ended it.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return exit.ExitCode()
+	}
+	fmt.Fprintf(os.Stderr, "steward-agent: wait for etcd: %v\n", err)
+	return 1
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
