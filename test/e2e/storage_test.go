@@ -63,7 +63,15 @@ func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
 				}
 			}
 			w.maxGrowing = max(w.maxGrowing, growing)
-			w.maxMembers = max(w.maxMembers, len(c.Status.Members))
+			// Members etcd lists: a removed member stays in status while its volume's deletion finishes, which
+			// Steward need not wait for before the next step (docs/flakes.md, full run 43).
+			inEtcd := 0
+			for _, m := range c.Status.Members {
+				if m.ID != "" {
+					inEtcd++
+				}
+			}
+			w.maxMembers = max(w.maxMembers, inEtcd)
 			w.mu.Unlock()
 		}
 	}()
@@ -164,14 +172,14 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	maxMembers, maxGrowing, conditions := watch.finish()
 	available.finish(t, "expanding volumes in place")
 	requireNoLostWrites(t, load, "expanding 3 volumes in place")
-	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members listed at once; PVC conditions seen: %v",
+	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members in etcd at once; PVC conditions seen: %v",
 		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
 
 	if maxGrowing > 1 {
 		t.Errorf("%d volumes were growing at once, want one at a time", maxGrowing)
 	}
 	if maxMembers != 3 {
-		t.Errorf("up to %d members listed, want 3: no member is replaced for an expansion", maxMembers)
+		t.Errorf("up to %d members in etcd, want 3: no member is replaced for an expansion", maxMembers)
 	}
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v; an expansion in place replaces none", ids, now)
@@ -265,9 +273,9 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	settled := waitSettled(t, key, 3*time.Minute)
 	took := time.Since(begin)
 	maxMembers, _, _ := watch.finish()
-	t.Logf("%s: every member replaced in %s; at most %d members listed at once", what, took.Round(100*time.Millisecond), maxMembers)
+	t.Logf("%s: every member replaced in %s; at most %d members in etcd at once", what, took.Round(100*time.Millisecond), maxMembers)
 	if maxMembers > 4 {
-		t.Errorf("%s: up to %d members listed at once, want at most 4: one replacement at a time", what, maxMembers)
+		t.Errorf("%s: up to %d members in etcd at once, want at most 4: one replacement at a time", what, maxMembers)
 	}
 	for name, v := range memberVolumes(t, settled) {
 		if !strings.Contains(v, want) {
