@@ -326,17 +326,18 @@ func etcdInitialState(m Member) string {
 // container's restarts but not the Pod), that etcd's data dir has held the member in this Pod.
 const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 
-// guardedEtcdCommand is the etcd container's command: etcd with args, started by `steward-agent run-etcd`, which
+// guardedEtcdCommand is the etcd container's command (with an agent image): etcd's, started by `steward-agent
+// run-etcd`, which
 // refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
 // (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
 // rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
 // leader) or start an empty cluster (a member that bootstrapped alone).
-func guardedEtcdCommand(m Member, args []string) []string {
+func guardedEtcdCommand(m Member, etcd []string) []string {
 	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark}
 	if m.HasRun {
 		cmd = append(cmd, "--guard-has-run")
 	}
-	return append(append(cmd, "--", "/usr/local/bin/etcd"), args...)
+	return append(append(cmd, "--"), etcd...)
 }
 
 // PodBootstrapsAlone reports whether a member Pod starts etcd to bootstrap a one-member cluster
@@ -437,10 +438,16 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		restore, volumes := restoreInitContainers(cluster, m, image, o)
 		initContainers, extraVolumes = append(initContainers, restore...), volumes
-	} else {
+	} else if o.AgentImage != "" {
 		// The agent is etcd's entrypoint (guardedEtcdCommand); a restore's init containers install it already.
 		install, _, toolsVol := agentInstall(o.AgentImage)
 		initContainers, extraVolumes = append(initContainers, install), []corev1.Volume{toolsVol}
+	}
+	command := append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...)
+	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}
+	if o.AgentImage != "" {
+		command = guardedEtcdCommand(m, command)
+		mounts = append(mounts, corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount})
 	}
 	mode := MemberTLSOf(cluster, m)
 	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)
@@ -490,7 +497,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Name:            EtcdContainer,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         guardedEtcdCommand(m, etcdArgs(cluster, m, o)),
+				Command:         command,
 				Env:             tlsEnv(mode, version),
 				Ports: []corev1.ContainerPort{
 					{Name: "client", ContainerPort: ClientPort},
@@ -504,8 +511,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				LivenessProbe:   probe("/livez", 2, 15),
 				StartupProbe:    probe("/livez", 1, 300),
 				SecurityContext: restrictedContainer(),
-				VolumeMounts: append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}, {Name: toolsVolume, MountPath: toolsMount}},
-					memberTLSMounts(mode)...),
+				VolumeMounts:    append(mounts, memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
 				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
 				// (plan.DataLossEvidence) from a crash that a restart fixes.

@@ -429,9 +429,9 @@ func TestAwaitDNSContainer(t *testing.T) {
 		o    Options
 		want []string // init container names
 	}{
-		"a bootstrap member of two waits for both names":                                                {boot, withAgent, []string{AwaitDNSContainer}},
-		"a one-member bootstrap has no peer to look up":                                                 {single, withAgent, nil},
-		"a member joining a running cluster: its peers have records":                                    {joining, withAgent, nil},
+		"a bootstrap member of two waits for both names":                                                {boot, withAgent, []string{AwaitDNSContainer, InstallContainer}},
+		"a one-member bootstrap has no peer to look up":                                                 {single, withAgent, []string{InstallContainer}},
+		"a member joining a running cluster: its peers have records":                                    {joining, withAgent, []string{InstallContainer}},
 		"no agent image: etcd starts as before":                                                         {boot, opts, nil},
 		"a restored bootstrap member waits before its restore (after it the agent would find a member)": {restored, withAgent, []string{AwaitDNSContainer, InstallContainer, RestoreContainer}},
 	}
@@ -509,7 +509,8 @@ func TestInitialClusterState(t *testing.T) {
 	}
 }
 
-// TestEtcdRunsGuarded: etcd is started by steward-agent run-etcd (from the tools volume, installed by an init
+// TestEtcdRunsGuarded: with an agent image (without one, etcd starts directly, TestMemberPod), etcd is started by
+// steward-agent run-etcd (from the tools volume, installed by an init
 // container, once), which refuses an emptied data dir once the member has run: marked on the tools volume, or
 // told by --guard-has-run for a Pod re-created on a member's volume. etcd's own flags follow "--" unchanged.
 func TestEtcdRunsGuarded(t *testing.T) {
@@ -523,7 +524,9 @@ func TestEtcdRunsGuarded(t *testing.T) {
 		hasRun bool
 	}{"a new member": {boot, false}, "a restored member": {restored, false}, "a Pod re-created on a member that has run": {recreated, true}} {
 		t.Run(name, func(t *testing.T) {
-			p := MemberPod(testCluster(), tt.member, opts)
+			withAgent := opts
+			withAgent.AgentImage = "steward.local/steward-agent:v1"
+			p := MemberPod(testCluster(), tt.member, withAgent)
 			cmd := p.Spec.Containers[0].Command
 			if cmd[0] != toolsMount+"/steward-agent" || cmd[1] != "run-etcd" {
 				t.Fatalf("command %v, want steward-agent run-etcd", cmd)
