@@ -139,7 +139,7 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	resourceOpts.AgentImage = agentImage
-	resourceOpts.AwaitDNS = version.IsRelease(agentImage)
+	resourceOpts.AgentCurrent = version.IsRelease(agentImage)
 	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithName("events"))
 	if err != nil {
 		return err

@@ -82,10 +82,11 @@ type Options struct {
 	ClusterDomain string
 	// AgentImage is the image of steward-agent, which restores snapshots into new members' data dirs.
 	AgentImage string
-	// AwaitDNS gives bootstrap members the init container that waits for their peers' names in DNS
-	// (awaitDNSContainer). Only when AgentImage is of this release: an older agent lacks the command, and the
-	// init container would then hold the member back for ever.
-	AwaitDNS bool
+	// AgentCurrent: AgentImage is of this release, so it has the commands member Pods run from it: await-dns
+	// (awaitDNSContainer, for bootstrap members) and run-etcd (guardedEtcdCommand, etcd's entrypoint). An older
+	// agent lacks them, and a member would then never start: with one, bootstrap members do not wait for DNS and
+	// etcd starts directly, as before.
+	AgentCurrent bool
 	// UpgradeVia are the releases, one per minor, a cluster passes through when its spec.version is more than
 	// one minor ahead (--upgrade-via, checked by plan.ParseUpgradeVia).
 	UpgradeVia []string
@@ -326,8 +327,8 @@ func etcdInitialState(m Member) string {
 // container's restarts but not the Pod), that etcd's data dir has held the member in this Pod.
 const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 
-// guardedEtcdCommand is the etcd container's command (with an agent image): etcd's, started by `steward-agent
-// run-etcd`, which
+// guardedEtcdCommand is the etcd container's command (with an agent of this release, Options.AgentCurrent):
+// etcd's, started by `steward-agent run-etcd`, which
 // refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
 // (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
 // rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
@@ -438,14 +439,14 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		restore, volumes := restoreInitContainers(cluster, m, image, o)
 		initContainers, extraVolumes = append(initContainers, restore...), volumes
-	} else if o.AgentImage != "" {
+	} else if o.AgentImage != "" && o.AgentCurrent {
 		// The agent is etcd's entrypoint (guardedEtcdCommand); a restore's init containers install it already.
 		install, _, toolsVol := agentInstall(o.AgentImage)
 		initContainers, extraVolumes = append(initContainers, install), []corev1.Volume{toolsVol}
 	}
 	command := append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...)
 	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}
-	if o.AgentImage != "" {
+	if o.AgentImage != "" && o.AgentCurrent {
 		command = guardedEtcdCommand(m, command)
 		mounts = append(mounts, corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount})
 	}
@@ -628,9 +629,9 @@ const AwaitDNSContainer = "await-dns"
 // together, and a peer looked up before its Pod has an address is "no such host" from the DNS cache for the
 // SOA's minimum TTL (5 s with CoreDNS's defaults, 30 s with kubeadm's), however soon it is up. It asks in a way
 // that leaves no such answer in the cache (see steward-agent's await-dns). A member that joins a running cluster
-// needs none: its peers have long had records. Only with an agent of this release (Options.AwaitDNS).
+// needs none: its peers have long had records. Only with an agent of this release (Options.AgentCurrent).
 func awaitDNSContainer(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (corev1.Container, bool) {
-	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AwaitDNS || o.AgentImage == "" {
+	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AgentCurrent || o.AgentImage == "" {
 		return corev1.Container{}, false
 	}
 	args := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=" + dataDir, "--timeout=1m"}

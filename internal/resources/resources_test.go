@@ -415,9 +415,9 @@ func TestQuotaBackendBytes(t *testing.T) {
 
 func TestAwaitDNSContainer(t *testing.T) {
 	withAgent := opts
-	withAgent.AgentImage, withAgent.AwaitDNS = "steward.local/steward:dev", true
+	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
 	olderAgent := withAgent
-	olderAgent.AwaitDNS = false
+	olderAgent.AgentCurrent = false
 	single := Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}}
 	joining := boot
 	joining.State = "existing"
@@ -525,7 +525,7 @@ func TestEtcdRunsGuarded(t *testing.T) {
 	}{"a new member": {boot, false}, "a restored member": {restored, false}, "a Pod re-created on a member that has run": {recreated, true}} {
 		t.Run(name, func(t *testing.T) {
 			withAgent := opts
-			withAgent.AgentImage = "steward.local/steward-agent:v1"
+			withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward-agent:v1", true
 			p := MemberPod(testCluster(), tt.member, withAgent)
 			cmd := p.Spec.Containers[0].Command
 			if cmd[0] != toolsMount+"/steward-agent" || cmd[1] != "run-etcd" {
@@ -564,5 +564,14 @@ func TestEtcdRunsGuarded(t *testing.T) {
 				t.Errorf("etcd container does not mount the tools volume read-write: %+v", p.Spec.Containers[0].VolumeMounts)
 			}
 		})
+	}
+	older := opts
+	older.AgentImage, older.AgentCurrent = "steward.local/steward-agent:v0.0.1", false
+	p := MemberPod(testCluster(), boot, older)
+	if cmd := p.Spec.Containers[0].Command; cmd[0] != "/usr/local/bin/etcd" {
+		t.Errorf("with an agent of an older release (no run-etcd) etcd must start directly, command %v", cmd)
+	}
+	if len(p.Spec.InitContainers) != 0 {
+		t.Errorf("init containers %v with an older agent, want none", p.Spec.InitContainers)
 	}
 }

@@ -39,7 +39,7 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 		"member with user options": MemberPod(testCluster(userPodOptions), boot, opts).Spec,
 		"bootstrap member waiting for its peers in DNS": MemberPod(testCluster(), boot, func() Options {
 			o := opts
-			o.AgentImage, o.AwaitDNS = "agent", true
+			o.AgentImage, o.AgentCurrent = "agent", true
 			return o
 		}()).Spec,
 		"backup Job to a PVC": BackupJob(pvcBackup, []string{"m=https://m:2379"}, "agent", AgentAccess{ClientSecret: "db-client", CredentialsSecret: "db-operator-credentials"}).Spec.Template.Spec, //nolint:gosec // Secret names

@@ -59,7 +59,7 @@ var (
 	clientset kubernetes.Interface
 	scheme    = runtime.NewScheme()
 	// operatorOptions are the options the in-process operator runs with, also used to build expected objects.
-	operatorOptions = resources.Options{ImageRepository: testbed.EtcdRepository, ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage, AwaitDNS: version.IsRelease(testbed.AgentImage),
+	operatorOptions = resources.Options{ImageRepository: testbed.EtcdRepository, ClusterDomain: testbed.ClusterDomain, AgentImage: testbed.AgentImage, AgentCurrent: version.IsRelease(testbed.AgentImage),
 		UpgradeVia: func() []string {
 			releases, err := plan.ParseUpgradeVia(resources.DefaultUpgradeVia) // the operator's default flag
 			if err != nil {
