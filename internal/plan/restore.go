@@ -52,9 +52,9 @@ type Restore struct {
 	// it (on a node that can mount the claim) and the others join that member as learners once the restore is
 	// done, wherever the spread puts them. Otherwise every bootstrap member starts from the snapshot at once.
 	OneSeed bool
-	// Unreadable, when set, says why no node the cluster's members may use now can mount the claim holding the
+	// NotMountable, when set, says why no node the cluster's members may use now can mount the claim holding the
 	// snapshot: no member is created from it and, in a re-seed, no old member is stopped, until one can.
-	Unreadable string
+	NotMountable string
 }
 
 // reseed replaces a cluster that lost quorum by one started from a verified, confirmed snapshot: first the old
@@ -77,9 +77,9 @@ func reseed(spec Spec, obs Observation) Action {
 			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
 		}
-		if obs.Restore.Unreadable != "" {
+		if obs.Restore.NotMountable != "" {
 			return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
-				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.Unreadable)}
+				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.NotMountable)}
 		}
 		// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
 		// whose volumes are intact get their Pods back first, and time to form a quorum, before any is stopped.
@@ -171,16 +171,16 @@ func fromBackup(spec Spec, obs Observation) (Action, bool) {
 	case !r.Ready:
 		return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf("waiting for restore %s to verify backup %s", r.Name, spec.FromBackup)}, true
 	}
-	return snapshotUnreadable(r)
+	return backupNotMountable(r)
 }
 
-// snapshotUnreadable is the wait of a verified restore whose snapshot no node of the cluster can read now.
-func snapshotUnreadable(r *Restore) (Action, bool) {
-	if r.Unreadable == "" {
+// backupNotMountable is the wait of a verified restore whose snapshot no node of the cluster can read now.
+func backupNotMountable(r *Restore) (Action, bool) {
+	if r.NotMountable == "" {
 		return Action{}, false
 	}
 	return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
-		Message: fmt.Sprintf("restore %s: %s; no member is created until the snapshot can be read", r.Name, r.Unreadable)}, true
+		Message: fmt.Sprintf("restore %s: %s; no member is created until the snapshot can be read", r.Name, r.NotMountable)}, true
 }
 
 // seededJoinLater is the wait of a cluster seeded from a snapshot by one member (Restore.OneSeed): the other

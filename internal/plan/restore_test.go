@@ -33,7 +33,7 @@ func TestRestoreSteps(t *testing.T) {
 		return m
 	}
 	oneSeed := &Restore{Name: "r1", Ready: true, OneSeed: true}
-	unreadable := &Restore{Name: "r1", Ready: true, OneSeed: true, Unreadable: "claim backups is on node n1 only, which is cordoned"}
+	unreadable := &Restore{Name: "r1", Ready: true, OneSeed: true, NotMountable: "claim backups is on node n1 only, which is cordoned"}
 	seed := Member{Name: "c-x", HasPod: true, HasPVC: true, PodReady: true, PodVersion: "3.6.16", RunningVersion: "3.6.16",
 		InitialCluster: map[string]string{"c-x": peerURL("c-x")}, InitialState: "new", InEtcd: true, Started: true, Healthy: true, Restore: "r1"}
 	tests := map[string]struct {
@@ -85,7 +85,7 @@ func TestRestoreSteps(t *testing.T) {
 		},
 		"reseed: a snapshot no node of the cluster can read stops no old member": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true, Ready: true,
-				Unreadable: "no node"}, NewMemberNames: names},
+				NotMountable: "no node"}, NewMemberNames: names},
 			want: Wait, reason: ReasonBackupNotMountable,
 		},
 		"reseed: the old members gone, a snapshot on a ReadWriteOnce claim seeds one member": {

@@ -608,7 +608,7 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 // volume on the node the backup Job ran on, the first node, which the dedicated clusters do not use) and one to
 // S3, restored into new clusters.
 //   - Into a cluster on the dedicated nodes from the claim: no node of the cluster can mount it. The restore waits
-//     before creating anything, Degraded SnapshotUnreadable says which node could and what to do, and nothing
+//     before creating anything, Degraded BackupNotMountable says which node could and what to do, and nothing
 //     is created for a while.
 //   - Into a cluster that tolerates the dedicated nodes (and may use the first one) from the claim: one member
 //     starts from the snapshot where the claim is, the restore completes with it, and the other two join it as

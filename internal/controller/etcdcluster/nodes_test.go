@@ -168,7 +168,7 @@ func TestBudgetMinAvailable(t *testing.T) {
 	}
 }
 
-func TestSnapshotUnreadable(t *testing.T) {
+func TestBackupNotMountable(t *testing.T) {
 	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	node := func(name string, dedicated, cordoned bool) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
@@ -204,12 +204,12 @@ func TestSnapshotUnreadable(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			cluster := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Pod: tt.pod}}
-			got, err := snapshotUnreadable(cluster, "backups", tt.pv, nodes)
+			got, err := backupNotMountable(cluster, "backups", tt.pv, nodes)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-				t.Errorf("snapshotUnreadable = %q, want %q", got, tt.want)
+				t.Errorf("backupNotMountable = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -61,7 +61,7 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 // the scheduler puts where the claim's volume is, and the others join it as learners (plan.Restore.OneSeed).
 // A claim whose volume only nodes the cluster's members may not use now can mount (a local volume on a cordoned
 // node, or outside spec.pod's node selector) makes the restore wait, before any member is created or stopped
-// (plan.Restore.Unreadable). That check needs the PersistentVolume and the Nodes: without permission to read
+// (plan.Restore.NotMountable). That check needs the PersistentVolume and the Nodes: without permission to read
 // them (a namespace-scoped install) the members' Pods report the scheduler's words instead.
 func (r *Reconciler) observeSnapshotReach(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
 	rs, b := obs.plan.Restore, obs.restoreBackup
@@ -92,11 +92,11 @@ func (r *Reconciler) observeSnapshotReach(ctx context.Context, cluster *etcdv1al
 	if !ok {
 		return nil
 	}
-	why, err := snapshotUnreadable(cluster, claim.Name, &pv, nodes)
+	why, err := backupNotMountable(cluster, claim.Name, &pv, nodes)
 	if err != nil {
 		return fmt.Errorf("node affinity of PersistentVolume %s: %w", pv.Name, err)
 	}
-	rs.Unreadable = why
+	rs.NotMountable = why
 	return nil
 }
 
@@ -114,9 +114,9 @@ func mountableOnManyNodes(claim *corev1.PersistentVolumeClaim) bool {
 	return false
 }
 
-// snapshotUnreadable says why no node that takes the cluster's members now (placementOf) can mount pv, the
+// backupNotMountable says why no node that takes the cluster's members now (placementOf) can mount pv, the
 // volume of the backup's claim; empty when one can. Pure, for table tests.
-func snapshotUnreadable(cluster *etcdv1alpha1.EtcdCluster, claim string, pv *corev1.PersistentVolume, nodes []corev1.Node) (string, error) {
+func backupNotMountable(cluster *etcdv1alpha1.EtcdCluster, claim string, pv *corev1.PersistentVolume, nodes []corev1.Node) (string, error) {
 	sel, err := nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required)
 	if err != nil {
 		return "", err
