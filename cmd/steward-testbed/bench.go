@@ -37,7 +37,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet, data-path, under-load; warm-start is measured when -only is empty or names it); the others in the file are kept")
 	extra := fs.String("operator-flags", "", "extra flags for the operator process (space-separated), e.g. --max-concurrent-reconciles=1")
 	_ = fs.Parse(args)
 	operatorFlags = strings.Fields(*extra)
@@ -51,45 +51,21 @@ func bench(ctx context.Context, args []string) error {
 		}
 		sections = append(sections, s)
 	}
-	// Three nodes first (the e2e suite's kind of test bed), then the options given, left running for the rest.
-	threeNodes := *opts
-	threeNodes.Nodes, threeNodes.Zones, threeNodes.DedicatedNodes = 3, 0, 0
-	var starts, startsThree []time.Duration
-	var memory, memoryThree map[string]int64
-	var c *testbed.Cluster
-	for i := 0; i < 6; i++ {
-		o, into := *opts, &starts
-		if i < 3 {
-			o, into = threeNodes, &startsThree
-		}
-		begin := time.Now()
-		var err error
-		if c, err = testbed.Start(ctx, o); err != nil {
-			return err
-		}
-		*into = append(*into, time.Since(begin))
-		if i == 2 {
-			memoryThree = c.ComponentMemory()
-		}
-		if i < 5 {
-			if err := c.Stop(); err != nil {
-				return err
-			}
-		}
+	c, warm, err := startForBench(ctx, *opts, want("warm-start"))
+	if err != nil {
+		return err
 	}
-	memory = c.ComponentMemory()
 	defer func() { _ = c.Stop() }()
-	sections = append(sections, section{"warm-start", fmt.Sprintf(
-		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until every node Ready, CoreDNS available on each, StorageClass present; %d runs each.\n\n%s\n"+
-			"Resident memory of the test bed's processes right after a start (containers not included):\n\n%s",
-		len(starts), table([]row{{"warm start, 1 node", starts}, {"warm start, 3 nodes", startsThree}}), memoryTable(memory, memoryThree))})
+	if warm != nil {
+		sections = append(sections, *warm)
+	}
 
 	measured := []struct {
 		name string
 		run  func(context.Context, *testbed.Cluster, int) (section, error)
 	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
 		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}, {"metrics-scrape", benchMetricsScrape},
-		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}, {"fleet", benchFleet}}
+		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}, {"fleet", benchFleet}, {"data-path", benchDataPath}, {"under-load", benchUnderLoad}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {
@@ -113,6 +89,46 @@ func bench(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("results written to %s\n", *out)
 	return nil
+}
+
+// startForBench starts the test bed the sections run on (the options given). With measure, it first times warm
+// starts: three of three nodes (the e2e suite's kind of test bed), then three with the options given, the last
+// left running, and returns them as the warm-start section.
+func startForBench(ctx context.Context, opts testbed.Options, measure bool) (*testbed.Cluster, *section, error) {
+	if !measure {
+		c, err := testbed.Start(ctx, opts)
+		return c, nil, err
+	}
+	threeNodes := opts
+	threeNodes.Nodes, threeNodes.Zones, threeNodes.DedicatedNodes = 3, 0, 0
+	var starts, startsThree []time.Duration
+	var memory, memoryThree map[string]int64
+	var c *testbed.Cluster
+	for i := 0; i < 6; i++ {
+		o, into := opts, &starts
+		if i < 3 {
+			o, into = threeNodes, &startsThree
+		}
+		begin := time.Now()
+		var err error
+		if c, err = testbed.Start(ctx, o); err != nil {
+			return nil, nil, err
+		}
+		*into = append(*into, time.Since(begin))
+		if i == 2 {
+			memoryThree = c.ComponentMemory()
+		}
+		if i < 5 {
+			if err := c.Stop(); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	memory = c.ComponentMemory()
+	return c, &section{"warm-start", fmt.Sprintf(
+		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until every node Ready, CoreDNS available on each, StorageClass present; %d runs each.\n\n%s\n"+
+			"Resident memory of the test bed's processes right after a start (containers not included):\n\n%s",
+		len(starts), table([]row{{"warm start, 1 node", starts}, {"warm start, 3 nodes", startsThree}}), memoryTable(memory, memoryThree))}, nil
 }
 
 // memoryTable compares the test bed's process memory on one node and on three: the nodes' own processes

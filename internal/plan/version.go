@@ -306,6 +306,31 @@ func upgradeStage(spec Spec, obs Observation) (Spec, string, bool) {
 	return stage, fmt.Sprintf("upgrading from %s to %s through %s: ", cv.MinorString(), spec.Version, via.Version), true
 }
 
+// ClusterVersionRising reports whether etcd is about to raise its cluster version by itself: no downgrade is
+// enabled, and every member etcd lists reports a release of a later minor than the cluster version (the tail of
+// an upgrade, after the last member restarted). etcd's leader compares its members' versions every few seconds
+// and raises the cluster version to their lowest; no Kubernetes event says when it did, so the controller looks
+// again soon instead of at the steady pace, and status shows the raised version, which ends the upgrade for a
+// user, seconds after etcd raised it rather than up to a steady period later.
+func ClusterVersionRising(obs Observation) bool {
+	cv, err := ParseVersion(obs.ClusterVersion)
+	if err != nil || obs.DowngradeTarget != "" {
+		return false
+	}
+	listed := 0
+	for _, m := range obs.Members {
+		if !m.InEtcd {
+			continue
+		}
+		v, err := ParseVersion(m.RunningVersion)
+		if err != nil || cv.minorsApart(v) < 1 {
+			return false
+		}
+		listed++
+	}
+	return listed > 0
+}
+
 // nextVersionStep returns the step that moves a settled cluster (every member healthy, no learner, as many
 // voters as specified) toward spec.version, one minor at a time, and false when there is nothing to do.
 func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool) {

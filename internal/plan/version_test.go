@@ -726,3 +726,30 @@ func FuzzParseUpgradeVia(f *testing.F) {
 		}
 	})
 }
+
+// TestClusterVersionRising: the tail of an upgrade (every listed member on a later minor than the cluster
+// version, no downgrade) and nothing else.
+func TestClusterVersionRising(t *testing.T) {
+	downgrading := clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
+	downgrading.DowngradeTarget = "3.5.0"
+	notListed := at("c-d", 4, "3.5.35")
+	notListed.InEtcd = false
+	for name, tc := range map[string]struct {
+		obs  Observation
+		want bool
+	}{
+		"every member upgraded, cluster version behind": {clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), true},
+		"a member etcd does not list is not counted":    {clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), notListed), true},
+		"one member still on the old minor":             {clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), false},
+		"a member's version unknown":                    {clusterAt("3.5.0", at("c-a", 1, ""), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), false},
+		"settled":                                       {clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), false},
+		"a patch upgrade":                               {clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.15")), false},
+		"a downgrade enabled":                           {downgrading, false},
+		"cluster version unknown":                       {clusterAt("", at("c-a", 1, "3.6.16")), false},
+		"no member listed":                              {clusterAt("3.5.0", notListed), false},
+	} {
+		if got := ClusterVersionRising(tc.obs); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -200,7 +200,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(action)}, nil
+	return ctrl.Result{RequeueAfter: requeueAfterPass(action, obs.plan)}, nil
+}
+
+// requeueAfterPass is requeueAfter, except that a settled cluster whose cluster version etcd is about to raise
+// (the tail of an upgrade) is looked at again soon: nothing in Kubernetes changes when etcd raises it.
+func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
+	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
+		return requeueInFlight
+	}
+	return requeueAfter(action)
 }
 
 // restartedClock starts the unhealthy clock of a down member again when this pass restarted it (on another

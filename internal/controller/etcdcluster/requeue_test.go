@@ -37,6 +37,25 @@ func TestRequeueAfter(t *testing.T) {
 	}
 }
 
+// TestRequeueAfterUpgradeTail: once the last member of an upgrade runs the new release, etcd raises the cluster
+// version by itself within seconds; the settled pass that sees it still behind looks again within a second, and
+// one whose cluster version has followed goes back to the steady pace.
+func TestRequeueAfterUpgradeTail(t *testing.T) {
+	member := func(v string) plan.Member { return plan.Member{Name: "db-" + v, InEtcd: true, RunningVersion: v} }
+	settled := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled}
+	behind := plan.Observation{ClusterVersion: "3.5.0", Members: []plan.Member{member("3.6.16"), member("3.6.16")}}
+	followed := plan.Observation{ClusterVersion: "3.6.0", Members: behind.Members}
+	if got := requeueAfterPass(settled, behind); got != requeueInFlight {
+		t.Errorf("cluster version behind every member: requeue after %s, want %s", got, requeueInFlight)
+	}
+	if got := requeueAfterPass(settled, followed); got != requeueSteady {
+		t.Errorf("cluster version followed: requeue after %s, want %s", got, requeueSteady)
+	}
+	if got := requeueAfterPass(plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, behind); got != requeueProgressing {
+		t.Errorf("another wait: requeue after %s, want %s", got, requeueProgressing)
+	}
+}
+
 // TestNotSettledIsTheSameOnEveryPass: a learner etcd refuses to add is drawn under a new name on every pass; the
 // wait that replaces it must not carry that name, or each pass would change status and wake the next at once.
 func TestNotSettledIsTheSameOnEveryPass(t *testing.T) {
