@@ -200,14 +200,7 @@ func dataPathLoad(ctx context.Context, t dataPathTarget, put bool) (dataPathRate
 			defer wg.Done()
 			for {
 				key := fmt.Sprintf("datapath-%05d", rand.IntN(dataPathKeys)) //nolint:gosec // a load pattern, not a secret
-				octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				var err error
-				if put {
-					_, err = cli.Put(octx, key, value)
-				} else {
-					_, err = cli.Get(octx, key)
-				}
-				cancel()
+				err := putOrGet(ctx, cli, 10*time.Second, put, key, value)
 				now := time.Now()
 				if now.After(to) || ctx.Err() != nil {
 					return
@@ -231,6 +224,19 @@ func dataPathLoad(ctx context.Context, t dataPathTarget, put bool) (dataPathRate
 		return dataPathRate{}, fmt.Errorf("no operation succeeded against %v (%d failed)", t.endpoints, failed.Load())
 	}
 	return dataPathRate{perSecond: float64(done.Load()) / dataPathWindow.Seconds(), failed: failed.Load()}, nil
+}
+
+// putOrGet puts value at key, or reads key (linearizable), within timeout.
+func putOrGet(ctx context.Context, cli *clientv3.Client, timeout time.Duration, put bool, key, value string) error {
+	octx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	if put {
+		_, err = cli.Put(octx, key, value)
+	} else {
+		_, err = cli.Get(octx, key)
+	}
+	return err
 }
 
 // bareEtcdCluster starts three etcd processes of the first test bed release on loopback, with client and peer

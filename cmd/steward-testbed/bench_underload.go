@@ -272,15 +272,8 @@ func startSteadyLoad(ctx context.Context, t dataPathTarget) (*steadyLoad, error)
 				}
 				key := fmt.Sprintf("load-%d", w)
 				start := time.Now()
-				octx, cancel := context.WithTimeout(ctx, underLoadTimeout)
 				put := i%2 == 0
-				var err error
-				if put {
-					_, err = cli.Put(octx, key, value)
-				} else {
-					_, err = cli.Get(octx, key)
-				}
-				cancel()
+				err := putOrGet(ctx, cli, underLoadTimeout, put, key, value)
 				ops = append(ops, clientOp{start: start, took: time.Since(start), put: put, err: err})
 			}
 		}()
