@@ -29,7 +29,8 @@ import (
 // yet, any other answer that the resolver understood (NOERROR without data) that it is. Only the A and AAAA
 // lookups etcd makes then are never answered from a negative cache entry.
 //
-// It only saves time: on any error, at the deadline, or when the data dir already holds a member (its peers are
+// With --install-to it first installs the agent, as `install` does, for members whose etcd runs through it: one
+// init container instead of two. It only saves time (the install aside): on any error, at the deadline, or when the data dir already holds a member (its peers are
 // in its data; a restart), it returns at once and etcd starts as it would have.
 func awaitDNS(args []string) int {
 	fs := flag.NewFlagSet("await-dns", flag.ExitOnError)
@@ -38,13 +39,21 @@ func awaitDNS(args []string) int {
 		dataDir    string
 		resolvConf string
 		timeout    time.Duration
+		installTo  string
 	)
 	fs.Var(&hosts, "host", "a peer host name to wait for (repeatable)")
 	fs.StringVar(&dataDir, "data-dir", "", "the member's etcd data dir: a member in it means this is not a first start")
 	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "where the name server is read from")
 	fs.DurationVar(&timeout, "timeout", time.Minute, "give up waiting after this long (etcd then starts anyway)")
+	fs.StringVar(&installTo, "install-to", "", "first install this agent at this path (etcd's entrypoint, run-etcd), so that one init container does both")
 	_ = fs.Parse(args)
 
+	// Installing is not an optimisation like the wait: etcd's container starts through the installed agent.
+	if installTo != "" {
+		if code := install([]string{"--to=" + installTo}); code != 0 {
+			return code
+		}
+	}
 	if dataDir != "" && holdsMember(dataDir) {
 		fmt.Println("the data dir holds a member: not a first start, nothing to wait for")
 		return 0

@@ -174,3 +174,22 @@ func TestAwaitDNSNeverBlocksAStart(t *testing.T) {
 		t.Errorf("took %s", took)
 	}
 }
+
+// With --install-to the agent is installed before anything else, also for a restart that waits for nothing, and
+// a failed install fails the container (etcd's entrypoint would be missing), unlike any failure of the wait.
+func TestAwaitDNSInstallsFirst(t *testing.T) {
+	restarted := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(restarted, "member", "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "steward-agent")
+	if code := awaitDNS([]string{"--data-dir=" + restarted, "--host=m-gone.x", "--resolv-conf=/nonexistent", "--install-to=" + to}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if fi, err := os.Stat(to); err != nil || fi.Mode()&0o111 == 0 || fi.Size() == 0 {
+		t.Fatalf("agent not installed at %s: %v, %v", to, fi, err)
+	}
+	if code := awaitDNS([]string{"--data-dir=" + restarted, "--install-to=" + filepath.Join(t.TempDir(), "missing", "steward-agent")}); code == 0 {
+		t.Error("exit 0 although the agent could not be installed")
+	}
+}
