@@ -213,7 +213,34 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
+	r.awaitCachedStatus(ctx, before)
 	return nil
+}
+
+// cacheCatchUp bounds awaitCachedStatus: the informer delivers a write within milliseconds; past this the
+// next pass reads what it reads, as before.
+const cacheCatchUp = 2 * time.Second
+
+// awaitCachedStatus waits until the cache holds a newer object than the one this pass started from (before),
+// that is, this pass's status write or a later one. The next pass of the same cluster may already be queued (a
+// Pod's event during this one) and starts as soon as this one returns; reading the cached object from before the
+// write, it would decide again what this pass decided and recorded (full run 45: it ran the hash
+// check a second time in the same second and raised the Warning Event of the same Degraded reason twice). The
+// cache is memory, not the API server.
+func (r *Reconciler) awaitCachedStatus(ctx context.Context, before *etcdv1alpha1.EtcdCluster) {
+	deadline := time.Now().Add(cacheCatchUp)
+	for {
+		cached := &etcdv1alpha1.EtcdCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(before), cached); err != nil ||
+			cached.ResourceVersion != before.ResourceVersion || !time.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // etcdCounts counts the voting members and the learners of etcd's member list.
