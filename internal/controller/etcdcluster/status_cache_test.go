@@ -41,7 +41,7 @@ func TestAwaitCachedStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			gets, stale := 0, tc.stale
-			c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+			c := interceptor.NewClient(base, interceptor.Funcs{
 				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					gets++
 					if tc.fail {
