@@ -30,8 +30,9 @@ import (
 // lookups etcd makes then are never answered from a negative cache entry.
 //
 // With --install-to it first installs the agent, as `install` does, for members whose etcd runs through it: one
-// init container instead of two. It only saves time (the install aside): on any error, at the deadline, or when the data dir already holds a member (its peers are
-// in its data; a restart), it returns at once and etcd starts as it would have.
+// init container instead of two. It only saves time (the install aside): on any error, at the deadline, or when
+// the data dir already holds a member (its peers are in its data; a restart), it returns at once and etcd starts
+// as it would have.
 func awaitDNS(args []string) int {
 	fs := flag.NewFlagSet("await-dns", flag.ExitOnError)
 	var (
