@@ -620,6 +620,15 @@ func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 			{"2 of 3 etcd processes restarted by hand", bound}}))}, nil
 }
 
+// loopbackMemberArgs are the flags of etcd process m<i> of a cluster of processes on the host: its data dir
+// under dir, its client and peer URL, and the cluster's initial member list, initial state and token.
+func loopbackMemberArgs(i int, dir, clientURL, peerURL, initial, state, token string) []string {
+	return []string{fmt.Sprintf("--name=m%d", i), "--data-dir=" + filepath.Join(dir, fmt.Sprint(i)),
+		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=" + initial, "--initial-cluster-state=" + state, "--initial-cluster-token=" + token}
+}
+
 // etcdProcessesRestart forms a 3-process cluster on loopback at version from, then times stopping each process
 // in turn and starting it on version to's binary until it answers /health.
 func etcdProcessesRestart(ctx context.Context, c *testbed.Cluster, from, to string) (time.Duration, error) {
@@ -648,10 +657,8 @@ func etcdProcessesRestartGroups(ctx context.Context, c *testbed.Cluster, from, t
 		}
 	}()
 	start := func(i int, version string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(version), "etcd"), fmt.Sprintf("--name=m%d", i),
-			"--data-dir="+filepath.Join(dir, fmt.Sprint(i)), "--listen-client-urls="+clientURL(i), "--advertise-client-urls="+clientURL(i),
-			"--listen-peer-urls="+peer(i), "--initial-advertise-peer-urls="+peer(i),
-			"--initial-cluster="+initial, "--initial-cluster-state=new", "--initial-cluster-token=bench-restart")
+		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(version), "etcd"),
+			loopbackMemberArgs(i, dir, clientURL(i), peer(i), initial, "new", "bench-restart")...)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -710,10 +717,7 @@ func etcdProcessJoins(ctx context.Context, c *testbed.Cluster) (time.Duration, e
 		}
 	}()
 	start := func(i int, initial, state string) error {
-		cmd := exec.CommandContext(ctx, bin, fmt.Sprintf("--name=m%d", i), "--data-dir="+filepath.Join(dir, fmt.Sprint(i)),
-			"--listen-client-urls="+clientURL(i), "--advertise-client-urls="+clientURL(i),
-			"--listen-peer-urls="+peer(i), "--initial-advertise-peer-urls="+peer(i),
-			"--initial-cluster="+initial, "--initial-cluster-state="+state, "--initial-cluster-token=bench-join")
+		cmd := exec.CommandContext(ctx, bin, loopbackMemberArgs(i, dir, clientURL(i), peer(i), initial, state, "bench-join")...)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -781,10 +785,8 @@ func etcdProcessesForm(ctx context.Context, c *testbed.Cluster, n int) (time.Dur
 	begin := time.Now()
 	for i := 0; i < n; i++ {
 		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(testbed.EtcdVersions[0]), "etcd"),
-			fmt.Sprintf("--name=m%d", i), "--data-dir="+filepath.Join(dir, fmt.Sprint(i)),
-			fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", 33370+i), fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", 33370+i),
-			fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", 33380+i), fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", 33380+i),
-			"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new", "--initial-cluster-token=bench")
+			loopbackMemberArgs(i, dir, fmt.Sprintf("http://127.0.0.1:%d", 33370+i), fmt.Sprintf("http://127.0.0.1:%d", 33380+i),
+				strings.Join(initial, ","), "new", "bench")...)
 		if err := cmd.Start(); err != nil {
 			return 0, err
 		}

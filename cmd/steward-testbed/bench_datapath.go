@@ -270,10 +270,7 @@ func bareEtcdCluster(ctx context.Context, c *testbed.Cluster, secure bool) (data
 	clientURL := func(i int) string { return fmt.Sprintf("%s://127.0.0.1:%d", scheme, 36370+i) }
 	initial := fmt.Sprintf("m0=%s,m1=%s,m2=%s", peer(0), peer(1), peer(2))
 	for i := 0; i < 3; i++ {
-		args := append([]string{fmt.Sprintf("--name=m%d", i), "--data-dir=" + filepath.Join(dir, fmt.Sprint(i)),
-			"--listen-client-urls=" + clientURL(i), "--advertise-client-urls=" + clientURL(i),
-			"--listen-peer-urls=" + peer(i), "--initial-advertise-peer-urls=" + peer(i),
-			"--initial-cluster=" + initial, "--initial-cluster-state=new", "--initial-cluster-token=bench-datapath"}, tlsFlags...)
+		args := append(loopbackMemberArgs(i, dir, clientURL(i), peer(i), initial, "new", "bench-datapath"), tlsFlags...)
 		cmd := exec.CommandContext(ctx, filepath.Join(c.EtcdBinDir(testbed.EtcdVersions[0]), "etcd"), args...)
 		if err := cmd.Start(); err != nil {
 			stop()

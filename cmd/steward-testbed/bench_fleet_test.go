@@ -72,3 +72,14 @@ func TestScrapeSeries(t *testing.T) {
 		t.Fatal("an HTTP 503 was not an error")
 	}
 }
+
+// TestLoopbackMemberArgs: the one flag list of the benches' host etcd processes.
+func TestLoopbackMemberArgs(t *testing.T) {
+	got := loopbackMemberArgs(2, "/d", "http://127.0.0.1:1", "http://127.0.0.1:2", "m0=a,m1=b,m2=c", "existing", "tok")
+	want := []string{"--name=m2", "--data-dir=/d/2", "--listen-client-urls=http://127.0.0.1:1", "--advertise-client-urls=http://127.0.0.1:1",
+		"--listen-peer-urls=http://127.0.0.1:2", "--initial-advertise-peer-urls=http://127.0.0.1:2",
+		"--initial-cluster=m0=a,m1=b,m2=c", "--initial-cluster-state=existing", "--initial-cluster-token=tok"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("flags %v, want %v", got, want)
+	}
+}
