@@ -86,7 +86,8 @@ func run() error {
 	flag.Var(&namespaces, "watch-namespace",
 		"namespace to manage (repeatable or comma-separated); unset: every namespace. Set, Steward's cache and "+
 			"watches are limited to these namespaces and it needs only Roles in them (config/namespaced)")
-	zapOpts := zap.Options{}
+	// Log times to the millisecond (manager.LogTimeEncoder); --zap-time-encoding still overrides it.
+	zapOpts := zap.Options{TimeEncoder: manager.LogTimeEncoder}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if printVersion {

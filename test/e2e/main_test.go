@@ -118,7 +118,7 @@ func runWithTestbed(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "install CRDs: %v\n", err)
 		return 1
 	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logFile())))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logFile()), func(o *zap.Options) { o.TimeEncoder = manager.LogTimeEncoder }))
 	cpu := startCPUProfile(filepath.Join(bed.StateDir(), "logs", "e2e-cpu.tsv"))
 	code := m.Run()
 	cpu.stop(os.Stdout)
