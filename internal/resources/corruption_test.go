@@ -58,6 +58,9 @@ func TestRollNeedsNewPod(t *testing.T) {
 		c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{EtcdChecks: ptr.To(false)}}
 	})
 	ephemeral := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true })
+	if env := etcdEnv(podAt(off, "3.6.16")); len(env) != 1 || env[0].Name != "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION" {
+		t.Fatalf("the cases on the peer SAN variable need a TLS member Pod; its etcd environment is %v", env)
+	}
 	tests := map[string]struct {
 		cluster *etcdv1alpha1.EtcdCluster
 		pod     *corev1.Pod
@@ -65,13 +68,21 @@ func TestRollNeedsNewPod(t *testing.T) {
 		want    bool
 	}{
 		"3.6 to 3.7: the same flags, a new image will do": {on, podAt(on, "3.6.16"), "3.7.3", false},
-		"3.6.15 to 3.6.16":                                     {on, podAt(on, "3.6.15"), "3.6.16", false},
-		"3.5 to 3.6: other flags, a new Pod":                   {on, podAt(on, "3.5.35"), "3.6.16", true},
-		"3.6 to 3.5 (downgrade): other flags, a new Pod":       {on, podAt(on, "3.6.16"), "3.5.35", true},
-		"a Pod started with the checks, now turned off":        {off, podAt(on, "3.6.15"), "3.6.16", true},
-		"a Pod from before the checks, now on":                 {on, podAt(off, "3.6.15"), "3.6.16", true},
-		"off and off":                                          {off, podAt(off, "3.5.35"), "3.6.16", false},
-		"ephemeral: never, a new Pod would be an empty member": {ephemeral, podAt(ephemeral, "3.5.35"), "3.6.16", false},
+		"3.6.15 to 3.6.16": {on, podAt(on, "3.6.15"), "3.6.16", false},
+		"3.5 to 3.6: 3.6 knows 3.5's flags and variable, a new image will do":                {on, podAt(on, "3.5.35"), "3.6.16", false},
+		"back to 3.5 from a Pod started on 3.5 and rolled in place to 3.6":                   {on, podAt(on, "3.5.35"), "3.5.35", false},
+		"3.6 to 3.5 (downgrade) of a Pod started on 3.6: 3.5 knows no feature gates":         {on, podAt(on, "3.6.16"), "3.5.35", true},
+		"a Pod started on 3.5, rolled in place to 3.6, to 3.7: 3.7 refuses --experimental-*": {on, podAt(on, "3.5.35"), "3.7.3", true},
+		"3.5.4 to 3.6: the compaction hash check is to be turned on, a new Pod":              {on, podAt(on, "3.5.4"), "3.6.16", true},
+		"3.5.35 to 3.5.4, which has no compaction hash check flag":                           {on, podAt(on, "3.5.35"), "3.5.4", true},
+		"a Pod started with the checks, now turned off":                                      {off, podAt(on, "3.6.15"), "3.6.16", true},
+		"a Pod started on 3.5 with the checks, to 3.6 with them off":                         {off, podAt(on, "3.5.35"), "3.6.16", true},
+		"a Pod from before the checks, now on":                                               {on, podAt(off, "3.6.15"), "3.6.16", true},
+		"off and off, 3.5 to 3.6: 3.6 knows the experimental variable":                       {off, podAt(off, "3.5.35"), "3.6.16", false},
+		"off and off, 3.6 to 3.5: 3.5 does not know the variable's new name":                 {off, podAt(off, "3.6.16"), "3.5.35", true},
+		"off and off, a Pod started on 3.5 to 3.7: 3.7 does not know the experimental name":  {off, podAt(off, "3.5.35"), "3.7.3", true},
+		"a release Steward cannot read":                                                      {on, podAt(on, "3.6.16"), "3.6.x", true},
+		"ephemeral: never, a new Pod would be an empty member":                               {ephemeral, podAt(ephemeral, "3.5.35"), "3.6.16", false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -94,6 +105,24 @@ func TestPodQuota(t *testing.T) {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: EtcdContainer, Command: []string{"etcd", tc.arg}}}}}
 		if got := PodQuota(pod); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.arg, got, tc.want)
+		}
+	}
+}
+
+func TestChecksTurnedOn(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, nil},
+		{[]string{"--experimental-initial-corrupt-check=true", "--experimental-compact-hash-check-enabled=true"}, []string{"CompactHashCheck", "InitialCorruptCheck"}},
+		{[]string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"}, []string{"CompactHashCheck", "InitialCorruptCheck"}},
+		{[]string{"--feature-gates=CompactHashCheck=true, InitialCorruptCheck=false"}, []string{"CompactHashCheck"}},
+		{[]string{"--experimental-initial-corrupt-check=false"}, nil},
+		{[]string{"--experimental-initial-corrupt-check"}, []string{"InitialCorruptCheck"}},
+	} {
+		if got := checksTurnedOn(tc.flags); !slices.Equal(got, tc.want) {
+			t.Errorf("checksTurnedOn(%q) = %q, want %q", tc.flags, got, tc.want)
 		}
 	}
 }

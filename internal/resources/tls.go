@@ -262,10 +262,10 @@ func PodVerifiesClientCerts(pod *corev1.Pod) bool {
 // IP and cluster DNS has caught up, and until then the members it asks for the cluster's membership reject it:
 // it exits ("cannot fetch cluster info from peer urls") and restarts with back-off, often past
 // spec.replaceUnhealthyAfter. Every peer still has to present a certificate of the cluster's own CA
-// (--peer-client-cert-auth). Given as an environment variable, not a flag, because the Pod's command outlives a
-// version change (only the image changes) and the name differs: etcd 3.5 knows only the experimental name, 3.7
-// only the new one, and 3.6 refuses both set at once; an environment variable a release does not know is only a
-// warning.
+// (--peer-client-cert-auth). The name differs by release: etcd 3.5 knows only the experimental name, 3.7 only
+// the new one, and 3.6 both but refuses both set at once. A Pod's environment outlives a roll that changes only its
+// image, so a roll to a release that does not know the Pod's name re-creates the Pod (RollNeedsNewPod): to etcd an
+// unknown variable is only a warning, and the member would silently check peers' SANs again.
 func tlsEnv(mode, version string) []corev1.EnvVar {
 	if mode != MemberTLSOn {
 		return nil
