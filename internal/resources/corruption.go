@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,23 +49,24 @@ func corruptionCheckArgs(version string) []string {
 	return []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"}
 }
 
-// RollNeedsNewPod reports whether member Pod pod, rolled to release version, must be re-created on its volume
-// rather than get the new image. A Pod's command and environment cannot change, so the new image keeps the Pod's
-// only if the new release knows them by the names the Pod carries and they mean what the spec asks for now: the
-// corruption checks turned on (spec.maintenance.corruptionCheck.etcdChecks, and the compaction hash check once the
-// release has it) and the peer SAN variable (tlsEnv). etcd 3.6 still knows 3.5's --experimental-* flags and
-// variable, so a 3.5 -> 3.6 upgrade restarts each member's container in place, as a patch release does: no Pod
-// deletion, sandbox, volume mounts or init container, about 2 s less per member (docs/benchmarks.md). So does the
-// way back to 3.5 for a Pod that started on 3.5. 3.7 knows only the feature gates and the new name, 3.5 only the
-// old ones, and such a roll re-creates the Pod with the flags the release knows. Never for ephemeral storage,
-// where a new Pod is a member without data.
-func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version string) bool {
+// RollNeedsNewPod says why member Pod pod, rolled to release version on image, must be re-created on its volume
+// rather than get the new image; empty when the image will do. A Pod's command and environment cannot change, so
+// the new image keeps the Pod's only if the new release knows them by the names the Pod carries and they mean what
+// the spec asks for now: the corruption checks turned on (spec.maintenance.corruptionCheck.etcdChecks, and the
+// compaction hash check once the release has it) and the peer SAN variable (tlsEnv). etcd 3.6 still knows 3.5's
+// --experimental-* flags and variable, so a 3.5 -> 3.6 upgrade restarts each member's container in place, as a
+// patch release does: no Pod deletion, sandbox, volume mounts or init container, about 2 s less per member
+// (docs/benchmarks.md). So does the way back to 3.5 for a Pod that started on 3.5. 3.7 knows only the feature
+// gates and the new name, 3.5 only the old ones. A Pod already switched to image in place once is re-created too
+// (AnnotationRolledTo: the kubelet's crash back-off). Never for ephemeral storage, where a new Pod is a member
+// without data.
+func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version, image string) string {
 	if cluster.Spec.Storage.Ephemeral {
-		return false
+		return ""
 	}
 	v, err := plan.ParseVersion(version)
 	if err != nil {
-		return true
+		return fmt.Sprintf("Steward cannot tell which flags etcd %q knows", version)
 	}
 	var want []string
 	if EtcdChecksEnabled(cluster) {
@@ -79,19 +81,34 @@ func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version
 	if !slices.Equal(have, want) {
 		for _, a := range have {
 			if !releaseKnowsFlag(v, a) {
-				return true
+				return fmt.Sprintf("etcd %s does not know the Pod's flag %s", version, a)
 			}
 		}
-		if !slices.Equal(checksTurnedOn(have), checksTurnedOn(want)) {
-			return true
+		if got, wanted := checksTurnedOn(have), checksTurnedOn(want); !slices.Equal(got, wanted) {
+			return fmt.Sprintf("the Pod's flags turn on the corruption checks %v, and the spec asks for %v", got, wanted)
 		}
 	}
 	for _, e := range etcdEnv(pod) {
 		if !releaseKnowsVariable(v, e.Name) {
-			return true
+			return fmt.Sprintf("etcd %s does not read the Pod's variable %s", version, e.Name)
 		}
 	}
-	return false
+	if slices.Contains(strings.Split(pod.Annotations[AnnotationRolledTo], ","), image) {
+		return fmt.Sprintf("the Pod ran %s before, and the kubelet would start it again only after its crash back-off", image)
+	}
+	return ""
+}
+
+// RolledTo is the value of AnnotationRolledTo for a Pod switched to image in place.
+func RolledTo(pod *corev1.Pod, image string) string {
+	rolled := pod.Annotations[AnnotationRolledTo]
+	if rolled == "" {
+		return image
+	}
+	if slices.Contains(strings.Split(rolled, ","), image) {
+		return rolled
+	}
+	return rolled + "," + image
 }
 
 // releaseKnowsFlag reports whether etcd release v accepts corruption check flag a (isCorruptionCheckArg): the

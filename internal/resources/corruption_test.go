@@ -58,6 +58,12 @@ func TestRollNeedsNewPod(t *testing.T) {
 		c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{EtcdChecks: ptr.To(false)}}
 	})
 	ephemeral := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Ephemeral = true })
+	rolledTo := func(pod *corev1.Pod, images ...string) *corev1.Pod {
+		for _, image := range images {
+			pod.Annotations[AnnotationRolledTo] = RolledTo(pod, image)
+		}
+		return pod
+	}
 	if env := etcdEnv(podAt(off, "3.6.16")); len(env) != 1 || env[0].Name != "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION" {
 		t.Fatalf("the cases on the peer SAN variable need a TLS member Pod; its etcd environment is %v", env)
 	}
@@ -82,12 +88,15 @@ func TestRollNeedsNewPod(t *testing.T) {
 		"off and off, 3.6 to 3.5: 3.5 does not know the variable's new name":                 {off, podAt(off, "3.6.16"), "3.5.35", true},
 		"off and off, a Pod started on 3.5 to 3.7: 3.7 does not know the experimental name":  {off, podAt(off, "3.5.35"), "3.7.3", true},
 		"a release Steward cannot read":                                                      {on, podAt(on, "3.6.16"), "3.6.x", true},
+		"3.6 to 3.7 again, after an in-place switch away from it: the kubelet's back-off":    {on, rolledTo(podAt(on, "3.6.16"), "etcd:v3.7.3"), "3.7.3", true},
+		"3.6 to 3.7, the Pod switched in place to another image before":                      {on, rolledTo(podAt(on, "3.6.16"), "etcd:v3.6.15"), "3.7.3", false},
+		"ephemeral, back to an image it ran: in place all the same":                          {ephemeral, rolledTo(podAt(ephemeral, "3.6.16"), "etcd:v3.7.3"), "3.7.3", false},
 		"ephemeral: never, a new Pod would be an empty member":                               {ephemeral, podAt(ephemeral, "3.5.35"), "3.6.16", false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := RollNeedsNewPod(tc.cluster, tc.pod, tc.to); got != tc.want {
-				t.Errorf("got %v, want %v", got, tc.want)
+			if got := RollNeedsNewPod(tc.cluster, tc.pod, tc.to, "etcd:v"+tc.to); (got != "") != tc.want {
+				t.Errorf("got %q, want a reason: %v", got, tc.want)
 			}
 		})
 	}
@@ -124,5 +133,16 @@ func TestChecksTurnedOn(t *testing.T) {
 		if got := checksTurnedOn(tc.flags); !slices.Equal(got, tc.want) {
 			t.Errorf("checksTurnedOn(%q) = %q, want %q", tc.flags, got, tc.want)
 		}
+	}
+}
+
+func TestRolledTo(t *testing.T) {
+	pod := &corev1.Pod{}
+	pod.Annotations = map[string]string{}
+	for _, image := range []string{"etcd:v3.6.16", "etcd:v3.7.3", "etcd:v3.6.16"} {
+		pod.Annotations[AnnotationRolledTo] = RolledTo(pod, image)
+	}
+	if got, want := pod.Annotations[AnnotationRolledTo], "etcd:v3.6.16,etcd:v3.7.3"; got != want {
+		t.Errorf("rolled to %q, want %q", got, want)
 	}
 }

@@ -44,6 +44,11 @@ const (
 	// re-created on the volume starts on them, because the data may be in a format only that release reads.
 	AnnotationVersion = "etcd.steward.dev/version"
 	AnnotationImage   = "etcd.steward.dev/image"
+	// AnnotationRolledTo is on a member Pod: the images (comma-separated) its etcd container was switched to in
+	// place. The kubelet counts the container it stops for such a switch as a restart and keeps a crash back-off
+	// per container spec, so switching the Pod back to one of them would start etcd only after that back-off (10 s,
+	// then 20 s, ...): a roll to one of them re-creates the Pod instead (RollNeedsNewPod).
+	AnnotationRolledTo = "etcd.steward.dev/rolled-to"
 	// AnnotationTLS is the TLS provider a member Pod was created for: "Steward", "Secrets" or "CertManager"
 	// (certificates) or "None" (plaintext). A Pod without it was created by a Steward without TLS, so it runs
 	// plaintext.

@@ -317,19 +317,20 @@ func (r *Reconciler) rollMember(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			}
 		}
 	}
-	if resources.RollNeedsNewPod(cluster, pod, version) {
-		// The new release needs other flags than the Pod's command carries: the Pod goes, and the next pass
-		// re-creates it on its volume with the release the volume now records (RecreateMemberPods).
+	if why := resources.RollNeedsNewPod(cluster, pod, version, image); why != "" {
+		// The new image alone will not do (other flags, or the kubelet's back-off): the Pod goes, and the next
+		// pass re-creates it on its volume with the release the volume now records (RecreateMemberPods).
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Pod of member %s to re-create it on %s: %w", name, version, err)
 		}
 		r.tookStep(ctx, cluster, action, "Re-creating member on new release", corev1.EventTypeNormal, "MemberRestarting",
-			fmt.Sprintf("Re-creating the Pod of member %s on its volume to run etcd %s (was %s) with the flags that release knows: %s", name, version, from, action.Message),
-			"fromVersion", from, "targetVersion", version, "image", image)
+			fmt.Sprintf("Re-creating the Pod of member %s on its volume to run etcd %s (was %s), because %s: %s", name, version, from, why, action.Message),
+			"fromVersion", from, "targetVersion", version, "image", image, "why", why)
 		return nil
 	}
 	updated := pod.DeepCopy()
 	updated.Annotations[resources.AnnotationVersion] = version
+	updated.Annotations[resources.AnnotationRolledTo] = resources.RolledTo(pod, image)
 	for i := range updated.Spec.Containers {
 		if updated.Spec.Containers[i].Name == resources.EtcdContainer {
 			updated.Spec.Containers[i].Image = image
