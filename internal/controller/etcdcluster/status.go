@@ -292,6 +292,7 @@ var progressingWaits = map[string]bool{
 	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
 	plan.ReasonWaitingForRestore: true, ReasonWaitingForCertificates: true,
 	plan.ReasonDefragmenting: true, plan.ReasonRecoveringFromNoSpace: true, plan.ReasonWaitingForBackup: true,
+	plan.ReasonExpandingVolume: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is

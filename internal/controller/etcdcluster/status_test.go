@@ -98,6 +98,9 @@ func TestConditions(t *testing.T) {
 			return o
 		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
 			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
+		"waiting for a volume's file system to grow is progress, not settled": {obsOf(true, true, "a", "b", "c"),
+			plan.Action{Kind: plan.Wait, Reason: plan.ReasonExpandingVolume, Message: "waiting for the volume of member a to grow"}, nil,
+			ReasonQuorumAvailable, plan.ReasonExpandingVolume, ReasonAsExpected},
 		"a Pod still within its grace period is not reported": {func() *observation {
 			o := obsOf(true, true, "a", "c")
 			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 10*time.Second
@@ -120,6 +123,13 @@ func TestConditions(t *testing.T) {
 			}
 			if a := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionAvailable); (a.Status == metav1.ConditionTrue) != (tt.available == ReasonQuorumAvailable) {
 				t.Errorf("Available status %s with reason %s", a.Status, a.Reason)
+			}
+			// Settled (Progressing False) only when nothing is under way: a step taken, or a wait for one to finish,
+			// is progress.
+			wantProgressing := tt.action.Kind != plan.None && tt.action.Kind != plan.Wait ||
+				tt.action.Reason == plan.ReasonWaitingForMembers || tt.action.Reason == plan.ReasonExpandingVolume
+			if p := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionProgressing); (p.Status == metav1.ConditionTrue) != wantProgressing {
+				t.Errorf("Progressing status %s with reason %s, want true: %v", p.Status, p.Reason, wantProgressing)
 			}
 		})
 	}
