@@ -93,7 +93,7 @@ func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version
 			return fmt.Sprintf("etcd %s does not read the Pod's variable %s", version, e.Name)
 		}
 	}
-	if slices.Contains(strings.Split(pod.Annotations[AnnotationRolledTo], ","), image) {
+	if slices.Contains(rolledTo(pod), image) {
 		return fmt.Sprintf("the Pod ran %s before, and the kubelet would start it again only after its crash back-off", image)
 	}
 	return ""
@@ -101,14 +101,19 @@ func RollNeedsNewPod(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, version
 
 // RolledTo is the value of AnnotationRolledTo for a Pod switched to image in place.
 func RolledTo(pod *corev1.Pod, image string) string {
-	rolled := pod.Annotations[AnnotationRolledTo]
-	if rolled == "" {
-		return image
+	images := rolledTo(pod)
+	if !slices.Contains(images, image) {
+		images = append(images, image)
 	}
-	if slices.Contains(strings.Split(rolled, ","), image) {
-		return rolled
+	return strings.Join(images, ",")
+}
+
+// rolledTo lists the images Pod pod was switched to in place (AnnotationRolledTo).
+func rolledTo(pod *corev1.Pod) []string {
+	if pod.Annotations[AnnotationRolledTo] == "" {
+		return nil
 	}
-	return rolled + "," + image
+	return strings.Split(pod.Annotations[AnnotationRolledTo], ",")
 }
 
 // releaseKnowsFlag reports whether etcd release v accepts corruption check flag a (isCorruptionCheckArg): the
