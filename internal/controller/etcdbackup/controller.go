@@ -1,7 +1,8 @@
 // Package etcdbackup is the EtcdBackup controller. A backup is a one-shot task shaped Admit -> Execute ->
 // Cleanup: admission checks the cluster and destination (internal/backup decides), execution is a Job running
 // steward-agent that streams a snapshot from a member straight to the destination (the operator never holds
-// snapshot data or reads credentials' values), and the Job's termination message becomes the backup's status.
+// snapshot data or reads credentials' values), and the agent's termination message becomes the backup's status
+// as soon as its Pod has ended.
 // With deletionPolicy Delete a finalizer deletes the stored snapshot, through another Job, before the
 // EtcdBackup goes. It writes only status.lastBackup of EtcdClusters, never their spec.
 package etcdbackup
@@ -14,11 +15,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
@@ -58,7 +62,7 @@ type Reconciler struct {
 
 // The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status
 // patches record results (and a cluster's lastBackup); Jobs are created and deleted, never changed; the Pods
-// of a Job are listed (uncached) for their termination message; PVCs are read from the cache to check a
+// of a Job are watched (their end is the result) and listed uncached for a finished Job's termination message; PVCs are read from the cache to check a
 // destination exists; a credentials Secret is read (uncached, get only) to check its keys exist, never
 // copied. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;update;patch
@@ -68,11 +72,11 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// SetupWithManager registers the controller: it watches EtcdBackups and their Jobs.
+// SetupWithManager registers the controller: it watches EtcdBackups, their Jobs and the Jobs' Pods.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
@@ -86,6 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, JobPodsOf(resources.LabelBackup)).
 		Named("etcdbackup").
 		Complete(r)
 }
@@ -220,7 +225,7 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 // observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.
 func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup, job *batchv1.Job, o *outcome) error {
 	o.jobStart = job.CreationTimestamp.Time
-	res, err := JobResult(ctx, r.APIReader, job)
+	res, err := JobResult(ctx, r.Client, r.APIReader, job)
 	switch {
 	case err != nil:
 		return err
@@ -234,11 +239,17 @@ func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup,
 	return nil
 }
 
-// JobResult is the result of a finished agent Job (backup, delete, verify), nil while it runs: the agent's own
-// result from its termination message, a success only when the Job completed; without a usable result (the Pod
-// was killed by the deadline or an eviction, or never ran for a missing image) a JobFailed result with the Job's
-// own words.
-func JobResult(ctx context.Context, reader client.Reader, job *batchv1.Job) (*backup.Result, error) {
+// JobResult is the result of an agent Job (backup, delete, verify), nil while it runs. The agent's own result is
+// taken from the Job's Pod (read through cached, which must watch Pods) as soon as that Pod has ended with it: the
+// Job controller marks a Job finished only a batching period (1 s) after it sees its Pod end, and with
+// backoffLimit 0 and restartPolicy Never a Pod that ended is the Job's last word. Otherwise, once the Job has
+// finished: the agent's result from the termination message (read past the cache by reader), a success only
+// when the Job completed; without a usable result (the Pod was killed by the deadline or an eviction, or never
+// ran for a missing image) a JobFailed result with the Job's own words.
+func JobResult(ctx context.Context, cached, reader client.Reader, job *batchv1.Job) (*backup.Result, error) {
+	if res, err := endedPodResult(ctx, cached, job); res != nil || err != nil {
+		return res, err
+	}
 	cond := JobFinished(job)
 	if cond == nil {
 		return nil, nil
@@ -259,6 +270,45 @@ func JobResult(ctx context.Context, reader client.Reader, job *batchv1.Job) (*ba
 		failed.Message += fmt.Sprintf(" (%v)", perr)
 	}
 	return failed, nil
+}
+
+// endedPodResult is the agent's result read off the Job's Pod once the Pod has ended in agreement with it
+// (Succeeded with a success, Failed with a failure), nil while it runs or when the Pod ended without a result
+// that says so (then the Job's condition tells). Pods of an earlier Job of the same name do not count.
+func endedPodResult(ctx context.Context, cached client.Reader, job *batchv1.Job) (*backup.Result, error) {
+	pods := &corev1.PodList{}
+	if err := cached.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return nil, fmt.Errorf("list Pods of Job %s: %w", job.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, job) {
+			continue
+		}
+		res, err := backup.ParseResult(agentMessage(p))
+		switch {
+		case err != nil:
+		case p.Status.Phase == corev1.PodSucceeded && res.Succeeded, p.Status.Phase == corev1.PodFailed && !res.Succeeded:
+			return &res, nil
+		}
+	}
+	return nil, nil
+}
+
+// JobPodsOf maps the Pods of agent Jobs to the object named by their label (the Jobs' Pod templates carry it),
+// so that a Pod's end is seen without waiting for the Job controller to mark the Job finished.
+func JobPodsOf(label string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(jobPodsOf(label))
+}
+
+func jobPodsOf(label string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []ctrl.Request {
+		name, ok := o.GetLabels()[label]
+		if !ok || o.GetLabels()[batchv1.JobNameLabel] == "" {
+			return nil
+		}
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
 }
 
 // JobFinished is the Job's Complete or Failed condition once it is True.
@@ -285,12 +335,20 @@ func TerminationMessage(ctx context.Context, reader client.Reader, job *batchv1.
 	if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return "", fmt.Errorf("list Pods of Job %s: %w", job.Name, err)
 	}
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == resources.AgentContainer && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
-				return cs.State.Terminated.Message, nil
-			}
+	for i := range pods.Items {
+		if msg := agentMessage(&pods.Items[i]); msg != "" {
+			return msg, nil
 		}
 	}
 	return "", nil
+}
+
+// agentMessage is the termination message of the Pod's agent container once it has terminated, "" before.
+func agentMessage(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == resources.AgentContainer && cs.State.Terminated != nil {
+			return cs.State.Terminated.Message
+		}
+	}
+	return ""
 }

@@ -66,8 +66,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch
 
-// SetupWithManager registers the controller: it watches EtcdRestores, their verify Jobs, and the EtcdClusters
-// they restore (mapped back by spec.clusterName).
+// SetupWithManager registers the controller: it watches EtcdRestores, their verify Jobs and those Jobs' Pods,
+// and the EtcdClusters they restore (mapped back by spec.clusterName).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
@@ -82,6 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdRestore{}).
 		Owns(&batchv1.Job{}).
 		Owns(&etcdv1alpha1.EtcdBackup{}).
+		Watches(&corev1.Pod{}, etcdbackup.JobPodsOf(resources.LabelRestore)).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.restoresOf)).
 		Named("etcdrestore").
 		Complete(r)
@@ -320,7 +321,7 @@ func (r *Reconciler) verifyResult(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 		}
 		return nil, fmt.Errorf("get verify Job: %w", err)
 	}
-	return etcdbackup.JobResult(ctx, r.APIReader, job)
+	return etcdbackup.JobResult(ctx, r.Client, r.APIReader, job)
 }
 
 // ensureVerifyJob creates the verify Job unless it exists.
