@@ -42,6 +42,11 @@ const (
 	requeueProgressing = 3 * time.Second
 	// requeueSteady: a healthy cluster is re-checked for member health this often.
 	requeueSteady = 30 * time.Second
+	// requeueComingUp: while a voter that (re)started within comingUpWindow is not ready, the wait for it asks
+	// etcd's /readyz this often (observeReadyz), instead of waiting for the kubelet's probes to say it in a Pod
+	// event; the window ends the fast pace for a member that does not come up.
+	requeueComingUp = 250 * time.Millisecond
+	comingUpWindow  = 30 * time.Second
 )
 
 // waitsOnEtcd are the waits that end by etcd's doing, with no Kubernetes event to say so.
@@ -204,12 +209,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // requeueAfterPass is requeueAfter, except that a settled cluster whose cluster version etcd is about to raise
-// (the tail of an upgrade) is looked at again soon: nothing in Kubernetes changes when etcd raises it.
+// (the tail of an upgrade) is looked at again soon (nothing in Kubernetes changes when etcd raises it), and a wait
+// while a member is coming up is looked at very soon.
 func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
 	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
 		return requeueInFlight
 	}
+	if action.Kind == plan.Wait && comingUp(obs.Members) {
+		return requeueComingUp
+	}
 	return requeueAfter(action)
+}
+
+// comingUp reports whether a voter's etcd container (re)started less than comingUpWindow ago and the member is not
+// ready yet: what the steps that take another member down wait for, and what etcd says before the kubelet does.
+func comingUp(members []plan.Member) bool {
+	for _, m := range members {
+		if m.HasPod && !m.PodDeleting && !m.IsLearner && !m.Ready() && m.RunningFor > 0 && m.RunningFor < comingUpWindow {
+			return true
+		}
+	}
+	return false
 }
 
 // restartedClock starts the unhealthy clock of a down member again when this pass restarted it (on another

@@ -96,3 +96,36 @@ func TestRestartedClock(t *testing.T) {
 		})
 	}
 }
+
+// TestRequeueWhileComingUp: a wait while a voter that (re)started moments ago is not ready looks again within a
+// quarter second (etcd's /readyz says it before the kubelet's probe does); not for a learner, a member ready by
+// either check, a member that has been running for long, or one whose container does not run.
+func TestRequeueWhileComingUp(t *testing.T) {
+	waiting := plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}
+	member := func(change func(m *plan.Member)) plan.Observation {
+		m := plan.Member{Name: "db-b", HasPod: true, InEtcd: true, Healthy: true, RunningFor: 2 * time.Second}
+		change(&m)
+		ready := plan.Member{Name: "db-a", HasPod: true, InEtcd: true, Healthy: true, PodReady: true, RunningFor: time.Hour}
+		return plan.Observation{ClusterVersion: "3.6.0", Members: []plan.Member{ready, m}}
+	}
+	for _, tc := range []struct {
+		name   string
+		action plan.Action
+		obs    plan.Observation
+		want   time.Duration
+	}{
+		{"restarted, not ready yet", waiting, member(func(*plan.Member) {}), requeueComingUp},
+		{"restarted, etcd not answering yet", waiting, member(func(m *plan.Member) { m.Healthy = false }), requeueComingUp},
+		{"restarted, /readyz passed", waiting, member(func(m *plan.Member) { m.ReadyzPassed = true }), requeueProgressing},
+		{"restarted, Pod Ready", waiting, member(func(m *plan.Member) { m.PodReady = true }), requeueProgressing},
+		{"a learner", waiting, member(func(m *plan.Member) { m.IsLearner = true }), requeueProgressing},
+		{"not ready for longer than the window", waiting, member(func(m *plan.Member) { m.RunningFor = comingUpWindow }), requeueProgressing},
+		{"container not running", waiting, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueProgressing},
+		{"Pod being deleted", waiting, member(func(m *plan.Member) { m.PodDeleting = true }), requeueProgressing},
+		{"a step, not a wait", plan.Action{Kind: plan.RollMember, Reason: plan.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
+	} {
+		if got := requeueAfterPass(tc.action, tc.obs); got != tc.want {
+			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
