@@ -448,7 +448,7 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"patch to settled: every member reports the new version, etcd's cluster version followed, nothing in progress. "+
 		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
 		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each. Where the time goes: before each next member Steward waits for the restarted one to pass etcd's `/readyz` (probed every second) and to report its new version, and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
+		"%d runs each. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (asked by Steward every 250 ms while the member comes up), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to, up}, {"downgrade " + to + " -> " + from, down},
 			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
 }
@@ -514,7 +514,7 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 		"3-process cluster on the host, each process in turn stopped and started until it answers `/health`, twice "+
 		"(6 restarts, no waits between). %d runs each. Where the time goes: a restart here re-creates the member's Pod "+
 		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
-		"to pass etcd's `/readyz` (probed every second) and the others to have caught up.\n\n%s",
+		"to pass etcd's `/readyz` (asked by Steward every 250 ms while it comes up) and the others to have caught up.\n\n%s",
 		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
 			{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }

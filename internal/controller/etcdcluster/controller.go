@@ -44,7 +44,8 @@ const (
 	requeueSteady = 30 * time.Second
 	// requeueComingUp: while a voter that (re)started within comingUpWindow is not ready, the wait for it asks
 	// etcd's /readyz this often (observeReadyz), instead of waiting for the kubelet's probes to say it in a Pod
-	// event; the window ends the fast pace for a member that does not come up.
+	// event; a learner that started within the window is asked to be promoted this often. The window ends the
+	// fast pace for a member that does not come up.
 	requeueComingUp = 250 * time.Millisecond
 	comingUpWindow  = 30 * time.Second
 )
@@ -215,17 +216,21 @@ func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
 	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
 		return requeueInFlight
 	}
-	if action.Kind == plan.Wait && comingUp(obs.Members) {
+	if (action.Kind == plan.Wait || action.Kind == plan.PromoteLearner) && comingUp(obs.Members) {
 		return requeueComingUp
 	}
 	return requeueAfter(action)
 }
 
-// comingUp reports whether a voter's etcd container (re)started less than comingUpWindow ago and the member is not
-// ready yet: what the steps that take another member down wait for, and what etcd says before the kubelet does.
+// comingUp reports whether a member's etcd container (re)started less than comingUpWindow ago and the member is a
+// learner (its promotion is asked for on every pass, and etcd grants it once the learner has caught up) or a voter
+// not ready yet (what the steps that take another member down wait for): what etcd says before the kubelet does.
 func comingUp(members []plan.Member) bool {
 	for _, m := range members {
-		if m.HasPod && !m.PodDeleting && !m.IsLearner && !m.Ready() && m.RunningFor > 0 && m.RunningFor < comingUpWindow {
+		if !m.HasPod || m.PodDeleting || m.RunningFor <= 0 || m.RunningFor >= comingUpWindow {
+			continue
+		}
+		if m.IsLearner || !m.Ready() {
 			return true
 		}
 	}

@@ -98,8 +98,9 @@ func TestRestartedClock(t *testing.T) {
 }
 
 // TestRequeueWhileComingUp: a wait while a voter that (re)started moments ago is not ready looks again within a
-// quarter second (etcd's /readyz says it before the kubelet's probe does); not for a learner, a member ready by
-// either check, a member that has been running for long, or one whose container does not run.
+// quarter second (etcd's /readyz says it before the kubelet's probe does), and so does a learner's promotion
+// while the learner started moments ago; not for a member ready by either check, a member that has been running
+// for long, or one whose container does not run.
 func TestRequeueWhileComingUp(t *testing.T) {
 	waiting := plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}
 	member := func(change func(m *plan.Member)) plan.Observation {
@@ -118,7 +119,11 @@ func TestRequeueWhileComingUp(t *testing.T) {
 		{"restarted, etcd not answering yet", waiting, member(func(m *plan.Member) { m.Healthy = false }), requeueComingUp},
 		{"restarted, /readyz passed", waiting, member(func(m *plan.Member) { m.ReadyzPassed = true }), requeueProgressing},
 		{"restarted, Pod Ready", waiting, member(func(m *plan.Member) { m.PodReady = true }), requeueProgressing},
-		{"a learner", waiting, member(func(m *plan.Member) { m.IsLearner = true }), requeueProgressing},
+		{"a learner that just started, its promotion asked for", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp},
+			member(func(m *plan.Member) { m.IsLearner = true }), requeueComingUp},
+		{"a learner that just started, another wait", waiting, member(func(m *plan.Member) { m.IsLearner = true }), requeueComingUp},
+		{"a learner running for longer than the window", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp},
+			member(func(m *plan.Member) { m.IsLearner, m.RunningFor = true, comingUpWindow }), requeueInFlight},
 		{"not ready for longer than the window", waiting, member(func(m *plan.Member) { m.RunningFor = comingUpWindow }), requeueProgressing},
 		{"container not running", waiting, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueProgressing},
 		{"Pod being deleted", waiting, member(func(m *plan.Member) { m.PodDeleting = true }), requeueProgressing},
