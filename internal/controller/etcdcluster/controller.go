@@ -216,7 +216,9 @@ func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
 	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
 		return requeueInFlight
 	}
-	if (action.Kind == plan.Wait || action.Kind == plan.PromoteLearner) && comingUp(obs.Members) {
+	// Not while the cluster bootstraps: nothing then waits on a member's readiness but Available, which follows the
+	// Pods' own, and a fleet of new clusters would spend the operator's CPU on passes when it is shortest.
+	if obs.Bootstrapped && (action.Kind == plan.Wait || action.Kind == plan.PromoteLearner) && comingUp(obs.Members) {
 		return requeueComingUp
 	}
 	return requeueAfter(action)

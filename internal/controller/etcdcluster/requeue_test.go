@@ -100,15 +100,17 @@ func TestRestartedClock(t *testing.T) {
 // TestRequeueWhileComingUp: a wait while a voter that (re)started moments ago is not ready looks again within a
 // quarter second (etcd's /readyz says it before the kubelet's probe does), and so does a learner's promotion
 // while the learner started moments ago; not for a member ready by either check, a member that has been running
-// for long, or one whose container does not run.
+// for long, one whose container does not run, or a cluster that has not formed yet.
 func TestRequeueWhileComingUp(t *testing.T) {
 	waiting := plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}
 	member := func(change func(m *plan.Member)) plan.Observation {
 		m := plan.Member{Name: "db-b", HasPod: true, InEtcd: true, Healthy: true, RunningFor: 2 * time.Second}
 		change(&m)
 		ready := plan.Member{Name: "db-a", HasPod: true, InEtcd: true, Healthy: true, PodReady: true, RunningFor: time.Hour}
-		return plan.Observation{ClusterVersion: "3.6.0", Members: []plan.Member{ready, m}}
+		return plan.Observation{ClusterVersion: "3.6.0", Bootstrapped: true, Members: []plan.Member{ready, m}}
 	}
+	bootstrapping := member(func(m *plan.Member) {})
+	bootstrapping.Bootstrapped = false
 	for _, tc := range []struct {
 		name   string
 		action plan.Action
@@ -127,6 +129,7 @@ func TestRequeueWhileComingUp(t *testing.T) {
 		{"not ready for longer than the window", waiting, member(func(m *plan.Member) { m.RunningFor = comingUpWindow }), requeueProgressing},
 		{"container not running", waiting, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueProgressing},
 		{"Pod being deleted", waiting, member(func(m *plan.Member) { m.PodDeleting = true }), requeueProgressing},
+		{"a cluster still bootstrapping", waiting, bootstrapping, requeueProgressing},
 		{"a step, not a wait", plan.Action{Kind: plan.RollMember, Reason: plan.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
 	} {
 		if got := requeueAfterPass(tc.action, tc.obs); got != tc.want {
