@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -209,7 +210,11 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 
 // benchEtcdStart times one etcd member as a Pod on the test bed next to the bare process.
 func benchEtcdStart(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
-	podTimes, err := benchPodStart(ctx, c, runs)
+	podTimes, err := benchPodStart(ctx, c, runs, false)
+	if err != nil {
+		return section{}, err
+	}
+	volumeTimes, err := benchPodStart(ctx, c, runs, true)
 	if err != nil {
 		return section{}, err
 	}
@@ -220,8 +225,13 @@ func benchEtcdStart(ctx context.Context, c *testbed.Cluster, runs int) (section,
 	return section{"etcd-start", fmt.Sprintf(
 		"### One etcd member: Pod on the test bed vs. the bare process\n\n"+
 			"Pod: create a Pod from the local etcd %s image until etcd answers `/health` on the pod IP. "+
+			"With a volume: the same Pod with its data dir on a new 1Gi PVC of the test bed's default StorageClass "+
+			"(WaitForFirstConsumer, like most classes of node-local or zonal disks), created just before the Pod, as a "+
+			"member's is: the scheduler binds the claim as it places the Pod and checks once a second that the "+
+			"provisioned volume is bound. "+
 			"Process: start the same etcd binary by hand until `/health` answers (the physical bound). %d runs each.\n\n%s",
-		testbed.EtcdVersions[0], runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd process to healthy", procTimes}}))}, nil
+		testbed.EtcdVersions[0], runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd Pod with a new PVC to healthy", volumeTimes},
+			{"etcd process to healthy", procTimes}}))}, nil
 }
 
 // benchClusterCreate times apply -> Available of 1- and 3-member EtcdClusters with the operator running as a
@@ -468,7 +478,7 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		"and changes it then), nothing in progress. "+
 		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
 		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (asked by Steward every 250 ms while the member comes up), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
+		"%d runs each. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (probed every second), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to + ": every member on it and ready", upRolled},
 			{"upgrade " + from + " -> " + to + ": settled", up},
 			{"downgrade " + to + " -> " + from + ": every member on it and ready", downRolled},
@@ -537,7 +547,7 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 		"3-process cluster on the host, each process in turn stopped and started until it answers `/health`, twice "+
 		"(6 restarts, no waits between). %d runs each. Where the time goes: a restart here re-creates the member's Pod "+
 		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
-		"to pass etcd's `/readyz` (asked by Steward every 250 ms while it comes up) and the others to have caught up.\n\n%s",
+		"to pass etcd's `/readyz` (probed every second) and the others to have caught up.\n\n%s",
 		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
 			{"3 etcd processes restarted twice by hand", bound}}))}, nil
 }
@@ -856,7 +866,10 @@ func benchColdStart(ctx context.Context, opts testbed.Options) (section, error) 
 		testbed.KubernetesVersion, strings.Join(testbed.EtcdVersions, " and "), testbed.CoreDNSVersion, table([]row{{"cold start", []time.Duration{took}}}))}, nil
 }
 
-func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int) ([]time.Duration, error) {
+// benchPodStart times a Pod of the local etcd image from its creation until etcd answers /health on the Pod IP;
+// withVolume, etcd's data dir is on a PVC of the default StorageClass created just before the Pod, as a member's is
+// (the scheduler binds a new claim of a WaitForFirstConsumer class while it places the Pod).
+func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int, withVolume bool) ([]time.Duration, error) {
 	cs, err := kubernetes.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return nil, err
@@ -864,15 +877,34 @@ func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int) ([]time.Du
 	var times []time.Duration
 	for i := 0; i < runs; i++ {
 		name := fmt.Sprintf("bench-etcd-%d", i)
+		dataDir := "/tmp/data"
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "etcd", Image: testbed.EtcdImage(testbed.EtcdVersions[0]), ImagePullPolicy: corev1.PullNever,
-				Command: []string{"/usr/local/bin/etcd", "--data-dir=/tmp/data", "--listen-client-urls=http://0.0.0.0:2379",
-					"--advertise-client-urls=http://127.0.0.1:2379"},
 			}}},
 		}
+		var claim *corev1.PersistentVolumeClaim
+		if withVolume {
+			name += "-pvc"
+			pod.Name, dataDir = name, "/var/lib/etcd/data"
+			claim = &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+			}
+			pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}
+			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}}
+		}
+		pod.Spec.Containers[0].Command = []string{"/usr/local/bin/etcd", "--data-dir=" + dataDir, "--listen-client-urls=http://0.0.0.0:2379",
+			"--advertise-client-urls=http://127.0.0.1:2379"}
 		begin := time.Now()
+		if claim != nil {
+			if _, err := cs.CoreV1().PersistentVolumeClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
@@ -891,6 +923,9 @@ func benchPodStart(ctx context.Context, c *testbed.Cluster, runs int) ([]time.Du
 		}
 		times = append(times, time.Since(begin))
 		_ = cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if claim != nil {
+			_ = cs.CoreV1().PersistentVolumeClaims("default").Delete(ctx, name, metav1.DeleteOptions{})
+		}
 	}
 	return times, nil
 }

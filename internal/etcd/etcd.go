@@ -427,53 +427,6 @@ func status(ctx context.Context, c *clientv3.Client, endpoint string) Status {
 	return s
 }
 
-// ReadyzTimeout bounds one /readyz request (Readyz): etcd's linearizable-read check waits for a leader, and a
-// member that has none yet must not hold up the pass; the kubelet's probe still decides then.
-const ReadyzTimeout = time.Second
-
-// Readyz asks the member at each endpoint for etcd's /readyz on its client port, concurrently, and reports those
-// that passed: the check a member Pod's readiness probe makes (no data corruption alarm, serializable and
-// linearizable reads served, not a learner), seen as soon as it passes rather than at the probe's next period.
-// The answer is this moment's; nothing keeps it.
-func (p *Pool) Readyz(ctx context.Context, key string, endpoints []string) map[string]bool {
-	hc := httpClient(p.tlsConfig(key))
-	passed := make(map[string]bool, len(endpoints))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, ep := range endpoints {
-		wg.Add(1)
-		go func(ep string) {
-			defer wg.Done()
-			ok := readyz(ctx, hc, ep) == nil
-			mu.Lock()
-			passed[ep] = ok
-			mu.Unlock()
-		}(ep)
-	}
-	wg.Wait()
-	return passed
-}
-
-// readyz is nil when the member at endpoint answers /readyz with 200 OK.
-func readyz(ctx context.Context, hc *http.Client, endpoint string) error {
-	ctx, cancel := context.WithTimeout(ctx, ReadyzTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/readyz", nil)
-	if err != nil {
-		return fmt.Errorf("readyz request: %w", err)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("get %s/readyz: %w", endpoint, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s/readyz: %s", endpoint, resp.Status)
-	}
-	return nil
-}
-
 // versionEndpoint returns the cluster version a member reports on /version.
 func versionEndpoint(ctx context.Context, httpClient *http.Client, endpoint string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)

@@ -357,7 +357,7 @@ func votersAndHealthyOthers(members []Member, name string) (voters, healthyOther
 // waitForMembers hold back a promotion.
 func othersUnready(members []Member, name string) bool {
 	for _, m := range members {
-		if m.Name != name && m.HasPod && !abandonedLeftover(m) && (!m.Healthy || (!m.Ready() && !m.IsLearner)) {
+		if m.Name != name && m.HasPod && !abandonedLeftover(m) && (!m.Healthy || (!m.PodReady && !m.IsLearner)) {
 			return true
 		}
 	}

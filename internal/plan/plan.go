@@ -62,12 +62,8 @@ type Member struct {
 	PodDeleting bool
 	PodReady    bool
 	// RunningFor is how long the member's etcd container has run since it last started (0 while it does not
-	// run): a member that (re)started moments ago and is not Ready yet is about to be, and is looked at often.
+	// run): a learner that started moments ago is about to have caught up, and its promotion is asked for often.
 	RunningFor time.Duration
-	// ReadyzPassed: the member passed etcd's /readyz when this pass asked it directly, which the controller does
-	// only while its Pod is not Ready (a member that restarted, or was just promoted): the check the kubelet's
-	// readiness probe makes, seen without waiting for the probe's next period. See Ready.
-	ReadyzPassed bool
 	// PodOverdue is how long a deleted Pod has outlived its grace period (0 otherwise): a Pod that does not go
 	// is held by a node that no longer answers, and only a human can tell that it is down for good.
 	PodOverdue time.Duration
@@ -396,10 +392,6 @@ func Next(spec Spec, obs Observation) Action {
 	return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "waiting for every bootstrap member to start"}
 }
 
-// Ready reports whether the member serves clients as etcd's own readiness check has it: its Pod is Ready, or
-// /readyz passed when the controller asked it this pass. Steps that take another member down wait for it.
-func (m Member) Ready() bool { return m.PodReady || m.ReadyzPassed }
-
 // waitForMembers returns a Wait while etcd is unreachable or a member Pod is not healthy and ready.
 func waitForMembers(obs Observation) (Action, bool) {
 	withPod := 0
@@ -411,7 +403,7 @@ func waitForMembers(obs Observation) (Action, bool) {
 		withPod++
 		if !m.Healthy {
 			unhealthy = append(unhealthy, m.Name)
-		} else if !m.Ready() && !m.IsLearner { // a learner cannot pass /readyz: it serves no linearizable reads
+		} else if !m.PodReady && !m.IsLearner { // a learner cannot pass /readyz: it serves no linearizable reads
 			unready = append(unready, m.Name)
 		}
 	}

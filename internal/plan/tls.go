@@ -108,7 +108,7 @@ func tlsRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
 	next := followerFirst(todo, obs.LeaderID)
 	reason := tlsReason(spec)
 	for _, o := range members {
-		if o.Name != next.Name && o.HasPod && (!o.Healthy || (!o.Ready() && !o.IsLearner)) {
+		if o.Name != next.Name && o.HasPod && (!o.Healthy || (!o.PodReady && !o.IsLearner)) {
 			return Action{Kind: Wait, Reason: reason, Message: fmt.Sprintf(
 				"member %s is to restart in TLS mode %s; waiting for member %s to be healthy and ready first", next.Name,
 				podTLSFor(spec, members, next.PeerURL), o.Name)}, true

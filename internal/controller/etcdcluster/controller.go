@@ -42,10 +42,9 @@ const (
 	requeueProgressing = 3 * time.Second
 	// requeueSteady: a healthy cluster is re-checked for member health this often.
 	requeueSteady = 30 * time.Second
-	// requeueComingUp: while a voter that (re)started within comingUpWindow is not ready, the wait for it asks
-	// etcd's /readyz this often (observeReadyz), instead of waiting for the kubelet's probes to say it in a Pod
-	// event; a learner that started within the window is asked to be promoted this often. The window ends the
-	// fast pace for a member that does not come up.
+	// requeueComingUp: a learner whose etcd started within comingUpWindow is asked to be promoted this often: etcd
+	// grants it as soon as the learner has caught up, which no Kubernetes event tells. The window ends the fast
+	// pace for a learner that takes long to catch up.
 	requeueComingUp = 250 * time.Millisecond
 	comingUpWindow  = 30 * time.Second
 )
@@ -210,29 +209,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // requeueAfterPass is requeueAfter, except that a settled cluster whose cluster version etcd is about to raise
-// (the tail of an upgrade) is looked at again soon (nothing in Kubernetes changes when etcd raises it), and a wait
-// while a member is coming up is looked at very soon.
+// (the tail of an upgrade) is looked at again soon (nothing in Kubernetes changes when etcd raises it), and a learner
+// that just started very soon.
 func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
 	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
 		return requeueInFlight
 	}
-	// Not while the cluster bootstraps: nothing then waits on a member's readiness but Available, which follows the
-	// Pods' own, and a fleet of new clusters would spend the operator's CPU on passes when it is shortest.
-	if obs.Bootstrapped && (action.Kind == plan.Wait || action.Kind == plan.PromoteLearner) && comingUp(obs.Members) {
+	if (action.Kind == plan.PromoteLearner || action.Kind == plan.Wait) && comingUp(obs.Members) {
 		return requeueComingUp
 	}
 	return requeueAfter(action)
 }
 
-// comingUp reports whether a member's etcd container (re)started less than comingUpWindow ago and the member is a
-// learner (its promotion is asked for on every pass, and etcd grants it once the learner has caught up) or a voter
-// not ready yet (what the steps that take another member down wait for): what etcd says before the kubelet does.
+// comingUp reports whether a learner's etcd container started less than comingUpWindow ago: its promotion is asked
+// for on every pass, and etcd grants it once the learner has caught up.
 func comingUp(members []plan.Member) bool {
 	for _, m := range members {
-		if !m.HasPod || m.PodDeleting || m.RunningFor <= 0 || m.RunningFor >= comingUpWindow {
-			continue
-		}
-		if m.IsLearner || !m.Ready() {
+		if m.HasPod && !m.PodDeleting && m.IsLearner && m.RunningFor > 0 && m.RunningFor < comingUpWindow {
 			return true
 		}
 	}

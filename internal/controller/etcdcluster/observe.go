@@ -101,35 +101,11 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
 		return nil, err
 	}
-	r.observeReadyz(ctx, key, obs)
 	r.observeNodes(ctx, cluster, obs)
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
 	return obs, nil
-}
-
-// observeReadyz asks etcd's /readyz directly of the voters that answer but whose Pod is not Ready yet (a member
-// that restarted, or was just promoted), so that the next step need not wait for the kubelet's readiness probe:
-// the check is the probe's own, and the next step waits for it all the same (plan.Member.Ready). Members whose Pod
-// is Ready are not asked, so a settled cluster's passes cost nothing more.
-func (r *Reconciler) observeReadyz(ctx context.Context, key string, obs *observation) {
-	var endpoints []string
-	for _, m := range obs.plan.Members {
-		if s, ok := obs.statusOf[m.Name]; ok && m.HasPod && !m.PodDeleting && !m.PodReady && m.Healthy && !m.IsLearner {
-			endpoints = append(endpoints, s.Endpoint)
-		}
-	}
-	if len(endpoints) == 0 {
-		return
-	}
-	passed := r.Etcd.Readyz(ctx, key, endpoints)
-	for i := range obs.plan.Members {
-		m := &obs.plan.Members[i]
-		if s, ok := obs.statusOf[m.Name]; ok && !m.PodReady {
-			m.ReadyzPassed = passed[s.Endpoint]
-		}
-	}
 }
 
 // isMemberObject reports whether a Pod or PVC is one of the cluster's members': labelled with a member name and

@@ -97,40 +97,31 @@ func TestRestartedClock(t *testing.T) {
 	}
 }
 
-// TestRequeueWhileComingUp: a wait while a voter that (re)started moments ago is not ready looks again within a
-// quarter second (etcd's /readyz says it before the kubelet's probe does), and so does a learner's promotion
-// while the learner started moments ago; not for a member ready by either check, a member that has been running
-// for long, one whose container does not run, or a cluster that has not formed yet.
-func TestRequeueWhileComingUp(t *testing.T) {
+// TestRequeueWhileLearnerComesUp: the promotion of a learner that started moments ago is asked for again within a
+// quarter second (etcd grants it as soon as the learner has caught up, which no Kubernetes event says); not for a
+// learner running for long, one whose container does not run or whose Pod goes, nor for voters that restarted.
+func TestRequeueWhileLearnerComesUp(t *testing.T) {
+	promote := plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp}
 	waiting := plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}
 	member := func(change func(m *plan.Member)) plan.Observation {
-		m := plan.Member{Name: "db-b", HasPod: true, InEtcd: true, Healthy: true, RunningFor: 2 * time.Second}
+		m := plan.Member{Name: "db-d", HasPod: true, InEtcd: true, IsLearner: true, Healthy: true, RunningFor: 2 * time.Second}
 		change(&m)
-		ready := plan.Member{Name: "db-a", HasPod: true, InEtcd: true, Healthy: true, PodReady: true, RunningFor: time.Hour}
-		return plan.Observation{ClusterVersion: "3.6.0", Bootstrapped: true, Members: []plan.Member{ready, m}}
+		voter := plan.Member{Name: "db-a", HasPod: true, InEtcd: true, Healthy: true, PodReady: true, RunningFor: time.Hour}
+		return plan.Observation{ClusterVersion: "3.6.0", Bootstrapped: true, Members: []plan.Member{voter, m}}
 	}
-	bootstrapping := member(func(m *plan.Member) {})
-	bootstrapping.Bootstrapped = false
 	for _, tc := range []struct {
 		name   string
 		action plan.Action
 		obs    plan.Observation
 		want   time.Duration
 	}{
-		{"restarted, not ready yet", waiting, member(func(*plan.Member) {}), requeueComingUp},
-		{"restarted, etcd not answering yet", waiting, member(func(m *plan.Member) { m.Healthy = false }), requeueComingUp},
-		{"restarted, /readyz passed", waiting, member(func(m *plan.Member) { m.ReadyzPassed = true }), requeueProgressing},
-		{"restarted, Pod Ready", waiting, member(func(m *plan.Member) { m.PodReady = true }), requeueProgressing},
-		{"a learner that just started, its promotion asked for", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp},
-			member(func(m *plan.Member) { m.IsLearner = true }), requeueComingUp},
-		{"a learner that just started, another wait", waiting, member(func(m *plan.Member) { m.IsLearner = true }), requeueComingUp},
-		{"a learner running for longer than the window", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp},
-			member(func(m *plan.Member) { m.IsLearner, m.RunningFor = true, comingUpWindow }), requeueInFlight},
-		{"not ready for longer than the window", waiting, member(func(m *plan.Member) { m.RunningFor = comingUpWindow }), requeueProgressing},
-		{"container not running", waiting, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueProgressing},
-		{"Pod being deleted", waiting, member(func(m *plan.Member) { m.PodDeleting = true }), requeueProgressing},
-		{"a cluster still bootstrapping", waiting, bootstrapping, requeueProgressing},
-		{"a step, not a wait", plan.Action{Kind: plan.RollMember, Reason: plan.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
+		{"a learner that just started, its promotion asked for", promote, member(func(*plan.Member) {}), requeueComingUp},
+		{"a learner that just started, a wait", waiting, member(func(*plan.Member) {}), requeueComingUp},
+		{"a learner running for longer than the window", promote, member(func(m *plan.Member) { m.RunningFor = comingUpWindow }), requeueInFlight},
+		{"a learner whose container does not run", promote, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueInFlight},
+		{"a learner whose Pod goes", promote, member(func(m *plan.Member) { m.PodDeleting = true }), requeueInFlight},
+		{"a voter that just restarted, not Ready", waiting, member(func(m *plan.Member) { m.IsLearner, m.PodReady = false, false }), requeueProgressing},
+		{"another step", plan.Action{Kind: plan.RollMember, Reason: plan.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
 	} {
 		if got := requeueAfterPass(tc.action, tc.obs); got != tc.want {
 			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)
