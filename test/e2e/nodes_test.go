@@ -119,6 +119,22 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 	return perNode, perZone
 }
 
+// unscheduledMembers names the cluster's member Pods that have no node yet.
+func unscheduledMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
 // spreadOf is a domain count as its sorted counts, highest first: "2 2 1".
 func spreadOf(counts map[string]int) string {
 	var vals []int
@@ -308,6 +324,11 @@ func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, wa
 			return err
 		}
 		got = c
+		// The next step (a rebalancing learner) may have begun since status read as settled: its Pod, not yet
+		// scheduled, is on no node, which is not yet a spread to judge.
+		if pending := unscheduledMembers(t, c); len(pending) > 0 {
+			return fmt.Errorf("member Pods %v not scheduled yet: %s", pending, describe(c))
+		}
 		perNode, _ := membersPerDomain(t, c, nodes)
 		if spreadOf(perNode) != want {
 			return fmt.Errorf("members per node %v: %s", perNode, describe(c))

@@ -62,9 +62,9 @@ type Reconciler struct {
 
 // The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status
 // patches record results (and a cluster's lastBackup); Jobs are created and deleted, never changed; the Pods
-// of a Job are watched (their end is the result) and listed uncached for a finished Job's termination message; PVCs are read from the cache to check a
-// destination exists; a credentials Secret is read (uncached, get only) to check its keys exist, never
-// copied. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
+// of a Job are watched (their end is the result) and listed uncached for a finished Job's termination message;
+// PVCs are read from the cache to check a destination exists; a credentials Secret is read (uncached, get only)
+// to check its keys exist, never copied. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/finalizers,verbs=update
@@ -301,6 +301,7 @@ func JobPodsOf(label string) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(jobPodsOf(label))
 }
 
+// jobPodsOf is JobPodsOf's mapping.
 func jobPodsOf(label string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []ctrl.Request {
 		name, ok := o.GetLabels()[label]

@@ -209,21 +209,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // requeueAfterPass is requeueAfter, except that a settled cluster whose cluster version etcd is about to raise
-// (the tail of an upgrade) is looked at again soon (nothing in Kubernetes changes when etcd raises it), and a learner
-// that just started very soon.
+// (the tail of an upgrade) is looked at again soon (nothing in Kubernetes changes when etcd raises it), and a pass
+// while a learner that just started awaits its promotion very soon.
 func requeueAfterPass(action plan.Action, obs plan.Observation) time.Duration {
 	if action.Kind == plan.None && plan.ClusterVersionRising(obs) {
 		return requeueInFlight
 	}
-	if (action.Kind == plan.PromoteLearner || action.Kind == plan.Wait) && comingUp(obs.Members) {
+	if (action.Kind == plan.PromoteLearner || action.Kind == plan.Wait) && learnerJustStarted(obs.Members) {
 		return requeueComingUp
 	}
 	return requeueAfter(action)
 }
 
-// comingUp reports whether a learner's etcd container started less than comingUpWindow ago: its promotion is asked
-// for on every pass, and etcd grants it once the learner has caught up.
-func comingUp(members []plan.Member) bool {
+// learnerJustStarted reports whether a learner's etcd container started less than comingUpWindow ago: its
+// promotion is asked for on every pass, and etcd grants it once the learner has caught up.
+func learnerJustStarted(members []plan.Member) bool {
 	for _, m := range members {
 		if m.HasPod && !m.PodDeleting && m.IsLearner && m.RunningFor > 0 && m.RunningFor < comingUpWindow {
 			return true
