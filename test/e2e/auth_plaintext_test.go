@@ -242,10 +242,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 // verifiesClientCerts reports, per member Pod, whether it was started requiring client certificates.
 func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]bool {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	out := map[string]bool{}
 	for i := range pods.Items {
 		out[pods.Items[i].Name] = resources.PodVerifiesClientCerts(&pods.Items[i])

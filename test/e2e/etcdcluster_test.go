@@ -135,10 +135,7 @@ func podStates(c *etcdv1alpha1.EtcdCluster) string {
 // memberEndpoints are the client URLs of a cluster's member Pods, by pod IP (the host does not use cluster DNS).
 func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	out := map[string]string{}
 	for _, p := range pods.Items {
 		out[p.Name] = fmt.Sprintf("%s://%s:%d", resources.Scheme(c), p.Status.PodIP, resources.ClientPort)
@@ -151,10 +148,7 @@ func memberEndpoints(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 // names the node of each.
 func checkDefaultPlacement(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	nodeOf := map[string]string{}
 	for _, m := range c.Status.Members {
 		nodeOf[m.Name] = m.Node

@@ -214,10 +214,7 @@ func requireNotStored(t *testing.T, ns string, obj client.Object, name string) {
 // memberPodsState is what must not move when a change is refused: each member Pod's UID and resourceVersion.
 func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	out := map[string]string{}
 	for _, p := range pods.Items {
 		out[p.Name] = string(p.UID) + "@" + p.ResourceVersion

@@ -103,10 +103,7 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 		zoneOf[n.Name] = n.Zone
 		perNode[n.Name], perZone[n.Zone] = 0, 0
 	}
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	for _, p := range pods.Items {
 		zone, ok := zoneOf[p.Spec.NodeName]
 		if !ok {
@@ -119,13 +116,20 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 	return perNode, perZone
 }
 
-// unscheduledMembers names the cluster's member Pods that have no node yet.
-func unscheduledMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
+// memberPodsOf lists the cluster's member Pods (by its label), failing t when the list cannot be read.
+func memberPodsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster) corev1.PodList {
 	t.Helper()
 	var pods corev1.PodList
 	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
+	return pods
+}
+
+// unscheduledMembers names the cluster's member Pods that have no node yet.
+func unscheduledMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
+	t.Helper()
+	pods := memberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" {

@@ -86,10 +86,7 @@ func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, r
 func podAndVolumeUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	for _, p := range pods.Items {
 		out["pod/"+p.Name] = string(p.UID)
 	}

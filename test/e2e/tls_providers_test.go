@@ -93,10 +93,7 @@ func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...str
 
 func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	if len(pods.Items) != 0 {
 		t.Fatalf("%d member Pods created while the TLS Secrets are invalid", len(pods.Items))
 	}

@@ -66,10 +66,7 @@ func servedCertificate(cfg *tls.Config, addr string) (*x509.Certificate, error) 
 
 func podAddrs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	out := map[string]string{}
 	for _, p := range pods.Items {
 		out[p.Name] = net.JoinHostPort(p.Status.PodIP, fmt.Sprint(resources.ClientPort))

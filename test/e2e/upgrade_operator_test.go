@@ -15,7 +15,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -123,10 +122,7 @@ func waitOperatorRolledOut(t *testing.T, image string, timeout time.Duration) (l
 // container's restart count.
 func memberPodsFingerprint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		restarts := int32(-1)

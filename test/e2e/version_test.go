@@ -452,10 +452,7 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 // rollState summarises what an upgrade step changes: how many Pods are switched to 3.6.16, and the leader.
 func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	switched := 0
 	for _, p := range pods.Items {
 		if p.Annotations[resources.AnnotationVersion] == "3.6.16" {
@@ -599,10 +596,7 @@ func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
 // podReleases lists each member Pod's version annotation and etcd image.
 func podReleases(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
+	pods := memberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		out = append(out, p.Name+"="+p.Annotations[resources.AnnotationVersion]+"/"+p.Spec.Containers[0].Image)
