@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,9 +17,15 @@ import (
 // from the container's termination message (plan.DataLossEvidence).
 const RefusedEmptyDataDir = "steward-agent: etcd's data dir holds no member, but this member has run"
 
+// probeWait is how long a probe of a starting etcd waits for it to pass (startingProbes): under the probes'
+// timeout (2 s, resources.MemberPod) and their 1 s period, so the kubelet's next probe follows within a tenth of
+// a second and probes that fail still come one a period, each counting as one of the window's failures.
+const probeWait = 900 * time.Millisecond
+
 // runEtcd is `steward-agent run-etcd`, the entrypoint of a member's etcd container: it starts etcd (the command
 // after its own flags), passes signals on to it and exits as it does, unless the data dir holds no member although
-// the member has run, in which case etcd is not started.
+// the member has run, in which case etcd is not started. With --probe-listen it answers the kubelet's startup and
+// readiness probes for etcd (startingProbes).
 //
 // Why: a member whose data dir was emptied (its volume intact) must never come back under its old identity, which
 // would let it vote without the entries it acknowledged. etcd does not stop that by itself: a member that joined a
@@ -32,10 +40,14 @@ func runEtcd(args []string) int {
 		dataDir string
 		mark    string
 		hasRun  bool
+		probes  string
+		etcdURL string
 	)
 	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
 	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
 	fs.BoolVar(&hasRun, "guard-has-run", false, "the member has run before this Pod (a Pod re-created on its volume)")
+	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's startup and readiness probes on, for etcd (startingProbes); none if empty")
+	fs.StringVar(&etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,6 +61,17 @@ func runEtcd(args []string) int {
 	if why := refuseEmptyDataDir(holds, marked, hasRun); why != "" {
 		fmt.Fprintf(os.Stderr, "%s (%s): refusing to start etcd, which would rejoin under its old member ID without the entries it acknowledged; Steward replaces the member\n", RefusedEmptyDataDir, why)
 		return 1
+	}
+	if probes != "" {
+		// Listening before etcd starts: the kubelet's first probes then wait for etcd instead of failing.
+		ln, err := net.Listen("tcp", probes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "steward-agent: listen for probes on %s: %v\n", probes, err)
+			return 1
+		}
+		server := &http.Server{Handler: newStartingProbes(etcdURL, probeWait), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = server.Serve(ln) }()
+		defer func() { _ = server.Close() }()
 	}
 	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // the Pod spec's own command
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

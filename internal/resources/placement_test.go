@@ -1,7 +1,9 @@
 package resources
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,28 +108,50 @@ func TestMemberResources(t *testing.T) {
 
 // TestMemberProbes: startup and readiness are probed every second, since every member step waits on them, and
 // each probe's window (period x failures) is what it was at a 2 s period: 6 s before a member is taken out of
-// the client Service, 30 s of a wedged process before a restart, 5 minutes to start.
+// the client Service, 30 s of a wedged process before a restart, 5 minutes to start. With an agent of this release
+// as etcd's entrypoint, startup and readiness ask it (it answers a starting etcd's as soon as etcd passes);
+// liveness always asks etcd itself.
 func TestMemberProbes(t *testing.T) {
-	c := MemberPod(testCluster(), boot, opts).Spec.Containers[0]
-	for _, tc := range []struct {
-		name           string
-		probe          *corev1.Probe
-		path           string
-		period, window int32
+	withAgent := opts
+	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
+	olderAgent := withAgent
+	olderAgent.AgentCurrent = false
+	for _, o := range []struct {
+		name         string
+		options      Options
+		startingPort int
 	}{
-		{"startup", c.StartupProbe, "/livez", 1, 300},
-		{"readiness", c.ReadinessProbe, "/readyz", 1, 6},
-		{"liveness", c.LivenessProbe, "/livez", 2, 30},
+		{"agent of this release", withAgent, ProbePort},
+		{"older agent", olderAgent, MetricsPort},
+		{"no agent", opts, MetricsPort},
 	} {
-		p := tc.probe
-		if p == nil || p.HTTPGet == nil {
-			t.Fatalf("%s probe %+v, want an HTTP GET", tc.name, p)
+		c := MemberPod(testCluster(), boot, o.options).Spec.Containers[0]
+		for _, tc := range []struct {
+			name           string
+			probe          *corev1.Probe
+			path           string
+			port           int
+			period, window int32
+		}{
+			{"startup", c.StartupProbe, "/livez", o.startingPort, 1, 300},
+			{"readiness", c.ReadinessProbe, "/readyz", o.startingPort, 1, 6},
+			{"liveness", c.LivenessProbe, "/livez", MetricsPort, 2, 30},
+		} {
+			p := tc.probe
+			if p == nil || p.HTTPGet == nil {
+				t.Fatalf("%s: %s probe %+v, want an HTTP GET", o.name, tc.name, p)
+			}
+			if p.HTTPGet.Path != tc.path || p.HTTPGet.Port.IntValue() != tc.port {
+				t.Errorf("%s: %s probe GET %s on %s, want %s on %d", o.name, tc.name, p.HTTPGet.Path, p.HTTPGet.Port.String(), tc.path, tc.port)
+			}
+			if p.PeriodSeconds != tc.period || p.PeriodSeconds*p.FailureThreshold != tc.window {
+				t.Errorf("%s: %s probe every %ds, window %ds, want every %ds, window %ds", o.name, tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, tc.period, tc.window)
+			}
 		}
-		if p.HTTPGet.Path != tc.path || p.HTTPGet.Port.IntValue() != MetricsPort {
-			t.Errorf("%s probe GET %s on %s, want %s on the metrics port", tc.name, p.HTTPGet.Path, p.HTTPGet.Port.String(), tc.path)
-		}
-		if p.PeriodSeconds != tc.period || p.PeriodSeconds*p.FailureThreshold != tc.window {
-			t.Errorf("%s probe every %ds, window %ds, want every %ds, window %ds", tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, tc.period, tc.window)
+		guarded := slices.Contains(c.Command, "run-etcd")
+		listens := slices.Contains(c.Command, fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort))
+		if guarded != (o.startingPort == ProbePort) || listens != guarded {
+			t.Errorf("%s: command %v: run-etcd %v, listening for probes %v", o.name, c.Command, guarded, listens)
 		}
 	}
 }

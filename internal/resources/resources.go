@@ -28,6 +28,10 @@ const (
 	ClientPort  = 2379
 	PeerPort    = 2380
 	MetricsPort = 2381
+	// ProbePort is where a member's `steward-agent run-etcd` answers the startup and readiness probes for etcd,
+	// passing them on to etcd's endpoints on MetricsPort (plain HTTP too) and answering as soon as a starting etcd
+	// passes.
+	ProbePort = 2382
 )
 
 // Labels and annotations Steward puts on the objects it owns.
@@ -337,9 +341,11 @@ const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 // refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
 // (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
 // rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
-// leader) or start an empty cluster (a member that bootstrapped alone).
+// leader) or start an empty cluster (a member that bootstrapped alone). It answers the startup and readiness
+// probes too (ProbePort).
 func guardedEtcdCommand(m Member, etcd []string) []string {
-	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark}
+	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark,
+		fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort), fmt.Sprintf("--probe-etcd=http://127.0.0.1:%d", MetricsPort)}
 	if m.HasRun {
 		cmd = append(cmd, "--guard-has-run")
 	}
@@ -479,10 +485,15 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	}
 	// A probe's window is period x failures. Startup and readiness are probed every second because every
 	// member step waits for them (the next member of a roll, a learner's successor, Available); the windows
-	// are what they were at 2 s, so a loaded member is not marked unready or killed any sooner.
-	probe := func(path string, period, failures int32) *corev1.Probe {
+	// are what they were at 2 s, so a loaded member is not marked unready or killed any sooner. With the agent
+	// as etcd's entrypoint, they ask it (ProbePort), which answers a starting etcd's as soon as etcd passes.
+	startingPort := int32(MetricsPort)
+	if o.AgentImage != "" && o.AgentCurrent {
+		startingPort = ProbePort
+	}
+	probe := func(path string, port, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(MetricsPort)}},
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}},
 			PeriodSeconds:    period,
 			TimeoutSeconds:   2,
 			FailureThreshold: failures,
@@ -522,9 +533,9 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Resources: MemberResources(cluster),
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
-				ReadinessProbe:  probe("/readyz", 1, 6),
-				LivenessProbe:   probe("/livez", 2, 15),
-				StartupProbe:    probe("/livez", 1, 300),
+				ReadinessProbe:  probe("/readyz", startingPort, 1, 6),
+				LivenessProbe:   probe("/livez", MetricsPort, 2, 15),
+				StartupProbe:    probe("/livez", startingPort, 1, 300),
 				SecurityContext: restrictedContainer(),
 				VolumeMounts:    append(mounts, memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:

@@ -135,8 +135,8 @@ func TestMemberPod(t *testing.T) {
 				if p.Annotations[AnnotationTLS] != "Steward" {
 					t.Errorf("annotation %s = %q, want Steward", AnnotationTLS, p.Annotations[AnnotationTLS])
 				}
-				if p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue() != MetricsPort {
-					t.Errorf("probes must use the plain HTTP metrics port")
+				if port := p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue(); port != MetricsPort && port != ProbePort {
+					t.Errorf("probes must use a plain HTTP port (metrics or the agent's), not %d", port)
 				}
 			},
 		},
