@@ -9,54 +9,83 @@ import (
 	"time"
 )
 
-// startingProbes answers the kubelet's startup and readiness probes of a member for etcd (`run-etcd
-// --probe-listen`), passing each on to etcd's own health endpoint (`/livez`, `/readyz` on its plain metrics
-// port). Until an endpoint has passed once in this container, a probe that etcd fails is not answered at once:
-// it asks etcd again every askEvery until etcd passes or the probe has waited wait, and answers with that.
+// memberProbes answers the kubelet's readiness and liveness probes of a member for etcd (`run-etcd
+// --probe-listen`), passing each on to etcd's own health endpoint (`/readyz`, `/livez` on its plain metrics
+// port) and answering with etcd's status and body, with two differences while etcd starts in this container:
 //
-// Why: the kubelet probes once a period (a second at least), so a member whose etcd came up between two probes
-// is seen started up to a second later, and Ready up to a second after that (the readiness probe's first run
-// after the startup probe passed often finds etcd live but not yet ready). Every member step (the next member of
-// a roll, a learner's successor, Available) waits for that Ready. Answering as soon as etcd passes makes the
-// kubelet's view follow etcd's within milliseconds, while its own rules stay: the same period, threshold and
-// window, one answer per probe. Once an endpoint has passed, each probe asks etcd once, so a member that stops
-// being ready is seen as before.
-type startingProbes struct {
+//   - A readiness probe that etcd fails before it has passed once waits for it: it asks etcd again every
+//     askEvery until etcd passes or the probe has waited wait, and answers with etcd's last word.
+//   - A liveness probe that etcd fails before its /livez has passed once is answered alive for the first grace
+//     of the container's life: the part a startup probe played, which the Pod no longer has.
+//
+// Why: the kubelet probes once a period (a second at least), from tickers that run whatever the container does.
+// A restarted or new member's etcd was seen started up to a second after the kubelet noticed its container (the
+// startup probe's next tick: the kubelet runs no probe when it notices a container), and Ready up to a second
+// after that. Every member step (the next member of a roll, a learner's successor, Available) waits for that
+// Ready. Without a startup probe the kubelet runs the readiness probe as soon as it notices the container, and
+// the waiting answer makes it pass as soon as etcd does. The periods, thresholds and windows stay, each probe
+// gets one answer, and once etcd has passed each probe asks it once, so a member that stops being ready or live is
+// seen as before.
+type memberProbes struct {
 	etcd     string // etcd's health base URL, e.g. http://127.0.0.1:2381
 	wait     time.Duration
+	grace    time.Duration
+	started  time.Time
+	now      func() time.Time
 	askEvery time.Duration
 	client   *http.Client
-	passed   map[string]*atomic.Bool // by path: it has passed once
+	ready    atomic.Bool // etcd's /readyz has passed in this container
+	live     atomic.Bool // etcd's /livez has passed in this container
 }
 
-func newStartingProbes(etcd string, wait time.Duration) *startingProbes {
-	return &startingProbes{
+func newMemberProbes(etcd string, wait, grace time.Duration) *memberProbes {
+	return &memberProbes{
 		etcd:     etcd,
 		wait:     wait,
+		grace:    grace,
+		started:  time.Now(),
+		now:      time.Now,
 		askEvery: 25 * time.Millisecond,
-		// Each ask is bounded by what is left of the wait; this bounds one that the probe's own end does not.
+		// Each ask is bounded by the probe's own end too; this bounds one that is not.
 		client: &http.Client{Timeout: 2 * time.Second},
-		passed: map[string]*atomic.Bool{"/livez": {}, "/readyz": {}},
 	}
 }
 
-// ServeHTTP answers GET /livez and /readyz (query kept, as etcd reads `exclude` and `verbose`) with etcd's
-// status and body.
-func (p *startingProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	passed, ok := p.passed[r.URL.Path]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	ctx := r.Context()
-	if !passed.Load() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.wait)
-		defer cancel()
-	}
+// ServeHTTP answers GET /readyz and /livez, query kept (etcd reads `exclude` and `verbose`).
+func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	url := p.etcd + r.URL.Path
 	if r.URL.RawQuery != "" {
 		url += "?" + r.URL.RawQuery
+	}
+	switch r.URL.Path {
+	case "/readyz":
+		status, body, err := p.askUntilPassed(r.Context(), url)
+		answer(w, r, status, body, err)
+	case "/livez":
+		status, body, err := p.ask(r.Context(), url)
+		if status == http.StatusOK {
+			p.live.Store(true)
+		} else if since := p.now().Sub(p.started); !p.live.Load() && since < p.grace {
+			word := fmt.Sprintf("%d %s", status, body)
+			if err != nil {
+				word = err.Error()
+			}
+			_, _ = fmt.Fprintf(w, "etcd is starting (%s of the %s it may take): %s\n", since.Round(time.Second), p.grace, word)
+			return
+		}
+		answer(w, r, status, body, err)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// askUntilPassed asks etcd's /readyz once if it has passed before, else until it passes or the wait is over, and
+// returns etcd's last word.
+func (p *memberProbes) askUntilPassed(ctx context.Context, url string) (int, []byte, error) {
+	if !p.ready.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.wait)
+		defer cancel()
 	}
 	var (
 		status int
@@ -70,13 +99,16 @@ func (p *startingProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status, body, err = s, b, askErr
 		}
 		if status == http.StatusOK {
-			passed.Store(true)
+			p.ready.Store(true)
 		}
-		// Asked once (passed before), etcd passed, or the wait is over: answer with its last word.
-		if status == http.StatusOK || passed.Load() || ctx.Err() != nil || !p.pause(ctx) {
-			break
+		if status == http.StatusOK || p.ready.Load() || ctx.Err() != nil || !p.pause(ctx) {
+			return status, body, err
 		}
 	}
+}
+
+// answer writes etcd's word: its status and body, or 503 with what kept it from answering.
+func answer(w http.ResponseWriter, r *http.Request, status int, body []byte, err error) {
 	if err != nil {
 		http.Error(w, fmt.Sprintf("etcd %s: %v", r.URL.Path, err), http.StatusServiceUnavailable)
 		return
@@ -87,7 +119,7 @@ func (p *startingProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // ask is one GET of etcd's endpoint: its status and body, or the error that kept it from answering.
-func (p *startingProbes) ask(ctx context.Context, url string) (int, []byte, error) {
+func (p *memberProbes) ask(ctx context.Context, url string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
@@ -105,7 +137,7 @@ func (p *startingProbes) ask(ctx context.Context, url string) (int, []byte, erro
 }
 
 // pause waits askEvery, and reports false if the wait ended first.
-func (p *startingProbes) pause(ctx context.Context) bool {
+func (p *memberProbes) pause(ctx context.Context) bool {
 	t := time.NewTimer(p.askEvery)
 	defer t.Stop()
 	select {

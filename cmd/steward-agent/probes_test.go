@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// fakeEtcdHealth stands in for etcd's health endpoints: it fails the first failures asks of each path with 503
-// (or never passes if failures < 0) and counts the asks.
+// fakeEtcdHealth stands in for etcd's health endpoints: it fails the first `failures` asks with 503 (every ask if
+// failures < 0) and counts the asks.
 type fakeEtcdHealth struct {
 	failures atomic.Int64
 	asks     atomic.Int64
@@ -25,34 +25,52 @@ func (f *fakeEtcdHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok " + r.URL.RawQuery))
 }
 
-// TestStartingProbes: a probe of an etcd that has not passed yet waits for it and answers with its word (passing
-// as soon as etcd passes, failing with etcd's status and body when the wait is over); once passed, each probe asks
-// etcd once, so a member that stops being ready is seen as before.
-func TestStartingProbes(t *testing.T) {
+func probeOnce(p *memberProbes, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec
+}
+
+// TestMemberProbes: a readiness probe of an etcd that has not passed yet waits for it and answers with its word
+// (passing as soon as etcd passes, failing with etcd's status and body when the wait is over); a liveness probe
+// of an etcd that has not passed yet is answered alive within the start grace, and by etcd after it.
+func TestMemberProbes(t *testing.T) {
 	tests := map[string]struct {
 		failures   int64
 		wait       time.Duration
+		startedAgo time.Duration
 		path       string
 		wantStatus int
 		wantBody   string
-		wantAsks   int64 // 0: more than one, not counted
+		wantAsks   int64 // -1: none; 0: more than one
 	}{
-		"etcd passes after a few asks: the probe passes":    {failures: 3, wait: time.Minute, path: "/readyz", wantStatus: 200, wantBody: "ok", wantAsks: 4},
-		"etcd passes at once: asked once":                   {failures: 0, wait: time.Minute, path: "/livez", wantStatus: 200, wantBody: "ok", wantAsks: 1},
-		"etcd never passes: its failure when the wait ends": {failures: -1, wait: 100 * time.Millisecond, path: "/readyz", wantStatus: 503, wantBody: "raft not ready"},
-		"the query goes to etcd":                            {failures: 0, wait: time.Minute, path: "/readyz?exclude=data_corruption", wantStatus: 200, wantBody: "ok exclude=data_corruption", wantAsks: 1},
-		"another path is not etcd's to answer":              {failures: 0, wait: time.Minute, path: "/metrics", wantStatus: 404, wantAsks: -1},
+		"ready after a few asks: passes":                {failures: 3, wait: time.Minute, path: "/readyz", wantStatus: 200, wantBody: "ok", wantAsks: 4},
+		"ready at once: asked once":                     {failures: 0, wait: time.Minute, path: "/readyz", wantStatus: 200, wantBody: "ok", wantAsks: 1},
+		"never ready: its failure when the wait ends":   {failures: -1, wait: 100 * time.Millisecond, path: "/readyz", wantStatus: 503, wantBody: "raft not ready"},
+		"the query goes to etcd":                        {failures: 0, wait: time.Minute, path: "/readyz?exclude=data_corruption", wantStatus: 200, wantBody: "ok exclude=data_corruption", wantAsks: 1},
+		"live: passes, asked once":                      {failures: 0, path: "/livez", wantStatus: 200, wantBody: "ok", wantAsks: 1},
+		"not live yet, starting: alive, asked once":     {failures: -1, startedAgo: time.Minute, path: "/livez", wantStatus: 200, wantBody: "etcd is starting (1m0s of the 5m0s", wantAsks: 1},
+		"not live after the grace: etcd's failure":      {failures: -1, startedAgo: 6 * time.Minute, path: "/livez", wantStatus: 503, wantBody: "raft not ready", wantAsks: 1},
+		"another path is not etcd's to answer":          {failures: 0, path: "/metrics", wantStatus: 404, wantAsks: -1},
+		"etcd is not listening yet, starting: alive":    {failures: -2, startedAgo: time.Second, path: "/livez", wantStatus: 200, wantBody: "connection refused", wantAsks: -1},
+		"etcd is not listening when the wait ends: 503": {failures: -2, wait: 50 * time.Millisecond, path: "/readyz", wantStatus: 503, wantBody: "connection refused", wantAsks: -1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			etcd := &fakeEtcdHealth{}
 			etcd.failures.Store(tt.failures)
 			backend := httptest.NewServer(etcd)
-			defer backend.Close()
-			p := newStartingProbes(backend.URL, tt.wait)
+			url := backend.URL
+			if tt.failures == -2 {
+				backend.Close() // nothing listens there any more
+			} else {
+				defer backend.Close()
+			}
+			p := newMemberProbes(url, tt.wait, 5*time.Minute)
 			p.askEvery = time.Millisecond
-			rec := httptest.NewRecorder()
-			p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			now := p.started.Add(tt.startedAgo)
+			p.now = func() time.Time { return now }
+			rec := probeOnce(p, tt.path)
 			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Errorf("answered %d %q, want %d with %q", rec.Code, rec.Body.String(), tt.wantStatus, tt.wantBody)
 			}
@@ -68,29 +86,33 @@ func TestStartingProbes(t *testing.T) {
 	}
 }
 
-// TestStartingProbesAfterPassing: once an endpoint has passed in this container, a failing etcd is answered
-// after one ask, without waiting, and the other endpoint still waits for its first pass.
-func TestStartingProbesAfterPassing(t *testing.T) {
+// TestMemberProbesAfterPassing: once etcd has passed in this container, a failing etcd is answered at once
+// with its failure, for readiness without waiting and for liveness within the start grace too; each endpoint
+// goes by its own first pass.
+func TestMemberProbesAfterPassing(t *testing.T) {
 	etcd := &fakeEtcdHealth{}
 	backend := httptest.NewServer(etcd)
 	defer backend.Close()
-	p := newStartingProbes(backend.URL, time.Minute)
+	p := newMemberProbes(backend.URL, time.Minute, 5*time.Minute)
 	p.askEvery = time.Millisecond
-	probe := func(path string) int {
-		rec := httptest.NewRecorder()
-		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Code
-	}
-	if code := probe("/readyz"); code != 200 {
-		t.Fatalf("first probe %d, want 200", code)
+	if rec := probeOnce(p, "/readyz"); rec.Code != 200 {
+		t.Fatalf("first readiness probe %d, want 200", rec.Code)
 	}
 	etcd.failures.Store(-1)
 	etcd.asks.Store(0)
-	if code := probe("/readyz"); code != 503 || etcd.asks.Load() != 1 {
-		t.Errorf("after passing: %d after %d asks, want 503 after 1", code, etcd.asks.Load())
+	if rec := probeOnce(p, "/readyz"); rec.Code != 503 || etcd.asks.Load() != 1 {
+		t.Errorf("readiness after passing: %d after %d asks, want 503 after 1", rec.Code, etcd.asks.Load())
 	}
-	p.wait = 50 * time.Millisecond
-	if code := probe("/livez"); code != 503 || etcd.asks.Load() < 3 {
-		t.Errorf("/livez, not passed yet: %d after %d asks in all, want 503 after waiting", code, etcd.asks.Load())
+	if rec := probeOnce(p, "/livez"); rec.Code != 200 || !strings.Contains(rec.Body.String(), "starting") {
+		t.Errorf("liveness not passed yet, in the grace: %d %q, want alive (starting)", rec.Code, rec.Body.String())
+	}
+	etcd.failures.Store(0)
+	etcd.asks.Store(0)
+	if rec := probeOnce(p, "/livez"); rec.Code != 200 {
+		t.Fatalf("liveness %d, want 200", rec.Code)
+	}
+	etcd.failures.Store(-1)
+	if rec := probeOnce(p, "/livez"); rec.Code != 503 {
+		t.Errorf("liveness after passing, in the grace: %d %q, want etcd's 503", rec.Code, rec.Body.String())
 	}
 }

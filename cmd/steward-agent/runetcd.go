@@ -17,15 +17,15 @@ import (
 // from the container's termination message (plan.DataLossEvidence).
 const RefusedEmptyDataDir = "steward-agent: etcd's data dir holds no member, but this member has run"
 
-// probeWait is how long a probe of a starting etcd waits for it to pass (startingProbes): under the probes'
-// timeout (2 s, resources.MemberPod) and their 1 s period, so the kubelet's next probe follows within a tenth of
-// a second and probes that fail still come one a period, each counting as one of the window's failures.
+// probeWait is how long a readiness probe of a starting etcd waits for it to pass (memberProbes): under the
+// probe's timeout (2 s, resources.MemberPod) and its 1 s period, so the kubelet's next probe follows within a
+// tenth of a second and probes that fail still come one a period, each counting as one of the window's failures.
 const probeWait = 900 * time.Millisecond
 
 // runEtcd is `steward-agent run-etcd`, the entrypoint of a member's etcd container: it starts etcd (the command
 // after its own flags), passes signals on to it and exits as it does, unless the data dir holds no member although
-// the member has run, in which case etcd is not started. With --probe-listen it answers the kubelet's startup and
-// readiness probes for etcd (startingProbes).
+// the member has run, in which case etcd is not started. With --probe-listen it answers the kubelet's readiness and
+// liveness probes for etcd (memberProbes).
 //
 // Why: a member whose data dir was emptied (its volume intact) must never come back under its old identity, which
 // would let it vote without the entries it acknowledged. etcd does not stop that by itself: a member that joined a
@@ -42,12 +42,14 @@ func runEtcd(args []string) int {
 		hasRun  bool
 		probes  string
 		etcdURL string
+		grace   time.Duration
 	)
 	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
 	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
 	fs.BoolVar(&hasRun, "guard-has-run", false, "the member has run before this Pod (a Pod re-created on its volume)")
-	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's startup and readiness probes on, for etcd (startingProbes); none if empty")
+	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's readiness and liveness probes on, for etcd (memberProbes); none if empty")
 	fs.StringVar(&etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
+	fs.DurationVar(&grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -69,7 +71,7 @@ func runEtcd(args []string) int {
 			fmt.Fprintf(os.Stderr, "steward-agent: listen for probes on %s: %v\n", probes, err)
 			return 1
 		}
-		server := &http.Server{Handler: newStartingProbes(etcdURL, probeWait), ReadHeaderTimeout: 5 * time.Second}
+		server := &http.Server{Handler: newMemberProbes(etcdURL, probeWait, grace), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = server.Serve(ln) }()
 		defer func() { _ = server.Close() }()
 	}

@@ -106,52 +106,62 @@ func TestMemberResources(t *testing.T) {
 	}
 }
 
-// TestMemberProbes: startup and readiness are probed every second, since every member step waits on them, and
-// each probe's window (period x failures) is what it was at a 2 s period: 6 s before a member is taken out of
-// the client Service, 30 s of a wedged process before a restart, 5 minutes to start. With an agent of this release
-// as etcd's entrypoint, startup and readiness ask it (it answers a starting etcd's as soon as etcd passes);
-// liveness always asks etcd itself.
+// TestMemberProbes: readiness is probed every second, since every member step waits on it, and each probe's
+// window (period x failures) is what it was at a 2 s period: 6 s before a member is taken out of the client
+// Service, 30 s of a wedged process before a restart, 5 minutes to start. With an agent of this release as etcd's
+// entrypoint, the probes ask it and it keeps the 5 minutes to start (StartGrace, a flag of run-etcd): no startup
+// probe, whose next tick delayed Ready. Without one, a startup probe does that.
 func TestMemberProbes(t *testing.T) {
 	withAgent := opts
 	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
 	olderAgent := withAgent
 	olderAgent.AgentCurrent = false
+	type want struct {
+		path           string
+		port           int
+		period, window int32
+	}
 	for _, o := range []struct {
-		name         string
-		options      Options
-		startingPort int
+		name                         string
+		options                      Options
+		startup, readiness, liveness *want
 	}{
-		{"agent of this release", withAgent, ProbePort},
-		{"older agent", olderAgent, MetricsPort},
-		{"no agent", opts, MetricsPort},
+		{"agent of this release", withAgent, nil, &want{"/readyz", ProbePort, 1, 6}, &want{"/livez", ProbePort, 2, 30}},
+		{"older agent", olderAgent, &want{"/livez", MetricsPort, 1, 300}, &want{"/readyz", MetricsPort, 1, 6}, &want{"/livez", MetricsPort, 2, 30}},
+		{"no agent", opts, &want{"/livez", MetricsPort, 1, 300}, &want{"/readyz", MetricsPort, 1, 6}, &want{"/livez", MetricsPort, 2, 30}},
 	} {
 		c := MemberPod(testCluster(), boot, o.options).Spec.Containers[0]
 		for _, tc := range []struct {
-			name           string
-			probe          *corev1.Probe
-			path           string
-			port           int
-			period, window int32
+			name  string
+			probe *corev1.Probe
+			want  *want
 		}{
-			{"startup", c.StartupProbe, "/livez", o.startingPort, 1, 300},
-			{"readiness", c.ReadinessProbe, "/readyz", o.startingPort, 1, 6},
-			{"liveness", c.LivenessProbe, "/livez", MetricsPort, 2, 30},
+			{"startup", c.StartupProbe, o.startup},
+			{"readiness", c.ReadinessProbe, o.readiness},
+			{"liveness", c.LivenessProbe, o.liveness},
 		} {
-			p := tc.probe
+			p, w := tc.probe, tc.want
+			if w == nil {
+				if p != nil {
+					t.Errorf("%s: %s probe %+v, want none", o.name, tc.name, p)
+				}
+				continue
+			}
 			if p == nil || p.HTTPGet == nil {
 				t.Fatalf("%s: %s probe %+v, want an HTTP GET", o.name, tc.name, p)
 			}
-			if p.HTTPGet.Path != tc.path || p.HTTPGet.Port.IntValue() != tc.port {
-				t.Errorf("%s: %s probe GET %s on %s, want %s on %d", o.name, tc.name, p.HTTPGet.Path, p.HTTPGet.Port.String(), tc.path, tc.port)
+			if p.HTTPGet.Path != w.path || p.HTTPGet.Port.IntValue() != w.port {
+				t.Errorf("%s: %s probe GET %s on %s, want %s on %d", o.name, tc.name, p.HTTPGet.Path, p.HTTPGet.Port.String(), w.path, w.port)
 			}
-			if p.PeriodSeconds != tc.period || p.PeriodSeconds*p.FailureThreshold != tc.window {
-				t.Errorf("%s: %s probe every %ds, window %ds, want every %ds, window %ds", o.name, tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, tc.period, tc.window)
+			if p.PeriodSeconds != w.period || p.PeriodSeconds*p.FailureThreshold != w.window {
+				t.Errorf("%s: %s probe every %ds, window %ds, want every %ds, window %ds", o.name, tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, w.period, w.window)
 			}
 		}
 		guarded := slices.Contains(c.Command, "run-etcd")
-		listens := slices.Contains(c.Command, fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort))
-		if guarded != (o.startingPort == ProbePort) || listens != guarded {
-			t.Errorf("%s: command %v: run-etcd %v, listening for probes %v", o.name, c.Command, guarded, listens)
+		listens := slices.Contains(c.Command, fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort)) &&
+			slices.Contains(c.Command, "--probe-start-grace=5m0s")
+		if guarded != (o.startup == nil) || listens != guarded {
+			t.Errorf("%s: command %v: run-etcd %v, answering probes %v", o.name, c.Command, guarded, listens)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -28,11 +29,15 @@ const (
 	ClientPort  = 2379
 	PeerPort    = 2380
 	MetricsPort = 2381
-	// ProbePort is where a member's `steward-agent run-etcd` answers the startup and readiness probes for etcd,
-	// passing them on to etcd's endpoints on MetricsPort (plain HTTP too) and answering as soon as a starting etcd
-	// passes.
+	// ProbePort is where a member's `steward-agent run-etcd` answers the readiness and liveness probes for etcd,
+	// passing them on to etcd's endpoints on MetricsPort (plain HTTP too), answering a starting etcd's readiness as
+	// soon as etcd passes and its liveness within StartGrace.
 	ProbePort = 2382
 )
+
+// StartGrace is how long a member's etcd may take to start (a member replaying a large log takes a while) before
+// its liveness probe goes by etcd's /livez.
+const StartGrace = 5 * time.Minute
 
 // Labels and annotations Steward puts on the objects it owns.
 const (
@@ -341,11 +346,12 @@ const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 // refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
 // (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
 // rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
-// leader) or start an empty cluster (a member that bootstrapped alone). It answers the startup and readiness
+// leader) or start an empty cluster (a member that bootstrapped alone). It answers the readiness and liveness
 // probes too (ProbePort).
 func guardedEtcdCommand(m Member, etcd []string) []string {
 	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark,
-		fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort), fmt.Sprintf("--probe-etcd=http://127.0.0.1:%d", MetricsPort)}
+		fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort), fmt.Sprintf("--probe-etcd=http://127.0.0.1:%d", MetricsPort),
+		"--probe-start-grace=" + StartGrace.String()}
 	if m.HasRun {
 		cmd = append(cmd, "--guard-has-run")
 	}
@@ -483,14 +489,11 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	} else {
 		data.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(m.Name)}
 	}
-	// A probe's window is period x failures. Startup and readiness are probed every second because every
-	// member step waits for them (the next member of a roll, a learner's successor, Available); the windows
-	// are what they were at 2 s, so a loaded member is not marked unready or killed any sooner. With the agent
-	// as etcd's entrypoint, they ask it (ProbePort), which answers a starting etcd's as soon as etcd passes.
-	startingPort := int32(MetricsPort)
-	if o.AgentImage != "" && o.AgentCurrent {
-		startingPort = ProbePort
-	}
+	// A probe's window is period x failures. Readiness is probed every second because every member step waits
+	// for it (the next member of a roll, a learner's successor, Available); the windows are what they were at 2 s,
+	// so a loaded member is not marked unready or killed any sooner. With the agent as etcd's entrypoint, the
+	// probes ask it (ProbePort), which gives a starting etcd the startup probe's 5 minutes itself: the kubelet runs
+	// no probe when it notices a container, so a startup probe's next tick delayed Ready by up to a second.
 	probe := func(path string, port, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}},
@@ -498,6 +501,11 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 			TimeoutSeconds:   2,
 			FailureThreshold: failures,
 		}
+	}
+	readiness, liveness := probe("/readyz", MetricsPort, 1, 6), probe("/livez", MetricsPort, 2, 15)
+	startup := probe("/livez", MetricsPort, 1, int32(StartGrace/time.Second))
+	if o.AgentImage != "" && o.AgentCurrent {
+		readiness, liveness, startup = probe("/readyz", ProbePort, 1, 6), probe("/livez", ProbePort, 2, 15), nil
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -533,9 +541,9 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Resources: MemberResources(cluster),
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
-				ReadinessProbe:  probe("/readyz", startingPort, 1, 6),
-				LivenessProbe:   probe("/livez", MetricsPort, 2, 15),
-				StartupProbe:    probe("/livez", startingPort, 1, 300),
+				ReadinessProbe:  readiness,
+				LivenessProbe:   liveness,
+				StartupProbe:    startup,
 				SecurityContext: restrictedContainer(),
 				VolumeMounts:    append(mounts, memberTLSMounts(mode)...),
 				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
