@@ -51,18 +51,14 @@ func newMemberProbes(etcd string, wait, grace time.Duration) *memberProbes {
 	}
 }
 
-// ServeHTTP answers GET /readyz and /livez, query kept (etcd reads `exclude` and `verbose`).
+// ServeHTTP answers GET /readyz and /livez (the member's probes ask with no query, and none is passed on).
 func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	url := p.etcd + r.URL.Path
-	if r.URL.RawQuery != "" {
-		url += "?" + r.URL.RawQuery
-	}
 	switch r.URL.Path {
 	case "/readyz":
-		status, body, err := p.askUntilPassed(r.Context(), url)
+		status, body, err := p.askUntilPassed(r.Context(), p.etcd+"/readyz")
 		answer(w, r, status, body, err)
 	case "/livez":
-		status, body, err := p.ask(r.Context(), url)
+		status, body, err := p.ask(r.Context(), p.etcd+"/livez")
 		if status == http.StatusOK {
 			p.live.Store(true)
 		} else if since := p.now().Sub(p.started); !p.live.Load() && since < p.grace {
@@ -70,6 +66,8 @@ func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				word = err.Error()
 			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			//nolint:gosec // etcd's word, as plain text, for the kubelet's event
 			_, _ = fmt.Fprintf(w, "etcd is starting (%s of the %s it may take): %s\n", since.Round(time.Second), p.grace, word)
 			return
 		}
@@ -115,7 +113,7 @@ func answer(w http.ResponseWriter, r *http.Request, status int, body []byte, err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_, _ = w.Write(body) //nolint:gosec // etcd's word, as plain text, for the kubelet's event
 }
 
 // ask is one GET of etcd's endpoint: its status and body, or the error that kept it from answering.
