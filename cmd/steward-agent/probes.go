@@ -89,12 +89,13 @@ func (p *memberProbes) askUntilPassed(ctx context.Context, url string) (int, []b
 		status int
 		body   []byte
 		err    error
+		asked  bool
 	)
 	for {
 		s, b, askErr := p.ask(ctx, url)
 		// An ask cut off by the wait's end says nothing of etcd: etcd's last word stands.
-		if askErr == nil || status == 0 || ctx.Err() == nil {
-			status, body, err = s, b, askErr
+		if askErr == nil || !asked || ctx.Err() == nil {
+			status, body, err, asked = s, b, askErr, true
 		}
 		if status == http.StatusOK {
 			p.ready.Store(true)

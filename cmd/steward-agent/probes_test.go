@@ -46,13 +46,13 @@ func TestMemberProbes(t *testing.T) {
 	}{
 		"ready after a few asks: passes":                {failures: 3, wait: time.Minute, path: "/readyz", wantStatus: 200, wantBody: "ok", wantAsks: 4},
 		"ready at once: asked once":                     {failures: 0, wait: time.Minute, path: "/readyz", wantStatus: 200, wantBody: "ok", wantAsks: 1},
-		"never ready: its failure when the wait ends":   {failures: -1, wait: 100 * time.Millisecond, path: "/readyz", wantStatus: 503, wantBody: "raft not ready"},
+		"never ready: its failure when the wait ends":   {failures: -1, wait: time.Second, path: "/readyz", wantStatus: 503, wantBody: "raft not ready"},
 		"live: passes, asked once":                      {failures: 0, path: "/livez", wantStatus: 200, wantBody: "ok", wantAsks: 1},
 		"not live yet, starting: alive, asked once":     {failures: -1, startedAgo: time.Minute, path: "/livez", wantStatus: 200, wantBody: "etcd is starting (1m0s of the 5m0s", wantAsks: 1},
 		"not live after the grace: etcd's failure":      {failures: -1, startedAgo: 6 * time.Minute, path: "/livez", wantStatus: 503, wantBody: "raft not ready", wantAsks: 1},
 		"another path is not etcd's to answer":          {failures: 0, path: "/metrics", wantStatus: 404, wantAsks: -1},
 		"etcd is not listening yet, starting: alive":    {failures: -2, startedAgo: time.Second, path: "/livez", wantStatus: 200, wantBody: "connection refused", wantAsks: -1},
-		"etcd is not listening when the wait ends: 503": {failures: -2, wait: 50 * time.Millisecond, path: "/readyz", wantStatus: 503, wantBody: "connection refused", wantAsks: -1},
+		"etcd is not listening when the wait ends: 503": {failures: -2, wait: time.Second, path: "/readyz", wantStatus: 503, wantBody: "connection refused", wantAsks: -1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
