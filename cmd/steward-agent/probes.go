@@ -58,7 +58,14 @@ func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, body, err := p.askUntilPassed(r.Context(), p.etcd+"/readyz")
 		answer(w, r, status, body, err)
 	case "/livez":
-		status, body, err := p.ask(r.Context(), p.etcd+"/livez")
+		ctx := r.Context()
+		if !p.live.Load() {
+			// A starting etcd that is slow to answer is starting: answered before the probe's timeout.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, p.wait)
+			defer cancel()
+		}
+		status, body, err := p.ask(ctx, p.etcd+"/livez")
 		if status == http.StatusOK {
 			p.live.Store(true)
 		} else if since := p.now().Sub(p.started); !p.live.Load() && since < p.grace {

@@ -10,7 +10,7 @@ import (
 )
 
 // fakeEtcdHealth stands in for etcd's health endpoints: it fails the first `failures` asks with 503 (every ask if
-// failures < 0) and counts the asks.
+// failures < 0, after 200 ms if -3) and counts the asks.
 type fakeEtcdHealth struct {
 	failures atomic.Int64
 	asks     atomic.Int64
@@ -18,6 +18,9 @@ type fakeEtcdHealth struct {
 
 func (f *fakeEtcdHealth) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	n, failures := f.asks.Add(1), f.failures.Load()
+	if failures == -3 { // slow: answers after the probe's wait
+		time.Sleep(200 * time.Millisecond)
+	}
 	if failures < 0 || n <= failures {
 		http.Error(w, "[-]raft not ready", http.StatusServiceUnavailable)
 		return
@@ -50,6 +53,7 @@ func TestMemberProbes(t *testing.T) {
 		"live: passes, asked once":                      {failures: 0, path: "/livez", wantStatus: 200, wantBody: "ok", wantAsks: 1},
 		"not live yet, starting: alive, asked once":     {failures: -1, startedAgo: time.Minute, path: "/livez", wantStatus: 200, wantBody: "etcd is starting (1m0s of the 5m0s", wantAsks: 1},
 		"not live after the grace: etcd's failure":      {failures: -1, startedAgo: 6 * time.Minute, path: "/livez", wantStatus: 503, wantBody: "raft not ready", wantAsks: 1},
+		"slow to answer, starting: alive":               {failures: -3, wait: 50 * time.Millisecond, startedAgo: time.Second, path: "/livez", wantStatus: 200, wantBody: "context deadline exceeded", wantAsks: 1},
 		"another path is not etcd's to answer":          {failures: 0, path: "/metrics", wantStatus: 404, wantAsks: -1},
 		"etcd is not listening yet, starting: alive":    {failures: -2, startedAgo: time.Second, path: "/livez", wantStatus: 200, wantBody: "connection refused", wantAsks: -1},
 		"etcd is not listening when the wait ends: 503": {failures: -2, wait: time.Second, path: "/readyz", wantStatus: 503, wantBody: "connection refused", wantAsks: -1},
