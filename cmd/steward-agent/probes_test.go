@@ -69,7 +69,11 @@ func TestMemberProbes(t *testing.T) {
 			} else {
 				defer backend.Close()
 			}
-			p := newMemberProbes(url, tt.wait, 5*time.Minute)
+			wait := tt.wait
+			if wait == 0 {
+				wait = time.Minute
+			}
+			p := newMemberProbes(url, wait, 5*time.Minute)
 			p.askEvery = time.Millisecond
 			now := p.started.Add(tt.startedAgo)
 			p.now = func() time.Time { return now }
