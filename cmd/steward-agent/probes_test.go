@@ -1,10 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,5 +127,105 @@ func TestMemberProbesAfterPassing(t *testing.T) {
 	etcd.failures.Store(-1)
 	if rec := probeOnce(p, "/livez"); rec.Code != 503 {
 		t.Errorf("liveness after passing, in the grace: %d %q, want etcd's 503", rec.Code, rec.Body.String())
+	}
+}
+
+// TestRunEtcdAnswersProbes runs `run-etcd --probe-listen` around a real etcd (integration: the test bed's cached
+// release), the way a member's container does, and probes it as the kubelet would through its start (nothing
+// listening yet, then etcd up), a wedge (SIGSTOP) and etcd's end.
+func TestRunEtcdAnswersProbes(t *testing.T) {
+	bin := etcdBin(t)
+	dir := t.TempDir()
+	dataDir, pidFile := filepath.Join(dir, "data"), filepath.Join(dir, "pid")
+	probes, metrics := "127.0.0.1:"+port(t), "http://127.0.0.1:"+port(t)
+	peer, client := "http://127.0.0.1:"+port(t), "http://127.0.0.1:"+port(t)
+	// The shell records etcd's PID (exec keeps it) and holds etcd back a while: a slow start, nothing listening.
+	script := fmt.Sprintf("echo $$ > %s; sleep 1.5; exec %s --name=m --data-dir=%s --listen-peer-urls=%s "+
+		"--initial-advertise-peer-urls=%s --initial-cluster=m=%s --listen-client-urls=%s --advertise-client-urls=%s "+
+		"--listen-metrics-urls=%s --log-level=error", pidFile, filepath.Join(bin, "etcd"), dataDir, peer, peer, peer,
+		client, client, metrics)
+	exited := make(chan int, 1)
+	t.Cleanup(func() { // etcd must not outlive a failed test
+		if raw, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	go func() {
+		exited <- runEtcd([]string{"--guard-data-dir=" + dataDir, "--guard-mark=" + filepath.Join(dir, "mark"),
+			"--probe-listen=" + probes, "--probe-etcd=" + metrics, "--probe-start-grace=1m", "--", "sh", "-c", script})
+	}()
+	kubelet := &http.Client{Timeout: 2 * time.Second} // the members' probes' timeout
+	probe := func(path string) (int, string) {
+		resp, err := kubelet.Get("http://" + probes + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 30s", what)
+			}
+		}
+	}
+	var status int
+	var body string
+	eventually("answer to a liveness probe", func() bool { status, body = probe("/livez"); return status != 0 })
+	if _, err := os.Stat(filepath.Join(dataDir, "member")); err == nil {
+		t.Skip("etcd started before the first probe; the start was not seen")
+	}
+	if status != 200 || !strings.Contains(body, "etcd is starting") {
+		t.Errorf("liveness while etcd starts: %d %q, want alive, starting", status, body)
+	}
+	if status, body = probe("/readyz"); status != 503 {
+		t.Errorf("readiness while nothing listens: %d %q, want 503", status, body)
+	}
+	eventually("passing readiness probe", func() bool { status, body = probe("/readyz"); return status == 200 })
+	if status, body = probe("/livez"); status != 200 || strings.Contains(body, "starting") {
+		t.Errorf("liveness of a started etcd: %d %q, want etcd's own pass", status, body)
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdProcess, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdProcess.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/livez", "/readyz"} {
+		if status, body = probe(path); status == 200 {
+			t.Errorf("%s of a stopped etcd: %d %q, want a failure", path, status, body)
+		}
+	}
+	if err := etcdProcess.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually("passing liveness probe after SIGCONT", func() bool { status, _ = probe("/livez"); return status == 200 })
+	if err := etcdProcess.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exited:
+		if code != 128+int(syscall.SIGKILL) {
+			t.Errorf("run-etcd exited %d, want etcd's SIGKILL (137)", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run-etcd did not exit with etcd")
+	}
+	if status, body = probe("/livez"); status != 0 {
+		t.Errorf("liveness after etcd's end: %d %q, want no answer (the container ends)", status, body)
 	}
 }
