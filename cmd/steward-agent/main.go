@@ -6,7 +6,8 @@
 // member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
 // restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the cluster
 // DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
-// container's entrypoint, starts etcd unless its data dir was emptied after the member had run. The Jobs and
+// container's entrypoint, starts etcd unless its data dir was emptied after the member had run, and answers the
+// member's readiness and liveness probes for it. The Jobs and
 // restore containers report their result as one line of JSON in the container's termination message, which the
 // controllers read into status. It never holds a whole snapshot in memory and never prints credentials.
 package main
