@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -25,7 +26,8 @@ const probeWait = 900 * time.Millisecond
 // runEtcd is `steward-agent run-etcd`, the entrypoint of a member's etcd container: it starts etcd (the command
 // after its own flags), passes signals on to it and exits as it does, unless the data dir holds no member although
 // the member has run, in which case etcd is not started. With --probe-listen it answers the kubelet's readiness and
-// liveness probes for etcd (memberProbes).
+// liveness probes for etcd (memberProbes); with --bootstrap-after, a member of a new cluster lets the members
+// ranked before it leave their bootstrap before its first start (awaitPeersBootstrapped).
 //
 // Why: a member whose data dir was emptied (its volume intact) must never come back under its old identity, which
 // would let it vote without the entries it acknowledged. etcd does not stop that by itself: a member that joined a
@@ -43,6 +45,8 @@ func runEtcd(args []string) int {
 		probes  string
 		etcdURL string
 		grace   time.Duration
+		after   string
+		limit   time.Duration
 	)
 	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
 	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
@@ -50,6 +54,8 @@ func runEtcd(args []string) int {
 	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's readiness and liveness probes on, for etcd (memberProbes); none if empty")
 	fs.StringVar(&etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
 	fs.DurationVar(&grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
+	fs.StringVar(&after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start lets leave their bootstrap first (awaitPeersBootstrapped)")
+	fs.DurationVar(&limit, "bootstrap-wait-limit", 2*time.Second, "how long a first start waits for --bootstrap-after's members at most")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,6 +80,9 @@ func runEtcd(args []string) int {
 		server := &http.Server{Handler: newMemberProbes(etcdURL, probeWait, grace), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = server.Serve(ln) }()
 		defer func() { _ = server.Close() }()
+	}
+	if !holds && after != "" {
+		logBootstrapWait(awaitPeersBootstrapped(strings.Split(after, ","), limit, 20*time.Millisecond))
 	}
 	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // the Pod spec's own command
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

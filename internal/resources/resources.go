@@ -355,7 +355,27 @@ func guardedEtcdCommand(m Member, etcd []string) []string {
 	if m.HasRun {
 		cmd = append(cmd, "--guard-has-run")
 	}
+	if before := bootstrapsAfter(m); len(before) > 0 {
+		cmd = append(cmd, "--bootstrap-after="+strings.Join(before, ","))
+	}
 	return append(append(cmd, "--"), etcd...)
+}
+
+// bootstrapsAfter are the peer URLs of the members of a new cluster ranked (by name) before m, which m's first
+// start lets leave their bootstrap first (`run-etcd --bootstrap-after`): etcd bootstrapping a new cluster asks
+// every other member whether it has been bootstrapped, a second's timeout each, and members started together find
+// each other's listeners open and silent. A restored member's data dir holds it, so etcd asks nobody.
+func bootstrapsAfter(m Member) []string {
+	if m.State != "new" || len(m.InitialCluster) < 2 || m.Restore != nil {
+		return nil
+	}
+	var before []string
+	for _, name := range slices.Sorted(maps.Keys(m.InitialCluster)) {
+		if name < m.Name {
+			before = append(before, m.InitialCluster[name])
+		}
+	}
+	return before
 }
 
 // PodBootstrapsAlone reports whether a member Pod starts etcd to bootstrap a one-member cluster

@@ -583,3 +583,36 @@ func TestEtcdRunsGuarded(t *testing.T) {
 		t.Errorf("init containers %v with an older agent, want none", p.Spec.InitContainers)
 	}
 }
+
+// TestBootstrapAfter: a member of a new cluster of several starts after the members ranked (by name) before it
+// have left their bootstrap; the first, a member joining a running cluster, a one-member cluster's and a restored
+// member (its data dir holds it, so etcd asks no peer) do not wait.
+func TestBootstrapAfter(t *testing.T) {
+	withAgent := opts
+	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
+	second := boot
+	second.Name = "db-fghjk"
+	joining := second
+	joining.State = "existing"
+	single := Member{Name: "db-fghjk", State: "new", InitialCluster: map[string]string{"db-fghjk": boot.InitialCluster["db-fghjk"]}}
+	restored := second
+	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db/1.db"}}}}}
+	for name, tt := range map[string]struct {
+		m    Member
+		want string // the flag's value, "" for none
+	}{
+		"the first of the bootstrap":         {boot, ""},
+		"the second waits for the first":     {second, boot.InitialCluster["db-abcde"]},
+		"a member joining a running cluster": {joining, ""},
+		"a one-member cluster":               {single, ""},
+		"a restored member":                  {restored, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok := arg(MemberPod(testCluster(), tt.m, withAgent).Spec.Containers[0].Command, "--bootstrap-after")
+			if got != tt.want || ok != (tt.want != "") {
+				t.Errorf("--bootstrap-after=%q (given: %v), want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
