@@ -106,6 +106,10 @@ type Options struct {
 	UpgradeVia []string
 }
 
+// agentRunsEtcd: member Pods start etcd through `steward-agent run-etcd` (guardedEtcdCommand), installed by an
+// init container, and their probes ask it.
+func (o Options) agentRunsEtcd() bool { return o.AgentImage != "" && o.AgentCurrent }
+
 // DefaultUpgradeVia is --upgrade-via's default: the newest 3.6 release Steward is tested with, which etcd lets a
 // cluster leave for 3.7 (3.6.11 or later).
 const DefaultUpgradeVia = "3.6.16"
@@ -478,7 +482,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		restore, volumes := restoreInitContainers(cluster, m, image, o)
 		initContainers, extraVolumes = append(initContainers, restore...), volumes
-	case o.AgentImage != "" && o.AgentCurrent:
+	case o.agentRunsEtcd():
 		// The agent is etcd's entrypoint (guardedEtcdCommand); a restore's init containers install it already.
 		install, tools, toolsVol := agentInstall(o.AgentImage)
 		if waitsForDNS {
@@ -492,7 +496,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	}
 	command := append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...)
 	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}
-	if o.AgentImage != "" && o.AgentCurrent {
+	if o.agentRunsEtcd() {
 		command = guardedEtcdCommand(m, command)
 		mounts = append(mounts, corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount})
 	}
@@ -524,7 +528,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	}
 	readiness, liveness := probe("/readyz", MetricsPort, 1, 6), probe("/livez", MetricsPort, 2, 15)
 	startup := probe("/livez", MetricsPort, 1, int32(StartGrace/time.Second))
-	if o.AgentImage != "" && o.AgentCurrent {
+	if o.agentRunsEtcd() {
 		readiness, liveness, startup = probe("/readyz", ProbePort, 1, 6), probe("/livez", ProbePort, 2, 15), nil
 	}
 	return &corev1.Pod{
