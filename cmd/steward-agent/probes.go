@@ -58,13 +58,9 @@ func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, body, err := p.askUntilPassed(r.Context(), p.etcd+"/readyz")
 		answer(w, r, status, body, err)
 	case "/livez":
-		ctx := r.Context()
-		if !p.live.Load() {
-			// A starting etcd that is slow to answer is starting: answered before the probe's timeout.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, p.wait)
-			defer cancel()
-		}
+		// A starting etcd that is slow to answer is starting: answered before the probe's timeout.
+		ctx, cancel := p.starting(r.Context(), &p.live)
+		defer cancel()
 		status, body, err := p.ask(ctx, p.etcd+"/livez")
 		if status == http.StatusOK {
 			p.live.Store(true)
@@ -87,11 +83,8 @@ func (p *memberProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // askUntilPassed asks etcd's /readyz once if it has passed before, else until it passes or the wait is over, and
 // returns etcd's last word.
 func (p *memberProbes) askUntilPassed(ctx context.Context, url string) (int, []byte, error) {
-	if !p.ready.Load() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.wait)
-		defer cancel()
-	}
+	ctx, cancel := p.starting(ctx, &p.ready)
+	defer cancel()
 	var (
 		status int
 		body   []byte
@@ -111,6 +104,14 @@ func (p *memberProbes) askUntilPassed(ctx context.Context, url string) (int, []b
 			return status, body, err
 		}
 	}
+}
+
+// starting bounds a probe's asks by the wait until the endpoint has passed once; after that, by the probe alone.
+func (p *memberProbes) starting(ctx context.Context, passed *atomic.Bool) (context.Context, context.CancelFunc) {
+	if passed.Load() {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, p.wait)
 }
 
 // answer writes etcd's word: its status and body, or 503 with what kept it from answering.
