@@ -78,14 +78,19 @@ if [[ -s $TEST_LOG_DIR/e2e.log ]]; then
 fi
 # What each failed test said last (its failure, usually): CI shows only the end of this output, and a parallel
 # test's failure line can be far above it. With -v a test's lines come before its "--- FAIL", without -v after it.
+# The first test to fail comes last, nearest the end: a failure often makes the tests after it fail too. A test's
+# "ran X after waiting Y" line (shared_test.go, nodes_test.go) is left out: it says nothing of the failure.
 failures=$(for name in "${names[@]}"; do
   awk -v tier="$name" '
-    function short(l) { return length(l) > 1500 ? substr(l, 1, 1500) "..." : l }
+    function short(l) { return length(l) > 1000 ? substr(l, 1, 1000) "..." : l }
+    function add(l) { out[blocks] = out[blocks] l "\n" }
+    / ran [0-9hms.]+ after waiting / { next }
     /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; after = ""; next }
-    /^ *--- FAIL: / { n = $3; printf "  [%s] %s\n", tier, n; for (i = 1; i <= cnt[n]; i++) print "    " short(last[n, i]); after = n; next }
-    /^ +[A-Za-z0-9_]+\.go:[0-9]+: / { if (after != "") { print "    " short($0); next }
+    /^ *--- FAIL: / { n = $3; blocks++; add(sprintf("  [%s] %s", tier, n)); for (i = 1; i <= cnt[n]; i++) add("    " short(last[n, i])); after = n; next }
+    /^ +[A-Za-z0-9_]+\.go:[0-9]+: / { if (after != "") { add("    " short($0)); next }
       k = cur; if (cnt[k] == 3) { last[k, 1] = last[k, 2]; last[k, 2] = last[k, 3]; cnt[k] = 2 }; last[k, ++cnt[k]] = $0; next }
     { after = "" }
+    END { for (b = blocks; b >= 1; b--) printf "%s", out[b] }
   ' "$TEST_LOG_DIR/$name.log" 2>/dev/null
 done)
 if [[ -n $failures ]]; then

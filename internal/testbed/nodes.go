@@ -326,6 +326,29 @@ func (c *Cluster) ReconnectNode(name string) error {
 	return nil
 }
 
+// NodeProcessesDown names what of a node's kubelet and containerd does not run, with the end of its log; ""
+// when both run. A test that finds a node NotReady tells a dead process from a slow one by it.
+func (c *Cluster) NodeProcessesDown(name string) string {
+	n, err := c.node(name)
+	if err != nil {
+		return err.Error()
+	}
+	var down []string
+	for _, want := range []string{c.kubeletName(n), "containerd" + n.suffix()} {
+		running := false
+		for _, r := range recordedProcesses(c.opts.StateDir) {
+			if r.name == want && r.alive() {
+				running = true
+			}
+		}
+		if !running {
+			log := filepath.Join(c.logDir(), want+".log")
+			down = append(down, fmt.Sprintf("%s is not running; end of %s:\n%s", want, log, logTail(log, 10)))
+		}
+	}
+	return strings.Join(down, "\n")
+}
+
 // NodeLogs is the path of a node's kubelet log, for a test's failure message.
 func (c *Cluster) NodeLogs(name string) string {
 	n, err := c.node(name)

@@ -62,7 +62,129 @@ func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	if len(out) < 3 {
 		t.Fatalf("the test bed has %d dedicated nodes, the multi-node tests need 3", len(out))
 	}
+	if trouble := dedicatedNodesTrouble(out, false, 2*time.Minute); len(trouble) > 0 {
+		t.Fatalf("the dedicated nodes are not as the test bed started them: %s", describeTrouble(trouble))
+	}
+	t.Cleanup(func() { handBackDedicatedNodes(t, out) }) // before the unlock: cleanups run last first
 	return out
+}
+
+// nodeTrouble says what keeps node from running members as the test bed started it, "" when nothing: not Ready,
+// cordoned, or tainted with more than the dedicated taint (the node controller's not-ready and unreachable taints
+// stay a moment after the node is Ready again).
+func nodeTrouble(node *corev1.Node) string {
+	var trouble []string
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		ready = c.Status == corev1.ConditionTrue
+		if !ready {
+			trouble = append(trouble, fmt.Sprintf("Ready=%s since %s (%s: %s)", c.Status,
+				c.LastTransitionTime.Format(time.TimeOnly), c.Reason, c.Message))
+		}
+	}
+	if !ready && len(trouble) == 0 {
+		trouble = append(trouble, "no Ready condition")
+	}
+	if node.Spec.Unschedulable {
+		trouble = append(trouble, "cordoned")
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key != testbed.DedicatedTaint {
+			trouble = append(trouble, "taint "+taint.ToString())
+		}
+	}
+	return strings.Join(trouble, ", ")
+}
+
+// dedicatedNodesTrouble waits up to timeout for nodes to be free of trouble (nodeTrouble, and with leftPods any
+// Pod still on them: no test runs there meanwhile) and returns the trouble of those that are not, with what of their
+// kubelet and containerd does not run.
+func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Duration) map[string]string {
+	deadline := time.Now().Add(timeout)
+	for {
+		trouble := map[string]string{}
+		for _, n := range nodes {
+			var node corev1.Node
+			if err := k8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
+				trouble[n.Name] = err.Error()
+			} else if why := nodeTrouble(&node); why != "" {
+				trouble[n.Name] = why
+			}
+			if leftPods {
+				if left := podsOnNode(n.Name); left != "" {
+					trouble[n.Name] = strings.TrimPrefix(trouble[n.Name]+", Pods left: "+left, ", ")
+				}
+			}
+		}
+		if len(trouble) == 0 || time.Now().After(deadline) {
+			for name := range trouble {
+				if down := bed.NodeProcessesDown(name); down != "" {
+					trouble[name] += "; " + down
+				}
+			}
+			return trouble
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// podsOnNode names the Pods bound to node, with their phase and deletion, "" for none or when they cannot be listed.
+func podsOnNode(node string) string {
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range pods.Items {
+		desc := p.Namespace + "/" + p.Name + " " + string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			desc += " deleted at " + p.DeletionTimestamp.Format(time.TimeOnly)
+		}
+		out = append(out, desc)
+	}
+	return strings.Join(out, ", ")
+}
+
+func describeTrouble(trouble map[string]string) string {
+	var out []string
+	for name, why := range trouble {
+		out = append(out, name+": "+why)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+// handBackDedicatedNodes fails t for each dedicated node it leaves unable to run members, saying why, and brings
+// the node back as the test bed started it (uncordoned; stopped and started if not Ready), so that the tests after
+// it do not fail for its fault.
+func handBackDedicatedNodes(t *testing.T, nodes []testbed.Node) {
+	trouble := dedicatedNodesTrouble(nodes, true, 2*time.Minute)
+	if len(trouble) == 0 {
+		return
+	}
+	t.Errorf("the test leaves dedicated nodes unable to run members: %s", describeTrouble(trouble))
+	for name, why := range trouble {
+		if strings.Contains(why, "cordoned") {
+			if err := nodeKubectl("uncordon", name); err != nil {
+				t.Errorf("restore node %s: %v", name, err)
+			}
+		}
+		if strings.Contains(why, "Ready=") || strings.Contains(why, "not running") {
+			if err := bed.StopNode(name); err != nil {
+				t.Errorf("restore node %s: %v", name, err)
+			} else if err := bed.StartNode(context.Background(), name); err != nil {
+				t.Errorf("restore node %s: %v", name, err)
+			}
+		}
+	}
+	if left := dedicatedNodesTrouble(nodes, false, 2*time.Minute); len(left) > 0 {
+		t.Errorf("dedicated nodes still unable to run members after a restart: %s", describeTrouble(left))
+	} else {
+		t.Logf("dedicated nodes restored")
+	}
 }
 
 // onDedicatedNodes places a cluster's members on the dedicated nodes, the way a user gives etcd nodes of its
@@ -407,12 +529,6 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 	for _, down := range [][]testbed.Node{nodes[:2], nodes} {
 		before := ownedState(t, got)
 		stopped := map[string]bool{}
-		for _, n := range down {
-			if err := bed.StopNode(n.Name); err != nil {
-				t.Fatal(err)
-			}
-			stopped[n.Name] = true
-		}
 		t.Cleanup(func() { // the next multi-node test needs the nodes
 			for name := range stopped {
 				if err := bed.StartNode(context.Background(), name); err != nil {
@@ -420,6 +536,12 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 				}
 			}
 		})
+		for _, n := range down {
+			stopped[n.Name] = true // a stop that fails half-way leaves a node to start again
+			if err := bed.StopNode(n.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
 		poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
 			if err := k8s.Get(ctx, key, got); err != nil {
 				return err
