@@ -512,10 +512,16 @@ func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 // ErrLearnerNotReady is returned by PromoteLearner while the learner has not caught up with the leader.
 var ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")
 
-// ErrClusterNotSettled is returned by AddLearner while etcd refuses membership changes because a member has not
-// been connected to the leader long enough (etcd's strict reconfiguration check: "unhealthy cluster", for the
-// first seconds after a member starts). It passes by itself.
+// ErrClusterNotSettled is returned by AddLearner and RemoveMember while etcd refuses the change because members
+// have not been connected long enough (etcd's strict reconfiguration check, "unhealthy cluster": an add while any
+// member has been connected less than 5 seconds, a voter's removal while too few of the others have been for the
+// rest to keep a quorum). It passes by itself once they have.
 var ErrClusterNotSettled = errors.New("etcd refuses membership changes until every member has been connected for a few seconds")
+
+// refusedUntilSettled: err is etcd's strict reconfiguration check refusing a membership change (ErrClusterNotSettled).
+func refusedUntilSettled(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "etcdserver: unhealthy cluster")
+}
 
 // withClient runs one membership call on the cluster's pooled client, bounded by RequestTimeout.
 func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, call func(context.Context, *clientv3.Client) error) error {
@@ -534,7 +540,7 @@ func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, p
 	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
 		if err != nil {
-			if strings.Contains(err.Error(), "etcdserver: unhealthy cluster") {
+			if refusedUntilSettled(err) {
 				return fmt.Errorf("add learner %s: %w", peerURL, ErrClusterNotSettled)
 			}
 			return fmt.Errorf("add learner %s: %w", peerURL, err)
@@ -558,11 +564,15 @@ func (p *Pool) PromoteLearner(ctx context.Context, key string, endpoints []strin
 	})
 }
 
-// RemoveMember removes member id from the cluster.
+// RemoveMember removes member id from the cluster. etcd refuses a voter's removal for a few seconds after members
+// (re)connect: ErrClusterNotSettled.
 func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string, id uint64) error {
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		return confirmRemoved(id, func() error {
 			_, err := c.MemberRemove(ctx, id)
+			if refusedUntilSettled(err) {
+				return fmt.Errorf("%w (%w)", ErrClusterNotSettled, err)
+			}
 			return err
 		}, func() ([]uint64, error) {
 			resp, err := c.MemberList(ctx)

@@ -1,8 +1,12 @@
 package etcd
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // TestConfirmRemoved: a removal whose request failed counts as done only when the member list no longer has the
@@ -30,6 +34,28 @@ func TestConfirmRemoved(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, tc.removeErr) {
 			t.Errorf("%s: %v does not wrap the removal's error", name, err)
+		}
+	}
+}
+
+// TestRefusedUntilSettled: etcd's strict reconfiguration check refusing an add or a voter's removal ("unhealthy
+// cluster", as the client returns it and as the server sends it) passes by itself; other refusals and failures do
+// not.
+func TestRefusedUntilSettled(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"refused, as the client returns it": {rpctypes.ErrUnhealthy, true},
+		"refused, as the server sends it":   {rpctypes.ErrGRPCUnhealthy, true},
+		"refused, wrapped":                  {fmt.Errorf("remove member 2: %w", rpctypes.ErrUnhealthy), true},
+		"not enough started members":        {rpctypes.ErrMemberNotEnoughStarted, false},
+		"no leader":                         {rpctypes.ErrNoLeader, false},
+		"timed out":                         {context.DeadlineExceeded, false},
+		"no error":                          {nil, false},
+	} {
+		if got := refusedUntilSettled(tc.err); got != tc.want {
+			t.Errorf("%s (%v): refused until settled %t, want %t", name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -47,6 +47,12 @@ const (
 	// pace for a learner that takes long to catch up.
 	requeueComingUp = 250 * time.Millisecond
 	comingUpWindow  = 30 * time.Second
+	// requeueRefused: a membership change etcd refused until members have been connected for a few seconds
+	// (etcd.ErrClusterNotSettled) is asked again this often: the member asked refuses at once, from its own view of
+	// its peers' connections, and grants it the moment they are old enough, which no event tells. Returned as an
+	// error, each refusal doubled the workqueue's back-off for the cluster (5 ms, 10 ms, ..., 20 s after a dozen in
+	// a row), and any other event that woke a pass in the window added one more.
+	requeueRefused = 250 * time.Millisecond
 )
 
 // waitsOnEtcd are the waits that end by etcd's doing, with no Kubernetes event to say so.
@@ -195,7 +201,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			// afresh: a message that changed on every pass would wake the next pass at once, a spin.
 			log.V(1).Info("Membership change refused until members settle", "EtcdCluster", klog.KObj(cluster), "action", action.Kind)
 			action = notSettled(action)
-			return ctrl.Result{RequeueAfter: requeueInFlight}, nil
+			return ctrl.Result{RequeueAfter: requeueRefused}, nil
 		}
 		return ctrl.Result{}, err
 	}
