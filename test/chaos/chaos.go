@@ -1,5 +1,5 @@
 // Package chaos breaks etcd members on the test bed the way real failures do, for e2e tests: it cuts a member
-// Pod off the network from inside its network namespace, kills a container's processes, empties a local volume
+// Pod off the network from inside its network namespace, kills or wedges a container's processes, empties a local volume
 // behind its claim's back, and rewrites a key in a stopped member's database. It needs root on the test bed's node and knows the kubelet's cgroupfs layout;
 // it is a test helper, never part of Steward.
 package chaos
@@ -74,6 +74,40 @@ func KillContainer(pod *corev1.Pod, container string) error {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("kill %d: %w", pid, err)
 		}
+	}
+	return nil
+}
+
+// WedgeProcess sends SIGSTOP to the processes named command (their /proc/PID/comm) of the Pod's running container
+// named container: the process stays, holds its ports and files, and answers nothing, as one stuck on a hung disk
+// does. The kubelet's SIGKILL of the container ends it.
+func WedgeProcess(pod *corev1.Pod, container, command string) error {
+	id := ""
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Running != nil {
+			_, id, _ = strings.Cut(cs.ContainerID, "://")
+		}
+	}
+	if id == "" {
+		return fmt.Errorf("container %s of Pod %s/%s is not running", container, pod.Namespace, pod.Name)
+	}
+	wedged := 0
+	for _, p := range pids(pod, id) {
+		comm, err := os.ReadFile(filepath.Join("/proc", p, "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != command {
+			continue
+		}
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("pid %q: %w", p, err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("stop %d: %w", pid, err)
+		}
+		wedged++
+	}
+	if wedged == 0 {
+		return fmt.Errorf("no process %q in container %s (%s) of Pod %s/%s", command, container, id, pod.Namespace, pod.Name)
 	}
 	return nil
 }
