@@ -1,7 +1,7 @@
 // Package chaos breaks etcd members on the test bed the way real failures do, for e2e tests: it cuts a member
-// Pod off the network from inside its network namespace, kills or wedges a container's processes, empties a local volume
-// behind its claim's back, and rewrites a key in a stopped member's database. It needs root on the test bed's node and knows the kubelet's cgroupfs layout;
-// it is a test helper, never part of Steward.
+// Pod off the network from inside its network namespace, kills or wedges a container's processes, empties a local
+// volume behind its claim's back, and rewrites a key in a stopped member's database. It needs root on the test
+// bed's node and knows the kubelet's cgroupfs layout; it is a test helper, never part of Steward.
 package chaos
 
 import (
@@ -50,17 +50,24 @@ func podPID(pod *corev1.Pod) (string, error) {
 	return "", fmt.Errorf("no process of Pod %s/%s (uid %s) found in the kubelet's cgroups", pod.Namespace, pod.Name, pod.UID)
 }
 
+// runningContainerID is the runtime's ID of the Pod's running container named container (the name of its cgroup
+// directory).
+func runningContainerID(pod *corev1.Pod, container string) (string, error) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Running != nil {
+			_, id, _ := strings.Cut(cs.ContainerID, "://")
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("container %s of Pod %s/%s is not running", container, pod.Namespace, pod.Name)
+}
+
 // KillContainer sends SIGKILL to every process of the Pod's running container named container, as an OOM kill
 // or a crash would; the kubelet restarts it.
 func KillContainer(pod *corev1.Pod, container string) error {
-	id := ""
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == container && cs.State.Running != nil {
-			_, id, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
-	if id == "" {
-		return fmt.Errorf("container %s of Pod %s/%s is not running", container, pod.Namespace, pod.Name)
+	id, err := runningContainerID(pod, container)
+	if err != nil {
+		return err
 	}
 	procs := pids(pod, id)
 	if len(procs) == 0 {
@@ -82,14 +89,9 @@ func KillContainer(pod *corev1.Pod, container string) error {
 // named container: the process stays, holds its ports and files, and answers nothing, as one stuck on a hung disk
 // does. The kubelet's SIGKILL of the container ends it.
 func WedgeProcess(pod *corev1.Pod, container, command string) error {
-	id := ""
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == container && cs.State.Running != nil {
-			_, id, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
-	if id == "" {
-		return fmt.Errorf("container %s of Pod %s/%s is not running", container, pod.Namespace, pod.Name)
+	id, err := runningContainerID(pod, container)
+	if err != nil {
+		return err
 	}
 	wedged := 0
 	for _, p := range pids(pod, id) {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -275,7 +278,47 @@ func clientServiceURL(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // code received from server: 404"). Steward cannot see kube-proxy's progress, so its status does not cover this.
 func waitServiceRouted(t *testing.T, c *etcdv1alpha1.EtcdCluster, addr string) {
 	t.Helper()
-	poll(t, "the client Service's ClusterIP "+addr+" routed to etcd", 2*time.Minute, func() error { return reachesEtcd(c, addr) })
+	if err := testbed.Eventually(context.Background(), 2*time.Minute, 500*time.Millisecond, func() error { return reachesEtcd(c, addr) }); err != nil {
+		t.Fatalf("the client Service's ClusterIP %s routed to etcd: %v; %s", addr, err, serviceRouting(c, addr))
+	}
+}
+
+// serviceRouting says what stands between addr and etcd, for a failure message: the client Service's ClusterIP
+// now, its endpoints, and how many of this node's nat rules name addr's IP (none: kube-proxy has not programmed
+// the Service, and a connection leaves by the default route).
+func serviceRouting(c *etcdv1alpha1.EtcdCluster, addr string) string {
+	ctx := context.Background()
+	name := resources.ClientServiceName(c)
+	var parts []string
+	var svc corev1.Service
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &svc); err != nil {
+		parts = append(parts, "Service: "+err.Error())
+	} else {
+		parts = append(parts, "Service ClusterIP now "+svc.Spec.ClusterIP)
+	}
+	var eps discoveryv1.EndpointSliceList
+	if err := k8s.List(ctx, &eps, client.InNamespace(c.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		parts = append(parts, "EndpointSlices: "+err.Error())
+	} else {
+		var ready, notReady []string
+		for _, s := range eps.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					ready = append(ready, e.Addresses...)
+				} else {
+					notReady = append(notReady, e.Addresses...)
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("endpoints ready %v, not ready %v", ready, notReady))
+	}
+	ip, _, _ := net.SplitHostPort(addr)
+	if out, err := exec.Command("iptables-save", "-t", "nat").Output(); err != nil {
+		parts = append(parts, "iptables-save: "+err.Error())
+	} else {
+		parts = append(parts, fmt.Sprintf("nat rules naming %s on this node: %d", ip, strings.Count(string(out), " "+ip+"/32 ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // reachesEtcd checks that addr is served by etcd: in plaintext, etcd's /version answer; with TLS, a handshake in
