@@ -205,6 +205,8 @@ func TestRunEtcdAnswersProbes(t *testing.T) {
 	if err := etcdProcess.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// kill(2) returns before every thread has stopped: a probe in that moment was answered by etcd (full run 55).
+	eventually("every thread of etcd stopped", func() bool { return allThreadsStopped(pid) })
 	for _, path := range []string{"/livez", "/readyz"} {
 		if status, body = probe(path); status == 200 {
 			t.Errorf("%s of a stopped etcd: %d %q, want a failure", path, status, body)
@@ -228,4 +230,24 @@ func TestRunEtcdAnswersProbes(t *testing.T) {
 	if status, body = probe("/livez"); status != 0 {
 		t.Errorf("liveness after etcd's end: %d %q, want no answer (the container ends)", status, body)
 	}
+}
+
+// allThreadsStopped: every thread of process pid is in the stopped state ('T' in /proc/PID/task/TID/stat).
+func allThreadsStopped(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if len(stats) == 0 {
+		return false
+	}
+	for _, f := range stats {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name in parentheses, which may itself hold spaces or parentheses.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
+		if fields := strings.Fields(rest); len(fields) == 0 || fields[0] != "T" {
+			return false
+		}
+	}
+	return true
 }
