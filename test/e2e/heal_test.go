@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -413,41 +412,20 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 	key, got := createSettled(t, ns, "wedged", 0)
 	load := startLoad(t, got)
 	follower, _ := aFollower(t, got)
-	var all []string
-	for _, m := range got.Status.Members {
-		all = append(all, m.Name)
-	}
-	sort.Strings(all)
+	all := memberNames(got)
 	majority := []string{follower}
 	for _, m := range all {
 		if m != follower && len(majority) < 2 {
 			majority = append(majority, m)
 		}
 	}
-	etcdRestarts := func(member string) (int32, error) {
-		var pod corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
-			return 0, err
-		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name == resources.EtcdContainer {
-				return cs.RestartCount, nil
-			}
-		}
-		return 0, fmt.Errorf("Pod %s has no %s container status", member, resources.EtcdContainer)
-	}
 	for _, wedged := range [][]string{{follower}, majority, all} {
-		restarts := map[string]int32{}
+		restarts := containerRestarts(t, key)
 		for _, m := range wedged {
 			var pod corev1.Pod
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
 				t.Fatal(err)
 			}
-			n, err := etcdRestarts(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			restarts[m] = n
 			// Until etcd's /livez has passed once in a container, the agent answers its liveness probe as a start
 			// (the startup grace, 5 minutes): ask it once here, as the kubelet does, so the wedge is of a member
 			// that has run, whatever the probe's ticker did in the seconds since the Pod started.
@@ -459,13 +437,10 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		begin := time.Now()
 		what := fmt.Sprintf("%d of 3 members wedged %v", len(wedged), wedged)
 		poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
+			now := containerRestarts(t, key)
 			for _, m := range wedged {
-				n, err := etcdRestarts(m)
-				if err != nil {
-					return err
-				}
-				if n <= restarts[m] {
-					return fmt.Errorf("etcd container of %s not restarted yet (%d restarts)", m, n)
+				if now[m] <= restarts[m] {
+					return fmt.Errorf("etcd container of %s not restarted yet (%d restarts)", m, now[m])
 				}
 			}
 			return nil
@@ -486,12 +461,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 				t.Errorf("%s: no Event says the kubelet restarted %s for its liveness probe", what, m)
 			}
 		}
-		var now []string
-		for _, m := range got.Status.Members {
-			now = append(now, m.Name)
-		}
-		sort.Strings(now)
-		if fmt.Sprint(now) != fmt.Sprint(all) {
+		if now := memberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
 			t.Errorf("%s: members %v afterwards, want the same %v back on their volumes", what, now, all)
 		}
 		checkStatusMatchesEtcd(t, got)
