@@ -403,7 +403,8 @@ func kubectlOn(ctx context.Context, c *testbed.Cluster) func(stdin string, args 
 // each until it answers /health.
 func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
 	kubectl := kubectlOn(ctx, c)
-	const name, from, to = "bench-upgrade", "3.5.35", "3.6.16"
+	const from, to = "3.5.35", "3.6.16"
+	var name string
 	settledAt := func(version, clusterVersion string) error {
 		return testbed.Eventually(ctx, 10*time.Minute, 100*time.Millisecond, func() error {
 			out, err := kubectl("", "get", "etcdcluster", name, "-o",
@@ -435,16 +436,22 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 			return nil
 		})
 	}
-	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
-		"spec: {replicas: 3, version: %q, storage: {size: 1Gi}}\n", name, from)
-	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
-		return section{}, err
-	}
-	if err := settledAt(from, "3.5.0"); err != nil {
-		return section{}, err
-	}
 	var up, upRolled, down, downRolled, bound []time.Duration
 	for i := 0; i < runs; i++ {
+		// A new cluster each run, so that every run takes the path a user's upgrade takes: the kubelet switches
+		// the running Pods to an image they have not run, in place. The downgrade after it switches them back to
+		// an image they ran minutes before, which Steward meets by re-creating the Pods (the kubelet's crash
+		// back-off would hold an in-place switch back for 10 s), also every run. One cluster flipped back and
+		// forth mixed the two paths in one row.
+		name = fmt.Sprintf("bench-upgrade-%d", i)
+		manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
+			"spec: {replicas: 3, version: %q, storage: {size: 1Gi}}\n", name, from)
+		if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
+			return section{}, err
+		}
+		if err := settledAt(from, "3.5.0"); err != nil {
+			return section{}, err
+		}
 		for _, step := range []struct {
 			version, cluster string
 			into, rolled     *[]time.Duration
@@ -462,23 +469,23 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 			}
 			*step.into = append(*step.into, time.Since(begin))
 		}
+		if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
+			return section{}, err
+		}
 		d, err := etcdProcessesRestart(ctx, c, from, to)
 		if err != nil {
 			return section{}, err
 		}
 		bound = append(bound, d)
 	}
-	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
-		return section{}, err
-	}
 	return section{"upgrade", fmt.Sprintf("### Rolling upgrade and downgrade\n\n"+
-		"A 3-member EtcdCluster moved from etcd %s to %s and back (downgrade through etcd's downgrade API), from the "+
+		"A new 3-member EtcdCluster each run moved from etcd %s to %s and back (downgrade through etcd's downgrade API), from the "+
 		"patch until every member runs the new version with its Pod Ready (what the bound's restarts amount to), and "+
 		"until settled: etcd's cluster version followed (the leader checks its members' versions every few seconds "+
 		"and changes it then), nothing in progress. "+
 		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
 		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (probed every second), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
+		"%d runs each. The upgrade switches each member's running Pod to the new image, in place, as a user's does; the downgrade right after it switches the Pods back to an image they ran minutes before, which the kubelet would hold in its crash back-off, so Steward re-creates each Pod on its volume instead. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (probed every second), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
 		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to + ": every member on it and ready", upRolled},
 			{"upgrade " + from + " -> " + to + ": settled", up},
 			{"downgrade " + to + " -> " + from + ": every member on it and ready", downRolled},
