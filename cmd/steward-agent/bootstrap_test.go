@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -60,29 +61,45 @@ func TestPeerStateOf(t *testing.T) {
 	}
 }
 
-// TestAwaitPeersBootstrapped: a first start goes at once when no member ranked before it is in its bootstrap,
-// waits while one is and goes once it serves, and goes anyway when the limit is reached.
+// TestAwaitPeersBootstrapped: a first start goes at once when every member ranked before it serves, waits while
+// one is absent or in its bootstrap and goes once it serves, and goes anyway when the limit is reached.
 func TestAwaitPeersBootstrapped(t *testing.T) {
 	server := httptest.NewTLSServer(http.NotFoundHandler())
 	defer server.Close()
 	if got := awaitPeersBootstrapped(nil, time.Minute, time.Millisecond); got != "" {
 		t.Errorf("no peers: %q, want no wait", got)
 	}
-	if got := awaitPeersBootstrapped([]string{absentPeer(t), server.URL}, time.Minute, time.Millisecond); got != "" {
-		t.Errorf("peers absent or serving: %q, want no wait", got)
+	if got := awaitPeersBootstrapped([]string{server.URL}, time.Minute, time.Millisecond); got != "" {
+		t.Errorf("peers serving: %q, want no wait", got)
 	}
 	silent, _ := silentListener(t)
-	if got := awaitPeersBootstrapped([]string{server.URL, silent}, 300*time.Millisecond, time.Millisecond); !strings.Contains(got, "still in their bootstrap") || !strings.Contains(got, silent) {
-		t.Errorf("a peer silent throughout: %q, want the limit reached, naming it", got)
+	absent := absentPeer(t)
+	for peer, state := range map[string]peerState{silent: peerBootstrapping, absent: peerAbsent} {
+		got := awaitPeersBootstrapped([]string{server.URL, peer}, 300*time.Millisecond, time.Millisecond)
+		if want := fmt.Sprintf("%s (%s)", peer, state); !strings.Contains(got, "not serving after") || !strings.Contains(got, want) {
+			t.Errorf("a peer %s throughout: %q, want the limit reached, naming it as %q", state, got, want)
+		}
 	}
-	// A peer that starts serving while the member waits: etcd leaving its bootstrap.
+	// Peers that start serving while the member waits: etcd leaving its bootstrap, and one that had not opened its
+	// listener yet.
 	leaving, ln := silentListener(t)
+	coming := absentPeer(t)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		server := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
 		_ = server.Serve(ln)
 	}()
-	if got := awaitPeersBootstrapped([]string{leaving}, time.Minute, time.Millisecond); !strings.Contains(got, "left their bootstrap") {
-		t.Errorf("a peer that starts serving: %q, want the wait to end when it serves", got)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		ln, err := net.Listen("tcp", strings.TrimPrefix(coming, "https://"))
+		if err != nil {
+			return // the port was taken in between: the wait then ends at the limit, which the test reports
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+		server := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
+		_ = server.Serve(ln)
+	}()
+	if got := awaitPeersBootstrapped([]string{leaving, coming}, 10*time.Second, time.Millisecond); !strings.Contains(got, "serve after") {
+		t.Errorf("peers that start serving: %q, want the wait to end when they serve", got)
 	}
 }

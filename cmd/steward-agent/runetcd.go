@@ -26,8 +26,8 @@ const probeWait = 900 * time.Millisecond
 // runEtcd is `steward-agent run-etcd`, the entrypoint of a member's etcd container: it starts etcd (the command
 // after its own flags), passes signals on to it and exits as it does, unless the data dir holds no member although
 // the member has run, in which case etcd is not started. With --probe-listen it answers the kubelet's readiness and
-// liveness probes for etcd (memberProbes); with --bootstrap-after, a member of a new cluster lets the members
-// ranked before it leave their bootstrap before its first start (awaitPeersBootstrapped).
+// liveness probes for etcd (memberProbes); with --bootstrap-after, a member of a new cluster waits for the
+// members ranked before it to serve before its first start (awaitPeersBootstrapped).
 //
 // Why: a member whose data dir was emptied (its volume intact) must never come back under its old identity, which
 // would let it vote without the entries it acknowledged. etcd does not stop that by itself: a member that joined a
@@ -54,7 +54,7 @@ func runEtcd(args []string) int {
 	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's readiness and liveness probes on, for etcd (memberProbes); none if empty")
 	fs.StringVar(&etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
 	fs.DurationVar(&grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
-	fs.StringVar(&after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start lets leave their bootstrap first (awaitPeersBootstrapped)")
+	fs.StringVar(&after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start waits to serve (awaitPeersBootstrapped)")
 	fs.DurationVar(&limit, "bootstrap-wait-limit", 2*time.Second, "how long a first start waits for --bootstrap-after's members at most")
 	if err := fs.Parse(args); err != nil {
 		return 2

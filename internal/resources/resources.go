@@ -366,7 +366,7 @@ func guardedEtcdCommand(m Member, etcd []string) []string {
 }
 
 // bootstrapsAfter are the peer URLs of the members of a new cluster ranked (by name) before m, which m's first
-// start lets leave their bootstrap first (`run-etcd --bootstrap-after`): etcd bootstrapping a new cluster asks
+// start waits to serve (`run-etcd --bootstrap-after`): etcd bootstrapping a new cluster asks
 // every other member whether it has been bootstrapped, a second's timeout each, and members started together find
 // each other's listeners open and silent. A restored member's data dir holds it, so etcd asks nobody.
 func bootstrapsAfter(m Member) []string {

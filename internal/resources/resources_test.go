@@ -585,7 +585,7 @@ func TestEtcdRunsGuarded(t *testing.T) {
 }
 
 // TestBootstrapAfter: a member of a new cluster of several starts after the members ranked (by name) before it
-// have left their bootstrap; the first, a member joining a running cluster, a one-member cluster's and a restored
+// serve; the first, a member joining a running cluster, a one-member cluster's and a restored
 // member (its data dir holds it, so etcd asks no peer) do not wait.
 func TestBootstrapAfter(t *testing.T) {
 	withAgent := opts
