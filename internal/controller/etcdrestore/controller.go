@@ -286,7 +286,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		return in, nil, nil, nil, err
 	}
 	in.Verify = res
-	members, err := r.countMembers(ctx, rs, &in)
+	members, err := r.countMembers(ctx, rs, cluster, &in)
 	if err != nil {
 		return in, nil, nil, nil, err
 	}
@@ -339,18 +339,25 @@ func (r *Reconciler) ensureVerifyJob(ctx context.Context, rs *etcdv1alpha1.EtcdR
 	return nil
 }
 
-// countMembers counts the cluster's member Pods started from this restore and the others, and finds a restore
-// init container that failed (its result is in its termination message). It returns the fresh members' names.
-func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, in *backup.RestoreInput) ([]string, error) {
+// countMembers counts the cluster's member Pods started from this restore and the others (and how many of
+// those are Ready: the kubelet's view of whether the cluster serves), and finds a restore init container that
+// failed (its result is in its termination message). It returns the fresh members' names.
+func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, cluster *etcdv1alpha1.EtcdCluster, in *backup.RestoreInput) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
 		return nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	if cluster != nil {
+		in.Members = max(int(cluster.Spec.Replicas), len(cluster.Status.Members))
 	}
 	var fresh []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Annotations[resources.AnnotationRestore] != rs.Name {
 			in.OtherMembers++
+			if cluster != nil && metav1.IsControlledBy(p, cluster) && p.DeletionTimestamp == nil && resources.PodReady(p) {
+				in.ReadyMembers++
+			}
 			continue
 		}
 		in.FreshMembers++
