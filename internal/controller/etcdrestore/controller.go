@@ -56,11 +56,11 @@ type Reconciler struct {
 // The least this controller's code uses: it reads EtcdRestores, EtcdBackups, EtcdClusters, member Pods and PVCs
 // (to count the members started from the snapshot and the volumes set aside) and patches restores' status; it
 // creates the verify Job, owned by the restore with blockOwnerDeletion (hence etcdrestores/finalizers), and reads
-// the Job's Pod for its result.
+// the Job's Pod for its result. It patches the EtcdBackup it restores to hold it (a finalizer) while it runs.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
@@ -131,6 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		d = *pitStep
 	}
 	log.V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
+	if b != nil && d.Step != backup.RestoreRefuse && d.Step != backup.RestoreDone {
+		// Until this restore ends, its backup's snapshot is neither deleted with the backup nor retired by
+		// retention (the EtcdBackup controller lets go once it has ended, or is gone).
+		if err := etcdbackup.Hold(ctx, r.Client, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	before := rs.DeepCopy()
 	st := &rs.Status

@@ -17,9 +17,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/resources"
 )
@@ -264,6 +266,17 @@ func TestUnreachableButServingIsNotReseeded(t *testing.T) {
 	if n := jobs(); n != 0 {
 		t.Fatalf("a refused re-seed created %d Jobs", n)
 	}
+	held := func() bool {
+		t.Helper()
+		var got etcdv1alpha1.EtcdBackup
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &got); err != nil {
+			t.Fatal(err)
+		}
+		return controllerutil.ContainsFinalizer(&got, etcdbackup.HoldFinalizer)
+	}
+	if held() {
+		t.Fatal("a refused restore holds its backup")
+	}
 
 	// The quorum really lost: /readyz fails on every member.
 	for _, name := range []string{"c-a", "c-b", "c-c"} {
@@ -287,5 +300,8 @@ func TestUnreachableButServingIsNotReseeded(t *testing.T) {
 	}
 	if n := jobs(); n != 1 {
 		t.Fatalf("%d Jobs, want the verify Job", n)
+	}
+	if !held() {
+		t.Fatal("a restore reading its backup does not hold it")
 	}
 }
