@@ -108,7 +108,7 @@ func TestDecideRestore(t *testing.T) {
 			}), step: RestoreDone, reason: ReasonSucceeded,
 		},
 		"reseed: unreachable but a quorum of member Pods Ready: refused, nothing verified or stopped": {
-			in: with(formed, func(in *RestoreInput) { in.Confirm, in.ReadyMembers, in.Members = "c", 2, 3 }),
+			in:   with(formed, func(in *RestoreInput) { in.Confirm, in.ReadyMembers, in.Members = "c", 2, 3 }),
 			step: RestoreRefuse, reason: ReasonMembersServing, message: "2 of 3 member Pods are Ready",
 		},
 		"reseed: unreachable, one member Pod of three Ready: no quorum, verify": {
