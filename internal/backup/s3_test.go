@@ -163,11 +163,11 @@ func TestS3StoreConcurrentWritersOneKey(t *testing.T) {
 	close(open)
 	wg.Wait()
 
-	winner := -1
+	var want []byte // the winner's snapshot
 	for i, err := range errs {
 		switch {
-		case err == nil && winner < 0:
-			winner = i
+		case err == nil && want == nil:
+			want = snaps[i]
 		case err == nil:
 			t.Fatalf("both writers committed %s: one overwrote the other", cfg.Key)
 		case !errors.Is(err, ErrExists):
@@ -176,7 +176,7 @@ func TestS3StoreConcurrentWritersOneKey(t *testing.T) {
 			t.Logf("writer %d: %v", i, err)
 		}
 	}
-	if winner < 0 {
+	if want == nil {
 		t.Fatalf("no writer committed: %v", errs)
 	}
 	s, err := NewS3Store(cfg)
@@ -189,8 +189,8 @@ func TestS3StoreConcurrentWritersOneKey(t *testing.T) {
 	}
 	defer func() { _ = r.Close() }()
 	got, err := io.ReadAll(r)
-	if err != nil || !bytes.Equal(got, snaps[winner]) {
-		t.Fatalf("stored object is not the winner's (%d bytes, want %d; %v)", len(got), len(snaps[winner]), err)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("stored object is not the winner's (%d bytes, want %d; %v)", len(got), len(want), err)
 	}
 	for u := range s.client.ListIncompleteUploads(ctx, cfg.Bucket, "race/", true) {
 		if u.Err == nil {
