@@ -130,6 +130,10 @@ const (
 	// ReasonClusterHasQuorum: the cluster to re-seed has quorum and spec.allowRollbackOfHealthyCluster is not set;
 	// the message names the revisions a rollback would discard.
 	ReasonClusterHasQuorum = "ClusterHasQuorum"
+	// ReasonMembersServing: Steward does not see the cluster's quorum through etcd (the cluster is not
+	// Available: a NetworkPolicy, the operator cut off from the members), but a quorum of its member Pods are
+	// Ready (etcd's /readyz, which passes only with a leader). The cluster serves: it is not re-seeded.
+	ReasonMembersServing = "MembersServing"
 	// ReasonTakingSafetyBackup: a healthy cluster is about to be rolled back; its safety backup is being taken.
 	ReasonTakingSafetyBackup = "TakingSafetyBackup"
 	// ReasonSafetyBackupFailed: the safety backup before a rollback failed; nothing of the cluster was touched.

@@ -45,6 +45,7 @@ func TestPrune(t *testing.T) {
 		return Item{Name: name, Created: at(min), Finished: at(min), State: Failed}
 	}
 	running := func(name string, min int) Item { return Item{Name: name, Created: at(min), State: Running} }
+	inUse := func(it Item) Item { it.InUse = true; return it }
 	for name, tc := range map[string]struct {
 		items []Item
 		now   time.Time
@@ -61,6 +62,12 @@ func TestPrune(t *testing.T) {
 			r: Retention{MaxCount: 1, FailedLimit: 1}, want: []string{"f1", "f2"}},
 		"failed limit zero": {items: []Item{failed("f1", 0)}, now: at(4), r: Retention{MaxCount: 1}, want: []string{"f1"}},
 		"ties by name":      {items: []Item{ok("b", 0), ok("a", 0), ok("c", 0)}, now: at(1), r: Retention{MaxCount: 1}, want: []string{"a", "b"}},
+		"in use by a restore: kept past its count": {items: []Item{inUse(ok("a", 0)), ok("b", 1), ok("c", 2)}, now: at(3), r: Retention{MaxCount: 1},
+			want: []string{"b"}},
+		"in use by a restore: kept past its age": {items: []Item{inUse(ok("a", 0)), ok("b", 10), ok("c", 20)}, now: at(21), r: Retention{MaxCount: 10, MaxAge: 12 * time.Minute},
+			want: []string{}},
+		"in use, failed: kept past the failed limit": {items: []Item{inUse(failed("f1", 0)), failed("f2", 1), ok("a", 2)}, now: at(3), r: Retention{MaxCount: 1},
+			want: []string{"f2"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := Prune(tc.items, tc.now, tc.r)
@@ -299,5 +306,19 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestHeldBy(t *testing.T) {
+	uses := []RestoreUse{
+		{Name: "r2", Backup: "b1"},
+		{Name: "r1", Backup: "b1"},
+		{Name: "done", Backup: "b1", Ended: true},
+		{Name: "other", Backup: "b2"},
+	}
+	for backup, want := range map[string][]string{"b1": {"r1", "r2"}, "b2": {"other"}, "b3": nil} {
+		if got := HeldBy(backup, uses); !reflect.DeepEqual(got, want) {
+			t.Errorf("HeldBy(%s) = %v, want %v", backup, got, want)
+		}
 	}
 }

@@ -17,6 +17,10 @@ type RestoreInput struct {
 	FromBackup   string
 	// ClusterAvailable: the cluster's Available condition is True (it has quorum).
 	ClusterAvailable bool
+	// ReadyMembers counts the Pods of the cluster's members (not this restore's, not being deleted) that are
+	// Ready; Members is how many members the cluster has (the larger of spec.replicas and its last member list).
+	// A quorum of Ready Pods means the cluster serves even when Steward cannot reach it (plan.PodsServeQuorum).
+	ReadyMembers, Members int
 	// ClusterIDs are the etcd cluster IDs the cluster has had (the current one and those before re-seeds).
 	ClusterIDs []string
 	// Version is the cluster's spec.version.
@@ -105,6 +109,7 @@ const (
 	ReasonWrongCluster         = "WrongCluster"
 	ReasonIncompatibleVersion  = "IncompatibleVersion"
 	ReasonClusterHasQuorum     = "ClusterHasQuorum"
+	ReasonMembersServing       = plan.ReasonMembersServing
 	ReasonClusterNotFormed     = "ClusterNotFormed"
 	ReasonRestoreInProgress    = "RestoreInProgress"
 )
@@ -149,6 +154,13 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 			return refuse(ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
 		}
 	}
+	// The cluster has quorum when it says so, or when Steward cannot see it but the kubelet can: its member Pods
+	// pass etcd's /readyz. Either refuses a re-seed (or makes it a rollback, with its safety backup).
+	serving := ""
+	if !in.ClusterAvailable && plan.PodsServeQuorum(in.ReadyMembers, in.Members) {
+		serving = plan.ServingMessage(in.ReadyMembers, in.Members, false)
+	}
+	hasQuorum := in.ClusterAvailable || serving != ""
 	mode := in.Mode
 	if mode == "" {
 		// Admitted on an earlier pass whose status write was lost; decided again the same way.
@@ -163,9 +175,9 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 				return RestoreDecision{Step: RestoreWait, Mode: mode, Reason: ReasonConfirmationRequired,
 					Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
 			}
-			if in.ClusterAvailable {
+			if hasQuorum {
 				rb := in.Rollback
-				rb.ClusterName, rb.BackupName = in.ClusterName, in.Backup.Name
+				rb.ClusterName, rb.BackupName, rb.Serving = in.ClusterName, in.Backup.Name, serving
 				switch phase, reason, msg := plan.DecideRollback(rb); phase {
 				case plan.RollbackRefused, plan.RollbackSafetyBackupFailed:
 					return refuse(reason, "%s", msg)
@@ -189,9 +201,12 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		(mode != ModeReseed || in.PreviousClusterID == "" || len(in.ClusterIDs) == 0 || in.ClusterIDs[0] != in.PreviousClusterID):
 		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: ReasonSucceeded,
 			Message: fmt.Sprintf("%d members started from the snapshot of EtcdBackup %s; the cluster has quorum", in.FreshMembers, in.Backup.Name)}
-	case mode == ModeReseed && in.FreshMembers == 0 && in.ClusterAvailable && (!in.Rollback.Allowed || !in.Rollback.SafetyComplete):
+	case mode == ModeReseed && in.FreshMembers == 0 && hasQuorum && (!in.Rollback.Allowed || !in.Rollback.SafetyComplete):
 		// (A rollback goes on: its safety backup was taken of the cluster with quorum.)
 		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
+		if serving != "" {
+			return refuse(ReasonMembersServing, "cluster %s is not re-seeded: %s. Nothing was changed", in.ClusterName, serving)
+		}
 		return refuse(ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
 	}
 	return RestoreDecision{Step: RestoreHandOver, Mode: mode, Reason: ReasonRestoring,

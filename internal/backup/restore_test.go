@@ -107,6 +107,23 @@ func TestDecideRestore(t *testing.T) {
 				in.ClusterIDs = []string{"id2", "id1"}
 			}), step: RestoreDone, reason: ReasonSucceeded,
 		},
+		"reseed: unreachable but a quorum of member Pods Ready: refused, nothing verified or stopped": {
+			in:   with(formed, func(in *RestoreInput) { in.Confirm, in.ReadyMembers, in.Members = "c", 2, 3 }),
+			step: RestoreRefuse, reason: ReasonMembersServing, message: "2 of 3 member Pods are Ready",
+		},
+		"reseed: unreachable, one member Pod of three Ready: no quorum, verify": {
+			in: with(formed, func(in *RestoreInput) { in.Confirm, in.ReadyMembers, in.Members = "c", 1, 3 }), step: RestoreVerify, mode: ModeReseed,
+		},
+		"reseed: verified, then a quorum of member Pods Ready before any was stopped: refused": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Mode, in.Verified, in.OtherMembers, in.ReadyMembers, in.Members = ModeReseed, true, 3, 3, 3
+			}), step: RestoreRefuse, reason: ReasonMembersServing,
+		},
+		"rollback allowed, unreachable but serving: a safety backup first, as of a cluster with quorum": {
+			in: with(formed, func(in *RestoreInput) {
+				in.Confirm, in.ReadyMembers, in.Members, in.Rollback = "c", 3, 3, plan.Rollback{Allowed: true}
+			}), step: RestoreSafetyBackup, reason: plan.ReasonTakingSafetyBackup, mode: ModeReseed,
+		},
 		"reseed: confirmed, without quorum: verify": {
 			in: with(formed, func(in *RestoreInput) { in.Confirm = "c" }), step: RestoreVerify, reason: ReasonVerifying, mode: ModeReseed,
 		},

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,5 +117,84 @@ func TestS3StoreCommitsOnlyVerifiedSnapshots(t *testing.T) {
 	}
 	if _, err := s.client.StatObject(ctx, "bkt", "p/good.db", minio.StatObjectOptions{}); err == nil {
 		t.Fatal("deleted object still there")
+	}
+}
+
+// gated delivers data only once open is closed, after telling started that its writer got past the existence
+// check: two writers held this way both find the key free, as two schedules firing in the same second do.
+type gated struct {
+	data    io.Reader
+	started chan<- struct{}
+	open    <-chan struct{}
+	once    sync.Once
+}
+
+func (g *gated) Read(p []byte) (int, error) {
+	g.once.Do(func() { g.started <- struct{}{}; <-g.open })
+	return g.data.Read(p)
+}
+
+// TestS3StoreConcurrentWritersOneKey: two writers of one key, both past the existence check before either
+// commits. Exactly one commits; the other fails with ErrExists (a clear "destination exists", not an upload
+// error), and the object is the winner's, whole. A check-then-put store lets both report success, the later
+// one's object replacing the earlier's under a record that no longer matches it.
+func TestS3StoreConcurrentWritersOneKey(t *testing.T) {
+	cfg := startVersityGW(t)
+	cfg.Key = "race/c-20261128T030000Z.db"
+	ctx := context.Background()
+	snaps := [][]byte{snapshotBytes(PartSize + 4096), snapshotBytes(8192)} // one of two parts, one of one
+	started, open := make(chan struct{}), make(chan struct{})
+	errs := make([]error, len(snaps))
+	var wg sync.WaitGroup
+	for i, snap := range snaps {
+		s, err := NewS3Store(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Put(ctx, NewVerifier(&gated{data: bytes.NewReader(snap), started: started, open: open}))
+		}()
+	}
+	for range snaps {
+		<-started
+	}
+	close(open)
+	wg.Wait()
+
+	var want []byte // the winner's snapshot
+	for i, err := range errs {
+		switch {
+		case err == nil && want == nil:
+			want = snaps[i]
+		case err == nil:
+			t.Fatalf("both writers committed %s: one overwrote the other", cfg.Key)
+		case !errors.Is(err, ErrExists):
+			t.Fatalf("writer %d failed without ErrExists: %v", i, err)
+		default:
+			t.Logf("writer %d: %v", i, err)
+		}
+	}
+	if want == nil {
+		t.Fatalf("no writer committed: %v", errs)
+	}
+	s, err := NewS3Store(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("stored object is not the winner's (%d bytes, want %d; %v)", len(got), len(want), err)
+	}
+	for u := range s.client.ListIncompleteUploads(ctx, cfg.Bucket, "race/", true) {
+		if u.Err == nil {
+			t.Fatalf("the loser's upload was left behind: %s", u.Key)
+		}
 	}
 }

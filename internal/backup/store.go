@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -212,21 +214,86 @@ func (s *S3Store) Location() string { return "s3://" + s.cfg.Bucket + "/" + s.cf
 
 // Put streams r as a multipart upload (parts of PartSize). S3 makes an object visible only when its upload
 // completes, which happens only after r returned io.EOF; on any error the upload is aborted.
+//
+// The completion is a conditional write (If-None-Match: *): the server commits the object only if no object
+// has the key by then, so of two writers racing for one key (two schedules of one cluster firing in the same
+// second) exactly one succeeds and the other gets ErrExists. The existence check before the upload only saves
+// sending a snapshot that would be refused, and finds an unusable destination before a byte is read.
+// (minio-go's PutObject drops custom headers from the completion request, hence the upload by hand.)
 func (s *S3Store) Put(ctx context.Context, r io.Reader) (string, error) {
 	if _, err := s.client.StatObject(ctx, s.cfg.Bucket, s.cfg.Key, minio.StatObjectOptions{}); err == nil {
 		return "", fmt.Errorf("%s: %w", s.Location(), ErrExists)
 	} else if minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
 		return "", fmt.Errorf("%w: check %s: %w", ErrDestination, s.Location(), err)
 	}
-	_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.cfg.Key, r, -1, minio.PutObjectOptions{
+	core := minio.Core{Client: s.client}
+	id, err := core.NewMultipartUpload(ctx, s.cfg.Bucket, s.cfg.Key, minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",
-		PartSize:     PartSize,
 		UserMetadata: map[string]string{"steward-snapshot": "etcd"},
 	})
 	if err != nil {
-		return "", fmt.Errorf("upload %s: %w", s.Location(), err)
+		return "", fmt.Errorf("%w: start upload of %s: %w", ErrDestination, s.Location(), err)
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			// Also after the agent was told to stop: an aborted upload leaves no parts behind to pay for.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = core.AbortMultipartUpload(actx, s.cfg.Bucket, s.cfg.Key, id)
+		}
+	}()
+	buf := make([]byte, PartSize)
+	var parts []minio.CompletePart
+	for n := 1; ; n++ {
+		size, rerr := fill(r, buf)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return "", fmt.Errorf("upload %s: %w", s.Location(), rerr)
+		}
+		if size > 0 || n == 1 {
+			p, err := core.PutObjectPart(ctx, s.cfg.Bucket, s.cfg.Key, id, n, bytes.NewReader(buf[:size]), int64(size), minio.PutObjectPartOptions{})
+			if err != nil {
+				return "", fmt.Errorf("upload part %d of %s: %w", n, s.Location(), err)
+			}
+			parts = append(parts, minio.CompletePart{PartNumber: n, ETag: p.ETag})
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	opts := minio.PutObjectOptions{}
+	opts.SetMatchETagExcept("*")
+	if _, err := core.CompleteMultipartUpload(ctx, s.cfg.Bucket, s.cfg.Key, id, parts, opts); err != nil {
+		if lostRace(err) {
+			return "", fmt.Errorf("%s: another writer committed an object under this key first: %w", s.Location(), ErrExists)
+		}
+		return "", fmt.Errorf("complete upload of %s: %w", s.Location(), err)
+	}
+	committed = true
 	return s.Location(), nil
+}
+
+// fill reads r until buf is full or r fails or ends, and returns that error (io.EOF at the end) unchanged:
+// unlike io.ReadFull it never drops an error that came with the last bytes (a checksum mismatch).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// lostRace: the server refused a conditional write because an object with the key appeared (412
+// PreconditionFailed), or because a concurrent write of the key was under way (409
+// ConditionalRequestConflict, which AWS returns to all but one of racing writers).
+func lostRace(err error) bool {
+	e := minio.ToErrorResponse(err)
+	return e.StatusCode == http.StatusPreconditionFailed || e.Code == "PreconditionFailed" ||
+		e.StatusCode == http.StatusConflict && e.Code == "ConditionalRequestConflict"
 }
 
 // Delete implements Store.

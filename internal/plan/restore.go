@@ -77,6 +77,13 @@ func reseed(spec Spec, obs Observation) Action {
 			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
 				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
 		}
+		// The kubelet's view, as the quorum-loss policy takes it: etcd that does not answer Steward (a
+		// NetworkPolicy, a partition of the operator) is not a lost quorum while a quorum of the members' Pods
+		// pass etcd's /readyz, which needs a leader.
+		if c := TakeCensus(old); !obs.Restore.Rollback && PodsServeQuorum(c.Ready, c.Members) {
+			return Action{Kind: Wait, Reason: ReasonRestoreRefused, Message: fmt.Sprintf(
+				"restore %s: %s; it is not re-seeded", obs.Restore.Name, ServingMessage(c.Ready, c.Members, obs.EtcdReachable))}
+		}
 		if obs.Restore.NotMountable != "" {
 			return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
 				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.NotMountable)}
@@ -220,6 +227,22 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
 }
 
+// PodsServeQuorum reports whether ready member Pods, of members, are a quorum. A member Pod is Ready only while
+// etcd's /readyz passes, which needs a leader: a quorum of them says the cluster serves, whatever Steward's own
+// connection to etcd says. The quorum-loss policy and every re-seed count a quorum lost only when this is false.
+func PodsServeQuorum(ready, members int) bool {
+	return members > 0 && ready >= Quorum(members)
+}
+
+// ServingMessage says why a cluster whose member Pods serve a quorum is not treated as one that lost it.
+func ServingMessage(ready, members int, reachable bool) string {
+	why := "Steward cannot reach its etcd (a NetworkPolicy, or the operator cut off from the members?)"
+	if reachable {
+		why = "Steward does not see a healthy quorum through etcd's API"
+	}
+	return fmt.Sprintf("%s, but %d of %d member Pods are Ready (etcd's /readyz, which passes only with a leader): the cluster serves", why, ready, members)
+}
+
 // Rollback phases: a restore of a cluster that has quorum (a rollback to the backup) goes through them in order
 // before its snapshot is verified; only RollbackProceed lets it go on.
 const (
@@ -235,7 +258,9 @@ const (
 
 // Reasons of the rollback phases (EtcdRestore condition reasons).
 const (
-	ReasonClusterHasQuorum   = "ClusterHasQuorum"
+	ReasonClusterHasQuorum = "ClusterHasQuorum"
+	// ReasonMembersServing: Steward does not see the quorum through etcd, but a quorum of member Pods are Ready.
+	ReasonMembersServing     = "MembersServing"
 	ReasonTakingSafetyBackup = "TakingSafetyBackup"
 	ReasonSafetyBackupFailed = "SafetyBackupFailed"
 )
@@ -257,6 +282,9 @@ type Rollback struct {
 	SafetyBackup                 string
 	SafetyComplete, SafetyFailed bool
 	SafetyMessage                string
+	// Serving, when set, is why the cluster is taken to have quorum though its Available condition says it has
+	// not: its member Pods serve (ServingMessage).
+	Serving string
 }
 
 // LossMessage says which writes a rollback to the backup discards.
@@ -282,6 +310,10 @@ func (r Rollback) LossMessage() string {
 // undone. Every phase before RollbackProceed leaves the cluster untouched.
 func DecideRollback(r Rollback) (phase, reason, message string) {
 	switch {
+	case !r.Allowed && r.Serving != "":
+		return RollbackRefused, ReasonMembersServing, fmt.Sprintf("cluster %s is not re-seeded: %s. Nothing was changed. Let Steward reach the members (check NetworkPolicies and the operator's network); "+
+			"if the members really lost quorum their Pods turn not Ready within a minute, and a new EtcdRestore goes ahead. To roll the serving cluster back instead, set spec.allowRollbackOfHealthyCluster (%s)",
+			r.ClusterName, r.Serving, r.LossMessage())
 	case !r.Allowed:
 		return RollbackRefused, ReasonClusterHasQuorum, fmt.Sprintf("cluster %s has quorum; %s; set spec.allowRollbackOfHealthyCluster to true (with spec.confirm) to roll it back, or restore into a new cluster with bootstrap.fromBackup",
 			r.ClusterName, r.LossMessage())

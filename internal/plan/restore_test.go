@@ -12,8 +12,8 @@ func TestRestoreSteps(t *testing.T) {
 	fromB := Spec{Replicas: 3, Version: "3.6.16", FromBackup: "b1"}
 	ready := &Restore{Name: "r1", Ready: true}
 	reseedReady := &Restore{Name: "r1", Reseed: true, Ready: true}
-	// Quorum lost: two of three members down.
-	lost := with(with(healthy3(), "c-a", func(m *Member) { m.Healthy = false }), "c-b", func(m *Member) { m.Healthy = false })
+	// Quorum lost: two of three members down (their Pods not Ready: etcd's /readyz needs a leader).
+	lost := with(with(healthy3(), "c-a", func(m *Member) { m.Healthy, m.PodReady = false, false }), "c-b", func(m *Member) { m.Healthy, m.PodReady = false, false })
 	for i := range lost {
 		lost[i].PodAge = 2 * time.Hour // running since long before quorum was lost
 	}
@@ -95,6 +95,19 @@ func TestRestoreSteps(t *testing.T) {
 		"reseed: refused while the old members have quorum": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
 			want: Wait, reason: ReasonRestoreRefused,
+		},
+		"reseed: refused while etcd does not answer Steward but a quorum of member Pods are Ready": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
+			want: Wait, reason: ReasonRestoreRefused,
+		},
+		"reseed: refused while etcd answers without a healthy quorum but a quorum of member Pods are Ready": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: with(with(healthy3(), "c-a", func(m *Member) { m.Healthy = false }), "c-b", func(m *Member) { m.Healthy = false }),
+				Restore: reseedReady, NewMemberNames: names},
+			want: Wait, reason: ReasonRestoreRefused,
+		},
+		"reseed: one Ready Pod of three is no quorum: the members are stopped": {
+			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: with(lost, "c-c", func(m *Member) { m.PodReady = true }), Restore: reseedReady, NewMemberNames: names},
+			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
 		"rollback: a healthy cluster's running members are stopped, all at once": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: &Restore{Name: "r1", Reseed: true, Ready: true, Rollback: true}, NewMemberNames: names},
@@ -259,6 +272,13 @@ func TestDecideRollback(t *testing.T) {
 			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 0; return r }(), phase: RollbackRefused, reason: ReasonClusterHasQuorum,
 			message: "would discard every write made since 2026-11-24T16:00:00Z",
 		},
+		"not allowed, unreachable but its member Pods serve: refused as serving, saying so": {
+			in: func() Rollback {
+				r := base
+				r.Allowed, r.Serving = false, ServingMessage(3, 3, false)
+				return r
+			}(), phase: RollbackRefused, reason: ReasonMembersServing, message: "3 of 3 member Pods are Ready",
+		},
 		"allowed: first the safety backup": {in: base, phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup, message: "revisions 101..250"},
 		"allowed: safety backup running": {
 			in: func() Rollback { r := base; r.SafetyBackup = "r-safety"; return r }(), phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup,
@@ -285,5 +305,16 @@ func TestDecideRollback(t *testing.T) {
 				t.Fatalf("DecideRollback = %s/%s %q, want %s/%s containing %q", phase, reason, msg, tt.phase, tt.reason, tt.message)
 			}
 		})
+	}
+}
+
+func TestPodsServeQuorum(t *testing.T) {
+	for _, tt := range []struct {
+		ready, members int
+		want           bool
+	}{{0, 0, false}, {1, 1, true}, {0, 1, false}, {1, 3, false}, {2, 3, true}, {3, 3, true}, {2, 5, false}, {3, 5, true}} {
+		if got := PodsServeQuorum(tt.ready, tt.members); got != tt.want {
+			t.Errorf("PodsServeQuorum(%d, %d) = %v, want %v", tt.ready, tt.members, got, tt.want)
+		}
 	}
 }

@@ -717,3 +717,14 @@ func restrictedContainer() *corev1.SecurityContext {
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }
+
+// PodReady reports the Pod's Ready condition. A member Pod's readiness probe is etcd's /readyz, which passes
+// only while the member has a leader: Ready member Pods are the kubelet's view of a serving cluster.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

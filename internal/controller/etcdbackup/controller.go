@@ -64,13 +64,14 @@ type Reconciler struct {
 // patches record results (and a cluster's lastBackup); Jobs are created and deleted, never changed; the Pods
 // of a Job are watched (their end is the result) and listed uncached for a finished Job's termination message;
 // PVCs are read from the cache to check a destination exists; a credentials Secret is read (uncached, get only)
-// to check its keys exist, never copied. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
+// to check its keys exist, never copied. EtcdRestores are watched for the holds on the backups they read. Jobs carry blockOwnerDeletion owner references to their EtcdBackup: update on etcdbackups/finalizers.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
@@ -91,6 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdBackup{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, JobPodsOf(resources.LabelBackup)).
+		Watches(&etcdv1alpha1.EtcdRestore{}, handler.EnqueueRequestsFromMapFunc(backupOfRestore)).
 		Named("etcdbackup").
 		Complete(r)
 }
@@ -101,7 +103,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	held, err := r.holds(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !b.DeletionTimestamp.IsZero() {
+		if len(held) > 0 && controllerutil.ContainsFinalizer(b, Finalizer) {
+			return r.waitForRestores(ctx, b, held), nil
+		}
 		return r.reconcileDelete(ctx, b)
 	}
 	if b.Spec.DeletionPolicy == etcdv1alpha1.DeletionPolicyDelete && !controllerutil.ContainsFinalizer(b, Finalizer) {

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -336,6 +337,84 @@ func TestJobPodsOf(t *testing.T) {
 	for _, tc := range cases {
 		if got := toBackup(context.Background(), pod(tc.labels)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDeletionWaitsForTheRestoreReadingTheBackup: a backup (deletionPolicy Delete) that a restore reads is
+// deleted: no delete Job runs and the backup stays while the restore has not ended; once the restore ends
+// (Failed, or deleted: a namespace's deletion takes the restore with it) the hold is released and the snapshot
+// deleted as usual.
+func TestDeletionWaitsForTheRestoreReadingTheBackup(t *testing.T) {
+	for _, end := range []string{"failed", "deleted"} {
+		t.Run(end, func(t *testing.T) {
+			r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyDelete),
+				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+			ctx := context.Background()
+			reconcile(t, r) // adds the finalizer
+			reconcile(t, r) // starts the Job
+			finishJob(t, c, "b1", batchv1.JobComplete, string(backup.Encode(backup.Result{Succeeded: true, Location: "pvc://backups/x/b1.db",
+				SizeBytes: 4128, SHA256: strings.Repeat("b", 64)})))
+			reconcile(t, r)
+			rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r1"},
+				Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "db", BackupName: "b1", Confirm: "db"}}
+			if err := c.Create(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			b := &etcdv1alpha1.EtcdBackup{}
+			get(t, c, b, "b1")
+			if err := Hold(ctx, c, b); err != nil {
+				t.Fatal(err)
+			}
+			reconcile(t, r) // a backup held by a restore that has not ended keeps the hold
+			get(t, c, b, "b1")
+			if !controllerutil.ContainsFinalizer(b, HoldFinalizer) {
+				t.Fatal("the hold was released while the restore runs")
+			}
+			if err := c.Delete(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				reconcile(t, r)
+			}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b1-delete"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("a delete Job while restore r1 reads the snapshot: %v", err)
+			}
+			get(t, c, b, "b1")
+			if ev := drain(r); !strings.Contains(ev, "SnapshotInUse") || !strings.Contains(ev, "r1") {
+				t.Fatalf("no SnapshotInUse Event naming the restore: %q", ev)
+			}
+
+			switch end {
+			case "failed":
+				rs.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "SnapshotCorrupt", LastTransitionTime: metav1.NewTime(now)}}
+				if err := c.Update(ctx, rs); err != nil {
+					t.Fatal(err)
+				}
+			case "deleted":
+				if err := c.Delete(ctx, rs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reconcile(t, r)
+			get(t, c, b, "b1")
+			if controllerutil.ContainsFinalizer(b, HoldFinalizer) {
+				t.Fatal("the hold outlived the restore")
+			}
+			get(t, c, &batchv1.Job{}, "b1-delete")
+		})
+	}
+}
+
+// drain returns the Events recorded so far, one a line.
+func drain(r *Reconciler) string {
+	var out []string
+	for {
+		select {
+		case ev := <-r.Recorder.(*record.FakeRecorder).Events:
+			out = append(out, ev)
+		default:
+			return strings.Join(out, "\n")
 		}
 	}
 }

@@ -230,7 +230,7 @@ func (r *Reconciler) readFollower(ctx context.Context, s *etcdv1alpha1.EtcdBacku
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !podReady(p) {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !resources.PodReady(p) {
 			continue
 		}
 		read := r.ReadFollower
@@ -266,13 +266,4 @@ func FetchFollowerStatus(ctx context.Context, podIP string) (pitr.FollowerStatus
 		return pitr.FollowerStatus{}, fmt.Errorf("GET %s: %w", url, err)
 	}
 	return st, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -21,11 +21,13 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
 )
@@ -50,6 +52,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -200,16 +203,23 @@ func (r *Reconciler) observe(ctx context.Context, s *etcdv1alpha1.EtcdBackupSche
 	return list.Items, nil
 }
 
-// prune deletes the backups retention retires; their finalizer deletes the stored snapshots.
+// prune deletes the backups retention retires; their finalizer deletes the stored snapshots. A backup a restore
+// is reading is left for a later pass (the restore's end brings one: the backup's hold is released then).
 func (r *Reconciler) prune(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup, now time.Time) error {
 	log := ctrl.LoggerFrom(ctx)
+	uses, err := etcdbackup.RestoreUses(ctx, r.Client, s.Namespace)
+	if err != nil {
+		return err
+	}
 	var items []backup.Item
 	byName := map[string]*etcdv1alpha1.EtcdBackup{}
 	for i := range backups {
 		if !backups[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		items = append(items, item(&backups[i]))
+		it := item(&backups[i])
+		it.InUse = len(backup.HeldBy(it.Name, uses)) > 0 || controllerutil.ContainsFinalizer(&backups[i], etcdbackup.HoldFinalizer)
+		items = append(items, it)
 		byName[backups[i].Name] = &backups[i]
 	}
 	for _, name := range backup.Prune(items, now, retentionOf(s)) {

@@ -165,3 +165,43 @@ func TestScheduleInvalidAndSuspended(t *testing.T) {
 		t.Fatal("a suspended schedule created a backup")
 	}
 }
+
+// TestPruneSkipsABackupARestoreReads: retention leaves a backup an unfinished restore reads, past maxCount, and
+// retires it at the first pass after the restore ended.
+func TestPruneSkipsABackupARestoreReads(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, schedule(etcdv1alpha1.ConcurrencyForbid))
+	e.now = t0.Add(10*time.Minute + time.Second)
+	e.pass(t)
+	e.finish(t, etcdv1alpha1.ConditionComplete)
+	oldest := e.backups(t)[0].Name
+	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r1"},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "db", BackupName: oldest}}
+	if err := e.c.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		var out []string
+		for _, b := range e.backups(t) {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	for _, at := range []time.Duration{20, 30, 40} {
+		e.now = t0.Add(at*time.Minute + time.Second)
+		e.pass(t)
+		e.finish(t, etcdv1alpha1.ConditionComplete)
+		e.pass(t)
+	}
+	if got := names(); len(got) != 3 || got[0] != oldest {
+		t.Fatalf("with restore r1 reading %s, retention kept %v", oldest, got)
+	}
+	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded"})
+	if err := e.c.Update(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(t)
+	if got := names(); len(got) != 2 || got[0] == oldest {
+		t.Fatalf("after restore r1 ended, retention kept %v", got)
+	}
+}

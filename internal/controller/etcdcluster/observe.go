@@ -141,7 +141,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if m.PodDeleting && now.After(p.DeletionTimestamp.Time) { // the deletion timestamp is when the grace period ends
 			m.PodOverdue = now.Sub(p.DeletionTimestamp.Time)
 		}
-		m.PodReady = podReady(p)
+		m.PodReady = resources.PodReady(p)
 		if started := etcdStartedAt(p); !started.IsZero() && now.After(started) {
 			m.RunningFor = now.Sub(started)
 		}
@@ -428,11 +428,11 @@ func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs p
 	}
 	ready := 0
 	for i := range pods {
-		if metav1.IsControlledBy(&pods[i], cluster) && pods[i].DeletionTimestamp == nil && podReady(&pods[i]) {
+		if metav1.IsControlledBy(&pods[i], cluster) && pods[i].DeletionTimestamp == nil && resources.PodReady(&pods[i]) {
 			ready++
 		}
 	}
-	if voters == 0 || healthy >= plan.Quorum(voters) || ready >= plan.Quorum(voters) {
+	if voters == 0 || healthy >= plan.Quorum(voters) || plan.PodsServeQuorum(ready, voters) {
 		return nil
 	}
 	if s := cluster.Status.QuorumLostSince; s != nil {
@@ -592,13 +592,4 @@ func containersNotReadySince(p *corev1.Pod) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

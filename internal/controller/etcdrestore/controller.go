@@ -56,11 +56,11 @@ type Reconciler struct {
 // The least this controller's code uses: it reads EtcdRestores, EtcdBackups, EtcdClusters, member Pods and PVCs
 // (to count the members started from the snapshot and the volumes set aside) and patches restores' status; it
 // creates the verify Job, owned by the restore with blockOwnerDeletion (hence etcdrestores/finalizers), and reads
-// the Job's Pod for its result.
+// the Job's Pod for its result. It patches the EtcdBackup it restores to hold it (a finalizer) while it runs.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores/finalizers,verbs=update
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackups,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
@@ -131,6 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		d = *pitStep
 	}
 	log.V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
+	if b != nil && d.Step != backup.RestoreRefuse && d.Step != backup.RestoreDone {
+		// Until this restore ends, its backup's snapshot is neither deleted with the backup nor retired by
+		// retention (the EtcdBackup controller lets go once it has ended, or is gone).
+		if err := etcdbackup.Hold(ctx, r.Client, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	before := rs.DeepCopy()
 	st := &rs.Status
@@ -286,7 +293,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		return in, nil, nil, nil, err
 	}
 	in.Verify = res
-	members, err := r.countMembers(ctx, rs, &in)
+	members, err := r.countMembers(ctx, rs, cluster, &in)
 	if err != nil {
 		return in, nil, nil, nil, err
 	}
@@ -339,18 +346,25 @@ func (r *Reconciler) ensureVerifyJob(ctx context.Context, rs *etcdv1alpha1.EtcdR
 	return nil
 }
 
-// countMembers counts the cluster's member Pods started from this restore and the others, and finds a restore
-// init container that failed (its result is in its termination message). It returns the fresh members' names.
-func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, in *backup.RestoreInput) ([]string, error) {
+// countMembers counts the cluster's member Pods started from this restore and the others (and how many of
+// those are Ready: the kubelet's view of whether the cluster serves), and finds a restore init container that
+// failed (its result is in its termination message). It returns the fresh members' names.
+func (r *Reconciler) countMembers(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, cluster *etcdv1alpha1.EtcdCluster, in *backup.RestoreInput) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels{resources.LabelCluster: rs.Spec.ClusterName}); err != nil {
 		return nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	if cluster != nil {
+		in.Members = max(int(cluster.Spec.Replicas), len(cluster.Status.Members))
 	}
 	var fresh []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Annotations[resources.AnnotationRestore] != rs.Name {
 			in.OtherMembers++
+			if cluster != nil && metav1.IsControlledBy(p, cluster) && p.DeletionTimestamp == nil && resources.PodReady(p) {
+				in.ReadyMembers++
+			}
 			continue
 		}
 		in.FreshMembers++

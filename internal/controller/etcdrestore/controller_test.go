@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,10 +17,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/resources"
 )
 
 // testScheme knows Kubernetes' kinds and Steward's.
@@ -194,4 +198,110 @@ func TestRollbackTakesSafetyBackupFirst(t *testing.T) {
 		t.Fatalf("after the safety backup failed: %+v", cond)
 	}
 	requireNoVerifyJob(got)
+}
+
+// TestUnreachableButServingIsNotReseeded: a confirmed re-seed of a cluster Steward reports without quorum (its
+// etcd does not answer the operator) while every member Pod is Ready (etcd's /readyz, which needs a leader) is
+// refused with MembersServing and an Event, before any Job; once the Pods are no longer Ready (the quorum is
+// really gone), a new restore goes on to verify its snapshot.
+func TestUnreachableButServingIsNotReseeded(t *testing.T) {
+	ctx := context.Background()
+	s := testScheme(t)
+	now := metav1.Now()
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "cluster-uid"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "QuorumLost", LastTransitionTime: now}}}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
+		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
+			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	objs := []client.Object{cluster, b}
+	controller := true
+	for _, name := range []string{"c-a", "c-b", "c-c"} {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{resources.LabelCluster: "c"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: etcdv1alpha1.GroupVersion.String(), Kind: "EtcdCluster", Name: "c", UID: "cluster-uid", Controller: &controller}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		})
+	}
+	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "reseed", CreationTimestamp: now},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c"}}
+	objs = append(objs, rs)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(cluster, b, rs, &etcdv1alpha1.EtcdRestore{}, &corev1.Pod{}).Build()
+	rec := record.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, APIReader: c, Recorder: rec, Now: time.Now}
+	metrics.Register()
+	defer metrics.Forget("ns", "c")
+	reconcile := func(rs *etcdv1alpha1.EtcdRestore) *etcdv1alpha1.EtcdRestore {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
+			t.Fatal(err)
+		}
+		var got etcdv1alpha1.EtcdRestore
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rs), &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+	jobs := func() int {
+		t.Helper()
+		var list batchv1.JobList
+		if err := c.List(ctx, &list); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+
+	got := reconcile(rs)
+	cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionFailed)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonMembersServing ||
+		!strings.Contains(cond.Message, "3 of 3 member Pods are Ready") {
+		t.Fatalf("re-seed of a serving cluster: %+v", cond)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, etcdv1alpha1.ReasonMembersServing) {
+		t.Fatalf("Event %q", ev)
+	}
+	if n := jobs(); n != 0 {
+		t.Fatalf("a refused re-seed created %d Jobs", n)
+	}
+	held := func() bool {
+		t.Helper()
+		var got etcdv1alpha1.EtcdBackup
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &got); err != nil {
+			t.Fatal(err)
+		}
+		return controllerutil.ContainsFinalizer(&got, etcdbackup.HoldFinalizer)
+	}
+	if held() {
+		t.Fatal("a refused restore holds its backup")
+	}
+
+	// The quorum really lost: /readyz fails on every member.
+	for _, name := range []string{"c-a", "c-b", "c-c"} {
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions[0].Status = corev1.ConditionFalse
+		if err := c.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "reseed-again", CreationTimestamp: now},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c"}}
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	got = reconcile(again)
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionComplete); cond == nil || cond.Reason != etcdv1alpha1.ReasonVerifying {
+		t.Fatalf("re-seed of a cluster that lost quorum: %+v", got.Status.Conditions)
+	}
+	if n := jobs(); n != 1 {
+		t.Fatalf("%d Jobs, want the verify Job", n)
+	}
+	if !held() {
+		t.Fatal("a restore reading its backup does not hold it")
+	}
 }
