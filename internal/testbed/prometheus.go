@@ -92,6 +92,9 @@ func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []str
 					"key_file":  filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.key"),
 				},
 				"relabel_configs": []map[string]any{label("__meta_kubernetes_node_name", "node")},
+				// Only the volume stats: the kubelet's thousands of other series would cost the test bed's
+				// Prometheus memory and CPU for nothing.
+				"metric_relabel_configs": []map[string]any{keep("__name__", "kubelet_volume_stats_.+")},
 			},
 		},
 	}

@@ -31,6 +31,11 @@ func TestPrometheusConfig(t *testing.T) {
 				Cert string `json:"cert_file"`
 				Key  string `json:"key_file"`
 			} `json:"tls_config"`
+			MetricRelabel []struct {
+				Regex  string   `json:"regex"`
+				Action string   `json:"action"`
+				Source []string `json:"source_labels"`
+			} `json:"metric_relabel_configs"`
 			SD []struct {
 				Role       string `json:"role"`
 				Kubeconfig string `json:"kubeconfig_file"`
@@ -56,6 +61,9 @@ func TestPrometheusConfig(t *testing.T) {
 			if len(sc.SD) != 1 || sc.SD[0].Role != "node" || sc.SD[0].Kubeconfig != "/tmp/kubeconfig" || !sc.HonorLabels ||
 				sc.Scheme != "https" || sc.TLS.CA != "/tmp/pki/ca.crt" || sc.TLS.Cert != "/tmp/pki/admin.crt" || sc.TLS.Key != "/tmp/pki/admin.key" {
 				t.Errorf("job kubelet: discovery %+v, honor_labels %v, scheme %q, TLS %+v", sc.SD, sc.HonorLabels, sc.Scheme, sc.TLS)
+			}
+			if len(sc.MetricRelabel) != 1 || sc.MetricRelabel[0].Action != "keep" || sc.MetricRelabel[0].Regex != "kubelet_volume_stats_.+" {
+				t.Errorf("job kubelet keeps %+v, want only kubelet_volume_stats_*", sc.MetricRelabel)
 			}
 			continue
 		}
