@@ -60,9 +60,13 @@ func run() error {
 		renewDeadline    time.Duration
 		retryPeriod      time.Duration
 		concurrency      int
+		pprofAddr        string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	// Off unless asked for: the profiles show the process' memory and goroutines to whoever reaches the port.
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		`address of Go's profiling endpoints (/debug/pprof/), for example 127.0.0.1:8082 (reached with kubectl port-forward); empty or "0" disables them`)
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas acts")
 	// controller-runtime's defaults: a standby takes over at most leaseDuration+retryPeriod after a leader dies
 	// without stepping down (a crash or a lost node); a leader that shuts down hands over at once.
@@ -124,6 +128,7 @@ func run() error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "steward.etcd.steward.dev",
 		LeaderElectionNamespace: leaderElectionNS,

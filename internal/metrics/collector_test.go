@@ -57,6 +57,7 @@ var contract = map[string][]string{
 	"steward_backup_schedule_next_run_timestamp_seconds":           {"namespace", "schedule", "cluster"},
 	"steward_backup_schedule_interval_seconds":                     {"namespace", "schedule", "cluster"},
 	"steward_backup_schedule_last_success_timestamp_seconds":       {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_claim_info":                           {"namespace", "schedule", "cluster", "persistentvolumeclaim"},
 	"steward_continuous_backup_following":                          {"namespace", "schedule", "cluster"},
 	"steward_continuous_backup_recoverable_to_timestamp_seconds":   {"namespace", "schedule", "cluster"},
 	"steward_continuous_backup_recoverable_from_timestamp_seconds": {"namespace", "schedule", "cluster"},
@@ -98,7 +99,8 @@ func world() []client.Object {
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "b", Key: "k", Endpoint: "e",
 			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
-		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true}}}
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true},
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}}}
 	sched.Status.NextScheduleTime, sched.Status.LastSuccessfulBackup = ts(now.Add(time.Hour)), &etcdv1alpha1.BackupRef{Name: "b", Time: ts(t0)}
 	sched.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionContinuousBackup, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonFollowing}}
 	sched.Status.Continuous = &etcdv1alpha1.ContinuousBackupStatus{Follower: "s-follower", PendingRevisions: 12,
@@ -260,7 +262,7 @@ func TestDeletedClusterLeavesNoSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range c.samples(ctx) {
-		if s.labels[0] == "ns" && s.f != scheduleNext && s.f != scheduleEvery && s.f != scheduleLast &&
+		if s.labels[0] == "ns" && s.f != scheduleNext && s.f != scheduleEvery && s.f != scheduleLast && s.f != scheduleClaim &&
 			s.f != continuousFollowing && s.f != continuousTo && s.f != continuousFrom && s.f != continuousPending {
 			t.Errorf("deleted cluster still exports %s", s)
 		}

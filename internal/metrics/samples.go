@@ -60,6 +60,9 @@ var (
 	scheduleEvery  = newFamily("steward_backup_schedule_interval_seconds", "The schedule's period: its next run less the run before it; no series while suspended.", "namespace", "schedule", "cluster")
 	scheduleLast   = newFamily("steward_backup_schedule_last_success_timestamp_seconds", "Completion time of the schedule's newest Complete backup, unix time; absent before the first.",
 		"namespace", "schedule", "cluster")
+	scheduleClaim = newFamily("steward_backup_schedule_claim_info",
+		"1 for a schedule that stores its backups on a PersistentVolumeClaim, with the claim's name (the volume alerts join the kubelet's volume stats on it).",
+		"namespace", "schedule", "cluster", "persistentvolumeclaim")
 	continuousFollowing = newFamily("steward_continuous_backup_following",
 		"1 while the schedule's continuous backup follows the cluster and a snapshot starts its window (ContinuousBackup True), else 0; no series when it is off.",
 		"namespace", "schedule", "cluster")
@@ -76,7 +79,7 @@ var (
 // families are every gauge, for Describe.
 var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
-	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast,
+	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
 	continuousFollowing, continuousTo, continuousFrom, continuousPending}
 
 // defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
@@ -276,6 +279,9 @@ func scheduleSamples(s *etcdv1alpha1.EtcdBackupSchedule) []sample {
 	}
 	if lb := s.Status.LastSuccessfulBackup; lb != nil && lb.Time != nil {
 		out = append(out, sample{f: scheduleLast, value: unix(lb.Time.Time), labels: labels})
+	}
+	if pvc := s.Spec.Destination.PVC; pvc != nil {
+		out = append(out, sample{f: scheduleClaim, value: 1, labels: []string{s.Namespace, s.Name, s.Spec.ClusterName, pvc.ClaimName}})
 	}
 	if c := s.Spec.Continuous; c != nil && c.Enabled {
 		following := 0.0

@@ -324,6 +324,19 @@ func TestScheduleSamples(t *testing.T) {
 	}
 }
 
+// TestScheduleClaimSample: a schedule to a claim names it (suspended too: the claim still fills), one to S3 has
+// no claim series.
+func TestScheduleClaimSample(t *testing.T) {
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly", Suspend: true,
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}}}
+	diff(t, strs(scheduleSamples(s)), []string{
+		`steward_backup_schedule_claim_info{namespace="ns",schedule="s",cluster="c",persistentvolumeclaim="backups"} 1`,
+	})
+	s.Spec.Destination = etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "e", Bucket: "bucket", Key: "k"}}
+	diff(t, strs(scheduleSamples(s)), nil)
+}
+
 func TestSamplesOf(t *testing.T) {
 	deleted := healthyCluster()
 	deleted.Name = "deleting"

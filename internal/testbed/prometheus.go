@@ -20,8 +20,8 @@ const PrometheusRulesFile = "config/prometheus/rules.yaml"
 
 // PrometheusServer is the test bed's Prometheus: it discovers Pods through the API server and scrapes every etcd
 // member Pod and every Steward operator Pod on their ports named "metrics", with the jobs and labels the
-// PodMonitor and ServiceMonitor in config/prometheus give (the test bed has no Prometheus Operator), and
-// evaluates Steward's alerting rules.
+// PodMonitor and ServiceMonitor in config/prometheus give (the test bed has no Prometheus Operator), scrapes the
+// kubelets (their volume stats), and evaluates Steward's alerting rules.
 type PrometheusServer struct {
 	// URL is the base URL of its HTTP API (http://127.0.0.1:<port>).
 	URL string
@@ -76,6 +76,25 @@ func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []str
 					label("__meta_kubernetes_namespace", "namespace"),
 					label("__meta_kubernetes_pod_name", "pod"),
 				},
+			},
+			{
+				// The kubelets' own metrics, for their kubelet_volume_stats_* series (the volume alerts): each node's
+				// kubelet on its HTTPS port, with the test bed's CA and its admin client certificate, which sit
+				// beside the admin kubeconfig. honor_labels, as kube-prometheus-stack scrapes the kubelet: the
+				// series' namespace and persistentvolumeclaim are the claim's.
+				"job_name":              "kubelet",
+				"honor_labels":          true,
+				"scheme":                "https",
+				"kubernetes_sd_configs": []map[string]any{{"role": "node", "kubeconfig_file": kubeconfig}},
+				"tls_config": map[string]any{
+					"ca_file":   filepath.Join(filepath.Dir(kubeconfig), "pki", "ca.crt"),
+					"cert_file": filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.crt"),
+					"key_file":  filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.key"),
+				},
+				"relabel_configs": []map[string]any{label("__meta_kubernetes_node_name", "node")},
+				// Only the volume stats: the kubelet's thousands of other series would cost the test bed's
+				// Prometheus memory and CPU for nothing.
+				"metric_relabel_configs": []map[string]any{keep("__name__", "kubelet_volume_stats_.+")},
 			},
 		},
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // TestPrometheusConfig: the test bed's Prometheus scrapes etcd members on their metrics port and operators on
-// their port named metrics, labels them as Steward's rules expect, and loads the rules it is given.
+// their port named metrics, labels them as Steward's rules expect, scrapes the kubelets with the test bed's
+// certificates, and loads the rules it is given.
 func TestPrometheusConfig(t *testing.T) {
 	raw, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
 	if err != nil {
@@ -24,7 +25,18 @@ func TestPrometheusConfig(t *testing.T) {
 		ScrapeConfigs []struct {
 			JobName     string `json:"job_name"`
 			HonorLabels bool   `json:"honor_labels"`
-			SD          []struct {
+			Scheme      string `json:"scheme"`
+			TLS         struct {
+				CA   string `json:"ca_file"`
+				Cert string `json:"cert_file"`
+				Key  string `json:"key_file"`
+			} `json:"tls_config"`
+			MetricRelabel []struct {
+				Regex  string   `json:"regex"`
+				Action string   `json:"action"`
+				Source []string `json:"source_labels"`
+			} `json:"metric_relabel_configs"`
+			SD []struct {
 				Role       string `json:"role"`
 				Kubeconfig string `json:"kubeconfig_file"`
 			} `json:"kubernetes_sd_configs"`
@@ -45,6 +57,16 @@ func TestPrometheusConfig(t *testing.T) {
 	}
 	targets := map[string]map[string]bool{}
 	for _, sc := range cfg.ScrapeConfigs {
+		if sc.JobName == "kubelet" {
+			if len(sc.SD) != 1 || sc.SD[0].Role != "node" || sc.SD[0].Kubeconfig != "/tmp/kubeconfig" || !sc.HonorLabels ||
+				sc.Scheme != "https" || sc.TLS.CA != "/tmp/pki/ca.crt" || sc.TLS.Cert != "/tmp/pki/admin.crt" || sc.TLS.Key != "/tmp/pki/admin.key" {
+				t.Errorf("job kubelet: discovery %+v, honor_labels %v, scheme %q, TLS %+v", sc.SD, sc.HonorLabels, sc.Scheme, sc.TLS)
+			}
+			if len(sc.MetricRelabel) != 1 || sc.MetricRelabel[0].Action != "keep" || sc.MetricRelabel[0].Regex != "kubelet_volume_stats_.+" {
+				t.Errorf("job kubelet keeps %+v, want only kubelet_volume_stats_*", sc.MetricRelabel)
+			}
+			continue
+		}
 		if len(sc.SD) != 1 || sc.SD[0].Role != "pod" || sc.SD[0].Kubeconfig != "/tmp/kubeconfig" {
 			t.Errorf("job %s: discovery %+v", sc.JobName, sc.SD)
 		}

@@ -119,6 +119,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		"monitoring key misspelt":     {values: "monitoring: {podMonitors: {enabled: true}}", want: []string{"/monitoring", "'podMonitors'"}},
 		"monitor enabled a string":    {values: `monitoring: {prometheusRule: {enabled: "yes"}}`, want: []string{"/monitoring/prometheusRule/enabled", "want boolean"}},
 		"monitor label a number":      {values: "monitoring: {serviceMonitor: {additionalLabels: {release: 1}}}", want: []string{"/monitoring/serviceMonitor/additionalLabels/release", "want string"}},
+		"SLO target of 1":             {values: "monitoring: {slo: {availabilityTarget: 1}}", want: []string{"/monitoring/slo/availabilityTarget"}},
+		"SLO target a percentage":     {values: "monitoring: {slo: {latencyTarget: 99}}", want: []string{"/monitoring/slo/latencyTarget"}},
+		"pprof port a string":         {values: `pprof: {port: "6060"}`, want: []string{"/pprof/port"}},
 		"dashboard namespace invalid": {values: "monitoring: {grafanaDashboard: {namespace: Monitoring}}", want: []string{"/monitoring/grafanaDashboard/namespace"}},
 	}
 	for name, tc := range cases {
@@ -458,6 +461,17 @@ func TestDeployment(t *testing.T) {
 		svc := decode[corev1.Service](t, out.one(t, "Service", "steward-metrics"))
 		if !reflect.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) {
 			t.Errorf("metrics Service selects %v, the Deployment's Pods are %v", svc.Spec.Selector, d.Spec.Selector.MatchLabels)
+		}
+	})
+	t.Run("profiling only when asked for, on the loopback address", func(t *testing.T) {
+		for _, arg := range managerArgs(t, mustRender(t, nil)) {
+			if strings.HasPrefix(arg, "--pprof-bind-address") {
+				t.Errorf("default args carry %s", arg)
+			}
+		}
+		args := managerArgs(t, mustRender(t, parseValues(t, "pprof: {enabled: true, port: 6060}")))
+		if !slices.Contains(args, "--pprof-bind-address=127.0.0.1:6060") {
+			t.Errorf("args %q lack --pprof-bind-address=127.0.0.1:6060", args)
 		}
 	})
 	t.Run("leader election with one replica", func(t *testing.T) {

@@ -125,6 +125,36 @@ func TestMonitoringObjectsAreConfigs(t *testing.T) {
 	}
 }
 
+// TestSLOTargets: monitoring.slo's targets replace the defaults of the rules' recorded targets, and nothing else
+// of the rules changes.
+func TestSLOTargets(t *testing.T) {
+	out, err := renderWith(t, []string{monitoringAPI}, parseValues(t, `monitoring: {prometheusRule: {enabled: true},
+  slo: {availabilityTarget: 0.9995, latencyTarget: 0.95}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := docOf(t, out.one(t, "PrometheusRule", "steward"))["spec"]
+	want := manifestOf(t, "config/prometheus/rules.yaml")
+	found := 0
+	for _, g := range want["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			rule := r.(map[string]any)
+			switch rule["record"] {
+			case "steward:etcd_availability_slo:target":
+				rule["expr"], found = "vector(0.9995)", found+1
+			case "steward:etcd_latency_slo:target":
+				rule["expr"], found = "vector(0.95)", found+1
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("rules.yaml records %d of the two SLO targets", found)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PrometheusRule spec with the SLO values is not rules.yaml with the two targets replaced:\n%v", got)
+	}
+}
+
 // TestServiceMonitorNeedsMetrics: a ServiceMonitor without the metrics Service would scrape nothing; the chart
 // says so instead of rendering it.
 func TestServiceMonitorNeedsMetrics(t *testing.T) {

@@ -125,6 +125,7 @@ var dashboardMayBeEmpty = map[string]string{
 	"Backup schedules/A":            "an EtcdBackupSchedule",
 	"Backup schedules/B":            "an EtcdBackupSchedule",
 	"Backup schedules/C":            "an EtcdBackupSchedule",
+	"Backup claim usage/A":          "an EtcdBackupSchedule to a claim",
 }
 
 // requireDashboardData runs every query of the shipped Grafana dashboard against the test bed's Prometheus for

@@ -2,10 +2,13 @@ package monitoring
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"sort"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -39,6 +42,7 @@ var contractMetrics = map[string][]string{
 	"steward_backup_schedule_next_run_timestamp_seconds":           {"namespace", "schedule", "cluster"},
 	"steward_backup_schedule_interval_seconds":                     {"namespace", "schedule", "cluster"},
 	"steward_backup_schedule_last_success_timestamp_seconds":       {"namespace", "schedule", "cluster"},
+	"steward_backup_schedule_claim_info":                           {"namespace", "schedule", "cluster", "persistentvolumeclaim"},
 	"steward_continuous_backup_following":                          {"namespace", "schedule", "cluster"},
 	"steward_continuous_backup_recoverable_to_timestamp_seconds":   {"namespace", "schedule", "cluster"},
 	"steward_continuous_backup_recoverable_from_timestamp_seconds": {"namespace", "schedule", "cluster"},
@@ -71,6 +75,7 @@ var etcdMetrics = map[string]bool{
 	"etcd_mvcc_db_total_size_in_bytes":                 true,
 	"etcd_mvcc_db_total_size_in_use_in_bytes":          true,
 	"etcd_disk_wal_fsync_duration_seconds_bucket":      true,
+	"etcd_disk_wal_fsync_duration_seconds_count":       true,
 	"etcd_disk_backend_commit_duration_seconds_bucket": true,
 	"etcd_network_peer_sent_failures_total":            true,
 	"etcd_network_peer_received_failures_total":        true,
@@ -86,6 +91,44 @@ var etcdMetrics = map[string]bool{
 	// Prometheus' own series of every scrape target.
 	"up": true,
 }
+
+// kubeletMetrics are the kubelet's volume stats the volume alerts and panels read. They come from whatever job
+// scrapes the kubelet (kube-prometheus-stack's is "kubelet"), so they are selected by the claim's labels, namespace
+// and persistentvolumeclaim, which the kubelet gives them, never by job.
+var kubeletMetrics = map[string]bool{
+	"kubelet_volume_stats_available_bytes": true,
+	"kubelet_volume_stats_capacity_bytes":  true,
+	"kubelet_volume_stats_used_bytes":      true,
+}
+
+// operatorMetrics are controller-runtime's metrics of the operator (v0.22) the alerts on Steward itself read,
+// with the labels they carry: selected by job="steward" and the operator's namespace (the scrape target's).
+var operatorMetrics = map[string][]string{
+	"controller_runtime_reconcile_total":        {"controller", "result"},
+	"controller_runtime_reconcile_errors_total": {"controller"},
+	"workqueue_depth":                           {"name", "controller", "priority"},
+	"workqueue_queue_duration_seconds_bucket":   {"name", "controller", "le"},
+	"workqueue_unfinished_work_seconds":         {"name", "controller"},
+	"leader_election_master_status":             {"name"},
+}
+
+// recordedMetrics are the series the rules file records (the SLO group's ratios and targets), read back by its
+// alerts and by the dashboard.
+var recordedMetrics = func() map[string]bool {
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promqlParser, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	out := map[string]bool{}
+	if len(errs) > 0 {
+		return out
+	}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				out[r.Record] = true
+			}
+		}
+	}
+	return out
+}()
 
 // promqlParser parses as Prometheus does by default (no experimental functions).
 var promqlParser = parser.NewParser(parser.Options{})
@@ -122,11 +165,12 @@ func selectors(expr string) ([]selector, error) {
 	return out, nil
 }
 
-// unknownMetrics returns the metric names of the selectors that are neither Steward's nor etcd's.
+// unknownMetrics returns the metric names of the selectors that are none of Steward's, etcd's, the kubelet's volume
+// stats, the operator's controller-runtime metrics the rules use, or the rules' recorded series.
 func unknownMetrics(sels []selector) []string {
 	var out []string
 	for _, s := range sels {
-		if _, ok := contractMetrics[s.Name]; !ok && !etcdMetrics[s.Name] {
+		if _, ok := contractMetrics[s.Name]; !ok && !etcdMetrics[s.Name] && !kubeletMetrics[s.Name] && operatorMetrics[s.Name] == nil && !recordedMetrics[s.Name] {
 			out = append(out, s.Name)
 		}
 	}

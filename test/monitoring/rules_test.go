@@ -46,7 +46,7 @@ func alertNames(t *testing.T) []string {
 	var names []string
 	for _, g := range loadRules(t, rulesFile).Groups {
 		for _, r := range g.Rules {
-			if !slices.Contains(names, r.Alert) {
+			if r.Alert != "" && !slices.Contains(names, r.Alert) {
 				names = append(names, r.Alert)
 			}
 		}
@@ -54,13 +54,19 @@ func alertNames(t *testing.T) []string {
 	return names
 }
 
-// TestRulesFollowTheConventions: every rule is an alert with a severity, a summary and a description that use
-// the alert's labels, and a runbook_url to its section of docs/runbooks.md.
+// TestRulesFollowTheConventions: every alert has a severity, a summary and a description that use the alert's
+// labels, and a runbook_url to its section of docs/runbooks.md; recording rules are named
+// level:metric:operations, as Prometheus' naming practice has it, and carry no labels of their own.
 func TestRulesFollowTheConventions(t *testing.T) {
 	for _, g := range loadRules(t, rulesFile).Groups {
 		for _, r := range g.Rules {
-			if r.Alert == "" {
-				t.Errorf("group %s: recording rule %q; the file holds alerts only", g.Name, r.Record)
+			if r.Record != "" {
+				if !regexp.MustCompile(`^[a-z_]+:[a-z_]+:[a-z0-9_]+$`).MatchString(r.Record) {
+					t.Errorf("recording rule %q is not named level:metric:operations", r.Record)
+				}
+				if len(r.Labels) > 0 || len(r.Annotations) > 0 {
+					t.Errorf("recording rule %q has labels %v, annotations %v", r.Record, r.Labels, r.Annotations)
+				}
 				continue
 			}
 			if !regexp.MustCompile(`^(Etcd|Steward)[A-Z][A-Za-z]+$`).MatchString(r.Alert) {
@@ -89,32 +95,50 @@ func TestRulesFollowTheConventions(t *testing.T) {
 func TestRuleQueriesUseKnownMetrics(t *testing.T) {
 	for _, g := range loadRules(t, rulesFile).Groups {
 		for _, r := range g.Rules {
+			name := "alert " + r.Alert
+			if r.Record != "" {
+				name = "recording rule " + r.Record
+			}
 			sels, err := selectors(r.Expr)
 			if err != nil {
-				t.Errorf("alert %s: %v", r.Alert, err)
+				t.Errorf("%s: %v", name, err)
 				continue
 			}
 			if unknown := unknownMetrics(sels); len(unknown) > 0 {
-				t.Errorf("alert %s reads metrics that are neither Steward's nor etcd's: %q", r.Alert, unknown)
+				t.Errorf("%s reads metrics that are neither Steward's nor etcd's: %q", name, unknown)
 			}
-			checkSelectorLabels(t, "alert "+r.Alert, sels)
+			checkSelectorLabels(t, name, sels)
 		}
 	}
 }
 
 // checkSelectorLabels: etcd's metrics are selected by their job (another etcd, such as Kubernetes' own, is
-// none of Steward's business), up by one of the two jobs, and Steward's metrics only by labels they carry.
+// none of Steward's business), up by one of the two jobs, the operator's controller-runtime metrics by the
+// operator's job, and Steward's metrics, the kubelet's and the recorded series only by labels they carry.
 func checkSelectorLabels(t *testing.T, where string, sels []selector) {
 	t.Helper()
+	onlyBy := func(s selector, labelsOf []string) {
+		for _, m := range s.Matchers {
+			if !slices.Contains(labelsOf, m.Name) {
+				t.Errorf("%s: %s selected by label %q, which it does not carry (it has %q)", where, s.Name, m.Name, labelsOf)
+			}
+		}
+	}
 	for _, s := range sels {
 		job, hasJob := s.matcher("job")
-		switch labelsOf, isSteward := contractMetrics[s.Name]; {
+		labelsOf, isSteward := contractMetrics[s.Name]
+		switch {
 		case isSteward:
-			for _, m := range s.Matchers {
-				if !slices.Contains(labelsOf, m.Name) {
-					t.Errorf("%s: %s selected by label %q, which it does not carry (it has %q)", where, s.Name, m.Name, labelsOf)
-				}
+			onlyBy(s, labelsOf)
+		case kubeletMetrics[s.Name]:
+			onlyBy(s, []string{"namespace", "persistentvolumeclaim"})
+		case recordedMetrics[s.Name]:
+			onlyBy(s, []string{"namespace", "cluster"})
+		case operatorMetrics[s.Name] != nil:
+			if !hasJob || job != operatorJob {
+				t.Errorf("%s: %s without job=%q", where, s.Name, operatorJob)
 			}
+			onlyBy(s, append([]string{"job", "namespace"}, operatorMetrics[s.Name]...))
 		case s.Name == "up":
 			if !hasJob || (job != etcdJob && job != operatorJob) {
 				t.Errorf("%s: up without job=%q or job=%q", where, etcdJob, operatorJob)
