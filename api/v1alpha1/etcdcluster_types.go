@@ -325,6 +325,20 @@ type TLSSpec struct {
 	// +optional
 	ClientAuth string `json:"clientAuth,omitempty"`
 
+	// PeerAuth is which certificates members accept on the peer port (2380), where they replicate every write.
+	// MemberIdentity (the default): only certificates that carry the cluster's peer identity, the DNS name
+	// <cluster>-peer.<namespace>.svc.<cluster domain>, which Steward (and cert-manager for it) puts into member
+	// certificates and never into a client's (etcd's --peer-cert-allowed-hostname): an application's or Steward's
+	// client certificate, of the same CA, is refused there. With provider Secrets the member Secret's certificate
+	// must carry that name, and the client Secret's must not. AnyCertificate: any certificate of the cluster's CA,
+	// as before Steward checked the identity; only for user-provided certificates that cannot carry the name.
+	// Changing it on a running cluster restarts the members one at a time, once every member's certificate
+	// carries the identity.
+	// +kubebuilder:validation:Enum=MemberIdentity;AnyCertificate
+	// +kubebuilder:default=MemberIdentity
+	// +optional
+	PeerAuth string `json:"peerAuth,omitempty"`
+
 	// CertificateLifetime is how long the member and client certificates are valid (providers Steward and
 	// CertManager, whose Certificates ask for it as their duration; ignored for Secrets; Steward's CA is valid
 	// for 10 years). Steward (or cert-manager) renews each certificate once two thirds of its lifetime have
@@ -415,6 +429,12 @@ const (
 const (
 	ClientAuthCertificate = "Certificate"
 	ClientAuthPassword    = "Password"
+)
+
+// Which certificates members accept on the peer port (spec.tls.peerAuth).
+const (
+	PeerAuthMemberIdentity = "MemberIdentity"
+	PeerAuthAnyCertificate = "AnyCertificate"
 )
 
 // TLSStatus names the Secrets of a cluster's TLS and when its certificates expire. Never key material.

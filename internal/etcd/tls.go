@@ -2,12 +2,15 @@ package etcd
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 )
 
 // TLS is how Steward authenticates to a cluster's members and checks them: the cluster's CA, a client
@@ -104,3 +107,28 @@ func httpClient(cfg *tls.Config) *http.Client {
 }
 
 var plainHTTP = &http.Client{Timeout: RequestTimeout}
+
+// ServedCertificate is the certificate the member at endpoint (a client URL) presents in a new TLS handshake,
+// checked as every connection to the cluster under key is. A new handshake, not a pooled connection's: etcd reads
+// its certificate files on each handshake, so this is what the member's files hold now.
+func (p *Pool) ServedCertificate(ctx context.Context, key, endpoint string) (*x509.Certificate, error) {
+	cfg := p.tlsConfig(key)
+	if cfg == nil {
+		return nil, errors.New("the cluster is dialed in plaintext")
+	}
+	host := endpoint
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		host = rest
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: DialTimeout}, Config: cfg.Clone()}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, fmt.Errorf("TLS handshake with %s: %w", endpoint, err)
+	}
+	defer func() { _ = conn.Close() }()
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("%s presented no certificate", endpoint)
+	}
+	return certs[0], nil
+}

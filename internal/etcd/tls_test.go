@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"strings"
@@ -86,5 +87,68 @@ func TestTLSChecksTheFixedName(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestServedCertificate: the certificate a member presents in a new handshake, checked like every connection to
+// the cluster (a server of another CA is refused, not read); a cluster dialed in plaintext has none to look at.
+func TestServedCertificate(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA("ca", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA("other", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(ca *pki.KeyPair, names ...string) string {
+		kp, err := ca.Issue(pki.Request{CommonName: "m", DNSNames: names, Server: true, Client: true, Lifetime: time.Hour}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.(*tls.Conn).Handshake()
+				_ = c.Close()
+			}
+		}()
+		return "https://" + ln.Addr().String()
+	}
+	clientCert, err := ca.Issue(pki.Request{CommonName: "root", Client: true, Lifetime: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPool()
+	if err := p.SetTLS("ns/db", &TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cert, err := p.ServedCertificate(ctx, "ns/db", serve(ca, "db.ns.svc.cluster.local", "db-peer.ns.svc.cluster.local"))
+	if err != nil || cert.VerifyHostname("db-peer.ns.svc.cluster.local") != nil {
+		t.Fatalf("member with the peer identity: %v", err)
+	}
+	cert, err = p.ServedCertificate(ctx, "ns/db", serve(ca, "db.ns.svc.cluster.local"))
+	if err != nil || cert.VerifyHostname("db-peer.ns.svc.cluster.local") == nil {
+		t.Fatalf("member without the peer identity: %v", err)
+	}
+	if _, err := p.ServedCertificate(ctx, "ns/db", serve(other, "db.ns.svc.cluster.local", "db-peer.ns.svc.cluster.local")); err == nil {
+		t.Fatal("a server of another CA was read")
+	}
+	if _, err := p.ServedCertificate(ctx, "ns/plain", serve(ca, "db.ns.svc.cluster.local")); err == nil {
+		t.Fatal("a plaintext cluster's member was dialed with TLS")
 	}
 }

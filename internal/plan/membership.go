@@ -286,6 +286,10 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if a, ok := clientAuthRestart(spec, obs, members); ok {
 		return a
 	}
+	// 8c. Only member certificates on the peer port, or any of the CA's, as spec.tls.peerAuth says (tls.go).
+	if a, ok := peerCheckRestart(spec, obs, members); ok {
+		return a
+	}
 	// 9. Maintenance: defragmentation by threshold, the way out of a NOSPACE alarm (maintenance.go).
 	if a, ok := nextMaintenanceStep(spec, obs, members); ok {
 		return a

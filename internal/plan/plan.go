@@ -33,6 +33,9 @@ type Spec struct {
 	// ClientCertAuth: members serving TLS are to require client certificates on the client port (TLS, and
 	// spec.tls.clientAuth Certificate).
 	ClientCertAuth bool
+	// PeerCheck: members serving TLS are to accept on the peer port only certificates carrying the cluster's
+	// peer identity (spec.tls.peerAuth MemberIdentity), and provider's member certificates carry it.
+	PeerCheck bool
 	// RecoveryGrace is how long members re-created on their intact volumes get to form a quorum before a
 	// re-seed from a backup may replace them: spec.quorumLossRecovery's after, else a default.
 	RecoveryGrace time.Duration
@@ -88,6 +91,11 @@ type Member struct {
 	PodBootstrapsAlone bool
 	// PodClientCertAuth: the Pod serves TLS requiring client certificates on its client port.
 	PodClientCertAuth bool
+	// PodPeerCheck: the Pod serves TLS accepting on its peer port only certificates carrying the peer identity.
+	PodPeerCheck bool
+	// PeerIdentity: the certificate files the member's Pod holds carry the peer identity (its Pod was created
+	// holding one, or the certificate it serves does).
+	PeerIdentity bool
 
 	HasPVC bool
 	// VolumeDeleting: the member's PVC is being deleted while its Pod still runs (the Pod holds it): its data

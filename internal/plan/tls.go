@@ -21,6 +21,13 @@ const (
 	// ReasonRestartingForClientAuth: a member restarts to require client certificates on its client port, or to
 	// stop requiring them, as spec.tls.clientAuth says.
 	ReasonRestartingForClientAuth = "RestartingForClientAuth"
+	// ReasonRestartingForPeerAuth: a member restarts to accept only member certificates on its peer port, or any
+	// certificate of the cluster's CA, as spec.tls.peerAuth says.
+	ReasonRestartingForPeerAuth = "RestartingForPeerAuth"
+	// ReasonWaitingForPeerIdentity: spec.tls.peerAuth asks members to check the peer identity, and the
+	// certificate a member holds does not carry it yet (the kubelet brings a renewed Secret into a running Pod
+	// within a minute or two).
+	ReasonWaitingForPeerIdentity = "WaitingForPeerIdentity"
 )
 
 // TLS modes of a member, as in package resources: Plaintext listens and dials in plaintext; Bridge listens in
@@ -219,5 +226,60 @@ func clientAuthRestart(spec Spec, obs Observation, members []Member) (Action, bo
 		why = "its Pod asks for no client certificate, spec.tls.clientAuth is Certificate"
 	}
 	return restartOne(obs, members, next, ReasonRestartingForClientAuth,
+		fmt.Sprintf("%s (%d of %d members to restart)", why, len(due), len(members))), true
+}
+
+// lacksPeerIdentity is the first member holding certificates whose certificate is not known to carry the peer
+// identity. A member that checks the identity refuses such a peer both ways (etcd checks the certificate a peer
+// presents and the one a peer it dials serves), so no member may start checking while one is found.
+func lacksPeerIdentity(members []Member) (Member, bool) {
+	for _, m := range members {
+		if m.HasPod && !m.PodDeleting && m.PodTLS != "" && m.PodTLS != TLSPlaintext && !m.PeerIdentity {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// PeerCheckForNewPods reports whether a member Pod created now checks the peer identity: when the spec asks for
+// it and every running member's certificate carries it (a new cluster's always do: their certificates are issued
+// before their Pods). Otherwise the Pod starts accepting any certificate of the CA, and peerCheckRestart moves it
+// once every certificate carries the identity.
+func PeerCheckForNewPods(spec Spec, members []Member) bool {
+	if !spec.TLS || !spec.PeerCheck {
+		return false
+	}
+	_, lacking := lacksPeerIdentity(members)
+	return !lacking
+}
+
+// peerCheckRestart restarts a member that serves TLS and checks the peer identity where the spec says not, or
+// the other way round: one at a time, followers first, the leader after handing leadership over. Towards
+// checking only once every member's certificate carries the identity (until then it waits, naming the member).
+// It comes after every member is healthy and after a switch between plaintext and TLS has finished.
+func peerCheckRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
+	if !spec.TLS {
+		return Action{}, false
+	}
+	var due []Member
+	for _, m := range members {
+		if m.InEtcd && m.HasPod && !m.PodDeleting && m.PodTLS == TLSOn && m.PodPeerCheck != spec.PeerCheck {
+			due = append(due, m)
+		}
+	}
+	if len(due) == 0 {
+		return Action{}, false
+	}
+	why := "its Pod checks the peer identity, spec.tls.peerAuth is AnyCertificate"
+	if spec.PeerCheck {
+		if m, lacking := lacksPeerIdentity(members); lacking {
+			return Action{Kind: Wait, Reason: ReasonWaitingForPeerIdentity, Message: fmt.Sprintf(
+				"%d of %d members are to accept only member certificates on the peer port; waiting for the certificate of member %s to carry the peer identity first",
+				len(due), len(members), m.Name)}, true
+		}
+		why = "its Pod accepts any certificate of the cluster's CA on the peer port, spec.tls.peerAuth is MemberIdentity"
+	}
+	next := followerFirst(sortedByName(due), obs.LeaderID)
+	return restartOne(obs, members, next, ReasonRestartingForPeerAuth,
 		fmt.Sprintf("%s (%d of %d members to restart)", why, len(due), len(members))), true
 }

@@ -348,3 +348,91 @@ func TestClientAuthRestart(t *testing.T) {
 		t.Fatal("clientAuthRestart acted on a cluster whose spec is plaintext")
 	}
 }
+
+// TestPeerCheckRestart: members move to checking the peer identity (spec.tls.peerAuth MemberIdentity) one at a
+// time, followers first, the leader last after handing over, and only once every member's certificate carries
+// the identity (a member checking it refuses peers without it both ways); back to AnyCertificate the same way,
+// with no wait.
+func TestPeerCheckRestart(t *testing.T) {
+	member := func(name string, id uint64, checks, holds bool) Member {
+		m := at(name, id, "3.6.16")
+		m.PodTLS, m.PodClientCertAuth, m.PeerURL = TLSOn, true, "https://"+name+".c-peer:2380"
+		m.PodPeerCheck, m.PeerIdentity = checks, holds || checks
+		return m
+	}
+	spec := func(check bool) Spec {
+		s := specAt("3.6.16")
+		s.TLS, s.ClientCertAuth, s.PeerCheck = true, true, check
+		return s
+	}
+	tests := map[string]struct {
+		spec        Spec
+		members     []Member
+		wantKind    ActionKind
+		wantReason  string
+		wantMembers []string
+	}{
+		"every certificate carries the identity: a follower first": {spec(true),
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, true)}, RestartMember, ReasonRestartingForPeerAuth, []string{"c-b"}},
+		"a certificate without it yet: wait, naming the member": {spec(true),
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, false)}, Wait, ReasonWaitingForPeerIdentity, nil},
+		"the leader last, after handing over": {spec(true),
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, MoveLeader, ReasonMovingLeader, []string{"c-a", "c-b"}},
+		"all check: nothing": {spec(true),
+			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, None, ReasonReconciled, nil},
+		"back to AnyCertificate, no wait for identities": {spec(false),
+			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, false, false)}, RestartMember, ReasonRestartingForPeerAuth, []string{"c-b"}},
+		"AnyCertificate, none checks: nothing": {spec(false),
+			[]Member{member("c-a", 1, false, false), member("c-b", 2, false, false), member("c-c", 3, false, false)}, None, ReasonReconciled, nil},
+		"a member unhealthy: wait for it first": {spec(true),
+			with([]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, true)}, "c-c", func(m *Member) { m.Healthy = false }), Wait, "", nil},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := Next(tt.spec, clusterAt("3.6.0", tt.members...))
+			if a.Kind != tt.wantKind || (tt.wantReason != "" && a.Reason != tt.wantReason) ||
+				(tt.wantMembers != nil && strings.Join(a.Members, ",") != strings.Join(tt.wantMembers, ",")) {
+				t.Fatalf("Next() = %s %v (%s: %s), want %s %s %v", a.Kind, a.Members, a.Reason, a.Message, tt.wantKind, tt.wantReason, tt.wantMembers)
+			}
+			if a.Kind == RestartMember && a.TLS != TLSOn {
+				t.Fatalf("restart in mode %s, want TLS", a.TLS)
+			}
+			if a.Reason == ReasonWaitingForPeerIdentity && !strings.Contains(a.Message, "c-c") {
+				t.Fatalf("wait does not name the member: %s", a.Message)
+			}
+		})
+	}
+	if _, ok := peerCheckRestart(Spec{}, clusterAt("3.6.0"), []Member{member("c-a", 1, true, true)}); ok {
+		t.Fatal("peerCheckRestart acted on a cluster whose spec is plaintext")
+	}
+}
+
+// TestPeerCheckForNewPods: a Pod created now checks the peer identity only when the spec asks for it and every
+// running member holding certificates carries it (a new cluster: no member yet); plaintext members and Pods
+// going away do not count.
+func TestPeerCheckForNewPods(t *testing.T) {
+	on := Spec{TLS: true, PeerCheck: true}
+	m := func(tls string, holds, deleting bool) Member {
+		return Member{Name: "m", HasPod: true, PodTLS: tls, PeerIdentity: holds, PodDeleting: deleting}
+	}
+	tests := map[string]struct {
+		spec    Spec
+		members []Member
+		want    bool
+	}{
+		"new cluster":                         {on, nil, true},
+		"every member carries it":             {on, []Member{m(TLSOn, true, false), m(TLSBridge, true, false)}, true},
+		"a TLS member without it":             {on, []Member{m(TLSOn, true, false), m(TLSOn, false, false)}, false},
+		"a Bridge member without it":          {on, []Member{m(TLSBridge, false, false)}, false},
+		"a plaintext member does not count":   {on, []Member{m(TLSPlaintext, false, false)}, true},
+		"a Pod being deleted does not count":  {on, []Member{m(TLSOn, false, true)}, true},
+		"a member without a Pod is new again": {on, []Member{{Name: "m", InEtcd: true}}, true},
+		"spec AnyCertificate":                 {Spec{TLS: true}, nil, false},
+		"spec plaintext":                      {Spec{PeerCheck: true}, nil, false},
+	}
+	for name, tt := range tests {
+		if got := PeerCheckForNewPods(tt.spec, tt.members); got != tt.want {
+			t.Errorf("%s: PeerCheckForNewPods = %v, want %v", name, got, tt.want)
+		}
+	}
+}

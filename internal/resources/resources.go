@@ -69,6 +69,9 @@ const (
 	// last Pod was created in. A Pod re-created while etcd gives no member list (whose peer URL would say) listens
 	// as its volume records.
 	AnnotationTLSMode = "etcd.steward.dev/tls-mode"
+	// AnnotationPeerIdentity is on a member Pod created holding a certificate that carries the cluster's peer
+	// identity (PeerIdentity, the value): a member whose certificate files need no look to know they carry it.
+	AnnotationPeerIdentity = "etcd.steward.dev/peer-identity"
 	// AnnotationRemovedMember is on the PVC of a member Steward removed from etcd, written before its Pod is
 	// deleted: the etcd member ID. Its volume is a leftover, never brought back as a member, even when no member
 	// list says so.
@@ -132,6 +135,9 @@ type Member struct {
 	// certificates it holds; empty means as the spec says (MemberTLSOf).
 	TLS         string
 	TLSProvider string
+	// PeerCheck: the member serving TLS accepts on its peer port only certificates carrying the cluster's peer
+	// identity (PeerIdentity), and checks that its peers' carry it.
+	PeerCheck bool
 }
 
 // release is the version and image member m runs.
@@ -418,7 +424,11 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 		// The cluster's UID keeps two clusters of the same name (deleted and re-created) from ever joining.
 		"--initial-cluster-token=" + string(cluster.UID),
 	}
-	args = append(args, tlsArgs(mode, ClientCertAuth(cluster))...)
+	peerHost := ""
+	if m.PeerCheck {
+		peerHost = PeerIdentity(cluster, o)
+	}
+	args = append(args, tlsArgs(mode, ClientCertAuth(cluster), peerHost)...)
 	t := cluster.Spec.Etcd
 	if q := QuotaBackendBytes(cluster); q > 0 {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q, 10))
@@ -504,6 +514,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	annotations[AnnotationTLS] = memberTLSProvider(cluster, m)
 	if mode == MemberTLSBridge {
 		annotations[AnnotationTLSListeners] = "plaintext"
+	}
+	delete(annotations, AnnotationPeerIdentity) // Steward's to say, never spec.pod.annotations'
+	if mode != MemberTLSPlaintext && memberCertsCarryIdentity(cluster, memberTLSProvider(cluster, m)) {
+		annotations[AnnotationPeerIdentity] = PeerIdentity(cluster, o)
 	}
 
 	data := corev1.Volume{Name: dataVolume}

@@ -195,7 +195,54 @@ func MemberDNSNames(cluster *etcdv1alpha1.EtcdCluster, member string, o Options)
 		svc + "." + ns + ".svc",
 		ClientServiceHost(cluster, o),
 		"localhost",
+		PeerIdentity(cluster, o),
 	}
+}
+
+// PeerIdentity is the DNS name that marks a member's certificate, and only a member's: members started with
+// PeerCheck accept on the peer port only certificates valid for it (etcd's --peer-cert-allowed-hostname), so the
+// client certificates of the same CA (Steward's, an EtcdUser's), which carry no DNS name at all, cannot speak
+// etcd's replication protocol. The peer Service's own name: a name of the cluster's, in the domain every member
+// certificate is issued for already, that no client dials (the Service is headless, its members are dialed by
+// their own names) and that a wildcard for the members' names (*.<cluster>-peer...) does not cover.
+func PeerIdentity(cluster *etcdv1alpha1.EtcdCluster, o Options) string {
+	return fmt.Sprintf("%s.%s.svc.%s", PeerServiceName(cluster), cluster.Namespace, o.ClusterDomain)
+}
+
+// PeerAuthWanted reports whether the spec asks members to accept only member certificates on the peer port: a TLS
+// cluster whose tls.peerAuth is not AnyCertificate.
+func PeerAuthWanted(cluster *etcdv1alpha1.EtcdCluster) bool {
+	return TLSEnabled(cluster) && (cluster.Spec.TLS == nil || cluster.Spec.TLS.PeerAuth != etcdv1alpha1.PeerAuthAnyCertificate)
+}
+
+// memberCertsCarryIdentity reports whether the member certificates of provider are known to carry the peer
+// identity when a Pod is created: Steward's and cert-manager's always (MemberDNSNames; Steward checks
+// cert-manager's before the Pod), the user's (provider Secrets) when the spec asks for the check, since Steward
+// then refuses a member Secret without it.
+func memberCertsCarryIdentity(cluster *etcdv1alpha1.EtcdCluster, provider string) bool {
+	switch provider {
+	case etcdv1alpha1.TLSProviderSteward, etcdv1alpha1.TLSProviderCertManager:
+		return true
+	case etcdv1alpha1.TLSProviderSecrets:
+		return PeerAuthWanted(cluster)
+	}
+	return false
+}
+
+// PodChecksPeers reports whether a member Pod was started accepting only the peer identity on its peer port.
+func PodChecksPeers(pod *corev1.Pod) bool {
+	for _, a := range etcdCommand(pod) {
+		if strings.HasPrefix(a, "--peer-cert-allowed-hostname=") {
+			return true
+		}
+	}
+	return false
+}
+
+// PodHeldPeerIdentity reports whether a member Pod was created holding a certificate that carries the cluster's
+// peer identity (AnnotationPeerIdentity); its Secret is renewed with the same names, so it still does.
+func PodHeldPeerIdentity(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, o Options) bool {
+	return pod.Annotations[AnnotationPeerIdentity] == PeerIdentity(cluster, o)
 }
 
 // MemberIPs are the IP addresses a member's certificate carries: loopback, for etcdctl inside the Pod.
@@ -222,8 +269,11 @@ func TLSSecret(cluster *etcdv1alpha1.EtcdCluster, name string, labels map[string
 // tlsArgs are etcd's TLS flags: TLS with client certificates required on the client and the peer port, both
 // checked against the cluster's CA. etcd reloads the certificate and key files on each handshake. A Bridge member
 // gets only the peer certificate: etcd's peer transport dials https peer URLs with it (and http ones in
-// plaintext) whatever the member's own listeners are.
-func tlsArgs(mode string, clientCerts bool) []string {
+// plaintext) whatever the member's own listeners are. peerHost, when set, is the name a certificate must be valid
+// for on the peer port (PeerIdentity). etcd 3.5 to 3.7 check it both ways (client/pkg/transport baseConfig): a
+// peer dialing in must present it, and a peer dialed must serve it, so a member checks peers only once every peer's
+// certificate carries it.
+func tlsArgs(mode string, clientCerts bool, peerHost string) []string {
 	ca, cert, key := memberTLSMount+"/"+SecretCAKey, memberTLSMount+"/"+SecretCertKey, memberTLSMount+"/"+SecretKeyKey
 	switch mode {
 	case MemberTLSBridge:
@@ -237,8 +287,12 @@ func tlsArgs(mode string, clientCerts bool) []string {
 		// etcd asks clients for a certificate whenever it has a trusted CA for the client port: both or neither.
 		args = append(args, "--trusted-ca-file="+ca, "--client-cert-auth")
 	}
-	return append(args,
+	args = append(args,
 		"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca, "--peer-client-cert-auth")
+	if peerHost != "" {
+		args = append(args, "--peer-cert-allowed-hostname="+peerHost)
+	}
+	return args
 }
 
 // ClientCertAuth reports whether the cluster's members are to require client certificates on the client port:

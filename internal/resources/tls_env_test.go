@@ -76,3 +76,62 @@ func TestMemberPodTLSModes(t *testing.T) {
 		})
 	}
 }
+
+// TestMemberPodPeerCheck: a TLS member with PeerCheck accepts on its peer port only the cluster's peer identity
+// (the peer Service's name), which its own certificate's names carry; PodChecksPeers reads it back. A Bridge
+// member never gets the flag (its listeners are plaintext). The Pod records that it was created holding the
+// identity, and spec.pod.annotations cannot set that record.
+func TestMemberPodPeerCheck(t *testing.T) {
+	const identity = "db-peer.prod.svc.cluster.local"
+	tests := []struct {
+		name      string
+		mode      string
+		check     bool
+		provider  string
+		peerAuth  string
+		wantFlag  bool
+		wantHeld  bool
+		forgeHeld bool
+	}{
+		{"TLS, checking", MemberTLSOn, true, etcdv1alpha1.TLSProviderSteward, "", true, true, false},
+		{"TLS, not yet checking", MemberTLSOn, false, etcdv1alpha1.TLSProviderSteward, "", false, true, false},
+		{"Bridge", MemberTLSBridge, true, etcdv1alpha1.TLSProviderSteward, "", false, true, false},
+		{"plaintext", MemberTLSPlaintext, true, etcdv1alpha1.TLSProviderSteward, "", false, false, false},
+		{"Secrets, MemberIdentity", MemberTLSOn, true, etcdv1alpha1.TLSProviderSecrets, "", true, true, false},
+		{"Secrets, AnyCertificate: not known to hold it", MemberTLSOn, false, etcdv1alpha1.TLSProviderSecrets, etcdv1alpha1.PeerAuthAnyCertificate, false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+				c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: tt.provider, PeerAuth: tt.peerAuth}
+				if tt.provider == etcdv1alpha1.TLSProviderSecrets {
+					c.Spec.TLS.Secrets = &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}
+				}
+				if tt.forgeHeld {
+					c.Spec.Pod.Annotations = map[string]string{AnnotationPeerIdentity: identity}
+				}
+			})
+			m := boot
+			m.TLS, m.PeerCheck = tt.mode, tt.check
+			pod := MemberPod(c, m, opts)
+			v, ok := arg(pod.Spec.Containers[0].Command, "--peer-cert-allowed-hostname")
+			if ok != tt.wantFlag || ok && v != identity || PodChecksPeers(pod) != tt.wantFlag {
+				t.Errorf("--peer-cert-allowed-hostname=%q (%v), PodChecksPeers %v; want %v for %s", v, ok, PodChecksPeers(pod), tt.wantFlag, identity)
+			}
+			if PodHeldPeerIdentity(c, pod, opts) != tt.wantHeld {
+				t.Errorf("PodHeldPeerIdentity = %v, want %v", !tt.wantHeld, tt.wantHeld)
+			}
+		})
+	}
+	c := testCluster()
+	if got := PeerIdentity(c, opts); got != identity {
+		t.Fatalf("PeerIdentity = %s", got)
+	}
+	found := false
+	for _, n := range MemberDNSNames(c, "db-abcde", opts) {
+		found = found || n == identity
+	}
+	if !found {
+		t.Errorf("member certificate names %v lack the peer identity", MemberDNSNames(c, "db-abcde", opts))
+	}
+}

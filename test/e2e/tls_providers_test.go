@@ -29,10 +29,16 @@ type userPKI struct {
 
 func (u *userPKI) member(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time) *pki.KeyPair {
 	t.Helper()
+	return u.memberNamed(t, c, lifetime, now, resources.PeerIdentity(c, operatorOptions))
+}
+
+// memberNamed is member with extra DNS names: the peer identity, which members check on the peer port, or none.
+func (u *userPKI) memberNamed(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time, extra ...string) *pki.KeyPair {
+	t.Helper()
 	svc, ns := resources.ClientServiceName(c), c.Namespace
 	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
-		DNSNames: []string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
-			resources.ClientServiceHost(c, operatorOptions), "localhost"},
+		DNSNames: append([]string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
+			resources.ClientServiceHost(c, operatorOptions), "localhost"}, extra...),
 		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -200,8 +206,15 @@ func TestTLSProviderSecrets(t *testing.T) {
 	waitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
 	requireNoPods(t, c)
 
-	// Right: the cluster forms.
+	// A member certificate without the peer identity: members could not tell a member from a client on the peer
+	// port (spec.tls.peerAuth MemberIdentity, the default).
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.memberNamed(t, c, 24*time.Hour, time.Now()))
+	waitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, operatorOptions))
+	requireNoPods(t, c)
+
+	// Right: the cluster forms.
+	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
 	got := waitSettled(t, key, 5*time.Minute)
 	st := got.Status.TLS
 	if st == nil || st.MemberSecret != "own-members" || st.ClientSecret != "own-steward" || st.CASecret != "" || st.NotAfter == nil ||

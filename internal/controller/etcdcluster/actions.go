@@ -228,6 +228,10 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 			// The same mode: the re-created Pod asks its peers, were its data dir ever emptied.
 			r.tookStep(ctx, cluster, action, "Restarting the member that bootstrapped the cluster alone", corev1.EventTypeNormal, "MemberRestarting", action.Message)
 			return nil
+		case plan.ReasonRestartingForPeerAuth:
+			// The same mode: the re-created Pod accepts only member certificates on its peer port, or any of the CA's.
+			r.tookStep(ctx, cluster, action, "Restarting member for its peer authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)
+			return nil
 		case plan.ReasonRestartingForClientAuth:
 			// The same mode: the re-created Pod requires client certificates, or not, as spec.tls.clientAuth says.
 			r.tookStep(ctx, cluster, action, "Restarting member for its client authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)
@@ -359,10 +363,12 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	if err != nil {
 		return err
 	}
+	// Whether the new Pods check the peer identity: only once every running member's certificate carries it.
+	peerCheck := plan.PeerCheckForNewPods(specOf(cluster, r.Options), obs.plan.Members)
 	var members []resources.Member
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
-			Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS, TLSProvider: obs.tls.providerOrNone()})
+			Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS, TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
 	}
 	if action.Kind == plan.RecreateMemberPods {
 		members, action.TLS = nil, plan.TLSPlaintext
@@ -372,7 +378,7 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				return fmt.Errorf("re-create member %s: %w", p.Name, err)
 			}
 			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State, HasRun: p.HasRun,
-				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone()})
+				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
 			if p.TLS != plan.TLSPlaintext {
 				action.TLS = p.TLS // certificates are needed for the members that hold them
 			}

@@ -270,7 +270,8 @@ func upgradeStages(c *etcdv1alpha1.EtcdCluster, o resources.Options) map[string]
 
 func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Image: resources.Image(c, o), Paused: c.Spec.Paused,
-		TLS: resources.TLSEnabled(c), ClientCertAuth: resources.ClientCertAuth(c), Storage: storageGoal(c), Auth: resources.AuthWanted(c)}
+		TLS: resources.TLSEnabled(c), ClientCertAuth: resources.ClientCertAuth(c),
+		PeerCheck: resources.PeerAuthWanted(c), Storage: storageGoal(c), Auth: resources.AuthWanted(c)}
 	if c.Spec.Etcd.SnapshotCount != nil {
 		s.SnapshotCount = *c.Spec.Etcd.SnapshotCount
 	}

@@ -105,6 +105,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
+	r.observePeerIdentity(ctx, cluster, obs)
 	return obs, nil
 }
 
@@ -148,6 +149,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodVersion = p.Annotations[resources.AnnotationVersion]
 		m.PodQuota = resources.PodQuota(p)
 		m.PodClientCertAuth = resources.PodVerifiesClientCerts(p)
+		m.PodPeerCheck = resources.PodChecksPeers(p)
+		// A Pod that checks the identity was created once every member's certificate carried it, its own too.
+		m.PeerIdentity = m.PodPeerCheck || resources.PodHeldPeerIdentity(cluster, p, o)
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
 		m.Restore = p.Annotations[resources.AnnotationRestore]

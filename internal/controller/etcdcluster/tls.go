@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -453,4 +455,31 @@ func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha
 		}
 	}
 	return nil
+}
+
+// observePeerIdentity looks, while the spec asks members to check the peer identity, at the certificate each
+// member serving TLS presents whose Pod is not known to hold the identity (a Pod created before Steward put it
+// into member certificates): its Secret was renewed with it, and the kubelet brings the renewal into the running
+// Pod within a minute or two. The client port serves the same certificate file as the peer port. Only those Pods
+// are dialed, so a settled cluster costs no handshake.
+func (r *Reconciler) observePeerIdentity(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
+	if !resources.PeerAuthWanted(cluster) {
+		return
+	}
+	want := resources.PeerIdentity(cluster, r.Options)
+	key := client.ObjectKeyFromObject(cluster).String()
+	for i := range obs.plan.Members {
+		m := &obs.plan.Members[i]
+		pod := obs.pods[m.Name]
+		if m.PeerIdentity || m.PodTLS != plan.TLSOn || pod == nil || pod.Status.PodIP == "" || m.PodDeleting {
+			continue
+		}
+		endpoint := fmt.Sprintf("https://%s", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(resources.ClientPort)))
+		cert, err := r.Etcd.ServedCertificate(ctx, key, endpoint)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Could not read the certificate a member serves", "member", m.Name, "error", err.Error())
+			continue
+		}
+		m.PeerIdentity = cert.VerifyHostname(want) == nil
+	}
 }

@@ -176,15 +176,16 @@ func checkSecret(s *tlsSecret, role string, want pki.Want, now time.Time) (*pki.
 }
 
 // memberWant is what every member's certificate must be good for: serving and peer (server and client auth),
-// every member's peer DNS name (peers dial each other by it) and the client Service's name (Steward and backup
-// Jobs dial members by Pod IP and check that name, internal/etcd). member "" asks for all members at once (one
-// Secret for every member: a wildcard).
+// every member's peer DNS name (peers dial each other by it), the client Service's name (Steward and backup
+// Jobs dial members by Pod IP and check that name, internal/etcd) and the peer identity (members check it on the
+// peer port: resources.PeerIdentity). member "" asks for all members at once (one Secret for every member, the
+// user's: a wildcard), without the peer identity, which checkUserSecrets checks on its own to say what it is for.
 func memberWant(cluster *etcdv1alpha1.EtcdCluster, member string, o resources.Options) pki.Want {
 	host := resources.MemberHost(cluster, member, o)
 	if member == "" {
-		host = "*" + host
+		return pki.Want{Hosts: []string{"*" + host, resources.ClientServiceHost(cluster, o)}, Server: true, Client: true}
 	}
-	return pki.Want{Hosts: []string{host, resources.ClientServiceHost(cluster, o)}, Server: true, Client: true}
+	return pki.Want{Hosts: []string{host, resources.ClientServiceHost(cluster, o), resources.PeerIdentity(cluster, o)}, Server: true, Client: true}
 }
 
 // checkUserSecrets checks the Secrets of provider Secrets: each Secret on its own (checkSecret), and that they
@@ -198,6 +199,15 @@ func checkUserSecrets(cluster *etcdv1alpha1.EtcdCluster, member, clientSecret *t
 		return nil, err
 	}
 	var errs []error
+	id := resources.PeerIdentity(cluster, o)
+	if resources.PeerAuthWanted(cluster) && m.Leaf.VerifyHostname(id) != nil {
+		errs = append(errs, fmt.Errorf("the member certificate of Secret %s does not carry the cluster's peer identity, the DNS name %s (members accept only certificates valid for it on the peer port, spec.tls.peerAuth MemberIdentity): add it to the certificate's DNS names, or set spec.tls.peerAuth to AnyCertificate to let any certificate of the CA speak on the peer port",
+			member.name, id))
+	}
+	if resources.PeerAuthWanted(cluster) && c.Leaf.VerifyHostname(id) == nil {
+		errs = append(errs, fmt.Errorf("the client certificate of Secret %s is valid for %s, the cluster's peer identity, which only member certificates may carry (a client holding it could speak on the peer port and read every write): issue it without DNS names",
+			clientSecret.name, id))
+	}
 	if err := c.VerifyWith(m.Roots, x509.ExtKeyUsageClientAuth, now); err != nil {
 		errs = append(errs, fmt.Errorf("the client certificate of Secret %s is not issued by a CA in the ca.crt of member Secret %s, so members would refuse Steward: %w",
 			clientSecret.name, member.name, err))

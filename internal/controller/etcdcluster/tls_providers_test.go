@@ -51,7 +51,7 @@ func userSecret(name string, ca []byte, kp *pki.KeyPair) *corev1.Secret {
 }
 
 var (
-	wildcardNames = []string{"*.db-peer.ns.svc.cluster.local", "db.ns.svc.cluster.local"}
+	wildcardNames = []string{"*.db-peer.ns.svc.cluster.local", "db.ns.svc.cluster.local", "db-peer.ns.svc.cluster.local"}
 	memberUse     = pki.Request{CommonName: "members", DNSNames: wildcardNames, Server: true, Client: true, Lifetime: 24 * time.Hour}
 	clientUse     = pki.Request{CommonName: "client", Client: true, Lifetime: 24 * time.Hour}
 )
@@ -78,32 +78,46 @@ func TestCheckUserSecrets(t *testing.T) {
 	perMember := issue(t, ca, pki.Request{CommonName: "m", DNSNames: []string{"db-abcde.db-peer.ns.svc.cluster.local", "db.ns.svc.cluster.local"},
 		Server: true, Client: true, Lifetime: time.Hour}, now)
 
+	noIdentity := issue(t, ca, pki.Request{CommonName: "members", DNSNames: wildcardNames[:2], Server: true, Client: true, Lifetime: time.Hour}, now)
+	anyCert := secretsCluster()
+	anyCert.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthAnyCertificate
+
 	tests := map[string]struct {
+		cluster        *etcdv1alpha1.EtcdCluster
 		member, client *tlsSecret
 		errs           []string
 	}{
-		"good":                   {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", ca.CertPEM, cl)), nil},
-		"one Secret for both":    {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("certs", ca.CertPEM, member)), nil},
-		"member Secret missing":  {&tlsSecret{name: "certs"}, named(userSecret("client", ca.CertPEM, cl)), []string{"member Secret (tls.secrets.memberSecretName) certs does not exist"}},
-		"client Secret missing":  {named(userSecret("certs", ca.CertPEM, member)), &tlsSecret{name: "client"}, []string{"client Secret (tls.secrets.clientSecretName) client does not exist"}},
-		"both missing":           {&tlsSecret{name: "certs"}, &tlsSecret{name: "client"}, []string{"certs does not exist", "client does not exist"}},
-		"keys missing":           {named(missingKey), named(userSecret("client", ca.CertPEM, cl)), []string{"certs has no [ca.crt tls.key]"}},
-		"member cert per member": {named(userSecret("certs", ca.CertPEM, perMember)), named(userSecret("client", ca.CertPEM, cl)), []string{"does not cover DNS names *.db-peer.ns.svc.cluster.local"}},
-		"client cert as member":  {named(userSecret("certs", ca.CertPEM, cl)), named(userSecret("client", ca.CertPEM, cl)), []string{"not for server authentication"}},
-		"member cert expired": {named(userSecret("certs", ca.CertPEM, issue(t, ca, memberUse, now.Add(-48*time.Hour)))),
+		"good": {nil, named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", ca.CertPEM, cl)), nil},
+		"one Secret for both": {nil, named(userSecret("certs", ca.CertPEM, member)), named(userSecret("certs", ca.CertPEM, member)),
+			[]string{"the client certificate of Secret certs is valid for db-peer.ns.svc.cluster.local, the cluster's peer identity"}},
+		"one Secret for both, peerAuth AnyCertificate": {anyCert, named(userSecret("certs", ca.CertPEM, member)), named(userSecret("certs", ca.CertPEM, member)), nil},
+		"member cert without the peer identity": {nil, named(userSecret("certs", ca.CertPEM, noIdentity)), named(userSecret("client", ca.CertPEM, cl)),
+			[]string{"the member certificate of Secret certs does not carry the cluster's peer identity, the DNS name db-peer.ns.svc.cluster.local", "spec.tls.peerAuth to AnyCertificate"}},
+		"member cert without the peer identity, peerAuth AnyCertificate": {anyCert, named(userSecret("certs", ca.CertPEM, noIdentity)), named(userSecret("client", ca.CertPEM, cl)), nil},
+		"member Secret missing":  {nil, &tlsSecret{name: "certs"}, named(userSecret("client", ca.CertPEM, cl)), []string{"member Secret (tls.secrets.memberSecretName) certs does not exist"}},
+		"client Secret missing":  {nil, named(userSecret("certs", ca.CertPEM, member)), &tlsSecret{name: "client"}, []string{"client Secret (tls.secrets.clientSecretName) client does not exist"}},
+		"both missing":           {nil, &tlsSecret{name: "certs"}, &tlsSecret{name: "client"}, []string{"certs does not exist", "client does not exist"}},
+		"keys missing":           {nil, named(missingKey), named(userSecret("client", ca.CertPEM, cl)), []string{"certs has no [ca.crt tls.key]"}},
+		"member cert per member": {nil, named(userSecret("certs", ca.CertPEM, perMember)), named(userSecret("client", ca.CertPEM, cl)), []string{"does not cover DNS names *.db-peer.ns.svc.cluster.local"}},
+		"client cert as member":  {nil, named(userSecret("certs", ca.CertPEM, cl)), named(userSecret("client", ca.CertPEM, cl)), []string{"not for server authentication"}},
+		"member cert expired": {nil, named(userSecret("certs", ca.CertPEM, issue(t, ca, memberUse, now.Add(-48*time.Hour)))),
 			named(userSecret("client", ca.CertPEM, cl)), []string{"member Secret (tls.secrets.memberSecretName) certs: tls.crt", "expired at 2025-12-31"}},
-		"client cert of another CA": {named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", other.CertPEM, issue(t, other, clientUse, now))),
+		"client cert of another CA": {nil, named(userSecret("certs", ca.CertPEM, member)), named(userSecret("client", other.CertPEM, issue(t, other, clientUse, now))),
 			[]string{"members would refuse Steward", "which Steward and backup Jobs check members with"}},
-		"client ca.crt without the members' CA": {named(userSecret("certs", ca.CertPEM, member)),
+		"client ca.crt without the members' CA": {nil, named(userSecret("certs", ca.CertPEM, member)),
 			named(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "client"}, Data: map[string][]byte{
 				resources.SecretCAKey: append(append([]byte{}, other.CertPEM...), ca.CertPEM...), resources.SecretCertKey: cl.CertPEM, resources.SecretKeyKey: cl.KeyPEM}}),
 			nil},
-		"member ca.crt does not trust the client": {named(userSecret("certs", other.CertPEM, issue(t, other, memberUse, now))), named(userSecret("client", ca.CertPEM, cl)),
+		"member ca.crt does not trust the client": {nil, named(userSecret("certs", other.CertPEM, issue(t, other, memberUse, now))), named(userSecret("client", ca.CertPEM, cl)),
 			[]string{"members would refuse Steward", "not issued by a CA in the ca.crt of client Secret client"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := checkUserSecrets(cluster, tt.member, tt.client, testOpts, now)
+			c := cluster
+			if tt.cluster != nil {
+				c = tt.cluster
+			}
+			got, err := checkUserSecrets(c, tt.member, tt.client, testOpts, now)
 			if tt.errs == nil {
 				if err != nil || got == nil || string(got.Cert) != string(tt.client.secret.Data[resources.SecretCertKey]) {
 					t.Fatalf("refused: %v", err)
