@@ -11,7 +11,7 @@ import (
 // TestPrometheusConfig: the test bed's Prometheus scrapes etcd members on their metrics port and operators on
 // their port named metrics, labels them as Steward's rules expect, and loads the rules it is given.
 func TestPrometheusConfig(t *testing.T) {
-	raw, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
+	raw, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,9 +22,16 @@ func TestPrometheusConfig(t *testing.T) {
 		} `json:"global"`
 		RuleFiles     []string `json:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName     string `json:"job_name"`
-			HonorLabels bool   `json:"honor_labels"`
-			SD          []struct {
+			JobName       string `json:"job_name"`
+			HonorLabels   bool   `json:"honor_labels"`
+			Scheme        string `json:"scheme"`
+			Authorization struct {
+				CredentialsFile string `json:"credentials_file"`
+			} `json:"authorization"`
+			TLS struct {
+				InsecureSkipVerify bool `json:"insecure_skip_verify"`
+			} `json:"tls_config"`
+			SD []struct {
 				Role       string `json:"role"`
 				Kubeconfig string `json:"kubeconfig_file"`
 			} `json:"kubernetes_sd_configs"`
@@ -51,6 +58,10 @@ func TestPrometheusConfig(t *testing.T) {
 		if sc.HonorLabels != (sc.JobName == "steward") {
 			t.Errorf("job %s: honor_labels %v (only the operator's series carry their own namespace label)", sc.JobName, sc.HonorLabels)
 		}
+		// The operator serves its metrics over HTTPS to a token allowed to get /metrics; etcd in plain HTTP.
+		if operator := sc.JobName == "steward"; (sc.Scheme == "https") != operator || (sc.Authorization.CredentialsFile == "/tmp/token") != operator || sc.TLS.InsecureSkipVerify != operator {
+			t.Errorf("job %s: scheme %q, token %q, TLS %+v", sc.JobName, sc.Scheme, sc.Authorization.CredentialsFile, sc.TLS)
+		}
 		targets[sc.JobName] = map[string]bool{}
 		for _, r := range sc.Relabel {
 			if r.Target != "" {
@@ -68,7 +79,7 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
-	noRules, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, nil)
+	noRules, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, nil)
 	if err != nil || strings.Contains(string(noRules), "rule_files") {
 		t.Errorf("without rule files: %v\n%s", err, noRules)
 	}
