@@ -229,7 +229,7 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 	poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
 		code, body, err := getMetrics(pod, token)
 		if err != nil || code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
-			return fmt.Errorf("%d (%v)", code, err)
+			return fmt.Errorf("%d (%w)", code, err)
 		}
 		return nil
 	})
