@@ -105,6 +105,7 @@ func TestClassifyEtcdLogLine(t *testing.T) {
 		"raft's panic in the Go runtime":    {line: "panic: tocommit(611) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?"},
 		"the planted key":                   {line: plantedWarning},
 		"a cut line":                        {line: `{"level":"fatal","msg":"discovery failed","error":"member 1 has already been boot`},
+		"etcd's fields in another case":     {line: `{"Level":"fatal","MSG":"discovery failed","Error":"member 1 has already been bootstrapped"}`},
 		"two objects on one line":           {line: `{"level":"info"}{"level":"fatal","msg":"discovery failed","error":"member 1 has already been bootstrapped"}`},
 		"raft's message with more after it": {line: `{"level":"panic","msg":"tocommit(1) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost? and more"}`, ends: true},
 		"empty":                             {line: ""},

@@ -119,13 +119,30 @@ func ParseExitReport(msg string) (ExitReport, error) {
 	return r, nil
 }
 
-// etcdLogLine are the fields of one line of etcd's structured (zap JSON) log that classify it. Only etcd decides
-// their values: what a client sends (keys, values, requests) appears in other fields, JSON-escaped, so it can
-// neither end the line nor set these.
-type etcdLogLine struct {
-	Level string `json:"level"`
-	Msg   string `json:"msg"`
-	Error string `json:"error"`
+// etcdLogLine are the fields of one line of etcd's structured (zap JSON) log that classify it, read by their exact
+// names (encoding/json alone would also take "MSG" or "Level"). Only etcd decides their values: what a client
+// sends (keys, values, requests) appears in other fields, JSON-escaped, so it can neither end the line nor set
+// these.
+type etcdLogLine struct{ Level, Msg, Error string }
+
+// parseEtcdLogLine reads line as one zap JSON object; false for anything else.
+func parseEtcdLogLine(line []byte) (etcdLogLine, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' || !utf8.Valid(line) {
+		return etcdLogLine{}, false
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return etcdLogLine{}, false
+	}
+	str := func(name string) string {
+		var v string
+		if raw, ok := fields[name]; ok && json.Unmarshal(raw, &v) == nil {
+			return v
+		}
+		return ""
+	}
+	return etcdLogLine{Level: str("level"), Msg: str("msg"), Error: str("error")}, true
 }
 
 // etcdFatal are the levels at which etcd's logger ends the process (zap's Fatal exits, Panic panics): a line at
@@ -147,12 +164,8 @@ var alreadyBootstrapped = regexp.MustCompile(`^member [0-9a-f]{1,16} has already
 // file and a torn WAL tail, which etcd repairs itself, and "failed to open database" for any other error than
 // bbolt's "invalid database" (a permission problem fails the same way).
 func ClassifyEtcdLogLine(line []byte) (reason ExitReason, lastWords string) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' || !utf8.Valid(line) {
-		return "", ""
-	}
-	var l etcdLogLine
-	if err := json.Unmarshal(line, &l); err != nil || !etcdFatal(l.Level) {
+	l, ok := parseEtcdLogLine(line)
+	if !ok || !etcdFatal(l.Level) {
 		return "", ""
 	}
 	lastWords = l.Msg
