@@ -110,6 +110,7 @@ func runEtcd(args []string) int {
 		return 1
 	}
 	done := make(chan error, 1)
+	stopped := false
 	go func() { done <- cmd.Wait() }()
 	// The mark is written once the data dir holds the member: at once on a restart or a restored data dir, within
 	// a second of etcd creating it on a first start.
@@ -125,10 +126,13 @@ func runEtcd(args []string) int {
 		}
 		select {
 		case s := <-signals:
+			stopped = true
 			_ = cmd.Process.Signal(s)
 		case err := <-done:
 			code := exitCode(err)
-			if r, ok := etcdStderr.report(code); ok {
+			// etcd stopped by the signal passed on (the kubelet's SIGTERM) ends by that signal, 143: a stop, no
+			// crash to report.
+			if r, ok := etcdStderr.report(code); ok && !(stopped && code > 128) {
 				writeExitReport(report, r)
 			}
 			return code
