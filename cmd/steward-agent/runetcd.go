@@ -132,7 +132,7 @@ func runEtcd(args []string) int {
 			code := exitCode(err)
 			// etcd stopped by the signal passed on (the kubelet's SIGTERM) ends by that signal, 143: a stop, no
 			// crash to report.
-			if r, ok := etcdStderr.report(code); ok && !(stopped && code > 128) {
+			if r, ok := etcdStderr.report(code); ok && (!stopped || code <= 128) {
 				writeExitReport(report, r)
 			}
 			return code
