@@ -12,10 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"steward.dev/steward/internal/plan"
 )
 
-// RefusedEmptyDataDir begins the message run-etcd prints when it refuses to start etcd; the controller reads it
-// from the container's termination message (plan.DataLossEvidence).
+// RefusedEmptyDataDir begins the message run-etcd prints when it refuses to start etcd; the controller reads the
+// refusal from the plan.ExitReport (plan.ExitDataDirEmptied) in the container's termination message.
 const RefusedEmptyDataDir = "steward-agent: etcd's data dir holds no member, but this member has run"
 
 // probeWait is how long a readiness probe of a starting etcd waits for it to pass (memberProbes): under the
@@ -36,6 +38,11 @@ const probeWait = 900 * time.Millisecond
 // off the data volume, which an emptying takes with it: --has-run (Steward re-creates the Pod of a member that has
 // run) or the mark this Pod's earlier container left once etcd's data dir held the member (--mark, on an emptyDir,
 // which outlives the container's restarts).
+//
+// Why it reports: whatever ends etcd with an error, the agent writes a plan.ExitReport to --exit-report (the
+// container's termination message file), the only account of the crash the controller reads. The reason of a
+// crash that means lost data (plan.DataLossEvidence) comes from etcd's own log, read line by line as etcd writes
+// it to stderr (etcdLog), by its structured fields only (plan.ClassifyEtcdLogLine).
 func runEtcd(args []string) int {
 	fs := flag.NewFlagSet("run-etcd", flag.ContinueOnError)
 	var (
@@ -47,6 +54,7 @@ func runEtcd(args []string) int {
 		grace   time.Duration
 		after   string
 		limit   time.Duration
+		report  string
 	)
 	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
 	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
@@ -56,6 +64,7 @@ func runEtcd(args []string) int {
 	fs.DurationVar(&grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
 	fs.StringVar(&after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start waits to serve (awaitPeersBootstrapped)")
 	fs.DurationVar(&limit, "bootstrap-wait-limit", 2*time.Second, "how long a first start waits for --bootstrap-after's members at most")
+	fs.StringVar(&report, "exit-report", "/dev/termination-log", "where to write why etcd ended or was not started (plan.ExitReport), the container's termination message file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,14 +76,18 @@ func runEtcd(args []string) int {
 	holds := holdsMember(dataDir)
 	marked := fileExists(mark)
 	if why := refuseEmptyDataDir(holds, marked, hasRun); why != "" {
-		fmt.Fprintf(os.Stderr, "%s (%s): refusing to start etcd, which would rejoin under its old member ID without the entries it acknowledged; Steward replaces the member\n", RefusedEmptyDataDir, why)
+		msg := fmt.Sprintf("%s (%s): refusing to start etcd, which would rejoin under its old member ID without the entries it acknowledged; Steward replaces the member", RefusedEmptyDataDir, why)
+		fmt.Fprintln(os.Stderr, msg)
+		writeExitReport(report, plan.ExitReport{Reason: plan.ExitDataDirEmptied, Message: msg})
 		return 1
 	}
 	if probes != "" {
 		// Listening before etcd starts: the kubelet's first probes then wait for etcd instead of failing.
 		ln, err := net.Listen("tcp", probes)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "steward-agent: listen for probes on %s: %v\n", probes, err)
+			msg := fmt.Sprintf("steward-agent: listen for probes on %s: %v", probes, err)
+			fmt.Fprintln(os.Stderr, msg)
+			writeExitReport(report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
 			return 1
 		}
 		server := &http.Server{Handler: newMemberProbes(etcdURL, probeWait, grace), ReadHeaderTimeout: 5 * time.Second}
@@ -85,15 +98,19 @@ func runEtcd(args []string) int {
 		logBootstrapWait(awaitPeersBootstrapped(strings.Split(after, ","), limit, 20*time.Millisecond))
 	}
 	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // the Pod spec's own command
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	etcdStderr := &etcdLog{w: os.Stderr}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, etcdStderr
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "steward-agent: start %s: %v\n", command[0], err)
+		msg := fmt.Sprintf("steward-agent: start %s: %v", command[0], err)
+		fmt.Fprintln(os.Stderr, msg)
+		writeExitReport(report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
 		return 1
 	}
 	done := make(chan error, 1)
+	stopped := false
 	go func() { done <- cmd.Wait() }()
 	// The mark is written once the data dir holds the member: at once on a restart or a restored data dir, within
 	// a second of etcd creating it on a first start.
@@ -109,9 +126,16 @@ func runEtcd(args []string) int {
 		}
 		select {
 		case s := <-signals:
+			stopped = true
 			_ = cmd.Process.Signal(s)
 		case err := <-done:
-			return exitCode(err)
+			code := exitCode(err)
+			// etcd stopped by the signal passed on (the kubelet's SIGTERM) ends by that signal, 143: a stop, no
+			// crash to report.
+			if r, ok := etcdStderr.report(code); ok && (!stopped || code <= 128) {
+				writeExitReport(report, r)
+			}
+			return code
 		case <-tick.C:
 		}
 	}

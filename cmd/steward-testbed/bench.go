@@ -203,7 +203,8 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	}); err != nil {
 		return fmt.Errorf("CRDs not served: %w", err)
 	}
-	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
+	// Plain HTTP, on the loopback interface only: the bench reads the metrics of the operator process it started.
+	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--etcd-image-repository=" + testbed.EtcdRepository, "--agent-image=" + testbed.AgentImage}, operatorFlags...)
 	return c.Spawn("steward", []string{"KUBECONFIG=" + c.Kubeconfig}, operator, args...)
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -45,9 +46,21 @@ func main() {
 	}
 }
 
+// metricsOptions serve the metrics endpoint as controller-runtime and kubebuilder do by default: over HTTPS, each
+// scrape authenticated and authorized by the API server, because the steward_* series name every cluster and
+// member Steward manages, and anyone on the pod network could read them in plain HTTP.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
 func run() error {
 	var (
 		metricsAddr      string
+		metricsSecure    bool
 		probeAddr        string
 		leaderElect      bool
 		leaderElectionNS string
@@ -62,7 +75,10 @@ func run() error {
 		concurrency      int
 		pprofAddr        string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics endpoint; "0" disables it`)
+	flag.BoolVar(&metricsSecure, "metrics-secure", true,
+		"serve metrics over HTTPS (a self-signed certificate) to clients the API server authenticates (TokenReview) and "+
+			"authorizes for GET /metrics (SubjectAccessReview, e.g. the ClusterRole steward-metrics-reader); false: plain HTTP to anyone")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
 	// Off unless asked for: the profiles show the process' memory and goroutines to whoever reaches the port.
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
@@ -126,7 +142,7 @@ func run() error {
 	cacheOptions.ByObject = etcdcluster.CacheByObject()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,

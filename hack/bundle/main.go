@@ -113,11 +113,14 @@ func run(root string) error {
 
 // sources is everything the bundle is made of, read from the tree.
 type sources struct {
-	crds       []crdFile
-	rules      []rbacv1.PolicyRule
-	deployment appsv1.Deployment
-	services   []namedObject
-	samples    []map[string]any
+	crds  []crdFile
+	rules []rbacv1.PolicyRule
+	// clusterRules are config/metrics-auth's, granted cluster-wide; clusterRoles ship in the bundle as they are.
+	clusterRules []rbacv1.PolicyRule
+	clusterRoles []namedObject
+	deployment   appsv1.Deployment
+	services     []namedObject
+	samples      []map[string]any
 }
 
 type namedObject struct {
@@ -158,6 +161,28 @@ func readSources(root string) (sources, error) {
 		return src, err
 	}
 	src.rules = role.Rules
+
+	// The metrics endpoint's authentication and authorization (config/metrics-auth): the operator's right to
+	// create TokenReviews and SubjectAccessReviews, cluster-scoped in every install mode, and the ClusterRole a
+	// scraper needs, shipped as it is.
+	var metricsAuth rbacv1.ClusterRole
+	if err := readObject(filepath.Join(root, "config", "metrics-auth", "metrics_auth_role.yaml"), &metricsAuth); err != nil {
+		return src, err
+	}
+	src.clusterRules = metricsAuth.Rules
+	reader, err := os.ReadFile(filepath.Join(root, "config", "metrics-auth", "metrics_reader_role.yaml")) //nolint:gosec // a path under the repository
+	if err != nil {
+		return src, fmt.Errorf("read the metrics reader ClusterRole: %w", err)
+	}
+	var readerRole map[string]any
+	if err := yaml.Unmarshal(reader, &readerRole); err != nil {
+		return src, fmt.Errorf("parse config/metrics-auth/metrics_reader_role.yaml: %w", err)
+	}
+	readerName, _ := readerRole["metadata"].(map[string]any)["name"].(string)
+	if readerRole["kind"] != "ClusterRole" || readerName == "" {
+		return src, errors.New("config/metrics-auth/metrics_reader_role.yaml: not a named ClusterRole")
+	}
+	src.clusterRoles = append(src.clusterRoles, namedObject{name: readerName, object: readerRole})
 
 	if err := readManager(root, &src); err != nil {
 		return src, err
@@ -253,6 +278,13 @@ func render(src sources) (map[string][]byte, error) {
 	for _, c := range src.crds {
 		// Byte for byte: the bundle installs exactly the CRDs kustomize does.
 		files[filepath.Join("bundle", "manifests", c.name)] = c.raw
+	}
+	for _, role := range src.clusterRoles {
+		out, err := marshalYAML(role.object)
+		if err != nil {
+			return nil, fmt.Errorf("marshal ClusterRole %s: %w", role.name, err)
+		}
+		files[filepath.Join("bundle", "manifests", role.name+"_rbac.authorization.k8s.io_v1_clusterrole.yaml")] = out
 	}
 	for _, service := range src.services {
 		out, err := marshalYAML(service.object)
@@ -352,7 +384,7 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 			Icon: []icon{{Base64Data: base64.StdEncoding.EncodeToString(iconSVG), MediaType: "image/svg+xml"}},
 			// Every mode: --watch-namespace takes a list, and OLM passes the OperatorGroup's namespaces to it
 			// (olmDeployment). All of Steward's rules are on namespaced resources, so OLM's Roles in the target
-			// namespaces are all it needs.
+			// namespaces are all it needs, but for the metrics endpoint's TokenReviews and SubjectAccessReviews.
 			InstallModes: []installMode{
 				{Type: "OwnNamespace", Supported: true},
 				{Type: "SingleNamespace", Supported: true},
@@ -367,6 +399,8 @@ func buildCSV(src sources) (clusterServiceVersion, error) {
 					// OperatorGroup selects all namespaces. So a single-namespace install gets exactly
 					// config/namespaced's rights and no cluster-wide ones.
 					Permissions: []permission{{ServiceAccountName: serviceAccount, Rules: src.rules}},
+					// The metrics endpoint asks the API server about each scraper: cluster-scoped requests.
+					ClusterPermissions: clusterPermissions(serviceAccount, src.clusterRules),
 					Deployments: []deploymentSpec{{
 						Name:  deployment.Name,
 						Label: deployment.Labels,
@@ -551,4 +585,12 @@ func readDocuments(path string) ([][]byte, error) {
 			docs = append(docs, doc)
 		}
 	}
+}
+
+// clusterPermissions grants rules cluster-wide to the ServiceAccount, none when there are none.
+func clusterPermissions(serviceAccount string, rules []rbacv1.PolicyRule) []permission {
+	if len(rules) == 0 {
+		return nil
+	}
+	return []permission{{ServiceAccountName: serviceAccount, Rules: rules}}
 }

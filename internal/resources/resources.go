@@ -360,6 +360,7 @@ const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 // probes too (ProbePort).
 func guardedEtcdCommand(m Member, etcd []string) []string {
 	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark,
+		"--exit-report=" + corev1.TerminationMessagePathDefault,
 		fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort), fmt.Sprintf("--probe-etcd=http://127.0.0.1:%d", MetricsPort),
 		"--probe-start-grace=" + StartGrace.String()}
 	if m.HasRun {
@@ -579,19 +580,29 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				Resources: MemberResources(cluster),
 				// /readyz: serving and part of a cluster with quorum. /livez: the process is not wedged; lenient,
 				// because a member that restarts during a slow disk loses more than it gains.
-				ReadinessProbe:  readiness,
-				LivenessProbe:   liveness,
-				StartupProbe:    startup,
-				SecurityContext: restrictedContainer(),
-				VolumeMounts:    append(mounts, memberTLSMounts(mode)...),
-				// When etcd exits with an error, the kubelet keeps the tail of its log in the container's status:
-				// the evidence the controller reads to tell a data dir emptied or corrupted on an intact volume
-				// (plan.DataLossEvidence) from a crash that a restart fixes.
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				ReadinessProbe:           readiness,
+				LivenessProbe:            liveness,
+				StartupProbe:             startup,
+				SecurityContext:          restrictedContainer(),
+				VolumeMounts:             append(mounts, memberTLSMounts(mode)...),
+				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+				TerminationMessagePolicy: etcdTerminationMessage(o),
 			}},
 			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m)...), extraVolumes...),
 		},
 	}
+}
+
+// etcdTerminationMessage is where the etcd container's termination message comes from. With the agent as etcd's
+// entrypoint, only from the file it writes its plan.ExitReport to: the evidence the controller reads to tell a
+// data dir emptied or corrupted on an intact volume (plan.DataLossEvidence) from a crash that a restart fixes, which
+// must never be etcd's log, where a client's keys appear. Without the agent, the tail of etcd's log on an error,
+// for humans (kubectl describe); the controller finds no report in it.
+func etcdTerminationMessage(o Options) corev1.TerminationMessagePolicy {
+	if o.agentRunsEtcd() {
+		return corev1.TerminationMessageReadFile
+	}
+	return corev1.TerminationMessageFallbackToLogsOnError
 }
 
 // MemberPVC is the data volume claim of one member. It records the member's initial cluster too, because during

@@ -87,7 +87,7 @@ func TestMemberPod(t *testing.T) {
 					t.Errorf("data volume %+v", v)
 				}
 				if c := p.Spec.Containers[0]; c.Name != EtcdContainer || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
-					t.Errorf("container %s keeps termination message %q; want its log tail on errors", c.Name, c.TerminationMessagePolicy)
+					t.Errorf("container %s keeps termination message %q; without the agent, want its log tail on errors (for humans)", c.Name, c.TerminationMessagePolicy)
 				}
 				sc := p.Spec.Containers[0].SecurityContext
 				if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(p.Spec.SecurityContext.RunAsNonRoot, false) {
@@ -548,6 +548,12 @@ func TestEtcdRunsGuarded(t *testing.T) {
 			if has := slices.Contains(cmd, "--guard-has-run"); has != tt.hasRun {
 				t.Errorf("--guard-has-run %v, want %v", has, tt.hasRun)
 			}
+			// The agent's exit report is the termination message, and nothing else can be: etcd's log holds
+			// clients' keys (plan.DataLossEvidence).
+			c := p.Spec.Containers[0]
+			if got, _ := arg(cmd, "--exit-report"); got != c.TerminationMessagePath || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
+				t.Errorf("--exit-report = %q, termination message from %q (%s), want the file the agent writes, only", got, c.TerminationMessagePath, c.TerminationMessagePolicy)
+			}
 			i := slices.Index(cmd, "--")
 			if i < 0 || cmd[i+1] != "/usr/local/bin/etcd" {
 				t.Fatalf("command %v: etcd does not follow --", cmd)
@@ -576,6 +582,9 @@ func TestEtcdRunsGuarded(t *testing.T) {
 	older := opts
 	older.AgentImage, older.AgentCurrent = "steward.local/steward-agent:v0.0.1", false
 	p := MemberPod(testCluster(), boot, older)
+	if c := p.Spec.Containers[0]; c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("without the agent, termination message %q, want the log tail for humans", c.TerminationMessagePolicy)
+	}
 	if cmd := p.Spec.Containers[0].Command; cmd[0] != "/usr/local/bin/etcd" {
 		t.Errorf("with an agent of an older release (no run-etcd) etcd must start directly, command %v", cmd)
 	}

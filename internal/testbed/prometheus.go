@@ -7,6 +7,12 @@ import (
 	"path/filepath"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,8 +44,9 @@ func prometheusSet() binarySet {
 }
 
 // prometheusConfig is the server's configuration: Pods found with kubeconfig, relabelled to the labels Steward's
-// rules and dashboard use (namespace, cluster, member, pod), and the rule files that exist.
-func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []string) ([]byte, error) {
+// rules and dashboard use (namespace, cluster, member, pod), and the rule files that exist. The operator is
+// scraped over HTTPS with the bearer token in tokenFile (prometheusToken).
+func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, ruleFiles []string) ([]byte, error) {
 	podSD := []map[string]any{{"role": "pod", "kubeconfig_file": kubeconfig}}
 	label := func(source, target string) map[string]any {
 		return map[string]any{"source_labels": []string{source}, "target_label": target}
@@ -67,8 +74,12 @@ func prometheusConfig(kubeconfig string, interval time.Duration, ruleFiles []str
 			{
 				// As config/prometheus/servicemonitor.yaml: the operator's port "metrics", job steward, and
 				// honor_labels, so that the namespace label of Steward's own series (the EtcdCluster's) is kept.
+				// HTTPS with the operator's self-signed certificate, and a token allowed to get /metrics.
 				"job_name":              "steward",
 				"honor_labels":          true,
+				"scheme":                "https",
+				"authorization":         map[string]any{"credentials_file": tokenFile},
+				"tls_config":            map[string]any{"insecure_skip_verify": true},
 				"kubernetes_sd_configs": podSD,
 				"relabel_configs": []map[string]any{
 					keep("__meta_kubernetes_pod_label_app_kubernetes_io_name", "steward"),
@@ -111,13 +122,21 @@ func (c *Cluster) startPrometheus(ctx context.Context, bin string) error {
 		rules = append(rules, f)
 	}
 	const interval = 5 * time.Second
-	cfg, err := prometheusConfig(c.Kubeconfig, interval, rules)
-	if err != nil {
-		return fmt.Errorf("prometheus configuration: %w", err)
-	}
 	dir := c.state("prometheus")
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return err
+	}
+	token, err := c.prometheusToken(ctx)
+	if err != nil {
+		return fmt.Errorf("prometheus's token: %w", err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return err
+	}
+	cfg, err := prometheusConfig(c.Kubeconfig, tokenFile, interval, rules)
+	if err != nil {
+		return fmt.Errorf("prometheus configuration: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
@@ -140,6 +159,56 @@ func (c *Cluster) startPrometheus(ctx context.Context, bin string) error {
 	}
 	c.Prometheus = &PrometheusServer{URL: url, ScrapeInterval: interval}
 	return nil
+}
+
+// PrometheusServiceAccount is the ServiceAccount whose token the test bed's Prometheus scrapes the operator
+// with: bound to a ClusterRole that may get /metrics, as Steward's steward-metrics-reader, which is how a
+// Prometheus in a cluster is allowed to scrape the operator (docs/observability.md).
+const PrometheusServiceAccount = "prometheus"
+
+// prometheusToken creates the ServiceAccount kube-system/prometheus, allowed to get /metrics, and returns a token
+// of it that lasts longer than any test bed.
+func (c *Cluster) prometheusToken(ctx context.Context) (string, error) {
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return "", err
+	}
+	const ns, name = "kube-system", PrometheusServiceAccount
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "testbed:prometheus"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "testbed:prometheus"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	for _, f := range []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+			return err
+		},
+	} {
+		if err := create(ctx, f); err != nil {
+			return "", err
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64((30 * 24 * time.Hour).Seconds()))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of %s/%s: %w", ns, name, err)
+	}
+	return tr.Status.Token, nil
 }
 
 func fileExists(path string) bool {

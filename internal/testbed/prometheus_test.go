@@ -12,7 +12,7 @@ import (
 // their port named metrics, labels them as Steward's rules expect, scrapes the kubelets with the test bed's
 // certificates, and loads the rules it is given.
 func TestPrometheusConfig(t *testing.T) {
-	raw, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
+	raw, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,13 +23,17 @@ func TestPrometheusConfig(t *testing.T) {
 		} `json:"global"`
 		RuleFiles     []string `json:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName     string `json:"job_name"`
-			HonorLabels bool   `json:"honor_labels"`
-			Scheme      string `json:"scheme"`
-			TLS         struct {
-				CA   string `json:"ca_file"`
-				Cert string `json:"cert_file"`
-				Key  string `json:"key_file"`
+			JobName       string `json:"job_name"`
+			HonorLabels   bool   `json:"honor_labels"`
+			Scheme        string `json:"scheme"`
+			Authorization struct {
+				CredentialsFile string `json:"credentials_file"`
+			} `json:"authorization"`
+			TLS struct {
+				CA                 string `json:"ca_file"`
+				Cert               string `json:"cert_file"`
+				Key                string `json:"key_file"`
+				InsecureSkipVerify bool   `json:"insecure_skip_verify"`
 			} `json:"tls_config"`
 			MetricRelabel []struct {
 				Regex  string   `json:"regex"`
@@ -73,6 +77,10 @@ func TestPrometheusConfig(t *testing.T) {
 		if sc.HonorLabels != (sc.JobName == "steward") {
 			t.Errorf("job %s: honor_labels %v (only the operator's series carry their own namespace label)", sc.JobName, sc.HonorLabels)
 		}
+		// The operator serves its metrics over HTTPS to a token allowed to get /metrics; etcd in plain HTTP.
+		if operator := sc.JobName == "steward"; (sc.Scheme == "https") != operator || (sc.Authorization.CredentialsFile == "/tmp/token") != operator || sc.TLS.InsecureSkipVerify != operator {
+			t.Errorf("job %s: scheme %q, token %q, TLS %+v", sc.JobName, sc.Scheme, sc.Authorization.CredentialsFile, sc.TLS)
+		}
 		targets[sc.JobName] = map[string]bool{}
 		for _, r := range sc.Relabel {
 			if r.Target != "" {
@@ -90,7 +98,7 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
-	noRules, err := prometheusConfig("/tmp/kubeconfig", 5*time.Second, nil)
+	noRules, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, nil)
 	if err != nil || strings.Contains(string(noRules), "rule_files") {
 		t.Errorf("without rule files: %v\n%s", err, noRules)
 	}

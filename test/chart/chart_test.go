@@ -201,8 +201,13 @@ func TestRBACRulesAreGenerated(t *testing.T) {
 	})
 	t.Run("namespaced", func(t *testing.T) {
 		out := mustRender(t, parseValues(t, "watchNamespaces: [team-a, team-b]"))
-		if n := len(out.find("ClusterRole")) + len(out.find("ClusterRoleBinding")); n != 0 {
-			t.Errorf("namespaced install renders %d cluster-wide RBAC objects, want none", n)
+		// Only the metrics endpoint's (TestMetricsRBAC): TokenReviews and SubjectAccessReviews are cluster-scoped.
+		for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+			for _, o := range out.find(kind) {
+				if !strings.HasPrefix(o.Name, "steward-"+releaseNamespace+"-metrics-") {
+					t.Errorf("namespaced install renders %s %s, want only the metrics endpoint's", kind, o.Name)
+				}
+			}
 		}
 		for _, ns := range []string{"team-a", "team-b"} {
 			var role rbacv1.Role
@@ -425,7 +430,7 @@ func TestDeployment(t *testing.T) {
 		}
 		c := spec.Containers[0]
 		// The agent runs the operator's image, so a mirror set in image.repository serves both.
-		for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--agent-image=" + c.Image} {
+		for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--agent-image=" + c.Image} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("args %q lack %s", c.Args, arg)
 			}
@@ -560,4 +565,35 @@ func lineDiff(want, got string) string {
 		return b.String()
 	}
 	return ""
+}
+
+// TestMetricsRBAC: with secure metrics (the default) the chart grants the operator what config/metrics-auth does,
+// TokenReviews and SubjectAccessReviews, and ships the metrics-reader ClusterRole, cluster-wide and namespaced
+// alike (the names of a namespaced release carry its namespace); none of it with metrics.secure false.
+func TestMetricsRBAC(t *testing.T) {
+	var auth, reader rbacv1.ClusterRole
+	docs := strings.Split(string(readRepoFile(t, "config/metrics-auth/metrics_auth_role.yaml")), "\n---\n")
+	if err := yaml.Unmarshal([]byte(docs[0]), &auth); err != nil || len(auth.Rules) != 2 {
+		t.Fatalf("parse config/metrics-auth/metrics_auth_role.yaml: %v, %d rules", err, len(auth.Rules))
+	}
+	if err := yaml.Unmarshal(readRepoFile(t, "config/metrics-auth/metrics_reader_role.yaml"), &reader); err != nil || len(reader.Rules) != 1 {
+		t.Fatalf("parse config/metrics-auth/metrics_reader_role.yaml: %v", err)
+	}
+	for values, prefix := range map[string]string{"": "steward", "watchNamespaces: [team-a]": "steward-" + releaseNamespace} {
+		out := mustRender(t, parseValues(t, values))
+		if got := decode[rbacv1.ClusterRole](t, out.one(t, "ClusterRole", prefix+"-metrics-auth")); !reflect.DeepEqual(got.Rules, auth.Rules) {
+			t.Errorf("%q: metrics-auth rules %v, want config/metrics-auth's %v", values, got.Rules, auth.Rules)
+		}
+		binding := decode[rbacv1.ClusterRoleBinding](t, out.one(t, "ClusterRoleBinding", prefix+"-metrics-auth"))
+		checkBinding(t, binding.RoleRef, binding.Subjects, "ClusterRole", prefix+"-metrics-auth", "steward")
+		if got := decode[rbacv1.ClusterRole](t, out.one(t, "ClusterRole", prefix+"-metrics-reader")); !reflect.DeepEqual(got.Rules, reader.Rules) {
+			t.Errorf("%q: metrics-reader rules %v, want config/metrics-auth's %v", values, got.Rules, reader.Rules)
+		}
+	}
+	out := mustRender(t, parseValues(t, "metrics: {secure: false}"))
+	for _, o := range out.find("ClusterRole") {
+		if strings.Contains(o.Name, "metrics") {
+			t.Errorf("metrics.secure false renders ClusterRole %s", o.Name)
+		}
+	}
 }

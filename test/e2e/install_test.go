@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/internal/version"
 	"steward.dev/steward/test/chaos"
 )
@@ -81,6 +85,9 @@ func uninstallOperator(t *testing.T) {
 	for _, obj := range []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "steward-manager"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "steward-manager"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "steward-metrics-auth"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "steward-metrics-auth"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "steward-metrics-reader"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNamespace}},
 	} {
 		if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
@@ -150,25 +157,48 @@ func operatorPod(t *testing.T, name string) *corev1.Pod {
 	return &p
 }
 
-// scrapeMetrics reads an operator Pod's Prometheus endpoint as the metrics Service's scraper would.
+// scrapeMetrics reads an operator Pod's Prometheus endpoint as the metrics Service's scraper would: over HTTPS,
+// with the token of the test bed Prometheus's ServiceAccount (allowed to get /metrics).
 func scrapeMetrics(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
+	code, body, err := getMetrics(pod, serviceAccountToken(t, "kube-system", testbed.PrometheusServiceAccount))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape %s: %d, %v\n%s", pod.Name, code, err, body)
+	}
+	return body
+}
+
+// getMetrics asks an operator Pod for its metrics over HTTPS (its certificate is self-signed) with token as the
+// bearer token ("" for none): the status code and the body.
+func getMetrics(pod *corev1.Pod, token string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pod.Status.PodIP+":8080/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(pod.Status.PodIP, "8443")+"/metrics", nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the operator's self-signed serving certificate
+	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", pod.Name, err)
+		return 0, "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %s, %v", pod.Name, resp.Status, err)
+	return resp.StatusCode, string(b), err
+}
+
+// serviceAccountToken is a token of the ServiceAccount namespace/name, for ten minutes.
+func serviceAccountToken(t *testing.T, namespace, name string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	if err := k8s.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatalf("token of %s/%s: %v", namespace, name, err)
 	}
-	return string(b)
+	return tr.Status.Token
 }
 
 // takeover is one leader change the test caused, and how long it took: until a standby held the Lease, and until

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +28,8 @@ import (
 // through the test bed's Prometheus, which scrapes the operator's Pod and the members' Pods and evaluates the
 // rules Steward ships: the member gauges follow a scale-up 3 -> 5, a member cut off the network makes
 // EtcdMembersDown fire and it resolves once Steward has replaced the member, and a backup sets the last-backup
-// gauges. Under client load throughout.
+// gauges. Under client load throughout. The operator's metrics are refused to a scrape without a token (401), with
+// the token of a ServiceAccount without the release's metrics-reader ClusterRole (403) and in plain HTTP.
 func TestMetricsAndAlerts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -40,6 +45,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 		t.Errorf("dashboard ConfigMaps in %s: %d (%v), want 1", ns, len(dashboards.Items), err)
 	}
 	waitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), promValue(1))
+	requireMetricsRefused(t, ns, "steward-"+ns+"-metrics-reader")
 
 	c := newCluster(ns, "watched", 3)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 30 * time.Second}
@@ -169,4 +175,63 @@ func requireDashboardData(t *testing.T, ns, cluster string) {
 		}
 	}
 	t.Logf("dashboard: %d panel queries run, %d with data", len(queries), len(queries)-empty)
+}
+
+// requireMetricsRefused: the operator in namespace ns serves its metrics only over HTTPS, and only to a token the
+// API server authenticates and that may get /metrics: a scrape without a token gets 401, one with the token of a
+// ServiceAccount without the right 403, plain HTTP nothing; the same ServiceAccount bound to the release's
+// metrics-reader ClusterRole (reader) gets the metrics.
+func requireMetricsRefused(t *testing.T, ns, reader string) {
+	t.Helper()
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
+	}
+	pod := &pods.Items[0]
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}
+	if err := k8s.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	token := serviceAccountToken(t, ns, sa.Name)
+	for _, tc := range []struct {
+		what  string
+		token string
+		want  int
+	}{{"no token", "", http.StatusUnauthorized}, {"a bad token", "not-a-token", http.StatusUnauthorized}, {"a ServiceAccount without the role", token, http.StatusForbidden}} {
+		code, body, err := getMetrics(pod, tc.token)
+		if err != nil || code != tc.want {
+			t.Errorf("scrape with %s: %d (%v), want %d\n%.200s", tc.what, code, err, tc.want, body)
+		}
+	}
+	plainCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(plainCtx, http.MethodGet, "http://"+net.JoinHostPort(pod.Status.PodIP, "8443")+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(b), "go_goroutines") {
+			t.Errorf("metrics served in plain HTTP: %s", resp.Status)
+		}
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: reader},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}},
+	}
+	if err := k8s.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
+	// RBAC applies a new binding within moments, and the operator caches an authorization for a while: poll.
+	poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
+		code, body, err := getMetrics(pod, token)
+		if err != nil || code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+			return fmt.Errorf("%d (%w)", code, err)
+		}
+		return nil
+	})
 }

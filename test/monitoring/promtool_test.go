@@ -109,13 +109,28 @@ func TestPromtoolTestRules(t *testing.T) {
 
 // TestScrapeConfigs: Prometheus loads config/prometheus/scrape-configs.yaml (the scrape configs for a Prometheus
 // without the Prometheus Operator) and the rules it names, and its jobs are the ones the rules select.
+// The operator's job scrapes over HTTPS with the token of Prometheus's ServiceAccount, which promtool wants to
+// find: it checks a copy whose token is a file here.
 func TestScrapeConfigs(t *testing.T) {
 	const file = "../../config/prometheus/scrape-configs.yaml"
-	t.Log(runPromtool(t, "check", "config", file))
+	const podToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	copied := strings.ReplaceAll(string(readFile(t, file)), podToken, token)
+	for name, data := range map[string][]byte{"token": []byte("t"), "scrape-configs.yaml": []byte(copied), "rules.yaml": readFile(t, "../../config/prometheus/rules.yaml")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Log(runPromtool(t, "check", "config", filepath.Join(dir, "scrape-configs.yaml")))
 	var cfg struct {
 		ScrapeConfigs []struct {
-			JobName     string `yaml:"job_name"`
-			HonorLabels bool   `yaml:"honor_labels"`
+			JobName       string `yaml:"job_name"`
+			HonorLabels   bool   `yaml:"honor_labels"`
+			Scheme        string `yaml:"scheme"`
+			Authorization struct {
+				CredentialsFile string `yaml:"credentials_file"`
+			} `yaml:"authorization"`
 		} `yaml:"scrape_configs"`
 	}
 	if err := yaml.Unmarshal(readFile(t, file), &cfg); err != nil {
@@ -124,6 +139,9 @@ func TestScrapeConfigs(t *testing.T) {
 	jobs := map[string]bool{}
 	for _, sc := range cfg.ScrapeConfigs {
 		jobs[sc.JobName] = sc.HonorLabels
+		if sc.JobName == operatorJob && (sc.Scheme != "https" || sc.Authorization.CredentialsFile != podToken) {
+			t.Errorf("job %s: scheme %q, token %q; the operator serves its metrics over HTTPS to a token allowed to get /metrics", sc.JobName, sc.Scheme, sc.Authorization.CredentialsFile)
+		}
 	}
 	if honor, ok := jobs[operatorJob]; !ok || !honor {
 		t.Errorf("no job %q with honor_labels (the steward_* series' namespace label must win)", operatorJob)

@@ -57,3 +57,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "steward.leaseNamespace" -}}
 {{- default .Release.Namespace .Values.leaderElection.namespace }}
 {{- end }}
+
+{{/*
+The prefix of the names of cluster-scoped objects a release creates in every mode (the metrics endpoint's
+ClusterRoles): the fullname, and the release namespace too when namespaced, so that releases in several
+namespaces coexist.
+*/}}
+{{- define "steward.clusterScopedName" -}}
+{{- if .Values.watchNamespaces }}
+{{- printf "%s-%s" (include "steward.fullname" .) .Release.Namespace | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- include "steward.fullname" . | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}

@@ -527,9 +527,9 @@ func etcdStartedAt(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-// dataLossOf classifies the log tail the kubelet kept when the etcd container last exited with an error
-// (resources sets TerminationMessagePolicy FallbackToLogsOnError): evidence that the member's data dir was
-// emptied or corrupted, or "".
+// dataLossOf reads the etcd container's termination message of its current or last end: the evidence that the
+// member's data dir was emptied or corrupted, from the report steward-agent run-etcd wrote (plan.DataLossEvidence),
+// or "".
 func dataLossOf(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != resources.EtcdContainer {

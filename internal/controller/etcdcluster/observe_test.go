@@ -315,9 +315,10 @@ func TestAssemble(t *testing.T) {
 				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: msg}}}
 		}
-		pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{crashed("panic: tocommit(611) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?")}
-		pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{crashed(`{"level":"info","msg":"closed etcd server"}`)}
-		sidecar := crashed("member 1 has already been bootstrapped")
+		pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{crashed(string(plan.EncodeExitReport(plan.ExitReport{Reason: plan.ExitRaftLogLost, ExitCode: 2})))}
+		// A log tail (a Pod an older Steward created), even one that says what a report says, is no evidence.
+		pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{crashed("panic: tocommit(611) is out of range [lastIndex(0)]. Was the raft log corrupted, truncated, or lost?")}
+		sidecar := crashed(string(plan.EncodeExitReport(plan.ExitReport{Reason: plan.ExitDataDirEmptied, ExitCode: 1})))
 		sidecar.Name = "sidecar"
 		pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{sidecar}
 		obs := assemble(c, pods, pvcs, etcd.ClusterView{}, testOpts, time.Unix(1000, 0), noNames)
