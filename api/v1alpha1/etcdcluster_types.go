@@ -580,7 +580,7 @@ type Defragmented struct {
 
 // MemberAlarm is an alarm etcd raised on a member and keeps until it is disarmed.
 type MemberAlarm struct {
-	// Member is the member's name ("unknown-<id>" for a member Steward cannot name).
+	// Member is the member's name ("unknown:<id>" for a member Steward cannot name).
 	Member string `json:"member"`
 	// MemberID is etcd's member ID in hex.
 	MemberID string `json:"memberID"`
