@@ -130,6 +130,12 @@ type EtcdUserStatus struct {
 	// Roles are the etcd roles the user holds: its own (named like the user) and those of spec.roles.
 	// +optional
 	Roles []string `json:"roles,omitempty"`
+	// CreatedRole records that Steward created the role named like the user (for spec.permissions): only such
+	// a role is changed or deleted; one of that name made by hand is left alone. The controller's memory:
+	// etcd's roles carry no mark of who made them. Set before the role is created, so that a crash between the
+	// two leaves a record of a role to create, never a role taken for hand-made.
+	// +optional
+	CreatedRole bool `json:"createdRole,omitempty"`
 	// CertificateSecretName is the Secret holding the user's client certificate, key and the cluster's CA.
 	// +optional
 	CertificateSecretName string `json:"certificateSecretName,omitempty"`
