@@ -472,8 +472,8 @@ type BackupSource struct {
 	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
 }
 
-// BootstrapRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup.
-func BootstrapRestoreName(c *EtcdCluster) string { return DerivedName(c.Name, "-from-backup") }
+// BootstrapRestoreName is the EtcdRestore Steward creates for cluster with spec.bootstrap.fromBackup.
+func BootstrapRestoreName(cluster string) string { return DerivedName(cluster, "-from-backup") }
 
 // BootstrapBackupName is the EtcdBackup a new cluster starts from: spec.bootstrap.fromBackup.backupName, or the
 // point-in-time backup its EtcdRestore (<cluster>-from-backup) makes; "" without spec.bootstrap.fromBackup.
@@ -483,7 +483,7 @@ func BootstrapBackupName(c *EtcdCluster) string {
 	case b == nil || b.FromBackup == nil:
 		return ""
 	case b.FromBackup.PointInTime != nil:
-		return PointInTimeBackupName(BootstrapRestoreName(c))
+		return PointInTimeBackupName(BootstrapRestoreName(c.Name))
 	}
 	return b.FromBackup.BackupName
 }

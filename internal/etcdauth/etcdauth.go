@@ -209,9 +209,9 @@ type Observed struct {
 	UserExists bool
 	// Password: the user was created with a password (etcd does not say; the controller knows from status
 	// whether it set one). etcd cannot add a password to a user created without one, nor take one away.
-	Password    bool
-	Roles       []string
-	RoleExists  bool
+	Password   bool
+	Roles      []string
+	RoleExists bool
 	// RoleCreated: Steward created the role named like the user (an EtcdUser's status records it, see
 	// RoleCreatedBySteward). Only such a role is changed or deleted: one of that name made by hand is somebody
 	// else's, whatever users hold it.

@@ -26,7 +26,7 @@ const LabelAutoRestore = "etcd.steward.dev/auto-restore"
 // FromBackupRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup (its
 // point-in-time backup, for fromBackup.pointInTime, is etcdv1alpha1.BootstrapBackupName).
 func FromBackupRestoreName(cluster *etcdv1alpha1.EtcdCluster) string {
-	return etcdv1alpha1.BootstrapRestoreName(cluster)
+	return etcdv1alpha1.BootstrapRestoreName(cluster.Name)
 }
 
 // observeRestores reads the cluster's EtcdRestores and EtcdBackups from the cache into the observation: the

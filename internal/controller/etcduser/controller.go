@@ -13,8 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
