@@ -92,7 +92,7 @@ func TestEtcdUserNameConflict(t *testing.T) {
 		}
 		poll(t, "EtcdUser "+u.Name+" gone", time.Minute, func() error {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
+				return fmt.Errorf("still there: %w", err)
 			}
 			return nil
 		})
