@@ -739,7 +739,7 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		if withRole {
 			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
 		} else {
-			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s; role %s, which Steward did not create, is left as it is", name, name)
+			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s; a role named like it, if there is one, is not Steward's and stays", name)
 		}
 	}
 	controllerutil.RemoveFinalizer(user, finalizer)
