@@ -150,3 +150,14 @@ const (
 	// ReasonRestoreFailed: a member failed to restore the snapshot into its data dir.
 	ReasonRestoreFailed = "RestoreFailed"
 )
+
+// Reasons of the Ready condition of an EtcdUser that conflicts with what somebody else owns in etcd. Steward
+// changes nothing in etcd for such a user until the conflict is gone, and never deletes what it does not own.
+const (
+	// ReasonUserNameConflict: an older EtcdUser of the same cluster declares the same etcd user (spec.userName,
+	// or the object's name): that one owns it; this one waits, and takes over once that one is deleted.
+	ReasonUserNameConflict = "UserNameConflict"
+	// ReasonRoleConflict: spec.permissions needs a role named like the user, and etcd holds a role of that name
+	// that Steward did not create (made by hand): Steward neither changes nor deletes it.
+	ReasonRoleConflict = "RoleConflict"
+)

@@ -14,6 +14,7 @@ type EtcdBackupSpec struct {
 	// ClusterName is the EtcdCluster in the backup's namespace to take the snapshot of.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	ClusterName string `json:"clusterName"`
 
@@ -45,6 +46,7 @@ type PointInTimeSource struct {
 	// ScheduleName is an EtcdBackupSchedule of the cluster with continuous backup enabled.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	ScheduleName string `json:"scheduleName"`
 	// Revision is the key-space revision to restore to: every change up to and including it.
@@ -228,6 +230,7 @@ type EtcdBackupStatus struct {
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: Steward labels the objects it makes for the EtcdBackup with its name (a label value)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdBackup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -9,6 +9,7 @@ type EtcdBackupScheduleSpec struct {
 	// ClusterName is the EtcdCluster in the schedule's namespace to back up.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	ClusterName string `json:"clusterName"`
 
@@ -197,6 +198,7 @@ type RecoveryPoint struct {
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulBackup.time`
 // +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: Steward labels the objects it makes for the EtcdBackupSchedule with its name (a label value)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 type EtcdBackupSchedule struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -220,10 +220,13 @@ type StorageSpec struct {
 
 // PodTemplate is what users control of member Pods.
 type PodTemplate struct {
-	// Labels added to member Pods (Steward's own labels win on conflict).
+	// Labels added to member Pods (Steward's own labels win on conflict). Keys under etcd.steward.dev/ are
+	// Steward's: refused.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.steward.dev/'))",message="labels under etcd.steward.dev/ are Steward's own: Steward reads them back as facts about the member"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations added to member Pods.
+	// Annotations added to member Pods. Keys under etcd.steward.dev/ are Steward's: refused.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.steward.dev/'))",message="annotations under etcd.steward.dev/ are Steward's own: Steward reads them back as facts about the member (how it was started, its version, its TLS mode)"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// +optional
@@ -479,6 +482,7 @@ type BackupSource struct {
 	// BackupName is a Complete EtcdBackup in the cluster's namespace (of any cluster).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	BackupName string `json:"backupName,omitempty"`
 	// PointInTime starts the cluster from a revision or time of a schedule's continuous backup (of any cluster,
@@ -488,6 +492,9 @@ type BackupSource struct {
 	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
 }
 
+// BootstrapRestoreName is the EtcdRestore Steward creates for cluster with spec.bootstrap.fromBackup.
+func BootstrapRestoreName(cluster string) string { return DerivedName(cluster, "-from-backup") }
+
 // BootstrapBackupName is the EtcdBackup a new cluster starts from: spec.bootstrap.fromBackup.backupName, or the
 // point-in-time backup its EtcdRestore (<cluster>-from-backup) makes; "" without spec.bootstrap.fromBackup.
 func BootstrapBackupName(c *EtcdCluster) string {
@@ -496,7 +503,7 @@ func BootstrapBackupName(c *EtcdCluster) string {
 	case b == nil || b.FromBackup == nil:
 		return ""
 	case b.FromBackup.PointInTime != nil:
-		return c.Name + "-from-backup-pit"
+		return PointInTimeBackupName(BootstrapRestoreName(c.Name))
 	}
 	return b.FromBackup.BackupName
 }
@@ -600,7 +607,7 @@ type Defragmented struct {
 
 // MemberAlarm is an alarm etcd raised on a member and keeps until it is disarmed.
 type MemberAlarm struct {
-	// Member is the member's name ("unknown-<id>" for a member Steward cannot name).
+	// Member is the member's name ("unknown:<id>" for a member Steward cannot name).
 	Member string `json:"member"`
 	// MemberID is etcd's member ID in hex.
 	MemberID string `json:"memberID"`
@@ -775,6 +782,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.provider`,priority=1
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,55}[a-z0-9])?$')",message="metadata.name must start with a letter, hold only lower-case letters, digits and '-', and be at most 57 characters: members are named <name>-xxxxx (a Pod hostname: a DNS label of at most 63 characters), Services <name> and <name>-peer (DNS-1035 labels)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

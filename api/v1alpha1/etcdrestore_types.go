@@ -19,6 +19,7 @@ type EtcdRestoreSpec struct {
 	// ClusterName is the EtcdCluster in the restore's namespace to seed.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	ClusterName string `json:"clusterName"`
 
@@ -26,6 +27,7 @@ type EtcdRestoreSpec struct {
 	// must be a backup of that cluster (its etcd cluster ID is checked). Exactly one of backupName and pointInTime.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	BackupName string `json:"backupName,omitempty"`
 
@@ -124,6 +126,7 @@ type EtcdRestoreStatus struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
 // +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].reason`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: Steward labels the objects it makes for the EtcdRestore with its name (a label value)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdRestore struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -147,11 +150,14 @@ func init() {
 	SchemeBuilder.Register(&EtcdRestore{}, &EtcdRestoreList{})
 }
 
+// PointInTimeBackupName is the EtcdBackup Steward makes for a restore of spec.pointInTime.
+func PointInTimeBackupName(restore string) string { return DerivedName(restore, "-pit") }
+
 // RestoreBackupName is the EtcdBackup a restore restores: spec.backupName, or for spec.pointInTime the backup
 // Steward makes for it.
 func RestoreBackupName(r *EtcdRestore) string {
 	if r.Spec.PointInTime != nil {
-		return r.Name + "-pit"
+		return PointInTimeBackupName(r.Name)
 	}
 	return r.Spec.BackupName
 }

@@ -14,6 +14,7 @@ type EtcdUserSpec struct {
 	// ClusterName is the EtcdCluster in the EtcdUser's namespace the user belongs to. Immutable.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable: create a new EtcdUser instead"
 	// +required
 	ClusterName string `json:"clusterName"`
@@ -97,6 +98,7 @@ type UserCertificate struct {
 	// name that Steward did not create is never overwritten: the EtcdUser is reported instead.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	SecretName string `json:"secretName"`
 }
@@ -107,6 +109,7 @@ type UserPassword struct {
 	// Secret of that name that Steward did not create is never overwritten: the EtcdUser is reported instead.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	SecretName string `json:"secretName"`
 }
@@ -127,6 +130,12 @@ type EtcdUserStatus struct {
 	// Roles are the etcd roles the user holds: its own (named like the user) and those of spec.roles.
 	// +optional
 	Roles []string `json:"roles,omitempty"`
+	// CreatedRole records that Steward created the role named like the user (for spec.permissions): only such
+	// a role is changed or deleted; one of that name made by hand is left alone. The controller's memory:
+	// etcd's roles carry no mark of who made them. Set before the role is created, so that a crash between the
+	// two leaves a record of a role to create, never a role taken for hand-made.
+	// +optional
+	CreatedRole bool `json:"createdRole,omitempty"`
 	// CertificateSecretName is the Secret holding the user's client certificate, key and the cluster's CA.
 	// +optional
 	CertificateSecretName string `json:"certificateSecretName,omitempty"`
@@ -153,6 +162,7 @@ type EtcdUserStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Auth",type=boolean,JSONPath=`.status.authEnabled`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: Steward labels the objects it makes for the EtcdUser with its name (a label value)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdUser struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -7,6 +7,7 @@ package etcdauth
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -208,10 +209,47 @@ type Observed struct {
 	UserExists bool
 	// Password: the user was created with a password (etcd does not say; the controller knows from status
 	// whether it set one). etcd cannot add a password to a user created without one, nor take one away.
-	Password    bool
-	Roles       []string
-	RoleExists  bool
+	Password   bool
+	Roles      []string
+	RoleExists bool
+	// RoleCreated: Steward created the role named like the user (an EtcdUser's status records it, see
+	// RoleCreatedBySteward). Only such a role is changed or deleted: one of that name made by hand is somebody
+	// else's, whatever users hold it.
+	RoleCreated bool
 	Permissions []Permission
+}
+
+// RoleCreatedBySteward reports whether the role named like u's etcd user is one Steward created for it:
+// status.createdRole, or (recorded by releases before that field) the user's own role in status.roles when
+// spec.roles does not name it.
+func RoleCreatedBySteward(u *etcdv1alpha1.EtcdUser) bool {
+	name := UserName(u)
+	return u.Status.CreatedRole || (slices.Contains(u.Status.Roles, name) && !slices.Contains(u.Spec.Roles, name))
+}
+
+// RoleConflict reports whether want needs its own role and etcd holds a role of that name Steward did not
+// create: Steward leaves it alone and reports the user instead.
+func RoleConflict(want User, observed Observed) bool {
+	return len(want.Permissions) > 0 && observed.RoleExists && !observed.RoleCreated
+}
+
+// Owner is the EtcdUser, of users, that owns etcd user name on cluster: the oldest (by creation, then name) of
+// those declaring it that are not being deleted; nil when none does. Decided from the objects alone, so every
+// pass of every claimant agrees: the others report the conflict and change nothing in etcd, and when the owner
+// goes, its etcd user stays for the next oldest.
+func Owner(users []etcdv1alpha1.EtcdUser, cluster, name string) *etcdv1alpha1.EtcdUser {
+	var owner *etcdv1alpha1.EtcdUser
+	for i := range users {
+		u := &users[i]
+		if u.Spec.ClusterName != cluster || UserName(u) != name || !u.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if owner == nil || u.CreationTimestamp.Before(&owner.CreationTimestamp) ||
+			(u.CreationTimestamp.Equal(&owner.CreationTimestamp) && u.Name < owner.Name) {
+			owner = u
+		}
+	}
+	return owner
 }
 
 // Op is one auth call the controller makes, in order.
@@ -315,7 +353,7 @@ func Changes(want User, observed Observed, existingRoles map[string]bool, passwo
 			ops = append(ops, Op{Kind: RevokeRole, Role: r})
 		}
 	}
-	if len(want.Permissions) == 0 && observed.RoleExists {
+	if len(want.Permissions) == 0 && observed.RoleExists && observed.RoleCreated {
 		ops = append(ops, Op{Kind: DeleteRole, Role: own})
 	}
 	return ops, missing

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -157,9 +158,16 @@ func TestChanges(t *testing.T) {
 		{
 			name:     "permissions dropped for roles only: the own role is revoked and deleted",
 			want:     User{Name: "app-a", Roles: []string{"root"}},
-			observed: Observed{UserExists: true, Roles: []string{"app-a"}, RoleExists: true, Permissions: appA.Permissions},
+			observed: Observed{UserExists: true, Roles: []string{"app-a"}, RoleExists: true, RoleCreated: true, Permissions: appA.Permissions},
 			existing: map[string]bool{"root": true, "app-a": true},
 			wantOps:  []string{"GrantRole root", "RevokeRole app-a", "DeleteRole app-a"},
+		},
+		{
+			name:     "a role named like the user that Steward did not create is granted, never deleted",
+			want:     User{Name: "app-a", Roles: []string{"app-a"}},
+			observed: Observed{RoleExists: true, Permissions: appA.Permissions},
+			existing: map[string]bool{"app-a": true},
+			wantOps:  []string{"AddUser", "GrantRole app-a"},
 		},
 		{
 			name:     "a password user: created with its password",
@@ -338,5 +346,64 @@ func TestUndeclared(t *testing.T) {
 	}
 	if got := Undeclared(nil, nil, nil); got != nil {
 		t.Fatalf("Undeclared(nil) = %v", got)
+	}
+}
+
+func TestOwner(t *testing.T) {
+	at := func(sec int64) metav1.Time { return metav1.NewTime(time.Unix(sec, 0)) }
+	user := func(name, cluster, userName string, created int64, deleting bool) etcdv1alpha1.EtcdUser {
+		u := etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created)},
+			Spec: etcdv1alpha1.EtcdUserSpec{ClusterName: cluster, UserName: userName}}
+		if deleting {
+			gone := at(created + 100)
+			u.DeletionTimestamp = &gone
+		}
+		return u
+	}
+	tests := map[string]struct {
+		users []etcdv1alpha1.EtcdUser
+		want  string
+	}{
+		"the oldest owns the name":            {[]etcdv1alpha1.EtcdUser{user("b", "db", "shared", 20, false), user("a", "db", "shared", 10, false)}, "a"},
+		"created in the same second: by name": {[]etcdv1alpha1.EtcdUser{user("z", "db", "shared", 10, false), user("y", "db", "shared", 10, false)}, "y"},
+		"one being deleted hands over":        {[]etcdv1alpha1.EtcdUser{user("a", "db", "shared", 10, true), user("b", "db", "shared", 20, false)}, "b"},
+		"other clusters and names do not claim it": {[]etcdv1alpha1.EtcdUser{user("a", "other", "shared", 1, false), user("b", "db", "else", 2, false),
+			user("c", "db", "shared", 30, false)}, "c"},
+		"the object's name is the default user name": {[]etcdv1alpha1.EtcdUser{user("shared", "db", "", 20, false), user("b", "db", "shared", 30, false)}, "shared"},
+		"none left": {[]etcdv1alpha1.EtcdUser{user("a", "db", "shared", 10, true)}, ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if o := Owner(tt.users, "db", "shared"); o != nil {
+				got = o.Name
+			}
+			if got != tt.want {
+				t.Errorf("Owner = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRoleCreatedBySteward(t *testing.T) {
+	u := func(spec etcdv1alpha1.EtcdUserSpec, status etcdv1alpha1.EtcdUserStatus) *etcdv1alpha1.EtcdUser {
+		return &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Spec: spec, Status: status}
+	}
+	tests := map[string]struct {
+		user *etcdv1alpha1.EtcdUser
+		want bool
+	}{
+		"recorded":                    {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{CreatedRole: true}), true},
+		"never applied":               {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{}), false},
+		"applied by an older release": {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{Roles: []string{"app", "reader"}}), true},
+		"a role of its name granted by spec.roles": {u(etcdv1alpha1.EtcdUserSpec{Roles: []string{"app"}},
+			etcdv1alpha1.EtcdUserStatus{Roles: []string{"app"}}), false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := RoleCreatedBySteward(tt.user); got != tt.want {
+				t.Errorf("RoleCreatedBySteward = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

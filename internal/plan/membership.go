@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,6 +34,17 @@ const (
 	ReasonReplacingLearner              = "ReplacingLearner"
 	ReasonQuorumAtRisk                  = "QuorumAtRisk"
 )
+
+// strayPrefix starts the name under which a member etcd lists, and Steward cannot name, is observed. The colon
+// keeps it apart from every name Steward gives a member (a DNS label: it is the Pod's hostname), whatever the
+// cluster is called: a cluster named "unknown" has members "unknown-xxxxx", which are its own.
+const strayPrefix = "unknown:"
+
+// StrayMemberName is the name of a member etcd lists under ID id that Steward cannot name.
+func StrayMemberName(id uint64) string { return strayPrefix + strconv.FormatUint(id, 16) }
+
+// IsStray reports whether a member name is one StrayMemberName gave: a member Steward did not create.
+func IsStray(name string) bool { return strings.HasPrefix(name, strayPrefix) }
 
 // Quorum is the number of voting members that must agree: a majority.
 //
@@ -72,7 +84,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		if !m.InEtcd || m.HasPod {
 			continue
 		}
-		if strings.HasPrefix(m.Name, "unknown-") {
+		if IsStray(m.Name) {
 			// A member Steward did not create. One that never ran, or a learner, holds no data and no vote that
 			// matters: removing it is safe. A voter that ran is somebody's deliberate change; leave it to them.
 			if !m.Started || m.IsLearner {

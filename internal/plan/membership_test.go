@@ -2,6 +2,7 @@ package plan
 
 import (
 	"math/rand"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -121,8 +122,8 @@ func TestNextMembership(t *testing.T) {
 			m.PodOverdue = time.Second
 			return m
 		}()), Wait, ReasonPodDeleting, "", 0},
-		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, "unknown-ff", 255},
-		"unknown voter that ran is left to a human": {3, formed(a, b, c, Member{Name: "unknown-ff", InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, StrayMemberName(255), 255},
+		"unknown voter that ran is left to a human": {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
 		"member whose Pod and volume are gone is removed to be replaced": {3, formed(a, b, func() Member {
 			m := c
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
@@ -308,4 +309,62 @@ func votersAfterRemoval(members []Member, id uint64) (voters, healthy int) {
 		}
 	}
 	return voters, healthy
+}
+
+// TestClusterNamedUnknown: members of a cluster named "unknown" or "unknown-a" are named "unknown-xxxxx" and
+// "unknown-a-xxxxx": they are the cluster's own, healed like any other, never taken for members Steward did not
+// create (which waited for a human forever).
+func TestClusterNamedUnknown(t *testing.T) {
+	for _, cluster := range []string{"unknown", "unknown-a"} {
+		n := func(s string) string { return cluster + "-" + s }
+		recorded := map[string]string{n("bcd24"): peerURL(n("bcd24")), n("fgh56"): peerURL(n("fgh56")), n("jkl78"): peerURL(n("jkl78"))}
+		member := func(s string, id uint64) Member {
+			m := voter(n(s), id)
+			m.InitialCluster = recorded
+			m.VolumeVersion, m.VolumeImage, m.VolumeTLS, m.PodTLS, m.PodAge = "3.6.16", "etcd:v3.6.16", TLSOn, TLSOn, time.Hour
+			return m
+		}
+		a, b, c := member("bcd24", 0xbcd24), member("fgh56", 2), member("jkl78", 3)
+		dataGone := c
+		dataGone.HasPod, dataGone.HasPVC, dataGone.Healthy, dataGone.PodReady = false, false, false, false
+		spec := Spec{Replicas: 3, Version: "3.6.16", TLS: true}
+		tests := map[string]struct {
+			obs     Observation
+			want    ActionKind
+			reason  string
+			members []string
+			id      uint64
+		}{
+			"a member whose data is gone is replaced": {obs: formed(a, b, dataGone), want: RemoveMember, reason: ReasonReplacingMember, id: 3},
+			"a member whose Pod went comes back on its volume, etcd answering": {obs: formed(a, b, podGone(c)),
+				want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{n("jkl78")}},
+			"all members' Pods come back on their volumes without a member list": {obs: noList(podGone(a), podGone(b), podGone(c)),
+				want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{n("bcd24"), n("fgh56"), n("jkl78")}},
+			// A member Steward did not create, whose ID spells a member's suffix: its name is still its own.
+			"a stray whose ID spells a member's name is removed, not the member": {obs: formed(a, b, c, Member{Name: StrayMemberName(0xbcd24 + 1), InEtcd: true, ID: 0xbcd24 + 1}),
+				want: RemoveMember, reason: ReasonUnknownMember, id: 0xbcd24 + 1},
+		}
+		for name, tt := range tests {
+			t.Run(cluster+"/"+name, func(t *testing.T) {
+				got := Next(spec, tt.obs)
+				if got.Kind != tt.want || got.Reason != tt.reason {
+					t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+				}
+				if tt.members != nil && !reflect.DeepEqual(got.Members, tt.members) {
+					t.Errorf("members %v, want %v", got.Members, tt.members)
+				}
+				if tt.id != 0 && got.MemberID != tt.id {
+					t.Errorf("member ID %x, want %x", got.MemberID, tt.id)
+				}
+			})
+		}
+		if census := TakeCensus([]Member{a, b, c}); census.Members != 3 {
+			t.Errorf("%s: census counts %d members of 3: %s", cluster, census.Members, census)
+		}
+		for _, m := range []Member{a, b, c} {
+			if IsStray(m.Name) {
+				t.Errorf("member %s of cluster %s taken for a stray", m.Name, cluster)
+			}
+		}
+	}
 }

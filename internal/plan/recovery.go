@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -48,7 +47,7 @@ type PodOnVolume struct {
 // etcd lists it (a volume of a member etcd no longer lists is a leftover); without one, its volume carries no mark
 // that Steward removed it from etcd or that a re-seed stopped it.
 func bringsBack(m Member, reachable bool) bool {
-	if m.HasPod || !m.HasPVC || m.InitialCluster == nil || strings.HasPrefix(m.Name, "unknown-") {
+	if m.HasPod || !m.HasPVC || m.InitialCluster == nil || IsStray(m.Name) {
 		return false
 	}
 	if reachable {
@@ -150,7 +149,7 @@ type Census struct {
 func TakeCensus(members []Member) Census {
 	var c Census
 	for _, m := range members {
-		if m.Removed || m.RetiredBy != "" || strings.HasPrefix(m.Name, "unknown-") {
+		if m.Removed || m.RetiredBy != "" || IsStray(m.Name) {
 			continue
 		}
 		if !m.HasPod && !m.HasPVC && !m.InEtcd && !m.Remembered && !m.VolumeDeleting {

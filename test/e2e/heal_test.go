@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
@@ -338,7 +337,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	got = waitSettled(t, key, 4*time.Minute)
 	t.Logf("both strays removed %s after they were added; settled after %s", removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	for id := range strays {
-		if msg := removalEvent(t, got, "unknown-"+etcd.FormatID(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
+		if msg := removalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
 			t.Errorf("stray %x removed for another reason: %s", id, msg)
 		}
 	}

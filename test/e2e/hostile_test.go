@@ -81,6 +81,11 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: -time.Hour}
 		}, "at least 10s"},
 		"huge priority class": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Pod.PriorityClassName = huge }, "Too long"},
+		"Steward's own Pod annotation": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Pod.Annotations = map[string]string{resources.AnnotationInitialClusterState: "existing"}
+		}, "annotations under etcd.steward.dev/"},
+		"Steward's own Pod label": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Pod.Labels = map[string]string{resources.LabelMember: "x"} },
+			"labels under etcd.steward.dev/"},
 	}
 	for name, tt := range clusters {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
@@ -88,6 +93,14 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 			tt.mutate(c)
 			refused(t, k8s.Create(ctx, c), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "refused")
+		})
+	}
+
+	// Names whose Services or member Pods Kubernetes would refuse: the cluster would be admitted and fail forever.
+	for name, clusterName := range map[string]string{"58 characters": "a" + strings.Repeat("b", 57), "leading digit": "1db", "dotted": "db.prod"} {
+		t.Run("EtcdCluster name "+name, func(t *testing.T) {
+			refused(t, k8s.Create(ctx, newCluster(ns, clusterName, 1)), "metadata.name must start with a letter")
+			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, clusterName)
 		})
 	}
 
@@ -146,6 +159,15 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 		})
 	}
+	t.Run("EtcdBackup of another namespace's cluster", func(t *testing.T) {
+		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
+		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
+	})
+	t.Run("EtcdBackup name too long for its labels", func(t *testing.T) {
+		name := "b" + strings.Repeat("x", 63)
+		refused(t, k8s.Create(ctx, newBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
+		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, name)
+	})
 	t.Run("EtcdBackup without cluster", func(t *testing.T) {
 		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
 	})
@@ -167,9 +189,10 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		"retention too young": {func(s *etcdv1alpha1.EtcdBackupSchedule) {
 			s.Spec.Retention.MaxAge = &metav1.Duration{Duration: time.Second}
 		}, "maxAge must be at least 1m"},
-		"failed history huge": {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.FailedBackupsHistoryLimit = ptr.To[int32](1000) }, "failedBackupsHistoryLimit"},
-		"path traversal":      {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Destination = pvc("..") }, "without '..'"},
-		"bad concurrency":     {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.ConcurrencyPolicy = "Replace" }, "Unsupported value"},
+		"failed history huge":         {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.FailedBackupsHistoryLimit = ptr.To[int32](1000) }, "failedBackupsHistoryLimit"},
+		"path traversal":              {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.Destination = pvc("..") }, "without '..'"},
+		"bad concurrency":             {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.ConcurrencyPolicy = "Replace" }, "Unsupported value"},
+		"another namespace's cluster": {func(s *etcdv1alpha1.EtcdBackupSchedule) { s.Spec.ClusterName = "other-namespace/victim" }, "spec.clusterName"},
 	}
 	for name, tt := range schedules {
 		t.Run("EtcdBackupSchedule "+name, func(t *testing.T) {

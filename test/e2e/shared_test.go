@@ -253,6 +253,7 @@ var expected = map[string]time.Duration{
 	"TestPodLossOneMember":                              30 * time.Second,
 	"TestStrayMembersAreRemoved":                        30 * time.Second,
 	"TestHostileSpecsAreRefused":                        30 * time.Second,
+	"TestEtcdUserNameConflict":                          60 * time.Second,
 	"TestNoSpaceRecovery":                               20 * time.Second,
 	"TestNamespaceScopedInstallWithLeastPrivilege":      20 * time.Second,
 	"TestCertificateRotationUnderLoad":                  20 * time.Second,

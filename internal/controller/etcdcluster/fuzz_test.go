@@ -30,7 +30,7 @@ func (b *bytesReader) next() byte {
 //   - every member name appears once, sorted;
 //   - every etcd member ID belongs to exactly one member, and nameOf agrees with it: no member is mapped to two
 //     names and no name to two IDs;
-//   - a member etcd lists without a name, whose peer URL names no member of this cluster, is "unknown-<id>";
+//   - a member etcd lists without a name, whose peer URL names no member of this cluster, is plan.StrayMemberName(id);
 //   - a status answer makes a member healthy only if it came from that member (its ID is the member's ID);
 //   - status and conditions are computed without panicking and name at most one leader.
 func FuzzAssemble(f *testing.F) {
@@ -45,7 +45,7 @@ func FuzzAssemble(f *testing.F) {
 		pods, pvcs := fixture(c, ours, int(in.next()%4))
 		// Names etcd may report: ours, empty (not started), another cluster's, a name that looks like Steward's
 		// fallback, a dotted name, one Steward recognises by prefix but never created.
-		namePool := []string{"", ours[0], ours[1], ours[2], "stranger", "unknown-1", "unknown-2", "db-aaaaa.evil", "db-zzzzz"}
+		namePool := []string{"", ours[0], ours[1], ours[2], "stranger", "unknown-1", "unknown:2", "unknown:3", "db-aaaaa.evil", "db-zzzzz"}
 		urlPool := []string{
 			resources.PeerURL(c, ours[0], testOpts), resources.PeerURL(c, ours[1], testOpts), resources.PeerURL(c, ours[2], testOpts),
 			resources.PeerURL(c, "db-zzzzz", testOpts), resources.PeerURL(c, "db-aaaaa.evil", testOpts), "http://stranger:2380", "", "::",
@@ -114,7 +114,7 @@ func FuzzAssemble(f *testing.F) {
 					known = known || u == resources.PeerURL(c, n, testOpts)
 				}
 			}
-			if want := "unknown-" + etcd.FormatID(em.ID); !known && byID[em.ID] != want && byName[want].ID == em.ID {
+			if want := plan.StrayMemberName(em.ID); !known && byID[em.ID] != want && byName[want].ID == em.ID {
 				t.Fatalf("nameless foreign member %x named %q, want %q", em.ID, byID[em.ID], want)
 			}
 		}

@@ -55,7 +55,7 @@ func TestStepSince(t *testing.T) {
 
 func TestMemberAlarms(t *testing.T) {
 	got := memberAlarms([]etcd.Alarm{{MemberID: 1, Type: "NOSPACE"}, {MemberID: 0xbeef, Type: "CORRUPT"}}, map[uint64]string{1: "db-a"})
-	want := []etcdv1alpha1.MemberAlarm{{Member: "db-a", MemberID: "1", Alarm: "NOSPACE"}, {Member: "unknown-beef", MemberID: "beef", Alarm: "CORRUPT"}}
+	want := []etcdv1alpha1.MemberAlarm{{Member: "db-a", MemberID: "1", Alarm: "NOSPACE"}, {Member: plan.StrayMemberName(0xbeef), MemberID: "beef", Alarm: "CORRUPT"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("memberAlarms = %+v, want %+v", got, want)
 	}

@@ -362,9 +362,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 
 // etcdMemberNames names every member of etcd's list, by ID. A started member is known by the name it reports,
 // one not started yet by the peer URL it was added with (a member Steward created, or one this cluster's
-// naming recognises); anything else is "unknown-<id>". Names are unique: when several members claim one name
+// naming recognises); anything else is plan.StrayMemberName(id). Names are unique: when several members claim one name
 // (two members started with the same --name, or a hostile entry), the one whose Pod answered with its ID keeps
-// it, else the lowest ID, and the others are observed as "unknown-<id>", so that no member hides another.
+// it, else the lowest ID, and the others are observed as strays, so that no member hides another.
 func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPeerURL map[string]string, statusOf map[string]etcd.Status,
 	o resources.Options) map[uint64]string {
 	candidate := map[uint64]string{}
@@ -385,7 +385,7 @@ func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPe
 			}
 		}
 		if name == "" {
-			name = "unknown-" + etcd.FormatID(em.ID)
+			name = plan.StrayMemberName(em.ID)
 		}
 		candidate[em.ID] = name
 		claims[name] = append(claims[name], em.ID)
@@ -407,7 +407,7 @@ func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPe
 	}
 	slices.Sort(losers)
 	for _, id := range losers {
-		name := "unknown-" + etcd.FormatID(id)
+		name := plan.StrayMemberName(id)
 		for taken[name] {
 			name += "-" + etcd.FormatID(id)
 		}

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -123,13 +124,31 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("in a cluster named unknown, a stray whose ID spells a member's name hides no member", func(t *testing.T) {
+		u := testCluster()
+		u.Name = "unknown"
+		pods, pvcs := fixture(u, []string{"unknown-bcd24"}, 1)
+		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: "unknown-bcd24"}, {ID: 0xbcd24, PeerURLs: []string{"http://stranger:2380"}}}}
+		obs := assemble(u, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+		got := map[string]uint64{}
+		for _, m := range obs.plan.Members {
+			got[m.Name] = m.ID
+			if plan.IsStray(m.Name) != (m.ID == 0xbcd24) {
+				t.Errorf("member %s (%x): stray %v", m.Name, m.ID, plan.IsStray(m.Name))
+			}
+		}
+		if want := map[string]uint64{"unknown-bcd24": 1, plan.StrayMemberName(0xbcd24): 0xbcd24}; !reflect.DeepEqual(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+	})
+
 	t.Run("etcd members Steward does not know are reported, not dropped", func(t *testing.T) {
 		pods, pvcs := fixture(c, names[:1], 1)
 		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 0xbeef, PeerURLs: []string{"http://stranger:2380"}}}}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		found := false
 		for _, m := range obs.plan.Members {
-			found = found || (m.Name == "unknown-beef" && m.InEtcd)
+			found = found || (m.Name == plan.StrayMemberName(0xbeef) && m.InEtcd)
 		}
 		if !found {
 			t.Errorf("stray member missing from %+v", obs.plan.Members)
@@ -143,7 +162,7 @@ func TestAssemble(t *testing.T) {
 			Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 2, LeaderID: 2}},
 		}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
-		want := map[string]uint64{names[0]: 2, "unknown-1": 1, "stranger": 3, "unknown-4": 4}
+		want := map[string]uint64{names[0]: 2, plan.StrayMemberName(1): 1, "stranger": 3, plan.StrayMemberName(4): 4}
 		got := map[string]uint64{}
 		for _, m := range obs.plan.Members {
 			if m.InEtcd {

@@ -26,7 +26,7 @@ const LabelAutoRestore = "etcd.steward.dev/auto-restore"
 // FromBackupRestoreName is the EtcdRestore Steward creates for a cluster with spec.bootstrap.fromBackup (its
 // point-in-time backup, for fromBackup.pointInTime, is etcdv1alpha1.BootstrapBackupName).
 func FromBackupRestoreName(cluster *etcdv1alpha1.EtcdCluster) string {
-	return cluster.Name + "-from-backup"
+	return etcdv1alpha1.BootstrapRestoreName(cluster.Name)
 }
 
 // observeRestores reads the cluster's EtcdRestores and EtcdBackups from the cache into the observation: the
@@ -260,11 +260,7 @@ func (r *Reconciler) createRestore(ctx context.Context, cluster *etcdv1alpha1.Et
 }
 
 func autoRestoreName(cluster string, now time.Time) string {
-	name := cluster + "-auto-" + strings.ToLower(now.UTC().Format("20060102t150405"))
-	if len(name) > 253 {
-		name = name[:253]
-	}
-	return name
+	return etcdv1alpha1.DerivedName(cluster, "-auto-"+strings.ToLower(now.UTC().Format("20060102t150405")))
 }
 
 // restoreSource resolves the restore a Bootstrap or CreateMemberPods step names into what member Pods need.

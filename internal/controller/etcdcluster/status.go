@@ -257,14 +257,14 @@ func etcdCounts(members []plan.Member) (voters, learners int32) {
 	return voters, learners
 }
 
-// memberAlarms names the members of etcd's alarms (by the pass's ID to name map; "unknown-<id>" for a member
+// memberAlarms names the members of etcd's alarms (by the pass's ID to name map; plan.StrayMemberName for a member
 // it cannot name), in etcd's order (by member ID, then type).
 func memberAlarms(alarms []etcd.Alarm, nameOf map[uint64]string) []etcdv1alpha1.MemberAlarm {
 	var out []etcdv1alpha1.MemberAlarm
 	for _, a := range alarms {
 		name, ok := nameOf[a.MemberID]
 		if !ok {
-			name = "unknown-" + etcd.FormatID(a.MemberID)
+			name = plan.StrayMemberName(a.MemberID)
 		}
 		out = append(out, etcdv1alpha1.MemberAlarm{Member: name, MemberID: etcd.FormatID(a.MemberID), Alarm: a.Type})
 	}

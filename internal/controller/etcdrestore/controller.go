@@ -407,7 +407,9 @@ func (r *Reconciler) fillMembers(ctx context.Context, rs *etcdv1alpha1.EtcdResto
 }
 
 // SafetyBackupName is the EtcdBackup a rollback of a healthy cluster takes first.
-func SafetyBackupName(rs *etcdv1alpha1.EtcdRestore) string { return rs.Name + "-safety" }
+func SafetyBackupName(rs *etcdv1alpha1.EtcdRestore) string {
+	return etcdv1alpha1.DerivedName(rs.Name, "-safety")
+}
 
 // observeSafetyBackup reads the restore's safety backup, if it was created, into the rollback's input. Only a
 // backup this restore owns counts: a stranger of the same name is not a safety backup of this cluster.

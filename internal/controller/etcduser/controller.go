@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -66,6 +67,8 @@ const (
 	ReasonCertificatePending    = "CertificatePending"
 	ReasonRoleNotFound          = "RoleNotFound"
 	ReasonEtcdError             = "EtcdError"
+	ReasonUserNameConflict      = etcdv1alpha1.ReasonUserNameConflict
+	ReasonRoleConflict          = etcdv1alpha1.ReasonRoleConflict
 )
 
 // Reconciler reconciles EtcdUsers.
@@ -198,6 +201,18 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	if err != nil {
 		return pass{reason: ReasonInvalidSpec, message: err.Error()}, nil
 	}
+	owner, err := r.owner(ctx, user, want.Name)
+	if err != nil {
+		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+	}
+	if owner != nil && owner.UID != user.UID {
+		// The owner's record of the role goes with the name: if this user takes over, the role is still
+		// Steward's.
+		user.Status.CreatedRole = etcdauth.RoleCreatedBySteward(owner)
+		return pass{reason: ReasonUserNameConflict, requeue: requeueWaiting,
+			message: fmt.Sprintf("etcd user %s of EtcdCluster %s belongs to EtcdUser %s, created before this one; this one changes nothing in etcd (no password, no roles) until that one is deleted, or set another spec.userName",
+				want.Name, cluster.Name, owner.Name)}, nil
+	}
 	// What the last pass recorded, before this one overwrites it: whether Steward gave the etcd user a password,
 	// and which Secrets it wrote (those the spec no longer asks for go).
 	hadPassword := user.Status.PasswordSecretName != ""
@@ -256,6 +271,11 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		return pass{reason: ReasonEtcdError, message: err.Error()}, err
 	}
 	observed.Password = hadPassword
+	observed.RoleCreated = etcdauth.RoleCreatedBySteward(user)
+	if etcdauth.RoleConflict(want, observed) {
+		return pass{reason: ReasonRoleConflict, requeue: requeueWaiting,
+			message: fmt.Sprintf("etcd holds a role %s that Steward did not create; the user's permissions need a role of that name, and Steward neither changes nor deletes one made by hand: delete or rename that role, or grant it with spec.roles instead of spec.permissions", want.Name)}, nil
+	}
 	if observed.UserExists && hadPassword != want.Password {
 		if observed.Password, err = r.recordedPassword(ctx, user, password); err != nil {
 			return pass{reason: ReasonEtcdError, message: err.Error()}, err
@@ -263,6 +283,9 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	}
 	stale := passwordSecret != nil && passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(password)
 	ops, missing := etcdauth.Changes(want, observed, roles, stale)
+	if err := r.recordRoleCreation(ctx, user, ops); err != nil {
+		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+	}
 	if len(ops) > 0 {
 		if err := r.Etcd.ApplyUser(ctx, key, endpoints, want, ops, password); err != nil {
 			return pass{reason: ReasonEtcdError, message: err.Error()}, err
@@ -270,6 +293,9 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		described := make([]string, 0, len(ops))
 		for _, op := range ops {
 			described = append(described, op.String())
+		}
+		if slices.ContainsFunc(ops, func(op etcdauth.Op) bool { return op.Kind == etcdauth.DeleteRole }) {
+			user.Status.CreatedRole = false
 		}
 		ctrl.LoggerFrom(ctx).Info("Applied etcd user", "EtcdUser", klog.KObj(user), "user", want.Name, "changes", described)
 		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserApplied", "Applied etcd user %s: %s", want.Name, strings.Join(described, "; "))
@@ -300,6 +326,30 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		}
 	}
 	return pass{reason: ReasonApplied, message: msg, requeue: requeue}, nil
+}
+
+// owner is the EtcdUser that owns etcd user name on user's cluster (etcdauth.Owner), from the cache: an
+// EtcdUser created before user is in the cache whenever user is, so a later one never takes itself for the owner.
+func (r *Reconciler) owner(ctx context.Context, user *etcdv1alpha1.EtcdUser, name string) (*etcdv1alpha1.EtcdUser, error) {
+	var users etcdv1alpha1.EtcdUserList
+	if err := r.Client.List(ctx, &users, client.InNamespace(user.Namespace), client.MatchingFields{"spec.clusterName": user.Spec.ClusterName}); err != nil {
+		return nil, fmt.Errorf("list EtcdUsers of cluster %s: %w", user.Spec.ClusterName, err)
+	}
+	return etcdauth.Owner(users.Items, user.Spec.ClusterName, name), nil
+}
+
+// recordRoleCreation records in status that Steward creates the user's own role, before ops create it: a
+// crash between the two then leaves a recorded role still to create, not a role that looks made by hand.
+func (r *Reconciler) recordRoleCreation(ctx context.Context, user *etcdv1alpha1.EtcdUser, ops []etcdauth.Op) error {
+	if user.Status.CreatedRole || !slices.ContainsFunc(ops, func(op etcdauth.Op) bool { return op.Kind == etcdauth.AddRole }) {
+		return nil
+	}
+	before := user.DeepCopy()
+	user.Status.CreatedRole = true
+	if err := r.Client.Status().Patch(ctx, user, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("record the role's creation: %w", err)
+	}
+	return nil
 }
 
 func derefPass(p *pass) pass {
@@ -660,6 +710,14 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		return ctrl.Result{}, nil
 	}
 	name := etcdauth.UserName(user)
+	owner, err := r.owner(ctx, user, name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if owner != nil && owner.UID != user.UID {
+		// Another EtcdUser declares the same etcd user: it stays, for that one (see keepForOwner).
+		return r.keepForOwner(ctx, user, owner, name)
+	}
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
 		endpoints, err := r.endpoints(ctx, cluster)
 		if err != nil {
@@ -673,11 +731,28 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		if err := r.dialWith(ctx, cluster, key); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name, true); err != nil {
+		// Only a role Steward created goes with the user: one of that name made by hand is somebody else's.
+		withRole := etcdauth.RoleCreatedBySteward(user)
+		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name, withRole); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
+		if withRole {
+			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
+		} else {
+			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s; a role named like it, if there is one, is not Steward's and stays", name)
+		}
 	}
+	controllerutil.RemoveFinalizer(user, finalizer)
+	if err := r.Client.Update(ctx, user); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// keepForOwner lets user go without touching etcd: owner, another EtcdUser of the same etcd user, keeps it (and
+// its role), and takes it over on its next pass.
+func (r *Reconciler) keepForOwner(ctx context.Context, user, owner *etcdv1alpha1.EtcdUser, name string) (ctrl.Result, error) {
+	r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserKept", "Left etcd user %s in place: EtcdUser %s declares it too", name, owner.Name)
 	controllerutil.RemoveFinalizer(user, finalizer)
 	if err := r.Client.Update(ctx, user); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)

@@ -311,4 +311,4 @@ func NewCluster(r RestoreRequest, source *etcdv1alpha1.EtcdCluster, b *etcdv1alp
 }
 
 // FromBackupRestoreName is the EtcdRestore Steward creates for a cluster bootstrapped from a backup.
-func FromBackupRestoreName(cluster string) string { return cluster + "-from-backup" }
+func FromBackupRestoreName(cluster string) string { return etcdv1alpha1.BootstrapRestoreName(cluster) }

@@ -1,0 +1,158 @@
+package bundle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// admission validates objects against the generated CRDs the way the API server does on create: the OpenAPI
+// schema (patterns, lengths) and the x-kubernetes-validations rules. Offline, so that every rule about names
+// has a table test; test/e2e/hostile_test.go sends the same kinds of objects to a real API server.
+type admission struct {
+	schema     map[string]*structuralschema.Structural
+	validators map[string]apivalidation.SchemaCreateValidator
+}
+
+func loadCRDs(t *testing.T) *admission {
+	t.Helper()
+	files, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs under config/crd/bases (%v): run make manifests", err)
+	}
+	a := &admission{schema: map[string]*structuralschema.Structural{}, validators: map[string]apivalidation.SchemaCreateValidator{}}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(raw, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		v := crd.Spec.Versions[0]
+		var internal apiextensions.JSONSchemaProps
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		s, err := structuralschema.NewStructural(&internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		validator, _, err := apivalidation.NewSchemaValidator(&internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.schema[crd.Spec.Names.Kind], a.validators[crd.Spec.Names.Kind] = s, validator
+	}
+	return a
+}
+
+// errors is what the API server would say about creating obj, joined; "" when it would admit it.
+func (a *admission) errors(t *testing.T, obj map[string]any) string {
+	t.Helper()
+	kind := obj["kind"].(string)
+	s := a.schema[kind]
+	if s == nil {
+		t.Fatalf("no CRD of kind %s", kind)
+	}
+	errs := apivalidation.ValidateCustomResource(nil, obj, a.validators[kind])
+	celErrs, _ := cel.NewValidator(s, true, celconfig.PerCallLimit).Validate(context.Background(), nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
+	if errs = append(errs, celErrs...); len(errs) == 0 {
+		return ""
+	}
+	return errs.ToAggregate().Error()
+}
+
+func object(kind, name string, spec map[string]any) map[string]any {
+	return map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": "ns"}, "spec": spec}
+}
+
+func TestAdmissionOfNames(t *testing.T) {
+	a := loadCRDs(t)
+	cluster := func(name string) map[string]any {
+		return object("EtcdCluster", name, map[string]any{"replicas": int64(1), "version": "3.6.16"})
+	}
+	pod := func(field string, m map[string]any) map[string]any {
+		c := cluster("db")
+		c["spec"].(map[string]any)["pod"] = map[string]any{field: m}
+		return c
+	}
+	user := func(name, clusterName string) map[string]any {
+		return object("EtcdUser", name, map[string]any{"clusterName": clusterName, "password": map[string]any{"secretName": "app-pw"},
+			"permissions": []any{map[string]any{"prefix": "/app/", "access": "ReadWrite"}}})
+	}
+	backup := func(name, clusterName string) map[string]any {
+		return object("EtcdBackup", name, map[string]any{"clusterName": clusterName,
+			"destination": map[string]any{"pvc": map[string]any{"claimName": "backups", "path": "x.db"}}})
+	}
+	schedule := func(name, clusterName string) map[string]any {
+		return object("EtcdBackupSchedule", name, map[string]any{"clusterName": clusterName, "schedule": "@hourly",
+			"destination": map[string]any{"pvc": map[string]any{"claimName": "backups", "path": "nightly"}}})
+	}
+	restore := func(name, clusterName, backupName string) map[string]any {
+		return object("EtcdRestore", name, map[string]any{"clusterName": clusterName, "backupName": backupName})
+	}
+	long := func(n int) string { return "a" + strings.Repeat("b", n-1) }
+	tests := map[string]struct {
+		obj  map[string]any
+		want string // "" admitted, else part of the refusal
+	}{
+		"cluster name of 57 characters":           {cluster(long(57)), ""},
+		"cluster name of 58 characters":           {cluster(long(58)), "at most 57 characters"},
+		"cluster name of 63 characters":           {cluster(long(63)), "at most 57 characters"},
+		"cluster name starting with a digit":      {cluster("1db"), "must start with a letter"},
+		"cluster name with a dot":                 {cluster("db.prod"), "must start with a letter"},
+		"cluster name ending with a dash":         {cluster("db-"), "must start with a letter"},
+		"cluster named unknown":                   {cluster("unknown"), ""},
+		"pod annotation of Steward's":             {pod("annotations", map[string]any{"etcd.steward.dev/tls-mode": "TLS"}), "annotations under etcd.steward.dev/"},
+		"pod annotation of Steward's, initial":    {pod("annotations", map[string]any{"etcd.steward.dev/initial-cluster": "x=http://evil:2380"}), "annotations under etcd.steward.dev/"},
+		"pod label of Steward's":                  {pod("labels", map[string]any{"etcd.steward.dev/member": "db-aaaaa"}), "labels under etcd.steward.dev/"},
+		"pod annotations of others":               {pod("annotations", map[string]any{"prometheus.io/scrape": "true", "example.com/etcd.steward.dev": "x"}), ""},
+		"pod labels of others":                    {pod("labels", map[string]any{"team": "a", "sub.etcd.steward.dev/x": "y"}), ""},
+		"user of another namespace's cluster":     {user("app", "other-namespace/victim"), "spec.clusterName"},
+		"user of a cluster named with a dot":      {user("app", "db.prod"), "spec.clusterName"},
+		"user of a cluster":                       {user("app", "db"), ""},
+		"user name of 64 characters":              {user(long(64), "db"), "at most 63 characters"},
+		"user password Secret with a slash":       {object("EtcdUser", "app", map[string]any{"clusterName": "db", "password": map[string]any{"secretName": "../x"}, "permissions": []any{map[string]any{"prefix": "/a/", "access": "Read"}}}), "spec.password.secretName"},
+		"backup of another namespace's cluster":   {backup("b", "other-namespace/victim"), "spec.clusterName"},
+		"backup of a cluster":                     {backup(long(63), "db"), ""},
+		"backup name of 64 characters":            {backup(long(64), "db"), "at most 63 characters"},
+		"schedule of another namespace's cluster": {schedule("s", "other-namespace/victim"), "spec.clusterName"},
+		"schedule name of 64 characters":          {schedule(long(64), "db"), "at most 63 characters"},
+		"schedule of a cluster":                   {schedule("s", "db"), ""},
+		"restore of another namespace's cluster":  {restore("r", "other-namespace/victim", "b"), "spec.clusterName"},
+		"restore of another namespace's backup":   {restore("r", "db", "other-namespace/b"), "spec.backupName"},
+		"restore name of 64 characters":           {restore(long(64), "db", "b"), "at most 63 characters"},
+		"restore of a backup":                     {restore(long(63), "db", "b"), ""},
+		"cluster from another namespace's backup": {func() map[string]any {
+			c := cluster("db")
+			c["spec"].(map[string]any)["bootstrap"] = map[string]any{"fromBackup": map[string]any{"backupName": "other/b"}}
+			return c
+		}(), "spec.bootstrap.fromBackup.backupName"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := a.errors(t, tt.obj)
+			switch {
+			case tt.want == "" && got != "":
+				t.Fatalf("refused: %s", got)
+			case tt.want != "" && got == "":
+				t.Fatalf("admitted, want a refusal saying %q", tt.want)
+			case !strings.Contains(got, tt.want):
+				t.Fatalf("refusal %q does not say %q", got, tt.want)
+			}
+		})
+	}
+}
