@@ -211,6 +211,7 @@ var expected = map[string]time.Duration{
 	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 230 * time.Second,
 	"TestStorageExpansionInPlace":                       200 * time.Second,
 	"TestContinuousBackupPointInTime":                   180 * time.Second,
+	"TestNamespaceDeletion":                             180 * time.Second,
 	"TestBackup":                                        140 * time.Second,
 	"TestStorageClassMigration":                         140 * time.Second,
 	"TestTLSProviderCertManager":                        140 * time.Second,
