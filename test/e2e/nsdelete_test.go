@@ -105,7 +105,10 @@ func waitNamespaceGone(t *testing.T, ns string, since time.Time) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v): %s", err, leftIn(context.Background(), ns))
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there: %s", leftIn(context.Background(), ns))
 	})
 	t.Logf("namespace %s gone %.1fs after its deletion", ns, time.Since(since).Seconds())
 }
