@@ -113,24 +113,26 @@ func waitNamespaceGone(t *testing.T, ns string, since time.Time) {
 	t.Logf("namespace %s gone %.1fs after its deletion", ns, time.Since(since).Seconds())
 }
 
-// requireStorageAsDocumented checks what became of the stored snapshots, as docs/backup.md says: the one-shot
-// S3 backup's object is deleted, or (when its credentials Secret went first) left and reported in the operator's
-// log; the schedule's snapshots on the claim are reported, and go with the claim's volume (the test bed's
-// storage class reclaims with Delete).
+// requireStorageAsDocumented checks what became of the stored snapshots, as docs/backup.md says: each is deleted
+// or reported left behind in the operator's log (a namespace being deleted takes no Event), and the one-shot S3
+// backup's object is still in the bucket only if it was reported (its credentials Secret went first); the
+// schedule's snapshots and segments on the claim go with its volume (the test bed's storage class reclaims with
+// Delete).
 func requireStorageAsDocumented(t *testing.T, p *populated) {
 	t.Helper()
 	ctx := context.Background()
 	location := "s3://" + bed.S3.Bucket + "/" + p.s3Key
+	outcome := requireOutcome(t, p.ns, location)
 	if keys := s3Keys(t, p.s3Key); len(keys) > 0 {
-		requireReported(t, p.ns, location)
-		t.Logf("%s: %s left behind and reported (its credentials Secret went first)", p.ns, location)
+		if outcome != leftBehindLog {
+			t.Fatalf("%s is still in the bucket, and the operator logged %q", location, outcome)
+		}
 		if err := s3Client(t).RemoveObject(ctx, bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	} else {
-		t.Logf("%s: %s deleted", p.ns, location)
 	}
-	requireReported(t, p.ns, "pvc://backups/db/")
+	t.Logf("%s: %s: %s", p.ns, location, outcome)
+	t.Logf("%s: the schedule's snapshot: %s", p.ns, requireOutcome(t, p.ns, "pvc://backups/db/"))
 	poll(t, "backup volume "+p.volume+" reclaimed", time.Minute, func() error {
 		var pv corev1.PersistentVolume
 		if err := k8s.Get(ctx, client.ObjectKey{Name: p.volume}, &pv); err == nil {
@@ -142,11 +144,18 @@ func requireStorageAsDocumented(t *testing.T, p *populated) {
 	})
 }
 
-// requireReported finds the operator's log line that reports a snapshot of namespace ns at location (a prefix)
-// left behind: a namespace being deleted takes no Event, so the log is where it is said.
-func requireReported(t *testing.T, ns, location string) {
+// The operator's log lines that say what became of a stored snapshot as its EtcdBackup went.
+const (
+	leftBehindLog = "Left a stored snapshot behind"
+	deletedLog    = "Deleted the stored snapshot"
+)
+
+// requireOutcome finds the operator's log line that says what became of a snapshot of namespace ns at location
+// (a prefix), and returns which it is.
+func requireOutcome(t *testing.T, ns, location string) string {
 	t.Helper()
-	poll(t, "left-behind report of "+location, 10*time.Second, func() error {
+	var found string
+	poll(t, "what became of "+location, 10*time.Second, func() error {
 		f, err := os.Open(filepath.Join(bed.StateDir(), "logs", "steward-e2e.log"))
 		if err != nil {
 			return err
@@ -156,13 +165,19 @@ func requireReported(t *testing.T, ns, location string) {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.Contains(line, "Left a stored snapshot behind") && strings.Contains(line, `"`+ns+`"`) &&
-				strings.Contains(line, location) {
-				return nil
+			if !strings.Contains(line, `"`+ns+`"`) || !strings.Contains(line, location) {
+				continue
+			}
+			for _, msg := range []string{leftBehindLog, deletedLog} {
+				if strings.Contains(line, msg) {
+					found = msg
+					return nil
+				}
 			}
 		}
-		return fmt.Errorf("no line reports %s of %s left behind", location, ns)
+		return fmt.Errorf("no line says %s of %s was deleted or left behind", location, ns)
 	})
+	return found
 }
 
 // TestNamespaceDeletion deletes namespaces that hold every kind of Steward's objects (a 1-member cluster with auth
