@@ -230,6 +230,7 @@ var expected = map[string]time.Duration{
 	"TestPodLossDuringTLSSwitch":                        70 * time.Second,
 	"TestScaleUpAndDownUnderLoad":                       70 * time.Second,
 	"TestDowngradesUnderLoad":                           60 * time.Second,
+	"TestNamespaceDeletion":                             60 * time.Second,
 	"TestInitialCorruptionCheck":                        60 * time.Second,
 	"TestTLSByDefault":                                  60 * time.Second,
 	"TestEmptiedDataDirIsReplaced":                      60 * time.Second,

@@ -3,8 +3,8 @@
 // steward-agent that streams a snapshot from a member straight to the destination (the operator never holds
 // snapshot data or reads credentials' values), and the agent's termination message becomes the backup's status
 // as soon as its Pod has ended.
-// With deletionPolicy Delete a finalizer deletes the stored snapshot, through another Job, before the
-// EtcdBackup goes. It writes only status.lastBackup of EtcdClusters, never their spec.
+// With deletionPolicy Delete a finalizer deletes the stored snapshot, through another Job (or itself, in a
+// namespace being deleted), before the EtcdBackup goes, and reports what it could not delete. It writes only status.lastBackup of EtcdClusters, never their spec.
 package etcdbackup
 
 import (
@@ -42,8 +42,6 @@ const (
 	requeueWaiting = 5 * time.Second
 	// requeueRunning: the Job's completion is watched; this is only the safety net for a missed event.
 	requeueRunning = 30 * time.Second
-	// requeueDeleteRetry: a failed snapshot deletion is retried this often (the finalizer holds until it works).
-	requeueDeleteRetry = time.Minute
 )
 
 // Reconciler reconciles EtcdBackups.
@@ -58,6 +56,9 @@ type Reconciler struct {
 	Options resources.Options
 	// Now is the clock (injected for tests).
 	Now func() time.Time
+	// DeleteObject deletes an S3 object from the operator, where no delete Job can run any more (injected for
+	// tests; deleteS3Object when nil).
+	DeleteObject func(ctx context.Context, cfg backup.S3Config) error
 }
 
 // The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status

@@ -3,6 +3,8 @@ package etcdbackup
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,67 +15,188 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/resources"
 )
 
-// reconcileDelete deletes the stored snapshot of a backup with deletionPolicy Delete, then lets the backup go.
-// Order: a running snapshot Job is stopped first (its agent removes its temporary file or aborts its upload on
-// SIGTERM), so that no snapshot lands after the deletion; then a delete Job removes the committed snapshot;
-// only when that Job succeeded is the finalizer removed. A failed delete Job keeps the finalizer (the data
-// would otherwise be orphaned) and is retried; an operator can remove the finalizer by hand to give up.
+// directDeleteTimeout bounds one direct deletion of an S3 object by the operator: an unreachable endpoint must
+// not hold the pass (nor the namespace's deletion) longer.
+const directDeleteTimeout = 20 * time.Second
+
+// reconcileDelete is the finalizer of a backup with deletionPolicy Delete: it deletes the stored snapshot the
+// way that still works, reports what it could not delete, and lets the backup go (backup.DecideDeletion decides).
+// A running snapshot Job is stopped first (its agent removes its temporary file or aborts its upload on SIGTERM),
+// so that no snapshot lands after the deletion. While the namespace takes new Jobs, a delete Job removes the
+// snapshot, retried while it fails; once the namespace is being deleted (the API server refuses the Job, saying
+// so), the operator deletes an S3 object itself with the credentials Secret, if that is still there. Nothing is
+// waited for longer than backup.DeletionGiveUpAfter.
 func (r *Reconciler) reconcileDelete(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	snapJob := &batchv1.Job{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupJobName(b)}, snapJob)
-	switch {
-	case err == nil && JobFinished(snapJob) == nil:
-		if snapJob.DeletionTimestamp.IsZero() {
-			log.Info("Stopping the running backup Job before deleting the backup", "EtcdBackup", klog.KObj(b), "job", snapJob.Name)
-			if err := r.Client.Delete(ctx, snapJob, client.PropagationPolicy("Foreground")); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("delete running backup Job: %w", err)
-			}
-		}
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, fmt.Errorf("get backup Job: %w", err)
-	}
-	// A snapshot is committed under its final name only when the agent reports success; a backup that never
-	// succeeded has nothing there that is its own (an existing file it refused to overwrite is someone else's).
-	if b.Status.Location == "" {
-		return ctrl.Result{}, r.removeFinalizer(ctx, b)
-	}
-	job := &batchv1.Job{}
-	err = r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.DeleteJobName(b)}, job)
-	if apierrors.IsNotFound(err) {
-		job = resources.DeleteJob(b, r.AgentImage)
-		log.Info("Deleting the stored snapshot", "EtcdBackup", klog.KObj(b), "location", b.Status.Location, "job", job.Name)
-		if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create delete Job: %w", err)
-		}
-		r.Recorder.Eventf(b, corev1.EventTypeNormal, "DeletingSnapshot", "Job %s deletes %s", job.Name, b.Status.Location)
-		return ctrl.Result{RequeueAfter: requeueRunning}, nil
-	}
+	in, snapJob, delJob, secret, err := r.deletionInput(ctx, b)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("get delete Job: %w", err)
+		return ctrl.Result{}, err
 	}
-	cond := JobFinished(job)
-	switch {
-	case cond == nil:
-		return ctrl.Result{RequeueAfter: requeueRunning}, nil
-	case cond.Type == batchv1.JobFailed:
-		msg, _ := r.terminationMessage(ctx, job)
-		r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotDeletionFailed", "deleting %s failed, retrying: %s %s", b.Status.Location, cond.Message, msg)
-		if err := r.Client.Delete(ctx, job, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("delete failed delete Job: %w", err)
+	// At most three decisions a pass: a refused delete Job says the namespace is being deleted, and a direct
+	// deletion's outcome is decided on at once.
+	for range 3 {
+		step := backup.DecideDeletion(in)
+		switch step.Action {
+		case backup.StopSnapshotJob:
+			if snapJob.DeletionTimestamp.IsZero() {
+				log.Info("Stopping the running backup Job before deleting the backup", "EtcdBackup", klog.KObj(b), "job", snapJob.Name)
+				if err := r.Client.Delete(ctx, snapJob, client.PropagationPolicy("Foreground")); err != nil && !apierrors.IsNotFound(err) {
+					return ctrl.Result{}, fmt.Errorf("delete running backup Job: %w", err)
+				}
+			}
+			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+		case backup.CreateDeleteJob:
+			job := resources.DeleteJob(b, r.AgentImage)
+			err := r.Client.Create(ctx, job)
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				in.NamespaceTerminating = true
+				continue
+			}
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return ctrl.Result{}, fmt.Errorf("create delete Job: %w", err)
+			}
+			log.Info("Deleting the stored snapshot", "EtcdBackup", klog.KObj(b), "location", b.Status.Location, "job", job.Name)
+			r.Recorder.Eventf(b, corev1.EventTypeNormal, "DeletingSnapshot", "Job %s deletes %s", job.Name, b.Status.Location)
+			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+		case backup.WaitDeleteJob:
+			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+		case backup.RetryDeleteJob:
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotDeletionFailed", "deleting %s failed, retrying until %s after the deletion: %s",
+				b.Status.Location, backup.DeletionGiveUpAfter, step.Reason)
+			if err := r.Client.Delete(ctx, delJob, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("delete failed delete Job: %w", err)
+			}
+			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+		case backup.DeleteDirect:
+			log.Info("Deleting the stored snapshot directly: the namespace is being deleted and takes no Job", "EtcdBackup", klog.KObj(b),
+				"location", b.Status.Location)
+			if err := r.deleteDirect(ctx, b, secret); err != nil {
+				in.Direct, in.DirectError = backup.DirectFailed, err.Error()
+			} else {
+				in.Direct = backup.DirectSucceeded
+			}
+			continue
+		case backup.Release:
+			r.reportRelease(ctx, b, step)
+			return ctrl.Result{}, r.removeFinalizer(ctx, b)
 		}
-		return ctrl.Result{RequeueAfter: requeueDeleteRetry}, nil
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeNormal, "SnapshotDeleted", "deleted %s", b.Status.Location)
-	log.Info("Deleted the stored snapshot", "EtcdBackup", klog.KObj(b), "location", b.Status.Location)
-	return ctrl.Result{}, r.removeFinalizer(ctx, b)
+	return ctrl.Result{}, fmt.Errorf("finalizer of EtcdBackup %s: no decision after a refused delete Job", b.Name)
+}
+
+// reportRelease says what became of the snapshot as the backup goes: an Event (which a namespace being deleted
+// refuses, hence also the log line) and a log line naming what is left behind, and where.
+func (r *Reconciler) reportRelease(ctx context.Context, b *etcdv1alpha1.EtcdBackup, step backup.DeletionStep) {
+	log := ctrl.LoggerFrom(ctx)
+	switch step.Outcome {
+	case backup.SnapshotDeleted:
+		r.Recorder.Eventf(b, corev1.EventTypeNormal, "SnapshotDeleted", "deleted %s", b.Status.Location)
+		log.Info("Deleted the stored snapshot", "EtcdBackup", klog.KObj(b), "location", b.Status.Location)
+	case backup.SnapshotLeftBehind:
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, "SnapshotLeftBehind", "%s is left behind, delete it by hand: %s", b.Status.Location, step.Reason)
+		log.Info("Left a stored snapshot behind", "EtcdBackup", klog.KObj(b), "location", b.Status.Location, "reason", step.Reason)
+	}
+}
+
+// deletionInput gathers what the finalizer decides on, with the Jobs and the credentials Secret it acts on.
+func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.DeletionInput, snapJob, delJob *batchv1.Job, secret *corev1.Secret, err error) {
+	in = backup.DeletionInput{Location: b.Status.Location, S3: b.Spec.Destination.S3 != nil, SinceDeletion: r.Now().Sub(b.DeletionTimestamp.Time)}
+	snapJob, in.SnapshotJob, err = r.jobState(ctx, b, resources.BackupJobName(b))
+	if err != nil {
+		return in, nil, nil, nil, err
+	}
+	if snapJob != nil && in.SnapshotJob != backup.JobRunning {
+		in.SnapshotJob = backup.JobAbsent // a finished snapshot Job's result is in status already
+	}
+	delJob, in.DeleteJob, err = r.jobState(ctx, b, resources.DeleteJobName(b))
+	if err != nil {
+		return in, nil, nil, nil, err
+	}
+	if in.DeleteJob == backup.JobFailed {
+		msg, _ := r.terminationMessage(ctx, delJob)
+		in.DeleteJobMessage = strings.TrimSpace(JobFinished(delJob).Message + " " + msg)
+	}
+	if in.Location == "" {
+		return in, snapJob, delJob, nil, nil
+	}
+	if pvc := b.Spec.Destination.PVC; pvc != nil {
+		in.DestinationName = pvc.ClaimName
+		claim := &corev1.PersistentVolumeClaim{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: pvc.ClaimName}, claim)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return in, nil, nil, nil, fmt.Errorf("get PersistentVolumeClaim %s: %w", pvc.ClaimName, err)
+		}
+		in.DestinationPresent = err == nil && claim.DeletionTimestamp.IsZero()
+		return in, snapJob, delJob, nil, nil
+	}
+	in.DestinationName = b.Spec.Destination.S3.CredentialsSecret.Name
+	secret = &corev1.Secret{}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: in.DestinationName}, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return in, nil, nil, nil, fmt.Errorf("get credentials Secret %s: %w", in.DestinationName, err)
+	}
+	in.DestinationPresent = err == nil && secret.DeletionTimestamp.IsZero() &&
+		len(secret.Data[etcdv1alpha1.S3AccessKeyIDKey]) > 0 && len(secret.Data[etcdv1alpha1.S3SecretAccessKeyKey]) > 0
+	if !in.DestinationPresent {
+		secret = nil
+	}
+	return in, snapJob, delJob, secret, nil
+}
+
+// jobState reads the backup's Job of that name: absent, running, or how it finished.
+func (r *Reconciler) jobState(ctx context.Context, b *etcdv1alpha1.EtcdBackup, name string) (*batchv1.Job, backup.JobState, error) {
+	job := &batchv1.Job{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, backup.JobAbsent, nil
+	case err != nil:
+		return nil, backup.JobAbsent, fmt.Errorf("get Job %s: %w", name, err)
+	}
+	switch cond := JobFinished(job); {
+	case cond == nil:
+		return job, backup.JobRunning, nil
+	case cond.Type == batchv1.JobFailed:
+		return job, backup.JobFailed, nil
+	}
+	return job, backup.JobSucceeded, nil
+}
+
+// deleteDirect deletes the backup's S3 object from the operator, with the keys of the credentials Secret. Only
+// where no Job can run any more (the namespace is being deleted): the values are used for this one request, never
+// stored, logged or copied, and are cut out of any error the server sends back.
+func (r *Reconciler) deleteDirect(ctx context.Context, b *etcdv1alpha1.EtcdBackup, secret *corev1.Secret) error {
+	d := b.Spec.Destination.S3
+	id, key := string(secret.Data[etcdv1alpha1.S3AccessKeyIDKey]), string(secret.Data[etcdv1alpha1.S3SecretAccessKeyKey])
+	cfg := backup.S3Config{Endpoint: d.Endpoint, Bucket: d.Bucket, Key: d.Key, Region: d.Region, ForcePathStyle: d.ForcePathStyle,
+		Insecure: d.Insecure, CABundle: d.CABundle, AccessKeyID: id, SecretAccessKey: key}
+	ctx, cancel := context.WithTimeout(ctx, directDeleteTimeout)
+	defer cancel()
+	del := r.DeleteObject
+	if del == nil {
+		del = deleteS3Object
+	}
+	if err := del(ctx, cfg); err != nil {
+		msg := strings.NewReplacer(key, "<secretAccessKey>", id, "<accessKeyID>").Replace(err.Error())
+		return fmt.Errorf("delete %s: %s", b.Status.Location, msg)
+	}
+	return nil
+}
+
+// deleteS3Object deletes cfg's object (a missing object counts as deleted).
+func deleteS3Object(ctx context.Context, cfg backup.S3Config) error {
+	store, err := backup.NewS3Store(cfg)
+	if err != nil {
+		return err
+	}
+	return store.Delete(ctx)
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {

@@ -703,12 +703,14 @@ func (r *Reconciler) endpoints(ctx context.Context, cluster *etcdv1alpha1.EtcdCl
 	return eps, nil
 }
 
-// finalize deletes the etcd user and its role, then lets the EtcdUser go. A cluster that no longer exists took
-// the user with it; one that cannot be reached holds the EtcdUser until it can.
+// finalize deletes the etcd user and its role, then lets the EtcdUser go (etcdauth.DecideRemoval decides). A
+// cluster that no longer exists, or is being deleted (as in a namespace being deleted), takes the user with it; one
+// that cannot be reached is waited for at most etcdauth.RemovalGiveUpAfter, then the user left in etcd is reported.
 func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(user, finalizer) {
 		return ctrl.Result{}, nil
 	}
+	log := ctrl.LoggerFrom(ctx)
 	name := etcdauth.UserName(user)
 	owner, err := r.owner(ctx, user, name)
 	if err != nil {
@@ -718,32 +720,42 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		// Another EtcdUser declares the same etcd user: it stays, for that one (see keepForOwner).
 		return r.keepForOwner(ctx, user, owner, name)
 	}
-	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
-		endpoints, err := r.endpoints(ctx, cluster)
-		if err != nil {
+	// Only a role Steward created goes with the user: one of that name made by hand is somebody else's.
+	withRole := etcdauth.RoleCreatedBySteward(user)
+	in := etcdauth.RemovalInput{UserName: name, Cluster: user.Spec.ClusterName, ClusterPresent: cluster != nil && cluster.DeletionTimestamp.IsZero(),
+		SinceDeletion: r.Now().Sub(user.DeletionTimestamp.Time)}
+	var endpoints []string
+	if in.ClusterPresent {
+		var err error
+		if endpoints, err = r.endpoints(ctx, cluster); err != nil {
 			return ctrl.Result{}, err
 		}
-		if len(endpoints) == 0 {
-			ctrl.LoggerFrom(ctx).Info("Waiting for a healthy member to delete the etcd user", "EtcdUser", klog.KObj(user))
-			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+		in.Endpoints = len(endpoints) > 0
+	}
+	step := etcdauth.DecideRemoval(in)
+	if step.Action == etcdauth.RemoveUser {
+		in.Attempted = true
+		if err := r.removeUser(ctx, cluster, endpoints, name, withRole); err != nil {
+			in.Error = err.Error()
 		}
-		key := client.ObjectKeyFromObject(cluster).String()
-		if err := r.dialWith(ctx, cluster, key); err != nil {
-			return ctrl.Result{}, err
-		}
-		// Only a role Steward created goes with the user: one of that name made by hand is somebody else's.
-		withRole := etcdauth.RoleCreatedBySteward(user)
-		if err := r.Etcd.DeleteUser(ctx, key, endpoints, name, withRole); err != nil {
-			return ctrl.Result{}, err
-		}
-		if withRole {
-			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
-		} else {
-			r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s; a role named like it, if there is one, is not Steward's and stays", name)
-		}
+		step = etcdauth.DecideRemoval(in)
+	}
+	switch {
+	case step.Action == etcdauth.WaitForCluster:
+		log.Info("Waiting for a healthy member to delete the etcd user", "EtcdUser", klog.KObj(user), "user", name, "error", in.Error,
+			"givingUpIn", etcdauth.RemovalGiveUpAfter-in.SinceDeletion)
+		return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+	case step.Deleted && withRole:
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s and its role", name)
+	case step.Deleted:
+		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserDeleted", "Deleted etcd user %s; a role named like it, if there is one, is not Steward's and stays", name)
+	case step.LeftBehind:
+		r.Recorder.Eventf(user, corev1.EventTypeWarning, "UserLeftBehind",
+			"etcd user %s and its role are left in EtcdCluster %s, delete them by hand (etcdctl user delete, role delete): %s", name, in.Cluster, step.Reason)
+		log.Info("Left an etcd user behind", "EtcdUser", klog.KObj(user), "user", name, "EtcdCluster", klog.KRef(user.Namespace, in.Cluster), "reason", step.Reason)
 	}
 	controllerutil.RemoveFinalizer(user, finalizer)
-	if err := r.Client.Update(ctx, user); err != nil {
+	if err := r.Client.Update(ctx, user); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
@@ -754,10 +766,19 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 func (r *Reconciler) keepForOwner(ctx context.Context, user, owner *etcdv1alpha1.EtcdUser, name string) (ctrl.Result, error) {
 	r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserKept", "Left etcd user %s in place: EtcdUser %s declares it too", name, owner.Name)
 	controllerutil.RemoveFinalizer(user, finalizer)
-	if err := r.Client.Update(ctx, user); err != nil {
+	if err := r.Client.Update(ctx, user); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// removeUser deletes the etcd user, and its role when Steward created it, through the cluster's healthy members.
+func (r *Reconciler) removeUser(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, endpoints []string, name string, withRole bool) error {
+	key := client.ObjectKeyFromObject(cluster).String()
+	if err := r.dialWith(ctx, cluster, key); err != nil {
+		return err
+	}
+	return r.Etcd.DeleteUser(ctx, key, endpoints, name, withRole)
 }
 
 func passwordDigest(password string) string {
