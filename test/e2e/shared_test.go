@@ -205,9 +205,11 @@ var gate = &scheduler{slots: 1}
 // test` prints them), for the order only. A test not listed counts as defaultExpected, which puts it early: an
 // unknown test is more likely long than short.
 var expected = map[string]time.Duration{
-	"TestMetricsAndAlerts":   440 * time.Second,
-	"TestRestore":            290 * time.Second,
-	"TestTLSSwitchUnderLoad": 250 * time.Second,
+	"TestMetricsAndAlerts":                              440 * time.Second,
+	"TestRestore":                                       290 * time.Second,
+	"TestTLSSwitchUnderLoad":                            250 * time.Second,
+	"TestEmptiedVolumeOfJoinedMemberAfterPodLoss":       240 * time.Second,
+	"TestEmptiedVolumeOfOneMemberCluster":               150 * time.Second,
 	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 230 * time.Second,
 	"TestStorageExpansionInPlace":                       200 * time.Second,
 	"TestContinuousBackupPointInTime":                   180 * time.Second,
