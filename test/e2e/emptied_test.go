@@ -72,7 +72,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	served := watchServedEmpty(key, "")
 	op.start()
 
-	d := waitDegraded(t, key, plan.ReasonQuorumUnrecoverable, member, resources.PVCName(member), "data dir empty")
+	d := waitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
 	cond := meta.FindStatusCondition(d.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	t.Logf("loss reported %s after the operator started: %s", time.Since(begin).Round(100*time.Millisecond), cond.Message)
 
@@ -160,7 +160,7 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			for _, v := range served.finish() {
 				t.Errorf("the emptied member served under its old ID: %s", v)
 			}
-			if msg := removalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") || !strings.Contains(msg, "data dir empty") {
+			if msg := removalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
 				t.Errorf("%s removed for another reason: %s", victim, msg)
 			}
 			read, _ := readKeys(t, got, backupKeyPrefix)
