@@ -205,11 +205,9 @@ var gate = &scheduler{slots: 1}
 // test` prints them), for the order only. A test not listed counts as defaultExpected, which puts it early: an
 // unknown test is more likely long than short.
 var expected = map[string]time.Duration{
-	"TestMetricsAndAlerts":                              440 * time.Second,
-	"TestRestore":                                       290 * time.Second,
-	"TestTLSSwitchUnderLoad":                            250 * time.Second,
-	"TestEmptiedVolumeOfJoinedMemberAfterPodLoss":       240 * time.Second,
-	"TestEmptiedVolumeOfOneMemberCluster":               150 * time.Second,
+	"TestMetricsAndAlerts":   440 * time.Second,
+	"TestRestore":            290 * time.Second,
+	"TestTLSSwitchUnderLoad": 250 * time.Second,
 	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 230 * time.Second,
 	"TestStorageExpansionInPlace":                       200 * time.Second,
 	"TestContinuousBackupPointInTime":                   180 * time.Second,
@@ -224,11 +222,13 @@ var expected = map[string]time.Duration{
 	"TestEtcdUsersAndAuth":                              110 * time.Second,
 	"TestRollbackHealthyCluster":                        110 * time.Second,
 	"TestAuthWithoutTLS":                                100 * time.Second,
+	"TestEmptiedVolumeOfJoinedMemberAfterPodLoss":       100 * time.Second,
 	"TestMinorUpgradesUnderLoad":                        90 * time.Second,
 	"TestUnreachableMemberIsReplacedAfterGracePeriod":   90 * time.Second,
 	"TestPasswordOnlyClients":                           80 * time.Second,
 	"TestMultiMinorUpgradeUnderLoad":                    80 * time.Second,
 	"TestPodLossDuringTLSSwitch":                        70 * time.Second,
+	"TestEmptiedVolumeOfOneMemberCluster":               70 * time.Second,
 	"TestScaleUpAndDownUnderLoad":                       70 * time.Second,
 	"TestDowngradesUnderLoad":                           60 * time.Second,
 	"TestInitialCorruptionCheck":                        60 * time.Second,
