@@ -6,6 +6,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -111,6 +112,14 @@ type Member struct {
 	Removed bool
 	// RetiredBy is the re-seed that stopped the member (recorded on its volume before its Pod was deleted).
 	RetiredBy string
+	// PVC is the name of the member's volume claim (empty without one), for messages a human acts on.
+	PVC string
+	// VolumeHasRun: the member's volume records that the member has run (Steward saw it started): see HasRun.
+	VolumeHasRun bool
+	// ServedBefore: status (the controller's memory) lists the member with an ID and the version it reported,
+	// which only a member whose etcd ran on its data dir answers. How Steward knows it of a volume from before it
+	// recorded VolumeHasRun, while etcd gives no member list.
+	ServedBefore bool
 	// PodAge is how long ago the member's Pod was created (0 without one): how long a Pod re-created on its
 	// volume has had to rejoin. Re-observable, so a restarted operator sees the same.
 	PodAge time.Duration
@@ -246,6 +255,9 @@ type Action struct {
 	Members []string
 	// Pods are the member Pods a RecreateMemberPods re-creates, each as its volume records.
 	Pods []PodOnVolume
+	// HaveRun are the members of a CreateMemberPods that have run (HasRun): their Pods refuse to start etcd on an
+	// empty data dir.
+	HaveRun []string
 	// InitialCluster is the --initial-cluster of the members the step creates, and State their
 	// --initial-cluster-state ("new" in a bootstrap, "existing" when joining a running cluster).
 	InitialCluster map[string]string
@@ -288,6 +300,24 @@ const (
 
 // Next returns the one step to take now.
 func Next(spec Spec, obs Observation) Action {
+	return guardRuns(obs, next(spec, obs))
+}
+
+// guardRuns names, in a step that creates Pods of existing members, those that have run (HasRun): every path to
+// a member's Pod passes here, so none of them can start such a member on an empty data dir.
+func guardRuns(obs Observation, a Action) Action {
+	if a.Kind != CreateMemberPods {
+		return a
+	}
+	for _, name := range a.Members {
+		if m, ok := find(obs.Members, name); ok && HasRun(m, obs.Bootstrapped) && !slices.Contains(a.HaveRun, name) {
+			a.HaveRun = append(a.HaveRun, name)
+		}
+	}
+	return a
+}
+
+func next(spec Spec, obs Observation) Action {
 	if spec.Paused {
 		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
 	}

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -34,12 +35,41 @@ type PodOnVolume struct {
 	Version string
 	Image   string
 	TLS     string
-	// HasRun: etcd has listed the member under its name, so its data dir must hold it.
+	// HasRun: the member has run (HasRun), so its data dir must hold it: its Pod refuses to start etcd on an
+	// empty one.
 	HasRun bool
 	// Restore is the restore under way that the member's volume records it was created from: its Pod is seeded
 	// from that snapshot again (which does nothing to a data dir that already holds a member) and records it, so
 	// the restore counts it among its members. Empty when that restore is over.
 	Restore string
+}
+
+// HasRun reports whether member m has run: its data dir has held the member, so a Pod of it must never start etcd
+// on an empty one. An emptied data dir (a re-imaged node, a wiped local disk) would otherwise come back as a new,
+// empty cluster under the cluster's name (a member that bootstrapped alone), or rejoin under its old member ID
+// with an empty log and vote (any other), and either way acknowledged writes would be gone without a word.
+//
+// Not only etcd's member list says so (Started): a cluster that lost its Pods has none to give, and the only
+// member of a 1-member cluster never has one while its Pod is gone. So Steward records it on the member's volume
+// (VolumeHasRun), beside the data and not in it, once it sees the member started. For a volume from before that
+// record, what Steward knew before is read back: status lists the member with the version it reported
+// (ServedBefore), or the member belongs to the bootstrap of a formed cluster (every one of those started; not
+// the members of a bootstrap from a snapshot, which a re-seed creates while the cluster it replaces counts as
+// formed).
+func HasRun(m Member, bootstrapped bool) bool {
+	return m.Started || m.VolumeHasRun || m.ServedBefore || (bootstrapped && m.InitialState == "new" && m.Restore == "")
+}
+
+// RunsToRecord are the members whose volumes do not yet record that they have run although they have (HasRun):
+// the controller writes the record on every pass, so it is there before the member list that showed it is gone.
+func RunsToRecord(obs Observation) []Member {
+	var out []Member
+	for _, m := range sortedMembers(obs.Members) {
+		if m.HasPVC && !m.VolumeHasRun && !m.Removed && m.RetiredBy == "" && !IsStray(m.Name) && HasRun(m, obs.Bootstrapped) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // bringsBack reports whether member m's Pod is to be re-created on its volume: it has no Pod, its volume is
@@ -74,7 +104,7 @@ func recreatePods(spec Spec, obs Observation, members []Member) (Action, bool) {
 		if version == "" {
 			version, image = joinVersion(spec, obs, members)
 		}
-		pod := PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState, HasRun: m.Started,
+		pod := PodOnVolume{Name: m.Name, InitialCluster: m.InitialCluster, State: m.InitialState, HasRun: HasRun(m, obs.Bootstrapped),
 			Version: version, Image: image, TLS: volumeTLS(spec, members, m)}
 		// A member of a bootstrap from a snapshot whose Pod was never created (the operator stopped half-way) or
 		// was lost before it started holds no data yet: it is seeded like its peers.
@@ -205,12 +235,30 @@ func (c Census) String() string {
 func withoutMemberList(spec Spec, obs Observation) Action {
 	c := TakeCensus(obs.Members)
 	if c.Members > 0 && !c.CanFormQuorum() {
-		msg := fmt.Sprintf("no member list from etcd, and too few members hold data to form a quorum (%s). Steward cannot bring the cluster back by itself: "+
-			"restore it from a backup with an EtcdRestore whose spec.confirm names this cluster", c)
+		msg := fmt.Sprintf("no member list from etcd, and too few members hold data to form a quorum (%s).%s Steward cannot bring the cluster back by itself: "+
+			"restore it from a backup with an EtcdRestore whose spec.confirm names this cluster", c, lostOnVolumes(obs.Members))
 		if spec.QuorumLossAfter > 0 {
 			msg += fmt.Sprintf(" (spec.quorumLossRecovery does so after %s)", spec.QuorumLossAfter)
 		}
-		return Action{Kind: Wait, Reason: ReasonQuorumUnrecoverable, Message: msg + ", or bring back the lost volumes"}
+		return Action{Kind: Wait, Reason: ReasonQuorumUnrecoverable, Message: msg + ", or bring back the lost volumes or the data on them"}
 	}
 	return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf("no member list from etcd; waiting for the members to form a quorum (%s)", c)}
+}
+
+// lostOnVolumes says which members lost their data on volumes that are still there (an emptied data dir: a
+// re-imaged node, a wiped local disk; a corrupt one), each with its claim and the evidence, "" when none did.
+// Such a member is never started again under its identity: its data dir would make it an empty cluster or a
+// voter without the writes it acknowledged.
+func lostOnVolumes(members []Member) string {
+	var lost []string
+	for _, m := range sortedMembers(members) {
+		if m.DataLoss != "" && m.HasPVC && m.RetiredBy == "" && !m.Removed {
+			lost = append(lost, fmt.Sprintf("member %s, volume %s: %s", m.Name, m.PVC, m.DataLoss))
+		}
+	}
+	if len(lost) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Data lost on volumes that are still there (%s); Steward does not start a member that has run on an empty or corrupt data dir.",
+		strings.Join(lost, "; "))
 }

@@ -79,6 +79,12 @@ const (
 	// AnnotationLastDefragmentation is on a member's PVC: when Steward last defragmented the member and by how
 	// many bytes its database file shrank, "<RFC 3339 time> <bytes>" (status.members[].lastDefragmentation).
 	AnnotationLastDefragmentation = "etcd.steward.dev/last-defragmentation"
+	// AnnotationHasRun is on a member's PVC: the etcd member ID (hex) the member has run under, written once
+	// Steward sees it started (for a volume from before Steward wrote it, once status or the bootstrap shows it
+	// ran). Its data dir held the member, and only its volume holds that data: the record lives beside the data,
+	// not in it, so an emptied data dir leaves it, and a Pod re-created on the volume refuses to start etcd on an
+	// empty data dir (--guard-has-run) even when no member list says the member has run.
+	AnnotationHasRun = "etcd.steward.dev/has-run"
 
 	// EtcdContainer is the name of the etcd container in a member Pod.
 	EtcdContainer = "etcd"

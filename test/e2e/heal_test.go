@@ -211,6 +211,20 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 // restarts it on an empty data dir with its old name, flags and member ID.
 func wipeAndCrash(t *testing.T, namespace, member string) {
 	t.Helper()
+	var pod corev1.Pod
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	wipeVolume(t, namespace, member)
+	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wipeVolume empties the local volume bound to member's claim, leaving the claim and the volume in place: a disk
+// replaced or reformatted, a node re-imaged.
+func wipeVolume(t *testing.T, namespace, member string) {
+	t.Helper()
 	ctx := context.Background()
 	var pvc corev1.PersistentVolumeClaim
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
@@ -220,14 +234,7 @@ func wipeAndCrash(t *testing.T, namespace, member string) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 		t.Fatal(err)
 	}
-	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
-		t.Fatal(err)
-	}
 	if err := chaos.WipeVolume(&pv); err != nil {
-		t.Fatal(err)
-	}
-	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -368,7 +369,8 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	var members []resources.Member
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
-			Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS, TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
+			HasRun: slices.Contains(action.HaveRun, name), Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS,
+			TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
 	}
 	if action.Kind == plan.RecreateMemberPods {
 		members, action.TLS = nil, plan.TLSPlaintext
@@ -489,6 +491,22 @@ func (r *Reconciler) recordVolumeTLS(ctx context.Context, cluster *etcdv1alpha1.
 			if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationTLSMode, m.PodTLS); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// recordRuns writes on each member's volume that the member has run, where it does not say so yet (plan.RunsToRecord):
+// once its member list is gone, a Pod re-created on the volume still knows, and refuses an emptied data dir. Not
+// disruptive, so it runs on every pass.
+func (r *Reconciler) recordRuns(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	for _, m := range plan.RunsToRecord(obs.plan) {
+		id := memberIDOf(cluster, m.Name)
+		if m.ID != 0 {
+			id = etcd.FormatID(m.ID)
+		}
+		if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationHasRun, id); err != nil {
+			return err
 		}
 	}
 	return nil

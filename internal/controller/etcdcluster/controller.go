@@ -192,6 +192,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.recordVolumeTLS(ctx, cluster, obs); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := r.recordRuns(ctx, cluster, obs); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
 	if err := r.act(ctx, cluster, obs, action); err != nil {

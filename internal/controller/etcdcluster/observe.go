@@ -180,6 +180,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.Volume = volumeOf(pvc, now)
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
+		m.PVC, m.VolumeHasRun = pvc.Name, pvc.Annotations[resources.AnnotationHasRun] != ""
 		if d := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
 			obs.defragmented[m.Name] = d
 		}
@@ -288,6 +289,14 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			if id, err := etcd.ParseID(sm.ID); err == nil {
 				m.ID = id
 			}
+		}
+	}
+
+	// Members status lists with the version they reported have run (plan.HasRun): how Steward knows it of a
+	// volume from before it recorded that, while etcd gives no member list.
+	for _, sm := range cluster.Status.Members {
+		if m := members[sm.Name]; m != nil && sm.ID != "" && sm.Version != "" {
+			m.ServedBefore = true
 		}
 	}
 

@@ -110,6 +110,27 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("that a member has run is read from its volume, and from status for a volume from before the record", func(t *testing.T) {
+		cc := c.DeepCopy()
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{
+			{Name: names[1], ID: "2", Version: "3.6.16"},  // answered its status endpoint: it ran
+			{Name: names[2], ID: "3"},                     // listed, never answered: not known to have run
+			{Name: "db-gone", ID: "4", Version: "3.6.16"}, // neither Pod nor volume left: remembered
+		}
+		_, pvcs := fixture(cc, names, 0)
+		pvcs[0].Annotations[resources.AnnotationHasRun] = "1"
+		obs := assemble(cc, nil, pvcs, etcd.ClusterView{ListErr: errors.New("no quorum")}, testOpts, time.Unix(1000, 0), noNames)
+		for _, m := range obs.plan.Members {
+			if m.PVC != resources.PVCName(m.Name) && m.Name != "db-gone" {
+				t.Errorf("%s: PVC %q", m.Name, m.PVC)
+			}
+			want := map[string][2]bool{names[0]: {true, false}, names[1]: {false, true}, names[2]: {false, false}, "db-gone": {false, true}}[m.Name]
+			if m.VolumeHasRun != want[0] || m.ServedBefore != want[1] {
+				t.Errorf("%s: VolumeHasRun %v ServedBefore %v, want %v", m.Name, m.VolumeHasRun, m.ServedBefore, want)
+			}
+		}
+	})
+
 	t.Run("objects the cluster does not control are ignored", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 1)
 		other := testCluster()
