@@ -5,7 +5,7 @@
 #                test/monitoring (alerting rules with the pinned promtool, dashboard queries)
 #   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build, and
 #                continuous backup and point-in-time replay against etcd processes of the test bed's releases
-#   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
+#   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/development/testing.md says why that many)
 # Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
 set -uo pipefail
 cd "$(dirname "$0")/.."
