@@ -1,7 +1,7 @@
 // Package plan decides the next step for an etcd cluster from its spec and one observation of it. It is pure:
 // no Kubernetes or etcd clients, no clock, no randomness — everything arrives as values (new member names
-// included), so every decision is table-tested. It owns the safety rules of shared/DESIGN.md section 3; the
-// controller only executes the one step returned, then observes again.
+// included), so every decision is table-tested. It owns etcd's safety rules (docs/development/architecture.md);
+// the controller only executes the one step returned, then observes again.
 package plan
 
 import (

@@ -404,7 +404,7 @@ func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan
 		}
 		if resources.PodPredatesTLS(p) {
 			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
-				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/etcdcluster.md#tls)",
+				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/user/tls.md#switching-a-running-cluster-between-plaintext-and-tls)",
 				p.Name, resources.TLSMode(cluster), resources.TLSMode(cluster))}, true
 		}
 	}

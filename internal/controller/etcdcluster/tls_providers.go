@@ -78,7 +78,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		checked, err := checkUserSecrets(cluster, member, clientSecret, r.Options, r.Now())
 		if err != nil {
 			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonTLSSecretInvalid, Message: err.Error() +
-				"; Steward changes nothing until the Secrets are fixed (see docs/etcdcluster.md#tls)"}
+				"; Steward changes nothing until the Secrets are fixed (see docs/user/tls.md#provider-secrets-bring-your-own)"}
 			return ts, nil
 		}
 		material = checked

@@ -579,7 +579,7 @@ func (r *Reconciler) dropCertificate(ctx context.Context, user *etcdv1alpha1.Etc
 // user that gains or loses its password is deleted and re-created in etcd (etcd cannot drop a password, and
 // a user created without one never accepts one), which refuses its clients until it is back. A pass may run on
 // a cached EtcdUser whose status is a pass behind, the one that gave the user its password: trusting that copy
-// re-created a user its clients had just started to use (docs/flakes.md). So the record is read again here,
+// re-created a user its clients had just started to use (docs/development/flakes.md). So the record is read again here,
 // only when it would re-create the user: the status, or the password Secret's mark that etcd holds its password.
 func (r *Reconciler) recordedPassword(ctx context.Context, user *etcdv1alpha1.EtcdUser, password string) (bool, error) {
 	live := &etcdv1alpha1.EtcdUser{}
