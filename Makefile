@@ -8,6 +8,8 @@ CONTROLLER_GEN_VERSION ?= v0.19.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CRD_REF_DOCS_VERSION ?= v0.3.0
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 # Helm is pinned by test/chart/go.mod (its tests link the same packages), so the version is read from there.
 HELM_VERSION ?= $(shell awk '{ for (i = 1; i < NF; i++) if ($$i == "helm.sh/helm/v3") print $$(i + 1) }' test/chart/go.mod)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
@@ -83,6 +85,16 @@ monitoring-files: ## Generate config/prometheus/prometheusrule.yaml from rules.y
 bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/ and internal/version.
 	go run ./hack/bundle
 
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate the API reference docs/reference/api.md from api/v1alpha1 (types, markers, conditions.go).
+	@# crd-ref-docs renders the types with hack/api-docs/templates; hack/api-docs/conditions adds the condition
+	@# types and reasons, which are constants, not types.
+	mkdir -p docs/reference
+	$(CRD_REF_DOCS) --config hack/api-docs/config.yaml --templates-dir hack/api-docs/templates \
+		--source-path ./api/v1alpha1 --renderer markdown --output-path docs/reference/api.md --log-level ERROR \
+		--template-value generatorVersion=$(CRD_REF_DOCS_VERSION)
+	go run ./hack/api-docs/conditions api/v1alpha1/conditions.go >> docs/reference/api.md
+
 .PHONY: fmt
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
@@ -99,14 +111,14 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (gosec, depguard, revive, ...).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests bundle $(GOLANGCI_LINT) ## Check formatting, vet, that generated files are fresh and committed, lint, the docs' links, the chart's output and the bundle.
+verify: generate manifests bundle api-docs $(GOLANGCI_LINT) ## Check formatting, vet, that generated files (code, manifests, API reference) are fresh and committed, lint, the docs' links, the chart's output and the bundle.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	cd test/bundle && go vet ./...
 	cd test/chart && go vet ./...
 	cd test/monitoring && go vet ./...
-	@git diff --exit-code -- api config bundle bundle.Dockerfile charts || { echo "generated files are stale: run make generate manifests bundle and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config bundle bundle.Dockerfile charts)" || { echo "uncommitted generated files:"; git status --porcelain -- api config bundle bundle.Dockerfile charts; exit 1; }
+	@git diff --exit-code -- api config bundle bundle.Dockerfile charts docs/reference/api.md || { echo "generated files are stale: run make generate manifests bundle api-docs and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config bundle bundle.Dockerfile charts docs/reference/api.md)" || { echo "uncommitted generated files:"; git status --porcelain -- api config bundle bundle.Dockerfile charts docs/reference/api.md; exit 1; }
 	$(GOLANGCI_LINT) run ./...
 	@# Every relative link and #anchor of README.md and docs/ resolves (no network).
 	go run ./hack/doclinks
@@ -213,3 +225,7 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+$(CRD_REF_DOCS):
+	GOBIN=$(LOCALBIN) go install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
+	mv $(LOCALBIN)/crd-ref-docs $@
