@@ -127,8 +127,8 @@ func TestMemberTrustsClusterCA(t *testing.T) {
 		own     bool
 		want    bool
 	}{
-		"CertManager, own CA":       {testCluster(certManager("ClusterIssuer", "")), true, true},
-		"CertManager, shared":       {testCluster(certManager("ClusterIssuer", "")), false, false},
+		"CertManager, own CA":        {testCluster(certManager("ClusterIssuer", "")), true, true},
+		"CertManager, shared":        {testCluster(certManager("ClusterIssuer", "")), false, false},
 		"Steward (ClusterCA unused)": {testCluster(), true, false},
 	}
 	for name, tt := range tests {
