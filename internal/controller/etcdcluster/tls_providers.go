@@ -40,6 +40,12 @@ const (
 	// were created before Steward gave each such cluster a CA of its own): whoever else that issuer serves can be
 	// root on the cluster. Degraded, with what to do; Steward changes nothing about it on its own.
 	ReasonSharedIssuerTrusted = "SharedIssuerTrusted"
+	// ReasonClusterCAChanged: provider CertManager, and the certificate in the cluster's CA Secret has another
+	// key than the CA its running members trust (the Secret was deleted, and cert-manager issued a new CA).
+	// Members load their trusted CA once, at start, so certificates of the new key would cut them off from each
+	// other and from Steward: Steward keeps trusting the old one and takes no step until a human decides
+	// (docs/etcdcluster.md).
+	ReasonClusterCAChanged = "ClusterCAChanged"
 )
 
 // reader reads the Secrets Steward does not own (a user's, or cert-manager's): straight from the API server,
@@ -334,12 +340,6 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha
 	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, kind+"Updated", "Updated cert-manager %s %s to the cluster's spec", kind, want.GetName())
 	return nil
 }
-
-// ReasonClusterCAChanged: provider CertManager, and the certificate in the cluster's CA Secret has another key
-// than the CA its running members trust (the Secret was deleted, and cert-manager issued a new CA). Members
-// load their trusted CA once, at start, so certificates of the new key would cut them off from each other and
-// from Steward: Steward keeps trusting the old one and takes no step until a human decides (docs/etcdcluster.md).
-const ReasonClusterCAChanged = "ClusterCAChanged"
 
 // ensureClusterCA is provider CertManager's CA of the cluster's own: an intermediate CA Certificate from the
 // user's issuer, a namespaced CA Issuer on its Secret, and the Secret members and Steward take their only
