@@ -544,8 +544,11 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The Pods as Steward creates a new TLS cluster's (spec.tls.peerAuth MemberIdentity): checking the peer
+			// identity from their first start. Pods without the check would be restarted into it once the cluster is
+			// Available, racing the checks below.
 			for _, n := range names[:podsBeforeCrash] {
-				if err := k8s.Create(ctx, resources.MemberPod(c, resources.Member{Name: n, InitialCluster: initial, State: "new"}, operatorOptions)); err != nil {
+				if err := k8s.Create(ctx, resources.MemberPod(c, resources.Member{Name: n, InitialCluster: initial, State: "new", PeerCheck: true}, operatorOptions)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -344,11 +344,15 @@ func (r *Reconciler) recordRoleCreation(ctx context.Context, user *etcdv1alpha1.
 	if user.Status.CreatedRole || !slices.ContainsFunc(ops, func(op etcdauth.Op) bool { return op.Kind == etcdauth.AddRole }) {
 		return nil
 	}
+	// The patch goes through a copy: Patch overwrites the object it is given with the API server's, which would
+	// drop what this pass has put in status but not yet written (the Secret names, the certificate's expiry).
 	before := user.DeepCopy()
-	user.Status.CreatedRole = true
-	if err := r.Client.Status().Patch(ctx, user, client.MergeFrom(before)); err != nil {
+	recorded := user.DeepCopy()
+	recorded.Status.CreatedRole = true
+	if err := r.Client.Status().Patch(ctx, recorded, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("record the role's creation: %w", err)
 	}
+	user.Status.CreatedRole = true
 	return nil
 }
 

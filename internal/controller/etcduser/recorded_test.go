@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcdauth"
 )
 
 // TestRecordedPasswordReadsPastTheCache: whether the etcd user holds Steward's password is decided on the EtcdUser
@@ -72,5 +73,42 @@ func TestRecordedPasswordReadsPastTheCache(t *testing.T) {
 	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).Build()}
 	if _, err := r.recordedPassword(context.Background(), user(""), password); err == nil {
 		t.Error("an EtcdUser the API server does not have: no error")
+	}
+}
+
+// TestRecordingTheRoleKeepsThePassStatus: recording the role's creation mid-pass writes status.createdRole and
+// leaves what the pass has put in status but not written yet (the certificate Secret's name and expiry); the
+// first pass of a new EtcdUser once reported Ready with neither.
+func TestRecordingTheRoleKeepsThePassStatus(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	stored := &etcdv1alpha1.EtcdUser{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", UID: "uid-app"},
+		Spec:       etcdv1alpha1.EtcdUserSpec{ClusterName: "db", Certificate: &etcdv1alpha1.UserCertificate{SecretName: "app-tls"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(stored).WithStatusSubresource(&etcdv1alpha1.EtcdUser{}).Build()
+	r := &Reconciler{Client: c}
+	ctx := context.Background()
+	user := &etcdv1alpha1.EtcdUser{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(stored), user); err != nil {
+		t.Fatal(err)
+	}
+	notAfter := metav1.Now()
+	user.Status.CertificateSecretName, user.Status.CertificateNotAfter = "app-tls", &notAfter
+
+	if err := r.recordRoleCreation(ctx, user, []etcdauth.Op{{Kind: etcdauth.AddRole}}); err != nil {
+		t.Fatal(err)
+	}
+	if !user.Status.CreatedRole || user.Status.CertificateSecretName != "app-tls" || user.Status.CertificateNotAfter == nil {
+		t.Errorf("the pass's status after recording: %+v, want createdRole and the certificate kept", user.Status)
+	}
+	var got etcdv1alpha1.EtcdUser
+	if err := c.Get(ctx, client.ObjectKeyFromObject(stored), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Status.CreatedRole {
+		t.Error("status.createdRole is not written before the role is created")
 	}
 }
