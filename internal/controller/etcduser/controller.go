@@ -384,11 +384,14 @@ func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 }
 
 // ensureCertManagerCertificate keeps a cert-manager Certificate for the user (owned by the EtcdUser, from the
-// cluster's issuer, common name the user name) and returns the certificate cert-manager wrote, or a pass that
-// says what is awaited. cert-manager renews it; its Secret carries Steward's labels through secretTemplate.
+// cluster's own CA issuer, common name the user name) and returns the certificate cert-manager wrote, or a pass
+// that says what is awaited. cert-manager renews it; its Secret carries Steward's labels through secretTemplate.
+// A cluster whose members still trust the user's issuer's CA (status.tls.caSecret empty) gets the certificate
+// from that issuer, as its members' own.
 func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (*x509.Certificate, *pass, error) {
 	secretName := user.Spec.Certificate.SecretName
-	want := resources.UserCertificate(cluster, secretName, name, userLabels(user))
+	ownCA := cluster.Status.TLS != nil && cluster.Status.TLS.CASecret != ""
+	want := resources.UserCertificate(cluster, secretName, name, userLabels(user), ownCA)
 	if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
 		return nil, nil, err
 	}
