@@ -85,8 +85,12 @@ func (c *Cluster) startCertManager(ctx context.Context, bin string) error {
 	if err := c.kubectl(ctx, nil, "apply", "--server-side", "-f", crdFile); err != nil {
 		return fmt.Errorf("install cert-manager CRDs: %w", err)
 	}
-	if err := c.kubectl(ctx, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io",
-		"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificaterequests.cert-manager.io"); err != nil {
+	// kubectl wait fails at once, rather than waiting, on a CRD the API server has not given status conditions
+	// yet (".status.conditions accessor error"), which a loaded machine makes likely: so it is asked again.
+	if err := Eventually(ctx, 90*time.Second, time.Second, func() error {
+		return c.kubectl(ctx, nil, "wait", "--for=condition=Established", "--timeout=30s", "crd/certificates.cert-manager.io",
+			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificaterequests.cert-manager.io")
+	}); err != nil {
 		return err
 	}
 	p, err := c.spawn("cert-manager", filepath.Join(bin, "controller"), "--kubeconfig="+c.Kubeconfig, "--leader-elect=false",

@@ -228,6 +228,7 @@ var expected = map[string]time.Duration{
 	"TestUnreachableMemberIsReplacedAfterGracePeriod":   90 * time.Second,
 	"TestPasswordOnlyClients":                           80 * time.Second,
 	"TestMultiMinorUpgradeUnderLoad":                    80 * time.Second,
+	"TestGettingStartedTutorial":                        80 * time.Second, // measured alone, not yet in a full run
 	"TestPodLossDuringTLSSwitch":                        70 * time.Second,
 	"TestEmptiedVolumeOfOneMemberCluster":               70 * time.Second,
 	"TestScaleUpAndDownUnderLoad":                       70 * time.Second,
