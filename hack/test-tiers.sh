@@ -5,8 +5,8 @@
 #                test/monitoring (alerting rules with the pinned promtool, dashboard queries)
 #   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build, and
 #                continuous backup and point-in-time replay against etcd processes of the test bed's releases
-#   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/testing.md says why that many)
-# Budget on this project's 2-core machines: 40 minutes warm (README). Logs: $TEST_LOG_DIR (default _output/test).
+#   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/development/testing.md says why that many)
+# Budget on this project's 2-core machines: 40 minutes warm (docs/development/testing.md, "Budgets"). Logs: $TEST_LOG_DIR (default _output/test).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,7 +97,7 @@ if [[ -n $failures ]]; then
   echo "=== failed tests, with their last lines"
   echo "$failures"
 fi
-echo "=== test tiers (budget ${BUDGET_MINUTES}m on 2 cores, see README)"
+echo "=== test tiers (budget ${BUDGET_MINUTES}m on 2 cores, see docs/development/testing.md)"
 status=0
 for i in "${!names[@]}"; do
   printf '  %-12s %-4s %8s\n' "${names[$i]}" "${results[$i]}" "$(dur "${seconds[$i]}")"

@@ -6,7 +6,7 @@ import (
 )
 
 // Condition types of EtcdCluster status. Every condition is written on the first reconcile (Unknown until
-// known), with a CamelCase reason from the constants below.
+// known), with a CamelCase reason.
 const (
 	// ConditionAvailable is True when the cluster has quorum and serves clients.
 	ConditionAvailable = "Available"
@@ -151,8 +151,9 @@ const (
 	ReasonRestoreFailed = "RestoreFailed"
 )
 
-// Reasons of the Ready condition of an EtcdUser that conflicts with what somebody else owns in etcd. Steward
-// changes nothing in etcd for such a user until the conflict is gone, and never deletes what it does not own.
+// Reasons of the Ready condition of an EtcdUser in conflict. Such a user conflicts with what somebody else owns
+// in etcd: Steward changes nothing in etcd for it until the conflict is gone, and never deletes what it does not
+// own.
 const (
 	// ReasonUserNameConflict: an older EtcdUser of the same cluster declares the same etcd user (spec.userName,
 	// or the object's name): that one owns it; this one waits, and takes over once that one is deleted.

@@ -1,6 +1,7 @@
 // Package v1alpha1 holds the etcd.steward.dev/v1alpha1 API: EtcdCluster, the user's desired etcd cluster, and
-// (in later versions of this package) backups and restores. Types carry the controller-gen markers that generate
-// the CRDs with their validation; behaviour lives in the controllers, not here.
+// the kinds that act on one: its users (EtcdUser), backups (EtcdBackup, EtcdBackupSchedule) and restores
+// (EtcdRestore). Types carry the controller-gen markers that generate the CRDs with their validation; behaviour
+// lives in the controllers, not here.
 // +kubebuilder:object:generate=true
 // +groupName=etcd.steward.dev
 package v1alpha1

@@ -25,7 +25,7 @@ import (
 	"steward.dev/steward/internal/testbed"
 )
 
-// A benchmark result is one section of docs/benchmarks.md, between markers, so a run replaces the sections it
+// A benchmark result is one section of docs/development/benchmarks.md, between markers, so a run replaces the sections it
 // measured and keeps the others (the cold start is only measured on request: it takes half an hour).
 type section struct {
 	name string
@@ -35,7 +35,7 @@ type section struct {
 func bench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	opts := optionFlags(fs)
-	out := fs.String("out", "docs/benchmarks.md", "file to write the results into")
+	out := fs.String("out", "docs/development/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
 	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet, data-path, under-load; warm-start is measured when -only is empty or names it); the others in the file are kept")

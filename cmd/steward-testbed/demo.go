@@ -34,7 +34,7 @@ func demo(ctx context.Context, args []string) error {
 	}
 	step := func(format string, a ...any) { fmt.Printf("\n== "+format+"\n", a...) }
 
-	// The user's way (docs/install.md): the test bed holds the release's image, built from this tree.
+	// The user's way (docs/operations/install.md): the test bed holds the release's image, built from this tree.
 	step("Installing Steward %s: kubectl apply --server-side -k config/default", version.Image)
 	if err := kubectl("", "apply", "--server-side", "--force-conflicts", "-k", "config/default"); err != nil {
 		return fmt.Errorf("install Steward: %w", err)
@@ -67,7 +67,11 @@ func demo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl get etcdclusters,pods -A\n"+
-		"  kubectl -n steward-system logs deployment/steward\n%s\nStop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath(), etcdctl)
+		"  kubectl -n steward-system logs deployment/steward\n%s\n"+
+		"The cluster as Steward sees it, with the kubectl plugin (make build writes bin/kubectl-steward):\n"+
+		"  export PATH=$PWD/bin:$PATH\n  kubectl steward status example\n"+
+		"Next: docs/getting-started.md walks this playground: write and read keys, scale, back up, lose a member,\n"+
+		"upgrade, restore. Stop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath(), etcdctl)
 	return nil
 }
 

@@ -4,7 +4,7 @@
 //	steward-testbed up           start the test bed and print its kubeconfig
 //	steward-testbed demo         start the test bed, install Steward and a sample EtcdCluster, show its state
 //	steward-testbed down         stop whatever test bed runs on this machine
-//	steward-testbed bench        measure the test bed and write docs/benchmarks.md
+//	steward-testbed bench        measure the test bed and write docs/development/benchmarks.md
 //	steward-testbed provisioner  (internal) the test bed's local-path volume provisioner
 package main
 

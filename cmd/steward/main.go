@@ -33,7 +33,7 @@ import (
 )
 
 // Leader election and Events are what the manager itself needs; each controller declares its own permissions,
-// the least its code uses (docs/security.md explains each). Leader election reads, creates and renews one Lease
+// the least its code uses (docs/operations/security.md explains each). Leader election reads, creates and renews one Lease
 // (client-go's LeaseLock: get, create, update); the event recorder writes core/v1 Events (create, and patch to
 // count repeats).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestSecurityDocListsTheRole: the permissions table of docs/security.md and the generated ClusterRole
+// TestSecurityDocListsTheRole: the permissions table of docs/operations/security.md and the generated ClusterRole
 // (config/rbac/role.yaml, from the +kubebuilder:rbac markers) grant the same verbs on the same resources, so
 // that what the docs say Steward may do, and may not, cannot drift from what it is given.
 func TestSecurityDocListsTheRole(t *testing.T) {
@@ -32,14 +32,14 @@ func TestSecurityDocListsTheRole(t *testing.T) {
 			}
 		}
 	}
-	doc, err := os.ReadFile("../../docs/security.md")
+	doc, err := os.ReadFile("../../docs/operations/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := permissionsTable(t, string(doc))
 	for _, key := range keys(granted, documented) {
 		if g, d := verbs(granted[key]), verbs(documented[key]); g != d {
-			t.Errorf("%s: the role grants [%s], docs/security.md lists [%s]", key, g, d)
+			t.Errorf("%s: the role grants [%s], docs/operations/security.md lists [%s]", key, g, d)
 		}
 	}
 }
@@ -49,11 +49,11 @@ func permissionsTable(t *testing.T, doc string) map[string]map[string]bool {
 	t.Helper()
 	_, section, ok := strings.Cut(doc, "\n## Permissions\n")
 	if !ok {
-		t.Fatal("docs/security.md has no Permissions section")
+		t.Fatal("docs/operations/security.md has no Permissions section")
 	}
 	_, table, ok := strings.Cut(section, "| API group | resource | verbs |")
 	if !ok {
-		t.Fatal("docs/security.md: no permissions table")
+		t.Fatal("docs/operations/security.md: no permissions table")
 	}
 	out := map[string]map[string]bool{}
 	for _, line := range strings.Split(table, "\n")[2:] {
@@ -75,7 +75,7 @@ func permissionsTable(t *testing.T, doc string) map[string]map[string]bool {
 		}
 	}
 	if len(out) == 0 {
-		t.Fatal("docs/security.md: empty permissions table")
+		t.Fatal("docs/operations/security.md: empty permissions table")
 	}
 	return out
 }

@@ -27,7 +27,7 @@ import (
 	"steward.dev/steward/internal/plan"
 )
 
-// contract is every metric of docs/observability.md with its labels: the alerts, the dashboard and the kubectl
+// contract is every metric of docs/reference/metrics.md with its labels: the alerts, the dashboard and the kubectl
 // plugin are written against exactly these.
 var contract = map[string][]string{
 	"steward_cluster_desired_members":                              {"namespace", "cluster"},

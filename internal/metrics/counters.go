@@ -1,5 +1,5 @@
 // Package metrics is Steward's own Prometheus metrics, on controller-runtime's registry (served on the
-// operator's --metrics-bind-address). Two kinds, as docs/observability.md lists them:
+// operator's --metrics-bind-address). Two kinds, as docs/reference/metrics.md lists them:
 //
 //   - Gauges computed at scrape time from the status of EtcdClusters, EtcdBackups and EtcdBackupSchedules in the
 //     manager's cache (Collector): a deleted object's series go with it, and a new leader after a failover shows

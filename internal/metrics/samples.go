@@ -25,7 +25,7 @@ func newFamily(name, help string, labels ...string) *family {
 	return &family{name: name, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil)}
 }
 
-// The gauges, as docs/observability.md lists them.
+// The gauges, as docs/reference/metrics.md lists them.
 var (
 	desiredMembers = newFamily("steward_cluster_desired_members", "Voting members the spec asks for (spec.replicas).", "namespace", "cluster")
 	readyMembers   = newFamily("steward_cluster_ready_members", "Healthy voting members (status.readyReplicas).", "namespace", "cluster")

@@ -178,9 +178,11 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
 		// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
 		for _, m := range members {
-			if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && m.LearnerFor >= spec.ReplaceUnhealthyAfter && (!m.Healthy || !othersUnready(members, m.Name)) {
-				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
-					fmt.Sprintf("removing member %s, still a learner %s after its Pod was created (more than %s), to replace it", m.Name, m.LearnerFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
+			if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && (!m.Healthy || !othersUnready(members, m.Name)) {
+				if why, stuck := learnerStuck(m, spec.ReplaceUnhealthyAfter); stuck {
+					return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+						fmt.Sprintf("removing member %s, %s, to replace it", m.Name, why))
+				}
 			}
 		}
 	}
@@ -351,9 +353,24 @@ func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message s
 }
 
 // learnerStartGrace is how long a removal waits for a learner's Pod to start etcd. A learner that has not
-// started by then is stuck anyway (its image, its node), and is replaced once it has been a learner for
-// replaceUnhealthyAfter; the removal does not wait for that.
+// started by then is stuck anyway (its image, its node), and is replaced once its Pod has been that long and
+// replaceUnhealthyAfter more without a running etcd (learnerStuck); the removal does not wait for that.
 const learnerStartGrace = time.Minute
+
+// learnerStuck says whether learner m has had its chance to catch up within window, and why. Its chance starts
+// when its etcd container starts, not when its Pod is created: a Pod slow to start (a loaded node, a Secret
+// mount the kubelet retries) would otherwise be replaced by a successor that starts as slowly, in a loop. A
+// learner whose etcd does not run (its Pod still starting, on a node that is gone, in a crash loop's back-off)
+// is bounded by its Pod's age instead: learnerStartGrace to start, then the same window.
+func learnerStuck(m Member, window time.Duration) (string, bool) {
+	if m.RunningFor > 0 {
+		return fmt.Sprintf("still a learner %s after its etcd started (more than %s)", m.RunningFor.Round(time.Second), window),
+			m.RunningFor >= window
+	}
+	bound := learnerStartGrace + window
+	return fmt.Sprintf("still a learner %s after its Pod was created, its etcd not running (more than %s)", m.LearnerFor.Round(time.Second), bound),
+		m.LearnerFor >= bound
+}
 
 // votersAndHealthyOthers counts etcd's voting members, and the healthy ones among them other than name.
 func votersAndHealthyOthers(members []Member, name string) (voters, healthyOthers int) {

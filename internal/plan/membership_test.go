@@ -3,6 +3,7 @@ package plan
 import (
 	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -195,6 +196,59 @@ func TestNextMembership(t *testing.T) {
 	}
 }
 
+// TestStuckLearnerWindow: a learner's window to catch up (replaceUnhealthyAfter) counts from its etcd container's
+// start, not from its Pod's creation: on a loaded node a learner's Pod took 13-16 s to start etcd, and a window of
+// 15 s counted from the Pod's creation replaced every learner by the next, in a loop (flakes.md, 2026-11-28). A
+// learner whose etcd does not run is bounded by its Pod's age: learnerStartGrace, then the window.
+func TestStuckLearnerWindow(t *testing.T) {
+	const window = 15 * time.Second
+	a, b, c := voter("c-a", 1), voter("c-b", 2), voter("c-c", 3)
+	// learner is c-new, its Pod created podAge ago and its etcd running for running (0: not running), answering
+	// (caught up far enough to serve its status) or not.
+	learner := func(podAge, running time.Duration, answering bool) Member {
+		return Member{Name: "c-new", InEtcd: true, Started: running > 0, IsLearner: true, ID: 9, HasPod: true, HasPVC: true,
+			LearnerFor: podAge, PodAge: podAge, RunningFor: running, Healthy: answering}
+	}
+	tests := map[string]struct {
+		learner Member
+		want    ActionKind
+		reason  string
+		message string
+	}{
+		"the run-58 learner, Pod created 16s ago, etcd started 3s ago, answering, is promoted": {learner(16*time.Second, 3*time.Second, true),
+			PromoteLearner, ReasonScalingUp, ""},
+		"a learner whose Pod was created long ago but whose etcd started recently is waited for": {learner(10*time.Minute, 3*time.Second, false),
+			Wait, ReasonWaitingForMembers, ""},
+		"a learner whose etcd started longer ago than the window, cut off, is replaced": {learner(10*time.Minute, 16*time.Second, false),
+			RemoveMember, ReasonReplacingLearner, "removing member c-new, still a learner 16s after its etcd started (more than 15s), to replace it"},
+		"a learner whose etcd started longer ago than the window, refused promotion, is replaced": {learner(20*time.Second, 16*time.Second, true),
+			RemoveMember, ReasonReplacingLearner, "still a learner 16s after its etcd started"},
+		"a learner whose Pod is older than the window but has not started etcd is waited for": {learner(30*time.Second, 0, false),
+			Wait, ReasonWaitingForMembers, ""},
+		"a learner whose etcd has not run within the start grace and the window is replaced": {learner(learnerStartGrace+window, 0, false),
+			RemoveMember, ReasonReplacingLearner, "still a learner 1m15s after its Pod was created, its etcd not running (more than 1m15s)"},
+		"a learner whose Pod cannot pull its image is never replaced": {func() Member {
+			l := learner(time.Hour, 0, false)
+			l.PodStuck = "ImagePullBackOff"
+			return l
+		}(), Wait, ReasonWaitingForMembers, ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Next(Spec{Replicas: 5, Version: "3.6.16", ReplaceUnhealthyAfter: window}, formed(a, b, c, tt.learner))
+			if got.Kind != tt.want || got.Reason != tt.reason {
+				t.Fatalf("Next = %s/%s (%s), want %s/%s", got.Kind, got.Reason, got.Message, tt.want, tt.reason)
+			}
+			if !strings.Contains(got.Message, tt.message) {
+				t.Errorf("message %q, want it to say %q", got.Message, tt.message)
+			}
+			if got.Kind == RemoveMember && (len(got.Members) != 1 || got.Members[0] != "c-new" || got.MemberID != 9) {
+				t.Errorf("removes %v (ID %d), want the learner c-new (9)", got.Members, got.MemberID)
+			}
+		})
+	}
+}
+
 // TestMembershipNeverBreaksQuorum: over random formed clusters, a membership step is only taken when etcd
 // answered and every member is healthy, a removal leaves a healthy quorum and spares the leader while
 // another voter exists, and Pods and volumes are only deleted for members etcd no longer lists.
@@ -210,6 +264,7 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			m.IsLearner = rng.Intn(6) == 0
 			if m.IsLearner && m.HasPod {
 				m.LearnerFor = time.Duration(rng.Intn(600)) * time.Second
+				m.RunningFor = time.Duration(rng.Intn(2)*rng.Intn(600)) * time.Second
 			}
 			if rng.Intn(8) == 0 {
 				m.DataLoss = "raft log lost"

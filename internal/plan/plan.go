@@ -1,7 +1,7 @@
 // Package plan decides the next step for an etcd cluster from its spec and one observation of it. It is pure:
 // no Kubernetes or etcd clients, no clock, no randomness — everything arrives as values (new member names
-// included), so every decision is table-tested. It owns the safety rules of shared/DESIGN.md section 3; the
-// controller only executes the one step returned, then observes again.
+// included), so every decision is table-tested. It owns etcd's safety rules (docs/development/architecture.md);
+// the controller only executes the one step returned, then observes again.
 package plan
 
 import (
@@ -66,7 +66,8 @@ type Member struct {
 	PodDeleting bool
 	PodReady    bool
 	// RunningFor is how long the member's etcd container has run since it last started (0 while it does not
-	// run): a learner that started moments ago is about to have caught up, and its promotion is asked for often.
+	// run): a learner that started moments ago is about to have caught up, and its promotion is asked for often;
+	// and the time a learner has had to catch up, which replaceUnhealthyAfter bounds.
 	RunningFor time.Duration
 	// PodOverdue is how long a deleted Pod has outlived its grace period (0 otherwise): a Pod that does not go
 	// is held by a node that no longer answers, and only a human can tell that it is down for good.
@@ -146,8 +147,9 @@ type Member struct {
 	StorageVersion string
 	AppliedIndex   uint64
 	CommitIndex    uint64
-	// LearnerFor is how long a learner has had its Pod (0 for voters and for learners without a Pod): the time it
-	// has had to catch up. Derived from the Pod's creation time, so a restarted operator sees the same.
+	// LearnerFor is how long a learner has had its Pod (0 for voters and for learners without a Pod): the time
+	// its Pod has had to start etcd (its time to catch up is RunningFor). Derived from the Pod's creation time,
+	// so a restarted operator sees the same.
 	LearnerFor time.Duration
 	// DataLoss is the evidence, from the member's last crash, that its data dir was emptied or corrupted on a
 	// volume that is still there (see DataLossEvidence); empty when there is none.

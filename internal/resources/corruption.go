@@ -56,7 +56,7 @@ func corruptionCheckArgs(version string) []string {
 // compaction hash check once the release has it) and the peer SAN variable (tlsEnv). etcd 3.6 still knows 3.5's
 // --experimental-* flags and variable, so a 3.5 -> 3.6 upgrade restarts each member's container in place, as a
 // patch release does: no Pod deletion, sandbox, volume mounts or init container, about 2 s less per member
-// (docs/benchmarks.md). So does the way back to 3.5 for a Pod that started on 3.5. 3.7 knows only the feature
+// (docs/development/benchmarks.md). So does the way back to 3.5 for a Pod that started on 3.5. 3.7 knows only the feature
 // gates and the new name, 3.5 only the old ones. A Pod already switched to image in place once is re-created too
 // (AnnotationRolledTo: the kubelet's crash back-off). Never for ephemeral storage, where a new Pod is a member
 // without data.

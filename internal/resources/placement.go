@@ -18,7 +18,7 @@ const (
 // DefaultMemberRequests is what a member's etcd container requests when spec.resources sets neither requests nor
 // limits. Without requests a member Pod is BestEffort: the first Pod the kubelet evicts under memory pressure,
 // and one the scheduler packs onto a node as if it needed nothing. The figures are what members used on the test
-// bed (docs/etcdcluster.md, "Placement and resources"): memory covers a member serving clients with a database of
+// bed (docs/user/clusters.md, "Placement and resources"): memory covers a member serving clients with a database of
 // about 100 MiB; CPU is a share under contention, not a limit, and etcd takes what is idle beyond it.
 var DefaultMemberRequests = corev1.ResourceList{
 	corev1.ResourceCPU:    resource.MustParse("50m"),

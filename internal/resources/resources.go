@@ -72,6 +72,10 @@ const (
 	// AnnotationPeerIdentity is on a member Pod created holding a certificate that carries the cluster's peer
 	// identity (PeerIdentity, the value): a member whose certificate files need no look to know they carry it.
 	AnnotationPeerIdentity = "etcd.steward.dev/peer-identity"
+	// AnnotationTrust is "ClusterCA" on a member Pod that trusts only the cluster's own CA (provider CertManager:
+	// the intermediate of TrustSecretName, not the user's issuer's CA). Its etcd loaded that CA when it started
+	// and keeps it until the Pod is re-created.
+	AnnotationTrust = "etcd.steward.dev/trust"
 	// AnnotationRemovedMember is on the PVC of a member Steward removed from etcd, written before its Pod is
 	// deleted: the etcd member ID. Its volume is a leftover, never brought back as a member, even when no member
 	// list says so.
@@ -144,6 +148,9 @@ type Member struct {
 	// PeerCheck: the member serving TLS accepts on its peer port only certificates carrying the cluster's peer
 	// identity (PeerIdentity), and checks that its peers' carry it.
 	PeerCheck bool
+	// ClusterCA: the member holding certificates of provider CertManager trusts only the cluster's own CA
+	// (TrustSecretName's ca.crt), not the ca.crt cert-manager wrote into its Secret.
+	ClusterCA bool
 }
 
 // release is the version and image member m runs.
@@ -523,6 +530,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationTLSListeners] = "plaintext"
 	}
 	delete(annotations, AnnotationPeerIdentity) // Steward's to say, never spec.pod.annotations'
+	delete(annotations, AnnotationTrust)
+	if trustsClusterCA(cluster, m) {
+		annotations[AnnotationTrust] = TrustClusterCA
+	}
 	if mode != MemberTLSPlaintext && memberCertsCarryIdentity(cluster, memberTLSProvider(cluster, m)) {
 		annotations[AnnotationPeerIdentity] = PeerIdentity(cluster, o)
 	}

@@ -331,11 +331,35 @@ func tlsEnv(mode, version string) []corev1.EnvVar {
 	return []corev1.EnvVar{{Name: name, Value: "true"}}
 }
 
+// TrustClusterCA is AnnotationTrust's value on a member Pod that trusts only the cluster's own CA.
+const TrustClusterCA = "ClusterCA"
+
+// trustsClusterCA reports whether member m, holding certificates, trusts only the cluster's own CA.
+func trustsClusterCA(cluster *etcdv1alpha1.EtcdCluster, m Member) bool {
+	return m.ClusterCA && MemberTLSOf(cluster, m) != MemberTLSPlaintext && memberTLSProvider(cluster, m) == etcdv1alpha1.TLSProviderCertManager
+}
+
+// PodTrustsClusterCA reports whether a member Pod was created trusting only the cluster's own CA.
+func PodTrustsClusterCA(p *corev1.Pod) bool { return p.Annotations[AnnotationTrust] == TrustClusterCA }
+
+// memberTLSVolumes is the member's TLS volume: its Secret; for a member trusting only the cluster's own CA, its
+// Secret's certificate and key with ca.crt from TrustSecretName (the same paths, so etcd's flags are the same).
 func memberTLSVolumes(cluster *etcdv1alpha1.EtcdCluster, m Member) []corev1.Volume {
 	if MemberTLSOf(cluster, m) == MemberTLSPlaintext {
 		return nil
 	}
-	return []corev1.Volume{secretVolume(memberTLSVolume, memberSecretOf(cluster, memberTLSProvider(cluster, m), m.Name))}
+	secret := memberSecretOf(cluster, memberTLSProvider(cluster, m), m.Name)
+	if !trustsClusterCA(cluster, m) {
+		return []corev1.Volume{secretVolume(memberTLSVolume, secret)}
+	}
+	item := func(key string) []corev1.KeyToPath { return []corev1.KeyToPath{{Key: key, Path: key}} }
+	return []corev1.Volume{{Name: memberTLSVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o440),
+		Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Items: append(item(SecretCertKey), item(SecretKeyKey)...)}},
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: TrustSecretName(cluster)}, Items: item(SecretCAKey)}},
+		},
+	}}}}
 }
 
 func memberTLSMounts(mode string) []corev1.VolumeMount {

@@ -163,7 +163,7 @@ func (c *Cluster) startPrometheus(ctx context.Context, bin string) error {
 
 // PrometheusServiceAccount is the ServiceAccount whose token the test bed's Prometheus scrapes the operator
 // with: bound to a ClusterRole that may get /metrics, as Steward's steward-metrics-reader, which is how a
-// Prometheus in a cluster is allowed to scrape the operator (docs/observability.md).
+// Prometheus in a cluster is allowed to scrape the operator (docs/operations/observability.md).
 const PrometheusServiceAccount = "prometheus"
 
 // prometheusToken creates the ServiceAccount kube-system/prometheus, allowed to get /metrics, and returns a token

@@ -19,7 +19,7 @@ const (
 	// chartDir is the chart under test; the tests run in test/chart.
 	chartDir = "../../charts/steward"
 	// The release the golden files are rendered as: `helm install steward charts/steward -n steward-system`,
-	// the names docs/install.md uses.
+	// the names docs/operations/install.md uses.
 	releaseName      = "steward"
 	releaseNamespace = "steward-system"
 )

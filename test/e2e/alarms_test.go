@@ -72,7 +72,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	}
 	filled.check(t, cli)
 
-	// The runbook (docs/runbooks.md): compact, defragment every member, disarm.
+	// The runbook (docs/operations/alerts-and-runbooks.md): compact, defragment every member, disarm.
 	status, err := cli.Status(ctx, anyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	corruptMembers(t, key, victim)
 	// The load starts once the victim serves its rewritten copy. A follower that is down while more than etcd's
 	// catch-up entries (5,000) are written is sent the leader's whole database when it returns, which undoes the
-	// fault: under a load started before the fault, a fast machine did exactly that (docs/flakes.md).
+	// fault: under a load started before the fault, a fast machine did exactly that (docs/development/flakes.md).
 	poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
 		v, err := servedBy(t, got, victim)
 		if err != nil {

@@ -27,7 +27,7 @@ type cpuSample struct {
 
 // cpuProfile samples /proc/stat and /proc/loadavg while the tier runs, with the number of tests running and of
 // etcd processes (members of clusters under test, and the API server's own), into a TSV file, and sums it up at
-// the end: the measurement `-parallel` is chosen from (docs/testing.md).
+// the end: the measurement `-parallel` is chosen from (docs/development/testing.md).
 type cpuProfile struct {
 	file    string
 	stopped chan struct{}

@@ -87,7 +87,7 @@ func mustHelm(t *testing.T, args ...string) string {
 	return out
 }
 
-// TestHelmInstallUpgradeUninstall installs the chart the way docs/install.md shows for one namespace
+// TestHelmInstallUpgradeUninstall installs the chart the way docs/operations/install.md shows for one namespace
 // (watchNamespaces: a Role, nothing cluster-wide but the metrics endpoint's authentication, so it shares the test bed with other tests) with the previous
 // Steward's image, runs a cluster with it, upgrades the release to this Steward with changed values (no member
 // restarted), is refused a bad value by the chart's schema with nothing

@@ -380,7 +380,7 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			key := client.ObjectKeyFromObject(c)
 			var cur etcdv1alpha1.EtcdCluster
 			// The kubelet's first pull (or the scheduler's first attempt) comes within seconds here; 4 minutes
-			// covers a loaded CI machine, whose failure output then shows where the Pod was (docs/flakes.md).
+			// covers a loaded CI machine, whose failure output then shows where the Pod was (docs/development/flakes.md).
 			poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
 				if err := k8s.Get(ctx, key, &cur); err != nil {
 					return err

@@ -64,11 +64,11 @@ func repoRoot(t *testing.T) string {
 	return dir
 }
 
-// installDefault installs Steward the way docs/install.md tells users to, `kubectl apply --server-side -k
+// installDefault installs Steward the way docs/operations/install.md tells users to, `kubectl apply --server-side -k
 // config/default`, with nothing changed: the test bed holds the release's image (and etcd's under the
 // operator's default repository). It waits until both replicas are ready and one leads, and uninstalls when the
 // test ends: everything but the CRDs, which every other test needs (and whose deletion would delete every
-// EtcdCluster with its volumes, docs/install.md#uninstalling).
+// EtcdCluster with its volumes, docs/operations/install.md#uninstalling).
 func installDefault(t *testing.T) {
 	t.Helper()
 	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
@@ -77,7 +77,7 @@ func installDefault(t *testing.T) {
 	t.Logf("Steward %s installed from config/default; %s leads", version.Image, leader)
 }
 
-// uninstallOperator deletes what config/default installed except the CRDs, as docs/install.md says, and waits
+// uninstallOperator deletes what config/default installed except the CRDs, as docs/operations/install.md says, and waits
 // until the operator's Pods are gone, so no test after this one meets them.
 func uninstallOperator(t *testing.T) {
 	t.Helper()

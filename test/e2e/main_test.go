@@ -3,7 +3,7 @@
 // The tests skip under -short and without root.
 //
 // The tests share the one test bed and run in parallel (go test -parallel N; `make test` picks N, see
-// docs/testing.md). Each test keeps to namespaces of its own (newNamespace: a unique name, deleted with
+// docs/development/testing.md). Each test keeps to namespaces of its own (newNamespace: a unique name, deleted with
 // everything in it when the test ends) and runs its own operator watching only those namespaces
 // (startOperator), so a test that stops or restarts its operator disturbs no other. A test calls parallel(t)
 // first; a test that changes what every test sees (CRDs, the node, the S3 server, cert-manager, cluster-scoped
@@ -209,7 +209,7 @@ func startOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 		LeaderElectionReleaseOnCancel: true,
 		// Each test's operator is alone in its namespace, and a stopped one releases its Lease, so these only
 		// decide how long an API server that does not answer (stalled by the load of the other tests: 10 s seen
-		// once, docs/flakes.md) is outlasted before the operator stops leading, which fails its test.
+		// once, docs/development/flakes.md) is outlasted before the operator stops leading, which fails its test.
 		// controller-runtime's defaults (15 s, 10 s) are what TestInClusterOperatorHA exercises.
 		LeaseDuration:          ptr.To(60 * time.Second),
 		RenewDeadline:          ptr.To(45 * time.Second),

@@ -113,7 +113,7 @@ func waitNamespaceGone(t *testing.T, ns string, since time.Time) {
 	t.Logf("namespace %s gone %.1fs after its deletion", ns, time.Since(since).Seconds())
 }
 
-// requireStorageAsDocumented checks what became of the stored snapshots, as docs/backup.md says: each is deleted
+// requireStorageAsDocumented checks what became of the stored snapshots, as docs/user/backups.md says: each is deleted
 // or reported left behind in the operator's log (a namespace being deleted takes no Event), and the one-shot S3
 // backup's object is still in the bucket only if it was reported (its credentials Secret went first); the
 // schedule's snapshots and segments on the claim go with its volume (the test bed's storage class reclaims with
@@ -183,7 +183,7 @@ func requireOutcome(t *testing.T, ns, location string) string {
 // TestNamespaceDeletion deletes namespaces that hold every kind of Steward's objects (a 1-member cluster with auth
 // on and an EtcdUser, a schedule to a claim with continuous backup on that has taken its snapshot, a one-shot
 // backup to S3 with deletionPolicy Delete, a waiting restore) under client load, and wants each gone by itself,
-// with nothing of Steward's left and the stored snapshots deleted or reported as docs/backup.md says: once with
+// with nothing of Steward's left and the stored snapshots deleted or reported as docs/user/backups.md says: once with
 // Steward running, once with Steward stopped during the deletion and started again. The suite's own clean-up
 // (deleteNamespace) removes finalizers by hand; this test finishes before it and relies on nothing of it.
 func TestNamespaceDeletion(t *testing.T) {

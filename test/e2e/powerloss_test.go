@@ -16,7 +16,7 @@ import (
 // TestEveryMemberKilledAtOnce is a power loss as the members meet it: under client load, every process of every
 // member's etcd container is SIGKILLed at once (no member left to lead, nothing flushed on the way out), twice in a
 // row. Each time the kubelet restarts the containers after its crash back-off (10 s, then 20 s: the return gets
-// slower, which docs/etcdcluster.md tells users to expect), the same members come back from their own write-ahead
+// slower, which docs/user/scaling-and-healing.md tells users to expect), the same members come back from their own write-ahead
 // logs on their volumes, none is replaced, and no acknowledged write is lost.
 func TestEveryMemberKilledAtOnce(t *testing.T) {
 	parallel(t)

@@ -235,6 +235,7 @@ var expected = map[string]time.Duration{
 	"TestNamespaceDeletion":                             60 * time.Second,
 	"TestInitialCorruptionCheck":                        60 * time.Second,
 	"TestTLSByDefault":                                  60 * time.Second,
+	"TestSharedIssuerIsNotRoot":                         60 * time.Second,
 	"TestEmptiedDataDirIsReplaced":                      60 * time.Second,
 	"TestWipedFirstMemberOfGrownCluster":                60 * time.Second,
 	"TestVersionChangeOfMind":                           60 * time.Second,

@@ -341,10 +341,10 @@ func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstruct
 	return u, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 }
 
-// TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a
-// Certificate per member and one for Steward, owned by the cluster, from the named ClusterIssuer; it forms with
-// TLS (plaintext and foreign certificates refused, members serving certificates of the issuer's CA for their
-// names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
+// TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a CA of
+// its own (an intermediate Certificate from the named ClusterIssuer, and an Issuer on it) and a Certificate per
+// member and one for Steward from that Issuer, all owned by the cluster; it forms with TLS (plaintext and foreign
+// certificates refused, members serving certificates of the cluster's CA for their names). A cluster whose issuer does not exist waits (Progressing/WaitingForCertificates with cert-manager's
 // reason) and creates no Pod. Deleting a cluster deletes its Certificates.
 func TestTLSProviderCertManager(t *testing.T) {
 	parallel(t)
@@ -382,9 +382,15 @@ func TestTLSProviderCertManager(t *testing.T) {
 		if err != nil || !metav1.IsControlledBy(cert, got) {
 			t.Fatalf("Certificate %s: %v", n, err)
 		}
-		if ref, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name"); ref != testbed.CAClusterIssuer {
-			t.Errorf("Certificate %s: issuer %q", n, ref)
+		if ref, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef"); ref["name"] != "issued-ca" || ref["kind"] != "Issuer" {
+			t.Errorf("Certificate %s: issuer %v, want the cluster's own Issuer issued-ca", n, ref)
 		}
+	}
+	// The cluster's own CA: an intermediate from the named ClusterIssuer.
+	if cert, err := certificateOf(ctx, ns, "issued-ca"); err != nil || !metav1.IsControlledBy(cert, got) {
+		t.Fatalf("CA Certificate issued-ca: %v", err)
+	} else if ref, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name"); ref != testbed.CAClusterIssuer {
+		t.Errorf("CA Certificate: issuer %q", ref)
 	}
 
 	cfg := clusterTLS(t, got)
@@ -404,7 +410,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
-		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-testbed-cert-manager-ca" {
+		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
 			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
 		}
 		requireRefused(t, "plaintext client", "http://"+addr, nil)
@@ -422,7 +428,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
 	checkStatusMatchesEtcd(t, got)
 	poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
-		want := map[string]bool{"issued-client": true}
+		want := map[string]bool{"issued-client": true, "issued-ca": true}
 		for _, m := range got.Status.Members {
 			want[m.Name+"-tls"] = true
 		}
@@ -442,7 +448,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 			}
 		}
 		for _, s := range secrets.Items {
-			if !want[s.Name] {
+			if !want[s.Name] && s.Name != "issued-ca-trust" {
 				extra = append(extra, "Secret "+s.Name)
 			}
 		}
@@ -495,7 +501,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 			return err
 		}
 		p := meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-		if p == nil || p.Reason != "WaitingForCertificates" || !strings.Contains(p.Message, "stuck-client") {
+		if p == nil || p.Reason != "WaitingForCertificates" || !strings.Contains(p.Message, "stuck-ca") {
 			return fmt.Errorf("Progressing %+v", p)
 		}
 		return nil

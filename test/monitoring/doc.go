@@ -2,7 +2,7 @@
 // the PrometheusRule and chart copies generated from it), their promtool unit tests, and the Grafana dashboard
 // (config/grafana/dashboards/steward.json). It builds the promtool of the Prometheus release go.mod pins and runs
 // `promtool check rules` and `promtool test rules` with it, and parses every rule and panel query with the same
-// Prometheus' PromQL parser, checking each metric name against the metrics contract (docs/observability.md) and a
+// Prometheus' PromQL parser, checking each metric name against the metrics contract (docs/reference/metrics.md) and a
 // fixed list of etcd's metrics, so that a misspelt name fails here instead of showing an empty panel or an alert
 // that never fires.
 //

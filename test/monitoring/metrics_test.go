@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// contractMetrics are Steward's metrics (the contract in docs/observability.md, "Metrics"), with the labels
+// contractMetrics are Steward's metrics (the contract in docs/reference/metrics.md, "Metrics"), with the labels
 // each carries. The rules and the dashboard are written against these; a name or label outside them fails.
 var contractMetrics = map[string][]string{
 	"steward_cluster_desired_members":                              {"namespace", "cluster"},

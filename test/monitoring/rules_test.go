@@ -20,7 +20,7 @@ const (
 	// rulesFile is the one source of the alerting rules; the tests run in test/monitoring.
 	rulesFile = "../../config/prometheus/rules.yaml"
 	// runbookBase is where every alert's runbook_url points, followed by "#" and the alert's name in lower case.
-	runbookBase = "https://github.com/steward-dev/steward/blob/main/docs/runbooks.md"
+	runbookBase = "https://github.com/steward-dev/steward/blob/main/docs/operations/alerts-and-runbooks.md"
 	// The jobs the rules select: etcd's metrics from the member Pods, Steward's from the operator.
 	etcdJob     = "steward-etcd"
 	operatorJob = "steward"
@@ -55,7 +55,7 @@ func alertNames(t *testing.T) []string {
 }
 
 // TestRulesFollowTheConventions: every alert has a severity, a summary and a description that use the alert's
-// labels, and a runbook_url to its section of docs/runbooks.md; recording rules are named
+// labels, and a runbook_url to its section of docs/operations/alerts-and-runbooks.md; recording rules are named
 // level:metric:operations, as Prometheus' naming practice has it, and carry no labels of their own.
 func TestRulesFollowTheConventions(t *testing.T) {
 	for _, g := range loadRules(t, rulesFile).Groups {
@@ -151,10 +151,10 @@ func checkSelectorLabels(t *testing.T, where string, sels []selector) {
 	}
 }
 
-// TestRunbooksCoverEveryAlert: docs/runbooks.md has a section for every alert, its anchor the runbook_url's,
-// saying what the alert means, how to confirm it, what to do and when not to act.
+// TestRunbooksCoverEveryAlert: docs/operations/alerts-and-runbooks.md has a section for every alert, its anchor
+// the runbook_url's, saying what the alert means, how to confirm it, what to do and when not to act.
 func TestRunbooksCoverEveryAlert(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/runbooks.md")
+	doc, err := os.ReadFile("../../docs/operations/alerts-and-runbooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,18 +174,18 @@ func TestRunbooksCoverEveryAlert(t *testing.T) {
 	for _, name := range alerts {
 		body, ok := sections[name]
 		if !ok {
-			t.Errorf("docs/runbooks.md has no section \"## %s\" (anchor #%s)", name, strings.ToLower(name))
+			t.Errorf("docs/operations/alerts-and-runbooks.md has no section \"## %s\" (anchor #%s)", name, strings.ToLower(name))
 			continue
 		}
 		for _, sub := range []string{"### Meaning", "### Confirm", "### Act", "### When not to act"} {
 			if !strings.Contains(body, sub+"\n") {
-				t.Errorf("docs/runbooks.md, %s: no %q subsection", name, sub)
+				t.Errorf("docs/operations/alerts-and-runbooks.md, %s: no %q subsection", name, sub)
 			}
 		}
 	}
 	for name := range sections {
 		if regexp.MustCompile(`^(Etcd|Steward)[A-Z]`).MatchString(name) && !slices.Contains(alerts, name) {
-			t.Errorf("docs/runbooks.md has a section for %s, which is no alert", name)
+			t.Errorf("docs/operations/alerts-and-runbooks.md has a section for %s, which is no alert", name)
 		}
 	}
 }
@@ -315,28 +315,29 @@ func sum(m map[string]int) int {
 	return n
 }
 
-// docSection returns a "## " section of docs/observability.md, up to the next one.
-func docSection(t *testing.T, title string) string {
+// docSection returns a "## " section of a page of docs/, up to the next one.
+func docSection(t *testing.T, page, title string) string {
 	t.Helper()
-	doc := string(readFile(t, "../../docs/observability.md"))
+	doc := string(readFile(t, "../../docs/"+page))
 	_, rest, ok := strings.Cut(doc, "\n## "+title+"\n")
 	if !ok {
-		t.Fatalf("docs/observability.md has no section %q", title)
+		t.Fatalf("docs/%s has no section %q", page, title)
 	}
 	section, _, _ := strings.Cut(rest, "\n## ")
 	return section
 }
 
-// TestObservabilityDocListsEveryAlertAndPanel: docs/observability.md's Alerts table has a row per alert and
-// its Dashboard section one per panel, so that neither drifts from the files.
+// TestObservabilityDocListsEveryAlertAndPanel: the Alerts table of docs/operations/alerts-and-runbooks.md has a
+// row per alert and the Dashboard section of docs/operations/observability.md one per panel, so that neither
+// drifts from the files.
 func TestObservabilityDocListsEveryAlertAndPanel(t *testing.T) {
-	alerts := docSection(t, "Alerts")
+	alerts := docSection(t, "operations/alerts-and-runbooks.md", "Alerts")
 	for _, name := range alertNames(t) {
 		if !strings.Contains(alerts, "\n| "+name+" |") {
-			t.Errorf("docs/observability.md, Alerts: no row for %s", name)
+			t.Errorf("docs/operations/alerts-and-runbooks.md, Alerts: no row for %s", name)
 		}
 	}
-	dashboard := docSection(t, "Dashboard")
+	dashboard := docSection(t, "operations/observability.md", "Dashboard")
 	seen := map[string]bool{}
 	for _, q := range dashboardQueries(t) {
 		if seen[q.Panel] {
@@ -344,7 +345,7 @@ func TestObservabilityDocListsEveryAlertAndPanel(t *testing.T) {
 		}
 		seen[q.Panel] = true
 		if !strings.Contains(dashboard, "\n| "+q.Panel+" (") {
-			t.Errorf("docs/observability.md, Dashboard: no row for panel %q", q.Panel)
+			t.Errorf("docs/operations/observability.md, Dashboard: no row for panel %q", q.Panel)
 		}
 	}
 }

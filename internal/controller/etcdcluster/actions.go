@@ -370,7 +370,7 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	for _, name := range action.Members {
 		members = append(members, resources.Member{Name: name, InitialCluster: action.InitialCluster, State: action.State,
 			HasRun: slices.Contains(action.HaveRun, name), Version: action.Version, Image: action.Image, Restore: src, TLS: action.TLS,
-			TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
+			TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck, ClusterCA: obs.tls.ownCA()})
 	}
 	if action.Kind == plan.RecreateMemberPods {
 		members, action.TLS = nil, plan.TLSPlaintext
@@ -380,7 +380,8 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 				return fmt.Errorf("re-create member %s: %w", p.Name, err)
 			}
 			members = append(members, resources.Member{Name: p.Name, InitialCluster: p.InitialCluster, State: p.State, HasRun: p.HasRun,
-				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck})
+				Version: p.Version, Image: p.Image, Restore: seed, TLS: p.TLS, TLSProvider: obs.tls.providerOrNone(), PeerCheck: peerCheck,
+				ClusterCA: obs.tls.ownCA()})
 			if p.TLS != plan.TLSPlaintext {
 				action.TLS = p.TLS // certificates are needed for the members that hold them
 			}

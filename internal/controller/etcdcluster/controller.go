@@ -115,8 +115,10 @@ type Reconciler struct {
 // It manages the cluster's certificates in Secrets it owns (labelled; the cache holds only those).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 // With provider CertManager it creates a cert-manager Certificate per member and one for itself, owned by the
-// cluster: it reads them (uncached, no watch), updates the fields it sets, and deletes those of removed members.
+// cluster: it reads them (uncached, no watch), updates the fields it sets, and deletes those of removed members;
+// and the cluster's own CA: an intermediate CA Certificate from the user's issuer and a namespaced CA Issuer on it.
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;create;update;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers,verbs=get;list;create;update;delete
 
 // SetupWithManager registers the controller: it watches EtcdClusters and the objects they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {

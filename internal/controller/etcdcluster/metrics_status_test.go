@@ -131,7 +131,7 @@ func TestCertificateExpiryKinds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cluster := testCluster()
 	r, _ := tlsReconciler(t, &now, cluster)
-	ts, err := r.ensureTLS(ctx, cluster, "Steward", false)
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

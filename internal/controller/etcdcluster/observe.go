@@ -255,8 +255,9 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			m.PeerURL = em.PeerURLs[0]
 		}
 		obs.nameOf[em.ID] = name
-		// How long a learner has had to catch up: since its Pod was created. Re-observable (a restarted operator
-		// sees the same), and a learner without a Pod is Steward's to start, not the learner's fault.
+		// How long a learner's Pod has had to start its etcd: since the Pod was created (its time to catch up
+		// counts from its etcd's start, RunningFor). Re-observable (a restarted operator sees the same), and a
+		// learner without a Pod is Steward's to start, not the learner's fault.
 		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
 			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
 		}
@@ -309,7 +310,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	}
 	// A voter whose Pod the scheduler cannot place, on no volume yet, is stuck on its spec (unschedulable). Not a
 	// learner: it holds no vote and no data, and one that never starts would block every later membership change,
-	// so it is replaced after replaceUnhealthyAfter as before.
+	// so it is replaced as any learner whose etcd does not start (plan's stuck-learner rule).
 	for name, p := range obs.pods {
 		if m := members[name]; m.PodStuck == "" && !m.IsLearner && !pinned[name] && unschedulable(p) {
 			m.PodStuck = corev1.PodReasonUnschedulable

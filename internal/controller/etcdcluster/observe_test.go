@@ -335,15 +335,25 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
-	t.Run("a learner's time to catch up counts from its Pod's creation", func(t *testing.T) {
+	t.Run("a learner's Pod age counts from its creation, its time to catch up from its etcd container's start", func(t *testing.T) {
 		pods, pvcs := fixture(c, names, 3)
 		pods[2].CreationTimestamp = metav1.NewTime(time.Unix(700, 0))
+		// Its etcd container started at 990 (the kubelet took its time: a Secret mount retried); another
+		// container's start, and the etcd container's previous run, say nothing of it.
+		pods[2].Status.ContainerStatuses = []corev1.ContainerStatus{
+			{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(710, 0))}}},
+			{Name: resources.EtcdContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(990, 0))}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: metav1.NewTime(time.Unix(720, 0))}}}}
 		view := etcd.ClusterView{Members: []etcd.Member{{ID: 1, Name: names[0]}, {ID: 2, Name: names[1]}, {ID: 3, Name: names[2], IsLearner: true}}}
 		obs := assemble(c, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
 		for _, m := range obs.plan.Members {
 			want := map[string]time.Duration{names[2]: 300 * time.Second}[m.Name]
 			if m.LearnerFor != want {
 				t.Errorf("%s a learner for %s, want %s", m.Name, m.LearnerFor, want)
+			}
+			want = map[string]time.Duration{names[2]: 10 * time.Second}[m.Name]
+			if m.RunningFor != want {
+				t.Errorf("%s running for %s, want %s", m.Name, m.RunningFor, want)
 			}
 		}
 	})

@@ -301,7 +301,7 @@ var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonBackupNotMountable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
 	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
-	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true,
+	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true, ReasonClusterCAChanged: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -422,6 +422,9 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	case obs.plan.Bootstrapped && len(unhealthy) > 0:
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMembersUnhealthy
 		degraded.Message = fmt.Sprintf("unhealthy members: %v", unhealthy)
+	case obs.tls != nil && obs.tls.sharedIssuer != "":
+		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonSharedIssuerTrusted, obs.tls.sharedIssuer
 	}
 	return []metav1.Condition{available, progressing, degraded}
 }

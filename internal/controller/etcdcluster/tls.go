@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -58,7 +60,15 @@ type tlsState struct {
 	wait *plan.Action
 	// waiting says which member certificates new Pods wait for (provider CertManager), for Progressing.
 	waiting string
+	// trust is the cluster's own CA certificate (provider CertManager, TrustSecretName's ca.crt), the only CA
+	// members and Steward trust; nil while members trust the user's issuer's CA, and sharedIssuer says which
+	// and what to do (Degraded, ReasonSharedIssuerTrusted).
+	trust        []byte
+	sharedIssuer string
 }
+
+// ownCA reports whether the cluster's certificates come from its own CA (provider CertManager).
+func (ts *tlsState) ownCA() bool { return ts != nil && ts.trust != nil }
 
 // providerOrNone is the provider of the certificates, "" for a cluster without TLS.
 func (ts *tlsState) providerOrNone() string {
@@ -115,7 +125,7 @@ func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 			return nil, nil, err
 		}
 	}
-	ts, err := r.ensureTLS(ctx, cluster, provider, holding)
+	ts, err := r.ensureTLS(ctx, cluster, provider, holding, sharedTrust(cluster, pods.Items))
 	if ts != nil && ts.wait != nil {
 		return ts, ts.wait, err
 	}
@@ -149,16 +159,35 @@ func tlsProvider(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (provider
 	return provider, holding
 }
 
+// sharedTrust names the member Pods holding certificates of provider CertManager that trust the CA of the
+// user's issuer (created before Steward gave each such cluster a CA of its own): while there are any, the
+// cluster's certificates keep coming from that issuer, or the Pods would refuse them. Pure.
+func sharedTrust(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) []string {
+	var shared []string
+	for i := range pods {
+		p := &pods[i]
+		if !memberPodOf(cluster, p) {
+			continue
+		}
+		if mode, prov := resources.PodTLS(p); mode != resources.MemberTLSPlaintext && prov == etcdv1alpha1.TLSProviderCertManager &&
+			!resources.PodTrustsClusterCA(p) {
+			shared = append(shared, p.Name)
+		}
+	}
+	sort.Strings(shared)
+	return shared
+}
+
 // ensureTLS makes sure the cluster's CA and Steward's client certificate exist and are current, and points
 // the etcd pool at them (at nothing, for plaintext). It runs before observing etcd, which needs the client
-// certificate.
-func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, provider string, holding bool) (*tlsState, error) {
+// certificate. shared is sharedTrust's answer (provider CertManager).
+func (r *Reconciler) ensureTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, provider string, holding bool, shared []string) (*tlsState, error) {
 	key := client.ObjectKeyFromObject(cluster).String()
 	if provider == "" {
 		return nil, r.Etcd.SetTLS(key, nil)
 	}
 	if provider != etcdv1alpha1.TLSProviderSteward {
-		return r.ensureProvidedTLS(ctx, cluster, provider)
+		return r.ensureProvidedTLS(ctx, cluster, provider, holding, shared)
 	}
 	ca, err := r.ensureCA(ctx, cluster, holding)
 	if err != nil {
@@ -320,8 +349,8 @@ func (r *Reconciler) ensureMemberCerts(ctx context.Context, cluster *etcdv1alpha
 }
 
 // dropTLS deletes, once a cluster has switched to plaintext (the spec says None and no member holds
-// certificates), the certificates Steward made or had cert-manager make for it: its CA, client and member
-// Secrets, and its Certificates with the Secrets cert-manager wrote for them. Keys nobody uses should not stay
+// certificates), the certificates Steward made or had cert-manager make for it: its CA, trust, client and member
+// Secrets, and its Certificates and Issuer with the Secrets cert-manager wrote for them. Keys nobody uses should not stay
 // behind, and a later switch to TLS with another provider would take a member Secret of the old CA for one of
 // its own (it is valid for the member's names, by its own ca.crt). The user's own Secrets (provider Secrets)
 // carry neither Steward's labels nor an owner: they are never touched.
@@ -330,11 +359,14 @@ func (r *Reconciler) dropTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err != nil {
 		return err
 	}
-	if installed {
+	for _, gvk := range []schema.GroupVersionKind{resources.CertificateGVK, resources.IssuerGVK} {
+		if !installed {
+			break
+		}
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind(resources.CertificateGVK.Kind + "List"))
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := r.Client.List(ctx, list, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
-			return fmt.Errorf("list Certificates: %w", err)
+			return fmt.Errorf("list %ss: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
 			c := &list.Items[i]
@@ -343,7 +375,7 @@ func (r *Reconciler) dropTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 			}
 			uid := c.GetUID()
 			if err := r.Client.Delete(ctx, c, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("delete Certificate %s: %w", c.GetName(), err)
+				return fmt.Errorf("delete %s %s: %w", gvk.Kind, c.GetName(), err)
 			}
 		}
 	}
@@ -370,17 +402,21 @@ func (r *Reconciler) dropTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	return nil
 }
 
-// tlsSecretOf reports whether s is one of the cluster's TLS Secrets: the CA, client or a member Secret by name,
+// tlsSecretOf reports whether s is one of the cluster's TLS Secrets: the trust Secret of provider CertManager
+// (Steward's), or the CA, client or a member Secret by name,
 // labelled for the cluster, and either owned by it (provider Steward) or written by cert-manager for one of
 // its Certificates (annotation cert-manager.io/certificate-name; cert-manager sets no owner by default).
 func tlsSecretOf(cluster *etcdv1alpha1.EtcdCluster, s *corev1.Secret) bool {
+	if s.Name == resources.TrustSecretName(cluster) && s.Labels[resources.LabelCluster] == cluster.Name && metav1.IsControlledBy(s, cluster) {
+		return true
+	}
 	if s.Labels[resources.LabelCluster] != cluster.Name || s.Type != corev1.SecretTypeTLS {
 		return false
 	}
 	named := s.Name == resources.CASecretName(cluster) || s.Name == cluster.Name+"-client" ||
 		s.Labels[resources.LabelMember] != "" && s.Name == resources.MemberSecretName(s.Labels[resources.LabelMember])
 	owner := metav1.GetControllerOf(s)
-	ours := metav1.IsControlledBy(s, cluster) || owner == nil && s.Annotations["cert-manager.io/certificate-name"] == s.Name ||
+	ours := metav1.IsControlledBy(s, cluster) || owner == nil && s.Annotations[certManagerCertificateName] == s.Name ||
 		owner != nil && owner.Kind == resources.CertificateGVK.Kind
 	return named && ours
 }
@@ -404,7 +440,7 @@ func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan
 		}
 		if resources.PodPredatesTLS(p) {
 			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
-				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/etcdcluster.md#tls)",
+				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/user/tls.md#switching-a-running-cluster-between-plaintext-and-tls)",
 				p.Name, resources.TLSMode(cluster), resources.TLSMode(cluster))}, true
 		}
 	}

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,6 +36,16 @@ const (
 	// ReasonWaitingForCertificates: provider CertManager, and a Secret cert-manager is to write is missing or
 	// not yet usable; Steward creates no member Pod before its Secret is.
 	ReasonWaitingForCertificates = "WaitingForCertificates"
+	// ReasonSharedIssuerTrusted: provider CertManager, and members trust the CA of the user's issuer itself (they
+	// were created before Steward gave each such cluster a CA of its own): whoever else that issuer serves can be
+	// root on the cluster. Degraded, with what to do; Steward changes nothing about it on its own.
+	ReasonSharedIssuerTrusted = "SharedIssuerTrusted"
+	// ReasonClusterCAChanged: provider CertManager, and the certificate in the cluster's CA Secret has another
+	// key than the CA its running members trust (the Secret was deleted, and cert-manager issued a new CA).
+	// Members load their trusted CA once, at start, so certificates of the new key would cut them off from each
+	// other and from Steward: Steward keeps trusting the old one and takes no step until a human decides
+	// (docs/etcdcluster.md).
+	ReasonClusterCAChanged = "ClusterCAChanged"
 )
 
 // reader reads the Secrets Steward does not own (a user's, or cert-manager's): straight from the API server,
@@ -53,7 +64,10 @@ func (r *Reconciler) reader() client.Reader {
 //
 // provider is the spec's, or while the members switch to plaintext the one whose certificates they still hold:
 // then the spec's tls.secrets or tls.certManager must still say where those come from.
-func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, provider string) (*tlsState, error) {
+//
+// With provider CertManager the cluster's certificates come from a CA of its own (ensureClusterCA), unless member
+// Pods still trust the user's issuer's CA (shared, sharedTrust): then from that issuer, as those Pods expect.
+func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, provider string, holding bool, shared []string) (*tlsState, error) {
 	ts := &tlsState{provider: provider, status: &etcdv1alpha1.TLSStatus{ClientSecret: resources.ClientSecretName(cluster)}}
 	if t := cluster.Spec.TLS; t == nil || provider == etcdv1alpha1.TLSProviderSecrets && t.Secrets == nil ||
 		provider == etcdv1alpha1.TLSProviderCertManager && t.CertManager == nil {
@@ -78,7 +92,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		checked, err := checkUserSecrets(cluster, member, clientSecret, r.Options, r.Now())
 		if err != nil {
 			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonTLSSecretInvalid, Message: err.Error() +
-				"; Steward changes nothing until the Secrets are fixed (see docs/etcdcluster.md#tls)"}
+				"; Steward changes nothing until the Secrets are fixed (see docs/user/tls.md#provider-secrets-bring-your-own)"}
 			return ts, nil
 		}
 		material = checked
@@ -94,14 +108,29 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 				"but the API server does not serve certificates.cert-manager.io/v1 (cert-manager's CRDs are not installed): install cert-manager; Steward changes nothing until then"}
 			return ts, nil
 		}
-		if err := r.ensureCertificate(ctx, cluster, resources.ClientCertificate(cluster)); err != nil {
+		if len(shared) == 0 {
+			trust, wait, err := r.ensureClusterCA(ctx, cluster, holding)
+			if err != nil || wait != nil {
+				ts.wait = wait
+				return ts, err
+			}
+			ts.trust, ts.status.CASecret = trust, resources.CASecretName(cluster)
+		}
+		if len(shared) > 0 {
+			ref := cluster.Spec.TLS.CertManager.IssuerRef
+			ts.sharedIssuer = fmt.Sprintf("members %v trust the CA of %s %s itself, as created before Steward gave each cluster of provider CertManager a CA of its own: "+
+				"anyone who can get a certificate from that issuer (a Certificate in any namespace, if it is a ClusterIssuer) can be root on this cluster. "+
+				"Steward keeps issuing from it, which the members expect; to move to a CA of the cluster's own, see docs/etcdcluster.md#provider-certmanager",
+				shared, ref.Kind, ref.Name)
+		}
+		if err := r.ensureCertificate(ctx, cluster, resources.ClientCertificate(cluster, ts.ownCA())); err != nil {
 			return ts, err
 		}
 		s, err := r.getSecret(ctx, cluster.Namespace, ts.status.ClientSecret)
 		if err != nil {
 			return ts, err
 		}
-		p, err := checkSecret(s, "the client Secret", pki.Want{Client: true}, r.Now())
+		p, err := checkIssued(s, "the client Secret", pki.Want{Client: true}, ts.trust, r.Now())
 		if err != nil {
 			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonWaitingForCertificates,
 				Message: "waiting for cert-manager to issue Steward's client certificate: " + r.certificatePending(ctx, cluster, ts.status.ClientSecret, err)}
@@ -109,6 +138,9 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		}
 		ts.noteProvided(certClient, p)
 		material = s.material()
+		if ts.trust != nil {
+			material.CA = ts.trust
+		}
 	default:
 		return nil, fmt.Errorf("unknown TLS provider %q", ts.provider)
 	}
@@ -154,6 +186,13 @@ func (r *Reconciler) getSecret(ctx context.Context, namespace, name string) (*tl
 
 // checkSecret checks one Secret's certificate for want; role says what the Secret is for, in messages.
 func checkSecret(s *tlsSecret, role string, want pki.Want, now time.Time) (*pki.Provided, error) {
+	return checkIssued(s, role, want, nil, now)
+}
+
+// checkIssued is checkSecret with trust, when set, as the CA the certificate must chain to instead of the
+// Secret's ca.crt (provider CertManager with the cluster's own CA: cert-manager's ca.crt is the root of the
+// user's issuer, which other namespaces may share).
+func checkIssued(s *tlsSecret, role string, want pki.Want, trust []byte, now time.Time) (*pki.Provided, error) {
 	if s.secret == nil {
 		return nil, fmt.Errorf("%s %s does not exist", role, s.name)
 	}
@@ -167,8 +206,15 @@ func checkSecret(s *tlsSecret, role string, want pki.Want, now time.Time) (*pki.
 		return nil, fmt.Errorf("%s %s has no %v (it needs ca.crt, tls.crt and tls.key)", role, s.name, missing)
 	}
 	d := s.secret.Data
-	p, err := pki.CheckProvided(d[resources.SecretCAKey], d[resources.SecretCertKey], d[resources.SecretKeyKey], want, now)
+	ca := d[resources.SecretCAKey]
+	if trust != nil {
+		ca = trust
+	}
+	p, err := pki.CheckProvided(ca, d[resources.SecretCertKey], d[resources.SecretKeyKey], want, now)
 	if err != nil {
+		if trust != nil {
+			return nil, fmt.Errorf("%s %s (checked against the cluster's own CA): %w", role, s.name, err)
+		}
 		return nil, fmt.Errorf("%s %s: %w", role, s.name, err)
 	}
 	s.provided = p
@@ -249,43 +295,147 @@ func (r *Reconciler) certManagerInstalled() (bool, error) {
 	return true, nil
 }
 
-// ensureCertificate creates the Certificate want, or brings the fields Steward sets back to want (a changed
-// certificateLifetime). It never takes over a Certificate the cluster does not own.
+// ensureCertificate creates the cert-manager object want (a Certificate, or the cluster's Issuer), or brings the
+// fields Steward sets back to want (a changed certificateLifetime). It never takes over one the cluster does not
+// own.
 func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) error {
+	kind := want.GetKind()
 	have := &unstructured.Unstructured{}
-	have.SetGroupVersionKind(resources.CertificateGVK)
+	have.SetGroupVersionKind(want.GroupVersionKind())
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	switch {
 	case apierrors.IsNotFound(err):
 		if cluster.Spec.Paused {
-			return fmt.Errorf("certificate %s is missing and the cluster is paused", want.GetName())
+			return fmt.Errorf("%s %s is missing and the cluster is paused", kind, want.GetName())
 		}
 		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create Certificate %s: %w", want.GetName(), err)
+			return fmt.Errorf("create %s %s: %w", kind, want.GetName(), err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Created Certificate", "EtcdCluster", klog.KObj(cluster), "certificate", want.GetName())
+		ctrl.LoggerFrom(ctx).Info("Created "+kind, "EtcdCluster", klog.KObj(cluster), strings.ToLower(kind), want.GetName())
+		if kind == resources.IssuerGVK.Kind {
+			r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "IssuerCreated", "Created cert-manager Issuer %s on the cluster's own CA (Secret %s)",
+				want.GetName(), resources.CASecretName(cluster))
+			return nil
+		}
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateCreated", "Created cert-manager Certificate %s (Secret %s)",
 			want.GetName(), want.GetName())
 		return nil
 	case err != nil:
-		return fmt.Errorf("get Certificate %s: %w", want.GetName(), err)
+		return fmt.Errorf("get %s %s: %w", kind, want.GetName(), err)
 	case !metav1.IsControlledBy(have, cluster):
-		return fmt.Errorf("certificate %s exists and is not owned by this EtcdCluster: Steward does not take it over", want.GetName())
+		return fmt.Errorf("%s %s exists and is not owned by this EtcdCluster: Steward does not take it over", strings.ToLower(kind), want.GetName())
 	}
 	changed, err := resources.MergeCertificateSpec(have, want)
 	if err != nil {
-		return fmt.Errorf("update Certificate %s: %w", want.GetName(), err)
+		return fmt.Errorf("update %s %s: %w", kind, want.GetName(), err)
 	}
 	if !changed || cluster.Spec.Paused {
 		return nil
 	}
 	// Update with the resourceVersion read: a concurrent change is a conflict, retried next pass.
 	if err := r.Client.Update(ctx, have); err != nil {
-		return fmt.Errorf("update Certificate %s: %w", want.GetName(), err)
+		return fmt.Errorf("update %s %s: %w", kind, want.GetName(), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Updated Certificate", "EtcdCluster", klog.KObj(cluster), "certificate", want.GetName())
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateUpdated", "Updated cert-manager Certificate %s to the cluster's spec", want.GetName())
+	ctrl.LoggerFrom(ctx).Info("Updated "+kind, "EtcdCluster", klog.KObj(cluster), strings.ToLower(kind), want.GetName())
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, kind+"Updated", "Updated cert-manager %s %s to the cluster's spec", kind, want.GetName())
 	return nil
+}
+
+// ensureClusterCA is provider CertManager's CA of the cluster's own: an intermediate CA Certificate from the
+// user's issuer, a namespaced CA Issuer on its Secret, and the Secret members and Steward take their only
+// trusted CA from (TrustSecretName). It returns that CA's certificate, or the Wait to take while cert-manager
+// has not issued it (no member Pod is created before), or while it would replace a CA running members trust.
+func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, holding bool) ([]byte, *plan.Action, error) {
+	if err := r.ensureCertificate(ctx, cluster, resources.CACertificate(cluster)); err != nil {
+		return nil, nil, err
+	}
+	if err := r.ensureCertificate(ctx, cluster, resources.CAIssuer(cluster)); err != nil {
+		return nil, nil, err
+	}
+	name := resources.CASecretName(cluster)
+	s, err := r.getSecret(ctx, cluster.Namespace, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := issuedCA(s, r.Now())
+	if err != nil {
+		return nil, &plan.Action{Kind: plan.Wait, Reason: ReasonWaitingForCertificates,
+			Message: "waiting for cert-manager to issue the cluster's own CA: " + r.certificatePending(ctx, cluster, name, err)}, nil
+	}
+	trust := &corev1.Secret{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.TrustSecretName(cluster)}, trust)
+	switch {
+	case apierrors.IsNotFound(err):
+		if cluster.Spec.Paused {
+			return nil, nil, fmt.Errorf("secret %s is missing and the cluster is paused", resources.TrustSecretName(cluster))
+		}
+		trust = resources.TrustSecret(cluster, ca)
+		if err := r.Client.Create(ctx, trust); err != nil {
+			return nil, nil, fmt.Errorf("create Secret %s: %w", trust.Name, err)
+		}
+		return ca, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("get Secret %s: %w", resources.TrustSecretName(cluster), err)
+	case !metav1.IsControlledBy(trust, cluster):
+		return nil, nil, fmt.Errorf("secret %s exists and is not owned by this EtcdCluster: Steward does not take it over", trust.Name)
+	}
+	have := trust.Data[resources.SecretCAKey]
+	if string(have) == string(ca) {
+		return ca, nil, nil
+	}
+	if holding && !samePublicKey(have, ca) {
+		return have, &plan.Action{Kind: plan.Wait, Reason: ReasonClusterCAChanged, Message: fmt.Sprintf(
+			"the CA certificate in Secret %s has another key than the CA the members trust (Secret %s): members load their trusted CA when they start, so certificates of the new key would cut them off; Steward changes nothing. Restore the CA Secret, or see docs/etcdcluster.md#provider-certmanager",
+			name, trust.Name)}, nil
+	}
+	if cluster.Spec.Paused {
+		return have, nil, nil
+	}
+	// A renewal keeps the key (rotationPolicy Never): members that loaded the previous certificate verify
+	// certificates the renewed one signs.
+	trust.Data = map[string][]byte{resources.SecretCAKey: ca}
+	if err := r.Client.Update(ctx, trust); err != nil {
+		return nil, nil, fmt.Errorf("update Secret %s: %w", trust.Name, err)
+	}
+	return ca, nil, nil
+}
+
+// certManagerCertificateName is the annotation cert-manager puts on a Secret it issued into: the Certificate's
+// name.
+const certManagerCertificateName = "cert-manager.io/certificate-name"
+
+// issuedCA is the CA certificate (PEM) of the cluster's CA Secret as cert-manager wrote it: the first
+// certificate of tls.crt (those after it are the user's issuer's chain, which members must not trust), a CA,
+// valid now, with its key in tls.key.
+func issuedCA(s *tlsSecret, now time.Time) ([]byte, error) {
+	if s.secret == nil {
+		return nil, fmt.Errorf("CA Secret %s does not exist", s.name)
+	}
+	if s.secret.Annotations[certManagerCertificateName] != s.name {
+		// Not (yet) cert-manager's for the CA Certificate: the CA Secret of provider Steward, left from before a
+		// switch through plaintext, has the same name until cert-manager issues into it.
+		return nil, fmt.Errorf("CA Secret %s was not written by cert-manager for Certificate %s", s.name, s.name)
+	}
+	kp, err := pki.ParseKeyPair(s.secret.Data[resources.SecretCertKey], s.secret.Data[resources.SecretKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("CA Secret %s: %w", s.name, err)
+	}
+	c := kp.Cert
+	switch {
+	case !c.IsCA:
+		return nil, fmt.Errorf("CA Secret %s: its certificate is not a CA", s.name)
+	case now.Before(c.NotBefore) || now.After(c.NotAfter):
+		return nil, fmt.Errorf("CA Secret %s: its certificate is not valid now (%s to %s)", s.name,
+			c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), nil
+}
+
+// samePublicKey reports whether two PEM certificates carry the same public key.
+func samePublicKey(a, b []byte) bool {
+	ca, errA := pki.ParseCertificate(a)
+	cb, errB := pki.ParseCertificate(b)
+	return errA == nil && errB == nil && string(ca.RawSubjectPublicKeyInfo) == string(cb.RawSubjectPublicKeyInfo)
 }
 
 // certificatePending says why a Secret cert-manager is to write is not usable: the problem found, and the
@@ -330,10 +480,10 @@ func (r *Reconciler) ensureNewMemberCerts(ctx context.Context, cluster *etcdv1al
 	case etcdv1alpha1.TLSProviderCertManager:
 		var pending []string
 		for _, m := range action.Members {
-			if err := r.ensureCertificate(ctx, cluster, resources.MemberCertificate(cluster, m, r.Options)); err != nil {
+			if err := r.ensureCertificate(ctx, cluster, resources.MemberCertificate(cluster, m, r.Options, ts.ownCA())); err != nil {
 				return false, fmt.Errorf("certificate of member %s: %w", m, err)
 			}
-			p, err := r.memberCertificateReady(ctx, cluster, m)
+			p, err := r.memberCertificateReady(ctx, cluster, ts, m)
 			if err != nil {
 				return false, err
 			}
@@ -360,13 +510,13 @@ func (r *Reconciler) ensureNewMemberCerts(ctx context.Context, cluster *etcdv1al
 
 // memberCertificateReady returns "" when the Secret of member's Certificate holds a usable certificate, else
 // what is missing.
-func (r *Reconciler) memberCertificateReady(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, member string) (string, error) {
+func (r *Reconciler) memberCertificateReady(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, member string) (string, error) {
 	name := resources.MemberSecretName(member)
 	s, err := r.getSecret(ctx, cluster.Namespace, name)
 	if err != nil {
 		return "", err
 	}
-	if _, err := checkSecret(s, "Secret", memberWant(cluster, member, r.Options), r.Now()); err != nil {
+	if _, err := checkIssued(s, "Secret", memberWant(cluster, member, r.Options), ts.trust, r.Now()); err != nil {
 		return r.certificatePending(ctx, cluster, name, err), nil
 	}
 	return "", nil
@@ -387,7 +537,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 		if !m.HasPod || m.PodDeleting {
 			continue
 		}
-		if err := r.ensureCertificate(ctx, cluster, resources.MemberCertificate(cluster, m.Name, r.Options)); err != nil {
+		if err := r.ensureCertificate(ctx, cluster, resources.MemberCertificate(cluster, m.Name, r.Options, ts.ownCA())); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -396,7 +546,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 			errs = append(errs, err)
 			continue
 		}
-		if p, err := checkSecret(s, "Secret", memberWant(cluster, m.Name, r.Options), r.Now()); err == nil {
+		if p, err := checkIssued(s, "Secret", memberWant(cluster, m.Name, r.Options), ts.trust, r.Now()); err == nil {
 			ts.noteProvided(certMember, p)
 		}
 	}

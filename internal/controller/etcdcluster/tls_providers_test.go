@@ -2,6 +2,13 @@ package etcdcluster
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +200,7 @@ func certManagerReconciler(t *testing.T, now *time.Time, installed bool, objs ..
 	}
 	if installed {
 		mapper.Add(resources.CertificateGVK, meta.RESTScopeNamespace)
+		mapper.Add(resources.IssuerGVK, meta.RESTScopeNamespace)
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).Build()
 	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
@@ -216,9 +224,55 @@ func TestCertManagerNotInstalled(t *testing.T) {
 	}
 }
 
-// TestCertManagerLifecycle: Steward's client Certificate first, waiting (Progressing) until cert-manager has
-// written a usable Secret; new members' Certificates before their Pods, which wait for their Secrets; a changed
-// lifetime updates the Certificates; Certificates and Secrets of departed members are deleted after the grace.
+// sharedIssuerCA is what cert-manager holds for the user's issuer (a CA ClusterIssuer other namespaces may use
+// too): a self-signed root, and the cluster's own intermediate CA it issued (the CA Certificate's Secret).
+func sharedIssuerCA(t *testing.T, now time.Time) (root, intermediate *pki.KeyPair) {
+	t.Helper()
+	mk := func(cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*pki.KeyPair, *x509.Certificate, *ecdsa.PrivateKey) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: cn},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := pki.ParseKeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kp, kp.Cert, key
+	}
+	root, rootCert, rootKey := mk("shared-root", nil, nil)
+	intermediate, _, _ = mk("steward-etcd-ca:ns/db", rootCert, rootKey)
+	return root, intermediate
+}
+
+// issuedSecret is a Secret as cert-manager's CA issuer writes it: tls.crt the leaf and the issuer's chain up to
+// (not including) the self-signed root, ca.crt that root.
+func issuedSecret(name string, root *pki.KeyPair, chain []byte, kp *pki.KeyPair) *corev1.Secret {
+	s := userSecret(name, root.CertPEM, kp)
+	s.Annotations = map[string]string{certManagerCertificateName: name}
+	s.Data[resources.SecretCertKey] = append(append([]byte{}, kp.CertPEM...), chain...)
+	return s
+}
+
+// TestCertManagerLifecycle: the cluster's own CA first (an intermediate CA Certificate from the user's issuer,
+// a CA Issuer on it, and the trust Secret with that CA alone), then Steward's client Certificate from that Issuer,
+// waiting (Progressing) until cert-manager has written a usable Secret of that CA (one straight from the user's
+// issuer is not); new members' Certificates before their Pods, which wait for their Secrets; a changed lifetime
+// updates the Certificates; Certificates and Secrets of departed members are deleted after the grace.
 func TestCertManagerLifecycle(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -227,24 +281,61 @@ func TestCertManagerLifecycle(t *testing.T) {
 
 	_, wait, err := r.prepareTLS(ctx, cluster)
 	if err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates || !progressingWaits[wait.Reason] ||
-		!strings.Contains(wait.Message, "db-client does not exist") {
+		!strings.Contains(wait.Message, "the cluster's own CA") || !strings.Contains(wait.Message, "db-ca does not exist") {
 		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	caCert, err := getCertificate(ctx, c, "db-ca")
+	if err != nil || !metav1.IsControlledBy(caCert, cluster) {
+		t.Fatalf("CA Certificate %v, error %v", caCert, err)
+	}
+	if ref, _, _ := unstructured.NestedString(caCert.Object, "spec", "issuerRef", "name"); ref != "ca-issuer" {
+		t.Errorf("CA Certificate from %q, want the user's issuer", ref)
+	}
+	issuer := &unstructured.Unstructured{}
+	issuer.SetGroupVersionKind(resources.IssuerGVK)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-ca"}, issuer); err != nil || !metav1.IsControlledBy(issuer, cluster) {
+		t.Fatalf("Issuer db-ca: %v", err)
+	}
+	// cert-manager issues the intermediate from the user's (shared) issuer.
+	root, ca := sharedIssuerCA(t, now)
+	if err := c.Create(ctx, issuedSecret("db-ca", root, nil, ca)); err != nil {
+		t.Fatal(err)
+	}
+	_, wait, err = r.prepareTLS(ctx, cluster)
+	if err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates || !strings.Contains(wait.Message, "db-client does not exist") {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	trust := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-ca-trust"}, trust); err != nil || !metav1.IsControlledBy(trust, cluster) ||
+		string(trust.Data[resources.SecretCAKey]) != string(ca.CertPEM) {
+		t.Fatalf("trust Secret %v (want the intermediate alone), error %v", trust.Data, err)
 	}
 	cert, err := getCertificate(ctx, c, "db-client")
 	if err != nil || !metav1.IsControlledBy(cert, cluster) {
 		t.Fatalf("client Certificate %v, error %v", cert, err)
 	}
-	// cert-manager issues it.
-	ca, err := pki.NewCA("issuer", now.Add(-time.Hour))
-	if err != nil {
+	if ref, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef"); ref["name"] != "db-ca" || ref["kind"] != "Issuer" {
+		t.Errorf("client Certificate from %v, want the cluster's own Issuer", ref)
+	}
+	// A client certificate straight from the shared issuer (valid by its Secret's ca.crt) is not the cluster's.
+	direct := issuedSecret("db-client", root, nil, issue(t, root, clientUse, now))
+	if err := c.Create(ctx, direct); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, userSecret("db-client", ca.CertPEM, issue(t, ca, clientUse, now))); err != nil {
+	if _, wait, err = r.prepareTLS(ctx, cluster); err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates ||
+		!strings.Contains(wait.Message, "cluster's own CA") {
+		t.Fatalf("client certificate of the shared issuer: wait %+v, error %v", wait, err)
+	}
+	// cert-manager issues it from the cluster's Issuer.
+	if err := c.Delete(ctx, direct); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, issuedSecret("db-client", root, ca.CertPEM, issue(t, ca, clientUse, now))); err != nil {
 		t.Fatal(err)
 	}
 	ts, wait, err := r.prepareTLS(ctx, cluster)
-	if err != nil || wait != nil || ts.status.ClientSecret != "db-client" {
-		t.Fatalf("wait %+v, error %v", wait, err)
+	if err != nil || wait != nil || ts.status.ClientSecret != "db-client" || ts.status.CASecret != "db-ca" || !ts.ownCA() || ts.sharedIssuer != "" {
+		t.Fatalf("wait %+v, error %v, status %+v", wait, err, ts.status)
 	}
 
 	// A bootstrap: Certificates for every member, no Pod until their Secrets are usable.
@@ -257,8 +348,18 @@ func TestCertManagerLifecycle(t *testing.T) {
 		if _, err := getCertificate(ctx, c, m+"-tls"); err != nil {
 			t.Fatalf("Certificate of %s: %v", m, err)
 		}
-		kp := issue(t, ca, memberRequest(cluster, m, testOpts), now)
-		if err := c.Create(ctx, userSecret(m+"-tls", ca.CertPEM, kp)); err != nil {
+		// First straight from the shared issuer: not the cluster's, the Pod keeps waiting.
+		sec := issuedSecret(m+"-tls", root, nil, issue(t, root, memberRequest(cluster, m, testOpts), now))
+		if err := c.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		if ready, err := r.ensureNewMemberCerts(ctx, cluster, ts, action); err != nil || ready {
+			t.Fatalf("member certificate of the shared issuer: ready %v, error %v", ready, err)
+		}
+		if err := c.Delete(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, issuedSecret(m+"-tls", root, ca.CertPEM, issue(t, ca, memberRequest(cluster, m, testOpts), now))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -358,5 +459,83 @@ func TestWaitingForCertificatesIsProgressing(t *testing.T) {
 	d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded)
 	if p.Status != metav1.ConditionTrue || p.Reason != ReasonWaitingForCertificates || p.Message != "waiting for cert-manager" || d.Status != metav1.ConditionFalse {
 		t.Fatalf("Progressing %+v, Degraded %+v", p, d)
+	}
+}
+
+// memberPodOfCertManager is a running member Pod of provider CertManager, trusting the cluster's own CA or
+// (created before Steward gave clusters one) the user's issuer's.
+func memberPodOfCertManager(cluster *etcdv1alpha1.EtcdCluster, name string, clusterCA bool) *corev1.Pod {
+	return resources.MemberPod(cluster, resources.Member{Name: name, State: "new", InitialCluster: map[string]string{name: resources.PeerURL(cluster, name, testOpts)},
+		ClusterCA: clusterCA}, testOpts)
+}
+
+// TestCertManagerSharedIssuer: a cluster whose members trust the user's issuer's CA itself (created before
+// Steward gave each cluster its own) keeps getting its certificates from that issuer, which its members expect,
+// gets no CA of its own, and says it is Degraded (SharedIssuerTrusted) and why; one whose members trust the
+// cluster's own CA gets that.
+func TestCertManagerSharedIssuer(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := certManagerCluster()
+	old := memberPodOfCertManager(cluster, "db-aaaaa", false)
+	own := memberPodOfCertManager(cluster, "db-bbbbb", true)
+	if got := sharedTrust(cluster, []corev1.Pod{*old, *own}); len(got) != 1 || got[0] != "db-aaaaa" {
+		t.Fatalf("sharedTrust %v", got)
+	}
+	r, c := certManagerReconciler(t, &now, true, cluster, old)
+	ts, _, err := r.prepareTLS(ctx, cluster)
+	if err != nil || ts == nil || ts.ownCA() || !strings.Contains(ts.sharedIssuer, "[db-aaaaa]") || !strings.Contains(ts.sharedIssuer, "Issuer ca-issuer") {
+		t.Fatalf("tls %+v, error %v", ts, err)
+	}
+	if _, err := getCertificate(ctx, c, "db-ca"); !apierrors.IsNotFound(err) {
+		t.Errorf("CA Certificate of a cluster whose members trust the user's issuer: %v", err)
+	}
+	cert, err := getCertificate(ctx, c, "db-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name"); ref != "ca-issuer" {
+		t.Errorf("client Certificate from %q, want the user's issuer", ref)
+	}
+	obs := obsOf(true, true, "a", "b", "c")
+	obs.tls = ts
+	d := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None}, nil), etcdv1alpha1.ConditionDegraded)
+	if d.Status != metav1.ConditionTrue || d.Reason != ReasonSharedIssuerTrusted || !strings.Contains(d.Message, "root on this cluster") {
+		t.Errorf("Degraded %+v", d)
+	}
+
+	r, c = certManagerReconciler(t, &now, true, cluster, own)
+	if ts, wait, err := r.prepareTLS(ctx, cluster); err != nil || wait == nil || !strings.Contains(wait.Message, "the cluster's own CA") || ts.sharedIssuer != "" {
+		t.Fatalf("members trusting the cluster's CA: wait %+v, error %v", wait, err)
+	}
+	if _, err := getCertificate(ctx, c, "db-ca"); err != nil {
+		t.Errorf("CA Certificate: %v", err)
+	}
+}
+
+// TestClusterCAKeyChanged: a CA Secret whose certificate has another key than the CA running members trust
+// (deleted, and issued anew) is not taken into the trust Secret: Steward waits for a human (ClusterCAChanged).
+// samePublicKey tells a renewal (rotationPolicy Never: the same key) from such a CA.
+func TestClusterCAKeyChanged(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := certManagerCluster()
+	root, ca := sharedIssuerCA(t, now)
+	_, other := sharedIssuerCA(t, now)
+	r, c := certManagerReconciler(t, &now, true, cluster, memberPodOfCertManager(cluster, "db-aaaaa", true),
+		issuedSecret("db-ca", root, nil, other), resources.TrustSecret(cluster, ca.CertPEM),
+		issuedSecret("db-client", root, ca.CertPEM, issue(t, ca, clientUse, now)))
+	_, wait, err := r.prepareTLS(ctx, cluster)
+	if err != nil || wait == nil || wait.Reason != ReasonClusterCAChanged || !humanWaits[wait.Reason] {
+		t.Fatalf("wait %+v, error %v", wait, err)
+	}
+	trust := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-ca-trust"}, trust); err != nil || string(trust.Data[resources.SecretCAKey]) != string(ca.CertPEM) {
+		t.Fatalf("trust Secret changed: %v", err)
+	}
+	renewed := *ca
+	renewed.CertPEM = append([]byte("# renewed\n"), ca.CertPEM...)
+	if samePublicKey(renewed.CertPEM, other.CertPEM) || !samePublicKey(renewed.CertPEM, ca.CertPEM) {
+		t.Fatal("samePublicKey")
 	}
 }

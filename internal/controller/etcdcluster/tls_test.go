@@ -63,7 +63,7 @@ func TestEnsureTLSLifecycle(t *testing.T) {
 	cluster := testCluster()
 	r, c := tlsReconciler(t, &now, cluster)
 
-	ts, err := r.ensureTLS(ctx, cluster, "Steward", false)
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestEnsureTLSLifecycle(t *testing.T) {
 		if s.mutate != nil {
 			s.mutate(cluster)
 		}
-		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err != nil {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false, nil); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		_, serial := secretCert(t, c, "db-client")
@@ -118,7 +118,7 @@ func TestEnsureTLSRefusals(t *testing.T) {
 		cluster := testCluster()
 		cluster.Status.Bootstrapped = true
 		r, c := tlsReconciler(t, &now, cluster)
-		_, err := r.ensureTLS(ctx, cluster, "Steward", true)
+		_, err := r.ensureTLS(ctx, cluster, "Steward", true, nil)
 		if err == nil || !strings.Contains(err.Error(), "restore the Secret") {
 			t.Fatalf("error %v", err)
 		}
@@ -131,14 +131,14 @@ func TestEnsureTLSRefusals(t *testing.T) {
 		cluster := testCluster()
 		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-ca"}, Data: map[string][]byte{"x": []byte("y")}}
 		r, _ := tlsReconciler(t, &now, cluster, foreign)
-		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err == nil || !strings.Contains(err.Error(), "not owned") {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false, nil); err == nil || !strings.Contains(err.Error(), "not owned") {
 			t.Fatalf("error %v", err)
 		}
 	})
 	t.Run("bootstrap interrupted, Pods hold certificates, no CA yet: a CA", func(t *testing.T) {
 		cluster := testCluster()
 		r, c := tlsReconciler(t, &now, cluster)
-		if _, err := r.ensureTLS(ctx, cluster, "Steward", true); err != nil {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", true, nil); err != nil {
 			t.Fatal(err)
 		}
 		secretCert(t, c, "db-ca")
@@ -147,7 +147,7 @@ func TestEnsureTLSRefusals(t *testing.T) {
 		cluster := testCluster()
 		cluster.Status.Bootstrapped = true
 		r, c := tlsReconciler(t, &now, cluster)
-		if _, err := r.ensureTLS(ctx, cluster, "Steward", false); err != nil {
+		if _, err := r.ensureTLS(ctx, cluster, "Steward", false, nil); err != nil {
 			t.Fatal(err)
 		}
 		secretCert(t, c, "db-ca")
@@ -156,7 +156,7 @@ func TestEnsureTLSRefusals(t *testing.T) {
 		cluster := testCluster()
 		cluster.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "None"}
 		r, c := tlsReconciler(t, &now, cluster)
-		ts, err := r.ensureTLS(ctx, cluster, "", false)
+		ts, err := r.ensureTLS(ctx, cluster, "", false, nil)
 		var list corev1.SecretList
 		if err != nil || ts != nil || c.List(ctx, &list) != nil || len(list.Items) != 0 {
 			t.Fatalf("state %v, error %v, %d Secrets", ts, err, len(list.Items))
@@ -177,7 +177,7 @@ func TestEnsureMemberCerts(t *testing.T) {
 		return s
 	}
 	r, c := tlsReconciler(t, &now, cluster, gone("db-old", time.Hour), gone("db-new", time.Second))
-	ts, err := r.ensureTLS(ctx, cluster, "Steward", false)
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

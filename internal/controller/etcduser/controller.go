@@ -384,11 +384,14 @@ func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 }
 
 // ensureCertManagerCertificate keeps a cert-manager Certificate for the user (owned by the EtcdUser, from the
-// cluster's issuer, common name the user name) and returns the certificate cert-manager wrote, or a pass that
-// says what is awaited. cert-manager renews it; its Secret carries Steward's labels through secretTemplate.
+// cluster's own CA issuer, common name the user name) and returns the certificate cert-manager wrote, or a pass
+// that says what is awaited. cert-manager renews it; its Secret carries Steward's labels through secretTemplate.
+// A cluster whose members still trust the user's issuer's CA (status.tls.caSecret empty) gets the certificate
+// from that issuer, as its members' own.
 func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (*x509.Certificate, *pass, error) {
 	secretName := user.Spec.Certificate.SecretName
-	want := resources.UserCertificate(cluster, secretName, name, userLabels(user))
+	ownCA := cluster.Status.TLS != nil && cluster.Status.TLS.CASecret != ""
+	want := resources.UserCertificate(cluster, secretName, name, userLabels(user), ownCA)
 	if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
 		return nil, nil, err
 	}
@@ -579,7 +582,7 @@ func (r *Reconciler) dropCertificate(ctx context.Context, user *etcdv1alpha1.Etc
 // user that gains or loses its password is deleted and re-created in etcd (etcd cannot drop a password, and
 // a user created without one never accepts one), which refuses its clients until it is back. A pass may run on
 // a cached EtcdUser whose status is a pass behind, the one that gave the user its password: trusting that copy
-// re-created a user its clients had just started to use (docs/flakes.md). So the record is read again here,
+// re-created a user its clients had just started to use (docs/development/flakes.md). So the record is read again here,
 // only when it would re-create the user: the status, or the password Secret's mark that etcd holds its password.
 func (r *Reconciler) recordedPassword(ctx context.Context, user *etcdv1alpha1.EtcdUser, password string) (bool, error) {
 	live := &etcdv1alpha1.EtcdUser{}

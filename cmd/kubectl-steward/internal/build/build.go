@@ -280,7 +280,7 @@ func NewCluster(r RestoreRequest, source *etcdv1alpha1.EtcdCluster, b *etcdv1alp
 		spec = *source.Spec.DeepCopy()
 		if t := spec.TLS; t != nil && t.Provider == etcdv1alpha1.TLSProviderSecrets {
 			return nil, fmt.Errorf("cluster %s uses tls.provider Secrets, whose member certificate names %s's Services, not %s's: "+
-				"write the EtcdCluster %s yourself, with Secrets for its names and spec.bootstrap.fromBackup for %s (docs/backup.md)",
+				"write the EtcdCluster %s yourself, with Secrets for its names and spec.bootstrap.fromBackup for %s (docs/user/restore.md)",
 				source.Name, source.Name, r.NewCluster, r.NewCluster, r.source())
 		}
 		if t := spec.TLS; t != nil {

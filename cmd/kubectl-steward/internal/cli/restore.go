@@ -27,7 +27,7 @@ func newRestoreCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore CLUSTER (--backup BACKUP | --from-schedule SCHEDULE [--to-revision N | --to-time T]) (--new-cluster NAME | --reseed --confirm CLUSTER)",
 		Short: "Restore a backup into a new cluster, or re-seed a cluster that lost quorum",
-		Long: `Restore an EtcdBackup. Two ways, as in docs/backup.md:
+		Long: `Restore an EtcdBackup. Two ways, as in docs/user/restore.md:
 
   --new-cluster NAME   creates the EtcdCluster NAME with spec.bootstrap.fromBackup, copying the spec of
                        CLUSTER when it exists (else the backup's etcd version and the API's defaults);
@@ -38,7 +38,7 @@ func newRestoreCommand(o *Options) *cobra.Command {
 
 Instead of --backup, --from-schedule restores a point of that EtcdBackupSchedule's continuous backup
 (spec.continuous): --to-revision N, --to-time T (RFC 3339), or neither for the latest point stored. Steward
-makes the point-in-time backup first (docs/backup.md, "Continuous backup and point-in-time restore"); CLUSTER
+makes the point-in-time backup first (docs/user/restore.md, "Continuous backup and point-in-time restore"); CLUSTER
 may be one that was deleted.
 
 Steward checks the backup (complete, of this cluster, a compatible version) and verifies the stored snapshot

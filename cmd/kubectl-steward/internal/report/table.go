@@ -82,7 +82,7 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 		for _, a := range s.Alarms {
 			alarms = append(alarms, a.Alarm+" on "+a.Member)
 		}
-		p.line("Alarms:          %s (etcd refuses writes while NOSPACE is raised; see docs/runbooks.md)", strings.Join(alarms, ", "))
+		p.line("Alarms:          %s (etcd refuses writes while NOSPACE is raised; see docs/operations/alerts-and-runbooks.md)", strings.Join(alarms, ", "))
 	}
 
 	p.line("")
