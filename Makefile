@@ -156,6 +156,18 @@ E2E_PARALLEL ?= 3
 test: prereqs ## Run all test tiers (unit, integration, e2e with E2E_PARALLEL tests at a time) and print their times (needs root).
 	E2E_PARALLEL=$(E2E_PARALLEL) bash hack/test-tiers.sh
 
+# COMPAT_TESTS are the e2e tests `make test-compat` runs on the oldest Kubernetes the chart and bundle claim: a
+# representative subset (install by kustomize and Helm, admission, create, scale, heal, upgrade, backup, restore,
+# TLS, auth, the plugin). COMPAT_KUBERNETES: a release of the test bed's (internal/testbed KubernetesVersions).
+COMPAT_TESTS ?= TestNamespaceScopedInstallWithLeastPrivilege|TestHelmInstallUpgradeUninstall|TestBadSpecsAreRefusedAtAdmission|TestHostileSpecsAreRefused|TestThreeMemberCluster|TestScaleUpAndDownUnderLoad|TestPodLossOneMember|TestMemberWithLostDataIsReplaced|TestMinorUpgradesUnderLoad|TestBackup|TestRollbackHealthyCluster|TestTLSByDefault|TestCertificateRotationUnderLoad|TestEtcdUsersAndAuth|TestKubectlPlugin
+COMPAT_KUBERNETES ?= oldest
+
+.PHONY: test-compat
+test-compat: prereqs ## Run an e2e subset (COMPAT_TESTS) on the oldest Kubernetes the chart and bundle claim (COMPAT_KUBERNETES), E2E_PARALLEL at a time (needs root).
+	make --no-print-directory helm
+	mkdir -p _output
+	STEWARD_TESTBED_KUBERNETES=$(COMPAT_KUBERNETES) go test -count=1 -timeout 40m -v -parallel $(E2E_PARALLEL) -run '^($(COMPAT_TESTS))$$' ./test/e2e/ 2>&1 | tee _output/test-compat.log
+
 .PHONY: test-short
 test-short: ## Run the fast tiers only (no test bed).
 	go test -short ./...

@@ -871,7 +871,7 @@ func benchColdStart(ctx context.Context, opts testbed.Options) (section, error) 
 	}
 	return section{"cold-start", fmt.Sprintf("### Test bed start, cold\n\nEmpty Go module cache, Go build cache and binary cache: downloads "+
 		"modules, builds Kubernetes %s, etcd %s, CoreDNS %s and the images, then starts. 1 run.\n\n%s",
-		testbed.KubernetesVersion, strings.Join(testbed.EtcdVersions, " and "), testbed.CoreDNSVersion, table([]row{{"cold start", []time.Duration{took}}}))}, nil
+		c.KubernetesVersion(), strings.Join(testbed.EtcdVersions, " and "), testbed.CoreDNSVersion, table([]row{{"cold start", []time.Duration{took}}}))}, nil
 }
 
 // benchPodStart times a Pod of the local etcd image from its creation until etcd answers /health on the Pod IP;

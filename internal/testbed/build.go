@@ -26,8 +26,7 @@ type binarySet struct {
 	estimate string // how long a cold build takes here, for the progress line
 }
 
-func kubernetesSet() binarySet {
-	const v = KubernetesVersion
+func kubernetesSet(v string) binarySet {
 	minor := strings.Split(strings.TrimPrefix(v, "v"), ".")[1]
 	flags := []string{
 		"-s", "-w",
@@ -40,7 +39,7 @@ func kubernetesSet() binarySet {
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"} {
 		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
-	return binarySet{name: "kubernetes", version: v, module: "kubernetes", packages: pkgs,
+	return binarySet{name: "kubernetes", version: v, module: kubernetesModule(v), packages: pkgs,
 		ldflags: strings.Join(flags, " "), estimate: "about 15 minutes on 2 cores with a cold Go cache"}
 }
 

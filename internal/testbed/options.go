@@ -41,11 +41,21 @@ const (
 	// ProvisionerName is the provisioner name of StorageClassName.
 	ProvisionerName = "steward.dev/local-path"
 
-	// KubernetesVersion is the version the Kubernetes components are built at (third_party/kubernetes/go.mod).
-	KubernetesVersion = "v1.34.4"
+	// KubernetesVersion is the release the test bed builds and runs unless told otherwise: the newest the module
+	// proxy serves. Every `make test` runs on it.
+	KubernetesVersion = "v1.37.2"
 	// CoreDNSVersion is the version cluster DNS is built at (third_party/coredns/go.mod).
 	CoreDNSVersion = "v1.14.7"
 )
+
+// KubernetesVersions are the Kubernetes releases the test bed can build and run, newest first, each from a pinned
+// module under third_party/kubernetes-v<major>.<minor>. The last is the oldest release the Helm chart (kubeVersion)
+// and the OLM bundle (minKubeVersion) claim, on which `make test-compat` runs an e2e subset.
+var KubernetesVersions = []string{KubernetesVersion, "v1.34.4"}
+
+// KubernetesEnv names the environment variable that picks the test bed's Kubernetes release when
+// Options.KubernetesVersion is empty: a release of KubernetesVersions, its minor ("1.34"), "newest" or "oldest".
+const KubernetesEnv = "STEWARD_TESTBED_KUBERNETES"
 
 // EtcdVersions are the etcd versions the test bed builds images for; each has a pinned module under
 // third_party/etcd-v<version>. The first is the default: the API server's own etcd, samples and tests run it.
@@ -79,6 +89,9 @@ type Options struct {
 	// only Pods that tolerate it run there: nodes a test can stop, cut off and drain without touching what other
 	// tests run at the same time on the untainted nodes. Default 0; less than Nodes.
 	DedicatedNodes int
+	// KubernetesVersion is the Kubernetes release to build and run, one of KubernetesVersions or its minor.
+	// Default: the environment variable KubernetesEnv, else KubernetesVersion.
+	KubernetesVersion string
 }
 
 // DedicatedTaint is the taint (value "true", effect NoSchedule) of Options.DedicatedNodes, and their label (value
@@ -117,6 +130,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Zones < 1 || o.Zones > o.Nodes {
 		return o, fmt.Errorf("the test bed spreads %d nodes over 1 to %d zones, not %d", o.Nodes, o.Nodes, o.Zones)
 	}
+	if o.KubernetesVersion == "" {
+		o.KubernetesVersion = os.Getenv(KubernetesEnv)
+	}
+	release, err := kubernetesRelease(o.KubernetesVersion)
+	if err != nil {
+		return o, err
+	}
+	o.KubernetesVersion = release
 	if o.ModuleRoot == "" {
 		root, err := findModuleRoot()
 		if err != nil {
@@ -162,4 +183,30 @@ func CachedBinaries(pattern string) []string {
 	bins, _ := filepath.Glob(filepath.Join(o.CacheDir, "bin", pattern))
 	sort.Strings(bins)
 	return bins
+}
+
+// kubernetesRelease resolves a requested Kubernetes release ("", "v1.34.4", "1.34.4", "1.34", "v1.34", "newest",
+// "oldest") to one of KubernetesVersions; "" is the default.
+func kubernetesRelease(requested string) (string, error) {
+	switch strings.TrimSpace(requested) {
+	case "":
+		return KubernetesVersion, nil
+	case "newest":
+		return KubernetesVersions[0], nil
+	case "oldest":
+		return KubernetesVersions[len(KubernetesVersions)-1], nil
+	}
+	want := "v" + strings.TrimPrefix(strings.TrimSpace(requested), "v")
+	for _, v := range KubernetesVersions {
+		if v == want || strings.HasPrefix(v, want+".") {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the test bed builds Kubernetes %s (or say newest, oldest), not %q (%s)", strings.Join(KubernetesVersions, " or "), requested, KubernetesEnv)
+}
+
+// kubernetesModule is the directory under third_party that pins release.
+func kubernetesModule(release string) string {
+	parts := strings.SplitN(strings.TrimPrefix(release, "v"), ".", 3)
+	return "kubernetes-v" + parts[0] + "." + parts[1]
 }

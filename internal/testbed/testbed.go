@@ -58,7 +58,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c.nodes = nodesOf(opts)
 	begin := time.Now()
 	b := &builder{opts: opts}
-	if c.kubeBin, err = b.ensure(ctx, kubernetesSet()); err != nil {
+	if c.kubeBin, err = b.ensure(ctx, kubernetesSet(c.opts.KubernetesVersion)); err != nil {
 		return nil, err
 	}
 	for _, v := range EtcdVersions {
@@ -153,6 +153,9 @@ func (c *Cluster) EtcdBinDir(version string) string { return c.etcdBins[version]
 
 // KubectlPath is the kubectl built with the cluster.
 func (c *Cluster) KubectlPath() string { return filepath.Join(c.kubeBin, "kubectl") }
+
+// KubernetesVersion is the Kubernetes release the cluster runs.
+func (c *Cluster) KubernetesVersion() string { return c.opts.KubernetesVersion }
 
 // StateDir is where the cluster's logs (logs/), PIDs and data live.
 func (c *Cluster) StateDir() string { return c.opts.StateDir }

@@ -391,10 +391,10 @@ func TestCRDsAreTheGeneratedOnes(t *testing.T) {
 	}
 }
 
-// TestKubeVersion: the chart installs on the oldest supported Kubernetes and on the test bed's, and Helm
-// refuses older ones before rendering anything.
+// TestKubeVersion: the chart installs on the oldest tested Kubernetes and on the newest, and Helm refuses older
+// ones before rendering anything.
 func TestKubeVersion(t *testing.T) {
-	for version, ok := range map[string]bool{"v1.29.0": true, "v1.34.4": true, "v1.36.1": true, "v1.28.9": false} {
+	for version, ok := range map[string]bool{"v1.34.0": true, "v1.34.4": true, "v1.37.2": true, "v1.33.9": false, "v1.29.0": false} {
 		t.Run(version, func(t *testing.T) {
 			kube, err := chartutil.ParseKubeVersion(version)
 			if err != nil {

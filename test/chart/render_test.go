@@ -26,7 +26,7 @@ const (
 
 // minKube is the oldest Kubernetes the chart claims (Chart.yaml's kubeVersion). The tests render for it, so a
 // template that needs a newer API fails here rather than on a user's cluster.
-var minKube = chartutil.KubeVersion{Version: "v1.29.0", Major: "1", Minor: "29"}
+var minKube = chartutil.KubeVersion{Version: "v1.34.0", Major: "1", Minor: "34"}
 
 // object is one document of the rendered chart.
 type object struct {

@@ -109,6 +109,7 @@ func runWithTestbed(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop test bed: %v\n", err)
 		}
 	}()
+	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s\n", bed.KubernetesVersion())
 	if k8s, err = client.New(bed.RESTConfig, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
