@@ -1,6 +1,7 @@
 // Command doclinks checks the links of README.md and docs/**/*.md: every relative link must name a file or
 // directory of the repository, and every #anchor a heading of the page it points into, so that moving or
-// renaming a page or a section cannot leave a reader at a dead end. External links are not fetched: the check
+// renaming a page or a section cannot leave a reader at a dead end; and the index, docs/README.md, must link
+// every page under docs/, so that a new page cannot be left where no reader finds it. External links are not fetched: the check
 // is pure and runs in `make verify`.
 package main
 
@@ -26,7 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "doclinks:", err)
 		os.Exit(2)
 	}
-	problems := check(fsys, files)
+	problems := append(check(fsys, files), unindexed(fsys, files)...)
 	for _, p := range problems {
 		fmt.Fprintln(os.Stderr, p)
 	}
@@ -224,4 +225,29 @@ func slug(h string) string {
 		}
 	}
 	return b.String()
+}
+
+// docsIndex is the page that must link every other page under docs/.
+const docsIndex = "docs/README.md"
+
+// unindexed returns one line per page under docs/ that the index does not link (with or without an anchor).
+func unindexed(fsys fs.FS, files []string) []string {
+	b, err := fs.ReadFile(fsys, docsIndex)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", docsIndex, err)}
+	}
+	linked := map[string]bool{}
+	for _, l := range pageLinks(string(b)) {
+		target, _, _ := strings.Cut(l.target, "#")
+		if target != "" && !strings.Contains(target, "://") {
+			linked[path.Clean(path.Join(path.Dir(docsIndex), target))] = true
+		}
+	}
+	var problems []string
+	for _, f := range files {
+		if strings.HasPrefix(f, "docs/") && f != docsIndex && !linked[f] {
+			problems = append(problems, fmt.Sprintf("%s: not linked from the index %s", f, docsIndex))
+		}
+	}
+	return problems
 }

@@ -49,3 +49,26 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check:\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestUnindexed(t *testing.T) {
+	fsys := fstest.MapFS{
+		"README.md":      {Data: []byte("# Top\n")},
+		"docs/README.md": {Data: []byte("# Index\n[a](a.md) [b](sub/b.md#b) `[c](sub/c.md)`\n")},
+		"docs/a.md":      {Data: []byte("# A\n")},
+		"docs/sub/b.md":  {Data: []byte("# B\n")},
+		"docs/sub/c.md":  {Data: []byte("# C\n")},
+		"docs/sub/d.md":  {Data: []byte("# D\n[a](../a.md)\n")},
+	}
+	files, err := markdownFiles(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := unindexed(fsys, files)
+	want := []string{
+		"docs/sub/c.md: not linked from the index docs/README.md",
+		"docs/sub/d.md: not linked from the index docs/README.md",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("unindexed:\n got %q\nwant %q", got, want)
+	}
+}
