@@ -66,12 +66,14 @@ func demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nThe playground keeps running. Try:\n  export KUBECONFIG=%s\n  alias kubectl=%s\n  kubectl get etcdclusters,pods -A\n"+
-		"  kubectl -n steward-system logs deployment/steward\n%s\n"+
-		"The cluster as Steward sees it, with the kubectl plugin (make build writes bin/kubectl-steward):\n"+
-		"  export PATH=$PWD/bin:$PATH\n  kubectl steward status example\n"+
+	fmt.Printf("\nThe playground keeps running. A shell for it (docs/getting-started.md starts from these lines):\n"+
+		"  export KUBECONFIG=%s\n"+
+		"  make build    # bin/kubectl-steward, the kubectl plugin\n"+
+		"  export PATH=\"$PWD/bin:%s:%s:$PATH\"    # the plugin, this kubectl, etcdctl %s\n"+
+		"  kubectl steward status example\n  kubectl get etcdclusters,pods -A\n  kubectl -n steward-system logs deployment/steward\n%s\n"+
 		"Next: docs/getting-started.md walks this playground: write and read keys, scale, back up, lose a member,\n"+
-		"upgrade, restore. Stop it with: make demo-down\n", c.Kubeconfig, c.KubectlPath(), etcdctl)
+		"upgrade, restore. Stop it with: make demo-down\n", c.Kubeconfig, filepath.Dir(c.KubectlPath()),
+		c.EtcdBinDir(testbed.EtcdVersions[0]), testbed.EtcdVersions[0], etcdctl)
 	return nil
 }
 
