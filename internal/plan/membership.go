@@ -352,10 +352,16 @@ func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message s
 	return Action{Kind: RemoveMember, Members: []string{m.Name}, MemberID: m.ID, Reason: reason, Message: message}
 }
 
-// learnerStartGrace is how long a removal waits for a learner's Pod to start etcd. A learner that has not
-// started by then is stuck anyway (its image, its node), and is replaced once its Pod has been that long and
-// replaceUnhealthyAfter more without a running etcd (learnerStuck); the removal does not wait for that.
-const learnerStartGrace = time.Minute
+// PodStartGrace is how long a member's Pod, once placed on a node, may take to start etcd before that counts
+// against the member: its volumes mounting, the node authorizer yet to let the kubelet read the Pod's Secrets and
+// claim, init containers, an image pulling. A removal waits that long for a learner's Pod to start etcd; a learner
+// that has not started by then is stuck anyway (its image, its node), and is replaced once its Pod has been that
+// long and replaceUnhealthyAfter more without a running etcd (learnerStuck); the removal does not wait for that.
+// A voter's unhealthy clock gives its starting Pod the same grace (the controller's assemble).
+const PodStartGrace = time.Minute
+
+// learnerStartGrace is PodStartGrace for a learner.
+const learnerStartGrace = PodStartGrace
 
 // learnerStuck says whether learner m has had its chance to catch up within window, and why. Its chance starts
 // when its etcd container starts, not when its Pod is created: a Pod slow to start (a loaded node, a Secret

@@ -346,6 +346,18 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if back := containersNotReadySince(obs.pods[name]); back.After(start) && back.After(now.Add(-m.UnhealthyFor)) {
 			m.UnhealthyFor = now.Sub(back)
 		}
+		// A member whose Pod was placed and has not run etcd yet is still starting, and a node slow to start Pods
+		// (the node authorizer's lag on a new Pod's claim and Secrets, seen to hold a Pod 15 s) must not count
+		// against it: its clock runs only from plan.PodStartGrace after the placement, as a starting learner's
+		// does. Without it, a member waiting for a node (unschedulable until one was uncordoned) was replaced by
+		// the first pass that found its Pod placed and still mounting its volume.
+		if placed := placedAt(obs.pods[name]); !placed.IsZero() && !etcdHasRun(obs.pods[name]) {
+			if grace := placed.Add(plan.PodStartGrace); !now.After(grace) {
+				m.UnhealthyFor = 0
+			} else if since := now.Sub(grace); since < m.UnhealthyFor {
+				m.UnhealthyFor = since
+			}
+		}
 	}
 
 	used := map[string]bool{}
@@ -535,6 +547,29 @@ func etcdStartedAt(p *corev1.Pod) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// placedAt is when the scheduler placed p on a node (its PodScheduled condition), or zero.
+func placedAt(p *corev1.Pod) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// etcdHasRun reports whether p's etcd container has run at all: running now, ended, or restarted.
+func etcdHasRun(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == resources.EtcdContainer {
+			return cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0
+		}
+	}
+	return false
 }
 
 // dataLossOf reads the etcd container's termination message of its current or last end: the evidence that the

@@ -309,6 +309,46 @@ func TestAssemble(t *testing.T) {
 		}
 	})
 
+	t.Run("a member whose Pod was placed and has not run etcd yet gets PodStartGrace before its clock runs", func(t *testing.T) {
+		cc := c.DeepCopy()
+		start := metav1.NewTime(time.Unix(400, 0))
+		cc.Status.Members = []etcdv1alpha1.MemberStatus{{Name: names[1], UnhealthySince: &start}, {Name: names[2], UnhealthySince: &start}}
+		for _, tt := range []struct {
+			name   string
+			placed int64
+			etcd   corev1.ContainerStatus
+			want   time.Duration
+		}{
+			{"placed 13 s ago, mounting its volume", 987, corev1.ContainerStatus{}, 0},
+			{"placed 13 s ago, its init container running", 987, corev1.ContainerStatus{Name: resources.EtcdContainer,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}, 0},
+			{"placed 70 s ago, still not started: the clock runs from the grace's end", 930, corev1.ContainerStatus{}, 10 * time.Second},
+			{"placed long ago: the clock from 400 applies", 100, corev1.ContainerStatus{}, 600 * time.Second},
+			{"placed 13 s ago but etcd ran and crashed: no grace", 987, corev1.ContainerStatus{Name: resources.EtcdContainer, RestartCount: 1,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}, 600 * time.Second},
+		} {
+			pods, pvcs := fixture(cc, names, 3)
+			pods[1].Status.Phase = corev1.PodPending
+			pods[1].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(time.Unix(tt.placed, 0))}}
+			pods[1].Status.ContainerStatuses = nil
+			if tt.etcd.Name != "" {
+				pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{tt.etcd}
+			}
+			view := etcd.ClusterView{Statuses: map[string]etcd.Status{"https://10.0.0.1:2379": {MemberID: 1, LeaderID: 1}}}
+			obs := assemble(cc, pods, pvcs, view, testOpts, time.Unix(1000, 0), noNames)
+			for _, m := range obs.plan.Members {
+				want := map[string]time.Duration{names[0]: 0, names[1]: tt.want, names[2]: 600 * time.Second}[m.Name]
+				if m.UnhealthyFor != want {
+					t.Errorf("%s: %s unhealthy for %s, want %s", tt.name, m.Name, m.UnhealthyFor, want)
+				}
+			}
+			if got := obs.unhealthySince[names[1]]; !got.Equal(start.Time) {
+				t.Errorf("%s: remembered unhealthy since %s, want the first start %s kept", tt.name, got, start.Time)
+			}
+		}
+	})
+
 	t.Run("a member stuck on its spec keeps no unhealthy clock, so its fix is not met by a replacement", func(t *testing.T) {
 		cc := c.DeepCopy()
 		start := metav1.NewTime(time.Unix(400, 0))
