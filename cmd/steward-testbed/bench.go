@@ -85,7 +85,7 @@ func bench(ctx context.Context, args []string) error {
 		}
 		sections = append(sections, s)
 	}
-	if err := writeSections(*out, sections); err != nil {
+	if err := writeSections(*out, sections, c.KubernetesVersion()); err != nil {
 		return err
 	}
 	fmt.Printf("results written to %s\n", *out)
@@ -998,8 +998,9 @@ func round(d time.Duration) string {
 	return d.Round(10 * time.Millisecond).String()
 }
 
-// writeSections replaces each section's previous result in path (or appends it) and stamps the machine.
-func writeSections(path string, sections []section) error {
+// writeSections replaces each section's previous result in path (or appends it) and stamps the machine and the
+// Kubernetes release of the test bed the sections ran on.
+func writeSections(path string, sections []section, kubernetes string) error {
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
@@ -1010,7 +1011,7 @@ func writeSections(path string, sections []section) error {
 			"that measured it. Times are wall-clock on the machine named in the section.\n"
 	}
 	host, _ := os.Hostname()
-	stamp := fmt.Sprintf("\n\n_Measured %s on %s: %d CPUs, %s._\n", time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), kernel())
+	stamp := fmt.Sprintf("\n\n_Measured %s on %s: %d CPUs, %s, Kubernetes %s._\n", time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), kernel(), kubernetes)
 	for _, s := range sections {
 		start, end := "<!-- bench:"+s.name+" -->", "<!-- /bench:"+s.name+" -->"
 		block := start + "\n" + s.body + stamp + end
