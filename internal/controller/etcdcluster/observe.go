@@ -551,15 +551,7 @@ func etcdStartedAt(p *corev1.Pod) time.Time {
 
 // placedAt is when the scheduler placed p on a node (its PodScheduled condition), or zero.
 func placedAt(p *corev1.Pod) time.Time {
-	if p == nil {
-		return time.Time{}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
+	return podConditionSince(p, corev1.PodScheduled, corev1.ConditionTrue)
 }
 
 // etcdHasRun reports whether p's etcd container has run at all: running now, ended, or restarted.
@@ -632,11 +624,17 @@ func clusterVersionMark(prev *etcdv1alpha1.ClusterVersionMark, cv string, leader
 // containersNotReadySince is when the kubelet last reported p's containers not ready (its ContainersReady
 // condition turned False); zero while they are ready or without a Pod.
 func containersNotReadySince(p *corev1.Pod) time.Time {
+	return podConditionSince(p, corev1.ContainersReady, corev1.ConditionFalse)
+}
+
+// podConditionSince is when p's condition t last turned to status; zero if it has another status, or without a
+// Pod.
+func podConditionSince(p *corev1.Pod, t corev1.PodConditionType, status corev1.ConditionStatus) time.Time {
 	if p == nil {
 		return time.Time{}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.ContainersReady && c.Status == corev1.ConditionFalse {
+		if c.Type == t && c.Status == status {
 			return c.LastTransitionTime.Time
 		}
 	}
