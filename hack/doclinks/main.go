@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path"
 	"regexp"
@@ -97,6 +98,28 @@ func check(fsys fs.FS, files []string) []string {
 	return problems
 }
 
+// proseLines yields a page's lines outside fenced code blocks, with their 0-based line numbers.
+func proseLines(text string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fence := ""
+		for i, line := range strings.Split(text, "\n") {
+			trimmed := strings.TrimSpace(line)
+			if f := fenceOf(trimmed); f != "" {
+				switch {
+				case fence == "":
+					fence = f
+				case strings.HasPrefix(trimmed, fence):
+					fence = ""
+				}
+				continue
+			}
+			if fence == "" && !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 type link struct {
 	line   int
 	target string
@@ -105,21 +128,7 @@ type link struct {
 // pageLinks returns the link targets of a page outside code blocks and code spans.
 func pageLinks(text string) []link {
 	var links []link
-	fence := ""
-	for i, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if f := fenceOf(trimmed); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(trimmed, fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for i, line := range proseLines(text) {
 		line = codeSpan.ReplaceAllString(line, "")
 		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
 			links = append(links, link{line: i + 1, target: m[1]})
@@ -178,21 +187,7 @@ func resolve(fsys fs.FS, file, target string, anchorsOf func(string) (map[string
 func pageAnchors(text string) map[string]bool {
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if f := fenceOf(trimmed); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(trimmed, fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for _, line := range proseLines(text) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			anchors[m[1]] = true
 		}
