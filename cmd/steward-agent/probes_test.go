@@ -205,7 +205,7 @@ func TestRunEtcdAnswersProbes(t *testing.T) {
 	if err := etcdProcess.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	// kill(2) returns before every thread has stopped: a probe in that moment was answered by etcd (full run 55).
+	// kill(2) returns before every thread has stopped: a probe in that moment was answered by etcd (flakes.md).
 	eventually("every thread of etcd stopped", func() bool { return allThreadsStopped(pid) })
 	for _, path := range []string{"/livez", "/readyz"} {
 		if status, body = probe(path); status == 200 {

@@ -110,7 +110,7 @@ func TestRecreatePods(t *testing.T) {
 }
 
 // TestRecreatedPodsKeepTheirRestore: the operator stopped half-way through creating the Pods of a bootstrap
-// from a snapshot (a re-seed, 2026-11-23 full run 8): the member whose Pod was never created is brought back
+// from a snapshot (a re-seed): the member whose Pod was never created is brought back
 // seeded from the same restore while it is under way (its Pod records it, so the restore counts it), and without
 // it once the restore is over.
 func TestRecreatedPodsKeepTheirRestore(t *testing.T) {

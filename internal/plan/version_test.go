@@ -188,7 +188,7 @@ func TestNextVersion(t *testing.T) {
 				return m
 			}(), at("c-c", 3, "3.5.35")), RollMember, ReasonRestartingForImage, "c-b", "down",
 		},
-		// Full run 10: the last member was switched to 3.6.16 and restarting when spec.version went back to 3.5.35;
+		// Seen end to end: the last member was switched to 3.6.16 and restarting when spec.version went back to 3.5.35;
 		// the cluster version Steward saw was still 3.5, but the leader raised it to 3.6 seconds later, and the
 		// member sent straight back to 3.5 could no longer read its data.
 		"the last member down on its way to the newer minor is not sent straight back while every other voter runs it": {
@@ -589,7 +589,7 @@ func mustParse(v string) Version {
 }
 
 // TestChangeOfMindMidUpgrade: spec.version goes from 3.5.35 to 3.6.16 and back to 3.5.35 at every point of the
-// roll, with etcd raising the cluster version a pass after the last member runs 3.6 (full run 10 found the race).
+// roll, with etcd raising the cluster version a pass after the last member runs 3.6 (the race an e2e run found).
 // No member is ever restarted on 3.5 once its data may be at cluster version 3.6 without etcd's downgrade, and
 // every sequence ends with all members on 3.5.35.
 func TestChangeOfMindMidUpgrade(t *testing.T) {

@@ -64,7 +64,7 @@ func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
 			}
 			w.maxGrowing = max(w.maxGrowing, growing)
 			// Members etcd lists: a removed member stays in status while its volume's deletion finishes, which
-			// Steward need not wait for before the next step (docs/development/flakes.md, full run 43).
+			// Steward need not wait for before the next step (docs/development/flakes.md).
 			inEtcd := 0
 			for _, m := range c.Status.Members {
 				if m.ID != "" {

@@ -58,7 +58,7 @@ func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.E
 // deleted, less the voters that may go without losing quorum (healthy voters beyond the quorum of the voters etcd
 // lists), and never below quorum(replicas). The budget counts Ready Pods, and etcd's quorum counts voters: while a
 // member is being replaced, a learner's Pod can count as Ready without holding a vote, and a budget of
-// quorum(replicas) let a drain evict a voter the remaining ones needed (TestDrainEachNodeInTurn, full run 40). Every
+// quorum(replicas) let a drain evict a voter the remaining ones needed (TestDrainEachNodeInTurn). Every
 // Pod counts, Ready or not, so that a Pod turning Ready after this pass cannot make room for an eviction. In a
 // settled cluster this is quorum(replicas), as before; while a member is replaced, or one is unhealthy, or etcd
 // gives no member list, nothing may be evicted (a drain waits the seconds a replacement takes).

@@ -224,7 +224,7 @@ const cacheCatchUp = 2 * time.Second
 // awaitCachedStatus waits until the cache holds a newer object than the one this pass started from (before),
 // that is, this pass's status write or a later one. The next pass of the same cluster may already be queued (a
 // Pod's event during this one) and starts as soon as this one returns; reading the cached object from before the
-// write, it would decide again what this pass decided and recorded (full run 45: it ran the hash check a second
+// write, it would decide again what this pass decided and recorded (it once ran the hash check a second
 // time in the same second and raised the Warning Event of the same Degraded reason twice). The cache is memory,
 // not the API server.
 func (r *Reconciler) awaitCachedStatus(ctx context.Context, before *etcdv1alpha1.EtcdCluster) {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestAwaitCachedStatus: after its status write a pass returns only once the cache holds a newer object than
-// the one the pass started from, so the next pass does not decide again on the old one (full run 45: a second
+// the one the pass started from, so the next pass does not decide again on the old one (once: a second
 // hash check and a second Warning Event in the same second); a cache that cannot be read does not hold it.
 func TestAwaitCachedStatus(t *testing.T) {
 	ctx := context.Background()
