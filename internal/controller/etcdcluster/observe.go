@@ -485,12 +485,23 @@ func etcdImages(p *corev1.Pod) (spec, running string) {
 			spec = c.Image
 		}
 	}
-	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == resources.EtcdContainer && c.State.Running != nil {
-			running = c.Image
-		}
+	if cs := etcdContainerStatus(p); cs != nil && cs.State.Running != nil {
+		running = cs.Image
 	}
 	return spec, running
+}
+
+// etcdContainerStatus is what the kubelet reports of p's etcd container (nil: no Pod, or nothing reported yet).
+func etcdContainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == resources.EtcdContainer {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
 
 // specStuckReasons are the kubelet's waiting reasons of a container that cannot start because of what its Pod
@@ -538,13 +549,8 @@ func unschedulable(p *corev1.Pod) bool {
 
 // etcdStartedAt is when the etcd container of p (nil: no Pod) last started, while it runs; zero otherwise.
 func etcdStartedAt(p *corev1.Pod) time.Time {
-	if p == nil {
-		return time.Time{}
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == resources.EtcdContainer && cs.State.Running != nil {
-			return cs.State.Running.StartedAt.Time
-		}
+	if cs := etcdContainerStatus(p); cs != nil && cs.State.Running != nil {
+		return cs.State.Running.StartedAt.Time
 	}
 	return time.Time{}
 }
@@ -556,29 +562,24 @@ func placedAt(p *corev1.Pod) time.Time {
 
 // etcdHasRun reports whether p's etcd container has run at all: running now, ended, or restarted.
 func etcdHasRun(p *corev1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == resources.EtcdContainer {
-			return cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0
-		}
-	}
-	return false
+	cs := etcdContainerStatus(p)
+	return cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0)
 }
 
 // dataLossOf reads the etcd container's termination message of its current or last end: the evidence that the
 // member's data dir was emptied or corrupted, from the report steward-agent run-etcd wrote (plan.DataLossEvidence),
 // or "".
 func dataLossOf(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != resources.EtcdContainer {
+	cs := etcdContainerStatus(p)
+	if cs == nil {
+		return ""
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t == nil {
 			continue
 		}
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t == nil {
-				continue
-			}
-			if e := plan.DataLossEvidence(t.Message); e != "" {
-				return e
-			}
+		if e := plan.DataLossEvidence(t.Message); e != "" {
+			return e
 		}
 	}
 	return ""
