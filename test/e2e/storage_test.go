@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 )
@@ -136,17 +138,12 @@ func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin ti
 	return out
 }
 
-// resizing reports whether a claim has a condition of a resize not finished (or failed). Other conditions do not
-// count: from Kubernetes 1.37 every claim has `Unused` (False while a Pod uses it).
+// resizing reports whether a claim has a condition of a resize not finished (or failed), whatever its status.
+// Other conditions do not count: from Kubernetes 1.37 every claim has `Unused` (False while a Pod uses it).
 func resizing(p corev1.PersistentVolumeClaim) bool {
-	for _, c := range p.Status.Conditions {
-		switch c.Type {
-		case corev1.PersistentVolumeClaimResizing, corev1.PersistentVolumeClaimFileSystemResizePending,
-			corev1.PersistentVolumeClaimControllerResizeError, corev1.PersistentVolumeClaimNodeResizeError:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+		return slices.Contains(etcdcluster.ResizeConditions, c.Type)
+	})
 }
 
 // TestStorageExpansionInPlace grows spec.storage.size of a 3-member cluster whose StorageClass allows expansion,

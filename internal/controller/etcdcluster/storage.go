@@ -34,6 +34,12 @@ func storageGoal(c *etcdv1alpha1.EtcdCluster) plan.StorageGoal {
 	return plan.StorageGoal{Size: c.Spec.Storage.Size.Value(), Class: ptr.Deref(c.Spec.Storage.StorageClassName, "")}
 }
 
+// ResizeConditions are the conditions of a claim whose resize is not finished (or failed), the errors first: a
+// claim may carry Resizing and an error at once. Others (from Kubernetes 1.37 every claim has Unused) say nothing
+// of its size.
+var ResizeConditions = []corev1.PersistentVolumeClaimConditionType{corev1.PersistentVolumeClaimControllerResizeError,
+	corev1.PersistentVolumeClaimNodeResizeError, corev1.PersistentVolumeClaimFileSystemResizePending, corev1.PersistentVolumeClaimResizing}
+
 // volumeOf reads a member's PVC: its class, requested size, capacity and resize condition (and since when a file
 // system resize has been pending).
 func volumeOf(pvc *corev1.PersistentVolumeClaim, now time.Time) plan.Volume {
@@ -44,9 +50,7 @@ func volumeOf(pvc *corev1.PersistentVolumeClaim, now time.Time) plan.Volume {
 	if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
 		v.Capacity = q.Value()
 	}
-	// The error conditions first: a claim may carry Resizing and an error at once.
-	for _, t := range []corev1.PersistentVolumeClaimConditionType{corev1.PersistentVolumeClaimControllerResizeError,
-		corev1.PersistentVolumeClaimNodeResizeError, corev1.PersistentVolumeClaimFileSystemResizePending, corev1.PersistentVolumeClaimResizing} {
+	for _, t := range ResizeConditions {
 		for _, c := range pvc.Status.Conditions {
 			if c.Type == t && c.Status == corev1.ConditionTrue && v.Resize == "" {
 				v.Resize, v.ResizeMessage = string(t), c.Message
