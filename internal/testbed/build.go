@@ -27,7 +27,7 @@ type binarySet struct {
 }
 
 func kubernetesSet(v string) binarySet {
-	minor := strings.Split(strings.TrimPrefix(v, "v"), ".")[1]
+	_, minor := kubernetesMinor(v)
 	flags := []string{
 		"-s", "-w",
 		"-X k8s.io/component-base/version.gitVersion=" + v,

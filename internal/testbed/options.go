@@ -207,6 +207,12 @@ func kubernetesRelease(requested string) (string, error) {
 
 // kubernetesModule is the directory under third_party that pins release.
 func kubernetesModule(release string) string {
+	major, minor := kubernetesMinor(release)
+	return "kubernetes-v" + major + "." + minor
+}
+
+// kubernetesMinor splits a release ("v1.37.2") into its major and minor numbers ("1", "37").
+func kubernetesMinor(release string) (major, minor string) {
 	parts := strings.SplitN(strings.TrimPrefix(release, "v"), ".", 3)
-	return "kubernetes-v" + parts[0] + "." + parts[1]
+	return parts[0], parts[1]
 }

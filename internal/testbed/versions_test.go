@@ -60,8 +60,8 @@ func TestKubernetesModulesPinTheirRelease(t *testing.T) {
 // oldest release the test bed runs (KubernetesVersions' last, the one `make test-compat` runs on), no older.
 func TestClaimedFloorIsTheOldestTested(t *testing.T) {
 	floor := KubernetesVersions[len(KubernetesVersions)-1]
-	parts := strings.Split(strings.TrimPrefix(floor, "v"), ".")
-	minor := parts[0] + "." + parts[1] + ".0"
+	major, minorNumber := kubernetesMinor(floor)
+	minor := major + "." + minorNumber + ".0"
 	for file, pattern := range map[string]string{
 		"../../charts/steward/Chart.yaml":                           `(?m)^kubeVersion: ">=` + regexp.QuoteMeta(minor) + `-0"$`,
 		"../../bundle/manifests/steward.clusterserviceversion.yaml": `(?m)^  minKubeVersion: ` + regexp.QuoteMeta(minor) + `$`,
