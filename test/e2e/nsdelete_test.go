@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -184,15 +185,16 @@ func requireOutcome(t *testing.T, ns, location string) string {
 // on and an EtcdUser, a schedule to a claim with continuous backup on that has taken its snapshot, a one-shot
 // backup to S3 with deletionPolicy Delete, a waiting restore) under client load, and wants each gone by itself,
 // with nothing of Steward's left and the stored snapshots deleted or reported as docs/user/backups.md says: once with
-// Steward running, once with Steward stopped during the deletion and started again. The suite's own clean-up
+// Steward running, once with Steward stopped during the deletion and started again, and once with Steward gone for
+// good, where the finalizers are removed by hand as docs/operations/install.md shows. The suite's own clean-up
 // (deleteNamespace) removes finalizers by hand; this test finishes before it and relies on nothing of it.
 func TestNamespaceDeletion(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	home := newNamespace(t, "nsdel-home") // the operator's Lease, which must outlive the namespaces deleted
-	running, stopped := newNamespace(t, "nsdel-running"), newNamespace(t, "nsdel-stopped")
-	stop := startOperator(t, home, running, stopped)
-	worlds := []*populated{populate(t, running), populate(t, stopped)}
+	running, stopped, gone := newNamespace(t, "nsdel-running"), newNamespace(t, "nsdel-stopped"), newNamespace(t, "nsdel-gone")
+	stop := startOperator(t, home, running, stopped, gone)
+	worlds := []*populated{populate(t, running), populate(t, stopped), populate(t, gone)}
 	for _, p := range worlds {
 		finishPopulating(t, p)
 	}
@@ -209,6 +211,7 @@ func TestNamespaceDeletion(t *testing.T) {
 		requireStorageAsDocumented(t, p)
 	})
 
+	// Steward stops here, for the two namespaces left: one gets it back, the other never does.
 	t.Run("StewardStoppedDuringDeletion", func(t *testing.T) {
 		p := worlds[1]
 		load := startLoad(t, p.cluster)
@@ -218,40 +221,108 @@ func TestNamespaceDeletion(t *testing.T) {
 		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
 			t.Fatal(err)
 		}
-		// Without Steward the finalizers hold: the namespace's other content goes, its backups and user stay.
-		poll(t, "the namespace's deletion waiting for Steward's finalizers", time.Minute, func() error {
-			var backups etcdv1alpha1.EtcdBackupList
-			var users etcdv1alpha1.EtcdUserList
-			if err := k8s.List(ctx, &backups, client.InNamespace(p.ns)); err != nil {
-				return err
-			}
-			if err := k8s.List(ctx, &users, client.InNamespace(p.ns)); err != nil {
-				return err
-			}
-			held := 0
-			for _, b := range backups.Items {
-				if !b.DeletionTimestamp.IsZero() && len(b.Finalizers) > 0 {
-					held++
-				}
-			}
-			for _, u := range users.Items {
-				if !u.DeletionTimestamp.IsZero() && len(u.Finalizers) > 0 {
-					held++
-				}
-			}
-			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(p.ns)); err != nil {
-				return err
-			}
-			if held < len(backups.Items)+len(users.Items) || held == 0 || len(pods.Items) > 0 {
-				return fmt.Errorf("%d of %d backups and users held, %d Pods left", held, len(backups.Items)+len(users.Items), len(pods.Items))
-			}
-			return nil
-		})
+		waitHeldByFinalizers(t, p.ns)
 		restart := time.Now()
 		startOperator(t, home, p.ns)
 		waitNamespaceGone(t, p.ns, start)
 		t.Logf("namespace %s gone %.1fs after Steward started again", p.ns, time.Since(restart).Seconds())
 		requireStorageAsDocumented(t, p)
+	})
+
+	// Steward is uninstalled for good: the block of docs/operations/install.md that removes the finalizers by hand
+	// lets the namespace go, and the snapshot the Delete-policy backup would have deleted stays in the bucket.
+	t.Run("StewardGoneForGood", func(t *testing.T) {
+		p := worlds[2]
+		block := docBlockAfter(t, installPage, "If Steward is already gone for good")
+		start := time.Now()
+		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
+			t.Fatal(err)
+		}
+		waitHeldByFinalizers(t, p.ns)
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block.text)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+tutorialKubeconfig(t, p.ns),
+			"PATH="+filepath.Dir(bed.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s:%d: %v\n%s", installPage, block.line, err, out)
+		}
+		t.Logf("%s:%d:\n%s", installPage, block.line, indent("  ", string(out)))
+		waitNamespaceGone(t, p.ns, start)
+		if keys := s3Keys(t, p.s3Key); len(keys) == 0 {
+			t.Fatalf("s3://%s/%s is gone; without Steward nothing should have deleted it", bed.S3.Bucket, p.s3Key)
+		}
+		if err := s3Client(t).RemoveObject(ctx, bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// installPage is the install guide, whose clean-up block StewardGoneForGood runs.
+const installPage = "docs/operations/install.md"
+
+// docBlockAfter returns the first ```sh block of page after the line that contains marker.
+func docBlockAfter(t *testing.T, page, marker string) shellBlock {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(repoRoot(t), page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	markerLine := 0
+	for n, line := range strings.Split(string(text), "\n") {
+		if strings.Contains(line, marker) {
+			markerLine = n + 1
+			break
+		}
+	}
+	if markerLine == 0 {
+		t.Fatalf("%s has no line %q", page, marker)
+	}
+	blocks, err := shellBlocks(string(text))
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	for _, b := range blocks {
+		if b.line > markerLine {
+			return b
+		}
+	}
+	t.Fatalf("%s has no sh block after line %d (%q)", page, markerLine, marker)
+	return shellBlock{}
+}
+
+// waitHeldByFinalizers waits, in a namespace being deleted without Steward, until what Steward's finalizers hold
+// is all that is left: every backup and user is deleting and held, and the namespace's other content (the Pods)
+// is gone.
+func waitHeldByFinalizers(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	poll(t, "the namespace's deletion waiting for Steward's finalizers", time.Minute, func() error {
+		var backups etcdv1alpha1.EtcdBackupList
+		var users etcdv1alpha1.EtcdUserList
+		if err := k8s.List(ctx, &backups, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := k8s.List(ctx, &users, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		held := 0
+		for _, b := range backups.Items {
+			if !b.DeletionTimestamp.IsZero() && len(b.Finalizers) > 0 {
+				held++
+			}
+		}
+		for _, u := range users.Items {
+			if !u.DeletionTimestamp.IsZero() && len(u.Finalizers) > 0 {
+				held++
+			}
+		}
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if held < len(backups.Items)+len(users.Items) || held == 0 || len(pods.Items) > 0 {
+			return fmt.Errorf("%d of %d backups and users held, %d Pods left", held, len(backups.Items)+len(users.Items), len(pods.Items))
+		}
+		return nil
 	})
 }
