@@ -17,6 +17,248 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
+// Reasons of EtcdCluster Available. Before the cluster forms, Available is False with reason
+// Bootstrapping; while etcd refuses Steward's password it is Unknown with reason OperatorPasswordRejected.
+const (
+	// ReasonQuorumAvailable: Available is True: a quorum of voting members is healthy; the message counts them.
+	ReasonQuorumAvailable = "QuorumAvailable"
+	// ReasonQuorumLost: fewer voting members are healthy than quorum, or etcd gives no member list (the message
+	// says what Kubernetes shows instead). Available is False and Degraded True with this reason.
+	ReasonQuorumLost = "QuorumLost"
+)
+
+// Reasons of EtcdCluster Degraded: what Steward observes. Those of a volume being deleted, a Pod stuck
+// terminating, an etcd alarm and a data mismatch also give a Warning Event of the same reason when they begin.
+const (
+	// ReasonAsExpected: Degraded is False: no problem found.
+	ReasonAsExpected = "AsExpected"
+	// ReasonMembersUnhealthy: members do not answer healthy, while the cluster keeps its quorum.
+	ReasonMembersUnhealthy = "MembersUnhealthy"
+	// ReasonReconcileError: the last pass failed with an error (the message); Steward tries again.
+	ReasonReconcileError = "ReconcileError"
+	// ReasonMemberPodsFailing: a member Pod cannot run (its image cannot be pulled, it cannot be scheduled, for
+	// example because its volume's storage class does not exist, or its container cannot be created or keeps
+	// crashing). Nothing CEL can check at admission; Steward reports it and changes nothing because of it.
+	ReasonMemberPodsFailing = "MemberPodsFailing"
+	// ReasonMemberVolumeDeleting: a member's PVC is being deleted while its Pod runs (the Pod holds it): its data
+	// goes when the Pod stops. Steward replaces the member while it still serves.
+	ReasonMemberVolumeDeleting = "MemberVolumeDeleting"
+	// ReasonPodStuckTerminating: a deleted member Pod has outlived its grace period by a margin (its node no
+	// longer answers, most likely). For a member etcd still lists, Steward cannot re-create it on its volume
+	// until the Pod is gone, and cannot know whether the node will return: a human must. A removed member's Pod
+	// holds nothing back (its successor joins meanwhile) but its volume, which goes with it.
+	ReasonPodStuckTerminating = "PodStuckTerminating"
+	// ReasonNoSpaceAlarm: etcd raised its NOSPACE alarm (a member's database reached its quota): the cluster
+	// serves reads and deletes but refuses writes until space is reclaimed and the alarm disarmed.
+	ReasonNoSpaceAlarm = "NoSpaceAlarm"
+	// ReasonCorruptAlarm: etcd's corruption check raised a CORRUPT alarm: a member's data differs from the
+	// others'. Steward never disarms it; a human decides which member to replace.
+	ReasonCorruptAlarm = "CorruptAlarm"
+	// ReasonMemberDataMismatch: Steward's comparison of members' key-space hashes at one revision found members
+	// whose data differs from the majority's, or no majority (status.hashCheck).
+	ReasonMemberDataMismatch = "MemberDataMismatch"
+	// ReasonSharedIssuerTrusted: provider CertManager, and members trust the CA of the user's issuer itself (they
+	// were created before Steward gave each such cluster a CA of its own): whoever else that issuer serves can
+	// connect as any user. The message names the members and what to do; Steward changes nothing about it on
+	// its own.
+	ReasonSharedIssuerTrusted = "SharedIssuerTrusted"
+)
+
+// Reasons of EtcdCluster Degraded: waits for a human. Degraded is True with the reason (and Progressing False with
+// the same reason), and a Warning Event of the same reason is recorded when the wait begins; Steward takes no
+// step the wait holds back until the cause is gone. RestoreFailed (see EtcdRestore) is one of them too.
+const (
+	// ReasonMemberDataLost: every member and volume of the cluster is gone; restore it from a backup, or delete
+	// and re-create the EtcdCluster.
+	ReasonMemberDataLost = "MemberDataLost"
+	// ReasonInconsistentBootstrap: the bootstrap members' Pods and volumes disagree on the initial cluster (which
+	// Steward never creates); Steward waits.
+	ReasonInconsistentBootstrap = "InconsistentBootstrap"
+	// ReasonVersionChangeRefused: spec.version cannot be reached from the running version (more than one minor
+	// down, a release etcd cannot move to from here); the message says why. Nothing is restarted.
+	ReasonVersionChangeRefused = "VersionChangeRefused"
+	// ReasonRestoreRefused: the EtcdRestore that re-seeds this cluster is not carried out (the cluster has
+	// quorum again, for example); the message says why. Nothing is re-seeded.
+	ReasonRestoreRefused = "RestoreRefused"
+	// ReasonBackupNotMountable: no node the cluster's members may use now can mount the claim that holds the
+	// snapshot; nothing is created or stopped until one can.
+	ReasonBackupNotMountable = "BackupNotMountable"
+	// ReasonNoBackupToRestore: spec.quorumLossRecovery would re-seed the cluster, which has lost quorum for its
+	// set time, but there is no Complete backup of this cluster to restore from.
+	ReasonNoBackupToRestore = "NoBackupToRestore"
+	// ReasonAutoRestoreFailed: the re-seed Steward started by itself under spec.quorumLossRecovery failed; it
+	// waits for a human.
+	ReasonAutoRestoreFailed = "AutoRestoreFailed"
+	// ReasonQuorumUnrecoverable: etcd gives no member list and too few members still hold data to form a quorum:
+	// Steward cannot bring the cluster back by itself. Restore from a backup, or bring back the lost volumes.
+	ReasonQuorumUnrecoverable = "QuorumUnrecoverable"
+	// ReasonTLSProviderMismatch: member Pods predate TLS in Steward while the spec asks for TLS (a cluster created
+	// by a Steward without TLS, whose stored spec now reads with the default provider Steward). Switching it to
+	// TLS would cut off its plaintext clients without anyone having asked for it, so Steward changes nothing until
+	// the spec says what is wanted.
+	ReasonTLSProviderMismatch = "TLSProviderMismatch"
+	// ReasonTLSSecretInvalid: a Secret of provider Secrets is missing or unusable (the message says which and
+	// why). Steward changes nothing until the user fixes it.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
+	// ReasonCertManagerNotInstalled: provider CertManager, but the API server does not serve
+	// certificates.cert-manager.io/v1. Steward changes nothing until cert-manager is installed.
+	ReasonCertManagerNotInstalled = "CertManagerNotInstalled"
+	// ReasonClusterCAChanged: provider CertManager, and the certificate in the cluster's CA Secret has another
+	// key than the CA its running members trust (the Secret was deleted, and cert-manager issued a new CA).
+	// Members load their trusted CA once, at start, so certificates of the new key would cut them off from each
+	// other and from Steward: Steward keeps trusting the old one and takes no step until a human restores the old
+	// CA or restarts every member on the new one.
+	ReasonClusterCAChanged = "ClusterCAChanged"
+	// ReasonVolumeResizeFailed: a member's PVC reports that its expansion failed (ControllerResizeError,
+	// NodeResizeError); Steward waits for a human (fix the storage, or choose a class to migrate to).
+	ReasonVolumeResizeFailed = "VolumeResizeFailed"
+	// ReasonNoSpaceQuotaTooSmall: compacted and defragmented, the data in use still fills the quota: only a human
+	// can delete data or raise the quota.
+	ReasonNoSpaceQuotaTooSmall = "NoSpaceQuotaTooSmall"
+	// ReasonOperatorPasswordRejected: etcd refused Steward's password and no member verifies client certificates,
+	// so Steward has no identity in etcd: it changes nothing until a human gives it one. Available is Unknown with
+	// this reason: without an identity etcd reports no member's health.
+	ReasonOperatorPasswordRejected = "OperatorPasswordRejected"
+)
+
+// Reasons of EtcdCluster Progressing: lifecycle and membership. Progressing is True while Steward takes a step
+// or waits for one under way, and its message names the step.
+const (
+	// ReasonPaused: spec.paused is true: Steward observes but changes nothing (Progressing False).
+	ReasonPaused = "Paused"
+	// ReasonBootstrapping: the first members of a new cluster are being created (Available is False with this
+	// reason until the cluster forms).
+	ReasonBootstrapping = "Bootstrapping"
+	// ReasonWaitingForMembers: no member list from etcd; waiting for members re-created on their volumes to form
+	// a quorum.
+	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonReconciled: Progressing is False: all members are healthy and as specified.
+	ReasonReconciled = "Reconciled"
+	// ReasonPodDeleting: waiting for a member Pod to go (a removed member's, one re-created on another version, or
+	// those a restore retires).
+	ReasonPodDeleting = "PodDeleting"
+	// ReasonRecreatingMember: member Pods whose volumes still hold their data are created again (deleted Pods, or
+	// the rest of an interrupted bootstrap).
+	ReasonRecreatingMember = "RecreatingMember"
+	// ReasonScalingUp: a member joins the cluster (its learner is added, started, then promoted).
+	ReasonScalingUp = "ScalingUp"
+	// ReasonScalingDown: a member leaves the cluster (spec.replicas was lowered).
+	ReasonScalingDown = "ScalingDown"
+	// ReasonRemovingLeftoverMember: the Pod of a member etcd no longer lists is deleted.
+	ReasonRemovingLeftoverMember = "RemovingLeftoverMember"
+	// ReasonRestartingLoneBootstrapMember: the member whose Pod bootstrapped a one-member cluster is restarted
+	// once the cluster has grown, so that it starts as a member of the grown cluster.
+	ReasonRestartingLoneBootstrapMember = "RestartingLoneBootstrapMember"
+	// ReasonUnknownMember: etcd lists a member Steward did not create: Steward removes it if it holds no data, and
+	// otherwise waits.
+	ReasonUnknownMember = "UnknownMember"
+	// ReasonReplacingMember: a member whose volume no Pod can mount (its node is gone), or whose data is gone, is
+	// removed, to be replaced by a member of a new name.
+	ReasonReplacingMember = "ReplacingMember"
+	// ReasonReplacingLearner: a learner whose volume is being deleted is removed, to be replaced (promoting it
+	// would make a voter of a member about to lose its data).
+	ReasonReplacingLearner = "ReplacingLearner"
+	// ReasonReplacingMismatchedMember: a member whose key space differs from the majority's is removed, to be
+	// replaced (spec.maintenance.corruptionCheck.replaceMismatchedMembers).
+	ReasonReplacingMismatchedMember = "ReplacingMismatchedMember"
+	// ReasonQuorumAtRisk: a step waits because taking it would leave fewer healthy voting members than quorum.
+	ReasonQuorumAtRisk = "QuorumAtRisk"
+	// ReasonRebalancing: a member moves off a crowded node or zone: a learner joins where members are fewest,
+	// then a member on the most crowded node leaves.
+	ReasonRebalancing = "Rebalancing"
+)
+
+// Reasons of EtcdCluster Progressing: versions. WaitingForSnapshot (see EtcdBackupSchedule) is one of them too:
+// the wait for members' raft snapshots before a minor step.
+const (
+	// ReasonUpgrading: a member restarts on a newer etcd release (one minor at a time).
+	ReasonUpgrading = "Upgrading"
+	// ReasonDowngrading: the cluster steps down one minor: etcd's downgrade is enabled (or cancelled when the spec
+	// goes back), then members restart on the older release.
+	ReasonDowngrading = "Downgrading"
+	// ReasonRestartingForImage: a member restarts on the image spec.version asks for (a patch release, or a
+	// member that is down).
+	ReasonRestartingForImage = "RestartingForImage"
+	// ReasonMovingLeader: leadership moves to another member before the leader restarts.
+	ReasonMovingLeader = "MovingLeader"
+	// ReasonWaitingForStorageVersion: etcd has yet to migrate a member's storage version down before the member
+	// restarts on the older release.
+	ReasonWaitingForStorageVersion = "WaitingForStorageVersion"
+	// ReasonWaitingForRestart: waiting for a member to restart on its new release (image, container, etcd's
+	// reported version: the message shows all three).
+	ReasonWaitingForRestart = "WaitingForRestart"
+	// ReasonWaitingForCatchUp: waiting for a member to apply what the leader has committed before the next one
+	// restarts.
+	ReasonWaitingForCatchUp = "WaitingForCatchUp"
+	// ReasonWaitingForClusterVersion: every member runs the new release; waiting for etcd to raise the cluster
+	// version before the next minor.
+	ReasonWaitingForClusterVersion = "WaitingForClusterVersion"
+)
+
+// Reasons of EtcdCluster Progressing: storage and maintenance.
+const (
+	// ReasonExpandingVolume: a member's PVC is being expanded in place (or the next one is about to be).
+	ReasonExpandingVolume = "ExpandingVolume"
+	// ReasonMigratingStorage: members are replaced one at a time by members on volumes of the spec's storage
+	// class and size (another class, a smaller size, or a class that cannot expand).
+	ReasonMigratingStorage = "MigratingStorage"
+	// ReasonDefragmenting: members are defragmented one at a time, the leader last (spec.maintenance.defrag).
+	ReasonDefragmenting = "Defragmenting"
+	// ReasonRecoveringFromNoSpace: recovering from a NOSPACE alarm (compact, defragment, raise the quota,
+	// disarm), as spec.maintenance.recoverFromNoSpace allows.
+	ReasonRecoveringFromNoSpace = "RecoveringFromNoSpace"
+	// ReasonWaitingForBackup: a defragmentation waits while a backup of the cluster streams a snapshot.
+	ReasonWaitingForBackup = "WaitingForBackup"
+	// ReasonRaisingQuota: the quota is raised within spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes.
+	ReasonRaisingQuota = "RaisingQuota"
+	// ReasonRestartingForQuota: a member restarts to run with the quota in force (raised by Steward, or changed
+	// in the spec or with storage.size).
+	ReasonRestartingForQuota = "RestartingForQuota"
+)
+
+// Reasons of EtcdCluster Progressing: TLS and authentication.
+const (
+	// ReasonEnablingTLS: members restart one at a time to serve TLS (spec.tls turned on).
+	ReasonEnablingTLS = "EnablingTLS"
+	// ReasonDisablingTLS: members restart one at a time to serve plaintext (spec.tls turned off).
+	ReasonDisablingTLS = "DisablingTLS"
+	// ReasonRestartingForClientAuth: a member restarts to require client certificates on its client port, or to
+	// stop requiring them, as spec.tls.clientAuth says.
+	ReasonRestartingForClientAuth = "RestartingForClientAuth"
+	// ReasonRestartingForPeerAuth: a member restarts to accept only member certificates on its peer port, or any
+	// certificate of the cluster's CA, as spec.tls.peerAuth says.
+	ReasonRestartingForPeerAuth = "RestartingForPeerAuth"
+	// ReasonWaitingForPeerIdentity: spec.tls.peerAuth asks members to check the peer identity, and the
+	// certificate a member holds does not carry it yet (the kubelet brings a renewed Secret into a running Pod
+	// within a minute or two).
+	ReasonWaitingForPeerIdentity = "WaitingForPeerIdentity"
+	// ReasonWaitingForCertificates: provider CertManager, and a Secret cert-manager is to write is missing or
+	// not yet usable; Steward creates no member Pod before its Secret is.
+	ReasonWaitingForCertificates = "WaitingForCertificates"
+	// ReasonEnablingAuth: etcd's authentication is being turned on (spec.auth.enabled: true).
+	ReasonEnablingAuth = "EnablingAuth"
+	// ReasonDisablingAuth: etcd's authentication is being turned off (spec.auth.enabled: false).
+	ReasonDisablingAuth = "DisablingAuth"
+	// ReasonRestoringOperatorUser: etcd refused Steward's password; Steward makes its password user again through
+	// its client certificate.
+	ReasonRestoringOperatorUser = "RestoringOperatorUser"
+)
+
+// Reasons of EtcdCluster Progressing: restores. TakingSafetyBackup, RestoreFailed and the
+// other reasons of an EtcdRestore can show on its cluster too.
+const (
+	// ReasonWaitingForRestore: waiting for the restore to verify its backup before members start from it.
+	ReasonWaitingForRestore = "WaitingForRestore"
+	// ReasonReseeding: a confirmed restore retires the old members (Pods, then volumes set aside) to start again
+	// from the snapshot.
+	ReasonReseeding = "Reseeding"
+	// ReasonRestoringFromBackup: a new cluster is created from spec.bootstrap.fromBackup.
+	ReasonRestoringFromBackup = "RestoringFromBackup"
+	// ReasonQuorumLossRecovery: spec.quorumLossRecovery re-seeds the cluster from its newest backup after its set
+	// time without quorum.
+	ReasonQuorumLossRecovery = "QuorumLossRecovery"
+)
+
 // Finished reports whether a one-shot object (EtcdBackup, EtcdRestore) has ended: Complete or Failed is True.
 func Finished(conditions []metav1.Condition) bool {
 	return meta.IsStatusConditionTrue(conditions, ConditionComplete) || meta.IsStatusConditionTrue(conditions, ConditionFailed)
@@ -40,7 +282,8 @@ const (
 	// ReasonBackupSucceeded: the snapshot was streamed, its etcd checksum verified and the file or object
 	// committed under its final name.
 	ReasonBackupSucceeded = "Succeeded"
-	// ReasonClusterNotFound: spec.clusterName names no EtcdCluster in the namespace.
+	// ReasonClusterNotFound: spec.clusterName names no EtcdCluster in the namespace (EtcdBackup, EtcdRestore,
+	// EtcdUser).
 	ReasonClusterNotFound = "ClusterNotFound"
 	// ReasonClusterUnavailable: the cluster has no healthy member to take a snapshot from.
 	ReasonClusterUnavailable = "ClusterUnavailable"
@@ -99,7 +342,9 @@ const (
 	// ReasonFollowerFailing: the follower reports an error (connecting, watching, storing).
 	ReasonFollowerFailing = "FollowerFailing"
 	// ReasonWaitingForSnapshot: the follower's chain starts after every Complete snapshot (it just started, or
-	// etcd compacted revisions it had not read): Steward takes a snapshot at once.
+	// etcd compacted revisions it had not read): Steward takes a snapshot at once. On an EtcdCluster's Progressing
+	// condition: a version step waits for members to take a raft snapshot past the index where the cluster reached
+	// its current version, because the next release cannot replay entries written before it.
 	ReasonWaitingForSnapshot = "WaitingForSnapshot"
 )
 
@@ -127,8 +372,8 @@ const (
 	ReasonWrongCluster = "WrongCluster"
 	// ReasonIncompatibleVersion: the snapshot's etcd version cannot be restored by the cluster's release.
 	ReasonIncompatibleVersion = "IncompatibleVersion"
-	// ReasonClusterHasQuorum: the cluster to re-seed has quorum and spec.allowRollbackOfHealthyCluster is not set;
-	// the message names the revisions a rollback would discard.
+	// ReasonClusterHasQuorum: the cluster to re-seed has quorum and spec.allowRollbackOfHealthyCluster is not set
+	// (the message names the revisions a rollback would discard), or it regained quorum before it was re-seeded.
 	ReasonClusterHasQuorum = "ClusterHasQuorum"
 	// ReasonMembersServing: Steward does not see the cluster's quorum through etcd (the cluster is not
 	// Available: a NetworkPolicy, the operator cut off from the members), but a quorum of its member Pods are
@@ -147,8 +392,37 @@ const (
 	ReasonSnapshotCorrupt = "SnapshotCorrupt"
 	// ReasonSnapshotUnreadable: the stored snapshot could not be read (missing file or object, credentials).
 	ReasonSnapshotUnreadable = "SnapshotUnreadable"
-	// ReasonRestoreFailed: a member failed to restore the snapshot into its data dir.
+	// ReasonRestoreFailed: a member failed to restore the snapshot into its data dir (etcdutl snapshot restore).
+	// The EtcdCluster is Degraded with the same reason until a human acts.
 	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonPointInTimeFailed: the point-in-time backup the restore made (spec.pointInTime) failed; the message
+	// carries the backup's own reason and words (OutsideWindow names the recoverable window).
+	ReasonPointInTimeFailed = "PointInTimeFailed"
+)
+
+// Reasons of EtcdUser Ready. ClusterNotFound (see EtcdBackup) is one of them too.
+const (
+	// ReasonApplied: Ready is True: the etcd user exists with its password or certificate and holds its roles.
+	ReasonApplied = "Applied"
+	// ReasonClusterNotReady: the EtcdCluster has no healthy member to apply the user to yet, its CA does not exist
+	// yet, or Steward cannot connect to it; Steward retries.
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonInvalidSpec: the spec does not make a valid etcd user (the message says why).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretConflict: the Secret (or cert-manager Certificate) the user is to write exists and is not this
+	// EtcdUser's: Steward does not overwrite or take it over; name another Secret.
+	ReasonSecretConflict = "SecretConflict"
+	// ReasonCertificateNotSupported: spec.certificate, but the cluster cannot use one: it runs plaintext, its
+	// members ask clients for no certificate (tls.clientAuth Password), or its provider Secrets leaves Steward no
+	// CA or issuer to sign with. Declare the EtcdUser with spec.password instead.
+	ReasonCertificateNotSupported = "CertificateNotSupported"
+	// ReasonCertificatePending: waiting for cert-manager to issue the user's Certificate.
+	ReasonCertificatePending = "CertificatePending"
+	// ReasonRoleNotFound: roles of spec.roles do not exist in etcd; Steward grants them once they do (it creates
+	// only the user's own role).
+	ReasonRoleNotFound = "RoleNotFound"
+	// ReasonEtcdError: etcd, or the API server, answered with an error (the message); Steward retries.
+	ReasonEtcdError = "EtcdError"
 )
 
 // Reasons of the Ready condition of an EtcdUser in conflict. Such a user conflicts with what somebody else owns
