@@ -35,7 +35,9 @@ func TestMetricsAndAlerts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "metrics")
-	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
+	// refusedNS: a second watched namespace, whose Role the last check removes (the Lease stays in ns, with its rights).
+	refusedNS := newNamespace(t, "metrics-cut")
+	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+","+refusedNS+"}",
 		"--set", "replicaCount=1", "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.serviceMonitor.enabled=true",
 		"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.grafanaDashboard.enabled=true", "--wait", "--timeout", "3m")
 	if !strings.Contains(out, "STATUS: deployed") {
@@ -114,6 +116,42 @@ func TestMetricsAndAlerts(t *testing.T) {
 	requireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
 	deleteAndCheckNothingLeft(t, got)
 	waitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, promSeries(0))
+
+	requireAccessDeniedAlert(t, ns, refusedNS)
+}
+
+// requireAccessDeniedAlert: a healthy Steward (operator namespace ns) has no request refused; once its Role in cut,
+// one of the namespaces it watches, is removed and a cluster is created there, StewardAPIAccessDenied goes
+// pending (its for: is 10 minutes; promtool tests cover the rest) while the operator's Pod stays Ready and does
+// not restart: a Steward degraded while up.
+func requireAccessDeniedAlert(t *testing.T, ns, cut string) {
+	t.Helper()
+	ctx := context.Background()
+	refused := fmt.Sprintf(`sum by (code) (rate(rest_client_requests_total{job="steward",namespace=%q,code=~"401|403"}[5m])) > 0`, ns)
+	if got, err := promQuery(ctx, refused); err != nil || len(got) > 0 {
+		t.Fatalf("requests of a healthy Steward refused: %v (%v)", got, err)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
+	}
+	before := pods.Items[0]
+	if err := k8s.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: cut, Name: "steward-manager"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, newCluster(cut, "refused", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitProm(t, "StewardAPIAccessDenied pending", 3*time.Minute,
+		fmt.Sprintf(`ALERTS{alertname="StewardAPIAccessDenied",namespace=%q,code="403"}`, ns), promSeries(1))
+	var after corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&before), &after); err != nil {
+		t.Fatalf("the operator's Pod %s after the cut: %v", before.Name, err)
+	}
+	if !podIsReady(&after) || podRestarts(&after) != podRestarts(&before) {
+		t.Fatalf("the operator's Pod %s after the cut: Ready %t, restarts %d (before: %d)", after.Name, podIsReady(&after),
+			podRestarts(&after), podRestarts(&before))
+	}
 }
 
 // panelQuery is one query of the shipped dashboard, as test/monitoring writes them out.

@@ -320,13 +320,19 @@ func containerRestarts(t *testing.T, key client.ObjectKey) map[string]int32 {
 		t.Fatal(err)
 	}
 	out := map[string]int32{}
-	for _, p := range pods.Items {
-		out[p.Name] = 0
-		for _, cs := range p.Status.ContainerStatuses {
-			out[p.Name] += cs.RestartCount
-		}
+	for i := range pods.Items {
+		out[pods.Items[i].Name] = podRestarts(&pods.Items[i])
 	}
 	return out
+}
+
+// podRestarts is how often the containers of p restarted, together.
+func podRestarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
 }
 
 // requireNoRestarts fails if a member Pod of key restarted or was replaced since before was counted.

@@ -110,6 +110,7 @@ var operatorMetrics = map[string][]string{
 	"workqueue_queue_duration_seconds_bucket":   {"name", "controller", "le"},
 	"workqueue_unfinished_work_seconds":         {"name", "controller"},
 	"leader_election_master_status":             {"name"},
+	"rest_client_requests_total":                {"code", "method", "host"},
 }
 
 // recordedMetrics are the series the rules file records (the SLO group's ratios and targets), read back by its
