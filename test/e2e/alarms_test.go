@@ -14,6 +14,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestNoSpaceAlarmIsReported fills a 3-member cluster on the smallest volume admission takes (512Mi, so a
@@ -24,8 +25,8 @@ import (
 func TestNoSpaceAlarmIsReported(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "nospace")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "full", 3)
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
 	key, got := settle(t, c)
@@ -41,9 +42,9 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	t.Logf("NOSPACE after %s of 256KiB writes", time.Since(begin).Round(100*time.Millisecond))
 
 	var degraded metav1.Condition
-	poll(t, "NOSPACE reported in status", 2*time.Minute, func() error {
+	framework.Poll(t, "NOSPACE reported in status", 2*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		noSpace := 0
@@ -97,9 +98,9 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 			t.Errorf("alarm %v besides NOSPACE", a)
 		}
 	}
-	poll(t, "NOSPACE cleared from status", 2*time.Minute, func() error {
+	framework.Poll(t, "NOSPACE cleared from status", 2*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded); len(cur.Status.Alarms) > 0 || d == nil || d.Status != metav1.ConditionFalse {

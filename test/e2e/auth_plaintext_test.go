@@ -23,6 +23,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // passwordClient dials the cluster's client Service as the user of a password Secret, presenting no client
@@ -53,7 +54,7 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 func passwordOf(t *testing.T, ns, secretName string) (user, password string) {
 	t.Helper()
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, &s); err != nil {
 		t.Fatal(err)
 	}
 	return string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
@@ -62,9 +63,9 @@ func passwordOf(t *testing.T, ns, secretName string) (user, password string) {
 // waitUserReason waits for the EtcdUser's Ready condition to have reason, and a message containing text.
 func waitUserReason(t *testing.T, key client.ObjectKey, reason, text string) {
 	t.Helper()
-	poll(t, "EtcdUser "+key.Name+" Ready reason "+reason, time.Minute, func() error {
+	framework.Poll(t, "EtcdUser "+key.Name+" Ready reason "+reason, time.Minute, func() error {
 		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(context.Background(), key, u); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, u); err != nil {
 			return err
 		}
 		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
@@ -77,18 +78,18 @@ func waitUserReason(t *testing.T, key client.ObjectKey, reason, text string) {
 // caOnlyTLS checks the members with the cluster's CA (from its client Secret) and presents no certificate.
 func caOnlyTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
 		return nil, err
 	}
-	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
+	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}).Config()
 }
 
 // waitAuthEnabled waits for status.authEnabled to be want.
 func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	c := &etcdv1alpha1.EtcdCluster{}
-	poll(t, fmt.Sprintf("status.authEnabled %v", want), 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, c); err != nil {
+	framework.Poll(t, fmt.Sprintf("status.authEnabled %v", want), 2*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), key, c); err != nil {
 			return err
 		}
 		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled != want {
@@ -110,12 +111,12 @@ func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha
 func TestAuthWithoutTLS(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "auth-plain")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "auth-plain")
+	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	c := newCluster(ns, "plain", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -127,7 +128,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 		"q-read": newEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
 	}
 	certUser := newEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	if err := k8s.Create(ctx, certUser); err != nil {
+	if err := framework.K8s.Create(ctx, certUser); err != nil {
 		t.Fatal(err)
 	}
 	createUsersReady(t, users)
@@ -143,7 +144,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
 	}
 	var creds corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.OperatorCredentialsSecret}, &creds); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.OperatorCredentialsSecret}, &creds); err != nil {
 		t.Fatal(err)
 	}
 	if string(creds.Data[resources.SecretUsernameKey]) != etcdauth.OperatorUser || len(creds.Data[resources.SecretPasswordKey]) != resources.PasswordLength ||
@@ -152,7 +153,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 			len(creds.Data[resources.SecretPasswordKey]), creds.OwnerReferences)
 	}
 	var evs corev1.EventList
-	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+	if err := framework.K8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
@@ -182,7 +183,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 
 	// A backup with auth on: the Job authenticates with the operator credentials (a snapshot needs the root role).
 	backup := newBackup(ns, "plain-auth", c.Name, s3Destination(ns+"/plain-auth.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
@@ -192,7 +193,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	restored := createPlaintextWithAuth(t, fromBackup(ns, "plain-restored", 1, backup.Name))
 	rkey := client.ObjectKeyFromObject(restored)
 	var rcreds corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
 		t.Fatal(err)
 	}
 	if string(rcreds.Data[resources.SecretPasswordKey]) != string(creds.Data[resources.SecretPasswordKey]) {
@@ -205,13 +206,13 @@ func TestAuthWithoutTLS(t *testing.T) {
 	good := rcreds.DeepCopy()
 	patch := client.MergeFrom(rcreds.DeepCopy())
 	rcreds.Data[resources.SecretPasswordKey] = []byte("not-the-password")
-	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
 	patchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
-	poll(t, "the refused password reported", 2*time.Minute, func() error {
+	framework.Poll(t, "the refused password reported", 2*time.Minute, func() error {
 		cur := &etcdv1alpha1.EtcdCluster{}
-		if err := k8s.Get(ctx, rkey, cur); err != nil {
+		if err := framework.K8s.Get(ctx, rkey, cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -228,7 +229,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	}
 	patch = client.MergeFrom(rcreds.DeepCopy())
 	rcreds.Data = good.Data
-	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
 	waitSettled(t, rkey, 4*time.Minute)
@@ -254,7 +255,7 @@ func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]b
 func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c *etcdv1alpha1.EtcdCluster
-	poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
+	framework.Poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
 		c = waitSettled(t, key, 4*time.Minute)
 		for pod, v := range verifiesClientCerts(t, c) {
 			if v != certs {
@@ -276,15 +277,15 @@ func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha
 func TestPasswordOnlyClients(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "pw-only")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "pw-only")
+	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	bad := newCluster(ns, "bad", 1)
 	bad.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone, ClientAuth: etcdv1alpha1.ClientAuthPassword}
-	refused(t, k8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
+	refused(t, framework.K8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
 	c := newCluster(ns, "pwonly", 3)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -341,7 +342,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	waitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
 
 	backup := newBackup(ns, "pw-only", c.Name, s3Destination(ns+"/pw-only.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
@@ -360,8 +361,8 @@ func TestPasswordOnlyClients(t *testing.T) {
 // works on the TLS cluster.
 func TestTLSSwitchWithAuth(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "tlsauth")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "tlsauth")
+	framework.StartOperator(t, ns)
 	c := createPlaintextWithAuth(t, newCluster(ns, "switch", 3))
 	key := client.ObjectKeyFromObject(c)
 	users := map[string]*etcdv1alpha1.EtcdUser{
@@ -426,7 +427,7 @@ func createPlaintextWithAuth(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1a
 	t.Helper()
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)

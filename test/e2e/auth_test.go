@@ -21,6 +21,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 func strPtr(s string) *string { return &s }
@@ -42,8 +43,8 @@ func newEtcdUser(ns, name, cluster, prefix string, access etcdv1alpha1.KeyAccess
 func waitUserReady(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdUser {
 	t.Helper()
 	u := &etcdv1alpha1.EtcdUser{}
-	poll(t, "EtcdUser "+key.Name+" Ready", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, u); err != nil {
+	framework.Poll(t, "EtcdUser "+key.Name+" Ready", timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, u); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady)
@@ -59,7 +60,7 @@ func waitUserReady(t *testing.T, key client.ObjectKey, timeout time.Duration) *e
 func createUsersReady(t *testing.T, users map[string]*etcdv1alpha1.EtcdUser) {
 	t.Helper()
 	for _, u := range users {
-		if err := k8s.Create(context.Background(), u); err != nil {
+		if err := framework.K8s.Create(context.Background(), u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,17 +80,17 @@ func userClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, u *etcdv1alpha1.EtcdU
 	var s corev1.Secret
 	switch {
 	case u.Spec.Certificate != nil:
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
 			t.Fatal(err)
 		}
 		tlsCfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], Cert: s.Data[resources.SecretCertKey], Key: s.Data[resources.SecretKeyKey],
-			ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
+			ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}).Config()
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.TLS = tlsCfg
 	default:
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Password.SecretName}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Password.SecretName}, &s); err != nil {
 			t.Fatal(err)
 		}
 		cfg.Username, cfg.Password = string(s.Data["username"]), string(s.Data["password"])
@@ -110,11 +111,11 @@ func anonymousTLS(t *testing.T, c *etcdv1alpha1.EtcdCluster) *tls.Config {
 	t.Helper()
 	u := newEtcdUser(c.Namespace, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false)
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], Cert: s.Data[resources.SecretCertKey], Key: s.Data[resources.SecretKeyKey],
-		ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
+		ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}).Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +143,17 @@ func etcdctlPod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, secret string, 
 		RestartPolicy:   corev1.RestartPolicyNever,
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot, RunAsUser: &uid},
 		Volumes:         []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}},
-		Containers: []corev1.Container{{Name: "etcdctl", Image: resources.Image(c, operatorOptions), ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "etcdctl", Image: resources.Image(c, framework.OperatorOptions), ImagePullPolicy: corev1.PullIfNotPresent,
 			Command: []string{"/usr/local/bin/etcdctl"},
-			Args: append([]string{"--endpoints=https://" + resources.ClientServiceHost(c, operatorOptions) + ":2379",
+			Args: append([]string{"--endpoints=https://" + resources.ClientServiceHost(c, framework.OperatorOptions) + ":2379",
 				"--cacert=/creds/ca.crt", "--cert=/creds/tls.crt", "--key=/creds/tls.key", "--dial-timeout=5s", "--command-timeout=10s"}, args...),
 			VolumeMounts: []corev1.VolumeMount{{Name: "creds", MountPath: "/creds", ReadOnly: true}}}},
 	}}
-	if err := k8s.Create(ctx, pod); err != nil {
+	if err := framework.K8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "Pod "+name+" to finish", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+	framework.Poll(t, "Pod "+name+" to finish", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
 		}
 		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
@@ -203,10 +204,10 @@ func checkAccess(t *testing.T, who, what string, err error, allowed bool) {
 func TestEtcdUsersAndAuth(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "auth")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "auth")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "authed", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	createS3Secret(t, ns)
@@ -215,27 +216,27 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 
 	// Bad input: refused at admission.
 	bad := newEtcdUser(ns, "root", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	refused(t, k8s.Create(ctx, bad), "root is reserved for Steward")
+	refused(t, framework.K8s.Create(ctx, bad), "root is reserved for Steward")
 	bad.Spec.UserName = "steward:me"
-	refused(t, k8s.Create(ctx, bad), "reserved for Steward")
+	refused(t, framework.K8s.Create(ctx, bad), "reserved for Steward")
 	bad = newEtcdUser(ns, "nothing", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	bad.Spec.Permissions = nil
-	refused(t, k8s.Create(ctx, bad), "a user whose role grants nothing")
+	refused(t, framework.K8s.Create(ctx, bad), "a user whose role grants nothing")
 	bad = newEtcdUser(ns, "backwards", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	bad.Spec.Permissions = []etcdv1alpha1.KeyPermission{{Key: strPtr("/b"), RangeEnd: strPtr("/a"), Access: etcdv1alpha1.AccessRead}}
-	refused(t, k8s.Create(ctx, bad), "rangeEnd must sort after key")
+	refused(t, framework.K8s.Create(ctx, bad), "rangeEnd must sort after key")
 	// Reported, nothing changed: an unknown cluster, and a Secret the user did not let Steward own.
 	orphan := newEtcdUser(ns, "orphan", "no-such-cluster", "/o/", etcdv1alpha1.AccessRead, true)
-	if err := k8s.Create(ctx, orphan); err != nil {
+	if err := framework.K8s.Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-tls",
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "steward"}}, Data: map[string][]byte{"keep": []byte("me")}}
-	if err := k8s.Create(ctx, foreign); err != nil {
+	if err := framework.K8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	taken := newEtcdUser(ns, "taken", c.Name, "/t/", etcdv1alpha1.AccessRead, false)
-	if err := k8s.Create(ctx, taken); err != nil {
+	if err := framework.K8s.Create(ctx, taken); err != nil {
 		t.Fatal(err)
 	}
 
@@ -258,7 +259,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 	waitUserReason(t, client.ObjectKeyFromObject(orphan), "ClusterNotFound", "")
 	waitUserReason(t, client.ObjectKeyFromObject(taken), "SecretConflict", "")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["keep"]) != "me" || len(foreign.OwnerReferences) != 0 {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["keep"]) != "me" || len(foreign.OwnerReferences) != 0 {
 		t.Fatalf("the Secret Steward does not own was changed: %v %+v", err, foreign)
 	}
 
@@ -271,8 +272,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	load := startLoad(t, c)
 	begin := time.Now()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	poll(t, "status.authEnabled true", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.Poll(t, "status.authEnabled true", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if c.Status.AuthEnabled == nil || !*c.Status.AuthEnabled {
@@ -281,8 +282,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
-	poll(t, "the hand-made user reported", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.Poll(t, "the hand-made user reported", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if strings.Join(c.Status.UndeclaredUsers, ",") != "hand-made" {
@@ -318,7 +319,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	mayWrite(t, "app-a (drifted)", a, "/b/drift", true)
-	poll(t, "the hand-made permission revoked", 3*time.Minute, func() error {
+	framework.Poll(t, "the hand-made permission revoked", 3*time.Minute, func() error {
 		resp, err := root.RoleGet(ctx, "app-a")
 		if err != nil {
 			return err
@@ -337,9 +338,9 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 1000 * time.Hour}
 	})
-	poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
+	framework.Poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
 		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(users["app-a"]), u); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(users["app-a"]), u); err != nil {
 			return err
 		}
 		if na := u.Status.CertificateNotAfter; na == nil || !na.Time.Before(oldNotAfter.Add(-24*time.Hour)) {
@@ -354,11 +355,11 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	// A deleted EtcdUser is refused at once: its etcd user is gone before the object.
-	if err := k8s.Delete(ctx, users["app-b"]); err != nil {
+	if err := framework.K8s.Delete(ctx, users["app-b"]); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "EtcdUser app-b gone", time.Minute, func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-b"}, &etcdv1alpha1.EtcdUser{})
+	framework.Poll(t, "EtcdUser app-b gone", time.Minute, func() error {
+		err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-b"}, &etcdv1alpha1.EtcdUser{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -371,7 +372,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 
 	// Backups authenticate as root (Steward's certificate): a snapshot needs the root role.
 	backup := newBackup(ns, "with-auth", c.Name, s3Destination(ns+"/with-auth.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
@@ -379,7 +380,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	// certificate (CN root) is accepted by it, so the new cluster forms and is managed with auth on.
 	restored := fromBackup(ns, "restored", 1, backup.Name)
 	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, restored); err != nil {
+	if err := framework.K8s.Create(ctx, restored); err != nil {
 		t.Fatal(err)
 	}
 	restored = waitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
@@ -392,7 +393,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
-	poll(t, "the hand-made user removed", 2*time.Minute, func() error {
+	framework.Poll(t, "the hand-made user removed", 2*time.Minute, func() error {
 		if _, err := root.UserGet(ctx, "hand-made"); !errors.Is(err, rpctypes.ErrUserNotFound) {
 			return fmt.Errorf("user hand-made: %w", err)
 		}
@@ -405,8 +406,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
-	poll(t, "status.authEnabled false", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.Poll(t, "status.authEnabled false", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled {

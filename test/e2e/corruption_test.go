@@ -21,6 +21,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // corruptedKey is the key the corruption tests write once and then rewrite behind etcd's back in some members'
@@ -35,24 +36,24 @@ func corruptMembers(t *testing.T, key client.ObjectKey, members ...string) {
 	ctx := context.Background()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
 	for _, m := range members {
-		if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}); err != nil {
+		if err := framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, m := range members {
-		poll(t, "Pod "+m+" gone", 2*time.Minute, func() error {
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, &corev1.Pod{})
+		framework.Poll(t, "Pod "+m+" gone", 2*time.Minute, func() error {
+			err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, &corev1.Pod{})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
 			return fmt.Errorf("still there (%w)", err)
 		})
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(m)}, &pvc); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(m)}, &pvc); err != nil {
 			t.Fatal(err)
 		}
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 			t.Fatal(err)
 		}
 		n, err := chaos.CorruptKey(&pv, corruptedKey, "rewritten on "+m)
@@ -104,8 +105,8 @@ func servedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) (string,
 func waitHashCheck(t *testing.T, key client.ObjectKey, since time.Time, result string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "hash check "+result, timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "hash check "+result, timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		h := c.Status.HashCheck
@@ -137,8 +138,8 @@ func degradedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) string
 // diverged its own way: no majority agrees, Steward says so and replaces nothing, however it is allowed to.
 func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "hashkv")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "hashkv")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "ledger", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{
 		EtcdChecks: ptr.To(false), Interval: &metav1.Duration{Duration: 10 * time.Second}}}
@@ -152,7 +153,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	// The load starts once the victim serves its rewritten copy. A follower that is down while more than etcd's
 	// catch-up entries (5,000) are written is sent the leader's whole database when it returns, which undoes the
 	// fault: under a load started before the fault, a fast machine did exactly that (docs/development/flakes.md).
-	poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
+	framework.Poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
 		v, err := servedBy(t, got, victim)
 		if err != nil {
 			return err
@@ -178,7 +179,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	}
 	// Report only: the member stays until a human or the spec says otherwise.
 	time.Sleep(15 * time.Second)
-	if err := k8s.Get(context.Background(), key, got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := memberIDs(got)[victim]; !ok {
@@ -220,7 +221,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 		t.Errorf("Degraded message does not say no majority agrees: %s", msg)
 	}
 	time.Sleep(25 * time.Second) // two more checks
-	if err := k8s.Get(context.Background(), key, got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
 	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
@@ -235,8 +236,8 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 // down longer than replaceUnhealthyAfter, Steward replaces it; the successor joins with the majority's data.
 func TestInitialCorruptionCheck(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "initcheck")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "initcheck")
+	framework.StartOperator(t, ns)
 	key, got := createSettled(t, ns, "sentinel", 30*time.Second)
 	writeLedger(t, got)
 	load := startLoad(t, got)
@@ -244,9 +245,9 @@ func TestInitialCorruptionCheck(t *testing.T) {
 	begin := time.Now()
 	corruptMembers(t, key, victim)
 	// The member's container exits on the check: its termination message (etcd's last log lines) says why.
-	poll(t, victim+" refused to start", 2*time.Minute, func() error {
+	framework.Poll(t, victim+" refused to start", 2*time.Minute, func() error {
 		var pod corev1.Pod
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 			return err
 		}
 		for _, s := range pod.Status.ContainerStatuses {

@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // emptiedKeys are written before a volume is emptied and must all be there whenever the cluster serves again.
@@ -40,7 +41,7 @@ func emptiedKeys(n int) map[string]string {
 func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "emptied-1")
+	ns := framework.NewNamespace(t, "emptied-1")
 	op := runOperator(t, ns)
 	createS3Secret(t, ns)
 	const after = 40 * time.Second
@@ -50,7 +51,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	keys := emptiedKeys(50)
 	putAll(t, got, keys)
 	b := newBackup(ns, "before-wipe", key.Name, s3Destination(ns+"/solo.db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute), got)
@@ -59,10 +60,10 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 
 	op.halt()
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &pod); err != nil {
+	if err := framework.K8s.Delete(ctx, &pod); err != nil {
 		t.Fatal(err)
 	}
 	waitPodsGone(t, ns, map[string]types.UID{member: pod.UID})
@@ -77,8 +78,8 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	t.Logf("loss reported %s after the operator started: %s", time.Since(begin).Round(100*time.Millisecond), cond.Message)
 
 	var restores etcdv1alpha1.EtcdRestoreList
-	poll(t, "the quorum-loss policy's restore", 2*after, func() error {
-		if err := k8s.List(ctx, &restores, client.InNamespace(ns)); err != nil {
+	framework.Poll(t, "the quorum-loss policy's restore", 2*after, func() error {
+		if err := framework.K8s.List(ctx, &restores, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(restores.Items) != 1 {
@@ -115,7 +116,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 // lost.
 func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "emptied-3")
+	ns := framework.NewNamespace(t, "emptied-3")
 	op := runOperator(t, ns)
 	key, got := settle(t, newCluster(ns, "trio", 1))
 	keys := emptiedKeys(50)
@@ -133,7 +134,7 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			pods := map[string]types.UID{}
 			for _, m := range got.Status.Members {
 				var p corev1.Pod
-				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.Name}, &p); err != nil {
+				if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.Name}, &p); err != nil {
 					t.Fatal(err)
 				}
 				pods[m.Name] = p.UID
@@ -183,7 +184,7 @@ func aJoinedMember(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) 
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 	for _, m := range members {
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(m.Name)}, &pvc); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(m.Name)}, &pvc); err != nil {
 			t.Fatal(err)
 		}
 		if pvc.Annotations[resources.AnnotationInitialClusterState] == "existing" {
@@ -196,7 +197,7 @@ func aJoinedMember(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) 
 
 func deleteMemberPods(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,10 +205,10 @@ func deleteMemberPods(t *testing.T, key client.ObjectKey) {
 // waitPodsGone waits until no Pod of the given names has the given UID.
 func waitPodsGone(t *testing.T, namespace string, pods map[string]types.UID) {
 	t.Helper()
-	poll(t, "deleted Pods gone", 2*time.Minute, func() error {
+	framework.Poll(t, "deleted Pods gone", 2*time.Minute, func() error {
 		for name, uid := range pods {
 			var p corev1.Pod
-			err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &p)
+			err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &p)
 			if err == nil && p.UID == uid {
 				return fmt.Errorf("Pod %s still there", name)
 			}
@@ -222,9 +223,9 @@ func waitPodsGone(t *testing.T, namespace string, pods map[string]types.UID) {
 // waitEtcdStopped waits until the kubelet reports the etcd container of the (deleted, held) Pod member stopped.
 func waitEtcdStopped(t *testing.T, namespace, member string) {
 	t.Helper()
-	poll(t, "etcd of "+member+" stopped", 2*time.Minute, func() error {
+	framework.Poll(t, "etcd of "+member+" stopped", 2*time.Minute, func() error {
 		var p corev1.Pod
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &p); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &p); err != nil {
 			return err
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -240,7 +241,7 @@ func waitEtcdStopped(t *testing.T, namespace, member string) {
 func forgetRun(t *testing.T, namespace, member string) {
 	t.Helper()
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := pvc.Annotations[resources.AnnotationHasRun]; !ok {
@@ -248,7 +249,7 @@ func forgetRun(t *testing.T, namespace, member string) {
 	}
 	patch := client.MergeFrom(pvc.DeepCopy())
 	delete(pvc.Annotations, resources.AnnotationHasRun)
-	if err := k8s.Patch(context.Background(), &pvc, patch); err != nil {
+	if err := framework.K8s.Patch(context.Background(), &pvc, patch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -256,9 +257,9 @@ func forgetRun(t *testing.T, namespace, member string) {
 // requireRunRecorded waits until member's volume records that it has run.
 func requireRunRecorded(t *testing.T, namespace, member string) {
 	t.Helper()
-	poll(t, "volume of "+member+" records that it has run", 30*time.Second, func() error {
+	framework.Poll(t, "volume of "+member+" records that it has run", 30*time.Second, func() error {
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
 			return err
 		}
 		if pvc.Annotations[resources.AnnotationHasRun] == "" {
@@ -295,10 +296,10 @@ func watchServedEmpty(key client.ObjectKey, victimID string) *servedEmptyWatch {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var c etcdv1alpha1.EtcdCluster
-			err := k8s.Get(ctx, key, &c)
+			err := framework.K8s.Get(ctx, key, &c)
 			var restores etcdv1alpha1.EtcdRestoreList
 			if err == nil && victimID == "" {
-				err = k8s.List(ctx, &restores, client.InNamespace(key.Namespace))
+				err = framework.K8s.List(ctx, &restores, client.InNamespace(key.Namespace))
 			}
 			cancel()
 			if err != nil {

@@ -30,14 +30,8 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-func requireBed(t *testing.T) {
-	t.Helper()
-	if bed == nil {
-		t.Skip("end-to-end test: needs the test bed (root, not -short)")
-	}
-}
 
 func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
 	return &etcdv1alpha1.EtcdCluster{
@@ -52,12 +46,12 @@ func newCluster(ns, name string, replicas int32) *etcdv1alpha1.EtcdCluster {
 func patchSpec(t *testing.T, key client.ObjectKey, change func(*etcdv1alpha1.EtcdCluster)) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(c.DeepCopy())
 	change(&c)
-	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
+	if err := framework.K8s.Patch(context.Background(), &c, patch); err != nil {
 		t.Fatalf("change the spec of %s: %v", key, err)
 	}
 	return &c
@@ -67,8 +61,8 @@ func patchSpec(t *testing.T, key client.ObjectKey, change func(*etcdv1alpha1.Etc
 func waitAvailable(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "EtcdCluster "+key.String()+" Available", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "EtcdCluster "+key.String()+" Available", timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
@@ -94,11 +88,11 @@ func describe(c *etcdv1alpha1.EtcdCluster) string {
 func podStates(c *etcdv1alpha1.EtcdCluster) string {
 	ctx := context.Background()
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		return "pods: " + err.Error()
 	}
 	var events corev1.EventList
-	if err := k8s.List(ctx, &events, client.InNamespace(c.Namespace)); err != nil {
+	if err := framework.K8s.List(ctx, &events, client.InNamespace(c.Namespace)); err != nil {
 		return "events: " + err.Error()
 	}
 	sort.Slice(events.Items, func(i, j int) bool { return events.Items[i].LastTimestamp.Before(&events.Items[j].LastTimestamp) })
@@ -263,7 +257,7 @@ func sorted(m map[string]string) []string {
 func clientServiceURL(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	var svc corev1.Service
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
@@ -291,13 +285,13 @@ func serviceRouting(c *etcdv1alpha1.EtcdCluster, addr string) string {
 	name := resources.ClientServiceName(c)
 	var parts []string
 	var svc corev1.Service
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &svc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &svc); err != nil {
 		parts = append(parts, "Service: "+err.Error())
 	} else {
 		parts = append(parts, "Service ClusterIP now "+svc.Spec.ClusterIP)
 	}
 	var eps discoveryv1.EndpointSliceList
-	if err := k8s.List(ctx, &eps, client.InNamespace(c.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+	if err := framework.K8s.List(ctx, &eps, client.InNamespace(c.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
 		parts = append(parts, "EndpointSlices: "+err.Error())
 	} else {
 		var ready, notReady []string
@@ -355,7 +349,7 @@ func writeAndReadThroughService(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	defer func() { _ = cli.Close() }()
 	for i := 0; i < 20; i++ {
 		key, val := fmt.Sprintf("e2e/%d", i), fmt.Sprintf("value-%d", i)
-		poll(t, "write "+key+" through the client Service", 30*time.Second, func() error {
+		framework.Poll(t, "write "+key+" through the client Service", 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err := cli.Put(ctx, key, val)
@@ -378,24 +372,24 @@ func deleteAndCheckNothingLeft(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	ctx := context.Background()
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(ctx, &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	var volumes []string
 	for _, p := range pvcs.Items {
 		volumes = append(volumes, p.Spec.VolumeName)
 	}
-	if err := k8s.Delete(ctx, c); err != nil {
+	if err := framework.K8s.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	sel := []client.ListOption{client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}}
-	poll(t, "everything of "+c.Name+" deleted", 3*time.Minute, func() error {
+	framework.Poll(t, "everything of "+c.Name+" deleted", 3*time.Minute, func() error {
 		var pods corev1.PodList
 		var pvcs corev1.PersistentVolumeClaimList
 		var svcs corev1.ServiceList
 		var pdbs policyv1.PodDisruptionBudgetList
 		for _, l := range []client.ObjectList{&pods, &pvcs, &svcs, &pdbs} {
-			if err := k8s.List(ctx, l, sel...); err != nil {
+			if err := framework.K8s.List(ctx, l, sel...); err != nil {
 				return err
 			}
 		}
@@ -404,7 +398,7 @@ func deleteAndCheckNothingLeft(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 		}
 		for _, v := range volumes {
 			var pv corev1.PersistentVolume
-			if err := k8s.Get(ctx, client.ObjectKey{Name: v}, &pv); err == nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Name: v}, &pv); err == nil {
 				return fmt.Errorf("volume %s left (%s)", v, pv.Status.Phase)
 			}
 		}
@@ -422,7 +416,7 @@ func readKeysFromMember(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	poll(t, "member "+member+" serves the keys written before", time.Minute, func() error {
+	framework.Poll(t, "member "+member+" serves the keys written before", time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		resp, err := cli.Get(ctx, "e2e/", clientv3.WithPrefix(), clientv3.WithSerializable())
@@ -438,10 +432,10 @@ func readKeysFromMember(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string
 
 func TestOneMemberCluster(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "one")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "one")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "solo", 1)
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	got := waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
@@ -452,10 +446,10 @@ func TestOneMemberCluster(t *testing.T) {
 
 func TestThreeMemberCluster(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "three")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "three")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "trio", 3)
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
@@ -463,15 +457,15 @@ func TestThreeMemberCluster(t *testing.T) {
 	writeAndReadThroughService(t, got)
 	checkQuota(t, got, (1024-448)/2<<20) // derived from the 1Gi volume: room for the WAL and a second database
 	var pdb policyv1.PodDisruptionBudget
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "trio"}, &pdb); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "trio"}, &pdb); err != nil {
 		t.Fatal(err)
 	}
 	if pdb.Spec.MinAvailable.IntValue() != 2 {
 		t.Errorf("PodDisruptionBudget minAvailable %s, want 2 (quorum of 3)", pdb.Spec.MinAvailable.String())
 	}
 	// Available comes with quorum; Progressing and Degraded settle once every member's Pod is Ready too.
-	poll(t, "Progressing and Degraded False", time.Minute, func() error {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+	framework.Poll(t, "Progressing and Degraded False", time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
 			return err
 		}
 		for _, cond := range []string{etcdv1alpha1.ConditionProgressing, etcdv1alpha1.ConditionDegraded} {
@@ -490,15 +484,15 @@ func TestThreeMemberCluster(t *testing.T) {
 	ctx := context.Background()
 	load := startLoad(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim.Name}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim.Name}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &pod); err != nil {
+	if err := framework.K8s.Delete(ctx, &pod); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "member "+victim.Name+" re-created", 2*time.Minute, func() error {
+	framework.Poll(t, "member "+victim.Name+" re-created", 2*time.Minute, func() error {
 		var again corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pod), &again); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pod), &again); err != nil {
 			return err
 		}
 		if again.UID == pod.UID {
@@ -525,22 +519,22 @@ func TestThreeMemberCluster(t *testing.T) {
 func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "crash")
+	ns := framework.NewNamespace(t, "crash")
 	for podsBeforeCrash := 0; podsBeforeCrash <= 2; podsBeforeCrash++ {
 		t.Run(fmt.Sprintf("crash after %d of 3 Pods", podsBeforeCrash), func(t *testing.T) {
 			name := fmt.Sprintf("phoenix%d", podsBeforeCrash)
 			c := newCluster(ns, name, 3)
-			if err := k8s.Create(ctx, c); err != nil {
+			if err := framework.K8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 			names := []string{name + "-bbbbb", name + "-ccccc", name + "-ddddd"}
 			initial := map[string]string{}
 			for _, n := range names {
-				initial[n] = resources.PeerURL(c, n, operatorOptions)
+				initial[n] = resources.PeerURL(c, n, framework.OperatorOptions)
 			}
 			for _, n := range names {
 				m := resources.Member{Name: n, InitialCluster: initial, State: "new"}
-				if err := k8s.Create(ctx, resources.MemberPVC(c, m, operatorOptions)); err != nil {
+				if err := framework.K8s.Create(ctx, resources.MemberPVC(c, m, framework.OperatorOptions)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -548,11 +542,11 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 			// identity from their first start. Pods without the check would be restarted into it once the cluster is
 			// Available, racing the checks below.
 			for _, n := range names[:podsBeforeCrash] {
-				if err := k8s.Create(ctx, resources.MemberPod(c, resources.Member{Name: n, InitialCluster: initial, State: "new", PeerCheck: true}, operatorOptions)); err != nil {
+				if err := framework.K8s.Create(ctx, resources.MemberPod(c, resources.Member{Name: n, InitialCluster: initial, State: "new", PeerCheck: true}, framework.OperatorOptions)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			stop := startOperator(t, ns)
+			stop := framework.StartOperator(t, ns)
 			got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 			stop()
 			if members := memberNames(got); fmt.Sprint(members) != fmt.Sprint(names) {
@@ -565,13 +559,13 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 
 	t.Run("operator stopped when the first Pod appears", func(t *testing.T) {
 		c := newCluster(ns, "phoenix-real", 3)
-		stop := startOperator(t, ns)
-		if err := k8s.Create(ctx, c); err != nil {
+		stop := framework.StartOperator(t, ns)
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "first member Pod", time.Minute, func() error {
+		framework.Poll(t, "first member Pod", time.Minute, func() error {
 			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 				return err
 			}
 			if len(pods.Items) == 0 {
@@ -581,14 +575,14 @@ func TestBootstrapResumesAfterOperatorCrash(t *testing.T) {
 		})
 		stop()
 		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			t.Fatal(err)
 		}
 		before := map[string]bool{}
 		for _, p := range pvcs.Items {
 			before[p.Labels[resources.LabelMember]] = true
 		}
-		startOperator(t, ns)
+		framework.StartOperator(t, ns)
 		got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 		for _, n := range memberNames(got) {
 			if !before[n] {
@@ -612,7 +606,7 @@ func memberNames(c *etcdv1alpha1.EtcdCluster) []string {
 func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "bad")
+	ns := framework.NewNamespace(t, "bad")
 	tests := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -673,9 +667,9 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := newCluster(ns, "refused", 3)
 			tt.mutate(c)
-			err := k8s.Create(ctx, c)
+			err := framework.K8s.Create(ctx, c)
 			if err == nil {
-				_ = k8s.Delete(ctx, c)
+				_ = framework.K8s.Delete(ctx, c)
 				t.Fatalf("accepted")
 			}
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
@@ -711,10 +705,10 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	// Immutable fields: accepted at creation, refused on change. No operator runs, so nothing else changes.
 	c := newCluster(ns, "fixed", 1)
 	c.Spec.Storage.StorageClassName = ptr.To(testbed.StorageClassName)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = k8s.Delete(ctx, c) }()
+	defer func() { _ = framework.K8s.Delete(ctx, c) }()
 	for name, tt := range map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -726,11 +720,11 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 	} {
 		t.Run("change "+name, func(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
 				t.Fatal(err)
 			}
 			tt.mutate(&cur)
-			err := k8s.Update(ctx, &cur)
+			err := framework.K8s.Update(ctx, &cur)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want %q", err, tt.want)
 			}
@@ -744,16 +738,16 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 func TestTLSProviderFieldsAreImmutable(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "bad")
+	ns := framework.NewNamespace(t, "bad")
 	byo := newCluster(ns, "byo", 1)
 	byo.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets", Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "m", ClientSecretName: "c"}}
 	cm := newCluster(ns, "cm", 1)
 	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager", CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "ca"}}}
 	for _, c := range []*etcdv1alpha1.EtcdCluster{byo, cm} {
-		if err := k8s.Create(ctx, c); err != nil {
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx, c) })
+		t.Cleanup(func() { _ = framework.K8s.Delete(ctx, c) })
 	}
 	if cm.Spec.TLS.CertManager.IssuerRef.Kind != "Issuer" || cm.Spec.TLS.CertManager.IssuerRef.Group != "cert-manager.io" {
 		t.Errorf("issuerRef defaulted to %+v", cm.Spec.TLS.CertManager.IssuerRef)
@@ -774,11 +768,11 @@ func TestTLSProviderFieldsAreImmutable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(tt.c), &cur); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(tt.c), &cur); err != nil {
 				t.Fatal(err)
 			}
 			tt.mutate(&cur)
-			err := k8s.Update(ctx, &cur)
+			err := framework.K8s.Update(ctx, &cur)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -796,7 +790,7 @@ func TestTLSProviderFieldsAreImmutable(t *testing.T) {
 func TestVersionJumpsRefusedAtAdmission(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "bad")
+	ns := framework.NewNamespace(t, "bad")
 	tests := map[string]struct {
 		from, to, image string
 		want            string
@@ -811,32 +805,32 @@ func TestVersionJumpsRefusedAtAdmission(t *testing.T) {
 		i++
 		c := newCluster(ns, fmt.Sprintf("jumpy-%d", i), 1)
 		c.Spec.Version, c.Spec.Image = tt.from, tt.image
-		if err := k8s.Create(ctx, c); err != nil {
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		t.Run(name, func(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
 				t.Fatal(err)
 			}
 			cur.Spec.Version = tt.to
-			err := k8s.Update(ctx, &cur)
+			err := framework.K8s.Update(ctx, &cur)
 			if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("%s -> %s: error %v, want a refusal saying %q", tt.from, tt.to, err, tt.want)
 			}
 			var after etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &after); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &after); err != nil {
 				t.Fatal(err)
 			}
 			if after.Spec.Version != tt.from {
 				t.Fatalf("version after a refused change: %s, want %s", after.Spec.Version, tt.from)
 			}
 		})
-		_ = k8s.Delete(ctx, c)
+		_ = framework.K8s.Delete(ctx, c)
 	}
 }
 
 func createUnstructured(ctx context.Context, obj map[string]any) error {
 	u := &unstructured.Unstructured{Object: obj}
-	return k8s.Create(ctx, u)
+	return framework.K8s.Create(ctx, u)
 }

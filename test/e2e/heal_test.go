@@ -22,27 +22,28 @@ import (
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestMemberWithLostDataIsReplaced deletes a member's volume and Pod under client load: Steward removes the
 // member from etcd and adds a successor with a new name and ID, with no acknowledged write lost.
 func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "heal")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "heal")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "mended", 0)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	begin := time.Now()
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, pvc); err != nil {
+	if err := framework.K8s.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
+	if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
 	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
@@ -57,14 +58,14 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 // has been unhealthy longer than spec.replaceUnhealthyAfter, Steward removes it and adds a new member.
 func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "partition")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "partition")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "islands", 20*time.Second)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
@@ -97,7 +98,7 @@ func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter t
 // settle creates cluster c and waits until it has settled.
 func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -108,8 +109,8 @@ func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv
 func waitMemberGone(t *testing.T, key client.ObjectKey, name, id string, timeout time.Duration) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "member "+name+" ("+id+") gone", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "member "+name+" ("+id+") gone", timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -125,9 +126,9 @@ func waitMemberGone(t *testing.T, key client.ObjectKey, name, id string, timeout
 func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string {
 	t.Helper()
 	var msg string
-	poll(t, "MemberRemoved event for "+name, 30*time.Second, func() error {
+	framework.Poll(t, "MemberRemoved event for "+name, 30*time.Second, func() error {
 		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -148,8 +149,8 @@ func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string
 // its Pod and volume, and adds a fresh learner; the cluster settles at 5 healthy voters.
 func TestStuckLearnerIsReplaced(t *testing.T) {
 	serial(t, "races a window of milliseconds (a learner's sandbox exists, its etcd has not started) that the load of other tests on the node would move")
-	ns := newNamespace(t, "laggard")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "laggard")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "tortoise", 20*time.Second)
 	original := map[string]bool{}
@@ -159,7 +160,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	load := startLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
-	if err := k8s.Patch(ctx, got, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	// Poll fast: the cut must land between the sandbox (network namespace) and the etcd container's start.
@@ -167,7 +168,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	var begin, created time.Time
 	if err := testbed.Eventually(ctx, 2*time.Minute, 20*time.Millisecond, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		for i := range pods.Items {
@@ -213,7 +214,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 func wipeAndCrash(t *testing.T, namespace, member string) {
 	t.Helper()
 	var pod corev1.Pod
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	wipeVolume(t, namespace, member)
@@ -228,11 +229,11 @@ func wipeVolume(t *testing.T, namespace, member string) {
 	t.Helper()
 	ctx := context.Background()
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	var pv corev1.PersistentVolume
-	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 		t.Fatal(err)
 	}
 	if err := chaos.WipeVolume(&pv); err != nil {
@@ -267,8 +268,8 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 // an hour, so only that evidence can trigger this.
 func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "wiped")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "wiped")
+	framework.StartOperator(t, ns)
 	key, got := createSettled(t, ns, "amnesiac", time.Hour)
 	bootstrap := map[string]bool{}
 	for _, m := range got.Status.Members {
@@ -292,8 +293,8 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 // both (they hold no data) and the cluster settles as it was.
 func TestStrayMembersAreRemoved(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "stray")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "stray")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "crowded", 0)
 	load := startLoad(t, got)
@@ -315,7 +316,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	}{{"learner", cli.MemberAddAsLearner, "http://192.0.2.10:2380"}, {"voter", cli.MemberAdd, "http://192.0.2.11:2380"}} {
 		// etcd refuses a membership change while it considers the cluster unhealthy (a member just became active,
 		// or Steward's own removal of the first stray is being applied): retry.
-		poll(t, "add stray "+add.kind, time.Minute, func() error {
+		framework.Poll(t, "add stray "+add.kind, time.Minute, func() error {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			resp, err := add.call(actx, []string{add.url})
@@ -327,7 +328,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 		})
 	}
 	t.Logf("added strays %v", strays)
-	poll(t, "stray members removed from etcd", 4*time.Minute, func() error {
+	framework.Poll(t, "stray members removed from etcd", 4*time.Minute, func() error {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		resp, err := cli.MemberList(lctx)
@@ -364,14 +365,14 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "grown")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "grown")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "grown", 1)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
 	key, got := settle(t, c)
 	first := got.Status.Members[0]
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	if !resources.PodBootstrapsAlone(&pod) {
@@ -381,8 +382,8 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	keys := writeBackupKeys(t, got)
 	load := startLoad(t, got)
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+	framework.Poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
 			return err
 		}
 		if pod.UID == firstUID || resources.PodBootstrapsAlone(&pod) {
@@ -413,8 +414,8 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 // its default, 5 minutes), and no acknowledged write is lost.
 func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "wedged")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "wedged")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "wedged", 0)
 	load := startLoad(t, got)
@@ -430,20 +431,20 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		restarts := containerRestarts(t, key)
 		for _, m := range wedged {
 			var pod corev1.Pod
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
 				t.Fatal(err)
 			}
 			// Until etcd's /livez has passed once in a container, the agent answers its liveness probe as a start
 			// (the startup grace, 5 minutes): ask it once here, as the kubelet does, so the wedge is of a member
 			// that has run, whatever the probe's ticker did in the seconds since the Pod started.
-			poll(t, m+" live", 30*time.Second, func() error { return livez(pod.Status.PodIP) })
+			framework.Poll(t, m+" live", 30*time.Second, func() error { return livez(pod.Status.PodIP) })
 			if err := chaos.WedgeProcess(&pod, resources.EtcdContainer, "etcd"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		begin := time.Now()
 		what := fmt.Sprintf("%d of 3 members wedged %v", len(wedged), wedged)
-		poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
+		framework.Poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
 			now := containerRestarts(t, key)
 			for _, m := range wedged {
 				if now[m] <= restarts[m] {
@@ -456,7 +457,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		got = waitSettled(t, key, 4*time.Minute)
 		t.Logf("%s: restarted after %s, settled after %s", what, restarted.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 		var events corev1.EventList
-		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range wedged {

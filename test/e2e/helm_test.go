@@ -24,6 +24,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/version"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // helmBinary builds the Helm the chart is tested with (`make helm`: the version test/chart/go.mod pins) once per
@@ -72,7 +73,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(helmBinary(t), args...)
 	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(),
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.Bed.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(),
 		"HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -99,7 +100,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// also an operator upgrade through Helm.
 	previous, _ := buildPreviousSteward(t, previousSteward)
 	repository, tag, _ := strings.Cut(previous, ":")
-	ns := newNamespace(t, "helm")
+	ns := framework.NewNamespace(t, "helm")
 	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
 		"--set", "image.repository="+repository, "--set", "image.tag="+tag, "--set", "agentImage="+previous, "--wait", "--timeout", "3m")
 	if !strings.Contains(out, "STATUS: deployed") {
@@ -107,20 +108,20 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	deployment := client.ObjectKey{Namespace: ns, Name: "steward"}
 	var d appsv1.Deployment
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != previous || ptr.Deref(d.Spec.Replicas, 0) != 2 {
 		t.Errorf("Deployment runs %s x%d, want %s x2", img, ptr.Deref(d.Spec.Replicas, 0), previous)
 	}
 	var roles rbacv1.RoleList
-	if err := k8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
+	if err := framework.K8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
 		t.Errorf("no Role in %s (%v): a namespaced install manages it through a Role", ns, err)
 	}
 	// Cluster-wide only the metrics endpoint's right to ask the API server about scrapers (TokenReviews and
 	// SubjectAccessReviews are cluster-scoped), which grants access to no object.
 	var crb rbacv1.ClusterRoleBindingList
-	if err := k8s.List(ctx, &crb, client.MatchingLabels{"app.kubernetes.io/instance": "steward"}); err != nil {
+	if err := framework.K8s.List(ctx, &crb, client.MatchingLabels{"app.kubernetes.io/instance": "steward"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range crb.Items {
@@ -130,7 +131,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	c := newCluster(ns, "charted", 1)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -141,7 +142,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// logs.
 	mustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}", "--set", "replicaCount=1",
 		"--set", "resources.limits.memory=300Mi", "--set", "extraArgs={--zap-log-level=debug}", "--wait", "--timeout", "3m")
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	manager := d.Spec.Template.Spec.Containers[0]
@@ -156,7 +157,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err == nil || !strings.Contains(out, "replicaCount") {
 		t.Errorf("helm upgrade with replicaCount=0: err %v, output:\n%s", err, out)
 	}
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Generation != generation {
@@ -168,14 +169,14 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	writeAndReadThroughService(t, got)
 	var leases coordinationv1.LeaseList
-	if err := k8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
+	if err := framework.K8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
 		t.Errorf("leader election Leases in %s: %d (%v), want 1", ns, len(leases.Items), err)
 	}
 
 	mustHelm(t, "uninstall", "steward", "--namespace", ns, "--wait", "--timeout", "3m")
-	poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {
+	framework.Poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil {
 			return err
 		}
 		if len(pods.Items) != 0 {
@@ -183,15 +184,15 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 		return nil
 	})
-	if err := k8s.Get(ctx, deployment, &d); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, deployment, &d); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment after helm uninstall: %v", err)
 	}
-	crds := apiextensionsclient.NewForConfigOrDie(bed.RESTConfig).ApiextensionsV1().CustomResourceDefinitions()
+	crds := apiextensionsclient.NewForConfigOrDie(framework.Bed.RESTConfig).ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Get(ctx, "etcdclusters.etcd.steward.dev", metav1.GetOptions{}); err != nil {
 		t.Errorf("the EtcdCluster CRD after helm uninstall: %v", err)
 	}
 	var after etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &after); err != nil {
+	if err := framework.K8s.Get(ctx, key, &after); err != nil {
 		t.Fatalf("the cluster after helm uninstall: %v", err)
 	}
 	if now := memberPodsFingerprint(t, &after); now != members {

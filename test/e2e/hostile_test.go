@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // refused asserts that err is the API server refusing an object at admission with a message containing want.
@@ -41,7 +42,7 @@ func refused(t *testing.T, err error, want string) {
 func TestHostileSpecsAreRefused(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
+	ns := framework.NewNamespace(t, "hostile")
 	huge := strings.Repeat("a", 100_000)
 
 	clusters := map[string]struct {
@@ -91,7 +92,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
 			c := newCluster(ns, "refused", 1)
 			tt.mutate(c)
-			refused(t, k8s.Create(ctx, c), tt.want)
+			refused(t, framework.K8s.Create(ctx, c), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "refused")
 		})
 	}
@@ -99,7 +100,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	// Names whose Services or member Pods Kubernetes would refuse: the cluster would be admitted and fail forever.
 	for name, clusterName := range map[string]string{"58 characters": "a" + strings.Repeat("b", 57), "leading digit": "1db", "dotted": "db.prod"} {
 		t.Run("EtcdCluster name "+name, func(t *testing.T) {
-			refused(t, k8s.Create(ctx, newCluster(ns, clusterName, 1)), "metadata.name must start with a letter")
+			refused(t, framework.K8s.Create(ctx, newCluster(ns, clusterName, 1)), "metadata.name must start with a letter")
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, clusterName)
 		})
 	}
@@ -155,26 +156,26 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range destinations {
 		t.Run("EtcdBackup "+name, func(t *testing.T) {
-			refused(t, k8s.Create(ctx, newBackup(ns, "refused", "db", tt.d)), tt.want)
+			refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "db", tt.d)), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 		})
 	}
 	t.Run("EtcdBackup of another namespace's cluster", func(t *testing.T) {
-		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
+		refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 	})
 	t.Run("EtcdBackup name too long for its labels", func(t *testing.T) {
 		name := "b" + strings.Repeat("x", 63)
-		refused(t, k8s.Create(ctx, newBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
+		refused(t, framework.K8s.Create(ctx, newBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, name)
 	})
 	t.Run("EtcdBackup without cluster", func(t *testing.T) {
-		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
+		refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
 	})
 	t.Run("EtcdBackup bad deletion policy", func(t *testing.T) {
 		b := newBackup(ns, "refused", "db", pvc("x.db"))
 		b.Spec.DeletionPolicy = "Shred"
-		refused(t, k8s.Create(ctx, b), "Unsupported value")
+		refused(t, framework.K8s.Create(ctx, b), "Unsupported value")
 	})
 
 	schedules := map[string]struct {
@@ -199,22 +200,22 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 			s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
 				Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "@hourly", Destination: pvc("nightly")}}
 			tt.mutate(s)
-			refused(t, k8s.Create(ctx, s), tt.want)
+			refused(t, framework.K8s.Create(ctx, s), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackupSchedule{}, "refused")
 		})
 	}
 
 	t.Run("EtcdBackup spec change", func(t *testing.T) {
 		b := newBackup(ns, "fixed", "db", pvc("x.db"))
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = k8s.Delete(ctx, b) }()
+		defer func() { _ = framework.K8s.Delete(ctx, b) }()
 		before := b.ResourceVersion
 		b.Spec.Destination.PVC.Path = "y.db"
-		refused(t, k8s.Update(ctx, b), "spec is immutable")
+		refused(t, framework.K8s.Update(ctx, b), "spec is immutable")
 		var after etcdv1alpha1.EtcdBackup
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), &after); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(b), &after); err != nil {
 			t.Fatal(err)
 		}
 		if after.ResourceVersion != before || after.Spec.Destination.PVC.Path != "x.db" {
@@ -225,10 +226,10 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 
 func requireNotStored(t *testing.T, ns string, obj client.Object, name string) {
 	t.Helper()
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if !apierrors.IsNotFound(err) {
 		if err == nil {
-			_ = k8s.Delete(context.Background(), obj)
+			_ = framework.K8s.Delete(context.Background(), obj)
 		}
 		t.Fatalf("refused object %s: get says %v, want NotFound", name, err)
 	}
@@ -250,21 +251,21 @@ func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 func TestHostileUpdatesChangeNothing(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "steady", 1)
 	c.Spec.Version = "3.5.35"
 	c.Spec.Storage.Ephemeral = true
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	defer deleteAndCheckNothingLeft(t, c)
 	key := client.ObjectKeyFromObject(c)
 	waitAvailable(t, key, 3*time.Minute)
 	// The Pod's readiness can trail etcd's own answer by a probe period; after it, nothing changes the Pod.
-	poll(t, "member Pod ready", time.Minute, func() error {
+	framework.Poll(t, "member Pod ready", time.Minute, func() error {
 		var list corev1.PodList
-		if err := k8s.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		if len(list.Items) != 1 || !podIsReady(&list.Items[0]) {
@@ -273,7 +274,7 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		return nil
 	})
 	var settled etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &settled); err != nil {
+	if err := framework.K8s.Get(ctx, key, &settled); err != nil {
 		t.Fatal(err)
 	}
 	pods := memberPodsState(t, &settled)
@@ -305,11 +306,11 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 			var err error
 			for attempt := 0; attempt < 5; attempt++ {
 				var cur etcdv1alpha1.EtcdCluster
-				if err = k8s.Get(ctx, key, &cur); err != nil {
+				if err = framework.K8s.Get(ctx, key, &cur); err != nil {
 					t.Fatal(err)
 				}
 				tt.mutate(&cur)
-				if err = k8s.Update(ctx, &cur); !apierrors.IsConflict(err) {
+				if err = framework.K8s.Update(ctx, &cur); !apierrors.IsConflict(err) {
 					break
 				}
 			}
@@ -321,11 +322,11 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
 		u.SetNamespace(key.Namespace)
 		u.SetName(key.Name)
-		refused(t, k8s.Patch(ctx, u, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))), "greater than or equal to 1")
+		refused(t, framework.K8s.Patch(ctx, u, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))), "greater than or equal to 1")
 	})
 
 	var after etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &after); err != nil {
+	if err := framework.K8s.Get(ctx, key, &after); err != nil {
 		t.Fatal(err)
 	}
 	if after.Generation != settled.Generation || after.Spec.Version != "3.5.35" || after.Spec.Replicas != 1 || !after.Spec.Storage.Ephemeral {
@@ -343,8 +344,8 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
 	cases := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -373,7 +374,7 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			c := newCluster(ns, name, 1)
 			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 			tt.mutate(c)
-			if err := k8s.Create(ctx, c); err != nil {
+			if err := framework.K8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 			defer deleteAndCheckNothingLeft(t, c)
@@ -381,8 +382,8 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster
 			// The kubelet's first pull (or the scheduler's first attempt) comes within seconds here; 4 minutes
 			// covers a loaded CI machine, whose failure output then shows where the Pod was (docs/development/flakes.md).
-			poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
-				if err := k8s.Get(ctx, key, &cur); err != nil {
+			framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
+				if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 					return err
 				}
 				d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -420,10 +421,10 @@ func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	sel := client.MatchingLabels{resources.LabelCluster: c.Name}
 	var pods corev1.PodList
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), sel); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), sel); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
@@ -443,12 +444,12 @@ func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 func TestHostileImageChangeReplacesNothing(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "typo", 3)
 	c.Spec.Storage.Ephemeral = true
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	defer deleteAndCheckNothingLeft(t, c)
@@ -459,19 +460,19 @@ func TestHostileImageChangeReplacesNothing(t *testing.T) {
 
 	setImage := func(image string) {
 		t.Helper()
-		poll(t, "set spec.image", time.Minute, func() error {
+		framework.Poll(t, "set spec.image", time.Minute, func() error {
 			var cur etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, key, &cur); err != nil {
+			if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 				return err
 			}
 			cur.Spec.Image = image
-			return k8s.Update(ctx, &cur)
+			return framework.K8s.Update(ctx, &cur)
 		})
 	}
 	setImage("steward.invalid/etcd:v" + c.Spec.Version)
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -484,7 +485,7 @@ func TestHostileImageChangeReplacesNothing(t *testing.T) {
 	// Twice replaceUnhealthyAfter: the members, their IDs and Pods stay, and the cluster keeps its quorum.
 	deadline := time.Now().Add(25 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			t.Fatal(err)
 		}
 		if now := memberIDs(&cur); fmt.Sprint(now) != fmt.Sprint(ids) {
@@ -501,8 +502,8 @@ func TestHostileImageChangeReplacesNothing(t *testing.T) {
 
 	setImage("")
 	healed := waitAvailable(t, key, 3*time.Minute)
-	poll(t, "member healed in place", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, healed); err != nil {
+	framework.Poll(t, "member healed in place", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, healed); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(healed.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {

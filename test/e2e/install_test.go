@@ -28,6 +28,7 @@ import (
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/internal/version"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // What config/default installs, as the tests below address it.
@@ -44,9 +45,9 @@ const (
 // and returns its output.
 func kubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bed.KubectlPath(), args...)
+	cmd := exec.Command(framework.Bed.KubectlPath(), args...)
 	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.Bed.Kubeconfig)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -90,13 +91,13 @@ func uninstallOperator(t *testing.T) {
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "steward-metrics-reader"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNamespace}},
 	} {
-		if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		if err := framework.K8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("uninstall: delete %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	poll(t, "namespace "+installNamespace+" gone", 3*time.Minute, func() error {
+	framework.Poll(t, "namespace "+installNamespace+" gone", 3*time.Minute, func() error {
 		var n corev1.Namespace
-		if err := k8s.Get(ctx, client.ObjectKey{Name: installNamespace}, &n); !apierrors.IsNotFound(err) {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: installNamespace}, &n); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%w); Pods: %s", err, operatorPodsState(t))
 		}
 		return nil
@@ -106,7 +107,7 @@ func uninstallOperator(t *testing.T) {
 func operatorPods(t *testing.T) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(installNamespace),
+	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(installNamespace),
 		client.MatchingLabels{"app.kubernetes.io/name": installName}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +134,9 @@ func operatorPodsState(t *testing.T) string {
 // kubelet restarted in the same Pod is a new holder) and returns the holder, its Pod, and when the test saw it.
 func operatorLeader(t *testing.T, not string, timeout time.Duration) (holder, pod string, seen time.Time) {
 	t.Helper()
-	poll(t, "a leader other than "+not, timeout, func() error {
+	framework.Poll(t, "a leader other than "+not, timeout, func() error {
 		var l coordinationv1.Lease
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: leaseName}, &l); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: leaseName}, &l); err != nil {
 			return err
 		}
 		holder = ptr.Deref(l.Spec.HolderIdentity, "")
@@ -151,7 +152,7 @@ func operatorLeader(t *testing.T, not string, timeout time.Duration) (holder, po
 func operatorPod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: name}, &p); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: name}, &p); err != nil {
 		t.Fatal(err)
 	}
 	return &p
@@ -195,7 +196,7 @@ func serviceAccountToken(t *testing.T, namespace, name string) string {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
-	if err := k8s.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+	if err := framework.K8s.SubResource("token").Create(context.Background(), sa, tr); err != nil {
 		t.Fatalf("token of %s/%s: %v", namespace, name, err)
 	}
 	return tr.Status.Token
@@ -230,7 +231,7 @@ func killLeader(t *testing.T, crash bool, state func() string) takeover {
 		}
 	} else {
 		k.how = "deleted the Pod of"
-		if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); err != nil {
+		if err := framework.K8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,7 +240,7 @@ func killLeader(t *testing.T, crash bool, state func() string) takeover {
 	k.new = newLeader
 	k.toLease = took.Sub(killed)
 	k.before = state()
-	poll(t, "a step after the takeover", 3*time.Minute, func() error {
+	framework.Poll(t, "a step after the takeover", 3*time.Minute, func() error {
 		if now := state(); now != k.before {
 			k.nextStep = now
 			return nil
@@ -268,17 +269,17 @@ func TestInClusterOperatorHA(t *testing.T) {
 			// The leader starts its controllers just after it takes the Lease.
 			want = `controller_runtime_reconcile_total{controller="etcdcluster"`
 		}
-		poll(t, "metrics of "+p.Name+" with "+want, 30*time.Second, func() error {
+		framework.Poll(t, "metrics of "+p.Name+" with "+want, 30*time.Second, func() error {
 			if !strings.Contains(scrapeMetrics(t, &p), want) {
 				return fmt.Errorf("not there (leader %s)", leader)
 			}
 			return nil
 		})
 	}
-	ns := newNamespace(t, "incluster")
+	ns := framework.NewNamespace(t, "incluster")
 	createS3Secret(t, ns)
 	c := newClusterAt(ns, "tenant", "3.6.15")
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -288,7 +289,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	// 3 -> 5: the leader crashes once the first step (a learner added) is taken.
 	first := membershipState(t, got)
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	poll(t, "the scale-up's first step", 2*time.Minute, func() error {
+	framework.Poll(t, "the scale-up's first step", 2*time.Minute, func() error {
 		if now := membershipState(t, got); now == first {
 			return fmt.Errorf("still %s", now)
 		}
@@ -304,7 +305,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	// 3.6.15 -> 3.6.16: the leader's Pod is deleted once the first member runs the new release.
 	before := memberIDs(got)
 	setVersion(t, key, "3.6.16")
-	poll(t, "the upgrade's first member switched", 3*time.Minute, func() error {
+	framework.Poll(t, "the upgrade's first member switched", 3*time.Minute, func() error {
 		if s := rollState(t, got); !strings.HasPrefix(s, "1/") {
 			return fmt.Errorf("%s", s)
 		}
@@ -315,7 +316,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 
 	// A backup Job runs the release's own image (steward-agent beside the operator).
 	b := newBackup(ns, "in-cluster", key.Name, s3Destination(ns+"/in-cluster.db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute), got)

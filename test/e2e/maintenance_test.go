@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // memberClient is a client of every member of c, by Pod IP, and those endpoints by member name. The caller closes it.
@@ -113,8 +114,8 @@ func (f fill) check(t *testing.T, cli *clientv3.Client) {
 func TestDefragmentation(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "defrag")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "defrag")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "tidy", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{
 		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)}}
@@ -132,9 +133,9 @@ func TestDefragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	poll(t, "every member defragmented", 4*time.Minute, func() error {
+	framework.Poll(t, "every member defragmented", 4*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		var todo []string
@@ -184,8 +185,8 @@ func TestDefragmentation(t *testing.T) {
 func TestNoSpaceRecovery(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace-auto")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "nospace-auto")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "phoenix", 3)
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10)}}
@@ -200,7 +201,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
-	poll(t, "writes accepted again", 4*time.Minute, func() error {
+	framework.Poll(t, "writes accepted again", 4*time.Minute, func() error {
 		_, err := cli.Put(ctx, "after", "recovered")
 		return err
 	})
@@ -231,8 +232,8 @@ func TestNoSpaceRecovery(t *testing.T) {
 func TestNoSpaceQuotaRaised(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace-raise")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "nospace-raise")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "roomier", 3)
 	c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("32Mi"))
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10),
@@ -249,7 +250,7 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	}
 	raised := time.Since(begin)
 	// The members restart on new Pods, with new IPs: each try dials the members there are.
-	poll(t, "writes accepted again", 5*time.Minute, func() error {
+	framework.Poll(t, "writes accepted again", 5*time.Minute, func() error {
 		now, _ := memberClient(t, got)
 		defer func() { _ = now.Close() }()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

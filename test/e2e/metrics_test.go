@@ -22,6 +22,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestMetricsAndAlerts installs Steward in its namespace with the Helm chart (metrics on, and the monitoring
@@ -34,7 +35,7 @@ import (
 func TestMetricsAndAlerts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "metrics")
+	ns := framework.NewNamespace(t, "metrics")
 	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
 		"--set", "replicaCount=1", "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.serviceMonitor.enabled=true",
 		"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.grafanaDashboard.enabled=true", "--wait", "--timeout", "3m")
@@ -42,7 +43,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 		t.Fatalf("helm install printed no deployed status:\n%s", out)
 	}
 	var dashboards corev1.ConfigMapList
-	if err := k8s.List(ctx, &dashboards, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}); err != nil || len(dashboards.Items) != 1 {
+	if err := framework.K8s.List(ctx, &dashboards, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}); err != nil || len(dashboards.Items) != 1 {
 		t.Errorf("dashboard ConfigMaps in %s: %d (%v), want 1", ns, len(dashboards.Items), err)
 	}
 	waitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), promValue(1))
@@ -80,7 +81,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "EtcdMembersDown clear after the scale-up", 5*time.Minute, alert, promSeries(0))
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	cut := time.Now()
@@ -100,7 +101,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	// A backup sets the last-backup gauges to the backup's own record.
 	createBackupClaim(t, ns, "256Mi")
 	b := newBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
@@ -186,12 +187,12 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 	t.Helper()
 	ctx := context.Background()
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
 		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
 	}
 	pod := &pods.Items[0]
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}
-	if err := k8s.Create(ctx, sa); err != nil {
+	if err := framework.K8s.Create(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
 	token := serviceAccountToken(t, ns, sa.Name)
@@ -227,12 +228,12 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: reader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}},
 	}
-	if err := k8s.Create(ctx, binding); err != nil {
+	if err := framework.K8s.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
+	t.Cleanup(func() { _ = framework.K8s.Delete(context.Background(), binding) })
 	// RBAC applies a new binding within moments, and the operator caches an authorization for a while: poll.
-	poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
+	framework.Poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
 		code, body, err := getMetrics(pod, token)
 		if err != nil || code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 			return fmt.Errorf("%d (%w)", code, err)

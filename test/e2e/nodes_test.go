@@ -22,6 +22,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -42,7 +43,7 @@ var dedicatedNodes sync.Mutex
 // client load that leaves the CPU to the others; in a slot they would hold it for all that waiting.
 func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	t.Helper()
-	requireBed(t)
+	framework.RequireBed(t)
 	t.Parallel()
 	waitFrom := time.Now()
 	dedicatedNodes.Lock()
@@ -54,7 +55,7 @@ func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	})
 	track(t)
 	var out []testbed.Node
-	for _, n := range bed.Nodes() {
+	for _, n := range framework.Bed.Nodes() {
 		if n.Dedicated {
 			out = append(out, n)
 		}
@@ -108,7 +109,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 		trouble := map[string]string{}
 		for _, n := range nodes {
 			var node corev1.Node
-			if err := k8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
+			if err := framework.K8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
 				trouble[n.Name] = err.Error()
 			} else if why := nodeTrouble(&node); why != "" {
 				trouble[n.Name] = why
@@ -121,7 +122,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 		}
 		if len(trouble) == 0 || time.Now().After(deadline) {
 			for name := range trouble {
-				if down := bed.NodeProcessesDown(name); down != "" {
+				if down := framework.Bed.NodeProcessesDown(name); down != "" {
 					trouble[name] += "; " + down
 				}
 			}
@@ -134,7 +135,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 // podsOnNode names the Pods bound to node, with their phase and deletion, "" for none or when they cannot be listed.
 func podsOnNode(node string) string {
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
 		return ""
 	}
 	var out []string
@@ -173,9 +174,9 @@ func handBackDedicatedNodes(t *testing.T, nodes []testbed.Node) {
 			}
 		}
 		if strings.Contains(why, "Ready=") || strings.Contains(why, "not running") {
-			if err := bed.StopNode(name); err != nil {
+			if err := framework.Bed.StopNode(name); err != nil {
 				t.Errorf("restore node %s: %v", name, err)
-			} else if err := bed.StartNode(context.Background(), name); err != nil {
+			} else if err := framework.Bed.StartNode(context.Background(), name); err != nil {
 				t.Errorf("restore node %s: %v", name, err)
 			}
 		}
@@ -200,14 +201,14 @@ func onDedicatedNodes(c *etcdv1alpha1.EtcdCluster) {
 // it.
 func dedicatedClusterUnderLoad(t *testing.T, name string, replicas int32, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, *linearizability.Load) {
 	t.Helper()
-	ns := newNamespace(t, name)
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, name)
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, name, replicas)
 	onDedicatedNodes(c)
 	if replaceUnhealthyAfter > 0 {
 		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
 	}
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -242,7 +243,7 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 func memberPodsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster) corev1.PodList {
 	t.Helper()
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	return pods
@@ -329,21 +330,21 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 		t.Fatalf("no node holds two followers: %v, %s", perNode, describe(got))
 	}
 	begin := time.Now()
-	if err := bed.StopNode(node); err != nil {
+	if err := framework.Bed.StopNode(node); err != nil {
 		t.Fatal(err)
 	}
 	started := false
 	t.Cleanup(func() {
 		if !started { // the next multi-node test needs the node
-			if err := bed.StartNode(context.Background(), node); err != nil {
+			if err := framework.Bed.StartNode(context.Background(), node); err != nil {
 				t.Errorf("start node %s again: %v", node, err)
 			}
 		}
 	})
 	t.Logf("stopped node %s with followers %v", node, lost)
 
-	poll(t, fmt.Sprintf("members %v replaced on the other nodes", lost), 8*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, fmt.Sprintf("members %v replaced on the other nodes", lost), 8*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		voters := 0
@@ -370,13 +371,13 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 	t.Logf("replaced in %s, node still down: %s", time.Since(begin).Round(time.Second), describe(got))
 	for name := range lost {
 		var old corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); err != nil || old.DeletionTimestamp == nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); err != nil || old.DeletionTimestamp == nil {
 			t.Errorf("the lost member's Pod %s should hang, deleted, on the stopped node: %v, %+v", name, err, old.DeletionTimestamp)
 		}
 	}
 
 	returned := time.Now()
-	if err := bed.StartNode(ctx, node); err != nil {
+	if err := framework.Bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
@@ -407,7 +408,7 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 	checkStatusMatchesEtcd(t, got)
 	for name := range lost {
 		var old corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); !apierrors.IsNotFound(err) {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); !apierrors.IsNotFound(err) {
 			t.Errorf("Pod %s of a removed member still there after its node returned: %v", name, err)
 		}
 	}
@@ -444,7 +445,7 @@ func eventMember(message string) string {
 func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, want string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got *etcdv1alpha1.EtcdCluster
-	poll(t, "EtcdCluster "+key.String()+" settled with members spread "+want, timeout, func() error {
+	framework.Poll(t, "EtcdCluster "+key.String()+" settled with members spread "+want, timeout, func() error {
 		c, err := settled(key)
 		if err != nil {
 			return err
@@ -531,19 +532,19 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 		stopped := map[string]bool{}
 		t.Cleanup(func() { // the next multi-node test needs the nodes
 			for name := range stopped {
-				if err := bed.StartNode(context.Background(), name); err != nil {
+				if err := framework.Bed.StartNode(context.Background(), name); err != nil {
 					t.Errorf("start node %s again: %v", name, err)
 				}
 			}
 		})
 		for _, n := range down {
 			stopped[n.Name] = true // a stop that fails half-way leaves a node to start again
-			if err := bed.StopNode(n.Name); err != nil {
+			if err := framework.Bed.StopNode(n.Name); err != nil {
 				t.Fatal(err)
 			}
 		}
-		poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
-			if err := k8s.Get(ctx, key, got); err != nil {
+		framework.Poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, key, got); err != nil {
 				return err
 			}
 			a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
@@ -558,7 +559,7 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 			t.Errorf("Pods or volumes changed without a quorum:\nbefore %v\nafter  %v", before, after)
 		}
 		for _, n := range down {
-			if err := bed.StartNode(ctx, n.Name); err != nil {
+			if err := framework.Bed.StartNode(ctx, n.Name); err != nil {
 				t.Fatal(err)
 			}
 			delete(stopped, n.Name)
@@ -577,7 +578,7 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 
 // nodeKubectl runs kubectl as the admin, for what a human does to nodes (drain, cordon, uncordon).
 func nodeKubectl(args ...string) error {
-	out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
+	out, err := exec.Command(framework.Bed.KubectlPath(), append([]string{"--kubeconfig", framework.Bed.Kubeconfig}, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
 	}
@@ -598,8 +599,8 @@ func nodeOf(c *etcdv1alpha1.EtcdCluster, name string) string {
 func waitReplaced(t *testing.T, key client.ObjectKey, victim string, voters int) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		healthy := 0
@@ -626,8 +627,8 @@ func waitReplaced(t *testing.T, key client.ObjectKey, victim string, voters int)
 func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "opstopped")
-	stopOperator := startOperator(t, ns)
+	ns := framework.NewNamespace(t, "opstopped")
+	stopOperator := framework.StartOperator(t, ns)
 	c := newCluster(ns, "unattended", 3)
 	onDedicatedNodes(c)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
@@ -636,13 +637,13 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	victim, _ := aFollower(t, got)
 	node := nodeOf(got, victim)
 	stopOperator()
-	if err := bed.StopNode(node); err != nil {
+	if err := framework.Bed.StopNode(node); err != nil {
 		t.Fatal(err)
 	}
 	started := false
 	t.Cleanup(func() {
 		if !started { // the next multi-node test needs the node
-			if err := bed.StartNode(context.Background(), node); err != nil {
+			if err := framework.Bed.StartNode(context.Background(), node); err != nil {
 				t.Errorf("start node %s again: %v", node, err)
 			}
 		}
@@ -650,10 +651,10 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	t.Logf("operator stopped, then node %s of follower %s", node, victim)
 	time.Sleep(30 * time.Second)
 	begin := time.Now()
-	startOperator(t, ns)
+	framework.StartOperator(t, ns)
 	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced %s after the operator started, node still down", time.Since(begin).Round(time.Second))
-	if err := bed.StartNode(ctx, node); err != nil {
+	if err := framework.Bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
@@ -664,7 +665,7 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 		}
 	}
 	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("the lost member's Pod %s is still there: %v", victim, err)
 	}
 	requireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
@@ -683,13 +684,13 @@ func TestPartitionedNodeMember(t *testing.T) {
 	key, got, load := dedicatedClusterUnderLoad(t, "partition", 3, 15*time.Second)
 	victim, victimID := aFollower(t, got)
 	node := nodeOf(got, victim)
-	if err := bed.IsolateNode(node); err != nil {
+	if err := framework.Bed.IsolateNode(node); err != nil {
 		t.Fatal(err)
 	}
 	reconnected := false
 	t.Cleanup(func() {
 		if !reconnected { // the next multi-node test needs the node
-			if err := bed.ReconnectNode(node); err != nil {
+			if err := framework.Bed.ReconnectNode(node); err != nil {
 				t.Errorf("reconnect node %s: %v", node, err)
 			}
 		}
@@ -698,7 +699,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 	t.Logf("cut node %s of follower %s off the network", node, victim)
 	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced in %s while the node was cut off", time.Since(begin).Round(time.Second))
-	if err := bed.ReconnectNode(node); err != nil {
+	if err := framework.Bed.ReconnectNode(node); err != nil {
 		t.Fatal(err)
 	}
 	reconnected = true
@@ -709,7 +710,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 		}
 	}
 	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &old); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("the partitioned member's Pod %s is still there: %v", victim, err)
 	}
 	checkStatusMatchesEtcd(t, got)
@@ -737,21 +738,21 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 			}
 		}
 	})
-	ns := newNamespace(t, "unsatisfiable")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "unsatisfiable")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "unsatisfiable", 3)
 	onDedicatedNodes(c)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 	c.Spec.Pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: resources.TopologyKeyHostname,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: c.Name}}}}}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -795,20 +796,20 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 func TestRestoreAcrossNodes(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "acrossnodes")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "acrossnodes")
+	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	createBackupClaim(t, ns, "512Mi")
 	origin := newCluster(ns, "origin", 3)
 	onDedicatedNodes(origin)
-	if err := k8s.Create(ctx, origin); err != nil {
+	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
 	}
 	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := writeBackupKeys(t, origin)
 	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		b := newBackup(ns, name, origin.Name, d)
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
@@ -820,12 +821,12 @@ func TestRestoreAcrossNodes(t *testing.T) {
 
 	unreadable := fromBackup(ns, "unreadable", 3, toPVC.Name)
 	onDedicatedNodes(unreadable)
-	if err := k8s.Create(ctx, unreadable); err != nil {
+	if err := framework.K8s.Create(ctx, unreadable); err != nil {
 		t.Fatal(err)
 	}
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
+	framework.Poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -847,7 +848,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	fromPVC.Spec.Pod.Tolerations = []corev1.Toleration{{Key: testbed.DedicatedTaint, Operator: corev1.TolerationOpEqual, Value: "true",
 		Effect: corev1.TaintEffectNoSchedule}}
 	start := time.Now()
-	if err := k8s.Create(ctx, fromPVC); err != nil {
+	if err := framework.K8s.Create(ctx, fromPVC); err != nil {
 		t.Fatal(err)
 	}
 	got := waitSettled(t, client.ObjectKeyFromObject(fromPVC), 4*time.Minute)
@@ -871,7 +872,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 
 	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
 	onDedicatedNodes(fromS3)
-	if err := k8s.Create(ctx, fromS3); err != nil {
+	if err := framework.K8s.Create(ctx, fromS3); err != nil {
 		t.Fatal(err)
 	}
 	got = waitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)

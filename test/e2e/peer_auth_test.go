@@ -20,14 +20,15 @@ import (
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // secretPair is the certificate and key of a kubernetes.io/tls Secret, and the CA certificates in its ca.crt.
 func secretPair(t *testing.T, ns, name string) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	var s corev1.Secret
-	poll(t, "Secret "+name, time.Minute, func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)
+	framework.Poll(t, "Secret "+name, time.Minute, func() error {
+		return framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)
 	})
 	pair, err := tls.X509KeyPair(s.Data[resources.SecretCertKey], s.Data[resources.SecretKeyKey])
 	if err != nil {
@@ -41,7 +42,7 @@ func secretPair(t *testing.T, ns, name string) (tls.Certificate, *x509.CertPool)
 // peerPortAnswer asks a member's peer port (by Pod IP) for path with cert, checking the member's certificate for
 // its own DNS name as its peers do: the HTTP status, or the error (a refused TLS handshake).
 func peerPortAnswer(c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, roots *x509.CertPool, cert tls.Certificate, path string) (int, error) {
-	cfg := &tls.Config{RootCAs: roots, ServerName: resources.MemberHost(c, pod.Name, operatorOptions), Certificates: []tls.Certificate{cert},
+	cfg := &tls.Config{RootCAs: roots, ServerName: resources.MemberHost(c, pod.Name, framework.OperatorOptions), Certificates: []tls.Certificate{cert},
 		MinVersion: tls.VersionTLS12}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 	resp, err := hc.Get("https://" + net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(resources.PeerPort)) + path)
@@ -97,7 +98,7 @@ func requireReplicated(t *testing.T, c *etcdv1alpha1.EtcdCluster, value string) 
 		t.Fatal(err)
 	}
 	for member, addr := range podAddrs(t, c) {
-		poll(t, "the write on member "+member, 30*time.Second, func() error {
+		framework.Poll(t, "the write on member "+member, 30*time.Second, func() error {
 			one, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + addr}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(), TLS: cfg})
 			if err != nil {
 				return err
@@ -124,19 +125,19 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	ctx := context.Background()
 	var caSecret corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, &caSecret); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, &caSecret); err != nil {
 		t.Fatal(err)
 	}
 	ca, err := pki.ParseKeyPair(caSecret.Data[resources.SecretCertKey], caSecret.Data[resources.SecretKeyKey])
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity := resources.PeerIdentity(c, operatorOptions)
+	identity := resources.PeerIdentity(c, framework.OperatorOptions)
 	pods := memberPodsOf(t, c)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		var names []string
-		for _, n := range resources.MemberDNSNames(c, p.Name, operatorOptions) {
+		for _, n := range resources.MemberDNSNames(c, p.Name, framework.OperatorOptions) {
 			if n != identity {
 				names = append(names, n)
 			}
@@ -147,16 +148,16 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 			t.Fatal(err)
 		}
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.MemberSecretName(p.Name)}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.MemberSecretName(p.Name)}, &s); err != nil {
 			t.Fatal(err)
 		}
 		s.Data[resources.SecretCertKey], s.Data[resources.SecretKeyKey] = kp.CertPEM, kp.KeyPEM
-		if err := k8s.Update(ctx, &s); err != nil {
+		if err := framework.K8s.Update(ctx, &s); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(p.DeepCopy())
 		delete(p.Annotations, resources.AnnotationPeerIdentity)
-		if err := k8s.Patch(ctx, p, patch); err != nil {
+		if err := framework.K8s.Patch(ctx, p, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,12 +190,12 @@ func podsChecking(t *testing.T, c *etcdv1alpha1.EtcdCluster) (checking, all int)
 func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "peerauth")
-	stopOperator := startOperator(t, ns)
+	ns := framework.NewNamespace(t, "peerauth")
+	stopOperator := framework.StartOperator(t, ns)
 	cm := newCluster(ns, "cm", 1)
 	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, cm); err != nil {
+	if err := framework.K8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	c := newCluster(ns, "peers", 3)
@@ -212,7 +213,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := otherCA.Issue(pki.Request{CommonName: "peers-x", DNSNames: []string{resources.PeerIdentity(got, operatorOptions)},
+	forged, err := otherCA.Issue(pki.Request{CommonName: "peers-x", DNSNames: []string{resources.PeerIdentity(got, framework.OperatorOptions)},
 		Server: true, Client: true, Lifetime: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -237,13 +238,13 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	stopOperator()
 	dropPeerIdentity(t, got)
 	cfg := clusterTLS(t, got)
-	poll(t, "members serving certificates without the peer identity", 3*time.Minute, func() error {
+	framework.Poll(t, "members serving certificates without the peer identity", 3*time.Minute, func() error {
 		for member, addr := range podAddrs(t, got) {
 			cert, err := servedCertificate(cfg, addr)
 			if err != nil {
 				return err
 			}
-			if cert.VerifyHostname(resources.PeerIdentity(got, operatorOptions)) == nil {
+			if cert.VerifyHostname(resources.PeerIdentity(got, framework.OperatorOptions)) == nil {
 				return fmt.Errorf("member %s still serves one with it", member)
 			}
 		}
@@ -251,8 +252,8 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	})
 	began := time.Now()
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthMemberIdentity })
-	startOperator(t, ns)
-	poll(t, "every member checking the peer identity", 8*time.Minute, func() error {
+	framework.StartOperator(t, ns)
+	framework.Poll(t, "every member checking the peer identity", 8*time.Minute, func() error {
 		if checking, all := podsChecking(t, got); checking != all || all != 3 {
 			return fmt.Errorf("%d of %d members check it", checking, all)
 		}

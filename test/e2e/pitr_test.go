@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // keyStates is the key space under prefix at revision rev (0: now), each key with its value and its create and
@@ -35,7 +36,7 @@ func keyStates(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, rev int
 		opts = append(opts, clientv3.WithRev(rev))
 	}
 	var resp *clientv3.GetResponse
-	poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
+	framework.Poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err = cli.Get(ctx, prefix, opts...)
@@ -59,8 +60,8 @@ func requireSameStates(t *testing.T, what string, got, want map[string]string) {
 func waitContinuous(t *testing.T, key client.ObjectKey, what string, ok func(*etcdv1alpha1.EtcdBackupSchedule) bool) *etcdv1alpha1.EtcdBackupSchedule {
 	t.Helper()
 	var s etcdv1alpha1.EtcdBackupSchedule
-	poll(t, "schedule "+key.Name+": "+what, 3*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &s); err != nil {
+	framework.Poll(t, "schedule "+key.Name+": "+what, 3*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &s); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup)
@@ -100,12 +101,12 @@ func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.Backup
 func TestContinuousBackupPointInTime(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "pitr")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "pitr")
+	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	pvc := createBackupClaim(t, ns, "512Mi")
 	src := newCluster(ns, "src", 3)
-	if err := k8s.Create(ctx, src); err != nil {
+	if err := framework.K8s.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
 	src = waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
@@ -113,7 +114,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	schedule := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackupSchedule {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 6h", Destination: d, Continuous: continuous}}
-		if err := k8s.Create(ctx, s); err != nil {
+		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -138,7 +139,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	var last int64
 	put := func(k, v string) {
 		t.Helper()
-		poll(t, "write "+k, 30*time.Second, func() error {
+		framework.Poll(t, "write "+k, 30*time.Second, func() error {
 			r, err := cli.Put(ctx, k, v)
 			if err == nil {
 				last = r.Header.Revision
@@ -170,10 +171,10 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 
 	// The follower restarts while writes go on: it resumes from its last segment.
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(resources.FollowerLabels(onPVC))); err != nil || len(pods.Items) != 1 {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(resources.FollowerLabels(onPVC))); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("follower Pods: %v %d", err, len(pods.Items))
 	}
-	if err := k8s.Delete(ctx, &pods.Items[0]); err != nil {
+	if err := framework.K8s.Delete(ctx, &pods.Items[0]); err != nil {
 		t.Fatal(err)
 	}
 	for i := 30; i < 40; i++ {
@@ -181,7 +182,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	// The leader's Pod is lost while continuous backup runs: a leader change, and a member away and back; the
 	// follower reaches the cluster through its Service.
-	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Status.Leader}}); err != nil {
+	if err := framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Status.Leader}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 40; i < 45; i++ {
@@ -197,7 +198,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	restoreAt := func(name string, b *etcdv1alpha1.EtcdBackup, wantRev int64) {
 		t.Helper()
 		start := time.Now()
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
@@ -207,7 +208,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		}
 		t.Logf("point-in-time backup %s Complete in %.1fs: %s", b.Name, time.Since(start).Seconds(), c.Message)
 		restored := fromBackup(ns, name, 1, b.Name)
-		if err := k8s.Create(ctx, restored); err != nil {
+		if err := framework.K8s.Create(ctx, restored); err != nil {
 			t.Fatal(err)
 		}
 		restored = waitSettled(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
@@ -219,7 +220,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	atT2 := newCluster(ns, "at-t2", 1)
 	atT2.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onS3.Name, Time: t2.UTC().Format(time.RFC3339Nano)}}}
-	if err := k8s.Create(ctx, atT2); err != nil {
+	if err := framework.K8s.Create(ctx, atT2); err != nil {
 		t.Fatal(err)
 	}
 	atT2 = waitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
@@ -230,7 +231,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 
 	refused := func(b *etcdv1alpha1.EtcdBackup, reason, says string) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
@@ -248,11 +249,11 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		etcdv1alpha1.ReasonDestinationMismatch, "schedule's PersistentVolumeClaim")
 
 	// One bit flipped in a segment the chain needs: refused before anything is written, naming the segment.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 		t.Fatal(err)
 	}
 	var pv corev1.PersistentVolume
-	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 		t.Fatal(err)
 	}
 	segDir := filepath.Join(pv.Spec.Local.Path, pitr.SegmentsDir(resources.SegmentsBase(onPVC), src.Status.ClusterID))
@@ -298,7 +299,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "back-to-latest"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: src.Name, Confirm: src.Name,
 			PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
-	if err := k8s.Create(ctx, rs); err != nil {
+	if err := framework.K8s.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
 	rs = waitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
@@ -333,12 +334,12 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	defer func() { _ = cli2.Close() }()
 	acked2 := steadyWriter(ctx, cli2, "gone/", func() {
-		if err := k8s.Delete(ctx, got); err != nil {
+		if err := framework.K8s.Delete(ctx, got); err != nil {
 			t.Error(err)
 		}
 	})
-	poll(t, "cluster "+got.Name+" deleted", 3*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), &etcdv1alpha1.EtcdCluster{}); err == nil {
+	framework.Poll(t, "cluster "+got.Name+" deleted", 3*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(got), &etcdv1alpha1.EtcdCluster{}); err == nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
@@ -347,7 +348,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	again := newCluster(ns, "src-again", 3)
 	again.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
-	if err := k8s.Create(ctx, again); err != nil {
+	if err := framework.K8s.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
 	again = waitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)

@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // pluginBinary builds kubectl-steward once per run.
@@ -40,7 +41,7 @@ func plugin(t *testing.T, ns string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pluginBinary(t), append([]string{"--kubeconfig", bed.Kubeconfig, "-n", ns}, args...)...)
+	cmd := exec.CommandContext(ctx, pluginBinary(t), append([]string{"--kubeconfig", framework.Bed.Kubeconfig, "-n", ns}, args...)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var exit *exec.ExitError
@@ -68,8 +69,8 @@ func mustPlugin(t *testing.T, ns string, args ...string) string {
 func TestKubectlPlugin(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "plugin")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "plugin")
+	framework.StartOperator(t, ns)
 	key, c := settle(t, newCluster(ns, "plugged", 3))
 
 	table := mustPlugin(t, ns, "status", c.Name)
@@ -90,7 +91,7 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("status of a missing cluster: exit %d, %q; want 1, naming the cluster", code, out)
 	}
 
-	etcdctl := filepath.Join(bed.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
+	etcdctl := filepath.Join(framework.Bed.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
 	mustPlugin(t, ns, "etcdctl", c.Name, "--etcdctl", etcdctl, "--", "put", "plugin/key", "through-the-plugin")
 	if out := mustPlugin(t, ns, "etcdctl", c.Name, "--etcdctl", etcdctl, "--", "get", "plugin/key", "--print-value-only"); strings.TrimSpace(out) != "through-the-plugin" {
 		t.Errorf("etcdctl get read %q", out)
@@ -100,11 +101,11 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 
 	mustPlugin(t, ns, "pause", c.Name)
-	if err := k8s.Get(ctx, key, c); err != nil || !c.Spec.Paused {
+	if err := framework.K8s.Get(ctx, key, c); err != nil || !c.Spec.Paused {
 		t.Fatalf("after pause: paused %v (%v)", c.Spec.Paused, err)
 	}
 	mustPlugin(t, ns, "resume", c.Name)
-	if err := k8s.Get(ctx, key, c); err != nil || c.Spec.Paused {
+	if err := framework.K8s.Get(ctx, key, c); err != nil || c.Spec.Paused {
 		t.Fatalf("after resume: paused %v (%v)", c.Spec.Paused, err)
 	}
 
@@ -112,7 +113,7 @@ func TestKubectlPlugin(t *testing.T) {
 	out := mustPlugin(t, ns, "backup", c.Name, "--name", "by-plugin", "--pvc", "backups/plugged.db", "--timeout", "4m")
 	t.Logf("kubectl steward backup:\n%s", out)
 	var b etcdv1alpha1.EtcdBackup
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, &b); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, &b); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, &b, c)

@@ -20,6 +20,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -37,7 +38,7 @@ type operator struct {
 
 func runOperator(t *testing.T, namespaces ...string) *operator {
 	t.Helper()
-	return &operator{t: t, namespaces: namespaces, stop: startOperator(t, namespaces...)}
+	return &operator{t: t, namespaces: namespaces, stop: framework.StartOperator(t, namespaces...)}
 }
 
 func (o *operator) halt() {
@@ -49,7 +50,7 @@ func (o *operator) halt() {
 func (o *operator) start() {
 	o.t.Helper()
 	if o.stopped {
-		o.stop, o.stopped = startOperator(o.t, o.namespaces...), false
+		o.stop, o.stopped = framework.StartOperator(o.t, o.namespaces...), false
 	}
 }
 
@@ -122,7 +123,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	lost := map[string]*lostPod{}
 	for _, name := range r.victims {
 		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil {
 			t.Fatal(err)
 		}
 		mode, _ := resources.PodTLS(&p)
@@ -145,7 +146,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			requireNoRestore(t, r.key, begin)
 			for name, l := range lost {
 				var p corev1.Pod
-				if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
+				if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
 					t.Fatalf("Pod %s not held Terminating: %v", name, err)
 				}
 			}
@@ -156,10 +157,10 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	}
 	var restarted time.Duration
 	if r.operator != nil {
-		poll(t, "deleted Pods gone", 2*time.Minute, func() error {
+		framework.Poll(t, "deleted Pods gone", 2*time.Minute, func() error {
 			for name, l := range lost {
 				var p corev1.Pod
-				err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
+				err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
 				if err == nil && p.UID == l.uid {
 					return fmt.Errorf("Pod %s still there", name)
 				}
@@ -173,14 +174,14 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 		r.operator.start()
 	}
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, what+": Available again", 5*time.Minute, func() error {
+	framework.Poll(t, what+": Available again", 5*time.Minute, func() error {
 		requireNoRestore(t, r.key, begin)
 		for name, l := range lost {
 			if l.againVersion != "" {
 				continue
 			}
 			var p corev1.Pod
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
+			err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
 			if apierrors.IsNotFound(err) || (err == nil && p.UID == l.uid) {
 				return fmt.Errorf("Pod %s not re-created yet", name)
 			}
@@ -190,12 +191,12 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			l.againVersion = p.Annotations[resources.AnnotationVersion]
 			l.againTLS, _ = resources.PodTLS(&p)
 			var pvc corev1.PersistentVolumeClaim
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: resources.PVCName(name)}, &pvc); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: resources.PVCName(name)}, &pvc); err != nil {
 				return err
 			}
 			l.volumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
 		}
-		if err := k8s.Get(ctx, r.key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, r.key, &c); err != nil {
 			return err
 		}
 		a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
@@ -227,11 +228,11 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 func requireNoRestore(t *testing.T, key client.ObjectKey, begin time.Time) {
 	t.Helper()
 	var list etcdv1alpha1.EtcdRestoreList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(key.Namespace)); err != nil || len(list.Items) == 0 {
+	if err := framework.K8s.List(context.Background(), &list, client.InNamespace(key.Namespace)); err != nil || len(list.Items) == 0 {
 		return
 	}
 	var c etcdv1alpha1.EtcdCluster
-	_ = k8s.Get(context.Background(), key, &c)
+	_ = framework.K8s.Get(context.Background(), key, &c)
 	r := list.Items[0]
 	t.Fatalf("EtcdRestore %s (backup %s, labels %v) created %s after the deletion; cluster: %s, quorum lost since %v",
 		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), describe(&c), c.Status.QuorumLostSince)
@@ -272,20 +273,20 @@ func holdPods(t *testing.T, namespace string, names []string) (release func()) {
 	ctx := context.Background()
 	for _, name := range names {
 		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		p.Finalizers = append(p.Finalizers, holdFinalizer)
-		if err := k8s.Patch(ctx, &p, patch); err != nil {
+		if err := framework.K8s.Patch(ctx, &p, patch); err != nil {
 			t.Fatalf("hold Pod %s: %v", name, err)
 		}
 	}
 	release = func() {
 		t.Helper()
-		poll(t, "Pods of "+namespace+" released", time.Minute, func() error {
+		framework.Poll(t, "Pods of "+namespace+" released", time.Minute, func() error {
 			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+			if err := framework.K8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 				return err
 			}
 			for i := range pods.Items {
@@ -301,7 +302,7 @@ func holdPods(t *testing.T, namespace string, names []string) (release func()) {
 					}
 				}
 				p.Finalizers = keep
-				if err := k8s.Patch(ctx, p, patch); err != nil {
+				if err := framework.K8s.Patch(ctx, p, patch); err != nil {
 					return err
 				}
 			}
@@ -318,7 +319,7 @@ func (r podLoss) deletePods(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	if r.all {
-		if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.key.Namespace), client.MatchingLabels{resources.LabelCluster: r.key.Name}); err != nil {
+		if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.key.Namespace), client.MatchingLabels{resources.LabelCluster: r.key.Name}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -327,7 +328,7 @@ func (r podLoss) deletePods(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, name := range r.victims {
 		wg.Go(func() {
-			errs[i] = k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: name}})
+			errs[i] = framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: name}})
 		})
 	}
 	wg.Wait()
@@ -374,9 +375,9 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 // requireRecreatedEvents waits for MemberRecreated Events on the cluster, recorded since begin, naming each member.
 func requireRecreatedEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []string, begin time.Time) {
 	t.Helper()
-	poll(t, "MemberRecreated events for "+strings.Join(members, ", "), 30*time.Second, func() error {
+	framework.Poll(t, "MemberRecreated events for "+strings.Join(members, ", "), 30*time.Second, func() error {
 		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
 		for _, m := range members {
@@ -416,7 +417,7 @@ func watchOutage(key client.ObjectKey) *outageWatch {
 			}
 			var c etcdv1alpha1.EtcdCluster
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := k8s.Get(ctx, key, &c)
+			err := framework.K8s.Get(ctx, key, &c)
 			cancel()
 			if err != nil {
 				continue
@@ -483,7 +484,7 @@ func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.Obj
 // volume without a member list, and the member comes back with its name, ID, volume and data.
 func TestPodLossOneMember(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-1")
+	ns := framework.NewNamespace(t, "podloss-1")
 	op := runOperator(t, ns)
 	key, got, before := createPodLossCluster(t, newCluster(ns, "solo", 1))
 	load := startLoad(t, got)
@@ -511,7 +512,7 @@ func TestPodLossOneMember(t *testing.T) {
 // after the last.
 func TestPodLossThreeMembers(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-3")
+	ns := framework.NewNamespace(t, "podloss-3")
 	op := runOperator(t, ns)
 	ctx := context.Background()
 	createS3Secret(t, ns)
@@ -520,7 +521,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got, before := createPodLossCluster(t, c)
 	b := newBackup(ns, "before-loss", key.Name, s3Destination(ns+"/trio.db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
@@ -581,7 +582,7 @@ func watchRestores(ns string) *restoreWatch {
 		defer tick.Stop()
 		for {
 			var list etcdv1alpha1.EtcdRestoreList
-			if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err == nil {
+			if err := framework.K8s.List(context.Background(), &list, client.InNamespace(ns)); err == nil {
 				w.mu.Lock()
 				for _, r := range list.Items {
 					if s := r.Name + " (backup " + r.Spec.BackupName + ")"; !contains(w.names, s) {
@@ -616,7 +617,7 @@ func (w *restoreWatch) finish() []string {
 // running and then, other members, with the operator stopped before the deletion and started after.
 func TestPodLossFiveMembers(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-5")
+	ns := framework.NewNamespace(t, "podloss-5")
 	op := runOperator(t, ns)
 	key, got, before := createPodLossCluster(t, newCluster(ns, "quintet", 5))
 	load := startLoad(t, got)
@@ -641,16 +642,16 @@ func TestPodLossFiveMembers(t *testing.T) {
 // and the upgrade finishes on the same members.
 func TestPodLossDuringUpgrade(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-upgrade")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-upgrade")
+	framework.StartOperator(t, ns)
 	key, got, before := createPodLossCluster(t, newClusterAt(ns, "climber", "3.5.35"))
 	ids := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
 	var upgraded, leader string
-	poll(t, "a follower upgraded", 4*time.Minute, func() error {
+	framework.Poll(t, "a follower upgraded", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -675,8 +676,8 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 // the same members.
 func TestPodLossDuringTLSSwitch(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-tls")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-tls")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	c := newCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
@@ -688,13 +689,13 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	}
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
-	if err := k8s.Patch(ctx, got, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	var bridge, leader string
-	poll(t, "a member in Bridge mode", 4*time.Minute, func() error {
+	framework.Poll(t, "a member in Bridge mode", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -719,26 +720,26 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 // Available throughout, and the doomed member's Pod and volume go.
 func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-pvc")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-pvc")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got, _ := createPodLossCluster(t, newCluster(ns, "doomed", 3))
 	original := memberIDs(got)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(victim)}, &pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(victim)}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	// The cluster must stay Available while the member is replaced (the watch's TLS checks hold trivially: no
 	// switch runs).
 	available := watchSwitch(t, key)
 	begin := time.Now()
-	if err := k8s.Delete(ctx, &pvc); err != nil {
+	if err := framework.K8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	degraded := waitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
 		t.Errorf("volume %s while Degraded: %v, deletion %v; want it Terminating, held by the running Pod", pvc.Name, err, pvc.DeletionTimestamp)
 	}
 	d := meta.FindStatusCondition(degraded.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -748,9 +749,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	var successor string
 	var roles []string
 	joinedFirst := false
-	poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
+	framework.Poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		listed := false
@@ -782,7 +783,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	removalEvent(t, got, victim)
 	logEvents(t, got, begin)
 	available.finish(t, "replacing a member whose volume was deleted")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("volume %s of the removed member: %v, want it gone", pvc.Name, err)
 	}
 	for _, m := range got.Status.Members {
@@ -803,7 +804,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 func logEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, begin time.Time) {
 	t.Helper()
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	since := begin.Truncate(time.Second)

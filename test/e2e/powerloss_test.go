@@ -11,6 +11,7 @@ import (
 
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestEveryMemberKilledAtOnce is a power loss as the members meet it: under client load, every process of every
@@ -20,8 +21,8 @@ import (
 // logs on their volumes, none is replaced, and no acknowledged write is lost.
 func TestEveryMemberKilledAtOnce(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "powerloss")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "powerloss")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := createSettled(t, ns, "powerloss", 0)
 	load := startLoad(t, got)
@@ -31,7 +32,7 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 		// Every Pod is read first, so that the kills follow each other within milliseconds.
 		pods := make([]corev1.Pod, len(all))
 		for i, m := range all {
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pods[i]); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pods[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -42,7 +43,7 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 			}
 		}
 		what := fmt.Sprintf("kill %d of every member's etcd", round)
-		poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
+		framework.Poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
 			now := containerRestarts(t, key)
 			for _, m := range all {
 				if now[m] <= restarts[m] {

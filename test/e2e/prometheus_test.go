@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // promSample is one series of an instant query's result.
@@ -24,10 +26,10 @@ func (s promSample) String() string { return fmt.Sprintf("%v=%g", s.Labels, s.Va
 // promQuery runs an instant PromQL query against the test bed's Prometheus; an invalid query is an error with
 // Prometheus' reason.
 func promQuery(ctx context.Context, query string) ([]promSample, error) {
-	if bed.Prometheus == nil {
+	if framework.Bed.Prometheus == nil {
 		return nil, fmt.Errorf("the test bed runs no Prometheus")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, bed.Prometheus.URL+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, framework.Bed.Prometheus.URL+"/api/v1/query?query="+url.QueryEscape(query), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func promQuery(ctx context.Context, query string) ([]promSample, error) {
 func waitProm(t *testing.T, what string, timeout time.Duration, query string, check func([]promSample) error) []promSample {
 	t.Helper()
 	var got []promSample
-	poll(t, what+" ("+query+")", timeout, func() error {
+	framework.Poll(t, what+" ("+query+")", timeout, func() error {
 		var err error
 		if got, err = promQuery(context.Background(), query); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // readKeys reads every key under prefix through the cluster's client Service.
@@ -32,7 +33,7 @@ func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[str
 	}
 	defer func() { _ = cli.Close() }()
 	var resp *clientv3.GetResponse
-	poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
+	framework.Poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		resp, err = cli.Get(ctx, prefix, clientv3.WithPrefix())
@@ -60,8 +61,8 @@ func requireSameKeys(t *testing.T, what string, got, want map[string]string) {
 func waitRestoreFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdRestore {
 	t.Helper()
 	var r etcdv1alpha1.EtcdRestore
-	poll(t, "EtcdRestore "+key.String()+" finished", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &r); err != nil {
+	framework.Poll(t, "EtcdRestore "+key.String()+" finished", timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &r); err != nil {
 			return err
 		}
 		if meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
@@ -91,7 +92,7 @@ func podAndVolumeUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]stri
 		out["pod/"+p.Name] = string(p.UID)
 	}
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range pvcs.Items {
@@ -127,8 +128,8 @@ func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCl
 		wipeAndCrash(t, c.Namespace, v)
 	}
 	var got etcdv1alpha1.EtcdCluster
-	poll(t, c.Name+" without quorum", 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &got); err != nil {
+	framework.Poll(t, c.Name+" without quorum", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), &got); err != nil {
 			return err
 		}
 		if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionFalse || got.Status.QuorumLostSince == nil {
@@ -159,12 +160,12 @@ func TestRestore(t *testing.T) {
 	parallel(t)
 	parent := t
 	ctx := context.Background()
-	ns := newNamespace(t, "restore")
-	stopOperator := startOperator(t, ns)
+	ns := framework.NewNamespace(t, "restore")
+	stopOperator := framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	pvc := createBackupClaim(t, ns, "512Mi")
 	origin := newCluster(ns, "origin", 3)
-	if err := k8s.Create(ctx, origin); err != nil {
+	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
 	}
 	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
@@ -173,7 +174,7 @@ func TestRestore(t *testing.T) {
 	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
 		b := newBackup(ns, name, origin.Name, d)
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
@@ -188,7 +189,7 @@ func TestRestore(t *testing.T) {
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
 		start := time.Now()
-		if err := k8s.Create(ctx, c); err != nil {
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
@@ -222,7 +223,7 @@ func TestRestore(t *testing.T) {
 
 	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
 		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination(ns+"/https-untrusted.db", false))
-		if err := k8s.Create(ctx, untrusted); err != nil {
+		if err := framework.K8s.Create(ctx, untrusted); err != nil {
 			t.Fatal(err)
 		}
 		untrusted = waitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
@@ -238,14 +239,14 @@ func TestRestore(t *testing.T) {
 	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
 		c := fromBackup(ns, name, 3, b.Name)
-		if err := k8s.Create(ctx, c); err != nil {
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
 		requireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
 		var got etcdv1alpha1.EtcdCluster
-		poll(t, name+" reports the refused restore", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
+		framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
 				return err
 			}
 			if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
@@ -258,11 +259,11 @@ func TestRestore(t *testing.T) {
 		}
 	}
 	t.Run("BitFlipRefused", func(t *testing.T) {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			t.Fatal(err)
 		}
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(pv.Spec.Local.Path, "origin", "damaged.db")
@@ -278,12 +279,12 @@ func TestRestore(t *testing.T) {
 	})
 	t.Run("TruncatedRefused", func(t *testing.T) {
 		s3 := s3Client(t)
-		obj, err := s3.GetObject(ctx, bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
+		obj, err := s3.GetObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		half := truncated.Status.SizeBytes / 2
-		if _, err := s3.PutObject(ctx, bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
+		if _, err := s3.PutObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		_ = obj.Close()
@@ -306,11 +307,11 @@ func TestRestore(t *testing.T) {
 
 		// Without confirmation: nothing happens.
 		r := newRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
-		if err := k8s.Create(ctx, r); err != nil {
+		if err := framework.K8s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "restore waits for confirmation", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+		framework.Poll(t, "restore waits for confirmation", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 				return err
 			}
 			if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c == nil || c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
@@ -320,34 +321,34 @@ func TestRestore(t *testing.T) {
 		})
 		t.Logf("unconfirmed: %s", meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete).Message)
 		time.Sleep(15 * time.Second)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 			t.Fatal(err)
 		}
 		if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
 			t.Fatalf("unconfirmed restore moved on: %v", r.Status.Conditions)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
 			t.Fatal("an unconfirmed restore started its verify Job")
 		}
 		requireUnchanged(t, "an unconfirmed restore", before, podAndVolumeUIDs(t, broken))
 
 		// Another cluster's backup, confirmed: refused (taken while this one waits: the older restore goes first,
 		// so the unconfirmed one is deleted).
-		if err := k8s.Delete(ctx, r); err != nil {
+		if err := framework.K8s.Delete(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		var fromPVC etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
 			t.Fatal(err)
 		}
 		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination(ns+"/from-pvc.db"))
-		if err := k8s.Create(ctx, other); err != nil {
+		if err := framework.K8s.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
 		other = waitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
 		wrong := newRestore(ns, "reseed-wrong", origin.Name, other.Name)
 		wrong.Spec.Confirm = origin.Name
-		if err := k8s.Create(ctx, wrong); err != nil {
+		if err := framework.K8s.Create(ctx, wrong); err != nil {
 			t.Fatal(err)
 		}
 		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
@@ -359,12 +360,12 @@ func TestRestore(t *testing.T) {
 		start := time.Now()
 		ok := newRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
 		ok.Spec.Confirm = origin.Name
-		if err := k8s.Create(ctx, ok); err != nil {
+		if err := framework.K8s.Create(ctx, ok); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "old members' volumes set aside", 2*time.Minute, func() error {
+		framework.Poll(t, "old members' volumes set aside", 2*time.Minute, func() error {
 			var retired corev1.PersistentVolumeClaimList
-			if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
 				return err
 			}
 			if len(retired.Items) == 0 {
@@ -375,7 +376,7 @@ func TestRestore(t *testing.T) {
 		stopOperator()
 		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(3 * time.Second)
-		startOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
+		framework.StartOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
 		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
@@ -395,7 +396,7 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("restore status %+v, cluster IDs %s (former %v)", ok.Status, got.Status.ClusterID, got.Status.FormerClusterIDs)
 		}
 		var retired corev1.PersistentVolumeClaimList
-		if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
 			t.Fatal(err)
 		}
 		if len(retired.Items) != 3 {
@@ -415,9 +416,9 @@ func TestRestore(t *testing.T) {
 		start := time.Now()
 		broken := breakQuorum(t, origin)
 		var auto *etcdv1alpha1.EtcdRestore
-		poll(t, "the policy's restore", 3*time.Minute, func() error {
+		framework.Poll(t, "the policy's restore", 3*time.Minute, func() error {
 			var list etcdv1alpha1.EtcdRestoreList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{etcdcluster.LabelAutoRestore: origin.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{etcdcluster.LabelAutoRestore: origin.Name}); err != nil {
 				return err
 			}
 			if len(list.Items) != 1 {

@@ -15,6 +15,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -45,11 +46,11 @@ func putKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, n int) ma
 func TestRollbackHealthyCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "rollback")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "rollback")
+	framework.StartOperator(t, ns)
 	pvc := createBackupClaim(t, ns, "256Mi")
 	c := newCluster(ns, "rb", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
@@ -58,7 +59,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	load := startLoad(t, c)
 	keysA := putKeys(t, c, "rollback/a/", 100)
 	b := newBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
@@ -66,8 +67,8 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	keysB := putKeys(t, c, "rollback/b/", 100)
 
 	// Without the field: refused, saying what would be lost; nothing changes.
-	poll(t, "the cluster's status revision past keys B", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+	framework.Poll(t, "the cluster's status revision past keys B", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			return err
 		}
 		if c.Status.Revision <= b.Status.Revision+int64(len(keysB)) {
@@ -78,7 +79,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	before := podAndVolumeUIDs(t, c)
 	refused := newRestore(ns, "without-field", c.Name, b.Name)
 	refused.Spec.Confirm = c.Name
-	if err := k8s.Create(ctx, refused); err != nil {
+	if err := framework.K8s.Create(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
 	refused = waitRestoreFinished(t, client.ObjectKeyFromObject(refused), time.Minute)
@@ -88,9 +89,9 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	if !strings.Contains(msg, want) || !strings.Contains(msg, fmt.Sprintf("(revision %d)", b.Status.Revision)) || !strings.Contains(msg, "made since ") {
 		t.Fatalf("refusal %q does not say %q", msg, want)
 	}
-	poll(t, "the refusal's Event", 30*time.Second, func() error {
+	framework.Poll(t, "the refusal's Event", 30*time.Second, func() error {
 		var events corev1.EventList
-		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -107,7 +108,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	requireUnchanged(t, "a refused rollback", before, podAndVolumeUIDs(t, c))
 	readB, _ := readKeys(t, c, "rollback/b/")
 	requireSameKeys(t, "keys B after the refused rollback", readB, keysB)
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Status.ClusterID != original {
@@ -120,7 +121,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	start := time.Now()
 	rb := newRestore(ns, "rollback", c.Name, b.Name)
 	rb.Spec.Confirm, rb.Spec.AllowRollbackOfHealthyCluster = c.Name, true
-	if err := k8s.Create(ctx, rb); err != nil {
+	if err := framework.K8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
 	rb = waitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
@@ -132,7 +133,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("status.safetyBackup %q, want %q", rb.Status.SafetyBackup, etcdrestore.SafetyBackupName(rb))
 	}
 	var safety etcdv1alpha1.EtcdBackup
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rb.Status.SafetyBackup}, &safety); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rb.Status.SafetyBackup}, &safety); err != nil {
 		t.Fatal(err)
 	}
 	requireComplete(t, &safety, c)
@@ -155,7 +156,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("cluster ID %s (was %s), restore status %+v", got.Status.ClusterID, original, rb.Status)
 	}
 	var retired corev1.PersistentVolumeClaimList
-	if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(retired.Items) != 3 || len(rb.Status.RetiredVolumes) != 3 {

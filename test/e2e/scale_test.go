@@ -14,6 +14,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // waitSettled waits until the cluster is Available, not Progressing, and has exactly spec.replicas members,
@@ -21,7 +22,7 @@ import (
 func waitSettled(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got *etcdv1alpha1.EtcdCluster
-	poll(t, "EtcdCluster "+key.String()+" settled", timeout, func() error {
+	framework.Poll(t, "EtcdCluster "+key.String()+" settled", timeout, func() error {
 		c, err := settled(key)
 		got = c
 		return err
@@ -33,7 +34,7 @@ func waitSettled(t *testing.T, key client.ObjectKey, timeout time.Duration) *etc
 // observed, as many ready members and PVCs as the spec asks for.
 func settled(key client.ObjectKey) (*etcdv1alpha1.EtcdCluster, error) {
 	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 		return nil, err
 	}
 	if !meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable) ||
@@ -43,7 +44,7 @@ func settled(key client.ObjectKey) (*etcdv1alpha1.EtcdCluster, error) {
 		return &c, fmt.Errorf("status: %s, %d members", describe(&c), len(c.Status.Members))
 	}
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		return &c, err
 	}
 	if len(pvcs.Items) != int(c.Spec.Replicas) {
@@ -57,10 +58,10 @@ func settled(key client.ObjectKey) (*etcdv1alpha1.EtcdCluster, error) {
 func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "scale")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "scale")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "elastic", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -71,12 +72,12 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	previous := got.Status.Members
 	for _, replicas := range []int32{5, 3, 1, 3} {
 		begin := time.Now()
-		if err := k8s.Get(ctx, key, got); err != nil {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(got.DeepCopy())
 		got.Spec.Replicas = replicas
-		if err := k8s.Patch(ctx, got, patch); err != nil {
+		if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 			t.Fatal(err)
 		}
 		got = waitSettled(t, key, 5*time.Minute)
@@ -99,7 +100,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 		}
 		previous = got.Status.Members
 		var pdb = resources.PodDisruptionBudget(got)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
 			t.Fatal(err)
 		}
 		if pdb.Spec.MinAvailable.IntValue() != int(resources.Quorum(replicas)) {
@@ -147,25 +148,25 @@ func membershipState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "restart")
+	ns := framework.NewNamespace(t, "restart")
 	c := newCluster(ns, "stubborn", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	stop := startOperator(t, ns)
+	stop := framework.StartOperator(t, ns)
 	got := waitSettled(t, key, 4*time.Minute)
 	load := startLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
-	if err := k8s.Patch(ctx, got, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	state := membershipState(t, got)
 	restarts := 0
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		if err := k8s.Get(ctx, key, got); err != nil {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			t.Fatal(err)
 		}
 		if now := membershipState(t, got); now != state && now != "unreachable" {
@@ -173,7 +174,7 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 			restarts++
 			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
 			state = now
-			stop = startOperator(t, ns)
+			stop = framework.StartOperator(t, ns)
 		}
 		if state == "voters=5 learners=0 started=5 pods=5" {
 			break

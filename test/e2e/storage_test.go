@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // storageWatch samples a cluster's members and volumes while its storage changes: how many members etcd lists at
@@ -47,8 +48,8 @@ func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var c etcdv1alpha1.EtcdCluster
 			var pvcs corev1.PersistentVolumeClaimList
-			errC := k8s.Get(ctx, key, &c)
-			errP := k8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			errC := framework.K8s.Get(ctx, key, &c)
+			errP := framework.K8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
 			cancel()
 			if errC != nil || errP != nil {
 				continue
@@ -96,7 +97,7 @@ func (w *storageWatch) finish() (maxMembers, maxGrowing int, conditions []string
 func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -125,7 +126,7 @@ func eventsWithin(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begi
 func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
 	t.Helper()
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -152,8 +153,8 @@ func resizing(p corev1.PersistentVolumeClaim) bool {
 // no acknowledged write is lost.
 func TestStorageExpansionInPlace(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "storage-grow")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "storage-grow")
+	framework.StartOperator(t, ns)
 	key, got, _ := createPodLossCluster(t, newCluster(ns, "grow", 3))
 	ids := memberIDs(got)
 	before := memberVolumes(t, got)
@@ -163,9 +164,9 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	begin := time.Now()
 	size := resource.MustParse("2Gi")
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
-	poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
+	framework.Poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
 		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		for _, p := range pvcs.Items {
@@ -202,7 +203,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 		}
 	}
 	var pvs corev1.PersistentVolumeList
-	if err := k8s.List(context.Background(), &pvs); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvs); err != nil {
 		t.Fatal(err)
 	}
 	for _, pv := range pvs.Items {
@@ -228,8 +229,8 @@ func TestStorageExpansionInPlace(t *testing.T) {
 // leadership over). The cluster stays Available, keeps its data, and loses no acknowledged write.
 func TestStorageClassMigration(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "storage-move")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "storage-move")
+	framework.StartOperator(t, ns)
 	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
 	load := startLoad(t, got)
 	available := watchSwitch(t, key)
@@ -256,16 +257,16 @@ func TestStorageClassMigration(t *testing.T) {
 func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string, events bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &got); err != nil {
 		t.Fatal(err)
 	}
 	original := memberIDs(&got)
 	watch := watchStorage(t, key)
 	begin := time.Now()
 	patchSpec(t, key, change)
-	poll(t, what, 10*time.Minute, func() error {
+	framework.Poll(t, what, 10*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {

@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // userPKI is what a user of provider Secrets brings: a CA, a member certificate for every member of one
@@ -29,7 +30,7 @@ type userPKI struct {
 
 func (u *userPKI) member(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time) *pki.KeyPair {
 	t.Helper()
-	return u.memberNamed(t, c, lifetime, now, resources.PeerIdentity(c, operatorOptions))
+	return u.memberNamed(t, c, lifetime, now, resources.PeerIdentity(c, framework.OperatorOptions))
 }
 
 // memberNamed is member with extra DNS names: the peer identity, which members check on the peer port, or none.
@@ -37,8 +38,8 @@ func (u *userPKI) memberNamed(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetim
 	t.Helper()
 	svc, ns := resources.ClientServiceName(c), c.Namespace
 	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
-		DNSNames: append([]string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
-			resources.ClientServiceHost(c, operatorOptions), "localhost"}, extra...),
+		DNSNames: append([]string{"*" + resources.MemberHost(c, "", framework.OperatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
+			resources.ClientServiceHost(c, framework.OperatorOptions), "localhost"}, extra...),
 		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +62,14 @@ func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
 	ctx := context.Background()
 	data := map[string][]byte{"ca.crt": ca, "tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM}
 	var s corev1.Secret
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+	err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
-		err = k8s.Create(ctx, &s)
+		err = framework.K8s.Create(ctx, &s)
 	case err == nil:
 		s.Data = data
-		err = k8s.Update(ctx, &s)
+		err = framework.K8s.Update(ctx, &s)
 	}
 	if err != nil {
 		t.Fatalf("Secret %s: %v", name, err)
@@ -79,8 +80,8 @@ func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
 func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -107,9 +108,9 @@ func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 
 func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
 	t.Helper()
-	poll(t, "Warning event "+reason, time.Minute, func() error {
+	framework.Poll(t, "Warning event "+reason, time.Minute, func() error {
 		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -127,12 +128,12 @@ func backupWithClientSecret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name stri
 	t.Helper()
 	ctx := context.Background()
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}
-	if err := k8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(framework.Bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(framework.Bed.S3.SecretAccessKey)}}
+	if err := framework.K8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	b := newBackup(c.Namespace, name, c.Name, s3Destination(c.Namespace+"/"+name+".db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
@@ -163,12 +164,12 @@ func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[s
 func TestTLSProviderSecrets(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "byo")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "byo")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "own", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -187,8 +188,8 @@ func TestTLSProviderSecrets(t *testing.T) {
 	other := newCluster(ns, "other", 3)
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, other, 24*time.Hour, time.Now()))
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", operatorOptions),
-		resources.ClientServiceHost(c, operatorOptions))
+	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", framework.OperatorOptions),
+		resources.ClientServiceHost(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Expired.
@@ -210,7 +211,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	// port (spec.tls.peerAuth MemberIdentity, the default).
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.memberNamed(t, c, 24*time.Hour, time.Now()))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, operatorOptions))
+	waitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Right: the cluster forms.
@@ -224,7 +225,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	checkStatusMatchesEtcd(t, got)
 	writeAndReadThroughService(t, got)
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	restarts := containerRestarts(t, client.ObjectKeyFromObject(c))
@@ -266,7 +267,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	renewed := user.member(t, c, 48*time.Hour, time.Now())
 	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
-	poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
+	framework.Poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
 		newCfg, err := clusterTLSConfig(got)
 		if err != nil {
 			return err
@@ -285,8 +286,8 @@ func TestTLSProviderSecrets(t *testing.T) {
 		return nil
 	})
 	t.Logf("every member served the renewed certificate %s after the Secrets changed", time.Since(began).Round(time.Second))
-	poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if st := got.Status.TLS; st == nil || st.NotAfter == nil || time.Until(st.NotAfter.Time) < 47*time.Hour {
@@ -304,13 +305,13 @@ func TestTLSProviderSecrets(t *testing.T) {
 	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
 	state := memberPodsState(t, settled)
 	var clientSecret corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
 		t.Fatal(err)
 	}
 	if len(clientSecret.OwnerReferences) != 0 || len(clientSecret.Labels) != 0 {
 		t.Errorf("Steward changed the user's Secret: owners %v, labels %v", clientSecret.OwnerReferences, clientSecret.Labels)
 	}
-	if err := k8s.Delete(ctx, &clientSecret); err != nil {
+	if err := framework.K8s.Delete(ctx, &clientSecret); err != nil {
 		t.Fatal(err)
 	}
 	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
@@ -329,7 +330,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	deleteAndCheckNothingLeft(t, settled)
 	for _, n := range []string{"own-members", "own-steward"} {
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
 			t.Errorf("the user's Secret %s after the cluster was deleted: %v", n, err)
 		}
 	}
@@ -338,7 +339,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(resources.CertificateGVK)
-	return u, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	return u, framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 }
 
 // TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a CA of
@@ -349,20 +350,20 @@ func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstruct
 func TestTLSProviderCertManager(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "cm")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "cm")
+	framework.StartOperator(t, ns)
 
 	stuck := newCluster(ns, "stuck", 1)
 	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "no-such-issuer", Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, stuck); err != nil {
+	if err := framework.K8s.Create(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 
 	c := newCluster(ns, "issued", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -410,7 +411,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
-		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
+		if err := cert.VerifyHostname(resources.MemberHost(got, member, framework.OperatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
 			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
 		}
 		requireRefused(t, "plaintext client", "http://"+addr, nil)
@@ -427,18 +428,18 @@ func TestTLSProviderCertManager(t *testing.T) {
 	}
 	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
 	checkStatusMatchesEtcd(t, got)
-	poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
+	framework.Poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
 		want := map[string]bool{"issued-client": true, "issued-ca": true}
 		for _, m := range got.Status.Members {
 			want[m.Name+"-tls"] = true
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
-		if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := framework.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			return err
 		}
 		var secrets corev1.SecretList
-		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			return err
 		}
 		var extra []string
@@ -461,7 +462,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 	// An application's EtcdUser gets its certificate from the cluster's issuer (a Certificate it owns), enforced
 	// once auth is on.
 	app := newEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
-	if err := k8s.Create(ctx, app); err != nil {
+	if err := framework.K8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	app = waitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
@@ -471,8 +472,8 @@ func TestTLSProviderCertManager(t *testing.T) {
 		t.Fatalf("Certificate cm-app-tls: common name %q", cn)
 	}
 	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	poll(t, "auth on", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "auth on", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if got.Status.AuthEnabled == nil || !*got.Status.AuthEnabled {
@@ -484,11 +485,11 @@ func TestTLSProviderCertManager(t *testing.T) {
 	mayWrite(t, "cm-app", appClient, "/cm-app/1", true)
 	mayWrite(t, "cm-app", appClient, "/other/1", false)
 	// Deleted, the user is refused; its Certificate and Secret go with the EtcdUser (owner references).
-	if err := k8s.Delete(ctx, app); err != nil {
+	if err := framework.K8s.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "EtcdUser cm-app gone", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(app), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
+	framework.Poll(t, "EtcdUser cm-app gone", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(app), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %w", err)
 		}
 		return nil
@@ -496,8 +497,8 @@ func TestTLSProviderCertManager(t *testing.T) {
 	mayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
 
 	// The cluster whose issuer does not exist has waited all along, without a Pod.
-	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
+	framework.Poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
 			return err
 		}
 		p := meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing)
@@ -508,15 +509,15 @@ func TestTLSProviderCertManager(t *testing.T) {
 	})
 	t.Logf("waiting cluster: %s", meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing).Message)
 	requireNoPods(t, stuck)
-	if err := k8s.Delete(ctx, stuck); err != nil {
+	if err := framework.K8s.Delete(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 
 	deleteAndCheckNothingLeft(t, got)
-	poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
+	framework.Poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
-		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(list.Items) != 0 {

@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -39,7 +40,7 @@ func watchSwitch(t *testing.T, key client.ObjectKey) *switchWatch {
 	w := &switchWatch{modes: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	// The modes before the change: the first restart may come before the first tick.
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pods.Items {
@@ -59,8 +60,8 @@ func watchSwitch(t *testing.T, key client.ObjectKey) *switchWatch {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var c etcdv1alpha1.EtcdCluster
 			var pods corev1.PodList
-			errC := k8s.Get(ctx, key, &c)
-			errP := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			errC := framework.K8s.Get(ctx, key, &c)
+			errP := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
 			cancel()
 			if errC != nil || errP != nil {
 				continue
@@ -110,9 +111,9 @@ func (w *switchWatch) finish(t *testing.T, during string) map[string][]string {
 // waitMembersTLS waits until the cluster has settled with every member in TLS mode mode.
 func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	poll(t, "every member of "+key.String()+" in TLS mode "+mode, timeout, func() error {
+	framework.Poll(t, "every member of "+key.String()+" in TLS mode "+mode, timeout, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -130,7 +131,7 @@ func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout tim
 func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure linearizability.Target) {
 	t.Helper()
 	var svc corev1.Service
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
@@ -168,7 +169,7 @@ func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string
 func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -192,8 +193,8 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 func TestTLSSwitchUnderLoad(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "tlsswitch")
-	stopOperator := startOperator(t, ns)
+	ns := framework.NewNamespace(t, "tlsswitch")
+	stopOperator := framework.StartOperator(t, ns)
 	c := newCluster(ns, "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got := settle(t, c)
@@ -233,9 +234,9 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	})
 	// Half-way (one member serves TLS, the others are Bridge), the operator stops and starts again: it carries
 	// on from what it observes.
-	poll(t, "a first member serving TLS", 4*time.Minute, func() error {
+	framework.Poll(t, "a first member serving TLS", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -248,7 +249,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	stopOperator()
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(3 * time.Second)
-	startOperator(t, ns)
+	framework.StartOperator(t, ns)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too

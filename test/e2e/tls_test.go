@@ -23,6 +23,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // clusterTLSConfig is what a test dials a cluster's members with: the client Secret Steward issued (CA,
@@ -33,11 +34,11 @@ func clusterTLSConfig(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 		return nil, nil
 	}
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
 		return nil, err
 	}
 	t := &etcd.TLS{CA: s.Data[resources.SecretCAKey], Cert: s.Data[resources.SecretCertKey], Key: s.Data[resources.SecretKeyKey],
-		ServerName: resources.ClientServiceHost(c, operatorOptions)}
+		ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}
 	return t.Config()
 }
 
@@ -45,7 +46,7 @@ func clusterTLSConfig(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 func clusterTLS(t *testing.T, c *etcdv1alpha1.EtcdCluster) *tls.Config {
 	t.Helper()
 	var cfg *tls.Config
-	poll(t, "client Secret of "+c.Name, time.Minute, func() error {
+	framework.Poll(t, "client Secret of "+c.Name, time.Minute, func() error {
 		var err error
 		cfg, err = clusterTLSConfig(c)
 		return err
@@ -97,10 +98,10 @@ func requireRefused(t *testing.T, what, endpoint string, cfg *tls.Config) {
 func TestTLSByDefault(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "tls")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "tls")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "secure", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	got := waitAvailable(t, client.ObjectKeyFromObject(c), 4*time.Minute)
@@ -129,7 +130,7 @@ func TestTLSByDefault(t *testing.T) {
 	}
 	for _, n := range names {
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
 			t.Fatalf("Secret %s: %v", n, err)
 		}
 		if s.Type != corev1.SecretTypeTLS || len(s.Data["tls.key"]) == 0 || len(s.Data["tls.crt"]) == 0 || len(s.Data["ca.crt"]) == 0 ||
@@ -161,7 +162,7 @@ func TestTLSByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TLS to %s with the client certificate: %v", member, err)
 		}
-		fqdn := resources.MemberHost(got, member, operatorOptions)
+		fqdn := resources.MemberHost(got, member, framework.OperatorOptions)
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: fqdn}); err != nil || cert.Subject.CommonName != member {
 			t.Errorf("%s serves %s: %v", member, cert.Subject.CommonName, err)
 		}
@@ -181,7 +182,7 @@ func TestTLSByDefault(t *testing.T) {
 	}
 	other := newCluster(ns, "plain", 1)
 	other.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	if err := k8s.Create(ctx, other); err != nil {
+	if err := framework.K8s.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	plain := waitAvailable(t, client.ObjectKeyFromObject(other), 3*time.Minute)
@@ -191,7 +192,7 @@ func TestTLSByDefault(t *testing.T) {
 	checkStatusMatchesEtcd(t, plain)
 	writeAndReadThroughService(t, plain)
 	var secrets corev1.SecretList
-	if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "plain"}); err != nil {
+	if err := framework.K8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "plain"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(secrets.Items) != 0 {
@@ -204,7 +205,7 @@ func TestTLSByDefault(t *testing.T) {
 	victim := got.Status.Members[0].Name
 	setTLSAnnotation := func(value *string) {
 		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &p); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &p); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(p.DeepCopy())
@@ -213,13 +214,13 @@ func TestTLSByDefault(t *testing.T) {
 		} else {
 			p.Annotations[resources.AnnotationTLS] = *value
 		}
-		if err := k8s.Patch(ctx, &p, patch); err != nil {
+		if err := framework.K8s.Patch(ctx, &p, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setTLSAnnotation(nil)
-	poll(t, "TLSProviderMismatch reported", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+	framework.Poll(t, "TLSProviderMismatch reported", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -230,8 +231,8 @@ func TestTLSByDefault(t *testing.T) {
 	})
 	steward := etcdv1alpha1.TLSProviderSteward
 	setTLSAnnotation(&steward)
-	poll(t, "mismatch cleared", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+	framework.Poll(t, "mismatch cleared", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
@@ -242,8 +243,8 @@ func TestTLSByDefault(t *testing.T) {
 	got = waitSettled(t, client.ObjectKeyFromObject(got), 2*time.Minute)
 
 	deleteAndCheckNothingLeft(t, got)
-	poll(t, "Secrets of the deleted cluster gone", time.Minute, func() error {
-		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "secure"}); err != nil {
+	framework.Poll(t, "Secrets of the deleted cluster gone", time.Minute, func() error {
+		if err := framework.K8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "secure"}); err != nil {
 			return err
 		}
 		if len(secrets.Items) != 0 {
@@ -259,8 +260,8 @@ func TestTLSByDefault(t *testing.T) {
 // keeps observing the cluster with its new client certificate, and no acknowledged write is lost.
 func TestCertificateRotationUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "rotate")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "rotate")
+	framework.StartOperator(t, ns)
 	key, got := createSettled(t, ns, "spinning", 0)
 	cfg := clusterTLS(t, got)
 	addrs := podAddrs(t, got)
@@ -281,7 +282,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	})
 	// Every member serves a new certificate of the new lifetime, to a client with the old client certificate
 	// (same CA) as well as the new one.
-	poll(t, "members serve renewed certificates", 4*time.Minute, func() error {
+	framework.Poll(t, "members serve renewed certificates", 4*time.Minute, func() error {
 		newCfg, err := clusterTLSConfig(got)
 		if err != nil {
 			return err
@@ -316,7 +317,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 func containerRestarts(t *testing.T, key client.ObjectKey) map[string]int32 {
 	t.Helper()
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int32{}

@@ -24,6 +24,7 @@ import (
 	"steward.dev/steward/internal/ociimage"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/version"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // previousSteward is the Steward users ran before this tree's release: the last commit before the install
@@ -65,7 +66,7 @@ func buildPreviousSteward(t *testing.T, commit string) (image, tree string) {
 	if err := ociimage.Steward(tarball, filepath.Join(bins, "steward"), filepath.Join(bins, "steward-agent"), image); err != nil {
 		t.Fatal(err)
 	}
-	if err := bed.ImportImage(ctx, tarball); err != nil {
+	if err := framework.Bed.ImportImage(ctx, tarball); err != nil {
 		t.Fatal(err)
 	}
 	previousBuilds[commit] = previousBuild{image: image, tree: tree}
@@ -99,9 +100,9 @@ func installPrevious(t *testing.T, image, tree string) {
 // that leads.
 func waitOperatorRolledOut(t *testing.T, image string, timeout time.Duration) (leader string) {
 	t.Helper()
-	poll(t, "the operator's 2 replicas ready on "+image, timeout, func() error {
+	framework.Poll(t, "the operator's 2 replicas ready on "+image, timeout, func() error {
 		var d appsv1.Deployment
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: installName}, &d); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: installName}, &d); err != nil {
 			return err
 		}
 		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 2 || d.Status.ReadyReplicas != 2 || d.Status.Replicas != 2 {
@@ -147,10 +148,10 @@ func TestOperatorUpgrade(t *testing.T) {
 	ctx := context.Background()
 	image, tree := buildPreviousSteward(t, previousSteward)
 	installPrevious(t, image, tree)
-	ns := newNamespace(t, "opupgrade")
+	ns := framework.NewNamespace(t, "opupgrade")
 	createS3Secret(t, ns)
 	c := newCluster(ns, "steady", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -161,7 +162,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-30s"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 30s", Destination: s3Destination(ns + "/scheduled"),
 			Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](3)}}}
-	if err := k8s.Create(ctx, schedule); err != nil {
+	if err := framework.K8s.Create(ctx, schedule); err != nil {
 		t.Fatal(err)
 	}
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), time.Time{}, image)
@@ -196,9 +197,9 @@ func TestOperatorUpgrade(t *testing.T) {
 func waitScheduledBackup(t *testing.T, key client.ObjectKey, since time.Time, image string) {
 	t.Helper()
 	var done etcdv1alpha1.EtcdBackup
-	poll(t, "a scheduled backup completed after "+since.Format(time.RFC3339), 3*time.Minute, func() error {
+	framework.Poll(t, "a scheduled backup completed after "+since.Format(time.RFC3339), 3*time.Minute, func() error {
 		var list etcdv1alpha1.EtcdBackupList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelSchedule: key.Name}); err != nil {
+		if err := framework.K8s.List(context.Background(), &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelSchedule: key.Name}); err != nil {
 			return err
 		}
 		var states []string
@@ -212,7 +213,7 @@ func waitScheduledBackup(t *testing.T, key client.ObjectKey, since time.Time, im
 		return fmt.Errorf("backups: %v", states)
 	})
 	var jobs batchv1.JobList
-	if err := k8s.List(context.Background(), &jobs, client.InNamespace(key.Namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &jobs, client.InNamespace(key.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	ran := false

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestEtcdUserNameConflict: two EtcdUsers declaring one etcd user, on a 1-member cluster with authentication on,
@@ -21,11 +22,11 @@ import (
 func TestEtcdUserNameConflict(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "user-conflict")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "user-conflict")
+	framework.StartOperator(t, ns)
 	c := newCluster(ns, "shared", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -59,13 +60,13 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	first := &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}, Spec: etcdv1alpha1.EtcdUserSpec{
 		ClusterName: c.Name, UserName: "app", Roles: []string{"app"},
 		Certificate: &etcdv1alpha1.UserCertificate{SecretName: "first-tls"}}}
-	if err := k8s.Create(ctx, first); err != nil {
+	if err := framework.K8s.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	first = waitUserReady(t, client.ObjectKeyFromObject(first), 2*time.Minute)
 	second := newEtcdUser(ns, "second", c.Name, "/second/", etcdv1alpha1.AccessReadWrite, false)
 	second.Spec.UserName = "app"
-	if err := k8s.Create(ctx, second); err != nil {
+	if err := framework.K8s.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	waitUserReason(t, client.ObjectKeyFromObject(second), etcdv1alpha1.ReasonUserNameConflict, "EtcdUser first")
@@ -87,11 +88,11 @@ func TestEtcdUserNameConflict(t *testing.T) {
 
 	deleted := func(u *etcdv1alpha1.EtcdUser) {
 		t.Helper()
-		if err := k8s.Delete(ctx, u); err != nil {
+		if err := framework.K8s.Delete(ctx, u); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "EtcdUser "+u.Name+" gone", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
+		framework.Poll(t, "EtcdUser "+u.Name+" gone", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(u), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there: %w", err)
 			}
 			return nil

@@ -20,6 +20,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // rollWatcher watches a cluster's Pods and etcd's leader while its members are restarted on a new release: for
@@ -55,7 +56,7 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 			case <-time.After(100 * time.Millisecond):
 			}
 			var pods corev1.PodList
-			if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 				continue
 			}
 			down := 0
@@ -66,7 +67,7 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 			}
 			now := currentLeader(c, pods.Items)
 			var cur etcdv1alpha1.EtcdCluster
-			cluster := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &cur)
+			cluster := framework.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), &cur)
 			w.mu.Lock()
 			if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionProgressing); cluster == nil && p != nil {
 				w.reasons[p.Reason] = true
@@ -148,7 +149,7 @@ func (w *rollWatcher) check(t *testing.T, members int) {
 func movedFrom(t *testing.T, namespace, name string) bool {
 	t.Helper()
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
@@ -213,12 +214,12 @@ func currentLeader(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) string {
 func setVersion(t *testing.T, key client.ObjectKey, version string) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(c.DeepCopy())
 	c.Spec.Version = version
-	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
+	if err := framework.K8s.Patch(context.Background(), &c, patch); err != nil {
 		t.Fatalf("set version %s: %v", version, err)
 	}
 }
@@ -232,9 +233,9 @@ func waitAtVersion(t *testing.T, key client.ObjectKey, version string, before ma
 		t.Fatal(err)
 	}
 	var got *etcdv1alpha1.EtcdCluster
-	poll(t, "members at "+version, timeout, func() error {
+	framework.Poll(t, "members at "+version, timeout, func() error {
 		c := &etcdv1alpha1.EtcdCluster{}
-		if err := k8s.Get(context.Background(), key, c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, c); err != nil {
 			return err
 		}
 		if c.Status.ClusterVersion != v.MinorString()+".0" || c.Status.CurrentVersion != version || c.Status.DowngradeTarget != "" {
@@ -259,7 +260,7 @@ func waitAtVersion(t *testing.T, key client.ObjectKey, version string, before ma
 		}
 	}
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pvc := range pvcs.Items {
@@ -284,7 +285,7 @@ func memberIDs(c *etcdv1alpha1.EtcdCluster) map[string]string {
 func rollTo(t *testing.T, key client.ObjectKey, version string) (*etcdv1alpha1.EtcdCluster, map[string]bool) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 		t.Fatal(err)
 	}
 	before := memberIDs(&c)
@@ -308,8 +309,8 @@ func newClusterAt(ns, name, version string) *etcdv1alpha1.EtcdCluster {
 // one member at a time, followers first, the leader after handing leadership over, same members throughout.
 func TestMinorUpgradesUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "upgrade")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "upgrade")
+	framework.StartOperator(t, ns)
 	c := newClusterAt(ns, "rising", "3.5.35")
 	// etcd 3.7 cannot replay log entries written under 3.5: before 3.6 -> 3.7, Steward waits until every member
 	// has taken a raft snapshot past the point where the cluster reached 3.6. A smaller snapshot interval than
@@ -338,8 +339,8 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 // minors (the cluster version raised, snapshots past the 3.5-era log). No acknowledged write is lost.
 func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "multiminor")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "multiminor")
+	framework.StartOperator(t, ns)
 	c := newClusterAt(ns, "leaping", "3.5.35")
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000) // as TestMinorUpgradesUnderLoad: a short snapshot wait
 	key, got := settle(t, c)
@@ -367,8 +368,8 @@ func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 // TestPatchUpgradeUnderLoad moves a cluster from 3.6.15 to 3.6.16 under load.
 func TestPatchUpgradeUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "patch")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "patch")
+	framework.StartOperator(t, ns)
 	key, got := settle(t, newClusterAt(ns, "mended", "3.6.15"))
 	load := startLoad(t, got)
 	got, _ = rollTo(t, key, "3.6.16")
@@ -381,8 +382,8 @@ func TestPatchUpgradeUnderLoad(t *testing.T) {
 // storage version down, and etcd ends the downgrade when every member runs the target.
 func TestDowngradesUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "downgrade")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "downgrade")
+	framework.StartOperator(t, ns)
 	key, got := settle(t, newClusterAt(ns, "falling", "3.7.3"))
 	load := startLoad(t, got)
 	for _, to := range []string{"3.6.16", "3.5.35"} {
@@ -396,7 +397,7 @@ func TestDowngradesUnderLoad(t *testing.T) {
 				case <-time.After(200 * time.Millisecond):
 				}
 				var cur etcdv1alpha1.EtcdCluster
-				if k8s.Get(context.Background(), key, &cur) == nil && cur.Status.DowngradeTarget != "" {
+				if framework.K8s.Get(context.Background(), key, &cur) == nil && cur.Status.DowngradeTarget != "" {
 					targets.Store(cur.Status.DowngradeTarget, true)
 				}
 			}
@@ -417,13 +418,13 @@ func TestDowngradesUnderLoad(t *testing.T) {
 func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "upgrade-restart")
+	ns := framework.NewNamespace(t, "upgrade-restart")
 	c := newClusterAt(ns, "phoenix", "3.5.35")
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	stop := startOperator(t, ns)
+	stop := framework.StartOperator(t, ns)
 	got := waitSettled(t, key, 4*time.Minute)
 	before := memberIDs(got)
 	load := startLoad(t, got)
@@ -437,7 +438,7 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 			restarts++
 			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
 			state = now
-			stop = startOperator(t, ns)
+			stop = framework.StartOperator(t, ns)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -467,17 +468,17 @@ func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // carries on to every member.
 func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "upgrade-fail")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "upgrade-fail")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := settle(t, newClusterAt(ns, "sturdy", "3.5.35"))
 	before := memberIDs(got)
 	load := startLoad(t, got)
 	setVersion(t, key, "3.6.16")
 	var victim string
-	poll(t, "first member switched", 3*time.Minute, func() error {
+	framework.Poll(t, "first member switched", 3*time.Minute, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		var old []string
@@ -497,10 +498,10 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 		return nil
 	})
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
+	if err := framework.K8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("deleted the Pod of member %s mid-upgrade", victim)
@@ -517,8 +518,8 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 // are still rolling: the members already on 3.6 are rolled back. Under load throughout.
 func TestVersionChangeOfMind(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "mind")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "mind")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	c := newClusterAt(ns, "fickle", "3.5.35")
 	c.Spec.Image = testbed.EtcdRepository + ":v3.5.35"
@@ -534,8 +535,8 @@ func TestVersionChangeOfMind(t *testing.T) {
 	setVersion(t, key, "3.6.16")
 	waitSomeMemberAt(t, key, "3.6.16")
 	setVersion(t, key, "3.7.3")
-	poll(t, "3.7.3 refused in status", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "3.7.3 refused in status", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -552,7 +553,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 			t.Fatalf("members changed while the change was refused: %s -> %s", pods, now)
 		}
 	}
-	if err := k8s.Get(ctx, key, got); err != nil {
+	if err := framework.K8s.Get(ctx, key, got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Status.ClusterVersion != "3.5.0" {
@@ -560,8 +561,8 @@ func TestVersionChangeOfMind(t *testing.T) {
 	}
 	// Back to 3.6, and (before the roll is over) back to 3.5.
 	setVersion(t, key, "3.6.16")
-	poll(t, "3.6.16 no longer refused", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "3.6.16 no longer refused", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason == plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
@@ -579,9 +580,9 @@ func TestVersionChangeOfMind(t *testing.T) {
 // waitSomeMemberAt waits until at least one member reports version.
 func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
 	t.Helper()
-	poll(t, "a member at "+version, 3*time.Minute, func() error {
+	framework.Poll(t, "a member at "+version, 3*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
