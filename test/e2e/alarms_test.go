@@ -27,12 +27,12 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "nospace")
 	framework.StartOperator(t, ns)
-	c := newCluster(ns, "full", 3)
+	c := framework.NewCluster(ns, "full", 3)
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
-	key, got := settle(t, c)
-	checkQuota(t, got, 32<<20)
-	ids := memberIDs(got)
-	cli, eps := memberClient(t, got)
+	key, got := framework.Settle(t, c)
+	framework.CheckQuota(t, got, 32<<20)
+	ids := framework.MemberIDs(got)
+	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
 	filled := overwrite(t, cli, 1000)
@@ -68,13 +68,13 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if degraded.Status != metav1.ConditionTrue {
 		t.Errorf("Degraded is not True with reason NoSpaceAlarm")
 	}
-	if ev := eventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
+	if ev := framework.EventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
 		t.Errorf("no Warning Event NoSpaceAlarm")
 	}
 	filled.check(t, cli)
 
 	// The runbook (docs/operations/alerts-and-runbooks.md): compact, defragment every member, disarm.
-	status, err := cli.Status(ctx, anyEndpoint(eps))
+	status, err := cli.Status(ctx, framework.AnyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +112,9 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 		t.Fatalf("write after the recovery: %v", err)
 	}
 	filled.check(t, cli)
-	got = waitSettled(t, key, time.Minute)
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	got = framework.WaitSettled(t, key, time.Minute)
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v: a NOSPACE alarm is no reason to replace any", ids, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -31,7 +31,7 @@ import (
 // anonymously.
 func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string) *clientv3.Client {
 	t.Helper()
-	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if resources.TLSEnabled(c) {
 		tlsCfg, err := caOnlyTLS(c)
 		if err != nil {
@@ -114,13 +114,13 @@ func TestAuthWithoutTLS(t *testing.T) {
 	ns := framework.NewNamespace(t, "auth-plain")
 	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
-	c := newCluster(ns, "plain", 3)
+	c := framework.NewCluster(ns, "plain", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	c = waitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
 		"loader": newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
@@ -137,7 +137,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	user, password := passwordOf(t, ns, "loader-password")
 	load := startLoadAs(t, c, user, password)
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	c = waitAuthEnabled(t, key, true)
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
 	if c.Status.OperatorCredentialsSecret != "plain-operator-credentials" {
@@ -178,8 +178,8 @@ func TestAuthWithoutTLS(t *testing.T) {
 	mayRead(t, "q-read", q, "/p/1", false)
 
 	// Steward acts as its password user: a scale-up (add learner, promote) needs the root role.
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	c = waitSettled(t, key, 4*time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c = framework.WaitSettled(t, key, 4*time.Minute)
 
 	// A backup with auth on: the Job authenticates with the operator credentials (a snapshot needs the root role).
 	backup := newBackup(ns, "plain-auth", c.Name, s3Destination(ns+"/plain-auth.db"))
@@ -202,14 +202,14 @@ func TestAuthWithoutTLS(t *testing.T) {
 	mayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
 
 	// A password etcd does not know (the Secret edited): Steward says exactly that and changes nothing.
-	podsBefore := podUIDs(t, restored)
+	podsBefore := framework.PodUIDs(t, restored)
 	good := rcreds.DeepCopy()
 	patch := client.MergeFrom(rcreds.DeepCopy())
 	rcreds.Data[resources.SecretPasswordKey] = []byte("not-the-password")
 	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
-	patchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
+	framework.PatchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
 	framework.Poll(t, "the refused password reported", 2*time.Minute, func() error {
 		cur := &etcdv1alpha1.EtcdCluster{}
 		if err := framework.K8s.Get(ctx, rkey, cur); err != nil {
@@ -224,7 +224,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 		return nil
 	})
 	time.Sleep(10 * time.Second) // passes that must change nothing
-	if after := podUIDs(t, restored); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+	if after := framework.PodUIDs(t, restored); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
 		t.Fatalf("member Pods changed while Steward's password was refused: %v -> %v", podsBefore, after)
 	}
 	patch = client.MergeFrom(rcreds.DeepCopy())
@@ -232,9 +232,9 @@ func TestAuthWithoutTLS(t *testing.T) {
 	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitSettled(t, rkey, 4*time.Minute)
+	framework.WaitSettled(t, rkey, 4*time.Minute)
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
 	waitAuthEnabled(t, key, false)
 	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
 	requireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
@@ -243,7 +243,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 // verifiesClientCerts reports, per member Pod, whether it was started requiring client certificates.
 func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]bool {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	out := map[string]bool{}
 	for i := range pods.Items {
 		out[pods.Items[i].Name] = resources.PodVerifiesClientCerts(&pods.Items[i])
@@ -256,7 +256,7 @@ func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha
 	t.Helper()
 	var c *etcdv1alpha1.EtcdCluster
 	framework.Poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
-		c = waitSettled(t, key, 4*time.Minute)
+		c = framework.WaitSettled(t, key, 4*time.Minute)
 		for pod, v := range verifiesClientCerts(t, c) {
 			if v != certs {
 				return fmt.Errorf("Pod %s requires client certificates: %v", pod, v)
@@ -280,16 +280,16 @@ func TestPasswordOnlyClients(t *testing.T) {
 	ns := framework.NewNamespace(t, "pw-only")
 	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
-	bad := newCluster(ns, "bad", 1)
+	bad := framework.NewCluster(ns, "bad", 1)
 	bad.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone, ClientAuth: etcdv1alpha1.ClientAuthPassword}
-	refused(t, framework.K8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
-	c := newCluster(ns, "pwonly", 3)
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
+	c := framework.NewCluster(ns, "pwonly", 3)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
+	framework.WaitAvailable(t, key, 4*time.Minute)
 	c = waitAuthEnabled(t, key, true)
 	if c.Status.OperatorCredentialsSecret != "" {
 		t.Fatalf("a certificate cluster has operator credentials %q", c.Status.OperatorCredentialsSecret)
@@ -308,21 +308,21 @@ func TestPasswordOnlyClients(t *testing.T) {
 	// The load authenticates with a password and presents a certificate of the cluster's CA with no user behind
 	// it: what a password client needs while members still ask for a certificate, and harmless after.
 	user, password := passwordOf(t, ns, "loader-password")
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
 		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthPassword
 	})
 	c = waitClientAuth(t, key, false)
 	t.Logf("members ask for no client certificate %s after the patch", time.Since(begin).Round(100*time.Millisecond))
-	if got := eventsWithin(t, c, "OperatorUserRestored", begin, 1); len(got) != 1 {
+	if got := framework.EventsWithin(t, c, "OperatorUserRestored", begin, 1); len(got) != 1 {
 		t.Fatalf("OperatorUserRestored Events %v, want one: the password user made through the certificate before the restarts", got)
 	}
-	if got := eventsWithin(t, c, "MemberRestarting", begin, 3); len(got) < 3 {
+	if got := framework.EventsWithin(t, c, "MemberRestarting", begin, 3); len(got) < 3 {
 		t.Fatalf("MemberRestarting Events %v, want one per member", got)
 	}
 	if c.Status.OperatorCredentialsSecret != "pwonly-operator-credentials" {
@@ -347,7 +347,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
 	c = waitClientAuth(t, key, true)
 	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
 	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
@@ -363,7 +363,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "tlsauth")
 	framework.StartOperator(t, ns)
-	c := createPlaintextWithAuth(t, newCluster(ns, "switch", 3))
+	c := createPlaintextWithAuth(t, framework.NewCluster(ns, "switch", 3))
 	key := client.ObjectKeyFromObject(c)
 	users := map[string]*etcdv1alpha1.EtcdUser{
 		"loader": newEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
@@ -383,7 +383,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ClientAuth: etcdv1alpha1.ClientAuthPassword}
 	})
 	waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
@@ -411,7 +411,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
 	waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
@@ -431,6 +431,6 @@ func createPlaintextWithAuth(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1a
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
+	framework.WaitAvailable(t, key, 4*time.Minute)
 	return waitAuthEnabled(t, key, true)
 }

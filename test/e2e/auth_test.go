@@ -76,7 +76,7 @@ func createUsersReady(t *testing.T, users map[string]*etcdv1alpha1.EtcdUser) {
 func userClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, u *etcdv1alpha1.EtcdUser) *clientv3.Client {
 	t.Helper()
 	ctx := context.Background()
-	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	var s corev1.Secret
 	switch {
 	case u.Spec.Certificate != nil:
@@ -120,16 +120,6 @@ func anonymousTLS(t *testing.T, c *etcdv1alpha1.EtcdCluster) *tls.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// podUIDs names the cluster's member Pods with their UIDs: a restarted member has a new Pod.
-func podUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for name, state := range memberPodsState(t, c) {
-		out[name], _, _ = strings.Cut(state, "@")
-	}
-	return out
 }
 
 // etcdctlPod runs etcdctl with args in a Pod of the etcd image that mounts only Secret secret (at /creds, as an
@@ -206,25 +196,25 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "auth")
 	framework.StartOperator(t, ns)
-	c := newCluster(ns, "authed", 3)
+	c := framework.NewCluster(ns, "authed", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	createS3Secret(t, ns)
 	key := client.ObjectKeyFromObject(c)
-	c = waitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
 	// Bad input: refused at admission.
 	bad := newEtcdUser(ns, "root", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	refused(t, framework.K8s.Create(ctx, bad), "root is reserved for Steward")
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "root is reserved for Steward")
 	bad.Spec.UserName = "steward:me"
-	refused(t, framework.K8s.Create(ctx, bad), "reserved for Steward")
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "reserved for Steward")
 	bad = newEtcdUser(ns, "nothing", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	bad.Spec.Permissions = nil
-	refused(t, framework.K8s.Create(ctx, bad), "a user whose role grants nothing")
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "a user whose role grants nothing")
 	bad = newEtcdUser(ns, "backwards", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	bad.Spec.Permissions = []etcdv1alpha1.KeyPermission{{Key: strPtr("/b"), RangeEnd: strPtr("/a"), Access: etcdv1alpha1.AccessRead}}
-	refused(t, framework.K8s.Create(ctx, bad), "rangeEnd must sort after key")
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "rangeEnd must sort after key")
 	// Reported, nothing changed: an unknown cluster, and a Secret the user did not let Steward own.
 	orphan := newEtcdUser(ns, "orphan", "no-such-cluster", "/o/", etcdv1alpha1.AccessRead, true)
 	if err := framework.K8s.Create(ctx, orphan); err != nil {
@@ -264,14 +254,14 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	// A user made by hand, which no EtcdUser declares: reported once auth is on, deleted only when asked.
-	root, _ := memberClient(t, c)
+	root, _ := framework.MemberClient(t, c)
 	if _, err := root.UserAdd(ctx, "hand-made", "a-password"); err != nil {
 		t.Fatal(err)
 	}
 
 	load := startLoad(t, c)
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	framework.Poll(t, "status.authEnabled true", 2*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
@@ -333,9 +323,9 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 
 	// Renewal in place: a new certificate lifetime re-issues app-a's certificate into the same Secret (and the
 	// members', which etcd reloads without a restart); reading the Secret again, the application keeps its access.
-	podsBefore := podUIDs(t, c)
+	podsBefore := framework.PodUIDs(t, c)
 	oldNotAfter := users["app-a"].Status.CertificateNotAfter.Time
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 1000 * time.Hour}
 	})
 	framework.Poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
@@ -350,7 +340,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	mayWrite(t, "app-a (renewed certificate)", userClient(t, c, users["app-a"]), "/a/renewed", true)
-	if after := podUIDs(t, c); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+	if after := framework.PodUIDs(t, c); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
 		t.Fatalf("member Pods changed during the renewal: %v -> %v", podsBefore, after)
 	}
 
@@ -383,16 +373,16 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	if err := framework.K8s.Create(ctx, restored); err != nil {
 		t.Fatal(err)
 	}
-	restored = waitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
+	restored = framework.WaitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
 	if restored.Status.AuthEnabled == nil || !*restored.Status.AuthEnabled {
 		t.Fatalf("restored cluster: status.authEnabled %v, want true (from the snapshot, as the spec asks)", restored.Status.AuthEnabled)
 	}
-	restoredRoot, _ := memberClient(t, restored)
+	restoredRoot, _ := framework.MemberClient(t, restored)
 	if resp, err := restoredRoot.UserGet(ctx, "app-a"); err != nil || strings.Join(resp.Roles, ",") != "app-a" {
 		t.Fatalf("etcd user app-a in the restored cluster: %v %v", resp, err)
 	}
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
 	framework.Poll(t, "the hand-made user removed", 2*time.Minute, func() error {
 		if _, err := root.UserGet(ctx, "hand-made"); !errors.Is(err, rpctypes.ErrUserNotFound) {
 			return fmt.Errorf("user hand-made: %w", err)
@@ -405,7 +395,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
 	framework.Poll(t, "status.authEnabled false", 2*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err

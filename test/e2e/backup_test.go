@@ -60,7 +60,7 @@ func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 // putAll writes keys through the client Service, retrying each until it is acknowledged.
 func putAll(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys map[string]string) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestBackup(t *testing.T) {
 	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
 	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
 	// the other cases.
-	unreachable := newCluster(ns, "never-up", 1)
+	unreachable := framework.NewCluster(ns, "never-up", 1)
 	unreachable.Spec.Image = "steward.local/etcd:v0.0.0-missing"
 	if err := framework.K8s.Create(ctx, unreachable); err != nil {
 		t.Fatal(err)
@@ -281,11 +281,11 @@ func TestBackup(t *testing.T) {
 	if err := framework.K8s.Create(ctx, ofUnreachable); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(ns, "backed", 3)
+	c := framework.NewCluster(ns, "backed", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 	keys := writeBackupKeys(t, c)
 
 	t.Run("PVC", func(t *testing.T) {
@@ -482,8 +482,8 @@ func TestBackup(t *testing.T) {
 		requireNothingStarted(t, b, ns+"/never-up/")
 	})
 
-	deleteAndCheckNothingLeft(t, c)
-	deleteAndCheckNothingLeft(t, unreachable)
+	framework.DeleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, unreachable)
 }
 
 // requireNothingStarted checks that a refused backup started no Job and stored nothing under prefix.

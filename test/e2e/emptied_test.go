@@ -45,9 +45,9 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	op := runOperator(t, ns)
 	createS3Secret(t, ns)
 	const after = 40 * time.Second
-	c := newCluster(ns, "solo", 1)
+	c := framework.NewCluster(ns, "solo", 1)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	keys := emptiedKeys(50)
 	putAll(t, got, keys)
 	b := newBackup(ns, "before-wipe", key.Name, s3Destination(ns+"/solo.db"))
@@ -73,7 +73,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	served := watchServedEmpty(key, "")
 	op.start()
 
-	d := waitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
+	d := framework.WaitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
 	cond := meta.FindStatusCondition(d.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	t.Logf("loss reported %s after the operator started: %s", time.Since(begin).Round(100*time.Millisecond), cond.Message)
 
@@ -91,7 +91,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	if !meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("restore %s: %+v", r.Name, r.Status.Conditions)
 	}
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("restored by the quorum-loss policy (restore %s of backup %s) and settled %s after the operator started", r.Name, r.Spec.BackupName,
 		time.Since(begin).Round(100*time.Millisecond))
 	for _, v := range served.finish() {
@@ -103,7 +103,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	read, _ := readKeys(t, got, backupKeyPrefix)
 	requireSameKeys(t, "after the restore", read, keys)
 	requireRunRecorded(t, ns, got.Status.Members[0].Name)
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestEmptiedVolumeOfJoinedMemberAfterPodLoss: a cluster grown from 1 member to 3 under load loses all its Pods,
@@ -118,11 +118,11 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "emptied-3")
 	op := runOperator(t, ns)
-	key, got := settle(t, newCluster(ns, "trio", 1))
+	key, got := framework.Settle(t, framework.NewCluster(ns, "trio", 1))
 	keys := emptiedKeys(50)
 	putAll(t, got, keys)
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	load := startLoad(t, got)
 	for _, stopped := range []bool{true, false} {
 		what := "operator running, Pods held Terminating"
@@ -148,32 +148,32 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 				wipeVolume(t, ns, victim)
 				op.start()
 			} else {
-				release := holdPods(t, ns, memberNames(got))
+				release := holdPods(t, ns, framework.MemberNames(got))
 				deleteMemberPods(t, key)
 				waitEtcdStopped(t, ns, victim)
 				wipeVolume(t, ns, victim)
 				release()
 			}
 			t.Logf("all Pods deleted and the volume of %s (%s), which joined later, emptied", victim, victimID)
-			waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-			got = waitSettled(t, key, 4*time.Minute)
+			framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+			got = framework.WaitSettled(t, key, 4*time.Minute)
 			t.Logf("%s replaced and settled %s after the deletion", victim, time.Since(begin).Round(100*time.Millisecond))
 			for _, v := range served.finish() {
 				t.Errorf("the emptied member served under its old ID: %s", v)
 			}
-			if msg := removalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
+			if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
 				t.Errorf("%s removed for another reason: %s", victim, msg)
 			}
 			read, _ := readKeys(t, got, backupKeyPrefix)
 			requireSameKeys(t, "after "+victim+" was emptied and replaced", read, keys)
-			checkStatusMatchesEtcd(t, got)
+			framework.CheckStatusMatchesEtcd(t, got)
 		}) {
 			break
 		}
 	}
 	op.start() // when a round failed with the operator stopped
 	requireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // aJoinedMember returns a member of c that joined the running cluster (its volume records
@@ -191,7 +191,7 @@ func aJoinedMember(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) 
 			return m.Name, m.ID
 		}
 	}
-	t.Fatalf("no member of %v joined later", memberNames(c))
+	t.Fatalf("no member of %v joined later", framework.MemberNames(c))
 	return "", ""
 }
 
@@ -312,11 +312,11 @@ func watchServedEmpty(key client.ObjectKey, victimID string) *servedEmptyWatch {
 			}
 			switch a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); {
 			case victimID != "" && healthy && down:
-				s = fmt.Sprintf("member %s healthy again: %s", victimID, describe(&c))
+				s = fmt.Sprintf("member %s healthy again: %s", victimID, framework.Describe(&c))
 			case victimID != "":
 				down = down || !healthy
 			case len(restores.Items) == 0 && a != nil && a.Status == metav1.ConditionTrue && !a.LastTransitionTime.Before(&since):
-				s = "Available without a restore: " + describe(&c)
+				s = "Available without a restore: " + framework.Describe(&c)
 			}
 			w.mu.Lock()
 			if s != "" && len(w.seen) < 5 {

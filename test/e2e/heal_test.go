@@ -32,7 +32,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	ns := framework.NewNamespace(t, "heal")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "mended", 0)
+	key, got := framework.CreateSettled(t, ns, "mended", 0)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	begin := time.Now()
@@ -46,12 +46,12 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "replacement")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestUnreachableMemberIsReplacedAfterGracePeriod cuts a follower off the network under client load: once it
@@ -61,7 +61,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	ns := framework.NewNamespace(t, "partition")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "islands", 20*time.Second)
+	key, got := framework.CreateSettled(t, ns, "islands", 20*time.Second)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pod corev1.Pod
@@ -72,74 +72,16 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	took := time.Since(begin)
 	if took < 20*time.Second {
 		t.Errorf("replaced after %s, before the 20s grace period", took)
 	}
 	t.Logf("replaced an unreachable member %s after it was cut off (grace period 20s)", took.Round(100*time.Millisecond))
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "replacement")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// createSettled creates a 3-member cluster in namespace, with spec.replaceUnhealthyAfter unless 0, and
-// waits until it has settled.
-func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	c := newCluster(namespace, name, 3)
-	if replaceUnhealthyAfter != 0 {
-		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
-	}
-	return settle(t, c)
-}
-
-// settle creates cluster c and waits until it has settled.
-func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	if err := framework.K8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	return key, waitSettled(t, key, 4*time.Minute)
-}
-
-// waitMemberGone waits until status.members lists no member named name and none with etcd member ID id.
-func waitMemberGone(t *testing.T, key client.ObjectKey, name, id string, timeout time.Duration) {
-	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
-	framework.Poll(t, "member "+name+" ("+id+") gone", timeout, func() error {
-		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		for _, m := range c.Status.Members {
-			if m.Name == name || (id != "" && m.ID == id) {
-				return fmt.Errorf("member %s (%s) still listed: %s", name, id, describe(&c))
-			}
-		}
-		return nil
-	})
-}
-
-// removalEvent returns the message of the MemberRemoved Event Steward recorded for the cluster's member name.
-func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string {
-	t.Helper()
-	var msg string
-	framework.Poll(t, "MemberRemoved event for "+name, 30*time.Second, func() error {
-		var events corev1.EventList
-		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-			return err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == c.Name && e.Reason == "MemberRemoved" && strings.Contains(e.Message, "member "+name+" ") {
-				msg = e.Message
-				return nil
-			}
-		}
-		return fmt.Errorf("no MemberRemoved event for %s among %d events", name, len(events.Items))
-	})
-	return msg
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStuckLearnerIsReplaced scales 3 -> 5 under load and cuts the first learner's Pod off the network as soon as
@@ -152,7 +94,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	ns := framework.NewNamespace(t, "laggard")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "tortoise", 20*time.Second)
+	key, got := framework.CreateSettled(t, ns, "tortoise", 20*time.Second)
 	original := map[string]bool{}
 	for _, m := range got.Status.Members {
 		original[m.Name] = true
@@ -187,16 +129,16 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 		t.Fatalf("cut off the first learner: %v", err)
 	}
 	t.Logf("learner %s cut off the network", victim)
-	waitMemberGone(t, key, victim, "", 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, "", 4*time.Minute)
 	removed, age := time.Since(begin), time.Since(created)
-	got = waitSettled(t, key, 5*time.Minute)
+	got = framework.WaitSettled(t, key, 5*time.Minute)
 	t.Logf("stuck learner removed %s after it was cut off, %s after its Pod was created (bound 20s after its etcd started, or 1m20s while it does not run); cluster settled at 5 voters after %s",
 		removed.Round(100*time.Millisecond), age.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	// Either bound ends at least 20s (whole seconds, rounded down) after the Pod's creation.
 	if age < 20*time.Second {
 		t.Errorf("learner removed %s after its Pod was created, before the 20s bound", age)
 	}
-	if msg := removalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
+	if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
 		t.Errorf("learner %s removed for another reason: %s", victim, msg)
 	}
 	for _, m := range got.Status.Members {
@@ -204,9 +146,9 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 			t.Errorf("member %+v after the replacement", m)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "3->5 with a stuck learner")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // wipeAndCrash empties the member's volume under its running etcd and kills the etcd process, so that the kubelet
@@ -246,17 +188,17 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 	t.Helper()
 	begin := time.Now()
 	wipeAndCrash(t, key.Namespace, victim)
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	removed := time.Since(begin)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("%s %s (%s) on an emptied data dir: removed after %s, replaced and settled after %s", kind, victim, victimID,
 		removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
-	msg := removalEvent(t, got, victim)
+	msg := framework.RemovalEvent(t, got, victim)
 	t.Logf("event: %s", msg)
 	if !strings.Contains(msg, "lost or corrupt") {
 		t.Errorf("%s removed for another reason: %s", victim, msg)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	return got
 }
 
@@ -270,7 +212,7 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "wiped")
 	framework.StartOperator(t, ns)
-	key, got := createSettled(t, ns, "amnesiac", time.Hour)
+	key, got := framework.CreateSettled(t, ns, "amnesiac", time.Hour)
 	bootstrap := map[string]bool{}
 	for _, m := range got.Status.Members {
 		bootstrap[m.Name] = true
@@ -285,7 +227,7 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	}
 	got = replaceWiped(t, key, "joined member", victim, victimID)
 	requireNoLostWrites(t, load, "two members restarted on emptied data dirs")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStrayMembersAreRemoved adds, by hand through etcd's API and under load, a learner and a voter that Steward
@@ -296,13 +238,13 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	ns := framework.NewNamespace(t, "stray")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "crowded", 0)
+	key, got := framework.CreateSettled(t, ns, "crowded", 0)
 	load := startLoad(t, got)
 	var eps []string
-	for _, ep := range memberEndpoints(t, got) {
+	for _, ep := range framework.MemberEndpoints(t, got) {
 		eps = append(eps, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, got)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: framework.ClusterTLS(t, got)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,16 +285,16 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 		return nil
 	})
 	removed := time.Since(begin)
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("both strays removed %s after they were added; settled after %s", removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	for id := range strays {
-		if msg := removalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
+		if msg := framework.RemovalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
 			t.Errorf("stray %x removed for another reason: %s", id, msg)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "stray members added and removed")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestWipedFirstMemberOfGrownCluster: a cluster created with one member and scaled to three, under load. Its first
@@ -367,9 +309,9 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "grown")
 	framework.StartOperator(t, ns)
-	c := newCluster(ns, "grown", 1)
+	c := framework.NewCluster(ns, "grown", 1)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	first := got.Status.Members[0]
 	var pod corev1.Pod
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
@@ -381,7 +323,7 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	firstUID := pod.UID
 	keys := writeBackupKeys(t, got)
 	load := startLoad(t, got)
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	framework.Poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
 			return err
@@ -391,19 +333,19 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 		}
 		return nil
 	})
-	got = waitSettled(t, key, 3*time.Minute)
+	got = framework.WaitSettled(t, key, 3*time.Minute)
 	if len(got.Status.Members) != 3 {
 		t.Fatalf("members %+v, want 3", got.Status.Members)
 	}
 	begin := time.Now()
 	wipeAndCrash(t, ns, first.Name)
-	waitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("first member %s wiped and crashed: replaced, settled in %s", first.Name, time.Since(begin).Round(100*time.Millisecond))
 	read, _ := readKeys(t, got, backupKeyPrefix)
 	requireSameKeys(t, "after the first member was wiped", read, keys)
 	requireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestWedgedMembersAreRestartedByTheirLivenessProbe wedges etcd in member Pods under client load (SIGSTOP: the
@@ -417,10 +359,10 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 	ns := framework.NewNamespace(t, "wedged")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "wedged", 0)
+	key, got := framework.CreateSettled(t, ns, "wedged", 0)
 	load := startLoad(t, got)
 	follower, _ := aFollower(t, got)
-	all := memberNames(got)
+	all := framework.MemberNames(got)
 	majority := []string{follower}
 	for _, m := range all {
 		if m != follower && len(majority) < 2 {
@@ -428,7 +370,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		}
 	}
 	for _, wedged := range [][]string{{follower}, majority, all} {
-		restarts := containerRestarts(t, key)
+		restarts := framework.ContainerRestarts(t, key)
 		for _, m := range wedged {
 			var pod corev1.Pod
 			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
@@ -445,7 +387,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		begin := time.Now()
 		what := fmt.Sprintf("%d of 3 members wedged %v", len(wedged), wedged)
 		framework.Poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
-			now := containerRestarts(t, key)
+			now := framework.ContainerRestarts(t, key)
 			for _, m := range wedged {
 				if now[m] <= restarts[m] {
 					return fmt.Errorf("etcd container of %s not restarted yet (%d restarts)", m, now[m])
@@ -454,7 +396,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 			return nil
 		})
 		restarted := time.Since(begin)
-		got = waitSettled(t, key, 4*time.Minute)
+		got = framework.WaitSettled(t, key, 4*time.Minute)
 		t.Logf("%s: restarted after %s, settled after %s", what, restarted.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 		var events corev1.EventList
 		if err := framework.K8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
@@ -469,13 +411,13 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 				t.Errorf("%s: no Event says the kubelet restarted %s for its liveness probe", what, m)
 			}
 		}
-		if now := memberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
+		if now := framework.MemberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
 			t.Errorf("%s: members %v afterwards, want the same %v back on their volumes", what, now, all)
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 	}
 	requireNoLostWrites(t, load, "one, two and three members wedged in turn")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // livez asks a member's agent for its liveness answer (what the kubelet's liveness probe gets), nil for 200.

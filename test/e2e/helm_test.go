@@ -130,12 +130,12 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 
-	c := newCluster(ns, "charted", 1)
+	c := framework.NewCluster(ns, "charted", 1)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	members := memberPodsFingerprint(t, got)
 
 	// Upgrade to this release (the chart's default image) with changed values: one replica, more memory, debug
@@ -163,11 +163,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if d.Generation != generation {
 		t.Errorf("the refused upgrade changed the Deployment (generation %d -> %d)", generation, d.Generation)
 	}
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	if now := memberPodsFingerprint(t, got); now != members {
 		t.Errorf("member Pods changed across helm upgrades:\nbefore %s\nafter  %s", members, now)
 	}
-	writeAndReadThroughService(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	var leases coordinationv1.LeaseList
 	if err := framework.K8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
 		t.Errorf("leader election Leases in %s: %d (%v), want 1", ns, len(leases.Items), err)
@@ -198,5 +198,5 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if now := memberPodsFingerprint(t, &after); now != members {
 		t.Errorf("member Pods changed by helm uninstall:\nbefore %s\nafter  %s", members, now)
 	}
-	writeAndReadThroughService(t, &after)
+	framework.WriteAndReadThroughService(t, &after)
 }

@@ -278,41 +278,41 @@ func TestInClusterOperatorHA(t *testing.T) {
 	}
 	ns := framework.NewNamespace(t, "incluster")
 	createS3Secret(t, ns)
-	c := newClusterAt(ns, "tenant", "3.6.15")
+	c := framework.NewClusterAt(ns, "tenant", "3.6.15")
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	load := startLoad(t, got)
 
 	// 3 -> 5: the leader crashes once the first step (a learner added) is taken.
-	first := membershipState(t, got)
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	first := framework.MembershipState(t, got)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
 	framework.Poll(t, "the scale-up's first step", 2*time.Minute, func() error {
-		if now := membershipState(t, got); now == first {
+		if now := framework.MembershipState(t, got); now == first {
 			return fmt.Errorf("still %s", now)
 		}
 		return nil
 	})
-	scale := killLeader(t, true, func() string { return membershipState(t, got) })
-	got = waitSettled(t, key, 5*time.Minute)
-	checkStatusMatchesEtcd(t, got)
-	if s := membershipState(t, got); s != "voters=5 learners=0 started=5 pods=5" {
+	scale := killLeader(t, true, func() string { return framework.MembershipState(t, got) })
+	got = framework.WaitSettled(t, key, 5*time.Minute)
+	framework.CheckStatusMatchesEtcd(t, got)
+	if s := framework.MembershipState(t, got); s != "voters=5 learners=0 started=5 pods=5" {
 		t.Errorf("after 3 -> 5 with the leader crashed: %s", s)
 	}
 
 	// 3.6.15 -> 3.6.16: the leader's Pod is deleted once the first member runs the new release.
-	before := memberIDs(got)
-	setVersion(t, key, "3.6.16")
+	before := framework.MemberIDs(got)
+	framework.SetVersion(t, key, "3.6.16")
 	framework.Poll(t, "the upgrade's first member switched", 3*time.Minute, func() error {
-		if s := rollState(t, got); !strings.HasPrefix(s, "1/") {
+		if s := framework.RollState(t, got); !strings.HasPrefix(s, "1/") {
 			return fmt.Errorf("%s", s)
 		}
 		return nil
 	})
-	upgrade := killLeader(t, false, func() string { s, _, _ := strings.Cut(rollState(t, got), ","); return s })
-	got = waitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
+	upgrade := killLeader(t, false, func() string { s, _, _ := strings.Cut(framework.RollState(t, got), ","); return s })
+	got = framework.WaitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
 
 	// A backup Job runs the release's own image (steward-agent beside the operator).
 	b := newBackup(ns, "in-cluster", key.Name, s3Destination(ns+"/in-cluster.db"))
@@ -330,5 +330,5 @@ func TestInClusterOperatorHA(t *testing.T) {
 			}
 		}
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

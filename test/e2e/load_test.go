@@ -8,13 +8,14 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
 // startLoad starts concurrent clients against the cluster's client Service.
 func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load {
 	t.Helper()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c)})
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load 
 // startLoadAs is startLoad with the clients authenticating as an etcd password user.
 func startLoadAs(t *testing.T, c *etcdv1alpha1.EtcdCluster, user, password string) *linearizability.Load {
 	t.Helper()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c),
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: framework.ClusterTLS(t, c),
 		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)

@@ -49,9 +49,9 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), promValue(1))
 	requireMetricsRefused(t, ns, "steward-"+ns+"-metrics-reader")
 
-	c := newCluster(ns, "watched", 3)
+	c := framework.NewCluster(ns, "watched", 3)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 30 * time.Second}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	load := startLoad(t, got)
 	s := sel(ns, c.Name)
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members", "steward_cluster_healthy_voters"} {
@@ -63,8 +63,8 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "every member's db size", time.Minute, "steward_member_db_size_bytes"+s+" > 0", promSeries(3))
 
 	// Scale 3 -> 5: the gauges follow, and the steps are counted.
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	got = waitSettled(t, key, 5*time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	got = framework.WaitSettled(t, key, 5*time.Minute)
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members"} {
 		waitProm(t, q+" after the scale-up", 2*time.Minute, q+s, promValue(5))
 	}
@@ -91,8 +91,8 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "EtcdMembersDown raised", 3*time.Minute, alert, promSeries(1))
 	t.Logf("EtcdMembersDown raised %s after the member was cut off", time.Since(cut).Round(time.Second))
 	waitProm(t, "healthy voters down by one", time.Minute, "steward_cluster_healthy_voters"+s, promValue(4))
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	healed := time.Now()
 	waitProm(t, "EtcdMembersDown resolved", 6*time.Minute, alert, promSeries(0))
 	t.Logf("EtcdMembersDown resolved %s after Steward replaced the member", time.Since(healed).Round(time.Second))
@@ -113,7 +113,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	requireDashboardData(t, ns, c.Name)
 
 	requireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 	waitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, promSeries(0))
 }
 

@@ -42,7 +42,7 @@ func populate(t *testing.T, ns string) *populated {
 	ctx := context.Background()
 	createS3Secret(t, ns)
 	createBackupClaim(t, ns, "256Mi")
-	c := newCluster(ns, "db", 1)
+	c := framework.NewCluster(ns, "db", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func populate(t *testing.T, ns string) *populated {
 func finishPopulating(t *testing.T, p *populated) {
 	t.Helper()
 	ctx := context.Background()
-	p.cluster = waitAvailable(t, client.ObjectKeyFromObject(p.cluster), 3*time.Minute)
+	p.cluster = framework.WaitAvailable(t, client.ObjectKeyFromObject(p.cluster), 3*time.Minute)
 	waitUserReady(t, client.ObjectKey{Namespace: p.ns, Name: "app"}, 2*time.Minute)
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "nightly"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: p.cluster.Name, Schedule: "@every 6h",

@@ -63,7 +63,7 @@ var peerPaths = []string{"/members", "/version", "/raft/probing"}
 // reached and the test's TLS is right) gets 200.
 func requirePeerPort(t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.CertPool, refused map[string]tls.Certificate) {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		member, _ := secretPair(t, c.Namespace, resources.MemberSecretName(p.Name))
@@ -85,8 +85,8 @@ func requirePeerPort(t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.Cert
 // (a serializable read answers from the member's own store): every member still gets every write.
 func requireReplicated(t *testing.T, c *etcdv1alpha1.EtcdCluster, value string) {
 	t.Helper()
-	cfg := clusterTLS(t, c)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: cfg})
+	cfg := framework.ClusterTLS(t, c)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func requireReplicated(t *testing.T, c *etcdv1alpha1.EtcdCluster, value string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for member, addr := range podAddrs(t, c) {
+	for member, addr := range framework.PodAddrs(t, c) {
 		framework.Poll(t, "the write on member "+member, 30*time.Second, func() error {
 			one, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + addr}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(), TLS: cfg})
 			if err != nil {
@@ -133,7 +133,7 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 		t.Fatal(err)
 	}
 	identity := resources.PeerIdentity(c, framework.OperatorOptions)
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		var names []string
@@ -166,7 +166,7 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 // podsChecking counts the cluster's member Pods that accept only the peer identity on their peer port.
 func podsChecking(t *testing.T, c *etcdv1alpha1.EtcdCluster) (checking, all int) {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	for i := range pods.Items {
 		if pods.Items[i].DeletionTimestamp != nil {
 			continue
@@ -192,15 +192,15 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "peerauth")
 	stopOperator := framework.StartOperator(t, ns)
-	cm := newCluster(ns, "cm", 1)
+	cm := framework.NewCluster(ns, "cm", 1)
 	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	if err := framework.K8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(ns, "peers", 3)
+	c := framework.NewCluster(ns, "peers", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, PeerAuth: etcdv1alpha1.PeerAuthAnyCertificate}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	if checking, _ := podsChecking(t, got); checking != 0 {
 		t.Fatalf("%d members check the peer identity under peerAuth AnyCertificate", checking)
 	}
@@ -224,7 +224,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	}
 
 	// The hole, as it was: the application's certificate reads the member list on the peer port.
-	pods := memberPodsOf(t, got)
+	pods := framework.MemberPodsOf(t, got)
 	if code, err := peerPortAnswer(got, &pods.Items[0], roots, userCert, "/members"); err != nil || code != http.StatusOK {
 		t.Fatalf("peerAuth AnyCertificate: the EtcdUser's certificate on the peer port got %d %v, want 200 (any certificate of the CA)", code, err)
 	}
@@ -237,10 +237,10 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	watch := watchSwitch(t, key)
 	stopOperator()
 	dropPeerIdentity(t, got)
-	cfg := clusterTLS(t, got)
+	cfg := framework.ClusterTLS(t, got)
 	framework.Poll(t, "members serving certificates without the peer identity", 3*time.Minute, func() error {
-		for member, addr := range podAddrs(t, got) {
-			cert, err := servedCertificate(cfg, addr)
+		for member, addr := range framework.PodAddrs(t, got) {
+			cert, err := framework.ServedCertificate(cfg, addr)
 			if err != nil {
 				return err
 			}
@@ -251,7 +251,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 		return nil
 	})
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthMemberIdentity })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthMemberIdentity })
 	framework.StartOperator(t, ns)
 	framework.Poll(t, "every member checking the peer identity", 8*time.Minute, func() error {
 		if checking, all := podsChecking(t, got); checking != all || all != 3 {
@@ -259,7 +259,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 		}
 		return nil
 	})
-	got = waitSettled(t, key, 3*time.Minute)
+	got = framework.WaitSettled(t, key, 3*time.Minute)
 	t.Logf("AnyCertificate -> MemberIdentity: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled cluster too
 	watch.finish(t, "AnyCertificate -> MemberIdentity")
@@ -270,14 +270,14 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 
 	requirePeerPort(t, got, roots, map[string]tls.Certificate{"an EtcdUser": userCert, "Steward": stewardCert, "a foreign CA": foreignCert})
 	requireReplicated(t, got, "after the change")
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// A new cluster checks from its start: provider CertManager, whose client certificate is refused too.
-	cmGot := waitSettled(t, client.ObjectKeyFromObject(cm), 4*time.Minute)
+	cmGot := framework.WaitSettled(t, client.ObjectKeyFromObject(cm), 4*time.Minute)
 	if checking, all := podsChecking(t, cmGot); checking != all || all != 1 {
 		t.Fatalf("new CertManager cluster: %d of %d members check the peer identity", checking, all)
 	}
 	cmClient, cmRoots := secretPair(t, ns, resources.ClientSecretName(cmGot))
 	requirePeerPort(t, cmGot, cmRoots, map[string]tls.Certificate{"Steward (cert-manager's)": cmClient, "a foreign CA": foreignCert})
-	writeAndReadThroughService(t, cmGot)
+	framework.WriteAndReadThroughService(t, cmGot)
 }

@@ -26,7 +26,7 @@ import (
 // mod revisions and version: what a point-in-time restore must reproduce exactly.
 func keyStates(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, rev int64) map[string]string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +105,11 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	pvc := createBackupClaim(t, ns, "512Mi")
-	src := newCluster(ns, "src", 3)
+	src := framework.NewCluster(ns, "src", 3)
 	if err := framework.K8s.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	src = waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	continuous := &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: time.Second}}
 	schedule := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackupSchedule {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -131,7 +131,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 			got.Status.Continuous.Location, time.Since(begin).Seconds(), got.Status.Continuous.RecoverableFrom.Backup, got.Status.Continuous.RecoverableFrom.Revision)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, src)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, src)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, src)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, src)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
 		waitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
 	}
-	src = waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 
 	// Point-in-time backups, each restored into a new cluster: exactly the key space at that point.
 	restoreAt := func(name string, b *etcdv1alpha1.EtcdBackup, wantRev int64) {
@@ -211,19 +211,19 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		if err := framework.K8s.Create(ctx, restored); err != nil {
 			t.Fatal(err)
 		}
-		restored = waitSettled(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
+		restored = framework.WaitSettled(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
 		requireSameStates(t, name, keyStates(t, restored, "h/", 0), keyStates(t, src, "h/", wantRev))
 	}
 	restoreAt("at-r1", pointInTimeBackup(ns, "pit-r1", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/r1.db"}}, r1, time.Time{}), r1)
 	// Straight from spec.bootstrap.fromBackup.pointInTime, to a time, from the S3 schedule.
-	atT2 := newCluster(ns, "at-t2", 1)
+	atT2 := framework.NewCluster(ns, "at-t2", 1)
 	atT2.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onS3.Name, Time: t2.UTC().Format(time.RFC3339Nano)}}}
 	if err := framework.K8s.Create(ctx, atT2); err != nil {
 		t.Fatal(err)
 	}
-	atT2 = waitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
+	atT2 = framework.WaitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
 	requireSameStates(t, "at-t2", keyStates(t, atT2, "h/", 0), keyStates(t, src, "h/", r2))
 	if b := waitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
 		t.Fatalf("the point-in-time backup of at-t2 is at revision %d, want %d", b.Status.Revision, r2)
@@ -305,7 +305,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	rs = waitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
 	requireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	took := time.Since(lostAt)
-	got := waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	n := requirePrefix(t, keyStates(t, got, "rpo/", 0), "rpo/", acked)
 	hs := keyStates(t, got, "h/", 0)
 	if len(hs) != len(expect) {
@@ -328,7 +328,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 
 	// The whole cluster is deleted (every member and volume) under a steady writer; a new cluster starts from the
 	// latest point of the deleted one's continuous backup.
-	cli2, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, got)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, got)})
+	cli2, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, got)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, got)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +345,13 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		return nil
 	})
 	deletedAt := time.Now()
-	again := newCluster(ns, "src-again", 3)
+	again := framework.NewCluster(ns, "src-again", 3)
 	again.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
 	if err := framework.K8s.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	again = waitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)
+	again = framework.WaitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)
 	gone := requirePrefix(t, keyStates(t, again, "gone/", 0), "gone/", acked2)
 	t.Logf("RPO after deleting the whole cluster: %d of %d acknowledged writes missing; deleted to a new cluster Available from the latest point in %.1fs",
 		acked2-gone, acked2, time.Since(deletedAt).Seconds())

@@ -71,7 +71,7 @@ func TestKubectlPlugin(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "plugin")
 	framework.StartOperator(t, ns)
-	key, c := settle(t, newCluster(ns, "plugged", 3))
+	key, c := framework.Settle(t, framework.NewCluster(ns, "plugged", 3))
 
 	table := mustPlugin(t, ns, "status", c.Name)
 	for _, m := range c.Status.Members {
@@ -120,13 +120,13 @@ func TestKubectlPlugin(t *testing.T) {
 
 	out = mustPlugin(t, ns, "restore", c.Name, "--backup", "by-plugin", "--new-cluster", "copied", "--replicas", "1", "--timeout", "5m")
 	t.Logf("kubectl steward restore:\n%s", out)
-	copied := waitSettled(t, client.ObjectKey{Namespace: ns, Name: "copied"}, 4*time.Minute)
+	copied := framework.WaitSettled(t, client.ObjectKey{Namespace: ns, Name: "copied"}, 4*time.Minute)
 	if out := mustPlugin(t, ns, "etcdctl", copied.Name, "--etcdctl", etcdctl, "--", "get", "plugin/key", "--print-value-only"); strings.TrimSpace(out) != "through-the-plugin" {
 		t.Errorf("the restored cluster holds %q under plugin/key", out)
 	}
 	if out, code := plugin(t, ns, "restore", c.Name, "--backup", "by-plugin", "--reseed"); code == 0 || !strings.Contains(out, "--confirm") {
 		t.Errorf("a re-seed without --confirm: exit %d, %q", code, out)
 	}
-	deleteAndCheckNothingLeft(t, copied)
-	deleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, copied)
+	framework.DeleteAndCheckNothingLeft(t, c)
 }

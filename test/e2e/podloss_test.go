@@ -96,7 +96,7 @@ func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader boo
 	sort.Strings(followers)
 	names = append(names, followers...)
 	if len(names) < n || (withLeader && c.Status.Leader == "") {
-		t.Fatalf("cannot pick %d members (leader %t) of %v, leader %q", n, withLeader, memberNames(c), c.Status.Leader)
+		t.Fatalf("cannot pick %d members (leader %t) of %v, leader %q", n, withLeader, framework.MemberNames(c), c.Status.Leader)
 	}
 	return podLoss{key: client.ObjectKeyFromObject(c), replicas: int(c.Spec.Replicas), victims: names[:n], all: n == int(c.Spec.Replicas), operator: op}
 }
@@ -202,7 +202,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 		a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue || a.LastTransitionTime.Time.Before(begin.Truncate(time.Second)) ||
 			c.Status.ObservedGeneration != c.Generation {
-			return fmt.Errorf("not Available again yet: %s", describe(&c))
+			return fmt.Errorf("not Available again yet: %s", framework.Describe(&c))
 		}
 		return nil
 	})
@@ -235,7 +235,7 @@ func requireNoRestore(t *testing.T, key client.ObjectKey, begin time.Time) {
 	_ = framework.K8s.Get(context.Background(), key, &c)
 	r := list.Items[0]
 	t.Fatalf("EtcdRestore %s (backup %s, labels %v) created %s after the deletion; cluster: %s, quorum lost since %v",
-		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), describe(&c), c.Status.QuorumLostSince)
+		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), framework.Describe(&c), c.Status.QuorumLostSince)
 }
 
 // check fails the test unless the member came back as its deleted Pod ran: on the same release (or, when Steward
@@ -456,17 +456,17 @@ func contains(list []string, s string) bool {
 
 // requireSameMembers waits until the cluster has settled and fails the test unless it has the members it had
 // before (names, etcd member IDs, volume UIDs: nobody was replaced), every member serves the keys
-// writeAndReadThroughService wrote from its own data, and status matches etcd.
+// WriteAndReadThroughService wrote from its own data, and status matches etcd.
 func requireSameMembers(t *testing.T, key client.ObjectKey, before string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	if after := identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	return got
 }
 
@@ -474,8 +474,8 @@ func requireSameMembers(t *testing.T, key client.ObjectKey, before string) *etcd
 // the members' identities.
 func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, string) {
 	t.Helper()
-	key, got := settle(t, c)
-	writeAndReadThroughService(t, got)
+	key, got := framework.Settle(t, c)
+	framework.WriteAndReadThroughService(t, got)
 	return key, got, identities(t, got)
 }
 
@@ -486,7 +486,7 @@ func TestPodLossOneMember(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-1")
 	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newCluster(ns, "solo", 1))
+	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "solo", 1))
 	load := startLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		r := newPodLoss(t, got, 1, true, stopping)
@@ -499,7 +499,7 @@ func TestPodLossOneMember(t *testing.T) {
 	}
 	op.start() // when a round failed with the operator stopped
 	requireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossThreeMembers deletes 2 of 3 and 3 of 3 member Pods at once under load, each with the operator
@@ -517,7 +517,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	ctx := context.Background()
 	createS3Secret(t, ns)
 	const after = 30 * time.Second
-	c := newCluster(ns, "trio", 3)
+	c := framework.NewCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got, before := createPodLossCluster(t, c)
 	b := newBackup(ns, "before-loss", key.Name, s3Destination(ns+"/trio.db"))
@@ -564,7 +564,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 		t.Errorf("cluster ID %s (former %v), was %s: the cluster was re-seeded", got.Status.ClusterID, got.Status.FormerClusterIDs, clusterID)
 	}
 	requireNoLostWrites(t, load, "2 of 3 and 3 of 3 Pods deleted, with and without the operator")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // restoreWatch lists a namespace's EtcdRestores until finished and keeps the name of every one it saw.
@@ -619,7 +619,7 @@ func TestPodLossFiveMembers(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-5")
 	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newCluster(ns, "quintet", 5))
+	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "quintet", 5))
 	load := startLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		// The leader among the deleted members, then (with the operator stopped) followers only.
@@ -633,7 +633,7 @@ func TestPodLossFiveMembers(t *testing.T) {
 	}
 	op.start() // when a round failed with the operator stopped
 	requireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossDuringUpgrade deletes 2 of 3 member Pods at once in the middle of a 3.5 -> 3.6 upgrade under load,
@@ -644,10 +644,10 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-upgrade")
 	framework.StartOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newClusterAt(ns, "climber", "3.5.35"))
-	ids := memberIDs(got)
+	key, got, before := createPodLossCluster(t, framework.NewClusterAt(ns, "climber", "3.5.35"))
+	ids := framework.MemberIDs(got)
 	load := startLoad(t, got)
-	setVersion(t, key, "3.6.16")
+	framework.SetVersion(t, key, "3.6.16")
 	var upgraded, leader string
 	framework.Poll(t, "a follower upgraded", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
@@ -660,14 +660,14 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	r := podLoss{key: key, replicas: 3, victims: []string{upgraded, leader}}
 	r.run(t)
-	got = waitAtVersion(t, key, "3.6.16", ids, 6*time.Minute)
+	got = framework.WaitAtVersion(t, key, "3.6.16", ids, 6*time.Minute)
 	requireSameMembers(t, key, before)
 	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-upgrade")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossDuringTLSSwitch deletes 2 of 3 member Pods at once in the middle of a switch from plaintext to TLS
@@ -679,7 +679,7 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-tls")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	c := newCluster(ns, "turncoat", 3)
+	c := framework.NewCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got, before := createPodLossCluster(t, c)
 	plain, secure := serviceTargets(t, got)
@@ -704,14 +704,14 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	r := podLoss{key: key, replicas: 3, victims: []string{bridge, leader}}
 	r.run(t)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	requireSameMembers(t, key, before)
 	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossVolumeDeletedUnderRunningMember deletes a follower's PVC while its Pod runs, under load: the PVC
@@ -723,8 +723,8 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-pvc")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "doomed", 3))
-	original := memberIDs(got)
+	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "doomed", 3))
+	original := framework.MemberIDs(got)
 	load := startLoad(t, got)
 	victim, victimID := aFollower(t, got)
 	var pvc corev1.PersistentVolumeClaim
@@ -738,7 +738,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	if err := framework.K8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
 	}
-	degraded := waitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
+	degraded := framework.WaitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
 		t.Errorf("volume %s while Degraded: %v, deletion %v; want it Terminating, held by the running Pod", pvc.Name, err, pvc.DeletionTimestamp)
 	}
@@ -768,20 +768,20 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 		}
 		if listed {
 			joinedFirst = joinedFirst || successor != ""
-			return fmt.Errorf("member %s still listed (successor %q): %s", victim, successor, describe(&c))
+			return fmt.Errorf("member %s still listed (successor %q): %s", victim, successor, framework.Describe(&c))
 		}
 		return nil
 	})
 	removed := time.Since(begin)
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("member %s with a deleted volume: removed from etcd after %s, replaced by %s and settled after %s",
 		victim, removed.Round(100*time.Millisecond), successor, time.Since(begin).Round(100*time.Millisecond))
 	if !joinedFirst {
 		t.Errorf("member %s was removed before its successor %q joined: it must be replaced while it serves", victim, successor)
 	}
 	t.Logf("successor %s listed as %v while %s was still a member", successor, roles, victim)
-	removalEvent(t, got, victim)
-	logEvents(t, got, begin)
+	framework.RemovalEvent(t, got, victim)
+	framework.LogEvents(t, got, begin)
 	available.finish(t, "replacing a member whose volume was deleted")
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("volume %s of the removed member: %v, want it gone", pvc.Name, err)
@@ -793,29 +793,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 		if id, ok := original[m.Name]; ok && id != m.ID {
 			t.Errorf("member %s changed ID %s -> %s", m.Name, id, m.ID)
 		}
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "a member replaced after its volume was deleted")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// logEvents logs the Events recorded for cluster c since begin, in order, with their time after begin.
-func logEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, begin time.Time) {
-	t.Helper()
-	var events corev1.EventList
-	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	since := begin.Truncate(time.Second)
-	var lines []corev1.Event
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == c.Name && !e.LastTimestamp.Time.Before(since) {
-			lines = append(lines, e)
-		}
-	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i].FirstTimestamp.Before(&lines[j].FirstTimestamp) })
-	for _, e := range lines {
-		t.Logf("event +%s %s %s: %s (x%d)", e.FirstTimestamp.Sub(since), e.Type, e.Reason, e.Message, e.Count)
-	}
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -55,9 +55,9 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 	stop := framework.StartOperatorAs(t, cfg, manager.Namespaces{ns})
 
-	c := newCluster(ns, "scoped", 1)
+	c := framework.NewCluster(ns, "scoped", 1)
 	c.Spec.Storage.Ephemeral = true
-	foreign := newCluster(other, "foreign", 1)
+	foreign := framework.NewCluster(other, "foreign", 1)
 	foreign.Spec.Storage.Ephemeral = true
 	for _, obj := range []*etcdv1alpha1.EtcdCluster{c, foreign} {
 		if err := framework.K8s.Create(ctx, obj); err != nil {
@@ -65,7 +65,7 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 		}
 	}
 	defer func() { _ = framework.K8s.Delete(ctx, foreign) }()
-	c = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	c = framework.WaitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 
 	pvc := createBackupClaim(t, ns, "64Mi")
 	defer func() { _ = framework.K8s.Delete(ctx, pvc) }()
@@ -97,7 +97,7 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 	if len(f.Status.Conditions) > 0 || len(pods.Items) > 0 {
 		t.Fatalf("the operator scoped to %s touched a cluster in %s: %d conditions, %d Pods", ns, other, len(f.Status.Conditions), len(pods.Items))
 	}
-	deleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, c)
 	stop()
 }
 

@@ -27,7 +27,7 @@ import (
 // readKeys reads every key under prefix through the cluster's client Service.
 func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[string]string, int64) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,24 +83,6 @@ func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, r
 	t.Logf("restore %s: %s/%s: %s", r.Name, condType, c.Reason, c.Message)
 }
 
-// podUIDs maps the cluster's member Pods to their UIDs, and its PVCs to theirs.
-func podAndVolumeUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	pods := memberPodsOf(t, c)
-	for _, p := range pods.Items {
-		out["pod/"+p.Name] = string(p.UID)
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range pvcs.Items {
-		out["pvc/"+v.Name] = string(v.UID)
-	}
-	return out
-}
-
 func requireUnchanged(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
 	if fmt.Sprint(before) != fmt.Sprint(after) {
@@ -133,7 +115,7 @@ func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCl
 			return err
 		}
 		if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionFalse || got.Status.QuorumLostSince == nil {
-			return fmt.Errorf("status: %s", describe(&got))
+			return fmt.Errorf("status: %s", framework.Describe(&got))
 		}
 		return nil
 	})
@@ -146,7 +128,7 @@ func newRestore(ns, name, cluster, backupName string) *etcdv1alpha1.EtcdRestore 
 }
 
 func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha1.EtcdCluster {
-	c := newCluster(ns, name, replicas)
+	c := framework.NewCluster(ns, name, replicas)
 	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: backupName}}
 	return c
 }
@@ -164,11 +146,11 @@ func TestRestore(t *testing.T) {
 	stopOperator := framework.StartOperator(t, ns)
 	createS3Secret(t, ns)
 	pvc := createBackupClaim(t, ns, "512Mi")
-	origin := newCluster(ns, "origin", 3)
+	origin := framework.NewCluster(ns, "origin", 3)
 	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
 	}
-	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
+	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := writeBackupKeys(t, origin)
 
 	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
@@ -192,7 +174,7 @@ func TestRestore(t *testing.T) {
 		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 		t.Logf("cluster %s restored from %s (%d bytes) and settled in %s", c.Name, b.Status.Location, b.Status.SizeBytes, time.Since(start).Round(100*time.Millisecond))
 		read, rev := readKeys(t, got, backupKeyPrefix)
 		requireSameKeys(t, c.Name, read, keys)
@@ -212,7 +194,7 @@ func TestRestore(t *testing.T) {
 		if r.Status.Mode != etcdv1alpha1.RestoreNewCluster || len(r.Status.Members) != seeds || r.Status.SHA256 != b.Status.SHA256 {
 			t.Fatalf("restore status %+v", r.Status)
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 	}
 	t.Run("NewClusterFromPVC", func(t *testing.T) {
 		restoreInto(t, fromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
@@ -250,11 +232,11 @@ func TestRestore(t *testing.T) {
 				return err
 			}
 			if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
-				return fmt.Errorf("status: %s", describe(&got))
+				return fmt.Errorf("status: %s", framework.Describe(&got))
 			}
 			return nil
 		})
-		if objs := podAndVolumeUIDs(t, &got); len(objs) != 0 {
+		if objs := framework.PodAndVolumeUIDs(t, &got); len(objs) != 0 {
 			t.Fatalf("a refused restore created members: %v", objs)
 		}
 	}
@@ -292,7 +274,7 @@ func TestRestore(t *testing.T) {
 	})
 
 	// Writes after the backup: a re-seed loses them, by design and with the user's confirmation.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, origin)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, origin)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, origin)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, origin)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +285,7 @@ func TestRestore(t *testing.T) {
 
 	t.Run("QuorumLossReseed", func(t *testing.T) {
 		broken := breakQuorum(t, origin)
-		before := podAndVolumeUIDs(t, broken)
+		before := framework.PodAndVolumeUIDs(t, broken)
 
 		// Without confirmation: nothing happens.
 		r := newRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
@@ -330,7 +312,7 @@ func TestRestore(t *testing.T) {
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
 			t.Fatal("an unconfirmed restore started its verify Job")
 		}
-		requireUnchanged(t, "an unconfirmed restore", before, podAndVolumeUIDs(t, broken))
+		requireUnchanged(t, "an unconfirmed restore", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Another cluster's backup, confirmed: refused (taken while this one waits: the older restore goes first,
 		// so the unconfirmed one is deleted).
@@ -353,7 +335,7 @@ func TestRestore(t *testing.T) {
 		}
 		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
 		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
-		requireUnchanged(t, "a restore of another cluster's backup", before, podAndVolumeUIDs(t, broken))
+		requireUnchanged(t, "a restore of another cluster's backup", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Confirmed, from its own backup. The operator is stopped right after it began replacing members (the
 		// old members' volumes set aside), and restarted: it resumes from what it observes.
@@ -379,7 +361,7 @@ func TestRestore(t *testing.T) {
 		framework.StartOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
 		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded from %s in %s: members %v, retired volumes %v", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond), ok.Status.Members, ok.Status.RetiredVolumes)
 		read, rev := readKeys(t, got, backupKeyPrefix)
 		requireSameKeys(t, "re-seeded origin", read, keys)
@@ -387,7 +369,7 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("re-seeded revision %d, want above the backup's %d + %d: clients must never see revisions go back", rev, toPVC.Status.Revision, resources.ReseedBumpRevision)
 		}
 		for name := range before {
-			if strings.HasPrefix(name, "pod/") && memberIn(got, strings.TrimPrefix(name, "pod/")) {
+			if strings.HasPrefix(name, "pod/") && framework.MemberIn(got, strings.TrimPrefix(name, "pod/")) {
 				t.Fatalf("old member %s still in the re-seeded cluster", name)
 			}
 		}
@@ -402,17 +384,17 @@ func TestRestore(t *testing.T) {
 		if len(retired.Items) != 3 {
 			t.Fatalf("%d retired volumes, want the 3 old members'", len(retired.Items))
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 		origin = got
 	})
 
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
 		again := backupTo(t, "after-reseed", s3Destination(ns+"/origin-2.db"))
-		patchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
+		framework.PatchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
 		})
-		origin = waitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
+		origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
 		start := time.Now()
 		broken := breakQuorum(t, origin)
 		var auto *etcdv1alpha1.EtcdRestore
@@ -434,19 +416,10 @@ func TestRestore(t *testing.T) {
 		}
 		auto = waitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
 		requireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded by the policy %s after the loss", time.Since(start).Round(time.Second))
 		read, _ := readKeys(t, got, backupKeyPrefix)
 		requireSameKeys(t, "origin re-seeded by the policy", read, keys)
-		deleteAndCheckNothingLeft(t, got)
+		framework.DeleteAndCheckNothingLeft(t, got)
 	})
-}
-
-func memberIn(c *etcdv1alpha1.EtcdCluster, name string) bool {
-	for _, m := range c.Status.Members {
-		if m.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -49,11 +49,11 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	ns := framework.NewNamespace(t, "rollback")
 	framework.StartOperator(t, ns)
 	pvc := createBackupClaim(t, ns, "256Mi")
-	c := newCluster(ns, "rb", 3)
+	c := framework.NewCluster(ns, "rb", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 	original := c.Status.ClusterID
 
 	load := startLoad(t, c)
@@ -76,7 +76,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		}
 		return nil
 	})
-	before := podAndVolumeUIDs(t, c)
+	before := framework.PodAndVolumeUIDs(t, c)
 	refused := newRestore(ns, "without-field", c.Name, b.Name)
 	refused.Spec.Confirm = c.Name
 	if err := framework.K8s.Create(ctx, refused); err != nil {
@@ -105,7 +105,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("a refused rollback took a safety backup %s", refused.Status.SafetyBackup)
 	}
 	time.Sleep(5 * time.Second)
-	requireUnchanged(t, "a refused rollback", before, podAndVolumeUIDs(t, c))
+	requireUnchanged(t, "a refused rollback", before, framework.PodAndVolumeUIDs(t, c))
 	readB, _ := readKeys(t, c, "rollback/b/")
 	requireSameKeys(t, "keys B after the refused rollback", readB, keysB)
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
@@ -126,7 +126,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	}
 	rb = waitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
 	requireRestoreReason(t, rb, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-	got := waitSettled(t, client.ObjectKeyFromObject(c), 2*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 2*time.Minute)
 	took := time.Since(start)
 
 	if rb.Status.SafetyBackup != etcdrestore.SafetyBackupName(rb) {
@@ -163,15 +163,15 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("%d retired volumes (status %v), want the 3 old members'", len(retired.Items), rb.Status.RetiredVolumes)
 	}
 	for name := range before {
-		if strings.HasPrefix(name, "pod/") && memberIn(got, strings.TrimPrefix(name, "pod/")) {
+		if strings.HasPrefix(name, "pod/") && framework.MemberIn(got, strings.TrimPrefix(name, "pod/")) {
 			t.Fatalf("old member %s still in the rolled-back cluster", name)
 		}
 	}
 	t.Logf("rolled back to %s (revision %d, %d bytes) in %s from restore creation to Available; safety backup %s: revision %d, %d bytes; revision %d -> %d",
 		b.Name, b.Status.Revision, b.Status.SizeBytes, took.Round(100*time.Millisecond), safety.Name, safety.Status.Revision, safety.Status.SizeBytes, revBefore, rev)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
-	after, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}, TLS: clusterTLS(t, got), Prefix: "after-rollback/"})
+	after, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, got)}, TLS: framework.ClusterTLS(t, got), Prefix: "after-rollback/"})
 	if err != nil {
 		t.Fatal(err)
 	}

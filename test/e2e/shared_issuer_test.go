@@ -30,7 +30,7 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 	ctx := context.Background()
 	nsA, nsB := framework.NewNamespace(t, "issuer-a"), framework.NewNamespace(t, "issuer-b")
 	framework.StartOperator(t, nsA)
-	c := newCluster(nsA, "own", 1)
+	c := framework.NewCluster(nsA, "own", 1)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	if err := framework.K8s.Create(ctx, c); err != nil {
@@ -55,13 +55,13 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 
 	// The controls: A's Steward client certificate reads and writes; the member's own certificate is answered on
 	// its peer port (requirePeerPort). The roots are what cert-manager writes as ca.crt (the shared CA): a client
 	// of the shared CA still verifies A's members, whose certificates carry the intermediate.
-	writeAndReadThroughService(t, got)
-	cfg := clusterTLS(t, got)
+	framework.WriteAndReadThroughService(t, got)
+	cfg := framework.ClusterTLS(t, got)
 	refused := map[string]tls.Certificate{}
 	for name := range borrowed {
 		var pair tls.Certificate
@@ -80,12 +80,12 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 	for who, pair := range refused {
 		foreign := cfg.Clone()
 		foreign.Certificates = []tls.Certificate{pair}
-		for m, addr := range podAddrs(t, got) {
-			requireRefused(t, fmt.Sprintf("%s on the client port of %s", who, m), "https://"+addr, foreign)
+		for m, addr := range framework.PodAddrs(t, got) {
+			framework.RequireRefused(t, fmt.Sprintf("%s on the client port of %s", who, m), "https://"+addr, foreign)
 		}
 	}
 	requirePeerPort(t, got, roots, refused)
-	writeAndReadThroughService(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	requireOwnTrust(t, got)
 }
 
@@ -106,7 +106,7 @@ func requireOwnTrust(t *testing.T, got *etcdv1alpha1.EtcdCluster) {
 	if err != nil || anchor.Subject.CommonName != "steward-etcd-ca:"+nsA+"/"+got.Name || anchor.Issuer.CommonName != "steward-testbed-cert-manager-ca" {
 		t.Fatalf("trust Secret holds %v (%v), want the cluster's intermediate issued by the shared CA", anchor, err)
 	}
-	pods := memberPodsOf(t, got)
+	pods := framework.MemberPodsOf(t, got)
 	for i := range pods.Items {
 		if !resources.PodTrustsClusterCA(&pods.Items[i]) {
 			t.Errorf("member Pod %s does not trust the cluster's own CA: annotations %v", pods.Items[i].Name, pods.Items[i].Annotations)

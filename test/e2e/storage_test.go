@@ -108,37 +108,6 @@ func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string 
 	return out
 }
 
-// eventsWithin waits up to 30 seconds for want Events of reason since begin (the recorder writes them
-// asynchronously, the last ones possibly after the cluster has settled) and returns those there are.
-func eventsWithin(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time, want int) []string {
-	t.Helper()
-	var got []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got = eventsOf(t, c, reason, begin); len(got) >= want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// eventsOf returns the messages of the cluster's Events of reason since begin.
-func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
-	t.Helper()
-	var events corev1.EventList
-	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == c.Name && e.Reason == reason && !e.LastTimestamp.Time.Before(begin.Truncate(time.Second)) {
-			out = append(out, e.Message)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // resizing reports whether a claim has a condition of a resize not finished (or failed), whatever its status.
 // Other conditions do not count: from Kubernetes 1.37 every claim has `Unused` (False while a Pod uses it).
 func resizing(p corev1.PersistentVolumeClaim) bool {
@@ -155,15 +124,15 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "storage-grow")
 	framework.StartOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "grow", 3))
-	ids := memberIDs(got)
+	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "grow", 3))
+	ids := framework.MemberIDs(got)
 	before := memberVolumes(t, got)
 	load := startLoad(t, got)
 	available := watchSwitch(t, key)
 	watch := watchStorage(t, key)
 	begin := time.Now()
 	size := resource.MustParse("2Gi")
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
 	framework.Poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
 		var pvcs corev1.PersistentVolumeClaimList
 		if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
@@ -178,7 +147,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 		return nil
 	})
 	grown := time.Since(begin)
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	settled := time.Since(begin)
 	maxMembers, maxGrowing, conditions := watch.finish()
 	available.finish(t, "expanding volumes in place")
@@ -192,7 +161,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	if maxMembers != 3 {
 		t.Errorf("up to %d members in etcd, want 3: no member is replaced for an expansion", maxMembers)
 	}
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v; an expansion in place replaces none", ids, now)
 	}
 	after := memberVolumes(t, got)
@@ -213,14 +182,14 @@ func TestStorageExpansionInPlace(t *testing.T) {
 			}
 		}
 	}
-	if ev := eventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
+	if ev := framework.EventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
 		t.Errorf("VolumeExpanding events %v, want one per member", ev)
 	}
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStorageClassMigration moves a 3-member cluster to another StorageClass, then shrinks its volumes, under
@@ -231,7 +200,7 @@ func TestStorageClassMigration(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "storage-move")
 	framework.StartOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
+	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "move", 3))
 	load := startLoad(t, got)
 	available := watchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
@@ -243,10 +212,10 @@ func TestStorageClassMigration(t *testing.T) {
 	available.finish(t, "migrating to another storage class and shrinking")
 	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // migrateStorage changes the cluster's storage spec and waits until every member has been replaced by one on a
@@ -260,10 +229,10 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	if err := framework.K8s.Get(context.Background(), key, &got); err != nil {
 		t.Fatal(err)
 	}
-	original := memberIDs(&got)
+	original := framework.MemberIDs(&got)
 	watch := watchStorage(t, key)
 	begin := time.Now()
-	patchSpec(t, key, change)
+	framework.PatchSpec(t, key, change)
 	framework.Poll(t, what, 10*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
 		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
@@ -271,7 +240,7 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 		}
 		for _, m := range c.Status.Members {
 			if _, old := original[m.Name]; old {
-				return fmt.Errorf("member %s not replaced yet: %s", m.Name, describe(&c))
+				return fmt.Errorf("member %s not replaced yet: %s", m.Name, framework.Describe(&c))
 			}
 		}
 		for name, v := range memberVolumes(t, &c) {
@@ -281,7 +250,7 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 		}
 		return nil
 	})
-	settled := waitSettled(t, key, 3*time.Minute)
+	settled := framework.WaitSettled(t, key, 3*time.Minute)
 	took := time.Since(begin)
 	maxMembers, _, _ := watch.finish()
 	t.Logf("%s: every member replaced in %s; at most %d members in etcd at once", what, took.Round(100*time.Millisecond), maxMembers)
@@ -298,7 +267,7 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	}
 	// Not all three of each: client-go's recorder drops an object's Events beyond a burst of 25 (one more every
 	// 5 minutes), and a cluster's bootstrap and three replacements record about 40. One at a time is checked above.
-	added, removed := eventsWithin(t, settled, "MemberAdded", begin, 3), eventsWithin(t, settled, "MemberRemoved", begin, 3)
+	added, removed := framework.EventsWithin(t, settled, "MemberAdded", begin, 3), framework.EventsWithin(t, settled, "MemberRemoved", begin, 3)
 	t.Logf("%s: %d MemberAdded and %d MemberRemoved Events recorded", what, len(added), len(removed))
 	if len(added) == 0 || len(removed) == 0 {
 		t.Errorf("%s: MemberAdded events %v, MemberRemoved events %v; want some of each", what, added, removed)
@@ -310,6 +279,6 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	}
 	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
 	// election moved leadership to a new member by itself).
-	t.Logf("%s: leadership handed over: %v", what, eventsWithin(t, settled, "LeaderMoved", begin, 1))
+	t.Logf("%s: leadership handed over: %v", what, framework.EventsWithin(t, settled, "LeaderMoved", begin, 1))
 	return settled
 }

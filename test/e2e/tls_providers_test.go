@@ -76,31 +76,9 @@ func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
 	}
 }
 
-// waitDegraded waits for Degraded=True with reason and a message containing every part of want.
-func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...string) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
-	framework.Poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
-		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != reason || d.ObservedGeneration != c.Generation {
-			return fmt.Errorf("Degraded %+v", d)
-		}
-		for _, w := range want {
-			if !strings.Contains(d.Message, w) {
-				return fmt.Errorf("Degraded message %q lacks %q", d.Message, w)
-			}
-		}
-		return nil
-	})
-	return &c
-}
-
 func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	if len(pods.Items) != 0 {
 		t.Fatalf("%d member Pods created while the TLS Secrets are invalid", len(pods.Items))
 	}
@@ -144,7 +122,7 @@ func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[s
 	t.Helper()
 	out := map[string]string{}
 	for member, addr := range addrs {
-		cert, err := servedCertificate(cfg, addr)
+		cert, err := framework.ServedCertificate(cfg, addr)
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
@@ -166,7 +144,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "byo")
 	framework.StartOperator(t, ns)
-	c := newCluster(ns, "own", 3)
+	c := framework.NewCluster(ns, "own", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
 	if err := framework.K8s.Create(ctx, c); err != nil {
@@ -180,21 +158,21 @@ func TestTLSProviderSecrets(t *testing.T) {
 	user := &userPKI{ca: ca}
 
 	// Missing.
-	waitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
 	warningRecorded(t, c, "TLSSecretInvalid")
 	requireNoPods(t, c)
 
 	// Wrong names: a member certificate of another cluster.
-	other := newCluster(ns, "other", 3)
+	other := framework.NewCluster(ns, "other", 3)
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, other, 24*time.Hour, time.Now()))
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", framework.OperatorOptions),
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", framework.OperatorOptions),
 		resources.ClientServiceHost(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Expired.
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, time.Hour, time.Now().Add(-2*time.Hour)))
-	waitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
 	requireNoPods(t, c)
 
 	// A client certificate of another CA: the members would refuse Steward.
@@ -204,31 +182,31 @@ func TestTLSProviderSecrets(t *testing.T) {
 	}
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
 	putUserSecret(t, ns, "own-steward", foreignCA.CertPEM, (&userPKI{ca: foreignCA}).client(t, 24*time.Hour))
-	waitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
 	requireNoPods(t, c)
 
 	// A member certificate without the peer identity: members could not tell a member from a client on the peer
 	// port (spec.tls.peerAuth MemberIdentity, the default).
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.memberNamed(t, c, 24*time.Hour, time.Now()))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, framework.OperatorOptions))
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Right: the cluster forms.
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
-	got := waitSettled(t, key, 5*time.Minute)
+	got := framework.WaitSettled(t, key, 5*time.Minute)
 	st := got.Status.TLS
 	if st == nil || st.MemberSecret != "own-members" || st.ClientSecret != "own-steward" || st.CASecret != "" || st.NotAfter == nil ||
 		time.Until(st.NotAfter.Time) > 25*time.Hour || st.CANotAfter == nil {
 		t.Fatalf("status.tls %+v", st)
 	}
-	checkStatusMatchesEtcd(t, got)
-	writeAndReadThroughService(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	var pods corev1.PodList
 	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
-	restarts := containerRestarts(t, client.ObjectKeyFromObject(c))
+	restarts := framework.ContainerRestarts(t, client.ObjectKeyFromObject(c))
 	for _, p := range pods.Items {
 		if p.Annotations[resources.AnnotationTLS] != etcdv1alpha1.TLSProviderSecrets {
 			t.Errorf("Pod %s records TLS provider %q", p.Name, p.Annotations[resources.AnnotationTLS])
@@ -243,8 +221,8 @@ func TestTLSProviderSecrets(t *testing.T) {
 	}
 
 	// Refused: plaintext, no client certificate, a client certificate of another CA. Accepted: the user's.
-	cfg := clusterTLS(t, got)
-	addrs := podAddrs(t, got)
+	cfg := framework.ClusterTLS(t, got)
+	addrs := framework.PodAddrs(t, got)
 	intruder := (&userPKI{ca: foreignCA}).client(t, time.Hour)
 	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
 	if err != nil {
@@ -255,9 +233,9 @@ func TestTLSProviderSecrets(t *testing.T) {
 	noCert := cfg.Clone()
 	noCert.Certificates = nil
 	for _, addr := range addrs {
-		requireRefused(t, "plaintext client", "http://"+addr, nil)
-		requireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
-		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+		framework.RequireRefused(t, "plaintext client", "http://"+addr, nil)
+		framework.RequireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
+		framework.RequireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
 	before := servedSerials(t, cfg, addrs)
 
@@ -268,13 +246,13 @@ func TestTLSProviderSecrets(t *testing.T) {
 	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
 	framework.Poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
-		newCfg, err := clusterTLSConfig(got)
+		newCfg, err := framework.ClusterTLSConfig(got)
 		if err != nil {
 			return err
 		}
 		for member, addr := range addrs {
 			for _, cf := range []*tls.Config{cfg, newCfg} {
-				cert, err := servedCertificate(cf, addr)
+				cert, err := framework.ServedCertificate(cf, addr)
 				if err != nil {
 					return fmt.Errorf("%s: %w", member, err)
 				}
@@ -295,15 +273,15 @@ func TestTLSProviderSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	settled := waitSettled(t, key, 2*time.Minute)
-	writeAndReadThroughService(t, settled)
+	settled := framework.WaitSettled(t, key, 2*time.Minute)
+	framework.WriteAndReadThroughService(t, settled)
 	requireNoLostWrites(t, load, "user certificate renewal")
-	requireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
-	checkStatusMatchesEtcd(t, settled)
+	framework.RequireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
+	framework.CheckStatusMatchesEtcd(t, settled)
 	backupWithClientSecret(t, settled, "with-user-client")
 
 	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
-	state := memberPodsState(t, settled)
+	state := framework.MemberPodsState(t, settled)
 	var clientSecret corev1.Secret
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
 		t.Fatal(err)
@@ -314,20 +292,20 @@ func TestTLSProviderSecrets(t *testing.T) {
 	if err := framework.K8s.Delete(ctx, &clientSecret); err != nil {
 		t.Fatal(err)
 	}
-	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	settled = patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	settled = framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
 	})
-	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if after := framework.MemberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
 		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
 	}
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
-	settled = waitSettled(t, key, 2*time.Minute)
-	checkStatusMatchesEtcd(t, settled)
+	settled = framework.WaitSettled(t, key, 2*time.Minute)
+	framework.CheckStatusMatchesEtcd(t, settled)
 
-	deleteAndCheckNothingLeft(t, settled)
+	framework.DeleteAndCheckNothingLeft(t, settled)
 	for _, n := range []string{"own-members", "own-steward"} {
 		var s corev1.Secret
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
@@ -353,27 +331,27 @@ func TestTLSProviderCertManager(t *testing.T) {
 	ns := framework.NewNamespace(t, "cm")
 	framework.StartOperator(t, ns)
 
-	stuck := newCluster(ns, "stuck", 1)
+	stuck := framework.NewCluster(ns, "stuck", 1)
 	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "no-such-issuer", Kind: "ClusterIssuer"}}}
 	if err := framework.K8s.Create(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 
-	c := newCluster(ns, "issued", 3)
+	c := framework.NewCluster(ns, "issued", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 5*time.Minute)
+	got := framework.WaitSettled(t, key, 5*time.Minute)
 	if st := got.Status.TLS; st == nil || st.ClientSecret != "issued-client" || st.NotAfter == nil || st.CANotAfter == nil ||
 		time.Until(st.NotAfter.Time) < 80*24*time.Hour {
 		t.Fatalf("status.tls %+v", got.Status.TLS)
 	}
-	checkStatusMatchesEtcd(t, got)
-	writeAndReadThroughService(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	names := []string{"issued-client"}
 	for _, m := range got.Status.Members {
 		names = append(names, m.Name+"-tls")
@@ -394,7 +372,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		t.Errorf("CA Certificate: issuer %q", ref)
 	}
 
-	cfg := clusterTLS(t, got)
+	cfg := framework.ClusterTLS(t, got)
 	ca, err := pki.NewCA("intruder", time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -406,16 +384,16 @@ func TestTLSProviderCertManager(t *testing.T) {
 	}
 	foreign := cfg.Clone()
 	foreign.Certificates = []tls.Certificate{pair}
-	for member, addr := range podAddrs(t, got) {
-		cert, err := servedCertificate(cfg, addr)
+	for member, addr := range framework.PodAddrs(t, got) {
+		cert, err := framework.ServedCertificate(cfg, addr)
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
 		if err := cert.VerifyHostname(resources.MemberHost(got, member, framework.OperatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
 			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
 		}
-		requireRefused(t, "plaintext client", "http://"+addr, nil)
-		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+		framework.RequireRefused(t, "plaintext client", "http://"+addr, nil)
+		framework.RequireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
 	backupWithClientSecret(t, got, "with-issued-client")
 
@@ -423,11 +401,11 @@ func TestTLSProviderCertManager(t *testing.T) {
 	// of removed members go.
 	load := startLoad(t, got)
 	for _, replicas := range []int32{5, 3} {
-		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
-		got = waitSettled(t, key, 5*time.Minute)
+		framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
+		got = framework.WaitSettled(t, key, 5*time.Minute)
 	}
 	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	framework.Poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
 		want := map[string]bool{"issued-client": true, "issued-ca": true}
 		for _, m := range got.Status.Members {
@@ -471,7 +449,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 	} else if cn, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName"); cn != "cm-app" {
 		t.Fatalf("Certificate cm-app-tls: common name %q", cn)
 	}
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	framework.Poll(t, "auth on", 2*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
@@ -513,7 +491,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 	framework.Poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))

@@ -118,12 +118,12 @@ func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout tim
 		}
 		for _, m := range c.Status.Members {
 			if m.TLS != mode {
-				return fmt.Errorf("member %s is %q (%s)", m.Name, m.TLS, describe(&c))
+				return fmt.Errorf("member %s is %q (%s)", m.Name, m.TLS, framework.Describe(&c))
 			}
 		}
 		return nil
 	})
-	return waitSettled(t, key, 2*time.Minute)
+	return framework.WaitSettled(t, key, 2*time.Minute)
 }
 
 // serviceTargets are the two ways a client reaches the cluster's Service while it switches: plaintext and TLS
@@ -135,11 +135,11 @@ func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure li
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
-	waitServiceRouted(t, c, addr)
+	framework.WaitServiceRouted(t, c, addr)
 	withTLS := c.DeepCopy()
 	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	return linearizability.Target{Endpoints: []string{"http://" + addr}},
-		linearizability.Target{Endpoints: []string{"https://" + addr}, TLSFrom: func() (*tls.Config, error) { return clusterTLSConfig(withTLS) }}
+		linearizability.Target{Endpoints: []string{"https://" + addr}, TLSFrom: func() (*tls.Config, error) { return framework.ClusterTLSConfig(withTLS) }}
 }
 
 // requireKeys reads back keys (prefix e2e/known/) with cfg through endpoint.
@@ -160,7 +160,7 @@ func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string
 	for _, kv := range resp.Kvs {
 		got[string(kv.Key)] = string(kv.Value)
 	}
-	if fmt.Sprint(sorted(got)) != fmt.Sprint(sorted(want)) {
+	if fmt.Sprint(framework.Sorted(got)) != fmt.Sprint(framework.Sorted(want)) {
 		t.Fatalf("known keys: %d read back, %d written", len(got), len(want))
 	}
 }
@@ -195,9 +195,9 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "tlsswitch")
 	stopOperator := framework.StartOperator(t, ns)
-	c := newCluster(ns, "switch", 3)
+	c := framework.NewCluster(ns, "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	if got.Status.TLS != nil {
 		t.Fatalf("plaintext cluster has status.tls %+v", got.Status.TLS)
 	}
@@ -229,7 +229,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch := watchSwitch(t, key)
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	})
 	// Half-way (one member serves TLS, the others are Bridge), the operator stops and starts again: it carries
@@ -244,7 +244,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	stopOperator()
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
@@ -266,15 +266,15 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if got.Status.TLS == nil || got.Status.TLS.CASecret != "switch-ca" {
 		t.Errorf("status.tls %+v", got.Status.TLS)
 	}
-	cfg := clusterTLS(t, got)
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
-		if _, err := servedCertificate(cfg, addr); err != nil {
+	cfg := framework.ClusterTLS(t, got)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		if _, err := framework.ServedCertificate(cfg, addr); err != nil {
 			t.Errorf("member %s with the client certificate: %v", member, err)
 		}
 	}
 	requireKeys(t, secure.Endpoints[0], cfg, known)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// TLS -> plaintext.
 	secure.TLS = cfg
@@ -285,7 +285,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch = watchSwitch(t, key)
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
 	got = waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
@@ -304,11 +304,11 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if got.Status.TLS != nil {
 		t.Errorf("plaintext again, status.tls %+v", got.Status.TLS)
 	}
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
 	}
 	requireKeys(t, plain.Endpoints[0], nil, known)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// Plaintext -> TLS again, now with certificates from cert-manager (the test bed's CA ClusterIssuer): the same
 	// switch, waiting for cert-manager to issue each member's certificate before its Pod is re-created.
@@ -319,7 +319,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	}
 	watch = watchSwitch(t, key)
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 			CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	})
@@ -331,15 +331,15 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if after := identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
-	cmCfg := clusterTLS(t, got)
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
-		requireRefused(t, "Steward's earlier CA to "+member, "https://"+addr, cfg)
-		if _, err := servedCertificate(cmCfg, addr); err != nil {
+	cmCfg := framework.ClusterTLS(t, got)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		framework.RequireRefused(t, "Steward's earlier CA to "+member, "https://"+addr, cfg)
+		if _, err := framework.ServedCertificate(cmCfg, addr); err != nil {
 			t.Errorf("member %s with cert-manager's client certificate: %v", member, err)
 		}
 	}
 	requireKeys(t, secure.Endpoints[0], cmCfg, known)
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -123,7 +123,7 @@ func waitOperatorRolledOut(t *testing.T, image string, timeout time.Duration) (l
 // container's restart count.
 func memberPodsFingerprint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		restarts := int32(-1)
@@ -150,12 +150,12 @@ func TestOperatorUpgrade(t *testing.T) {
 	installPrevious(t, image, tree)
 	ns := framework.NewNamespace(t, "opupgrade")
 	createS3Secret(t, ns)
-	c := newCluster(ns, "steady", 3)
+	c := framework.NewCluster(ns, "steady", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	if got.Status.TLS == nil {
 		t.Fatalf("the cluster runs without TLS: %+v", got.Status)
 	}
@@ -169,7 +169,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	load := startLoad(t, got)
 
 	before := memberPodsFingerprint(t, got)
-	members := fmt.Sprint(memberIDs(got))
+	members := fmt.Sprint(framework.MemberIDs(got))
 	available := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable).LastTransitionTime
 	upgraded := time.Now()
 	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
@@ -177,19 +177,19 @@ func TestOperatorUpgrade(t *testing.T) {
 	t.Logf("operator upgraded from %s to %s in %s", image, version.Image, time.Since(upgraded).Round(100*time.Millisecond))
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), upgraded, version.Image)
 
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	if after := memberPodsFingerprint(t, got); after != before {
 		t.Errorf("member Pods changed across the operator upgrade:\nbefore %s\nafter  %s", before, after)
 	}
-	if now := fmt.Sprint(memberIDs(got)); now != members {
+	if now := fmt.Sprint(framework.MemberIDs(got)); now != members {
 		t.Errorf("members %s after the upgrade, %s before", now, members)
 	}
 	if at := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable).LastTransitionTime; !at.Equal(&available) {
 		t.Errorf("Available changed at %s during the upgrade (was true since %s)", at, available)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	requireNoLostWrites(t, load, "an operator upgrade "+image+" -> "+version.Image)
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // waitScheduledBackup waits for a backup of the schedule started after since to complete, and checks that its

@@ -24,16 +24,16 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "user-conflict")
 	framework.StartOperator(t, ns)
-	c := newCluster(ns, "shared", 1)
+	c := framework.NewCluster(ns, "shared", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
+	framework.WaitAvailable(t, key, 4*time.Minute)
 	c = waitAuthEnabled(t, key, true)
 
-	root, _ := memberClient(t, c)
+	root, _ := framework.MemberClient(t, c)
 	defer func() { _ = root.Close() }()
 	if _, err := root.RoleAdd(ctx, "app"); err != nil {
 		t.Fatal(err)
