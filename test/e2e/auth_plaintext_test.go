@@ -135,7 +135,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	waitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
 
 	user, password := passwordOf(t, ns, "loader-password")
-	load := startLoadAs(t, c, user, password)
+	load := framework.StartLoadAs(t, c, user, password)
 	begin := time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	c = waitAuthEnabled(t, key, true)
@@ -237,7 +237,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
 	waitAuthEnabled(t, key, false)
 	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
-	requireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
+	framework.RequireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
 }
 
 // verifiesClientCerts reports, per member Pod, whether it was started requiring client certificates.
@@ -351,7 +351,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	c = waitClientAuth(t, key, true)
 	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
 	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
-	requireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
+	framework.RequireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
 }
 
 // TestTLSSwitchWithAuth: a plaintext cluster with authentication on switches to TLS for password-only clients
@@ -388,7 +388,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	})
 	waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS with auth on: settled %s after the change", time.Since(began).Round(time.Second))
-	requireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
 	if c = waitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
 	}
@@ -416,7 +416,7 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	})
 	waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext with auth on: settled %s after the change", time.Since(began).Round(time.Second))
-	requireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
+	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
 	c = waitAuthEnabled(t, key, true)
 	mayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
 }

@@ -259,7 +259,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	load := startLoad(t, c)
+	load := framework.StartLoad(t, c)
 	begin := time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
 	framework.Poll(t, "status.authEnabled true", 2*time.Minute, func() error {
@@ -406,5 +406,5 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	mayWrite(t, "a-reader (auth off)", reader, "/b/anything", true)
-	requireNoLostWrites(t, load, "auth on and off")
+	framework.RequireNoLostWrites(t, load, "auth on and off")
 }

@@ -35,45 +35,8 @@ import (
 )
 
 const (
-	backupKeyCount = 200
-	// bigKeyCount values of 1 MiB make the snapshot larger than one 16 MiB part of the agent's S3 multipart upload.
-	bigKeyCount     = 20
-	backupKeyPrefix = "backup/"
-	s3SecretName    = "s3-credentials"
+	s3SecretName = "s3-credentials"
 )
-
-// writeBackupKeys writes known keys through the client Service and returns them.
-func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	keys := map[string]string{}
-	for i := 0; i < backupKeyCount; i++ {
-		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
-	}
-	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
-	for i := 0; i < bigKeyCount; i++ {
-		keys[fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i)] = fmt.Sprintf("%02d", i) + big[2:]
-	}
-	putAll(t, c, keys)
-	return keys
-}
-
-// putAll writes keys through the client Service, retrying each until it is acknowledged.
-func putAll(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys map[string]string) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	for k, v := range keys {
-		framework.Poll(t, "write "+k, 30*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, err := cli.Put(ctx, k, v)
-			return err
-		})
-	}
-}
 
 // waitBackupFinished waits for Complete or Failed and returns the backup.
 func waitBackupFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
@@ -162,7 +125,7 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 	framework.Poll(t, "restored etcd serves the keys", 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		resp, err := cli.Get(ctx, backupKeyPrefix, clientv3.WithPrefix())
+		resp, err := cli.Get(ctx, framework.BackupKeyPrefix, clientv3.WithPrefix())
 		if err != nil {
 			return err
 		}
@@ -173,7 +136,7 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 		return nil
 	})
 	if len(got) != len(keys) {
-		t.Fatalf("restored snapshot has %d keys under %s, want %d", len(got), backupKeyPrefix, len(keys))
+		t.Fatalf("restored snapshot has %d keys under %s, want %d", len(got), framework.BackupKeyPrefix, len(keys))
 	}
 	for k, v := range keys {
 		if got[k] != v {
@@ -286,7 +249,7 @@ func TestBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
-	keys := writeBackupKeys(t, c)
+	keys := framework.WriteBackupKeys(t, c)
 
 	t.Run("PVC", func(t *testing.T) {
 		pvc := createBackupClaim(t, ns, "256Mi")

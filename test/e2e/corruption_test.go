@@ -147,7 +147,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	writeLedger(t, got)
 	waitHashCheck(t, key, time.Now(), plan.HashConsistent, 2*time.Minute)
 
-	victim, victimID := aFollower(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	corruptMembers(t, key, victim)
 	// The load starts once the victim serves its rewritten copy. A follower that is down while more than etcd's
@@ -163,7 +163,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	got = waitHashCheck(t, key, begin, plan.HashMismatch, 3*time.Minute)
 	found := time.Since(begin)
 	if h := got.Status.HashCheck; !slices.Equal(h.MismatchedMembers, []string{victim}) {
@@ -206,7 +206,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 		}
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member with diverged data found and replaced")
+	framework.RequireNoLostWrites(t, load, "a member with diverged data found and replaced")
 
 	// A majority diverged, each its own way: three hashes, no majority. Replacement is allowed, and must not
 	// happen: Steward cannot tell which data is right.
@@ -240,8 +240,8 @@ func TestInitialCorruptionCheck(t *testing.T) {
 	framework.StartOperator(t, ns)
 	key, got := framework.CreateSettled(t, ns, "sentinel", 30*time.Second)
 	writeLedger(t, got)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	corruptMembers(t, key, victim)
 	// The member's container exits on the check: its termination message (etcd's last log lines) says why.
@@ -272,6 +272,6 @@ func TestInitialCorruptionCheck(t *testing.T) {
 		}
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member with diverged data refused to start and was replaced")
+	framework.RequireNoLostWrites(t, load, "a member with diverged data refused to start and was replaced")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }

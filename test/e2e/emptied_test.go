@@ -26,7 +26,7 @@ import (
 func emptiedKeys(n int) map[string]string {
 	keys := map[string]string{}
 	for i := 0; i < n; i++ {
-		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d", i)
+		keys[fmt.Sprintf("%s%04d", framework.BackupKeyPrefix, i)] = fmt.Sprintf("value-%d", i)
 	}
 	return keys
 }
@@ -49,7 +49,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got := framework.Settle(t, c)
 	keys := emptiedKeys(50)
-	putAll(t, got, keys)
+	framework.PutAll(t, got, keys)
 	b := newBackup(ns, "before-wipe", key.Name, s3Destination(ns+"/solo.db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -100,8 +100,8 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	if got.Status.ClusterID == clusterID || got.Status.Members[0].Name == member {
 		t.Errorf("cluster %s, member %s after the restore: want a new cluster ID and member", got.Status.ClusterID, got.Status.Members[0].Name)
 	}
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "after the restore", read, keys)
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "after the restore", read, keys)
 	requireRunRecorded(t, ns, got.Status.Members[0].Name)
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
@@ -120,10 +120,10 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 	op := runOperator(t, ns)
 	key, got := framework.Settle(t, framework.NewCluster(ns, "trio", 1))
 	keys := emptiedKeys(50)
-	putAll(t, got, keys)
+	framework.PutAll(t, got, keys)
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	got = framework.WaitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, stopped := range []bool{true, false} {
 		what := "operator running, Pods held Terminating"
 		if stopped {
@@ -164,15 +164,15 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
 				t.Errorf("%s removed for another reason: %s", victim, msg)
 			}
-			read, _ := readKeys(t, got, backupKeyPrefix)
-			requireSameKeys(t, "after "+victim+" was emptied and replaced", read, keys)
+			read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+			framework.RequireSameKeys(t, "after "+victim+" was emptied and replaced", read, keys)
 			framework.CheckStatusMatchesEtcd(t, got)
 		}) {
 			break
 		}
 	}
 	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
+	framework.RequireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 

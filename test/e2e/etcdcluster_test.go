@@ -74,7 +74,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	// keep reading and writing through the client Service: no acknowledged write lost, history linearizable.
 	victim := got.Status.Members[0]
 	ctx := context.Background()
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	var pod corev1.Pod
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim.Name}, &pod); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestThreeMemberCluster(t *testing.T) {
 		return nil
 	})
 	got = framework.WaitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
-	requireNoLostWrites(t, load, "member Pod re-creation")
+	framework.RequireNoLostWrites(t, load, "member Pod re-creation")
 	framework.CheckStatusMatchesEtcd(t, got)
 	for _, m := range got.Status.Members {
 		if m.Name == victim.Name && m.ID != victim.ID {

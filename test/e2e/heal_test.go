@@ -33,8 +33,8 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := framework.CreateSettled(t, ns, "mended", 0)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
@@ -50,7 +50,7 @@ func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "replacement")
+	framework.RequireNoLostWrites(t, load, "replacement")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -62,8 +62,8 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := framework.CreateSettled(t, ns, "islands", 20*time.Second)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	var pod corev1.Pod
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	}
 	t.Logf("replaced an unreachable member %s after it was cut off (grace period 20s)", took.Round(100*time.Millisecond))
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "replacement")
+	framework.RequireNoLostWrites(t, load, "replacement")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -99,7 +99,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	for _, m := range got.Status.Members {
 		original[m.Name] = true
 	}
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
 	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
@@ -147,7 +147,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 		}
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "3->5 with a stuck learner")
+	framework.RequireNoLostWrites(t, load, "3->5 with a stuck learner")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -217,8 +217,8 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	for _, m := range got.Status.Members {
 		bootstrap[m.Name] = true
 	}
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	got = replaceWiped(t, key, "bootstrap member", victim, victimID)
 	for _, m := range got.Status.Members {
 		if !bootstrap[m.Name] {
@@ -226,7 +226,7 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 		}
 	}
 	got = replaceWiped(t, key, "joined member", victim, victimID)
-	requireNoLostWrites(t, load, "two members restarted on emptied data dirs")
+	framework.RequireNoLostWrites(t, load, "two members restarted on emptied data dirs")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -239,7 +239,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := framework.CreateSettled(t, ns, "crowded", 0)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	var eps []string
 	for _, ep := range framework.MemberEndpoints(t, got) {
 		eps = append(eps, ep)
@@ -293,7 +293,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 		}
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "stray members added and removed")
+	framework.RequireNoLostWrites(t, load, "stray members added and removed")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -321,8 +321,8 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 		t.Fatalf("the first Pod of a one-member cluster does not bootstrap alone: %v", pod.Spec.Containers[0].Command)
 	}
 	firstUID := pod.UID
-	keys := writeBackupKeys(t, got)
-	load := startLoad(t, got)
+	keys := framework.WriteBackupKeys(t, got)
+	load := framework.StartLoad(t, got)
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	framework.Poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
@@ -342,9 +342,9 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	framework.WaitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
 	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("first member %s wiped and crashed: replaced, settled in %s", first.Name, time.Since(begin).Round(100*time.Millisecond))
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "after the first member was wiped", read, keys)
-	requireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "after the first member was wiped", read, keys)
+	framework.RequireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -360,8 +360,8 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := framework.CreateSettled(t, ns, "wedged", 0)
-	load := startLoad(t, got)
-	follower, _ := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	follower, _ := framework.AFollower(t, got)
 	all := framework.MemberNames(got)
 	majority := []string{follower}
 	for _, m := range all {
@@ -416,7 +416,7 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		}
 		framework.CheckStatusMatchesEtcd(t, got)
 	}
-	requireNoLostWrites(t, load, "one, two and three members wedged in turn")
+	framework.RequireNoLostWrites(t, load, "one, two and three members wedged in turn")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 

@@ -284,7 +284,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 
 	// 3 -> 5: the leader crashes once the first step (a learner added) is taken.
 	first := framework.MembershipState(t, got)
@@ -321,7 +321,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	}
 	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute), got)
 
-	requireNoLostWrites(t, load, "3 -> 5 and 3.6.15 -> 3.6.16, the leading operator killed in each")
+	framework.RequireNoLostWrites(t, load, "3 -> 5 and 3.6.15 -> 3.6.16, the leading operator killed in each")
 	t.Logf("takeovers: %s; %s", scale, upgrade)
 	for _, p := range operatorPods(t) {
 		for _, cs := range p.Status.ContainerStatuses {

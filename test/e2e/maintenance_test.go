@@ -94,7 +94,7 @@ func TestDefragmentation(t *testing.T) {
 		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)}}
 	key, got := framework.Settle(t, c)
 	ids := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	filled := overwrite(t, cli, 120)
@@ -124,7 +124,7 @@ func TestDefragmentation(t *testing.T) {
 	})
 	took := time.Since(begin)
 	got = framework.WaitSettled(t, key, 2*time.Minute)
-	requireNoLostWrites(t, load, "defragmenting 3 members")
+	framework.RequireNoLostWrites(t, load, "defragmenting 3 members")
 	var total int64
 	for _, m := range got.Status.Members {
 		total += m.LastDefragmentation.ReclaimedBytes
@@ -165,7 +165,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10)}}
 	key, got := framework.Settle(t, c)
 	ids := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
@@ -188,7 +188,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
-	requireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
+	framework.RequireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
 	filled.check(t, cli)
 	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
 	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
@@ -213,7 +213,7 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 		MaxQuotaBackendBytes: ptr.To(resource.MustParse("128Mi"))}}
 	key, got := framework.Settle(t, c)
 	ids := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
@@ -251,7 +251,7 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
-	requireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
+	framework.RequireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
 	after, _ := framework.MemberClient(t, got)
 	defer func() { _ = after.Close() }()
 	filled.check(t, after)

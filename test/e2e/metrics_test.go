@@ -52,7 +52,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	c := framework.NewCluster(ns, "watched", 3)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 30 * time.Second}
 	key, got := framework.Settle(t, c)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	s := sel(ns, c.Name)
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members", "steward_cluster_healthy_voters"} {
 		waitProm(t, q, 2*time.Minute, q+s, promValue(3))
@@ -79,7 +79,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	// it must be clear before the cut for the cut to be what raises it again.
 	alert := fmt.Sprintf(`ALERTS{alertname="EtcdMembersDown",namespace=%q,cluster=%q}`, ns, c.Name)
 	waitProm(t, "EtcdMembersDown clear after the scale-up", 5*time.Minute, alert, promSeries(0))
-	victim, victimID := aFollower(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	var pod corev1.Pod
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 
 	requireDashboardData(t, ns, c.Name)
 
-	requireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
+	framework.RequireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
 	framework.DeleteAndCheckNothingLeft(t, got)
 	waitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, promSeries(0))
 }

@@ -213,7 +213,7 @@ func dedicatedClusterUnderLoad(t *testing.T, name string, replicas int32, replac
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
-	return key, got, startLoad(t, got)
+	return key, got, framework.StartLoad(t, got)
 }
 
 // membersPerDomain counts a cluster's member Pods per node and per zone, and fails t for a Pod not on one of
@@ -284,7 +284,7 @@ func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 			t.Errorf("%d members: per node %v, per zone %v; want %s in both", step.replicas, perNode, perZone, step.want)
 		}
 	}
-	requireNoLostWrites(t, load, "spread 3->5")
+	framework.RequireNoLostWrites(t, load, "spread 3->5")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -407,7 +407,7 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 			t.Errorf("member %s rejoined after its node returned", m.Name)
 		}
 	}
-	requireNoLostWrites(t, load, "zone loss, return and rebalancing")
+	framework.RequireNoLostWrites(t, load, "zone loss, return and rebalancing")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -500,7 +500,7 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 	// The last node uncordoned, Steward moves a member back onto it (the others have been, each time the next
 	// drain began).
 	got = waitRebalanced(t, key, nodes, "[1 1 1]", 5*time.Minute)
-	requireNoLostWrites(t, load, "a drain of each node in turn")
+	framework.RequireNoLostWrites(t, load, "a drain of each node in turn")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -562,7 +562,7 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 			}
 		}
 	}
-	requireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
+	framework.RequireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -623,8 +623,8 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	onDedicatedNodes(c)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
 	key, got := framework.Settle(t, c)
-	load := startLoad(t, got)
-	victim, _ := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, _ := framework.AFollower(t, got)
 	node := nodeOf(got, victim)
 	stopOperator()
 	if err := framework.Bed.StopNode(node); err != nil {
@@ -658,7 +658,7 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("the lost member's Pod %s is still there: %v", victim, err)
 	}
-	requireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
+	framework.RequireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -672,7 +672,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
 	key, got, load := dedicatedClusterUnderLoad(t, "partition", 3, 15*time.Second)
-	victim, victimID := aFollower(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	node := nodeOf(got, victim)
 	if err := framework.Bed.IsolateNode(node); err != nil {
 		t.Fatal(err)
@@ -704,7 +704,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 		t.Errorf("the partitioned member's Pod %s is still there: %v", victim, err)
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a follower's node cut off the network and reconnected")
+	framework.RequireNoLostWrites(t, load, "a follower's node cut off the network and reconnected")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -796,7 +796,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
-	keys := writeBackupKeys(t, origin)
+	keys := framework.WriteBackupKeys(t, origin)
 	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		b := newBackup(ns, name, origin.Name, d)
 		if err := framework.K8s.Create(ctx, b); err != nil {
@@ -855,8 +855,8 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	if len(onNodes) != 3 {
 		t.Errorf("members on nodes %v, want three nodes: %+v", onNodes, got.Status.Members)
 	}
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "restored from a ReadWriteOnce claim across nodes", read, keys)
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "restored from a ReadWriteOnce claim across nodes", read, keys)
 	framework.CheckStatusMatchesEtcd(t, got)
 	framework.DeleteAndCheckNothingLeft(t, got)
 
@@ -869,8 +869,8 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
 		t.Errorf("members per node %v, want one on each", perNode)
 	}
-	read, _ = readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "restored from S3 across nodes", read, keys)
+	read, _ = framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "restored from S3 across nodes", read, keys)
 	framework.DeleteAndCheckNothingLeft(t, got)
 	framework.DeleteAndCheckNothingLeft(t, origin)
 }

@@ -200,7 +200,7 @@ func TestNamespaceDeletion(t *testing.T) {
 
 	t.Run("StewardRunning", func(t *testing.T) {
 		p := worlds[0]
-		load := startLoad(t, p.cluster)
+		load := framework.StartLoad(t, p.cluster)
 		defer load.Stop()
 		start := time.Now()
 		if err := framework.K8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
@@ -212,7 +212,7 @@ func TestNamespaceDeletion(t *testing.T) {
 
 	t.Run("StewardStoppedDuringDeletion", func(t *testing.T) {
 		p := worlds[1]
-		load := startLoad(t, p.cluster)
+		load := framework.StartLoad(t, p.cluster)
 		defer load.Stop()
 		stop()
 		start := time.Now()

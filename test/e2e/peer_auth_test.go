@@ -233,7 +233,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	// operator stopped, every member's certificate is re-issued without the identity and its Pod loses the record
 	// of holding it; the spec then asks for MemberIdentity and the operator starts again.
 	before := identities(t, got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	watch := watchSwitch(t, key)
 	stopOperator()
 	dropPeerIdentity(t, got)
@@ -263,7 +263,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	t.Logf("AnyCertificate -> MemberIdentity: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled cluster too
 	watch.finish(t, "AnyCertificate -> MemberIdentity")
-	requireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
+	framework.RequireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
 	if after := identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}

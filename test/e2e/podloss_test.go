@@ -487,7 +487,7 @@ func TestPodLossOneMember(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-1")
 	op := runOperator(t, ns)
 	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "solo", 1))
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		r := newPodLoss(t, got, 1, true, stopping)
 		if !t.Run(r.String(), func(t *testing.T) {
@@ -498,7 +498,7 @@ func TestPodLossOneMember(t *testing.T) {
 		}
 	}
 	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
+	framework.RequireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -529,7 +529,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	clusterID := got.Status.ClusterID
 	restores := watchRestores(ns)
 
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	var last time.Time
 	for _, round := range []struct {
 		n          int
@@ -563,7 +563,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	if got.Status.ClusterID != clusterID || len(got.Status.FormerClusterIDs) != 0 {
 		t.Errorf("cluster ID %s (former %v), was %s: the cluster was re-seeded", got.Status.ClusterID, got.Status.FormerClusterIDs, clusterID)
 	}
-	requireNoLostWrites(t, load, "2 of 3 and 3 of 3 Pods deleted, with and without the operator")
+	framework.RequireNoLostWrites(t, load, "2 of 3 and 3 of 3 Pods deleted, with and without the operator")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -620,7 +620,7 @@ func TestPodLossFiveMembers(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-5")
 	op := runOperator(t, ns)
 	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "quintet", 5))
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, stopping := range []*operator{nil, op} {
 		// The leader among the deleted members, then (with the operator stopped) followers only.
 		r := newPodLoss(t, got, 3, stopping == nil, stopping)
@@ -632,7 +632,7 @@ func TestPodLossFiveMembers(t *testing.T) {
 		}
 	}
 	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
+	framework.RequireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -646,7 +646,7 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 	framework.StartOperator(t, ns)
 	key, got, before := createPodLossCluster(t, framework.NewClusterAt(ns, "climber", "3.5.35"))
 	ids := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	framework.SetVersion(t, key, "3.6.16")
 	var upgraded, leader string
 	framework.Poll(t, "a follower upgraded", 4*time.Minute, func() error {
@@ -666,7 +666,7 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 	r.run(t)
 	got = framework.WaitAtVersion(t, key, "3.6.16", ids, 6*time.Minute)
 	requireSameMembers(t, key, before)
-	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-upgrade")
+	framework.RequireNoLostWrites(t, load, "2 of 3 Pods deleted mid-upgrade")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -710,7 +710,7 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	r.run(t)
 	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	requireSameMembers(t, key, before)
-	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
+	framework.RequireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -725,8 +725,8 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	ctx := context.Background()
 	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "doomed", 3))
 	original := framework.MemberIDs(got)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	var pvc corev1.PersistentVolumeClaim
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(victim)}, &pvc); err != nil {
 		t.Fatal(err)
@@ -796,6 +796,6 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 		framework.ReadKeysFromMember(t, got, m.Name)
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member replaced after its volume was deleted")
+	framework.RequireNoLostWrites(t, load, "a member replaced after its volume was deleted")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -25,7 +25,7 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	key, got := framework.CreateSettled(t, ns, "powerloss", 0)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	all := framework.MemberNames(got)
 	for round := 1; round <= 2; round++ {
 		restarts := framework.ContainerRestarts(t, key)
@@ -60,6 +60,6 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 		}
 		framework.CheckStatusMatchesEtcd(t, got)
 	}
-	requireNoLostWrites(t, load, "every member's etcd killed at once, twice")
+	framework.RequireNoLostWrites(t, load, "every member's etcd killed at once, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }

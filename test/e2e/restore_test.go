@@ -24,40 +24,6 @@ import (
 	"steward.dev/steward/test/e2e/framework"
 )
 
-// readKeys reads every key under prefix through the cluster's client Service.
-func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[string]string, int64) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	var resp *clientv3.GetResponse
-	framework.Poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		resp, err = cli.Get(ctx, prefix, clientv3.WithPrefix())
-		return err
-	})
-	out := map[string]string{}
-	for _, kv := range resp.Kvs {
-		out[string(kv.Key)] = string(kv.Value)
-	}
-	return out, resp.Header.Revision
-}
-
-func requireSameKeys(t *testing.T, what string, got, want map[string]string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d keys, want %d", what, len(got), len(want))
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("%s: key %s differs (%d bytes, want %d)", what, k, len(got[k]), len(v))
-		}
-	}
-}
-
 func waitRestoreFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdRestore {
 	t.Helper()
 	var r etcdv1alpha1.EtcdRestore
@@ -81,13 +47,6 @@ func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, r
 		t.Fatalf("restore %s: %s is %+v, want True/%s", r.Name, condType, c, reason)
 	}
 	t.Logf("restore %s: %s/%s: %s", r.Name, condType, c.Reason, c.Message)
-}
-
-func requireUnchanged(t *testing.T, what string, before, after map[string]string) {
-	t.Helper()
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Fatalf("%s changed the cluster's objects:\nbefore %v\nafter  %v", what, before, after)
-	}
 }
 
 // breakQuorum empties the data dirs of the two followers of a 3-member cluster under their running etcd, crashes
@@ -151,7 +110,7 @@ func TestRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
-	keys := writeBackupKeys(t, origin)
+	keys := framework.WriteBackupKeys(t, origin)
 
 	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
@@ -176,8 +135,8 @@ func TestRestore(t *testing.T) {
 		}
 		got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 		t.Logf("cluster %s restored from %s (%d bytes) and settled in %s", c.Name, b.Status.Location, b.Status.SizeBytes, time.Since(start).Round(100*time.Millisecond))
-		read, rev := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, c.Name, read, keys)
+		read, rev := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, c.Name, read, keys)
 		if rev < b.Status.Revision {
 			t.Fatalf("restored revision %d is below the backup's %d", rev, b.Status.Revision)
 		}
@@ -278,7 +237,7 @@ func TestRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctx, backupKeyPrefix+"zz-after-backup", "lost"); err != nil {
+	if _, err := cli.Put(ctx, framework.BackupKeyPrefix+"zz-after-backup", "lost"); err != nil {
 		t.Fatal(err)
 	}
 	_ = cli.Close()
@@ -312,7 +271,7 @@ func TestRestore(t *testing.T) {
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
 			t.Fatal("an unconfirmed restore started its verify Job")
 		}
-		requireUnchanged(t, "an unconfirmed restore", before, framework.PodAndVolumeUIDs(t, broken))
+		framework.RequireUnchanged(t, "an unconfirmed restore", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Another cluster's backup, confirmed: refused (taken while this one waits: the older restore goes first,
 		// so the unconfirmed one is deleted).
@@ -335,7 +294,7 @@ func TestRestore(t *testing.T) {
 		}
 		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
 		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
-		requireUnchanged(t, "a restore of another cluster's backup", before, framework.PodAndVolumeUIDs(t, broken))
+		framework.RequireUnchanged(t, "a restore of another cluster's backup", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Confirmed, from its own backup. The operator is stopped right after it began replacing members (the
 		// old members' volumes set aside), and restarted: it resumes from what it observes.
@@ -363,8 +322,8 @@ func TestRestore(t *testing.T) {
 		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded from %s in %s: members %v, retired volumes %v", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond), ok.Status.Members, ok.Status.RetiredVolumes)
-		read, rev := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, "re-seeded origin", read, keys)
+		read, rev := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, "re-seeded origin", read, keys)
 		if rev < toPVC.Status.Revision+resources.ReseedBumpRevision {
 			t.Fatalf("re-seeded revision %d, want above the backup's %d + %d: clients must never see revisions go back", rev, toPVC.Status.Revision, resources.ReseedBumpRevision)
 		}
@@ -418,8 +377,8 @@ func TestRestore(t *testing.T) {
 		requireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded by the policy %s after the loss", time.Since(start).Round(time.Second))
-		read, _ := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, "origin re-seeded by the policy", read, keys)
+		read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, "origin re-seeded by the policy", read, keys)
 		framework.DeleteAndCheckNothingLeft(t, got)
 	})
 }

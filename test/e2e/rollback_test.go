@@ -26,7 +26,7 @@ func putKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, n int) ma
 	for i := 0; i < n; i++ {
 		keys[fmt.Sprintf("%s%03d", prefix, i)] = fmt.Sprintf("%s-value-%d", prefix, i)
 	}
-	putAll(t, c, keys)
+	framework.PutAll(t, c, keys)
 	return keys
 }
 
@@ -56,7 +56,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 	original := c.Status.ClusterID
 
-	load := startLoad(t, c)
+	load := framework.StartLoad(t, c)
 	keysA := putKeys(t, c, "rollback/a/", 100)
 	b := newBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
 	if err := framework.K8s.Create(ctx, b); err != nil {
@@ -105,19 +105,19 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("a refused rollback took a safety backup %s", refused.Status.SafetyBackup)
 	}
 	time.Sleep(5 * time.Second)
-	requireUnchanged(t, "a refused rollback", before, framework.PodAndVolumeUIDs(t, c))
-	readB, _ := readKeys(t, c, "rollback/b/")
-	requireSameKeys(t, "keys B after the refused rollback", readB, keysB)
+	framework.RequireUnchanged(t, "a refused rollback", before, framework.PodAndVolumeUIDs(t, c))
+	readB, _ := framework.ReadKeys(t, c, "rollback/b/")
+	framework.RequireSameKeys(t, "keys B after the refused rollback", readB, keysB)
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Status.ClusterID != original {
 		t.Fatalf("cluster ID %s after a refused rollback, was %s", c.Status.ClusterID, original)
 	}
-	requireNoLostWrites(t, load, "keys A, the backup, keys B and the refused rollback")
+	framework.RequireNoLostWrites(t, load, "keys A, the backup, keys B and the refused rollback")
 
 	// With the field: safety backup, then the re-seed.
-	_, revBefore := readKeys(t, c, "rollback/")
+	_, revBefore := framework.ReadKeys(t, c, "rollback/")
 	start := time.Now()
 	rb := newRestore(ns, "rollback", c.Name, b.Name)
 	rb.Spec.Confirm, rb.Spec.AllowRollbackOfHealthyCluster = c.Name, true
@@ -144,9 +144,9 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("safety backup at revision %d, below the %d read before the rollback: it would not hold every discarded write", safety.Status.Revision, revBefore)
 	}
 
-	readA, rev := readKeys(t, got, "rollback/a/")
-	requireSameKeys(t, "keys A after the rollback", readA, keysA)
-	if readB, _ := readKeys(t, got, "rollback/b/"); len(readB) != 0 {
+	readA, rev := framework.ReadKeys(t, got, "rollback/a/")
+	framework.RequireSameKeys(t, "keys A after the rollback", readA, keysA)
+	if readB, _ := framework.ReadKeys(t, got, "rollback/b/"); len(readB) != 0 {
 		t.Fatalf("%d keys B after the rollback, want none", len(readB))
 	}
 	if rev <= revBefore || rev < b.Status.Revision+resources.ReseedBumpRevision {
@@ -176,5 +176,5 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Second)
-	requireNoLostWrites(t, after, "the rolled-back cluster")
+	framework.RequireNoLostWrites(t, after, "the rolled-back cluster")
 }

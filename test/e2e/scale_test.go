@@ -25,7 +25,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	// A member name is never reused: no member after a step has the name of a member removed before.
 	removed := map[string]bool{}
 	previous := got.Status.Members
@@ -66,7 +66,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 			t.Errorf("budget minAvailable %s at %d replicas", pdb.Spec.MinAvailable.String(), replicas)
 		}
 	}
-	requireNoLostWrites(t, load, "3->5->3->1->3")
+	framework.RequireNoLostWrites(t, load, "3->5->3->1->3")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -83,7 +83,7 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 	key := client.ObjectKeyFromObject(c)
 	stop := framework.StartOperator(t, ns)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
 	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
@@ -113,6 +113,6 @@ func TestScaleUpSurvivesOperatorRestartAtEveryStep(t *testing.T) {
 		t.Errorf("only %d operator restarts observed; want one after each of at least 4 steps", restarts)
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "restarted scale-up")
+	framework.RequireNoLostWrites(t, load, "restarted scale-up")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -127,7 +127,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "grow", 3))
 	ids := framework.MemberIDs(got)
 	before := memberVolumes(t, got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	available := watchSwitch(t, key)
 	watch := watchStorage(t, key)
 	begin := time.Now()
@@ -151,7 +151,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	settled := time.Since(begin)
 	maxMembers, maxGrowing, conditions := watch.finish()
 	available.finish(t, "expanding volumes in place")
-	requireNoLostWrites(t, load, "expanding 3 volumes in place")
+	framework.RequireNoLostWrites(t, load, "expanding 3 volumes in place")
 	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members in etcd at once; PVC conditions seen: %v",
 		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
 
@@ -201,7 +201,7 @@ func TestStorageClassMigration(t *testing.T) {
 	ns := framework.NewNamespace(t, "storage-move")
 	framework.StartOperator(t, ns)
 	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "move", 3))
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	available := watchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
@@ -210,7 +210,7 @@ func TestStorageClassMigration(t *testing.T) {
 		c.Spec.Storage.Size = resource.MustParse("512Mi")
 	}, "class="+testbed.FixedStorageClassName+" request=512Mi", false)
 	available.finish(t, "migrating to another storage class and shrinking")
-	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
+	framework.RequireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {
 		framework.ReadKeysFromMember(t, got, m.Name)
 	}

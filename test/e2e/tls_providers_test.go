@@ -240,7 +240,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	before := servedSerials(t, cfg, addrs)
 
 	// The user renews both certificates in place under client load.
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	began := time.Now()
 	renewed := user.member(t, c, 48*time.Hour, time.Now())
 	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
@@ -275,7 +275,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 	})
 	settled := framework.WaitSettled(t, key, 2*time.Minute)
 	framework.WriteAndReadThroughService(t, settled)
-	requireNoLostWrites(t, load, "user certificate renewal")
+	framework.RequireNoLostWrites(t, load, "user certificate renewal")
 	framework.RequireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
 	framework.CheckStatusMatchesEtcd(t, settled)
 	backupWithClientSecret(t, settled, "with-user-client")
@@ -399,12 +399,12 @@ func TestTLSProviderCertManager(t *testing.T) {
 
 	// Scaling under load: new members start only with their issued certificates; the Certificates and Secrets
 	// of removed members go.
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, replicas := range []int32{5, 3} {
 		framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
 		got = framework.WaitSettled(t, key, 5*time.Minute)
 	}
-	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
+	framework.RequireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
 	framework.CheckStatusMatchesEtcd(t, got)
 	framework.Poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
 		want := map[string]bool{"issued-client": true, "issued-ca": true}

@@ -254,7 +254,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
 	modes := watch.finish(t, "plaintext -> TLS")
-	requireNoLostWrites(t, load, "switching plaintext -> TLS")
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS")
 	for name, seen := range modes {
 		if !strings.Contains(strings.Join(seen, ","), "Plaintext,Bridge") || seen[len(seen)-1] != resources.MemberTLSOn {
 			t.Errorf("member %s went through %v, want Plaintext, Bridge, ..., TLS", name, seen)
@@ -292,7 +292,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	t.Logf("TLS -> plaintext: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
 	modes = watch.finish(t, "TLS -> plaintext")
-	requireNoLostWrites(t, load, "switching TLS -> plaintext")
+	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext")
 	for name, seen := range modes {
 		if seen[0] != resources.MemberTLSOn || seen[len(seen)-1] != resources.MemberTLSPlaintext {
 			t.Errorf("member %s went through %v, want TLS, ..., Plaintext", name, seen)
@@ -327,7 +327,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	t.Logf("plaintext -> TLS (CertManager): settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
 	watch.finish(t, "plaintext -> TLS (CertManager)")
-	requireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
 	if after := identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}

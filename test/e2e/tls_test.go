@@ -207,7 +207,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	}
 	restarts := framework.ContainerRestarts(t, key)
 
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	began := time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 24 * time.Hour}
@@ -239,7 +239,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	}
 	// Steward observes with its new client certificate: status is fresh after the change.
 	framework.WriteAndReadThroughService(t, settled)
-	requireNoLostWrites(t, load, "certificate rotation")
+	framework.RequireNoLostWrites(t, load, "certificate rotation")
 	framework.RequireNoRestarts(t, key, restarts, "rotation")
 	framework.CheckStatusMatchesEtcd(t, settled)
 	framework.DeleteAndCheckNothingLeft(t, settled)

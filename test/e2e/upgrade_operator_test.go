@@ -166,7 +166,7 @@ func TestOperatorUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), time.Time{}, image)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 
 	before := memberPodsFingerprint(t, got)
 	members := fmt.Sprint(framework.MemberIDs(got))
@@ -188,7 +188,7 @@ func TestOperatorUpgrade(t *testing.T) {
 		t.Errorf("Available changed at %s during the upgrade (was true since %s)", at, available)
 	}
 	framework.CheckStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "an operator upgrade "+image+" -> "+version.Image)
+	framework.RequireNoLostWrites(t, load, "an operator upgrade "+image+" -> "+version.Image)
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 

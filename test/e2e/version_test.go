@@ -189,7 +189,7 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 	// etcd's default (10000) keeps that wait short under the test's load.
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000)
 	key, got := framework.Settle(t, c)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	_, first := rollTo(t, key, "3.6.16")
 	if first[plan.ReasonWaitingForSnapshot] {
 		t.Errorf("3.5 -> 3.6 waited for snapshots, but the cluster was created at 3.5: it has no older log")
@@ -201,7 +201,7 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 	if got.Status.ClusterVersionSince == nil || got.Status.ClusterVersionSince.Version != "3.7.0" || got.Status.ClusterVersionSince.RaftIndex == 0 {
 		t.Errorf("status.clusterVersionSince = %+v, want 3.7.0 from a raft index", got.Status.ClusterVersionSince)
 	}
-	requireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
+	framework.RequireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -216,7 +216,7 @@ func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	c := framework.NewClusterAt(ns, "leaping", "3.5.35")
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000) // as TestMinorUpgradesUnderLoad: a short snapshot wait
 	key, got := framework.Settle(t, c)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	before := framework.MemberIDs(got)
 	stage, last := watchRoll(t, got, "3.6.16"), watchRoll(t, got, "3.7.3")
 	begin := time.Now()
@@ -233,7 +233,7 @@ func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	if !last.reasons[plan.ReasonWaitingForSnapshot] {
 		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", last.reasons)
 	}
-	requireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
+	framework.RequireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -243,9 +243,9 @@ func TestPatchUpgradeUnderLoad(t *testing.T) {
 	ns := framework.NewNamespace(t, "patch")
 	framework.StartOperator(t, ns)
 	key, got := framework.Settle(t, framework.NewClusterAt(ns, "mended", "3.6.15"))
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	got, _ = rollTo(t, key, "3.6.16")
-	requireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
+	framework.RequireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -257,7 +257,7 @@ func TestDowngradesUnderLoad(t *testing.T) {
 	ns := framework.NewNamespace(t, "downgrade")
 	framework.StartOperator(t, ns)
 	key, got := framework.Settle(t, framework.NewClusterAt(ns, "falling", "3.7.3"))
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, to := range []string{"3.6.16", "3.5.35"} {
 		var targets sync.Map
 		stop := make(chan struct{})
@@ -281,7 +281,7 @@ func TestDowngradesUnderLoad(t *testing.T) {
 			t.Errorf("status never showed the downgrade to %s", v.MinorString())
 		}
 	}
-	requireNoLostWrites(t, load, "3.7.3 -> 3.6.16 -> 3.5.35")
+	framework.RequireNoLostWrites(t, load, "3.7.3 -> 3.6.16 -> 3.5.35")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -299,7 +299,7 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	stop := framework.StartOperator(t, ns)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
 	before := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	framework.SetVersion(t, key, "3.6.16")
 	state := framework.RollState(t, got)
 	restarts := 0
@@ -318,7 +318,7 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	if restarts < 3 {
 		t.Errorf("only %d operator restarts; want one after each member's switch at least", restarts)
 	}
-	requireNoLostWrites(t, load, "upgrade with operator restarts")
+	framework.RequireNoLostWrites(t, load, "upgrade with operator restarts")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -332,7 +332,7 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	ctx := context.Background()
 	key, got := framework.Settle(t, framework.NewClusterAt(ns, "sturdy", "3.5.35"))
 	before := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	framework.SetVersion(t, key, "3.6.16")
 	var victim string
 	framework.Poll(t, "first member switched", 3*time.Minute, func() error {
@@ -365,7 +365,7 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	}
 	t.Logf("deleted the Pod of member %s mid-upgrade", victim)
 	got = framework.WaitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
-	requireNoLostWrites(t, load, "upgrade with a member failing")
+	framework.RequireNoLostWrites(t, load, "upgrade with a member failing")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
@@ -384,7 +384,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 	c.Spec.Image = testbed.EtcdRepository + ":v3.5.35"
 	key, got := framework.Settle(t, c)
 	before := framework.MemberIDs(got)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	setVersion := func(t *testing.T, key client.ObjectKey, version string) {
 		t.Helper()
 		framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
@@ -432,7 +432,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 	t.Logf("members when asked for 3.5.35 again: %s (cluster version %s)", podReleases(t, got), got.Status.ClusterVersion)
 	setVersion(t, key, "3.5.35")
 	got = framework.WaitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
-	requireNoLostWrites(t, load, "upgrade, refused jump, back and forth")
+	framework.RequireNoLostWrites(t, load, "upgrade, refused jump, back and forth")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
