@@ -113,7 +113,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "auth-plain")
 	framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	c := framework.NewCluster(ns, "plain", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	if err := framework.K8s.Create(ctx, c); err != nil {
@@ -182,15 +182,15 @@ func TestAuthWithoutTLS(t *testing.T) {
 	c = framework.WaitSettled(t, key, 4*time.Minute)
 
 	// A backup with auth on: the Job authenticates with the operator credentials (a snapshot needs the root role).
-	backup := newBackup(ns, "plain-auth", c.Name, s3Destination(ns+"/plain-auth.db"))
+	backup := framework.NewBackup(ns, "plain-auth", c.Name, framework.S3Destination(ns+"/plain-auth.db"))
 	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 
 	// Restored into a new plaintext cluster with auth on: the snapshot's store knows the source's operator
 	// password, which the new cluster's Secret takes over, so Steward manages it from the start.
-	restored := createPlaintextWithAuth(t, fromBackup(ns, "plain-restored", 1, backup.Name))
+	restored := createPlaintextWithAuth(t, framework.FromBackup(ns, "plain-restored", 1, backup.Name))
 	rkey := client.ObjectKeyFromObject(restored)
 	var rcreds corev1.Secret
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
@@ -279,7 +279,7 @@ func TestPasswordOnlyClients(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "pw-only")
 	framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	bad := framework.NewCluster(ns, "bad", 1)
 	bad.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone, ClientAuth: etcdv1alpha1.ClientAuthPassword}
 	framework.Refused(t, framework.K8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
@@ -341,11 +341,11 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 	waitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
 
-	backup := newBackup(ns, "pw-only", c.Name, s3Destination(ns+"/pw-only.db"))
+	backup := framework.NewBackup(ns, "pw-only", c.Name, framework.S3Destination(ns+"/pw-only.db"))
 	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
 	c = waitClientAuth(t, key, true)

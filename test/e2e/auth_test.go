@@ -200,7 +200,7 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	key := client.ObjectKeyFromObject(c)
 	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
@@ -361,14 +361,14 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	}
 
 	// Backups authenticate as root (Steward's certificate): a snapshot needs the root role.
-	backup := newBackup(ns, "with-auth", c.Name, s3Destination(ns+"/with-auth.db"))
+	backup := framework.NewBackup(ns, "with-auth", c.Name, framework.S3Destination(ns+"/with-auth.db"))
 	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 	// Restored into a new cluster (another name, another CA): the snapshot holds the auth store, and Steward's
 	// certificate (CN root) is accepted by it, so the new cluster forms and is managed with auth on.
-	restored := fromBackup(ns, "restored", 1, backup.Name)
+	restored := framework.FromBackup(ns, "restored", 1, backup.Name)
 	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := framework.K8s.Create(ctx, restored); err != nil {
 		t.Fatal(err)

@@ -17,13 +17,11 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,39 +31,6 @@ import (
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/e2e/framework"
 )
-
-const (
-	s3SecretName = "s3-credentials"
-)
-
-// waitBackupFinished waits for Complete or Failed and returns the backup.
-func waitBackupFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
-	t.Helper()
-	var b etcdv1alpha1.EtcdBackup
-	framework.Poll(t, "EtcdBackup "+key.String()+" finished", timeout, func() error {
-		if err := framework.K8s.Get(context.Background(), key, &b); err != nil {
-			return err
-		}
-		if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-			meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed) {
-			return nil
-		}
-		return fmt.Errorf("conditions %v", b.Status.Conditions)
-	})
-	return &b
-}
-
-func requireComplete(t *testing.T, b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
-		t.Fatalf("backup %s did not complete: %+v", b.Name, b.Status.Conditions)
-	}
-	st := b.Status
-	if st.SizeBytes <= 0 || len(st.SHA256) != 64 || st.Revision <= 0 || st.Location == "" || st.Member == "" ||
-		st.EtcdVersion != c.Spec.Version || st.ClusterID != c.Status.ClusterID || st.StartTime == nil || st.CompletionTime == nil {
-		t.Fatalf("backup %s status incomplete: %+v (cluster ID %s)", b.Name, st, c.Status.ClusterID)
-	}
-}
 
 // verifySnapshot checks a copied-out snapshot file independently of Steward: size and sha256 as recorded,
 // `etcdutl snapshot status` agrees on the revision, and a restore into a throwaway etcd serves every key.
@@ -156,73 +121,6 @@ func freeLoopback(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func s3Client(t *testing.T) *minio.Client {
-	t.Helper()
-	c, err := minio.New(framework.Bed.S3.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(framework.Bed.S3.AccessKeyID, framework.Bed.S3.SecretAccessKey, ""),
-		Secure: false, BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// s3Keys lists the object keys under prefix.
-func s3Keys(t *testing.T, prefix string) []string {
-	t.Helper()
-	var keys []string
-	for o := range s3Client(t).ListObjects(context.Background(), framework.Bed.S3.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		keys = append(keys, o.Key)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func s3Destination(key string) etcdv1alpha1.BackupDestination {
-	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
-		Endpoint: framework.Bed.S3.Endpoint, Bucket: framework.Bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true, Insecure: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
-}
-
-// s3TLSDestination is key on the test bed's HTTPS gateway, whose certificate only the test bed's CA vouches for.
-func s3TLSDestination(key string, trustCA bool) etcdv1alpha1.BackupDestination {
-	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
-		Endpoint: framework.Bed.S3.TLSEndpoint, Bucket: framework.Bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
-	if trustCA {
-		d.S3.CABundle = framework.Bed.S3.CABundle
-	}
-	return d
-}
-
-// createS3Secret creates the test bed's S3 credentials as s3SecretName in ns.
-func createS3Secret(t *testing.T, ns string) {
-	t.Helper()
-	if err := framework.K8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(framework.Bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(framework.Bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// createBackupClaim creates the ReadWriteOnce claim "backups" of the given size in ns.
-func createBackupClaim(t *testing.T, ns, size string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
-	if err := framework.K8s.Create(context.Background(), pvc); err != nil {
-		t.Fatal(err)
-	}
-	return pvc
-}
-
-func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
-	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
-}
-
 // TestBackup takes snapshots of a 3-member cluster with known keys to a PVC and to S3 and verifies each stored
 // artifact independently (etcdutl, restore, every key); runs a schedule with retention and checks that pruned
 // backups' objects are deleted; and checks that a backup of a missing cluster fails without starting anything.
@@ -231,7 +129,7 @@ func TestBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "backup")
 	framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
 	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
 	// the other cases.
@@ -240,7 +138,7 @@ func TestBackup(t *testing.T) {
 	if err := framework.K8s.Create(ctx, unreachable); err != nil {
 		t.Fatal(err)
 	}
-	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination(ns+"/never-up/x.db"))
+	ofUnreachable := framework.NewBackup(ns, "of-never-up", unreachable.Name, framework.S3Destination(ns+"/never-up/x.db"))
 	if err := framework.K8s.Create(ctx, ofUnreachable); err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +150,15 @@ func TestBackup(t *testing.T) {
 	keys := framework.WriteBackupKeys(t, c)
 
 	t.Run("PVC", func(t *testing.T) {
-		pvc := createBackupClaim(t, ns, "256Mi")
+		pvc := framework.CreateBackupClaim(t, ns, "256Mi")
 		start := time.Now()
-		b := newBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
+		b := framework.NewBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		t.Logf("PVC backup finished in %s", time.Since(start).Round(100*time.Millisecond))
-		requireComplete(t, b, c)
+		framework.RequireComplete(t, b, c)
 		if b.Status.Location != "pvc://backups/etcd/backed-1.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
@@ -291,11 +189,11 @@ func TestBackup(t *testing.T) {
 		}
 
 		// A second backup to the same path refuses to overwrite.
-		again := newBackup(ns, "to-pvc-again", c.Name, b.Spec.Destination)
+		again := framework.NewBackup(ns, "to-pvc-again", c.Name, b.Spec.Destination)
 		if err := framework.K8s.Create(ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		again = waitBackupFinished(t, client.ObjectKeyFromObject(again), 2*time.Minute)
+		again = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(again), 2*time.Minute)
 		if cond := meta.FindStatusCondition(again.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Status != metav1.ConditionTrue ||
 			cond.Reason != etcdv1alpha1.ReasonDestinationExists {
 			t.Fatalf("second backup to the same path: %+v", cond)
@@ -320,17 +218,17 @@ func TestBackup(t *testing.T) {
 
 	t.Run("S3", func(t *testing.T) {
 		start := time.Now()
-		b := newBackup(ns, "to-s3", c.Name, s3Destination(ns+"/manual/backed.db"))
+		b := framework.NewBackup(ns, "to-s3", c.Name, framework.S3Destination(ns+"/manual/backed.db"))
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		t.Logf("S3 backup finished in %s", time.Since(start).Round(100*time.Millisecond))
-		requireComplete(t, b, c)
+		framework.RequireComplete(t, b, c)
 		if b.Status.Location != "s3://"+framework.Bed.S3.Bucket+"/"+ns+"/manual/backed.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
-		obj, err := s3Client(t).GetObject(ctx, framework.Bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
+		obj, err := framework.S3Client(t).GetObject(ctx, framework.Bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,14 +242,14 @@ func TestBackup(t *testing.T) {
 		}
 		_ = f.Close()
 		verifySnapshot(t, copied, b, keys)
-		if got := s3Keys(t, ns+"/manual/"); len(got) != 1 {
+		if got := framework.S3Keys(t, ns+"/manual/"); len(got) != 1 {
 			t.Fatalf("objects under manual/: %v, want only the snapshot", got)
 		}
 	})
 
 	t.Run("ScheduleWithRetention", func(t *testing.T) {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
-			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: s3Destination(ns + "/scheduled"),
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: framework.S3Destination(ns + "/scheduled"),
 				Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}}}
 		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -396,7 +294,7 @@ func TestBackup(t *testing.T) {
 				want = append(want, strings.TrimPrefix(b.Status.Location, "s3://"+framework.Bed.S3.Bucket+"/"))
 			}
 			sort.Strings(want)
-			if got := s3Keys(t, ns+"/scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
+			if got := framework.S3Keys(t, ns+"/scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("objects %v, want %v", got, want)
 			}
 			current = list.Items
@@ -415,7 +313,7 @@ func TestBackup(t *testing.T) {
 			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
-			if got := s3Keys(t, ns+"/scheduled/"); len(list.Items) > 0 || len(got) > 0 {
+			if got := framework.S3Keys(t, ns+"/scheduled/"); len(list.Items) > 0 || len(got) > 0 {
 				return fmt.Errorf("%d backups, objects %v", len(list.Items), got)
 			}
 			return nil
@@ -423,11 +321,11 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("MissingClusterFails", func(t *testing.T) {
-		b := newBackup(ns, "of-nothing", "no-such-cluster", s3Destination(ns+"/missing/x.db"))
+		b := framework.NewBackup(ns, "of-nothing", "no-such-cluster", framework.S3Destination(ns+"/missing/x.db"))
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), time.Minute)
 		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterNotFound)
@@ -436,7 +334,7 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("UnavailableClusterFails", func(t *testing.T) {
-		b := waitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
+		b := framework.WaitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
 		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterUnavailable {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterUnavailable)
@@ -456,7 +354,7 @@ func requireNothingStarted(t *testing.T, b *etcdv1alpha1.EtcdBackup, prefix stri
 	if err := framework.K8s.List(context.Background(), &jobs, client.InNamespace(b.Namespace), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if keys := s3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
+	if keys := framework.S3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
 		t.Fatalf("refused backup %s started %d Jobs and stored %v", b.Name, len(jobs.Items), keys)
 	}
 }

@@ -43,18 +43,18 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "emptied-1")
 	op := runOperator(t, ns)
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	const after = 40 * time.Second
 	c := framework.NewCluster(ns, "solo", 1)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got := framework.Settle(t, c)
 	keys := emptiedKeys(50)
 	framework.PutAll(t, got, keys)
-	b := newBackup(ns, "before-wipe", key.Name, s3Destination(ns+"/solo.db"))
+	b := framework.NewBackup(ns, "before-wipe", key.Name, framework.S3Destination(ns+"/solo.db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute), got)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute), got)
 	member := got.Status.Members[0].Name
 	clusterID := got.Status.ClusterID
 
@@ -87,7 +87,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 		}
 		return nil
 	})
-	r := waitRestoreFinished(t, client.ObjectKeyFromObject(&restores.Items[0]), 4*time.Minute)
+	r := framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(&restores.Items[0]), 4*time.Minute)
 	if !meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("restore %s: %+v", r.Name, r.Status.Conditions)
 	}

@@ -142,24 +142,24 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range destinations {
 		t.Run("EtcdBackup "+name, func(t *testing.T) {
-			framework.Refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "db", tt.d)), tt.want)
+			framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "db", tt.d)), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 		})
 	}
 	t.Run("EtcdBackup of another namespace's cluster", func(t *testing.T) {
-		framework.Refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 	})
 	t.Run("EtcdBackup name too long for its labels", func(t *testing.T) {
 		name := "b" + strings.Repeat("x", 63)
-		framework.Refused(t, framework.K8s.Create(ctx, newBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, name)
 	})
 	t.Run("EtcdBackup without cluster", func(t *testing.T) {
-		framework.Refused(t, framework.K8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
 	})
 	t.Run("EtcdBackup bad deletion policy", func(t *testing.T) {
-		b := newBackup(ns, "refused", "db", pvc("x.db"))
+		b := framework.NewBackup(ns, "refused", "db", pvc("x.db"))
 		b.Spec.DeletionPolicy = "Shred"
 		framework.Refused(t, framework.K8s.Create(ctx, b), "Unsupported value")
 	})
@@ -192,7 +192,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 
 	t.Run("EtcdBackup spec change", func(t *testing.T) {
-		b := newBackup(ns, "fixed", "db", pvc("x.db"))
+		b := framework.NewBackup(ns, "fixed", "db", pvc("x.db"))
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}

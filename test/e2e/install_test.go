@@ -277,7 +277,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 		})
 	}
 	ns := framework.NewNamespace(t, "incluster")
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	c := framework.NewClusterAt(ns, "tenant", "3.6.15")
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -315,11 +315,11 @@ func TestInClusterOperatorHA(t *testing.T) {
 	got = framework.WaitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
 
 	// A backup Job runs the release's own image (steward-agent beside the operator).
-	b := newBackup(ns, "in-cluster", key.Name, s3Destination(ns+"/in-cluster.db"))
+	b := framework.NewBackup(ns, "in-cluster", key.Name, framework.S3Destination(ns+"/in-cluster.db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute), got)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute), got)
 
 	framework.RequireNoLostWrites(t, load, "3 -> 5 and 3.6.15 -> 3.6.16, the leading operator killed in each")
 	t.Logf("takeovers: %s; %s", scale, upgrade)

@@ -99,13 +99,13 @@ func TestMetricsAndAlerts(t *testing.T) {
 	waitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), promSeries(1))
 
 	// A backup sets the last-backup gauges to the backup's own record.
-	createBackupClaim(t, ns, "256Mi")
-	b := newBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
+	framework.CreateBackupClaim(t, ns, "256Mi")
+	b := framework.NewBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
-	requireComplete(t, b, got)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	framework.RequireComplete(t, b, got)
 	waitProm(t, "last backup time", 2*time.Minute, "steward_backup_last_success_timestamp_seconds"+s, promValue(float64(b.Status.CompletionTime.Unix())))
 	waitProm(t, "last backup size", time.Minute, "steward_backup_last_size_bytes"+s, promValue(float64(b.Status.SizeBytes)))
 	waitProm(t, "backup outcome counted", time.Minute, fmt.Sprintf(`sum(steward_backups_total%s)`, sel(ns, c.Name, `result="complete"`)), promValue(1))

@@ -788,8 +788,8 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "acrossnodes")
 	framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
-	createBackupClaim(t, ns, "512Mi")
+	framework.CreateS3Secret(t, ns)
+	framework.CreateBackupClaim(t, ns, "512Mi")
 	origin := framework.NewCluster(ns, "origin", 3)
 	onDedicatedNodes(origin)
 	if err := framework.K8s.Create(ctx, origin); err != nil {
@@ -798,18 +798,18 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := framework.WriteBackupKeys(t, origin)
 	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
-		b := newBackup(ns, name, origin.Name, d)
+		b := framework.NewBackup(ns, name, origin.Name, d)
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-		requireComplete(t, b, origin)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		framework.RequireComplete(t, b, origin)
 		return b
 	}
 	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin.db"}})
-	toS3 := backupTo("to-s3", s3Destination(ns+"/origin.db"))
+	toS3 := backupTo("to-s3", framework.S3Destination(ns+"/origin.db"))
 
-	unreadable := fromBackup(ns, "unreadable", 3, toPVC.Name)
+	unreadable := framework.FromBackup(ns, "unreadable", 3, toPVC.Name)
 	onDedicatedNodes(unreadable)
 	if err := framework.K8s.Create(ctx, unreadable); err != nil {
 		t.Fatal(err)
@@ -834,7 +834,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	}
 	framework.DeleteAndCheckNothingLeft(t, &cur)
 
-	fromPVC := fromBackup(ns, "from-pvc", 3, toPVC.Name)
+	fromPVC := framework.FromBackup(ns, "from-pvc", 3, toPVC.Name)
 	fromPVC.Spec.Pod.Tolerations = []corev1.Toleration{{Key: testbed.DedicatedTaint, Operator: corev1.TolerationOpEqual, Value: "true",
 		Effect: corev1.TaintEffectNoSchedule}}
 	start := time.Now()
@@ -843,8 +843,8 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	}
 	got := framework.WaitSettled(t, client.ObjectKeyFromObject(fromPVC), 4*time.Minute)
 	t.Logf("restored from %s into 3 members across nodes in %s", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond))
-	r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(fromPVC)}, time.Minute)
-	requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(fromPVC)}, time.Minute)
+	framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	if len(r.Status.Members) != 1 {
 		t.Errorf("restore members %v, want the one seed (a ReadWriteOnce claim)", r.Status.Members)
 	}
@@ -860,7 +860,7 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	framework.CheckStatusMatchesEtcd(t, got)
 	framework.DeleteAndCheckNothingLeft(t, got)
 
-	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
+	fromS3 := framework.FromBackup(ns, "from-s3", 3, toS3.Name)
 	onDedicatedNodes(fromS3)
 	if err := framework.K8s.Create(ctx, fromS3); err != nil {
 		t.Fatal(err)

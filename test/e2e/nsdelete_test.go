@@ -40,8 +40,8 @@ type populated struct {
 func populate(t *testing.T, ns string) *populated {
 	t.Helper()
 	ctx := context.Background()
-	createS3Secret(t, ns)
-	createBackupClaim(t, ns, "256Mi")
+	framework.CreateS3Secret(t, ns)
+	framework.CreateBackupClaim(t, ns, "256Mi")
 	c := framework.NewCluster(ns, "db", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
 	if err := framework.K8s.Create(ctx, c); err != nil {
@@ -68,15 +68,15 @@ func finishPopulating(t *testing.T, p *populated) {
 	if err := framework.K8s.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	b := newBackup(p.ns, "oneshot", p.cluster.Name, s3Destination(p.s3Key))
+	b := framework.NewBackup(p.ns, "oneshot", p.cluster.Name, framework.S3Destination(p.s3Key))
 	b.Spec.DeletionPolicy = etcdv1alpha1.DeletionPolicyDelete
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute); !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+	if b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute); !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("one-shot backup: %+v", b.Status.Conditions)
 	}
-	waitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+	framework.WaitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.RecoverableFrom != nil
 	})
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "restore"},
@@ -124,11 +124,11 @@ func requireStorageAsDocumented(t *testing.T, p *populated) {
 	ctx := context.Background()
 	location := "s3://" + framework.Bed.S3.Bucket + "/" + p.s3Key
 	outcome := requireOutcome(t, p.ns, location)
-	if keys := s3Keys(t, p.s3Key); len(keys) > 0 {
+	if keys := framework.S3Keys(t, p.s3Key); len(keys) > 0 {
 		if outcome != leftBehindLog {
 			t.Fatalf("%s is still in the bucket, and the operator logged %q", location, outcome)
 		}
-		if err := s3Client(t).RemoveObject(ctx, framework.Bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
+		if err := framework.S3Client(t).RemoveObject(ctx, framework.Bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -57,22 +57,6 @@ func requireSameStates(t *testing.T, what string, got, want map[string]string) {
 	t.Logf("%s: %d keys identical (values, create and mod revisions, versions)", what, len(got))
 }
 
-func waitContinuous(t *testing.T, key client.ObjectKey, what string, ok func(*etcdv1alpha1.EtcdBackupSchedule) bool) *etcdv1alpha1.EtcdBackupSchedule {
-	t.Helper()
-	var s etcdv1alpha1.EtcdBackupSchedule
-	framework.Poll(t, "schedule "+key.Name+": "+what, 3*time.Minute, func() error {
-		if err := framework.K8s.Get(context.Background(), key, &s); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup)
-		if c == nil || c.Status != metav1.ConditionTrue || s.Status.Continuous == nil || !ok(&s) {
-			return fmt.Errorf("condition %+v, status %+v", c, s.Status.Continuous)
-		}
-		return nil
-	})
-	return &s
-}
-
 func reachesRevision(rev int64) func(*etcdv1alpha1.EtcdBackupSchedule) bool {
 	return func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.RecoverableTo != nil && s.Status.Continuous.RecoverableTo.Revision >= rev
@@ -80,7 +64,7 @@ func reachesRevision(rev int64) func(*etcdv1alpha1.EtcdBackupSchedule) bool {
 }
 
 func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.BackupDestination, rev int64, at time.Time) *etcdv1alpha1.EtcdBackup {
-	b := newBackup(ns, name, cluster, d)
+	b := framework.NewBackup(ns, name, cluster, d)
 	b.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: schedule, Revision: rev}
 	if !at.IsZero() {
 		b.Spec.PointInTime.Time = at.UTC().Format(time.RFC3339Nano)
@@ -91,7 +75,7 @@ func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.Backup
 // TestContinuousBackupPointInTime follows a 3-member cluster with continuous backup to a PVC and to S3 while it
 // takes a known history (puts, overwrites, a transaction, a range delete), through a restart of the follower and
 // the loss of the leader's Pod; a point-in-time backup to a revision (PVC), bootstrapped into a new cluster, and a
-// new cluster straight from spec.bootstrap.fromBackup.pointInTime at a time (S3) each hold exactly the key space
+// new cluster straight from spec.bootstrap.FromBackup.pointInTime at a time (S3) each hold exactly the key space
 // the source had at that point; a target past the window, a destination off the schedule's claim and a corrupted
 // segment are refused with nothing written. Then, under a steady writer, the cluster loses quorum and an
 // EtcdRestore with pointInTime re-seeds it from the latest point; the follower moves to the new cluster identity
@@ -103,8 +87,8 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "pitr")
 	framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
-	pvc := createBackupClaim(t, ns, "512Mi")
+	framework.CreateS3Secret(t, ns)
+	pvc := framework.CreateBackupClaim(t, ns, "512Mi")
 	src := framework.NewCluster(ns, "src", 3)
 	if err := framework.K8s.Create(ctx, src); err != nil {
 		t.Fatal(err)
@@ -121,10 +105,10 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	begin := time.Now()
 	onPVC := schedule("on-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "src"}})
-	onS3 := schedule("on-s3", s3Destination(ns+"/src"))
+	onS3 := schedule("on-s3", framework.S3Destination(ns+"/src"))
 	// No scheduled time is due for hours: the first snapshot is the one continuous backup takes to start its window.
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
-		got := waitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+		got := framework.WaitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 			return s.Status.Continuous.RecoverableFrom != nil
 		})
 		t.Logf("schedule %s: following %s %.1fs after creation, window from backup %s at revision %d", s.Name,
@@ -190,7 +174,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	r5 := last
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
-		waitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
+		framework.WaitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
 	}
 	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 
@@ -201,13 +185,13 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 		c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionComplete)
 		if c == nil || c.Status != metav1.ConditionTrue || b.Status.Revision != wantRev || b.Status.ClusterID != src.Status.ClusterID {
 			t.Fatalf("point-in-time backup %s: %+v, status revision %d (want %d), cluster ID %s", b.Name, b.Status.Conditions, b.Status.Revision, wantRev, b.Status.ClusterID)
 		}
 		t.Logf("point-in-time backup %s Complete in %.1fs: %s", b.Name, time.Since(start).Seconds(), c.Message)
-		restored := fromBackup(ns, name, 1, b.Name)
+		restored := framework.FromBackup(ns, name, 1, b.Name)
 		if err := framework.K8s.Create(ctx, restored); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +200,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	restoreAt("at-r1", pointInTimeBackup(ns, "pit-r1", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/r1.db"}}, r1, time.Time{}), r1)
-	// Straight from spec.bootstrap.fromBackup.pointInTime, to a time, from the S3 schedule.
+	// Straight from spec.bootstrap.FromBackup.pointInTime, to a time, from the S3 schedule.
 	atT2 := framework.NewCluster(ns, "at-t2", 1)
 	atT2.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onS3.Name, Time: t2.UTC().Format(time.RFC3339Nano)}}}
@@ -225,7 +209,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	atT2 = framework.WaitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
 	requireSameStates(t, "at-t2", keyStates(t, atT2, "h/", 0), keyStates(t, src, "h/", r2))
-	if b := waitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
+	if b := framework.WaitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
 		t.Fatalf("the point-in-time backup of at-t2 is at revision %d, want %d", b.Status.Revision, r2)
 	}
 
@@ -234,7 +218,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 		c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, says) {
 			t.Fatalf("backup %s: %+v, want Failed/%s saying %q", b.Name, b.Status.Conditions, reason, says)
@@ -245,7 +229,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	refused(pointInTimeBackup(ns, "pit-future", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/future.db"}}, r5+1_000_000, time.Time{}),
 		etcdv1alpha1.ReasonOutsideWindow, "is not in the recoverable window revisions")
-	refused(pointInTimeBackup(ns, "pit-elsewhere", src.Name, onPVC.Name, s3Destination(ns+"/pit/elsewhere.db"), r1, time.Time{}),
+	refused(pointInTimeBackup(ns, "pit-elsewhere", src.Name, onPVC.Name, framework.S3Destination(ns+"/pit/elsewhere.db"), r1, time.Time{}),
 		etcdv1alpha1.ReasonDestinationMismatch, "schedule's PersistentVolumeClaim")
 
 	// One bit flipped in a segment the chain needs: refused before anything is written, naming the segment.
@@ -302,8 +286,8 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	if err := framework.K8s.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
-	rs = waitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
-	requireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	rs = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
+	framework.RequireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	took := time.Since(lostAt)
 	got := framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	n := requirePrefix(t, keyStates(t, got, "rpo/", 0), "rpo/", acked)
@@ -321,7 +305,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		acked-n, acked, took.Seconds())
 
 	// The re-seeded cluster is a new etcd identity: the follower starts a chain for it, with a snapshot of its own.
-	after := waitContinuous(t, client.ObjectKeyFromObject(onPVC), "following the new cluster ID", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+	after := framework.WaitContinuous(t, client.ObjectKeyFromObject(onPVC), "following the new cluster ID", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.ClusterID == got.Status.ClusterID && s.Status.Continuous.RecoverableFrom != nil
 	})
 	t.Logf("following the re-seeded cluster %s from backup %s", after.Status.Continuous.ClusterID, after.Status.Continuous.RecoverableFrom.Backup)

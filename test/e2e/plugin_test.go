@@ -109,14 +109,14 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Fatalf("after resume: paused %v (%v)", c.Spec.Paused, err)
 	}
 
-	createBackupClaim(t, ns, "256Mi")
+	framework.CreateBackupClaim(t, ns, "256Mi")
 	out := mustPlugin(t, ns, "backup", c.Name, "--name", "by-plugin", "--pvc", "backups/plugged.db", "--timeout", "4m")
 	t.Logf("kubectl steward backup:\n%s", out)
 	var b etcdv1alpha1.EtcdBackup
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, &b); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, &b, c)
+	framework.RequireComplete(t, &b, c)
 
 	out = mustPlugin(t, ns, "restore", c.Name, "--backup", "by-plugin", "--new-cluster", "copied", "--replicas", "1", "--timeout", "5m")
 	t.Logf("kubectl steward restore:\n%s", out)

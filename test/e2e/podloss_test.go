@@ -515,17 +515,17 @@ func TestPodLossThreeMembers(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-3")
 	op := runOperator(t, ns)
 	ctx := context.Background()
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	const after = 30 * time.Second
 	c := framework.NewCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
 	key, got, before := createPodLossCluster(t, c)
-	b := newBackup(ns, "before-loss", key.Name, s3Destination(ns+"/trio.db"))
+	b := framework.NewBackup(ns, "before-loss", key.Name, framework.S3Destination(ns+"/trio.db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, got)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, got)
 	clusterID := got.Status.ClusterID
 	restores := watchRestores(ns)
 

@@ -67,14 +67,14 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 	defer func() { _ = framework.K8s.Delete(ctx, foreign) }()
 	c = framework.WaitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 
-	pvc := createBackupClaim(t, ns, "64Mi")
+	pvc := framework.CreateBackupClaim(t, ns, "64Mi")
 	defer func() { _ = framework.K8s.Delete(ctx, pvc) }()
-	b := newBackup(ns, "scoped", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "scoped.db"}})
+	b := framework.NewBackup(ns, "scoped", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "scoped.db"}})
 	b.Spec.DeletionPolicy = etcdv1alpha1.DeletionPolicyDelete
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("backup under the namespaced Role did not complete: %+v", b.Status.Conditions)
 	}

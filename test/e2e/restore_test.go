@@ -24,31 +24,6 @@ import (
 	"steward.dev/steward/test/e2e/framework"
 )
 
-func waitRestoreFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdRestore {
-	t.Helper()
-	var r etcdv1alpha1.EtcdRestore
-	framework.Poll(t, "EtcdRestore "+key.String()+" finished", timeout, func() error {
-		if err := framework.K8s.Get(context.Background(), key, &r); err != nil {
-			return err
-		}
-		if meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-			meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionFailed) {
-			return nil
-		}
-		return fmt.Errorf("conditions %v", r.Status.Conditions)
-	})
-	return &r
-}
-
-func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, reason string) {
-	t.Helper()
-	c := meta.FindStatusCondition(r.Status.Conditions, condType)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
-		t.Fatalf("restore %s: %s is %+v, want True/%s", r.Name, condType, c, reason)
-	}
-	t.Logf("restore %s: %s/%s: %s", r.Name, condType, c.Reason, c.Message)
-}
-
 // breakQuorum empties the data dirs of the two followers of a 3-member cluster under their running etcd, crashes
 // them, and waits until Steward reports the quorum lost; the leader survives. Restarted, neither may come back
 // under its old identity (steward-agent run-etcd refuses an emptied data dir once the member has run): etcd alone
@@ -81,19 +56,8 @@ func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCl
 	return &got
 }
 
-func newRestore(ns, name, cluster, backupName string) *etcdv1alpha1.EtcdRestore {
-	return &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: cluster, BackupName: backupName}}
-}
-
-func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha1.EtcdCluster {
-	c := framework.NewCluster(ns, name, replicas)
-	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: backupName}}
-	return c
-}
-
 // TestRestore backs up a cluster with known keys to a PVC and to S3 and restores each into a new cluster
-// (bootstrap.fromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
+// (bootstrap.FromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
 // creating a member; then breaks the source cluster's quorum (two of three members wiped and crashed) and
 // re-seeds it: not without confirmation, not from another cluster's backup, and then from its own backup once
 // confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
@@ -103,8 +67,8 @@ func TestRestore(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "restore")
 	stopOperator := framework.StartOperator(t, ns)
-	createS3Secret(t, ns)
-	pvc := createBackupClaim(t, ns, "512Mi")
+	framework.CreateS3Secret(t, ns)
+	pvc := framework.CreateBackupClaim(t, ns, "512Mi")
 	origin := framework.NewCluster(ns, "origin", 3)
 	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
@@ -114,18 +78,18 @@ func TestRestore(t *testing.T) {
 
 	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
-		b := newBackup(ns, name, origin.Name, d)
+		b := framework.NewBackup(ns, name, origin.Name, d)
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-		requireComplete(t, b, origin)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		framework.RequireComplete(t, b, origin)
 		return b
 	}
 	toPVC := backupTo(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := backupTo(t, "to-s3", s3Destination(ns+"/origin-1.db"))
+	toS3 := backupTo(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
 	damaged := backupTo(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := backupTo(t, "truncated", s3Destination(ns+"/truncated.db"))
+	truncated := backupTo(t, "truncated", framework.S3Destination(ns+"/truncated.db"))
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
@@ -143,8 +107,8 @@ func TestRestore(t *testing.T) {
 		if got.Status.ClusterID == origin.Status.ClusterID {
 			t.Fatalf("restored cluster has the origin's cluster ID %s; it must be a new identity", got.Status.ClusterID)
 		}
-		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, time.Minute)
-		requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, time.Minute)
+		framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		// A ReadWriteOnce claim seeds one member; the others join it as learners once the restore is done.
 		seeds := int(c.Spec.Replicas)
 		if b.Spec.Destination.PVC != nil {
@@ -156,35 +120,35 @@ func TestRestore(t *testing.T) {
 		framework.CheckStatusMatchesEtcd(t, got)
 	}
 	t.Run("NewClusterFromPVC", func(t *testing.T) {
-		restoreInto(t, fromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
+		restoreInto(t, framework.FromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
 	})
 	t.Run("NewClusterFromS3", func(t *testing.T) {
-		restoreInto(t, fromBackup(ns, "from-s3", 1, toS3.Name), toS3)
+		restoreInto(t, framework.FromBackup(ns, "from-s3", 1, toS3.Name), toS3)
 	})
 
 	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
-		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination(ns+"/https-untrusted.db", false))
+		untrusted := framework.NewBackup(ns, "https-untrusted", origin.Name, framework.S3TLSDestination(ns+"/https-untrusted.db", false))
 		if err := framework.K8s.Create(ctx, untrusted); err != nil {
 			t.Fatal(err)
 		}
-		untrusted = waitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
+		untrusted = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
 		c := meta.FindStatusCondition(untrusted.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonUploadFailed || !strings.Contains(c.Message, "certificate") {
 			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
 		}
 		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
-		b := backupTo(t, "https-trusted", s3TLSDestination(ns+"/https-trusted.db", true))
-		restoreInto(t, fromBackup(ns, "from-https", 1, b.Name), b)
+		b := backupTo(t, "https-trusted", framework.S3TLSDestination(ns+"/https-trusted.db", true))
+		restoreInto(t, framework.FromBackup(ns, "from-https", 1, b.Name), b)
 	})
 
 	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
-		c := fromBackup(ns, name, 3, b.Name)
+		c := framework.FromBackup(ns, name, 3, b.Name)
 		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
-		requireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
+		r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
+		framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
 		var got etcdv1alpha1.EtcdCluster
 		framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
 			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
@@ -219,7 +183,7 @@ func TestRestore(t *testing.T) {
 		refused(t, "from-damaged", damaged)
 	})
 	t.Run("TruncatedRefused", func(t *testing.T) {
-		s3 := s3Client(t)
+		s3 := framework.S3Client(t)
 		obj, err := s3.GetObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +211,7 @@ func TestRestore(t *testing.T) {
 		before := framework.PodAndVolumeUIDs(t, broken)
 
 		// Without confirmation: nothing happens.
-		r := newRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
+		r := framework.NewRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
 		if err := framework.K8s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -282,24 +246,24 @@ func TestRestore(t *testing.T) {
 		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
 			t.Fatal(err)
 		}
-		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination(ns+"/from-pvc.db"))
+		other := framework.NewBackup(ns, "of-from-pvc", fromPVC.Name, framework.S3Destination(ns+"/from-pvc.db"))
 		if err := framework.K8s.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		other = waitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
-		wrong := newRestore(ns, "reseed-wrong", origin.Name, other.Name)
+		other = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
+		wrong := framework.NewRestore(ns, "reseed-wrong", origin.Name, other.Name)
 		wrong.Spec.Confirm = origin.Name
 		if err := framework.K8s.Create(ctx, wrong); err != nil {
 			t.Fatal(err)
 		}
-		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
-		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
+		wrong = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
+		framework.RequireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
 		framework.RequireUnchanged(t, "a restore of another cluster's backup", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Confirmed, from its own backup. The operator is stopped right after it began replacing members (the
 		// old members' volumes set aside), and restarted: it resumes from what it observes.
 		start := time.Now()
-		ok := newRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
+		ok := framework.NewRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
 		ok.Spec.Confirm = origin.Name
 		if err := framework.K8s.Create(ctx, ok); err != nil {
 			t.Fatal(err)
@@ -318,8 +282,8 @@ func TestRestore(t *testing.T) {
 		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(3 * time.Second)
 		framework.StartOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
-		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
-		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		ok = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
+		framework.RequireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded from %s in %s: members %v, retired volumes %v", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond), ok.Status.Members, ok.Status.RetiredVolumes)
 		read, rev := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
@@ -349,7 +313,7 @@ func TestRestore(t *testing.T) {
 
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
-		again := backupTo(t, "after-reseed", s3Destination(ns+"/origin-2.db"))
+		again := backupTo(t, "after-reseed", framework.S3Destination(ns+"/origin-2.db"))
 		framework.PatchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
 		})
@@ -373,8 +337,8 @@ func TestRestore(t *testing.T) {
 		if auto.Spec.BackupName != again.Name || lostFor < 29*time.Second {
 			t.Fatalf("automatic restore of %s after %s; want %s after at least 30s", auto.Spec.BackupName, lostFor, again.Name)
 		}
-		auto = waitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
-		requireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		auto = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
+		framework.RequireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded by the policy %s after the loss", time.Since(start).Round(time.Second))
 		read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)

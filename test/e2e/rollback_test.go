@@ -48,7 +48,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "rollback")
 	framework.StartOperator(t, ns)
-	pvc := createBackupClaim(t, ns, "256Mi")
+	pvc := framework.CreateBackupClaim(t, ns, "256Mi")
 	c := framework.NewCluster(ns, "rb", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -58,12 +58,12 @@ func TestRollbackHealthyCluster(t *testing.T) {
 
 	load := framework.StartLoad(t, c)
 	keysA := putKeys(t, c, "rollback/a/", 100)
-	b := newBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
+	b := framework.NewBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, c)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, c)
 	keysB := putKeys(t, c, "rollback/b/", 100)
 
 	// Without the field: refused, saying what would be lost; nothing changes.
@@ -77,13 +77,13 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		return nil
 	})
 	before := framework.PodAndVolumeUIDs(t, c)
-	refused := newRestore(ns, "without-field", c.Name, b.Name)
+	refused := framework.NewRestore(ns, "without-field", c.Name, b.Name)
 	refused.Spec.Confirm = c.Name
 	if err := framework.K8s.Create(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
-	refused = waitRestoreFinished(t, client.ObjectKeyFromObject(refused), time.Minute)
-	requireRestoreReason(t, refused, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonClusterHasQuorum)
+	refused = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(refused), time.Minute)
+	framework.RequireRestoreReason(t, refused, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonClusterHasQuorum)
 	msg := meta.FindStatusCondition(refused.Status.Conditions, etcdv1alpha1.ConditionFailed).Message
 	want := fmt.Sprintf("would discard the writes of revisions %d..", b.Status.Revision+1)
 	if !strings.Contains(msg, want) || !strings.Contains(msg, fmt.Sprintf("(revision %d)", b.Status.Revision)) || !strings.Contains(msg, "made since ") {
@@ -119,13 +119,13 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	// With the field: safety backup, then the re-seed.
 	_, revBefore := framework.ReadKeys(t, c, "rollback/")
 	start := time.Now()
-	rb := newRestore(ns, "rollback", c.Name, b.Name)
+	rb := framework.NewRestore(ns, "rollback", c.Name, b.Name)
 	rb.Spec.Confirm, rb.Spec.AllowRollbackOfHealthyCluster = c.Name, true
 	if err := framework.K8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
-	rb = waitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
-	requireRestoreReason(t, rb, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	rb = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
+	framework.RequireRestoreReason(t, rb, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 2*time.Minute)
 	took := time.Since(start)
 
@@ -136,7 +136,7 @@ func TestRollbackHealthyCluster(t *testing.T) {
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rb.Status.SafetyBackup}, &safety); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, &safety, c)
+	framework.RequireComplete(t, &safety, c)
 	if !metav1.IsControlledBy(&safety, rb) || safety.Spec.Destination.PVC == nil || safety.Spec.Destination.PVC.ClaimName != pvc.Name {
 		t.Fatalf("safety backup %s: owners %v, destination %+v", safety.Name, safety.OwnerReferences, safety.Spec.Destination)
 	}

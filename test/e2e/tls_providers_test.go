@@ -105,17 +105,17 @@ func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
 func backupWithClientSecret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
 	t.Helper()
 	ctx := context.Background()
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s3SecretName}, Data: map[string][]byte{
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: framework.S3SecretName}, Data: map[string][]byte{
 		etcdv1alpha1.S3AccessKeyIDKey: []byte(framework.Bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(framework.Bed.S3.SecretAccessKey)}}
 	if err := framework.K8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	b := newBackup(c.Namespace, name, c.Name, s3Destination(c.Namespace+"/"+name+".db"))
+	b := framework.NewBackup(c.Namespace, name, c.Name, framework.S3Destination(c.Namespace+"/"+name+".db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, c)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, c)
 }
 
 func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[string]string {

@@ -149,7 +149,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	image, tree := buildPreviousSteward(t, previousSteward)
 	installPrevious(t, image, tree)
 	ns := framework.NewNamespace(t, "opupgrade")
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	c := framework.NewCluster(ns, "steady", 3)
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestOperatorUpgrade(t *testing.T) {
 		t.Fatalf("the cluster runs without TLS: %+v", got.Status)
 	}
 	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-30s"},
-		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 30s", Destination: s3Destination(ns + "/scheduled"),
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 30s", Destination: framework.S3Destination(ns + "/scheduled"),
 			Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](3)}}}
 	if err := framework.K8s.Create(ctx, schedule); err != nil {
 		t.Fatal(err)
