@@ -42,7 +42,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := framework.NewNamespace(t, "emptied-1")
-	op := runOperator(t, ns)
+	op := framework.RunOperator(t, ns)
 	framework.CreateS3Secret(t, ns)
 	const after = 40 * time.Second
 	c := framework.NewCluster(ns, "solo", 1)
@@ -58,7 +58,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	member := got.Status.Members[0].Name
 	clusterID := got.Status.ClusterID
 
-	op.halt()
+	op.Halt()
 	var pod corev1.Pod
 	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
 		t.Fatal(err)
@@ -68,10 +68,10 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	}
 	waitPodsGone(t, ns, map[string]types.UID{member: pod.UID})
 	forgetRun(t, ns, member)
-	wipeVolume(t, ns, member)
+	framework.WipeVolume(t, ns, member)
 	begin := time.Now()
 	served := watchServedEmpty(key, "")
-	op.start()
+	op.Start()
 
 	d := framework.WaitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
 	cond := meta.FindStatusCondition(d.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -117,7 +117,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "emptied-3")
-	op := runOperator(t, ns)
+	op := framework.RunOperator(t, ns)
 	key, got := framework.Settle(t, framework.NewCluster(ns, "trio", 1))
 	keys := emptiedKeys(50)
 	framework.PutAll(t, got, keys)
@@ -142,16 +142,16 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			served := watchServedEmpty(key, victimID)
 			begin := time.Now()
 			if stopped {
-				op.halt()
+				op.Halt()
 				deleteMemberPods(t, key)
 				waitPodsGone(t, ns, pods)
-				wipeVolume(t, ns, victim)
-				op.start()
+				framework.WipeVolume(t, ns, victim)
+				op.Start()
 			} else {
-				release := holdPods(t, ns, framework.MemberNames(got))
+				release := framework.HoldPods(t, ns, framework.MemberNames(got))
 				deleteMemberPods(t, key)
 				waitEtcdStopped(t, ns, victim)
-				wipeVolume(t, ns, victim)
+				framework.WipeVolume(t, ns, victim)
 				release()
 			}
 			t.Logf("all Pods deleted and the volume of %s (%s), which joined later, emptied", victim, victimID)
@@ -171,7 +171,7 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
+	op.Start() // when a round failed with the operator stopped
 	framework.RequireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -151,43 +151,11 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
-// wipeAndCrash empties the member's volume under its running etcd and kills the etcd process, so that the kubelet
-// restarts it on an empty data dir with its old name, flags and member ID.
-func wipeAndCrash(t *testing.T, namespace, member string) {
-	t.Helper()
-	var pod corev1.Pod
-	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
-		t.Fatal(err)
-	}
-	wipeVolume(t, namespace, member)
-	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wipeVolume empties the local volume bound to member's claim, leaving the claim and the volume in place: a disk
-// replaced or reformatted, a node re-imaged.
-func wipeVolume(t *testing.T, namespace, member string) {
-	t.Helper()
-	ctx := context.Background()
-	var pvc corev1.PersistentVolumeClaim
-	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
-		t.Fatal(err)
-	}
-	var pv corev1.PersistentVolume
-	if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
-		t.Fatal(err)
-	}
-	if err := chaos.WipeVolume(&pv); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // replaceWiped wipes and crashes member victim and waits until Steward has replaced it and the cluster settled.
 func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	begin := time.Now()
-	wipeAndCrash(t, key.Namespace, victim)
+	framework.WipeAndCrash(t, key.Namespace, victim)
 	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	removed := time.Since(begin)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
@@ -338,7 +306,7 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 		t.Fatalf("members %+v, want 3", got.Status.Members)
 	}
 	begin := time.Now()
-	wipeAndCrash(t, ns, first.Name)
+	framework.WipeAndCrash(t, ns, first.Name)
 	framework.WaitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
 	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("first member %s wiped and crashed: replaced, settled in %s", first.Name, time.Since(begin).Round(100*time.Millisecond))

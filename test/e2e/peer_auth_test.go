@@ -232,7 +232,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	// The rolling change, under client load, from what a Steward before the peer identity left: with the
 	// operator stopped, every member's certificate is re-issued without the identity and its Pod loses the record
 	// of holding it; the spec then asks for MemberIdentity and the operator starts again.
-	before := identities(t, got)
+	before := framework.Identities(t, got)
 	load := framework.StartLoad(t, got)
 	watch := watchSwitch(t, key)
 	stopOperator()
@@ -264,7 +264,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	time.Sleep(3 * time.Second) // some load on the settled cluster too
 	watch.finish(t, "AnyCertificate -> MemberIdentity")
 	framework.RequireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 

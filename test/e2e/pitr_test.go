@@ -277,7 +277,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	expect := keyStates(t, src, "h/", 0)
 	var lostAt time.Time
 	acked := steadyWriter(ctx, cli, "rpo/", func() {
-		src = breakQuorum(t, src)
+		src = framework.BreakQuorum(t, src)
 		lostAt = time.Now()
 	})
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "back-to-latest"},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,33 +28,6 @@ import (
 // reasonMemberRecreated is the reason of the Event Steward records when it re-creates member Pods on their volumes.
 const reasonMemberRecreated = "MemberRecreated"
 
-// operator is a test's in-process operator, which some rounds stop before they delete Pods and start again after.
-// It is started for t, the test itself and not a subtest, so that it runs until the test ends.
-type operator struct {
-	t          *testing.T
-	namespaces []string
-	stop       func()
-	stopped    bool
-}
-
-func runOperator(t *testing.T, namespaces ...string) *operator {
-	t.Helper()
-	return &operator{t: t, namespaces: namespaces, stop: framework.StartOperator(t, namespaces...)}
-}
-
-func (o *operator) halt() {
-	o.stop()
-	o.stopped = true
-}
-
-// start starts the operator again if it is stopped.
-func (o *operator) start() {
-	o.t.Helper()
-	if o.stopped {
-		o.stop, o.stopped = framework.StartOperator(o.t, o.namespaces...), false
-	}
-}
-
 // lostPod is a deleted member Pod as it was before the deletion, and the Pod re-created under its name as first
 // seen, with the TLS mode its volume recorded then.
 type lostPod struct {
@@ -72,7 +46,7 @@ type podLoss struct {
 	// issued concurrently.
 	all bool
 	// operator, when set, is stopped before the deletion and started again once the deleted Pods are gone.
-	operator *operator
+	operator *framework.Operator
 	// hold keeps the deleted Pods Terminating (by a finalizer of the test's) this long before they go, as a Pod
 	// whose kubelet does not confirm the deletion stays: their containers stop, the quorum is lost, and Steward
 	// cannot re-create them yet.
@@ -81,7 +55,7 @@ type podLoss struct {
 
 // newPodLoss is a round that deletes the Pods of n members of c (its leader first when withLeader, then
 // followers by name), with op stopped around the deletion unless op is nil.
-func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader bool, op *operator) podLoss {
+func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader bool, op *framework.Operator) podLoss {
 	t.Helper()
 	var names, followers []string
 	for _, m := range c.Status.Members {
@@ -130,11 +104,11 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 		lost[name] = &lostPod{uid: p.UID, version: p.Annotations[resources.AnnotationVersion], tls: mode}
 	}
 	if r.hold > 0 {
-		release := holdPods(t, r.key.Namespace, r.victims)
+		release := framework.HoldPods(t, r.key.Namespace, r.victims)
 		defer release()
 	}
 	if r.operator != nil {
-		r.operator.halt()
+		r.operator.Halt()
 	}
 	outage := watchOutage(r.key)
 	begin := time.Now()
@@ -152,7 +126,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		holdPods(t, r.key.Namespace, nil)
+		framework.HoldPods(t, r.key.Namespace, nil)
 		t.Logf("%s: Pods released after %s", what, time.Since(begin).Round(100*time.Millisecond))
 	}
 	var restarted time.Duration
@@ -171,7 +145,7 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			return nil
 		})
 		restarted = time.Since(begin)
-		r.operator.start()
+		r.operator.Start()
 	}
 	var c etcdv1alpha1.EtcdCluster
 	framework.Poll(t, what+": Available again", 5*time.Minute, func() error {
@@ -261,58 +235,6 @@ func (l *lostPod) check(t *testing.T, name string) {
 	if l.againVersion == l.version && l.againTLS == l.tls {
 		t.Logf("member %s came back on release %s in TLS mode %s, as its Pod ran", name, l.againVersion, l.againTLS)
 	}
-}
-
-// holdFinalizer keeps a deleted Pod Terminating until the test removes it.
-const holdFinalizer = "e2e.steward.dev/hold"
-
-// holdPods adds holdFinalizer to the Pods of members names, and returns a function that removes it from every Pod
-// of the namespace; called with no names, it only removes it.
-func holdPods(t *testing.T, namespace string, names []string) (release func()) {
-	t.Helper()
-	ctx := context.Background()
-	for _, name := range names {
-		var p corev1.Pod
-		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		p.Finalizers = append(p.Finalizers, holdFinalizer)
-		if err := framework.K8s.Patch(ctx, &p, patch); err != nil {
-			t.Fatalf("hold Pod %s: %v", name, err)
-		}
-	}
-	release = func() {
-		t.Helper()
-		framework.Poll(t, "Pods of "+namespace+" released", time.Minute, func() error {
-			var pods corev1.PodList
-			if err := framework.K8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-				return err
-			}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if !contains(p.Finalizers, holdFinalizer) {
-					continue
-				}
-				patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-				var keep []string
-				for _, f := range p.Finalizers {
-					if f != holdFinalizer {
-						keep = append(keep, f)
-					}
-				}
-				p.Finalizers = keep
-				if err := framework.K8s.Patch(ctx, p, patch); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if len(names) == 0 {
-		release()
-	}
-	return release
 }
 
 func (r podLoss) deletePods(t *testing.T) {
@@ -424,11 +346,11 @@ func watchOutage(key client.ObjectKey) *outageWatch {
 			}
 			w.mu.Lock()
 			if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); a != nil && a.Status != metav1.ConditionTrue {
-				if s := a.Reason + ": " + a.Message; !contains(w.notAvailable, s) {
+				if s := a.Reason + ": " + a.Message; !slices.Contains(w.notAvailable, s) {
 					w.notAvailable = append(w.notAvailable, s)
 				}
 			}
-			if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && !contains(w.progressing, p.Reason) {
+			if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && !slices.Contains(w.progressing, p.Reason) {
 				w.progressing = append(w.progressing, p.Reason)
 			}
 			w.mu.Unlock()
@@ -445,22 +367,13 @@ func (w *outageWatch) finish() (notAvailable, progressing []string) {
 	return w.notAvailable, w.progressing
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // requireSameMembers waits until the cluster has settled and fails the test unless it has the members it had
 // before (names, etcd member IDs, volume UIDs: nobody was replaced), every member serves the keys
 // WriteAndReadThroughService wrote from its own data, and status matches etcd.
 func requireSameMembers(t *testing.T, key client.ObjectKey, before string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	got := framework.WaitSettled(t, key, 4*time.Minute)
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	for _, m := range got.Status.Members {
@@ -470,25 +383,16 @@ func requireSameMembers(t *testing.T, key client.ObjectKey, before string) *etcd
 	return got
 }
 
-// createPodLossCluster creates c, waits until it settled, writes the keys every round reads back, and returns
-// the members' identities.
-func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, string) {
-	t.Helper()
-	key, got := framework.Settle(t, c)
-	framework.WriteAndReadThroughService(t, got)
-	return key, got, identities(t, got)
-}
-
 // TestPodLossOneMember deletes the Pod of a 1-member cluster under load, with the operator running and then with
 // the operator stopped before the deletion and started after: each time, Steward re-creates the Pod on its
 // volume without a member list, and the member comes back with its name, ID, volume and data.
 func TestPodLossOneMember(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-1")
-	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "solo", 1))
+	op := framework.RunOperator(t, ns)
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "solo", 1))
 	load := framework.StartLoad(t, got)
-	for _, stopping := range []*operator{nil, op} {
+	for _, stopping := range []*framework.Operator{nil, op} {
 		r := newPodLoss(t, got, 1, true, stopping)
 		if !t.Run(r.String(), func(t *testing.T) {
 			r.run(t)
@@ -497,7 +401,7 @@ func TestPodLossOneMember(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
+	op.Start() // when a round failed with the operator stopped
 	framework.RequireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
@@ -513,13 +417,13 @@ func TestPodLossOneMember(t *testing.T) {
 func TestPodLossThreeMembers(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-3")
-	op := runOperator(t, ns)
+	op := framework.RunOperator(t, ns)
 	ctx := context.Background()
 	framework.CreateS3Secret(t, ns)
 	const after = 30 * time.Second
 	c := framework.NewCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
-	key, got, before := createPodLossCluster(t, c)
+	key, got, before := framework.CreatePodLossCluster(t, c)
 	b := framework.NewBackup(ns, "before-loss", key.Name, framework.S3Destination(ns+"/trio.db"))
 	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -534,7 +438,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 	for _, round := range []struct {
 		n          int
 		withLeader bool
-		stopped    *operator
+		stopped    *framework.Operator
 		hold       time.Duration
 	}{{2, true, nil, 0}, {3, true, nil, 0}, {2, false, op, 0}, {3, true, op, 0}, {2, true, nil, after + 10*time.Second}} {
 		r := newPodLoss(t, got, round.n, round.withLeader, round.stopped)
@@ -546,7 +450,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
+	op.Start() // when a round failed with the operator stopped
 	// The policy must not act on any loss: watch from before the first deletion to at least its delay and 30s more
 	// past the last one.
 	for time.Since(last) < after+30*time.Second {
@@ -585,7 +489,7 @@ func watchRestores(ns string) *restoreWatch {
 			if err := framework.K8s.List(context.Background(), &list, client.InNamespace(ns)); err == nil {
 				w.mu.Lock()
 				for _, r := range list.Items {
-					if s := r.Name + " (backup " + r.Spec.BackupName + ")"; !contains(w.names, s) {
+					if s := r.Name + " (backup " + r.Spec.BackupName + ")"; !slices.Contains(w.names, s) {
 						w.names = append(w.names, s)
 					}
 				}
@@ -618,10 +522,10 @@ func (w *restoreWatch) finish() []string {
 func TestPodLossFiveMembers(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-5")
-	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, framework.NewCluster(ns, "quintet", 5))
+	op := framework.RunOperator(t, ns)
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "quintet", 5))
 	load := framework.StartLoad(t, got)
-	for _, stopping := range []*operator{nil, op} {
+	for _, stopping := range []*framework.Operator{nil, op} {
 		// The leader among the deleted members, then (with the operator stopped) followers only.
 		r := newPodLoss(t, got, 3, stopping == nil, stopping)
 		if !t.Run(r.String(), func(t *testing.T) {
@@ -631,7 +535,7 @@ func TestPodLossFiveMembers(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
+	op.Start() // when a round failed with the operator stopped
 	framework.RequireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
@@ -644,7 +548,7 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "podloss-upgrade")
 	framework.StartOperator(t, ns)
-	key, got, before := createPodLossCluster(t, framework.NewClusterAt(ns, "climber", "3.5.35"))
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewClusterAt(ns, "climber", "3.5.35"))
 	ids := framework.MemberIDs(got)
 	load := framework.StartLoad(t, got)
 	framework.SetVersion(t, key, "3.6.16")
@@ -681,7 +585,7 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	ctx := context.Background()
 	c := framework.NewCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	key, got, before := createPodLossCluster(t, c)
+	key, got, before := framework.CreatePodLossCluster(t, c)
 	plain, secure := serviceTargets(t, got)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
 	if err != nil {
@@ -723,7 +627,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	ns := framework.NewNamespace(t, "podloss-pvc")
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "doomed", 3))
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "doomed", 3))
 	original := framework.MemberIDs(got)
 	load := framework.StartLoad(t, got)
 	victim, victimID := framework.AFollower(t, got)
@@ -761,7 +665,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 				listed = true
 			case original[m.Name] == "":
 				successor = m.Name + " (" + m.ID + ")"
-				if r := string(m.Role); !contains(roles, r) {
+				if r := string(m.Role); !slices.Contains(roles, r) {
 					roles = append(roles, r)
 				}
 			}

@@ -24,38 +24,6 @@ import (
 	"steward.dev/steward/test/e2e/framework"
 )
 
-// breakQuorum empties the data dirs of the two followers of a 3-member cluster under their running etcd, crashes
-// them, and waits until Steward reports the quorum lost; the leader survives. Restarted, neither may come back
-// under its old identity (steward-agent run-etcd refuses an emptied data dir once the member has run): etcd alone
-// would bring back a member that joined later by a snapshot from the leader.
-func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	var victims []string
-	for _, m := range c.Status.Members {
-		if m.Name != c.Status.Leader {
-			victims = append(victims, m.Name)
-		}
-	}
-	if len(victims) != 2 {
-		t.Fatalf("want two followers, have %v (leader %s)", victims, c.Status.Leader)
-	}
-	t.Logf("wiping and crashing followers %v (leader %s)", victims, c.Status.Leader)
-	for _, v := range victims {
-		wipeAndCrash(t, c.Namespace, v)
-	}
-	var got etcdv1alpha1.EtcdCluster
-	framework.Poll(t, c.Name+" without quorum", 2*time.Minute, func() error {
-		if err := framework.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), &got); err != nil {
-			return err
-		}
-		if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionFalse || got.Status.QuorumLostSince == nil {
-			return fmt.Errorf("status: %s", framework.Describe(&got))
-		}
-		return nil
-	})
-	return &got
-}
-
 // TestRestore backs up a cluster with known keys to a PVC and to S3 and restores each into a new cluster
 // (bootstrap.FromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
 // creating a member; then breaks the source cluster's quorum (two of three members wiped and crashed) and
@@ -207,7 +175,7 @@ func TestRestore(t *testing.T) {
 	_ = cli.Close()
 
 	t.Run("QuorumLossReseed", func(t *testing.T) {
-		broken := breakQuorum(t, origin)
+		broken := framework.BreakQuorum(t, origin)
 		before := framework.PodAndVolumeUIDs(t, broken)
 
 		// Without confirmation: nothing happens.
@@ -319,7 +287,7 @@ func TestRestore(t *testing.T) {
 		})
 		origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
 		start := time.Now()
-		broken := breakQuorum(t, origin)
+		broken := framework.BreakQuorum(t, origin)
 		var auto *etcdv1alpha1.EtcdRestore
 		framework.Poll(t, "the policy's restore", 3*time.Minute, func() error {
 			var list etcdv1alpha1.EtcdRestoreList

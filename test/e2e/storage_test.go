@@ -124,7 +124,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "storage-grow")
 	framework.StartOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "grow", 3))
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "grow", 3))
 	ids := framework.MemberIDs(got)
 	before := memberVolumes(t, got)
 	load := framework.StartLoad(t, got)
@@ -200,7 +200,7 @@ func TestStorageClassMigration(t *testing.T) {
 	parallel(t)
 	ns := framework.NewNamespace(t, "storage-move")
 	framework.StartOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, framework.NewCluster(ns, "move", 3))
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "move", 3))
 	load := framework.StartLoad(t, got)
 	available := watchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {

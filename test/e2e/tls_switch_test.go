@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -165,24 +164,6 @@ func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string
 	}
 }
 
-// identities are the members' etcd IDs and their volumes' UIDs: a switch restarts members, it never replaces one.
-func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
-	t.Helper()
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range c.Status.Members {
-		out = append(out, m.Name+"="+m.ID)
-	}
-	for _, p := range pvcs.Items {
-		out = append(out, p.Name+"="+string(p.UID))
-	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
-}
-
 // TestTLSSwitchUnderLoad: a running plaintext cluster is switched to TLS by setting spec.tls.provider to Steward,
 // back by setting it to None, and to TLS again with provider CertManager, each while clients read and write through the client Service (a client that
 // fails one way tries the other). Throughout, the cluster stays Available, no plaintext member ever runs beside a
@@ -220,7 +201,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 		}
 		_ = cli.Close()
 	}
-	before := identities(t, got)
+	before := framework.Identities(t, got)
 
 	// Plaintext -> TLS.
 	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
@@ -260,7 +241,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 			t.Errorf("member %s went through %v, want Plaintext, Bridge, ..., TLS", name, seen)
 		}
 	}
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	if got.Status.TLS == nil || got.Status.TLS.CASecret != "switch-ca" {
@@ -298,7 +279,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 			t.Errorf("member %s went through %v, want TLS, ..., Plaintext", name, seen)
 		}
 	}
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	if got.Status.TLS != nil {
@@ -328,7 +309,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	watch.finish(t, "plaintext -> TLS (CertManager)")
 	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	cmCfg := framework.ClusterTLS(t, got)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -253,4 +254,22 @@ func ServiceRouting(c *etcdv1alpha1.EtcdCluster, addr string) string {
 		parts = append(parts, fmt.Sprintf("nat rules naming %s on this node: %d", ip, strings.Count(string(out), " "+ip+"/32 ")))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Identities are the members' etcd IDs and their volumes' UIDs: a switch restarts members, it never replaces one.
+func Identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
+	t.Helper()
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range c.Status.Members {
+		out = append(out, m.Name+"="+m.ID)
+	}
+	for _, p := range pvcs.Items {
+		out = append(out, p.Name+"="+string(p.UID))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
 }

@@ -116,3 +116,32 @@ func StartOperatorAs(t *testing.T, cfg *rest.Config, namespaces manager.Namespac
 	t.Cleanup(stop)
 	return stop
 }
+
+// RunOperator starts an operator for t watching namespaces (StartOperator) that the test can stop and start again.
+func RunOperator(t *testing.T, namespaces ...string) *Operator {
+	t.Helper()
+	return &Operator{t: t, namespaces: namespaces, stop: StartOperator(t, namespaces...)}
+}
+
+// Operator is a test's in-process operator, which some rounds stop before they delete Pods and start again after.
+// It is started for t, the test itself and not a subtest, so that it runs until the test ends.
+type Operator struct {
+	t          *testing.T
+	namespaces []string
+	stop       func()
+	stopped    bool
+}
+
+// Halt stops the operator until Start.
+func (o *Operator) Halt() {
+	o.stop()
+	o.stopped = true
+}
+
+// Start starts the operator again if it is stopped.
+func (o *Operator) Start() {
+	o.t.Helper()
+	if o.stopped {
+		o.stop, o.stopped = StartOperator(o.t, o.namespaces...), false
+	}
+}
