@@ -60,21 +60,6 @@ func passwordOf(t *testing.T, ns, secretName string) (user, password string) {
 	return string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
 }
 
-// waitUserReason waits for the EtcdUser's Ready condition to have reason, and a message containing text.
-func waitUserReason(t *testing.T, key client.ObjectKey, reason, text string) {
-	t.Helper()
-	framework.Poll(t, "EtcdUser "+key.Name+" Ready reason "+reason, time.Minute, func() error {
-		u := &etcdv1alpha1.EtcdUser{}
-		if err := framework.K8s.Get(context.Background(), key, u); err != nil {
-			return err
-		}
-		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
-			return fmt.Errorf("Ready %+v", r)
-		}
-		return nil
-	})
-}
-
 // caOnlyTLS checks the members with the cluster's CA (from its client Secret) and presents no certificate.
 func caOnlyTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 	var s corev1.Secret
@@ -82,22 +67,6 @@ func caOnlyTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 		return nil, err
 	}
 	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}).Config()
-}
-
-// waitAuthEnabled waits for status.authEnabled to be want.
-func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	c := &etcdv1alpha1.EtcdCluster{}
-	framework.Poll(t, fmt.Sprintf("status.authEnabled %v", want), 2*time.Minute, func() error {
-		if err := framework.K8s.Get(context.Background(), key, c); err != nil {
-			return err
-		}
-		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled != want {
-			return fmt.Errorf("status.authEnabled %v", c.Status.AuthEnabled)
-		}
-		return nil
-	})
-	return c
 }
 
 // TestAuthWithoutTLS: on a plaintext cluster (tls.provider None), where members verify no client certificates,
@@ -123,22 +92,22 @@ func TestAuthWithoutTLS(t *testing.T) {
 	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader": newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
-		"q-read": newEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
+		"loader": framework.NewEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"q-read": framework.NewEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
 	}
-	certUser := newEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	certUser := framework.NewEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	if err := framework.K8s.Create(ctx, certUser); err != nil {
 		t.Fatal(err)
 	}
-	createUsersReady(t, users)
-	waitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
+	framework.CreateUsersReady(t, users)
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
 
 	user, password := passwordOf(t, ns, "loader-password")
 	load := framework.StartLoadAs(t, c, user, password)
 	begin := time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	c = waitAuthEnabled(t, key, true)
+	c = framework.WaitAuthEnabled(t, key, true)
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
 	if c.Status.OperatorCredentialsSecret != "plain-operator-credentials" {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
@@ -170,12 +139,12 @@ func TestAuthWithoutTLS(t *testing.T) {
 		t.Fatalf("an anonymous write with auth on: %v, want refused (user name is empty)", err)
 	}
 	p, q := passwordClient(t, c, "app-p-password"), passwordClient(t, c, "q-read-password")
-	mayWrite(t, "app-p", p, "/p/1", true)
-	mayRead(t, "app-p", p, "/p/1", true)
-	mayWrite(t, "app-p", p, "/q/1", false)
-	mayRead(t, "q-read", q, "/q/1", true)
-	mayWrite(t, "q-read", q, "/q/1", false)
-	mayRead(t, "q-read", q, "/p/1", false)
+	framework.MayWrite(t, "app-p", p, "/p/1", true)
+	framework.MayRead(t, "app-p", p, "/p/1", true)
+	framework.MayWrite(t, "app-p", p, "/q/1", false)
+	framework.MayRead(t, "q-read", q, "/q/1", true)
+	framework.MayWrite(t, "q-read", q, "/q/1", false)
+	framework.MayRead(t, "q-read", q, "/p/1", false)
 
 	// Steward acts as its password user: a scale-up (add learner, promote) needs the root role.
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
@@ -199,7 +168,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 	if string(rcreds.Data[resources.SecretPasswordKey]) != string(creds.Data[resources.SecretPasswordKey]) {
 		t.Fatal("the restored cluster's operator credentials do not carry the source's password")
 	}
-	mayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
+	framework.MayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
 
 	// A password etcd does not know (the Secret edited): Steward says exactly that and changes nothing.
 	podsBefore := framework.PodUIDs(t, restored)
@@ -235,8 +204,8 @@ func TestAuthWithoutTLS(t *testing.T) {
 	framework.WaitSettled(t, rkey, 4*time.Minute)
 
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
-	waitAuthEnabled(t, key, false)
-	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
+	framework.WaitAuthEnabled(t, key, false)
+	framework.MayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
 	framework.RequireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
 }
 
@@ -290,25 +259,25 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	framework.WaitAvailable(t, key, 4*time.Minute)
-	c = waitAuthEnabled(t, key, true)
+	c = framework.WaitAuthEnabled(t, key, true)
 	if c.Status.OperatorCredentialsSecret != "" {
 		t.Fatalf("a certificate cluster has operator credentials %q", c.Status.OperatorCredentialsSecret)
 	}
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader":         newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":          newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
-		"cert-user":      newEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
-		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
+		"loader":         framework.NewEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":          framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"cert-user":      framework.NewEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
+		"transport-only": framework.NewEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
 	}
-	createUsersReady(t, users)
-	certClient := userClient(t, c, users["cert-user"])
-	mayWrite(t, "cert-user", certClient, "/c/1", true)
+	framework.CreateUsersReady(t, users)
+	certClient := framework.UserClient(t, c, users["cert-user"])
+	framework.MayWrite(t, "cert-user", certClient, "/c/1", true)
 
 	// The load authenticates with a password and presents a certificate of the cluster's CA with no user behind
 	// it: what a password client needs while members still ask for a certificate, and harmless after.
 	user, password := passwordOf(t, ns, "loader-password")
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: framework.AnonymousTLS(t, c),
 		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
@@ -330,16 +299,16 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 
 	p := passwordClient(t, c, "app-p-password")
-	mayWrite(t, "app-p (password, no certificate)", p, "/p/1", true)
-	mayRead(t, "app-p (password, no certificate)", p, "/p/1", true)
-	mayWrite(t, "app-p (password, no certificate)", p, "/c/1", false)
+	framework.MayWrite(t, "app-p (password, no certificate)", p, "/p/1", true)
+	framework.MayRead(t, "app-p (password, no certificate)", p, "/p/1", true)
+	framework.MayWrite(t, "app-p (password, no certificate)", p, "/c/1", false)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = userClient(t, c, users["cert-user"]).Put(wctx, "/c/2", "x")
+	_, err = framework.UserClient(t, c, users["cert-user"]).Put(wctx, "/c/2", "x")
 	cancel()
 	if !errors.Is(err, rpctypes.ErrUserEmpty) {
 		t.Fatalf("a certificate-only client once members ask for none: %v, want refused (user name is empty)", err)
 	}
-	waitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
 
 	backup := framework.NewBackup(ns, "pw-only", c.Name, framework.S3Destination(ns+"/pw-only.db"))
 	if err := framework.K8s.Create(ctx, backup); err != nil {
@@ -349,8 +318,8 @@ func TestPasswordOnlyClients(t *testing.T) {
 
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
 	c = waitClientAuth(t, key, true)
-	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
-	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
+	framework.WaitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
+	framework.MayWrite(t, "cert-user (certificates required again)", framework.UserClient(t, c, users["cert-user"]), "/c/3", true)
 	framework.RequireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
 }
 
@@ -366,12 +335,12 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	c := createPlaintextWithAuth(t, framework.NewCluster(ns, "switch", 3))
 	key := client.ObjectKeyFromObject(c)
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader": newEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"loader": framework.NewEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
 	}
-	createUsersReady(t, users)
+	framework.CreateUsersReady(t, users)
 	user, password := passwordOf(t, ns, "loader-password")
-	plain, secure := serviceTargets(t, c)
+	plain, secure := framework.ServiceTargets(t, c)
 	withTLS := c.DeepCopy()
 	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	secure.TLSFrom = func() (*tls.Config, error) { return caOnlyTLS(withTLS) }
@@ -386,10 +355,10 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ClientAuth: etcdv1alpha1.ClientAuthPassword}
 	})
-	waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS with auth on: settled %s after the change", time.Since(began).Round(time.Second))
 	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
-	if c = waitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
+	if c = framework.WaitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
 	}
 	for pod, certs := range verifiesClientCerts(t, c) {
@@ -397,8 +366,8 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 			t.Fatalf("Pod %s requires client certificates; tls.clientAuth is Password", pod)
 		}
 	}
-	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/p/1", true)
-	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/q/1", false)
+	framework.MayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/p/1", true)
+	framework.MayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/q/1", false)
 
 	secureCfg, err := caOnlyTLS(c)
 	if err != nil {
@@ -414,11 +383,11 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
-	waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	framework.WaitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext with auth on: settled %s after the change", time.Since(began).Round(time.Second))
 	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
-	c = waitAuthEnabled(t, key, true)
-	mayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
+	c = framework.WaitAuthEnabled(t, key, true)
+	framework.MayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
 }
 
 // createPlaintextWithAuth creates cluster c as a plaintext cluster with authentication on and waits until it is
@@ -432,5 +401,5 @@ func createPlaintextWithAuth(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1a
 	}
 	key := client.ObjectKeyFromObject(c)
 	framework.WaitAvailable(t, key, 4*time.Minute)
-	return waitAuthEnabled(t, key, true)
+	return framework.WaitAuthEnabled(t, key, true)
 }

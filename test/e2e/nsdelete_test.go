@@ -47,7 +47,7 @@ func populate(t *testing.T, ns string) *populated {
 	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.K8s.Create(ctx, newEtcdUser(ns, "app", c.Name, "/app/", etcdv1alpha1.AccessReadWrite, true)); err != nil {
+	if err := framework.K8s.Create(ctx, framework.NewEtcdUser(ns, "app", c.Name, "/app/", etcdv1alpha1.AccessReadWrite, true)); err != nil {
 		t.Fatal(err)
 	}
 	return &populated{ns: ns, cluster: c, s3Key: ns + "/oneshot.db"}
@@ -60,7 +60,7 @@ func finishPopulating(t *testing.T, p *populated) {
 	t.Helper()
 	ctx := context.Background()
 	p.cluster = framework.WaitAvailable(t, client.ObjectKeyFromObject(p.cluster), 3*time.Minute)
-	waitUserReady(t, client.ObjectKey{Namespace: p.ns, Name: "app"}, 2*time.Minute)
+	framework.WaitUserReady(t, client.ObjectKey{Namespace: p.ns, Name: "app"}, 2*time.Minute)
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "nightly"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: p.cluster.Name, Schedule: "@every 6h",
 			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db"}},

@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,64 +19,6 @@ import (
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/e2e/framework"
 )
-
-// secretPair is the certificate and key of a kubernetes.io/tls Secret, and the CA certificates in its ca.crt.
-func secretPair(t *testing.T, ns, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	var s corev1.Secret
-	framework.Poll(t, "Secret "+name, time.Minute, func() error {
-		return framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)
-	})
-	pair, err := tls.X509KeyPair(s.Data[resources.SecretCertKey], s.Data[resources.SecretKeyKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(s.Data[resources.SecretCAKey])
-	return pair, roots
-}
-
-// peerPortAnswer asks a member's peer port (by Pod IP) for path with cert, checking the member's certificate for
-// its own DNS name as its peers do: the HTTP status, or the error (a refused TLS handshake).
-func peerPortAnswer(c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, roots *x509.CertPool, cert tls.Certificate, path string) (int, error) {
-	cfg := &tls.Config{RootCAs: roots, ServerName: resources.MemberHost(c, pod.Name, framework.OperatorOptions), Certificates: []tls.Certificate{cert},
-		MinVersion: tls.VersionTLS12}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
-	resp, err := hc.Get("https://" + net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(resources.PeerPort)) + path)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
-}
-
-// peerPaths are what etcd's peer port serves to any certificate it accepts: the member list, the version and
-// the raft prober; the raft stream itself is behind the same check.
-var peerPaths = []string{"/members", "/version", "/raft/probing"}
-
-// requirePeerPort checks every member's peer port: the certificates in refused get no 2xx answer on any path
-// (a refused handshake or an error status), and the member's own certificate (the positive control: the port is
-// reached and the test's TLS is right) gets 200.
-func requirePeerPort(t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.CertPool, refused map[string]tls.Certificate) {
-	t.Helper()
-	pods := framework.MemberPodsOf(t, c)
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		member, _ := secretPair(t, c.Namespace, resources.MemberSecretName(p.Name))
-		if code, err := peerPortAnswer(c, p, roots, member, "/members"); err != nil || code != http.StatusOK {
-			t.Fatalf("member %s's own certificate on its peer port: %d %v", p.Name, code, err)
-		}
-		for who, cert := range refused {
-			for _, path := range peerPaths {
-				code, err := peerPortAnswer(c, p, roots, cert, path)
-				if err == nil && code < 300 {
-					t.Errorf("%s's certificate on the peer port of %s: %s answered %d", who, p.Name, path, code)
-				}
-			}
-		}
-	}
-}
 
 // requireReplicated writes a key through the client Service and reads it back from every member on its own
 // (a serializable read answers from the member's own store): every member still gets every write.
@@ -204,11 +143,11 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	if checking, _ := podsChecking(t, got); checking != 0 {
 		t.Fatalf("%d members check the peer identity under peerAuth AnyCertificate", checking)
 	}
-	app := newEtcdUser(ns, "app", c.Name, "/tenant-a/", etcdv1alpha1.AccessReadWrite, false)
+	app := framework.NewEtcdUser(ns, "app", c.Name, "/tenant-a/", etcdv1alpha1.AccessReadWrite, false)
 	users := map[string]*etcdv1alpha1.EtcdUser{"app": app}
-	createUsersReady(t, users)
-	userCert, roots := secretPair(t, ns, "app-tls")
-	stewardCert, _ := secretPair(t, ns, resources.ClientSecretName(got))
+	framework.CreateUsersReady(t, users)
+	userCert, roots := framework.SecretPair(t, ns, "app-tls")
+	stewardCert, _ := framework.SecretPair(t, ns, resources.ClientSecretName(got))
 	otherCA, err := pki.NewCA("intruder", time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +164,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 
 	// The hole, as it was: the application's certificate reads the member list on the peer port.
 	pods := framework.MemberPodsOf(t, got)
-	if code, err := peerPortAnswer(got, &pods.Items[0], roots, userCert, "/members"); err != nil || code != http.StatusOK {
+	if code, err := framework.PeerPortAnswer(got, &pods.Items[0], roots, userCert, "/members"); err != nil || code != http.StatusOK {
 		t.Fatalf("peerAuth AnyCertificate: the EtcdUser's certificate on the peer port got %d %v, want 200 (any certificate of the CA)", code, err)
 	}
 
@@ -234,7 +173,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	// of holding it; the spec then asks for MemberIdentity and the operator starts again.
 	before := framework.Identities(t, got)
 	load := framework.StartLoad(t, got)
-	watch := watchSwitch(t, key)
+	watch := framework.WatchSwitch(t, key)
 	stopOperator()
 	dropPeerIdentity(t, got)
 	cfg := framework.ClusterTLS(t, got)
@@ -262,13 +201,13 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	got = framework.WaitSettled(t, key, 3*time.Minute)
 	t.Logf("AnyCertificate -> MemberIdentity: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled cluster too
-	watch.finish(t, "AnyCertificate -> MemberIdentity")
+	watch.Finish(t, "AnyCertificate -> MemberIdentity")
 	framework.RequireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
 	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 
-	requirePeerPort(t, got, roots, map[string]tls.Certificate{"an EtcdUser": userCert, "Steward": stewardCert, "a foreign CA": foreignCert})
+	framework.RequirePeerPort(t, got, roots, map[string]tls.Certificate{"an EtcdUser": userCert, "Steward": stewardCert, "a foreign CA": foreignCert})
 	requireReplicated(t, got, "after the change")
 	framework.CheckStatusMatchesEtcd(t, got)
 
@@ -277,7 +216,7 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	if checking, all := podsChecking(t, cmGot); checking != all || all != 1 {
 		t.Fatalf("new CertManager cluster: %d of %d members check the peer identity", checking, all)
 	}
-	cmClient, cmRoots := secretPair(t, ns, resources.ClientSecretName(cmGot))
-	requirePeerPort(t, cmGot, cmRoots, map[string]tls.Certificate{"Steward (cert-manager's)": cmClient, "a foreign CA": foreignCert})
+	cmClient, cmRoots := framework.SecretPair(t, ns, resources.ClientSecretName(cmGot))
+	framework.RequirePeerPort(t, cmGot, cmRoots, map[string]tls.Certificate{"Steward (cert-manager's)": cmClient, "a foreign CA": foreignCert})
 	framework.WriteAndReadThroughService(t, cmGot)
 }

@@ -586,7 +586,7 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	c := framework.NewCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	key, got, before := framework.CreatePodLossCluster(t, c)
-	plain, secure := serviceTargets(t, got)
+	plain, secure := framework.ServiceTargets(t, got)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
 	if err != nil {
 		t.Fatal(err)
@@ -612,7 +612,7 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 	})
 	r := podLoss{key: key, replicas: 3, victims: []string{bridge, leader}}
 	r.run(t)
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	requireSameMembers(t, key, before)
 	framework.RequireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
 	framework.DeleteAndCheckNothingLeft(t, got)
@@ -637,7 +637,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	}
 	// The cluster must stay Available while the member is replaced (the watch's TLS checks hold trivially: no
 	// switch runs).
-	available := watchSwitch(t, key)
+	available := framework.WatchSwitch(t, key)
 	begin := time.Now()
 	if err := framework.K8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
@@ -686,7 +686,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	t.Logf("successor %s listed as %v while %s was still a member", successor, roles, victim)
 	framework.RemovalEvent(t, got, victim)
 	framework.LogEvents(t, got, begin)
-	available.finish(t, "replacing a member whose volume was deleted")
+	available.Finish(t, "replacing a member whose volume was deleted")
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("volume %s of the removed member: %v, want it gone", pvc.Name, err)
 	}

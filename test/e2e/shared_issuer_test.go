@@ -58,7 +58,7 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 
 	// The controls: A's Steward client certificate reads and writes; the member's own certificate is answered on
-	// its peer port (requirePeerPort). The roots are what cert-manager writes as ca.crt (the shared CA): a client
+	// its peer port (RequirePeerPort). The roots are what cert-manager writes as ca.crt (the shared CA): a client
 	// of the shared CA still verifies A's members, whose certificates carry the intermediate.
 	framework.WriteAndReadThroughService(t, got)
 	cfg := framework.ClusterTLS(t, got)
@@ -76,7 +76,7 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 		})
 		refused["namespace B's "+name] = pair
 	}
-	_, roots := secretPair(t, nsA, resources.ClientSecretName(got))
+	_, roots := framework.SecretPair(t, nsA, resources.ClientSecretName(got))
 	for who, pair := range refused {
 		foreign := cfg.Clone()
 		foreign.Certificates = []tls.Certificate{pair}
@@ -84,7 +84,7 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 			framework.RequireRefused(t, fmt.Sprintf("%s on the client port of %s", who, m), "https://"+addr, foreign)
 		}
 	}
-	requirePeerPort(t, got, roots, refused)
+	framework.RequirePeerPort(t, got, roots, refused)
 	framework.WriteAndReadThroughService(t, got)
 	requireOwnTrust(t, got)
 }

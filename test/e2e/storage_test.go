@@ -128,7 +128,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	ids := framework.MemberIDs(got)
 	before := memberVolumes(t, got)
 	load := framework.StartLoad(t, got)
-	available := watchSwitch(t, key)
+	available := framework.WatchSwitch(t, key)
 	watch := watchStorage(t, key)
 	begin := time.Now()
 	size := resource.MustParse("2Gi")
@@ -150,7 +150,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	got = framework.WaitSettled(t, key, 2*time.Minute)
 	settled := time.Since(begin)
 	maxMembers, maxGrowing, conditions := watch.finish()
-	available.finish(t, "expanding volumes in place")
+	available.Finish(t, "expanding volumes in place")
 	framework.RequireNoLostWrites(t, load, "expanding 3 volumes in place")
 	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members in etcd at once; PVC conditions seen: %v",
 		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
@@ -202,14 +202,14 @@ func TestStorageClassMigration(t *testing.T) {
 	framework.StartOperator(t, ns)
 	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "move", 3))
 	load := framework.StartLoad(t, got)
-	available := watchSwitch(t, key)
+	available := framework.WatchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
 	}, "class="+testbed.FixedStorageClassName+" request=1Gi", true)
 	got = migrateStorage(t, key, "shrinking 3 volumes 1Gi -> 512Mi", func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.Size = resource.MustParse("512Mi")
 	}, "class="+testbed.FixedStorageClassName+" request=512Mi", false)
-	available.finish(t, "migrating to another storage class and shrinking")
+	available.Finish(t, "migrating to another storage class and shrinking")
 	framework.RequireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {
 		framework.ReadKeysFromMember(t, got, m.Name)

@@ -439,11 +439,11 @@ func TestTLSProviderCertManager(t *testing.T) {
 
 	// An application's EtcdUser gets its certificate from the cluster's issuer (a Certificate it owns), enforced
 	// once auth is on.
-	app := newEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
+	app := framework.NewEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
 	if err := framework.K8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	app = waitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
+	app = framework.WaitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
 	if cert, err := certificateOf(ctx, ns, "cm-app-tls"); err != nil || !metav1.IsControlledBy(cert, app) {
 		t.Fatalf("Certificate cm-app-tls: %v", err)
 	} else if cn, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName"); cn != "cm-app" {
@@ -459,9 +459,9 @@ func TestTLSProviderCertManager(t *testing.T) {
 		}
 		return nil
 	})
-	appClient := userClient(t, got, app)
-	mayWrite(t, "cm-app", appClient, "/cm-app/1", true)
-	mayWrite(t, "cm-app", appClient, "/other/1", false)
+	appClient := framework.UserClient(t, got, app)
+	framework.MayWrite(t, "cm-app", appClient, "/cm-app/1", true)
+	framework.MayWrite(t, "cm-app", appClient, "/other/1", false)
 	// Deleted, the user is refused; its Certificate and Secret go with the EtcdUser (owner references).
 	if err := framework.K8s.Delete(ctx, app); err != nil {
 		t.Fatal(err)
@@ -472,7 +472,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		}
 		return nil
 	})
-	mayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
+	framework.MayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
 
 	// The cluster whose issuer does not exist has waited all along, without a Pod.
 	framework.Poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {

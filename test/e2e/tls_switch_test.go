@@ -5,15 +5,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
@@ -21,125 +17,6 @@ import (
 	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
-
-// switchWatch follows a cluster while it switches between plaintext and TLS: whether Available ever went False,
-// the TLS modes its members passed through, and whether a plaintext member and a TLS member (which cannot talk
-// to each other) ever ran at the same time.
-type switchWatch struct {
-	mu          sync.Mutex
-	unavailable []string
-	modes       map[string][]string
-	mixed       []string
-	stop        chan struct{}
-	done        chan struct{}
-}
-
-func watchSwitch(t *testing.T, key client.ObjectKey) *switchWatch {
-	t.Helper()
-	w := &switchWatch{modes: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	// The modes before the change: the first restart may come before the first tick.
-	var pods corev1.PodList
-	if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range pods.Items {
-		mode, _ := resources.PodTLS(&pods.Items[i])
-		w.modes[pods.Items[i].Name] = []string{mode}
-	}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var c etcdv1alpha1.EtcdCluster
-			var pods corev1.PodList
-			errC := framework.K8s.Get(ctx, key, &c)
-			errP := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
-			cancel()
-			if errC != nil || errP != nil {
-				continue
-			}
-			w.mu.Lock()
-			if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond != nil && cond.Status != "True" {
-				w.unavailable = append(w.unavailable, cond.Reason+": "+cond.Message)
-			}
-			kinds := map[string]string{}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if p.DeletionTimestamp != nil {
-					continue
-				}
-				mode, _ := resources.PodTLS(p)
-				kinds[mode] = p.Name
-				if h := w.modes[p.Name]; len(h) == 0 || h[len(h)-1] != mode {
-					w.modes[p.Name] = append(h, mode)
-				}
-			}
-			if kinds[resources.MemberTLSPlaintext] != "" && kinds[resources.MemberTLSOn] != "" {
-				w.mixed = append(w.mixed, fmt.Sprintf("%s plaintext while %s serves TLS", kinds[resources.MemberTLSPlaintext], kinds[resources.MemberTLSOn]))
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// finish stops watching and fails the test if the cluster was ever unavailable or mixed plaintext and TLS members;
-// it returns each member's modes in order.
-func (w *switchWatch) finish(t *testing.T, during string) map[string][]string {
-	t.Helper()
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.unavailable) > 0 {
-		t.Errorf("%s: the cluster was not Available %d times, first: %s", during, len(w.unavailable), w.unavailable[0])
-	}
-	if len(w.mixed) > 0 {
-		t.Errorf("%s: a plaintext member ran beside a TLS member: %v", during, w.mixed[0])
-	}
-	return w.modes
-}
-
-// waitMembersTLS waits until the cluster has settled with every member in TLS mode mode.
-func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	framework.Poll(t, "every member of "+key.String()+" in TLS mode "+mode, timeout, func() error {
-		var c etcdv1alpha1.EtcdCluster
-		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		for _, m := range c.Status.Members {
-			if m.TLS != mode {
-				return fmt.Errorf("member %s is %q (%s)", m.Name, m.TLS, framework.Describe(&c))
-			}
-		}
-		return nil
-	})
-	return framework.WaitSettled(t, key, 2*time.Minute)
-}
-
-// serviceTargets are the two ways a client reaches the cluster's Service while it switches: plaintext and TLS
-// with the client Secret (read on first use: Steward issues it once the switch to TLS begins).
-func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure linearizability.Target) {
-	t.Helper()
-	var svc corev1.Service
-	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
-	framework.WaitServiceRouted(t, c, addr)
-	withTLS := c.DeepCopy()
-	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
-	return linearizability.Target{Endpoints: []string{"http://" + addr}},
-		linearizability.Target{Endpoints: []string{"https://" + addr}, TLSFrom: func() (*tls.Config, error) { return framework.ClusterTLSConfig(withTLS) }}
-}
 
 // requireKeys reads back keys (prefix e2e/known/) with cfg through endpoint.
 func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string]string) {
@@ -182,7 +59,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if got.Status.TLS != nil {
 		t.Fatalf("plaintext cluster has status.tls %+v", got.Status.TLS)
 	}
-	plain, secure := serviceTargets(t, got)
+	plain, secure := framework.ServiceTargets(t, got)
 	known := map[string]string{}
 	{
 		cli, err := clientv3.New(clientv3.Config{Endpoints: plain.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -208,7 +85,7 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := watchSwitch(t, key)
+	watch := framework.WatchSwitch(t, key)
 	began := time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
@@ -231,10 +108,10 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(3 * time.Second)
 	framework.StartOperator(t, ns)
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
-	modes := watch.finish(t, "plaintext -> TLS")
+	modes := watch.Finish(t, "plaintext -> TLS")
 	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS")
 	for name, seen := range modes {
 		if !strings.Contains(strings.Join(seen, ","), "Plaintext,Bridge") || seen[len(seen)-1] != resources.MemberTLSOn {
@@ -264,15 +141,15 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch = watchSwitch(t, key)
+	watch = framework.WatchSwitch(t, key)
 	began = time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
-	got = waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	modes = watch.finish(t, "TLS -> plaintext")
+	modes = watch.Finish(t, "TLS -> plaintext")
 	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext")
 	for name, seen := range modes {
 		if seen[0] != resources.MemberTLSOn || seen[len(seen)-1] != resources.MemberTLSPlaintext {
@@ -298,16 +175,16 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch = watchSwitch(t, key)
+	watch = framework.WatchSwitch(t, key)
 	began = time.Now()
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 			CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	})
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS (CertManager): settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	watch.finish(t, "plaintext -> TLS (CertManager)")
+	watch.Finish(t, "plaintext -> TLS (CertManager)")
 	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
 	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)

@@ -31,7 +31,7 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	framework.WaitAvailable(t, key, 4*time.Minute)
-	c = waitAuthEnabled(t, key, true)
+	c = framework.WaitAuthEnabled(t, key, true)
 
 	root, _ := framework.MemberClient(t, c)
 	defer func() { _ = root.Close() }()
@@ -63,17 +63,17 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	if err := framework.K8s.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	first = waitUserReady(t, client.ObjectKeyFromObject(first), 2*time.Minute)
-	second := newEtcdUser(ns, "second", c.Name, "/second/", etcdv1alpha1.AccessReadWrite, false)
+	first = framework.WaitUserReady(t, client.ObjectKeyFromObject(first), 2*time.Minute)
+	second := framework.NewEtcdUser(ns, "second", c.Name, "/second/", etcdv1alpha1.AccessReadWrite, false)
 	second.Spec.UserName = "app"
 	if err := framework.K8s.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	waitUserReason(t, client.ObjectKeyFromObject(second), etcdv1alpha1.ReasonUserNameConflict, "EtcdUser first")
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(second), etcdv1alpha1.ReasonUserNameConflict, "EtcdUser first")
 	handMade("with both EtcdUsers")
-	app := userClient(t, c, first)
-	mayRead(t, "first", app, "/hand/x", true)
-	mayWrite(t, "first", app, "/second/1", false)
+	app := framework.UserClient(t, c, first)
+	framework.MayRead(t, "first", app, "/hand/x", true)
+	framework.MayWrite(t, "first", app, "/second/1", false)
 	userRoles := func(when string) {
 		t.Helper()
 		u, err := root.UserGet(ctx, "app")
@@ -101,8 +101,8 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	deleted(second)
 	userRoles("after the second EtcdUser is deleted")
 	handMade("after the second EtcdUser is deleted")
-	mayRead(t, "first, after the second is deleted", app, "/hand/x", true)
-	waitUserReady(t, client.ObjectKeyFromObject(first), time.Minute)
+	framework.MayRead(t, "first, after the second is deleted", app, "/hand/x", true)
+	framework.WaitUserReady(t, client.ObjectKeyFromObject(first), time.Minute)
 
 	deleted(first)
 	if _, err := root.UserGet(ctx, "app"); err == nil {
