@@ -51,7 +51,7 @@ func etcdctlPod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, secret string, 
 		}
 		return nil
 	})
-	return pod.Status.Phase, kubectl(t, "", "logs", "-n", c.Namespace, name)
+	return pod.Status.Phase, framework.Kubectl(t, "", "logs", "-n", c.Namespace, name)
 }
 
 // TestEtcdUsersAndAuth: EtcdUsers on a TLS cluster get their Secrets and etcd entries while auth is off

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,30 +17,12 @@ import (
 	"steward.dev/steward/test/e2e/framework"
 )
 
-// pluginBinary builds kubectl-steward once per run.
-func pluginBinary(t *testing.T) string {
-	t.Helper()
-	return buildOnce(t, "kubectl-steward", func() (string, error) {
-		dir, err := os.MkdirTemp("", "kubectl-steward-")
-		if err != nil {
-			return "", err
-		}
-		path := filepath.Join(dir, "kubectl-steward")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/kubectl-steward")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", errors.Join(err, errors.New(string(out)))
-		}
-		return path, nil
-	})
-}
-
 // plugin runs kubectl-steward against the test bed in namespace ns; it returns the output and the exit code.
 func plugin(t *testing.T, ns string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pluginBinary(t), append([]string{"--kubeconfig", framework.Bed.Kubeconfig, "-n", ns}, args...)...)
+	cmd := exec.CommandContext(ctx, framework.PluginBinary(t), append([]string{"--kubeconfig", framework.Bed.Kubeconfig, "-n", ns}, args...)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var exit *exec.ExitError

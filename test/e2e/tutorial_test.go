@@ -59,7 +59,7 @@ func shellBlocks(markdown string) ([]shellBlock, error) {
 // too few to be the tutorial (a fence spelt otherwise would leave the test running nothing).
 func tutorialBlocks(t *testing.T) []shellBlock {
 	t.Helper()
-	page, err := os.ReadFile(filepath.Join(repoRoot(t), tutorialPage))
+	page, err := os.ReadFile(filepath.Join(framework.RepoRoot(t), tutorialPage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestGettingStartedTutorial(t *testing.T) {
 	framework.StartOperator(t, ns)
 	env := append(os.Environ(),
 		"KUBECONFIG="+tutorialKubeconfig(t, ns),
-		"PATH="+strings.Join([]string{filepath.Dir(pluginBinary(t)), filepath.Dir(framework.Bed.KubectlPath()),
+		"PATH="+strings.Join([]string{filepath.Dir(framework.PluginBinary(t)), filepath.Dir(framework.Bed.KubectlPath()),
 			framework.Bed.EtcdBinDir(testbed.EtcdVersions[0]), os.Getenv("PATH")}, string(os.PathListSeparator)))
 	dir := t.TempDir()
 	for i, b := range blocks {
