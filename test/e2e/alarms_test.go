@@ -35,8 +35,8 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := overwrite(t, cli, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.Overwrite(t, cli, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE: the quota is not 32Mi")
 	}
 	t.Logf("NOSPACE after %s of 256KiB writes", time.Since(begin).Round(100*time.Millisecond))
@@ -71,7 +71,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if ev := framework.EventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
 		t.Errorf("no Warning Event NoSpaceAlarm")
 	}
-	filled.check(t, cli)
+	filled.Check(t, cli)
 
 	// The runbook (docs/operations/alerts-and-runbooks.md): compact, defragment every member, disarm.
 	status, err := cli.Status(ctx, framework.AnyEndpoint(eps))
@@ -111,7 +111,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if _, err := cli.Put(ctx, "after", "recovered"); err != nil {
 		t.Fatalf("write after the recovery: %v", err)
 	}
-	filled.check(t, cli)
+	filled.Check(t, cli)
 	got = framework.WaitSettled(t, key, time.Minute)
 	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v: a NOSPACE alarm is no reason to replace any", ids, now)

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,68 +15,6 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/test/e2e/framework"
 )
-
-// fill is what overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
-// NOSPACE, if one did. etcd applies the write that crosses the quota and only then answers NOSPACE (its quota
-// applier checks after applying), so that write's outcome is unknown to the client: its key may hold either value.
-type fill struct {
-	acked        map[string][]byte
-	noSpaceKey   string
-	noSpaceValue []byte
-}
-
-// overwrite writes 256KiB values to eight keys in turn, n times or until etcd answers NOSPACE. Every overwritten
-// value stays in the database as an old revision until a compaction.
-func overwrite(t *testing.T, cli *clientv3.Client, n int) fill {
-	t.Helper()
-	return writeValues(t, cli, n, 8)
-}
-
-// writeValues writes 256KiB values to keys keys in turn, n times or until etcd answers NOSPACE: with as many keys
-// as writes, every value is live data that no compaction frees.
-func writeValues(t *testing.T, cli *clientv3.Client, n, keys int) fill {
-	t.Helper()
-	f := fill{acked: map[string][]byte{}}
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("fill-%d", i%keys)
-		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := cli.Put(ctx, k, string(v))
-		cancel()
-		if errors.Is(err, rpctypes.ErrNoSpace) {
-			f.noSpaceKey, f.noSpaceValue = k, v
-			return f
-		}
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-		f.acked[k] = v
-	}
-	return f
-}
-
-// check reads back every acknowledged write: each key holds the last value acknowledged for it, or, for the key
-// of the write answered NOSPACE, that write's value.
-func (f fill) check(t *testing.T, cli *clientv3.Client) {
-	t.Helper()
-	for k, want := range f.acked {
-		resp, err := cli.Get(context.Background(), k)
-		if err != nil {
-			t.Fatalf("read %s: %v", k, err)
-		}
-		if len(resp.Kvs) == 1 && k == f.noSpaceKey && bytes.Equal(resp.Kvs[0].Value, f.noSpaceValue) {
-			t.Logf("%s holds the value of the write etcd answered NOSPACE (%q...): applied, then refused", k, f.noSpaceValue[:8])
-			continue
-		}
-		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, want) {
-			got := "nothing"
-			if len(resp.Kvs) == 1 {
-				got = fmt.Sprintf("%q...", resp.Kvs[0].Value[:8])
-			}
-			t.Fatalf("%s holds %s, not its last acknowledged value %q...", k, got, want[:8])
-		}
-	}
-}
 
 // TestDefragmentation: a 3-member cluster with a defragmentation threshold gets 30MiB of old revisions, compacted:
 // under client load, Steward defragments every member once, one at a time, the leader last after handing
@@ -97,7 +32,7 @@ func TestDefragmentation(t *testing.T) {
 	load := framework.StartLoad(t, got)
 	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
-	filled := overwrite(t, cli, 120)
+	filled := framework.Overwrite(t, cli, 120)
 	status, err := cli.Status(ctx, framework.AnyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +78,7 @@ func TestDefragmentation(t *testing.T) {
 	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
-	filled.check(t, cli)
+	filled.Check(t, cli)
 	// A second pass finds nothing to do: the files are compact now.
 	time.Sleep(10 * time.Second)
 	if again := framework.EventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
@@ -169,8 +104,8 @@ func TestNoSpaceRecovery(t *testing.T) {
 	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := overwrite(t, cli, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.Overwrite(t, cli, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
@@ -189,7 +124,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
 	framework.RequireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
-	filled.check(t, cli)
+	filled.Check(t, cli)
 	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
 	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
@@ -217,8 +152,8 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := writeValues(t, cli, 1000, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.WriteValues(t, cli, 1000, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
@@ -254,9 +189,9 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	framework.RequireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
 	after, _ := framework.MemberClient(t, got)
 	defer func() { _ = after.Close() }()
-	filled.check(t, after)
+	filled.Check(t, after)
 	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> %dMi, 3 restarts)",
-		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond), quota>>20)
+		raised.Round(100*time.Millisecond), len(filled.Acked), recovered.Round(100*time.Millisecond), quota>>20)
 	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}

@@ -1,12 +1,16 @@
 package framework
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,4 +144,66 @@ func CreatePodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.Obj
 	key, got := Settle(t, c)
 	WriteAndReadThroughService(t, got)
 	return key, got, Identities(t, got)
+}
+
+// Overwrite writes 256KiB values to eight keys in turn, n times or until etcd answers NOSPACE. Every overwritten
+// value stays in the database as an old revision until a compaction.
+func Overwrite(t *testing.T, cli *clientv3.Client, n int) Fill {
+	t.Helper()
+	return WriteValues(t, cli, n, 8)
+}
+
+// Fill is what Overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
+// NOSPACE, if one did. etcd applies the write that crosses the quota and only then answers NOSPACE (its quota
+// applier checks after applying), so that write's outcome is unknown to the client: its key may hold either value.
+type Fill struct {
+	Acked        map[string][]byte
+	NoSpaceKey   string
+	noSpaceValue []byte
+}
+
+// Check reads back every acknowledged write: each key holds the last value acknowledged for it, or, for the key
+// of the write answered NOSPACE, that write's value.
+func (f Fill) Check(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	for k, want := range f.Acked {
+		resp, err := cli.Get(context.Background(), k)
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		if len(resp.Kvs) == 1 && k == f.NoSpaceKey && bytes.Equal(resp.Kvs[0].Value, f.noSpaceValue) {
+			t.Logf("%s holds the value of the write etcd answered NOSPACE (%q...): applied, then refused", k, f.noSpaceValue[:8])
+			continue
+		}
+		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, want) {
+			got := "nothing"
+			if len(resp.Kvs) == 1 {
+				got = fmt.Sprintf("%q...", resp.Kvs[0].Value[:8])
+			}
+			t.Fatalf("%s holds %s, not its last acknowledged value %q...", k, got, want[:8])
+		}
+	}
+}
+
+// WriteValues writes 256KiB values to keys keys in turn, n times or until etcd answers NOSPACE: with as many keys
+// as writes, every value is live data that no compaction frees.
+func WriteValues(t *testing.T, cli *clientv3.Client, n, keys int) Fill {
+	t.Helper()
+	f := Fill{Acked: map[string][]byte{}}
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("fill-%d", i%keys)
+		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(ctx, k, string(v))
+		cancel()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			f.NoSpaceKey, f.noSpaceValue = k, v
+			return f
+		}
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		f.Acked[k] = v
+	}
+	return f
 }
