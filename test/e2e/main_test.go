@@ -57,11 +57,16 @@ func TestMain(m *testing.M) {
 	os.Exit(runWithTestbed(m))
 }
 
+// shouldRun is whether the run needs the test bed: not under -short, not to list the tests (go test -list, which
+// would otherwise stop the test bed another run holds the lock for), and only as root.
 func shouldRun() bool {
 	for _, a := range os.Args {
 		if a == "-test.short=true" || a == "-test.short" {
 			return false
 		}
+	}
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return false
 	}
 	return os.Geteuid() == 0
 }
