@@ -196,7 +196,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s); findings go to t
 
 .PHONY: bench
 bench: prereqs ## Measure operations on the test bed and write docs/development/benchmarks.md.
-	go run ./cmd/steward-testbed bench
+	go run ./test/bench
 
 .PHONY: prereqs
 prereqs: ## Install the Debian packages the test bed needs, if missing.

@@ -17,7 +17,7 @@ import (
 
 func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
-	opts := optionFlags(fs)
+	opts := testbed.RegisterFlags(fs)
 	_ = fs.Parse(args)
 	c, err := testbed.Start(ctx, *opts)
 	if err != nil {

@@ -1,10 +1,9 @@
 // Command steward-testbed runs Steward's local test bed (a real single-node Kubernetes cluster, see
-// internal/testbed) and the playground on it.
+// internal/testbed) and the playground on it. The benchmarks of Steward on it are test/bench (make bench).
 //
 //	steward-testbed up           start the test bed and print its kubeconfig
 //	steward-testbed demo         start the test bed, install Steward and a sample EtcdCluster, show its state
 //	steward-testbed down         stop whatever test bed runs on this machine
-//	steward-testbed bench        measure the test bed and write docs/development/benchmarks.md
 //	steward-testbed provisioner  (internal) the test bed's local-path volume provisioner
 package main
 
@@ -37,8 +36,6 @@ func main() {
 		err = demo(ctx, args)
 	case "down":
 		err = downCmd(args)
-	case "bench":
-		err = bench(ctx, args)
 	case "provisioner":
 		err = provisioner(ctx, args)
 	default:
@@ -51,25 +48,13 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: steward-testbed up|demo|down|bench [flags]")
+	fmt.Fprintln(os.Stderr, "usage: steward-testbed up|demo|down [flags]")
 	os.Exit(2)
-}
-
-// optionFlags are the test bed options every subcommand that starts or stops one accepts.
-func optionFlags(fs *flag.FlagSet) *testbed.Options {
-	var o testbed.Options
-	fs.StringVar(&o.StateDir, "state-dir", "", "test bed state directory (default /var/lib/steward-testbed)")
-	fs.StringVar(&o.RunDir, "run-dir", "", "test bed runtime directory (default /run/steward-testbed)")
-	fs.StringVar(&o.CacheDir, "cache-dir", "", "build cache (default ~/.cache/steward)")
-	fs.IntVar(&o.Nodes, "nodes", 1, "how many nodes the cluster has, each with its own kubelet, containerd and pod network (1 to 9)")
-	fs.IntVar(&o.Zones, "zones", 0, "how many zones the nodes are spread over (default: one per node)")
-	fs.IntVar(&o.DedicatedNodes, "dedicated-nodes", 0, "how many of the nodes (the last ones) carry the taint "+testbed.DedicatedTaint+"=true:NoSchedule")
-	return &o
 }
 
 func up(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
-	opts := optionFlags(fs)
+	opts := testbed.RegisterFlags(fs)
 	_ = fs.Parse(args)
 	c, err := testbed.Start(ctx, *opts)
 	if err != nil {
@@ -81,7 +66,7 @@ func up(ctx context.Context, args []string) error {
 
 func downCmd(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)
-	opts := optionFlags(fs)
+	opts := testbed.RegisterFlags(fs)
 	_ = fs.Parse(args)
 	if err := testbed.Down(*opts); err != nil {
 		return err

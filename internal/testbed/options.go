@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -215,4 +216,17 @@ func kubernetesModule(release string) string {
 func kubernetesMinor(release string) (major, minor string) {
 	parts := strings.SplitN(strings.TrimPrefix(release, "v"), ".", 3)
 	return parts[0], parts[1]
+}
+
+// RegisterFlags defines on fs the flags of the options every command that starts or stops a test bed accepts
+// (steward-testbed, the benchmarks), and returns the Options they fill in when fs is parsed.
+func RegisterFlags(fs *flag.FlagSet) *Options {
+	var o Options
+	fs.StringVar(&o.StateDir, "state-dir", "", "test bed state directory (default /var/lib/steward-testbed)")
+	fs.StringVar(&o.RunDir, "run-dir", "", "test bed runtime directory (default /run/steward-testbed)")
+	fs.StringVar(&o.CacheDir, "cache-dir", "", "build cache (default ~/.cache/steward)")
+	fs.IntVar(&o.Nodes, "nodes", 1, "how many nodes the cluster has, each with its own kubelet, containerd and pod network (1 to 9)")
+	fs.IntVar(&o.Zones, "zones", 0, "how many zones the nodes are spread over (default: one per node)")
+	fs.IntVar(&o.DedicatedNodes, "dedicated-nodes", 0, "how many of the nodes (the last ones) carry the taint "+DedicatedTaint+"=true:NoSchedule")
+	return &o
 }

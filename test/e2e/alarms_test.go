@@ -14,6 +14,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestNoSpaceAlarmIsReported fills a 3-member cluster on the smallest volume admission takes (512Mi, so a
@@ -24,26 +25,26 @@ import (
 func TestNoSpaceAlarmIsReported(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace")
-	startOperator(t, ns)
-	c := newCluster(ns, "full", 3)
+	ns := framework.NewNamespace(t, "nospace")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "full", 3)
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
-	key, got := settle(t, c)
-	checkQuota(t, got, 32<<20)
-	ids := memberIDs(got)
-	cli, eps := memberClient(t, got)
+	key, got := framework.Settle(t, c)
+	framework.CheckQuota(t, got, 32<<20)
+	ids := framework.MemberIDs(got)
+	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := overwrite(t, cli, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.Overwrite(t, cli, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE: the quota is not 32Mi")
 	}
 	t.Logf("NOSPACE after %s of 256KiB writes", time.Since(begin).Round(100*time.Millisecond))
 
 	var degraded metav1.Condition
-	poll(t, "NOSPACE reported in status", 2*time.Minute, func() error {
+	framework.Poll(t, "NOSPACE reported in status", 2*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		noSpace := 0
@@ -67,13 +68,13 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if degraded.Status != metav1.ConditionTrue {
 		t.Errorf("Degraded is not True with reason NoSpaceAlarm")
 	}
-	if ev := eventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
+	if ev := framework.EventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
 		t.Errorf("no Warning Event NoSpaceAlarm")
 	}
-	filled.check(t, cli)
+	filled.Check(t, cli)
 
 	// The runbook (docs/operations/alerts-and-runbooks.md): compact, defragment every member, disarm.
-	status, err := cli.Status(ctx, anyEndpoint(eps))
+	status, err := cli.Status(ctx, framework.AnyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +98,9 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 			t.Errorf("alarm %v besides NOSPACE", a)
 		}
 	}
-	poll(t, "NOSPACE cleared from status", 2*time.Minute, func() error {
+	framework.Poll(t, "NOSPACE cleared from status", 2*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded); len(cur.Status.Alarms) > 0 || d == nil || d.Status != metav1.ConditionFalse {
@@ -110,10 +111,10 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if _, err := cli.Put(ctx, "after", "recovered"); err != nil {
 		t.Fatalf("write after the recovery: %v", err)
 	}
-	filled.check(t, cli)
-	got = waitSettled(t, key, time.Minute)
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	filled.Check(t, cli)
+	got = framework.WaitSettled(t, key, time.Minute)
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v: a NOSPACE alarm is no reason to replace any", ids, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

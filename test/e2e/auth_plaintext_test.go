@@ -23,6 +23,7 @@ import (
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // passwordClient dials the cluster's client Service as the user of a password Secret, presenting no client
@@ -30,7 +31,7 @@ import (
 // anonymously.
 func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string) *clientv3.Client {
 	t.Helper()
-	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if resources.TLSEnabled(c) {
 		tlsCfg, err := caOnlyTLS(c)
 		if err != nil {
@@ -53,50 +54,19 @@ func passwordClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, secretName string
 func passwordOf(t *testing.T, ns, secretName string) (user, password string) {
 	t.Helper()
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, &s); err != nil {
 		t.Fatal(err)
 	}
 	return string(s.Data[resources.SecretUsernameKey]), string(s.Data[resources.SecretPasswordKey])
 }
 
-// waitUserReason waits for the EtcdUser's Ready condition to have reason, and a message containing text.
-func waitUserReason(t *testing.T, key client.ObjectKey, reason, text string) {
-	t.Helper()
-	poll(t, "EtcdUser "+key.Name+" Ready reason "+reason, time.Minute, func() error {
-		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(context.Background(), key, u); err != nil {
-			return err
-		}
-		if r := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady); r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
-			return fmt.Errorf("Ready %+v", r)
-		}
-		return nil
-	})
-}
-
 // caOnlyTLS checks the members with the cluster's CA (from its client Secret) and presents no certificate.
 func caOnlyTLS(c *etcdv1alpha1.EtcdCluster) (*tls.Config, error) {
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientSecretName(c)}, &s); err != nil {
 		return nil, err
 	}
-	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
-}
-
-// waitAuthEnabled waits for status.authEnabled to be want.
-func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	c := &etcdv1alpha1.EtcdCluster{}
-	poll(t, fmt.Sprintf("status.authEnabled %v", want), 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, c); err != nil {
-			return err
-		}
-		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled != want {
-			return fmt.Errorf("status.authEnabled %v", c.Status.AuthEnabled)
-		}
-		return nil
-	})
-	return c
+	return (&etcd.TLS{CA: s.Data[resources.SecretCAKey], ServerName: resources.ClientServiceHost(c, framework.OperatorOptions)}).Config()
 }
 
 // TestAuthWithoutTLS: on a plaintext cluster (tls.provider None), where members verify no client certificates,
@@ -110,40 +80,40 @@ func waitAuthEnabled(t *testing.T, key client.ObjectKey, want bool) *etcdv1alpha
 func TestAuthWithoutTLS(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "auth-plain")
-	startOperator(t, ns)
-	createS3Secret(t, ns)
-	c := newCluster(ns, "plain", 3)
+	ns := framework.NewNamespace(t, "auth-plain")
+	framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
+	c := framework.NewCluster(ns, "plain", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	c = waitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader": newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
-		"q-read": newEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
+		"loader": framework.NewEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"q-read": framework.NewEtcdUser(ns, "q-read", c.Name, "/q/", etcdv1alpha1.AccessRead, true),
 	}
-	certUser := newEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	if err := k8s.Create(ctx, certUser); err != nil {
+	certUser := framework.NewEtcdUser(ns, "cert-user", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	if err := framework.K8s.Create(ctx, certUser); err != nil {
 		t.Fatal(err)
 	}
-	createUsersReady(t, users)
-	waitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
+	framework.CreateUsersReady(t, users)
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(certUser), "CertificateNotSupported", "spec.password instead")
 
 	user, password := passwordOf(t, ns, "loader-password")
-	load := startLoadAs(t, c, user, password)
+	load := framework.StartLoadAs(t, c, user, password)
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	c = waitAuthEnabled(t, key, true)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	c = framework.WaitAuthEnabled(t, key, true)
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
 	if c.Status.OperatorCredentialsSecret != "plain-operator-credentials" {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
 	}
 	var creds corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.OperatorCredentialsSecret}, &creds); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.OperatorCredentialsSecret}, &creds); err != nil {
 		t.Fatal(err)
 	}
 	if string(creds.Data[resources.SecretUsernameKey]) != etcdauth.OperatorUser || len(creds.Data[resources.SecretPasswordKey]) != resources.PasswordLength ||
@@ -152,7 +122,7 @@ func TestAuthWithoutTLS(t *testing.T) {
 			len(creds.Data[resources.SecretPasswordKey]), creds.OwnerReferences)
 	}
 	var evs corev1.EventList
-	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+	if err := framework.K8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
@@ -169,49 +139,49 @@ func TestAuthWithoutTLS(t *testing.T) {
 		t.Fatalf("an anonymous write with auth on: %v, want refused (user name is empty)", err)
 	}
 	p, q := passwordClient(t, c, "app-p-password"), passwordClient(t, c, "q-read-password")
-	mayWrite(t, "app-p", p, "/p/1", true)
-	mayRead(t, "app-p", p, "/p/1", true)
-	mayWrite(t, "app-p", p, "/q/1", false)
-	mayRead(t, "q-read", q, "/q/1", true)
-	mayWrite(t, "q-read", q, "/q/1", false)
-	mayRead(t, "q-read", q, "/p/1", false)
+	framework.MayWrite(t, "app-p", p, "/p/1", true)
+	framework.MayRead(t, "app-p", p, "/p/1", true)
+	framework.MayWrite(t, "app-p", p, "/q/1", false)
+	framework.MayRead(t, "q-read", q, "/q/1", true)
+	framework.MayWrite(t, "q-read", q, "/q/1", false)
+	framework.MayRead(t, "q-read", q, "/p/1", false)
 
 	// Steward acts as its password user: a scale-up (add learner, promote) needs the root role.
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	c = waitSettled(t, key, 4*time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c = framework.WaitSettled(t, key, 4*time.Minute)
 
 	// A backup with auth on: the Job authenticates with the operator credentials (a snapshot needs the root role).
-	backup := newBackup(ns, "plain-auth", c.Name, s3Destination(ns+"/plain-auth.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	backup := framework.NewBackup(ns, "plain-auth", c.Name, framework.S3Destination(ns+"/plain-auth.db"))
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 
 	// Restored into a new plaintext cluster with auth on: the snapshot's store knows the source's operator
 	// password, which the new cluster's Secret takes over, so Steward manages it from the start.
-	restored := createPlaintextWithAuth(t, fromBackup(ns, "plain-restored", 1, backup.Name))
+	restored := createPlaintextWithAuth(t, framework.FromBackup(ns, "plain-restored", 1, backup.Name))
 	rkey := client.ObjectKeyFromObject(restored)
 	var rcreds corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: restored.Status.OperatorCredentialsSecret}, &rcreds); err != nil {
 		t.Fatal(err)
 	}
 	if string(rcreds.Data[resources.SecretPasswordKey]) != string(creds.Data[resources.SecretPasswordKey]) {
 		t.Fatal("the restored cluster's operator credentials do not carry the source's password")
 	}
-	mayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
+	framework.MayRead(t, "app-p (restored cluster)", passwordClient(t, restored, "app-p-password"), "/p/1", true)
 
 	// A password etcd does not know (the Secret edited): Steward says exactly that and changes nothing.
-	podsBefore := podUIDs(t, restored)
+	podsBefore := framework.PodUIDs(t, restored)
 	good := rcreds.DeepCopy()
 	patch := client.MergeFrom(rcreds.DeepCopy())
 	rcreds.Data[resources.SecretPasswordKey] = []byte("not-the-password")
-	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
-	patchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
-	poll(t, "the refused password reported", 2*time.Minute, func() error {
+	framework.PatchSpec(t, rkey, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // a change Steward must not make now
+	framework.Poll(t, "the refused password reported", 2*time.Minute, func() error {
 		cur := &etcdv1alpha1.EtcdCluster{}
-		if err := k8s.Get(ctx, rkey, cur); err != nil {
+		if err := framework.K8s.Get(ctx, rkey, cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -223,26 +193,26 @@ func TestAuthWithoutTLS(t *testing.T) {
 		return nil
 	})
 	time.Sleep(10 * time.Second) // passes that must change nothing
-	if after := podUIDs(t, restored); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+	if after := framework.PodUIDs(t, restored); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
 		t.Fatalf("member Pods changed while Steward's password was refused: %v -> %v", podsBefore, after)
 	}
 	patch = client.MergeFrom(rcreds.DeepCopy())
 	rcreds.Data = good.Data
-	if err := k8s.Patch(ctx, &rcreds, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, &rcreds, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitSettled(t, rkey, 4*time.Minute)
+	framework.WaitSettled(t, rkey, 4*time.Minute)
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
-	waitAuthEnabled(t, key, false)
-	mayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
-	requireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
+	framework.WaitAuthEnabled(t, key, false)
+	framework.MayWrite(t, "anonymous (auth off)", anonymous, "/q/anything", true)
+	framework.RequireNoLostWrites(t, load, "auth on without TLS, a scale-up, and auth off")
 }
 
 // verifiesClientCerts reports, per member Pod, whether it was started requiring client certificates.
 func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]bool {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	out := map[string]bool{}
 	for i := range pods.Items {
 		out[pods.Items[i].Name] = resources.PodVerifiesClientCerts(&pods.Items[i])
@@ -254,8 +224,8 @@ func verifiesClientCerts(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]b
 func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c *etcdv1alpha1.EtcdCluster
-	poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
-		c = waitSettled(t, key, 4*time.Minute)
+	framework.Poll(t, fmt.Sprintf("every member requiring client certificates: %v", certs), 4*time.Minute, func() error {
+		c = framework.WaitSettled(t, key, 4*time.Minute)
 		for pod, v := range verifiesClientCerts(t, c) {
 			if v != certs {
 				return fmt.Errorf("Pod %s requires client certificates: %v", pod, v)
@@ -276,52 +246,52 @@ func waitClientAuth(t *testing.T, key client.ObjectKey, certs bool) *etcdv1alpha
 func TestPasswordOnlyClients(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "pw-only")
-	startOperator(t, ns)
-	createS3Secret(t, ns)
-	bad := newCluster(ns, "bad", 1)
+	ns := framework.NewNamespace(t, "pw-only")
+	framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
+	bad := framework.NewCluster(ns, "bad", 1)
 	bad.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone, ClientAuth: etcdv1alpha1.ClientAuthPassword}
-	refused(t, k8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
-	c := newCluster(ns, "pwonly", 3)
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "tls.clientAuth Password needs a TLS provider")
+	c := framework.NewCluster(ns, "pwonly", 3)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
-	c = waitAuthEnabled(t, key, true)
+	framework.WaitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAuthEnabled(t, key, true)
 	if c.Status.OperatorCredentialsSecret != "" {
 		t.Fatalf("a certificate cluster has operator credentials %q", c.Status.OperatorCredentialsSecret)
 	}
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader":         newEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":          newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
-		"cert-user":      newEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
-		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
+		"loader":         framework.NewEtcdUser(ns, "loader", c.Name, "lin/", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":          framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"cert-user":      framework.NewEtcdUser(ns, "cert-user", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, false),
+		"transport-only": framework.NewEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
 	}
-	createUsersReady(t, users)
-	certClient := userClient(t, c, users["cert-user"])
-	mayWrite(t, "cert-user", certClient, "/c/1", true)
+	framework.CreateUsersReady(t, users)
+	certClient := framework.UserClient(t, c, users["cert-user"])
+	framework.MayWrite(t, "cert-user", certClient, "/c/1", true)
 
 	// The load authenticates with a password and presents a certificate of the cluster's CA with no user behind
 	// it: what a password client needs while members still ask for a certificate, and harmless after.
 	user, password := passwordOf(t, ns, "loader-password")
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: anonymousTLS(t, c),
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, TLS: framework.AnonymousTLS(t, c),
 		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthPassword
 	})
 	c = waitClientAuth(t, key, false)
 	t.Logf("members ask for no client certificate %s after the patch", time.Since(begin).Round(100*time.Millisecond))
-	if got := eventsWithin(t, c, "OperatorUserRestored", begin, 1); len(got) != 1 {
+	if got := framework.EventsWithin(t, c, "OperatorUserRestored", begin, 1); len(got) != 1 {
 		t.Fatalf("OperatorUserRestored Events %v, want one: the password user made through the certificate before the restarts", got)
 	}
-	if got := eventsWithin(t, c, "MemberRestarting", begin, 3); len(got) < 3 {
+	if got := framework.EventsWithin(t, c, "MemberRestarting", begin, 3); len(got) < 3 {
 		t.Fatalf("MemberRestarting Events %v, want one per member", got)
 	}
 	if c.Status.OperatorCredentialsSecret != "pwonly-operator-credentials" {
@@ -329,28 +299,28 @@ func TestPasswordOnlyClients(t *testing.T) {
 	}
 
 	p := passwordClient(t, c, "app-p-password")
-	mayWrite(t, "app-p (password, no certificate)", p, "/p/1", true)
-	mayRead(t, "app-p (password, no certificate)", p, "/p/1", true)
-	mayWrite(t, "app-p (password, no certificate)", p, "/c/1", false)
+	framework.MayWrite(t, "app-p (password, no certificate)", p, "/p/1", true)
+	framework.MayRead(t, "app-p (password, no certificate)", p, "/p/1", true)
+	framework.MayWrite(t, "app-p (password, no certificate)", p, "/c/1", false)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = userClient(t, c, users["cert-user"]).Put(wctx, "/c/2", "x")
+	_, err = framework.UserClient(t, c, users["cert-user"]).Put(wctx, "/c/2", "x")
 	cancel()
 	if !errors.Is(err, rpctypes.ErrUserEmpty) {
 		t.Fatalf("a certificate-only client once members ask for none: %v, want refused (user name is empty)", err)
 	}
-	waitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(users["cert-user"]), "CertificateNotSupported", "spec.password instead")
 
-	backup := newBackup(ns, "pw-only", c.Name, s3Destination(ns+"/pw-only.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	backup := framework.NewBackup(ns, "pw-only", c.Name, framework.S3Destination(ns+"/pw-only.db"))
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.ClientAuth = etcdv1alpha1.ClientAuthCertificate })
 	c = waitClientAuth(t, key, true)
-	waitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
-	mayWrite(t, "cert-user (certificates required again)", userClient(t, c, users["cert-user"]), "/c/3", true)
-	requireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
+	framework.WaitUserReady(t, client.ObjectKeyFromObject(users["cert-user"]), 2*time.Minute)
+	framework.MayWrite(t, "cert-user (certificates required again)", framework.UserClient(t, c, users["cert-user"]), "/c/3", true)
+	framework.RequireNoLostWrites(t, load, "switching tls.clientAuth to Password and back with auth on")
 }
 
 // TestTLSSwitchWithAuth: a plaintext cluster with authentication on switches to TLS for password-only clients
@@ -360,17 +330,17 @@ func TestPasswordOnlyClients(t *testing.T) {
 // works on the TLS cluster.
 func TestTLSSwitchWithAuth(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "tlsauth")
-	startOperator(t, ns)
-	c := createPlaintextWithAuth(t, newCluster(ns, "switch", 3))
+	ns := framework.NewNamespace(t, "tlsauth")
+	framework.StartOperator(t, ns)
+	c := createPlaintextWithAuth(t, framework.NewCluster(ns, "switch", 3))
 	key := client.ObjectKeyFromObject(c)
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"loader": newEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
-		"app-p":  newEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
+		"loader": framework.NewEtcdUser(ns, "loader", c.Name, "lin", etcdv1alpha1.AccessReadWrite, true),
+		"app-p":  framework.NewEtcdUser(ns, "app-p", c.Name, "/p/", etcdv1alpha1.AccessReadWrite, true),
 	}
-	createUsersReady(t, users)
+	framework.CreateUsersReady(t, users)
 	user, password := passwordOf(t, ns, "loader-password")
-	plain, secure := serviceTargets(t, c)
+	plain, secure := framework.ServiceTargets(t, c)
 	withTLS := c.DeepCopy()
 	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	secure.TLSFrom = func() (*tls.Config, error) { return caOnlyTLS(withTLS) }
@@ -382,13 +352,13 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ClientAuth: etcdv1alpha1.ClientAuthPassword}
 	})
-	waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS with auth on: settled %s after the change", time.Since(began).Round(time.Second))
-	requireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
-	if c = waitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS (clientAuth Password) with auth on")
+	if c = framework.WaitAuthEnabled(t, key, true); c.Status.OperatorCredentialsSecret != "switch-operator-credentials" {
 		t.Fatalf("status.operatorCredentialsSecret %q", c.Status.OperatorCredentialsSecret)
 	}
 	for pod, certs := range verifiesClientCerts(t, c) {
@@ -396,8 +366,8 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 			t.Fatalf("Pod %s requires client certificates; tls.clientAuth is Password", pod)
 		}
 	}
-	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/p/1", true)
-	mayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/q/1", false)
+	framework.MayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/p/1", true)
+	framework.MayWrite(t, "app-p (CA and password)", passwordClient(t, c, "app-p-password"), "/q/1", false)
 
 	secureCfg, err := caOnlyTLS(c)
 	if err != nil {
@@ -410,14 +380,14 @@ func TestTLSSwitchWithAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
-	waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	framework.WaitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext with auth on: settled %s after the change", time.Since(began).Round(time.Second))
-	requireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
-	c = waitAuthEnabled(t, key, true)
-	mayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
+	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext with auth on")
+	c = framework.WaitAuthEnabled(t, key, true)
+	framework.MayWrite(t, "app-p (plaintext, password)", passwordClient(t, c, "app-p-password"), "/p/2", true)
 }
 
 // createPlaintextWithAuth creates cluster c as a plaintext cluster with authentication on and waits until it is
@@ -426,10 +396,10 @@ func createPlaintextWithAuth(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1a
 	t.Helper()
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
-	return waitAuthEnabled(t, key, true)
+	framework.WaitAvailable(t, key, 4*time.Minute)
+	return framework.WaitAuthEnabled(t, key, true)
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,125 +10,17 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-func strPtr(s string) *string { return &s }
-
-// newEtcdUser is an EtcdUser of cluster with read-write access to prefix, authenticating by certificate (into
-// Secret <name>-tls) or by password (into Secret <name>-password).
-func newEtcdUser(ns, name, cluster, prefix string, access etcdv1alpha1.KeyAccess, password bool) *etcdv1alpha1.EtcdUser {
-	u := &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: etcdv1alpha1.EtcdUserSpec{
-		ClusterName: cluster, Permissions: []etcdv1alpha1.KeyPermission{{Prefix: strPtr(prefix), Access: access}}}}
-	if password {
-		u.Spec.Password = &etcdv1alpha1.UserPassword{SecretName: name + "-password"}
-	} else {
-		u.Spec.Certificate = &etcdv1alpha1.UserCertificate{SecretName: name + "-tls"}
-	}
-	return u
-}
-
-// waitUserReady waits for the EtcdUser's Ready condition to be True and returns it.
-func waitUserReady(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdUser {
-	t.Helper()
-	u := &etcdv1alpha1.EtcdUser{}
-	poll(t, "EtcdUser "+key.Name+" Ready", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, u); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(u.Status.Conditions, etcdv1alpha1.ConditionReady)
-		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != u.Generation {
-			return fmt.Errorf("Ready %+v", c)
-		}
-		return nil
-	})
-	return u
-}
-
-// createUsersReady creates the EtcdUsers, waits for each to be Ready and puts what it read back into users.
-func createUsersReady(t *testing.T, users map[string]*etcdv1alpha1.EtcdUser) {
-	t.Helper()
-	for _, u := range users {
-		if err := k8s.Create(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, u := range users {
-		users[name] = waitUserReady(t, client.ObjectKeyFromObject(u), 2*time.Minute)
-	}
-}
-
-// userClient dials the cluster's client Service the way an application holding the EtcdUser's Secret would:
-// with the certificate Secret (tls.crt, tls.key, ca.crt), or with the password Secret (username, password). Members
-// require a client certificate of the cluster's CA for the TLS handshake (--client-cert-auth), so a password
-// client presents transport-only's; etcd acts as the password's user when a client sends both.
-func userClient(t *testing.T, c *etcdv1alpha1.EtcdCluster, u *etcdv1alpha1.EtcdUser) *clientv3.Client {
-	t.Helper()
-	ctx := context.Background()
-	cfg := clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	var s corev1.Secret
-	switch {
-	case u.Spec.Certificate != nil:
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
-			t.Fatal(err)
-		}
-		tlsCfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], Cert: s.Data[resources.SecretCertKey], Key: s.Data[resources.SecretKeyKey],
-			ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.TLS = tlsCfg
-	default:
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Password.SecretName}, &s); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Username, cfg.Password = string(s.Data["username"]), string(s.Data["password"])
-		cfg.TLS = anonymousTLS(t, c)
-	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
-
-// anonymousTLS is a TLS client configuration with a certificate of the cluster's CA whose common name is no etcd
-// user: what a password client needs to pass the members' --client-cert-auth, without a certificate identity
-// (etcd takes the password's user over the certificate's when both are given).
-func anonymousTLS(t *testing.T, c *etcdv1alpha1.EtcdCluster) *tls.Config {
-	t.Helper()
-	u := newEtcdUser(c.Namespace, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false)
-	var s corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: u.Namespace, Name: u.Spec.Certificate.SecretName}, &s); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := (&etcd.TLS{CA: s.Data[resources.SecretCAKey], Cert: s.Data[resources.SecretCertKey], Key: s.Data[resources.SecretKeyKey],
-		ServerName: resources.ClientServiceHost(c, operatorOptions)}).Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// podUIDs names the cluster's member Pods with their UIDs: a restarted member has a new Pod.
-func podUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for name, state := range memberPodsState(t, c) {
-		out[name], _, _ = strings.Cut(state, "@")
-	}
-	return out
-}
 
 // etcdctlPod runs etcdctl with args in a Pod of the etcd image that mounts only Secret secret (at /creds, as an
 // application would), against the cluster's client Service by its in-cluster DNS name, and returns how the Pod
@@ -142,17 +33,17 @@ func etcdctlPod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, secret string, 
 		RestartPolicy:   corev1.RestartPolicyNever,
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot, RunAsUser: &uid},
 		Volumes:         []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}},
-		Containers: []corev1.Container{{Name: "etcdctl", Image: resources.Image(c, operatorOptions), ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "etcdctl", Image: resources.Image(c, framework.OperatorOptions), ImagePullPolicy: corev1.PullIfNotPresent,
 			Command: []string{"/usr/local/bin/etcdctl"},
-			Args: append([]string{"--endpoints=https://" + resources.ClientServiceHost(c, operatorOptions) + ":2379",
+			Args: append([]string{"--endpoints=https://" + resources.ClientServiceHost(c, framework.OperatorOptions) + ":2379",
 				"--cacert=/creds/ca.crt", "--cert=/creds/tls.crt", "--key=/creds/tls.key", "--dial-timeout=5s", "--command-timeout=10s"}, args...),
 			VolumeMounts: []corev1.VolumeMount{{Name: "creds", MountPath: "/creds", ReadOnly: true}}}},
 	}}
-	if err := k8s.Create(ctx, pod); err != nil {
+	if err := framework.K8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "Pod "+name+" to finish", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+	framework.Poll(t, "Pod "+name+" to finish", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
 		}
 		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
@@ -160,37 +51,7 @@ func etcdctlPod(t *testing.T, c *etcdv1alpha1.EtcdCluster, name, secret string, 
 		}
 		return nil
 	})
-	return pod.Status.Phase, kubectl(t, "", "logs", "-n", c.Namespace, name)
-}
-
-// mayWrite and mayRead check one access of cli, wanting it allowed or refused with etcd's permission error.
-func mayWrite(t *testing.T, who string, cli *clientv3.Client, key string, allowed bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := cli.Put(ctx, key, "v-"+who)
-	checkAccess(t, who, "write "+key, err, allowed)
-}
-
-func mayRead(t *testing.T, who string, cli *clientv3.Client, key string, allowed bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := cli.Get(ctx, key)
-	checkAccess(t, who, "read "+key, err, allowed)
-}
-
-func checkAccess(t *testing.T, who, what string, err error, allowed bool) {
-	t.Helper()
-	switch {
-	case allowed && err != nil:
-		t.Fatalf("%s: %s refused: %v", who, what, err)
-	case !allowed && err == nil:
-		t.Fatalf("%s: %s allowed, want refused", who, what)
-	case !allowed && !errors.Is(err, rpctypes.ErrPermissionDenied) && !errors.Is(err, rpctypes.ErrUserNotFound) &&
-		!errors.Is(err, rpctypes.ErrAuthFailed) && !strings.Contains(err.Error(), "permission denied"):
-		t.Fatalf("%s: %s refused for another reason than permissions: %v", who, what, err)
-	}
+	return pod.Status.Phase, framework.Kubectl(t, "", "logs", "-n", c.Namespace, name)
 }
 
 // TestEtcdUsersAndAuth: EtcdUsers on a TLS cluster get their Secrets and etcd entries while auth is off
@@ -203,50 +64,50 @@ func checkAccess(t *testing.T, who, what string, err error, allowed bool) {
 func TestEtcdUsersAndAuth(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "auth")
-	startOperator(t, ns)
-	c := newCluster(ns, "authed", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	ns := framework.NewNamespace(t, "auth")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "authed", 3)
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	key := client.ObjectKeyFromObject(c)
-	c = waitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAvailable(t, key, 4*time.Minute)
 
 	// Bad input: refused at admission.
-	bad := newEtcdUser(ns, "root", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	refused(t, k8s.Create(ctx, bad), "root is reserved for Steward")
+	bad := framework.NewEtcdUser(ns, "root", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "root is reserved for Steward")
 	bad.Spec.UserName = "steward:me"
-	refused(t, k8s.Create(ctx, bad), "reserved for Steward")
-	bad = newEtcdUser(ns, "nothing", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "reserved for Steward")
+	bad = framework.NewEtcdUser(ns, "nothing", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
 	bad.Spec.Permissions = nil
-	refused(t, k8s.Create(ctx, bad), "a user whose role grants nothing")
-	bad = newEtcdUser(ns, "backwards", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
-	bad.Spec.Permissions = []etcdv1alpha1.KeyPermission{{Key: strPtr("/b"), RangeEnd: strPtr("/a"), Access: etcdv1alpha1.AccessRead}}
-	refused(t, k8s.Create(ctx, bad), "rangeEnd must sort after key")
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "a user whose role grants nothing")
+	bad = framework.NewEtcdUser(ns, "backwards", c.Name, "/x/", etcdv1alpha1.AccessRead, false)
+	bad.Spec.Permissions = []etcdv1alpha1.KeyPermission{{Key: ptr.To("/b"), RangeEnd: ptr.To("/a"), Access: etcdv1alpha1.AccessRead}}
+	framework.Refused(t, framework.K8s.Create(ctx, bad), "rangeEnd must sort after key")
 	// Reported, nothing changed: an unknown cluster, and a Secret the user did not let Steward own.
-	orphan := newEtcdUser(ns, "orphan", "no-such-cluster", "/o/", etcdv1alpha1.AccessRead, true)
-	if err := k8s.Create(ctx, orphan); err != nil {
+	orphan := framework.NewEtcdUser(ns, "orphan", "no-such-cluster", "/o/", etcdv1alpha1.AccessRead, true)
+	if err := framework.K8s.Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-tls",
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "steward"}}, Data: map[string][]byte{"keep": []byte("me")}}
-	if err := k8s.Create(ctx, foreign); err != nil {
+	if err := framework.K8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	taken := newEtcdUser(ns, "taken", c.Name, "/t/", etcdv1alpha1.AccessRead, false)
-	if err := k8s.Create(ctx, taken); err != nil {
+	taken := framework.NewEtcdUser(ns, "taken", c.Name, "/t/", etcdv1alpha1.AccessRead, false)
+	if err := framework.K8s.Create(ctx, taken); err != nil {
 		t.Fatal(err)
 	}
 
 	users := map[string]*etcdv1alpha1.EtcdUser{
-		"app-a":          newEtcdUser(ns, "app-a", c.Name, "/a/", etcdv1alpha1.AccessReadWrite, false),
-		"app-b":          newEtcdUser(ns, "app-b", c.Name, "/b/", etcdv1alpha1.AccessReadWrite, false),
-		"app-c":          newEtcdUser(ns, "app-c", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, true),
-		"a-reader":       newEtcdUser(ns, "a-reader", c.Name, "/a/", etcdv1alpha1.AccessRead, false),
-		"transport-only": newEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
+		"app-a":          framework.NewEtcdUser(ns, "app-a", c.Name, "/a/", etcdv1alpha1.AccessReadWrite, false),
+		"app-b":          framework.NewEtcdUser(ns, "app-b", c.Name, "/b/", etcdv1alpha1.AccessReadWrite, false),
+		"app-c":          framework.NewEtcdUser(ns, "app-c", c.Name, "/c/", etcdv1alpha1.AccessReadWrite, true),
+		"a-reader":       framework.NewEtcdUser(ns, "a-reader", c.Name, "/a/", etcdv1alpha1.AccessRead, false),
+		"transport-only": framework.NewEtcdUser(ns, "transport-only", c.Name, "/unused/", etcdv1alpha1.AccessRead, false),
 	}
-	createUsersReady(t, users)
+	framework.CreateUsersReady(t, users)
 	for name := range users {
 		if c := meta.FindStatusCondition(users[name].Status.Conditions, etcdv1alpha1.ConditionReady); !strings.Contains(c.Message, "not enforced") {
 			t.Fatalf("%s Ready before auth is on: %q, want it to say the permissions are not enforced yet", name, c.Message)
@@ -256,23 +117,23 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		strings.Join(u.Status.Roles, ",") != "app-a" {
 		t.Fatalf("app-a status %+v", u.Status)
 	}
-	waitUserReason(t, client.ObjectKeyFromObject(orphan), "ClusterNotFound", "")
-	waitUserReason(t, client.ObjectKeyFromObject(taken), "SecretConflict", "")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["keep"]) != "me" || len(foreign.OwnerReferences) != 0 {
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(orphan), "ClusterNotFound", "")
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(taken), "SecretConflict", "")
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || string(foreign.Data["keep"]) != "me" || len(foreign.OwnerReferences) != 0 {
 		t.Fatalf("the Secret Steward does not own was changed: %v %+v", err, foreign)
 	}
 
 	// A user made by hand, which no EtcdUser declares: reported once auth is on, deleted only when asked.
-	root, _ := memberClient(t, c)
+	root, _ := framework.MemberClient(t, c)
 	if _, err := root.UserAdd(ctx, "hand-made", "a-password"); err != nil {
 		t.Fatal(err)
 	}
 
-	load := startLoad(t, c)
+	load := framework.StartLoad(t, c)
 	begin := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	poll(t, "status.authEnabled true", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	framework.Poll(t, "status.authEnabled true", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if c.Status.AuthEnabled == nil || !*c.Status.AuthEnabled {
@@ -281,8 +142,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 	t.Logf("auth enabled %s after the patch", time.Since(begin).Round(100*time.Millisecond))
-	poll(t, "the hand-made user reported", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.Poll(t, "the hand-made user reported", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if strings.Join(c.Status.UndeclaredUsers, ",") != "hand-made" {
@@ -291,19 +152,19 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		return nil
 	})
 
-	a, b, pw, reader := userClient(t, c, users["app-a"]), userClient(t, c, users["app-b"]), userClient(t, c, users["app-c"]), userClient(t, c, users["a-reader"])
-	mayWrite(t, "app-a", a, "/a/1", true)
-	mayRead(t, "app-a", a, "/a/1", true)
-	mayWrite(t, "app-a", a, "/b/1", false)
-	mayRead(t, "app-a", a, "/b/1", false)
-	mayWrite(t, "app-b", b, "/b/1", true)
-	mayWrite(t, "app-b", b, "/a/1", false)
-	mayRead(t, "app-b", b, "/a/1", false)
-	mayWrite(t, "app-c (password)", pw, "/c/1", true)
-	mayWrite(t, "app-c (password)", pw, "/a/1", false)
-	mayRead(t, "a-reader", reader, "/a/1", true)
-	mayWrite(t, "a-reader", reader, "/a/2", false)
-	mayWrite(t, "transport-only", userClient(t, c, users["transport-only"]), "/a/3", false)
+	a, b, pw, reader := framework.UserClient(t, c, users["app-a"]), framework.UserClient(t, c, users["app-b"]), framework.UserClient(t, c, users["app-c"]), framework.UserClient(t, c, users["a-reader"])
+	framework.MayWrite(t, "app-a", a, "/a/1", true)
+	framework.MayRead(t, "app-a", a, "/a/1", true)
+	framework.MayWrite(t, "app-a", a, "/b/1", false)
+	framework.MayRead(t, "app-a", a, "/b/1", false)
+	framework.MayWrite(t, "app-b", b, "/b/1", true)
+	framework.MayWrite(t, "app-b", b, "/a/1", false)
+	framework.MayRead(t, "app-b", b, "/a/1", false)
+	framework.MayWrite(t, "app-c (password)", pw, "/c/1", true)
+	framework.MayWrite(t, "app-c (password)", pw, "/a/1", false)
+	framework.MayRead(t, "a-reader", reader, "/a/1", true)
+	framework.MayWrite(t, "a-reader", reader, "/a/2", false)
+	framework.MayWrite(t, "transport-only", framework.UserClient(t, c, users["transport-only"]), "/a/3", false)
 	// The same from application Pods that mount only app-a's Secret.
 	if phase, out := etcdctlPod(t, c, "app-a-own", "app-a-tls", "put", "/a/from-pod", "x"); phase != corev1.PodSucceeded {
 		t.Fatalf("app-a's Pod writing /a/: %s\n%s", phase, out)
@@ -317,8 +178,8 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 	if _, err := root.RoleGrantPermission(ctx, "app-a", "/b/", "/b0", clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
 		t.Fatal(err)
 	}
-	mayWrite(t, "app-a (drifted)", a, "/b/drift", true)
-	poll(t, "the hand-made permission revoked", 3*time.Minute, func() error {
+	framework.MayWrite(t, "app-a (drifted)", a, "/b/drift", true)
+	framework.Poll(t, "the hand-made permission revoked", 3*time.Minute, func() error {
 		resp, err := root.RoleGet(ctx, "app-a")
 		if err != nil {
 			return err
@@ -328,18 +189,18 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		}
 		return nil
 	})
-	mayWrite(t, "app-a", a, "/b/1", false)
+	framework.MayWrite(t, "app-a", a, "/b/1", false)
 
 	// Renewal in place: a new certificate lifetime re-issues app-a's certificate into the same Secret (and the
 	// members', which etcd reloads without a restart); reading the Secret again, the application keeps its access.
-	podsBefore := podUIDs(t, c)
+	podsBefore := framework.PodUIDs(t, c)
 	oldNotAfter := users["app-a"].Status.CertificateNotAfter.Time
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 1000 * time.Hour}
 	})
-	poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
+	framework.Poll(t, "app-a's certificate re-issued for the new lifetime", 2*time.Minute, func() error {
 		u := &etcdv1alpha1.EtcdUser{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(users["app-a"]), u); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(users["app-a"]), u); err != nil {
 			return err
 		}
 		if na := u.Status.CertificateNotAfter; na == nil || !na.Time.Before(oldNotAfter.Add(-24*time.Hour)) {
@@ -348,51 +209,51 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		users["app-a"] = u
 		return nil
 	})
-	mayWrite(t, "app-a (renewed certificate)", userClient(t, c, users["app-a"]), "/a/renewed", true)
-	if after := podUIDs(t, c); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
+	framework.MayWrite(t, "app-a (renewed certificate)", framework.UserClient(t, c, users["app-a"]), "/a/renewed", true)
+	if after := framework.PodUIDs(t, c); fmt.Sprint(after) != fmt.Sprint(podsBefore) {
 		t.Fatalf("member Pods changed during the renewal: %v -> %v", podsBefore, after)
 	}
 
 	// A deleted EtcdUser is refused at once: its etcd user is gone before the object.
-	if err := k8s.Delete(ctx, users["app-b"]); err != nil {
+	if err := framework.K8s.Delete(ctx, users["app-b"]); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "EtcdUser app-b gone", time.Minute, func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-b"}, &etcdv1alpha1.EtcdUser{})
+	framework.Poll(t, "EtcdUser app-b gone", time.Minute, func() error {
+		err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-b"}, &etcdv1alpha1.EtcdUser{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there: %w", err)
 	})
-	mayWrite(t, "app-b (deleted)", b, "/b/2", false)
+	framework.MayWrite(t, "app-b (deleted)", b, "/b/2", false)
 	if _, err := root.UserGet(ctx, "app-b"); !errors.Is(err, rpctypes.ErrUserNotFound) {
 		t.Fatalf("etcd user app-b after its EtcdUser was deleted: %v", err)
 	}
 
 	// Backups authenticate as root (Steward's certificate): a snapshot needs the root role.
-	backup := newBackup(ns, "with-auth", c.Name, s3Destination(ns+"/with-auth.db"))
-	if err := k8s.Create(ctx, backup); err != nil {
+	backup := framework.NewBackup(ns, "with-auth", c.Name, framework.S3Destination(ns+"/with-auth.db"))
+	if err := framework.K8s.Create(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(backup), 3*time.Minute), c)
 	// Restored into a new cluster (another name, another CA): the snapshot holds the auth store, and Steward's
 	// certificate (CN root) is accepted by it, so the new cluster forms and is managed with auth on.
-	restored := fromBackup(ns, "restored", 1, backup.Name)
+	restored := framework.FromBackup(ns, "restored", 1, backup.Name)
 	restored.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, restored); err != nil {
+	if err := framework.K8s.Create(ctx, restored); err != nil {
 		t.Fatal(err)
 	}
-	restored = waitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
+	restored = framework.WaitAvailable(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
 	if restored.Status.AuthEnabled == nil || !*restored.Status.AuthEnabled {
 		t.Fatalf("restored cluster: status.authEnabled %v, want true (from the snapshot, as the spec asks)", restored.Status.AuthEnabled)
 	}
-	restoredRoot, _ := memberClient(t, restored)
+	restoredRoot, _ := framework.MemberClient(t, restored)
 	if resp, err := restoredRoot.UserGet(ctx, "app-a"); err != nil || strings.Join(resp.Roles, ",") != "app-a" {
 		t.Fatalf("etcd user app-a in the restored cluster: %v %v", resp, err)
 	}
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
-	poll(t, "the hand-made user removed", 2*time.Minute, func() error {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.RemoveUndeclaredUsers = true })
+	framework.Poll(t, "the hand-made user removed", 2*time.Minute, func() error {
 		if _, err := root.UserGet(ctx, "hand-made"); !errors.Is(err, rpctypes.ErrUserNotFound) {
 			return fmt.Errorf("user hand-made: %w", err)
 		}
@@ -404,9 +265,9 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
-	poll(t, "status.authEnabled false", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, c); err != nil {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth.Enabled = false })
+	framework.Poll(t, "status.authEnabled false", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, c); err != nil {
 			return err
 		}
 		if c.Status.AuthEnabled == nil || *c.Status.AuthEnabled {
@@ -414,6 +275,6 @@ func TestEtcdUsersAndAuth(t *testing.T) {
 		}
 		return nil
 	})
-	mayWrite(t, "a-reader (auth off)", reader, "/b/anything", true)
-	requireNoLostWrites(t, load, "auth on and off")
+	framework.MayWrite(t, "a-reader (auth off)", reader, "/b/anything", true)
+	framework.RequireNoLostWrites(t, load, "auth on and off")
 }

@@ -17,13 +17,11 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,77 +29,8 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-const (
-	backupKeyCount = 200
-	// bigKeyCount values of 1 MiB make the snapshot larger than one 16 MiB part of the agent's S3 multipart upload.
-	bigKeyCount     = 20
-	backupKeyPrefix = "backup/"
-	s3SecretName    = "s3-credentials"
-)
-
-// writeBackupKeys writes known keys through the client Service and returns them.
-func writeBackupKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	keys := map[string]string{}
-	for i := 0; i < backupKeyCount; i++ {
-		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i))
-	}
-	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
-	for i := 0; i < bigKeyCount; i++ {
-		keys[fmt.Sprintf("%sbig/%02d", backupKeyPrefix, i)] = fmt.Sprintf("%02d", i) + big[2:]
-	}
-	putAll(t, c, keys)
-	return keys
-}
-
-// putAll writes keys through the client Service, retrying each until it is acknowledged.
-func putAll(t *testing.T, c *etcdv1alpha1.EtcdCluster, keys map[string]string) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	for k, v := range keys {
-		poll(t, "write "+k, 30*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, err := cli.Put(ctx, k, v)
-			return err
-		})
-	}
-}
-
-// waitBackupFinished waits for Complete or Failed and returns the backup.
-func waitBackupFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
-	t.Helper()
-	var b etcdv1alpha1.EtcdBackup
-	poll(t, "EtcdBackup "+key.String()+" finished", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &b); err != nil {
-			return err
-		}
-		if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-			meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionFailed) {
-			return nil
-		}
-		return fmt.Errorf("conditions %v", b.Status.Conditions)
-	})
-	return &b
-}
-
-func requireComplete(t *testing.T, b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
-		t.Fatalf("backup %s did not complete: %+v", b.Name, b.Status.Conditions)
-	}
-	st := b.Status
-	if st.SizeBytes <= 0 || len(st.SHA256) != 64 || st.Revision <= 0 || st.Location == "" || st.Member == "" ||
-		st.EtcdVersion != c.Spec.Version || st.ClusterID != c.Status.ClusterID || st.StartTime == nil || st.CompletionTime == nil {
-		t.Fatalf("backup %s status incomplete: %+v (cluster ID %s)", b.Name, st, c.Status.ClusterID)
-	}
-}
 
 // verifySnapshot checks a copied-out snapshot file independently of Steward: size and sha256 as recorded,
 // `etcdutl snapshot status` agrees on the revision, and a restore into a throwaway etcd serves every key.
@@ -115,7 +44,7 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 	if int64(len(data)) != b.Status.SizeBytes || hex.EncodeToString(sum[:]) != b.Status.SHA256 {
 		t.Fatalf("stored snapshot is %d bytes sha256 %x; status says %d bytes sha256 %s", len(data), sum, b.Status.SizeBytes, b.Status.SHA256)
 	}
-	bin := bed.EtcdBinDir(testbed.EtcdVersions[0])
+	bin := framework.Bed.EtcdBinDir(testbed.EtcdVersions[0])
 	out, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "status", file, "--write-out=json").Output()
 	if err != nil {
 		t.Fatalf("etcdutl snapshot status: %v", err)
@@ -158,10 +87,10 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 	}
 	defer func() { _ = cli.Close() }()
 	var got map[string]string
-	poll(t, "restored etcd serves the keys", 30*time.Second, func() error {
+	framework.Poll(t, "restored etcd serves the keys", 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		resp, err := cli.Get(ctx, backupKeyPrefix, clientv3.WithPrefix())
+		resp, err := cli.Get(ctx, framework.BackupKeyPrefix, clientv3.WithPrefix())
 		if err != nil {
 			return err
 		}
@@ -172,7 +101,7 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 		return nil
 	})
 	if len(got) != len(keys) {
-		t.Fatalf("restored snapshot has %d keys under %s, want %d", len(got), backupKeyPrefix, len(keys))
+		t.Fatalf("restored snapshot has %d keys under %s, want %d", len(got), framework.BackupKeyPrefix, len(keys))
 	}
 	for k, v := range keys {
 		if got[k] != v {
@@ -192,119 +121,52 @@ func freeLoopback(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func s3Client(t *testing.T) *minio.Client {
-	t.Helper()
-	c, err := minio.New(bed.S3.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(bed.S3.AccessKeyID, bed.S3.SecretAccessKey, ""),
-		Secure: false, BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// s3Keys lists the object keys under prefix.
-func s3Keys(t *testing.T, prefix string) []string {
-	t.Helper()
-	var keys []string
-	for o := range s3Client(t).ListObjects(context.Background(), bed.S3.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		keys = append(keys, o.Key)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func s3Destination(key string) etcdv1alpha1.BackupDestination {
-	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
-		Endpoint: bed.S3.Endpoint, Bucket: bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true, Insecure: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
-}
-
-// s3TLSDestination is key on the test bed's HTTPS gateway, whose certificate only the test bed's CA vouches for.
-func s3TLSDestination(key string, trustCA bool) etcdv1alpha1.BackupDestination {
-	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
-		Endpoint: bed.S3.TLSEndpoint, Bucket: bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: s3SecretName}}}
-	if trustCA {
-		d.S3.CABundle = bed.S3.CABundle
-	}
-	return d
-}
-
-// createS3Secret creates the test bed's S3 credentials as s3SecretName in ns.
-func createS3Secret(t *testing.T, ns string) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// createBackupClaim creates the ReadWriteOnce claim "backups" of the given size in ns.
-func createBackupClaim(t *testing.T, ns, size string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
-	if err := k8s.Create(context.Background(), pvc); err != nil {
-		t.Fatal(err)
-	}
-	return pvc
-}
-
-func newBackup(ns, name, cluster string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
-	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster, Destination: d}}
-}
-
 // TestBackup takes snapshots of a 3-member cluster with known keys to a PVC and to S3 and verifies each stored
 // artifact independently (etcdutl, restore, every key); runs a schedule with retention and checks that pruned
 // backups' objects are deleted; and checks that a backup of a missing cluster fails without starting anything.
 func TestBackup(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "backup")
-	startOperator(t, ns)
-	createS3Secret(t, ns)
+	ns := framework.NewNamespace(t, "backup")
+	framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
 	// A cluster whose members can never start (their image does not exist), and a backup of it: it waits for a
 	// healthy member for backup.UnavailableGrace, then fails. Created first, checked last, so the wait overlaps
 	// the other cases.
-	unreachable := newCluster(ns, "never-up", 1)
+	unreachable := framework.NewCluster(ns, "never-up", 1)
 	unreachable.Spec.Image = "steward.local/etcd:v0.0.0-missing"
-	if err := k8s.Create(ctx, unreachable); err != nil {
+	if err := framework.K8s.Create(ctx, unreachable); err != nil {
 		t.Fatal(err)
 	}
-	ofUnreachable := newBackup(ns, "of-never-up", unreachable.Name, s3Destination(ns+"/never-up/x.db"))
-	if err := k8s.Create(ctx, ofUnreachable); err != nil {
+	ofUnreachable := framework.NewBackup(ns, "of-never-up", unreachable.Name, framework.S3Destination(ns+"/never-up/x.db"))
+	if err := framework.K8s.Create(ctx, ofUnreachable); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(ns, "backed", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	c := framework.NewCluster(ns, "backed", 3)
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
-	keys := writeBackupKeys(t, c)
+	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	keys := framework.WriteBackupKeys(t, c)
 
 	t.Run("PVC", func(t *testing.T) {
-		pvc := createBackupClaim(t, ns, "256Mi")
+		pvc := framework.CreateBackupClaim(t, ns, "256Mi")
 		start := time.Now()
-		b := newBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, "to-pvc", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/backed-1.db"}})
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		t.Logf("PVC backup finished in %s", time.Since(start).Round(100*time.Millisecond))
-		requireComplete(t, b, c)
+		framework.RequireComplete(t, b, c)
 		if b.Status.Location != "pvc://backups/etcd/backed-1.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			t.Fatal(err)
 		}
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(pv.Spec.Local.Path, "etcd", "backed-1.db")
@@ -319,7 +181,7 @@ func TestBackup(t *testing.T) {
 			t.Fatalf("backup directory holds %d entries, want only the snapshot (no temporary file left)", len(entries))
 		}
 		var cl etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &cl); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &cl); err != nil {
 			t.Fatal(err)
 		}
 		if cl.Status.LastBackup == nil || cl.Status.LastBackup.Name != b.Name {
@@ -327,11 +189,11 @@ func TestBackup(t *testing.T) {
 		}
 
 		// A second backup to the same path refuses to overwrite.
-		again := newBackup(ns, "to-pvc-again", c.Name, b.Spec.Destination)
-		if err := k8s.Create(ctx, again); err != nil {
+		again := framework.NewBackup(ns, "to-pvc-again", c.Name, b.Spec.Destination)
+		if err := framework.K8s.Create(ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		again = waitBackupFinished(t, client.ObjectKeyFromObject(again), 2*time.Minute)
+		again = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(again), 2*time.Minute)
 		if cond := meta.FindStatusCondition(again.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Status != metav1.ConditionTrue ||
 			cond.Reason != etcdv1alpha1.ReasonDestinationExists {
 			t.Fatalf("second backup to the same path: %+v", cond)
@@ -340,11 +202,11 @@ func TestBackup(t *testing.T) {
 		requireSameContent(t, copied, copied+".after")
 
 		// Deleting a backup with the default policy (Retain) keeps its file.
-		if err := k8s.Delete(ctx, b); err != nil {
+		if err := framework.K8s.Delete(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "EtcdBackup to-pvc gone", 30*time.Second, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); !apierrors.IsNotFound(err) {
+		framework.Poll(t, "EtcdBackup to-pvc gone", 30*time.Second, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(b), b); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%w)", err)
 			}
 			return nil
@@ -356,17 +218,17 @@ func TestBackup(t *testing.T) {
 
 	t.Run("S3", func(t *testing.T) {
 		start := time.Now()
-		b := newBackup(ns, "to-s3", c.Name, s3Destination(ns+"/manual/backed.db"))
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, "to-s3", c.Name, framework.S3Destination(ns+"/manual/backed.db"))
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		t.Logf("S3 backup finished in %s", time.Since(start).Round(100*time.Millisecond))
-		requireComplete(t, b, c)
-		if b.Status.Location != "s3://"+bed.S3.Bucket+"/"+ns+"/manual/backed.db" {
+		framework.RequireComplete(t, b, c)
+		if b.Status.Location != "s3://"+framework.Bed.S3.Bucket+"/"+ns+"/manual/backed.db" {
 			t.Fatalf("location %s", b.Status.Location)
 		}
-		obj, err := s3Client(t).GetObject(ctx, bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
+		obj, err := framework.S3Client(t).GetObject(ctx, framework.Bed.S3.Bucket, ns+"/manual/backed.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,23 +242,23 @@ func TestBackup(t *testing.T) {
 		}
 		_ = f.Close()
 		verifySnapshot(t, copied, b, keys)
-		if got := s3Keys(t, ns+"/manual/"); len(got) != 1 {
+		if got := framework.S3Keys(t, ns+"/manual/"); len(got) != 1 {
 			t.Fatalf("objects under manual/: %v, want only the snapshot", got)
 		}
 	})
 
 	t.Run("ScheduleWithRetention", func(t *testing.T) {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
-			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: s3Destination(ns + "/scheduled"),
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: framework.S3Destination(ns + "/scheduled"),
 				Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}}}
-		if err := k8s.Create(ctx, s); err != nil {
+		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		seen := map[string]bool{}
 		var current []etcdv1alpha1.EtcdBackup
-		poll(t, "four scheduled backups taken, two kept", 4*time.Minute, func() error {
+		framework.Poll(t, "four scheduled backups taken, two kept", 4*time.Minute, func() error {
 			var list etcdv1alpha1.EtcdBackupList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
 			complete := 0
@@ -413,15 +275,15 @@ func TestBackup(t *testing.T) {
 			return nil
 		})
 		// Stop the schedule before looking at the bucket, so that no new backup races the check.
-		if err := k8s.Delete(ctx, s); err != nil {
+		if err := framework.K8s.Delete(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		// The bucket holds exactly the objects of the backups that remain (two, or three if one more started
 		// just before the schedule went), and none of the pruned ones.
 		var want []string
-		poll(t, "only the kept backups' objects are in the bucket", time.Minute, func() error {
+		framework.Poll(t, "only the kept backups' objects are in the bucket", time.Minute, func() error {
 			var list etcdv1alpha1.EtcdBackupList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
 			want = nil
@@ -429,10 +291,10 @@ func TestBackup(t *testing.T) {
 				if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || !b.DeletionTimestamp.IsZero() {
 					return fmt.Errorf("backup %s not settled", b.Name)
 				}
-				want = append(want, strings.TrimPrefix(b.Status.Location, "s3://"+bed.S3.Bucket+"/"))
+				want = append(want, strings.TrimPrefix(b.Status.Location, "s3://"+framework.Bed.S3.Bucket+"/"))
 			}
 			sort.Strings(want)
-			if got := s3Keys(t, ns+"/scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
+			if got := framework.S3Keys(t, ns+"/scheduled/"); strings.Join(got, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("objects %v, want %v", got, want)
 			}
 			current = list.Items
@@ -442,16 +304,16 @@ func TestBackup(t *testing.T) {
 
 		// Deleting the kept backups (deletionPolicy Delete) deletes their objects.
 		for i := range current {
-			if err := k8s.Delete(ctx, &current[i]); err != nil {
+			if err := framework.K8s.Delete(ctx, &current[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
-		poll(t, "kept backups and their objects deleted", 2*time.Minute, func() error {
+		framework.Poll(t, "kept backups and their objects deleted", 2*time.Minute, func() error {
 			var list etcdv1alpha1.EtcdBackupList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
 				return err
 			}
-			if got := s3Keys(t, ns+"/scheduled/"); len(list.Items) > 0 || len(got) > 0 {
+			if got := framework.S3Keys(t, ns+"/scheduled/"); len(list.Items) > 0 || len(got) > 0 {
 				return fmt.Errorf("%d backups, objects %v", len(list.Items), got)
 			}
 			return nil
@@ -459,11 +321,11 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("MissingClusterFails", func(t *testing.T) {
-		b := newBackup(ns, "of-nothing", "no-such-cluster", s3Destination(ns+"/missing/x.db"))
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, "of-nothing", "no-such-cluster", framework.S3Destination(ns+"/missing/x.db"))
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), time.Minute)
 		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterNotFound {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterNotFound)
@@ -472,7 +334,7 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("UnavailableClusterFails", func(t *testing.T) {
-		b := waitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
+		b := framework.WaitBackupFinished(t, client.ObjectKeyFromObject(ofUnreachable), 2*time.Minute)
 		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if cond.Status != metav1.ConditionTrue || cond.Reason != etcdv1alpha1.ReasonClusterUnavailable {
 			t.Fatalf("Failed condition %+v, want True/%s", cond, etcdv1alpha1.ReasonClusterUnavailable)
@@ -481,18 +343,18 @@ func TestBackup(t *testing.T) {
 		requireNothingStarted(t, b, ns+"/never-up/")
 	})
 
-	deleteAndCheckNothingLeft(t, c)
-	deleteAndCheckNothingLeft(t, unreachable)
+	framework.DeleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, unreachable)
 }
 
 // requireNothingStarted checks that a refused backup started no Job and stored nothing under prefix.
 func requireNothingStarted(t *testing.T, b *etcdv1alpha1.EtcdBackup, prefix string) {
 	t.Helper()
 	var jobs batchv1.JobList
-	if err := k8s.List(context.Background(), &jobs, client.InNamespace(b.Namespace), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &jobs, client.InNamespace(b.Namespace), client.MatchingLabels{resources.LabelBackup: b.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if keys := s3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
+	if keys := framework.S3Keys(t, prefix); len(jobs.Items) != 0 || len(keys) != 0 {
 		t.Fatalf("refused backup %s started %d Jobs and stored %v", b.Name, len(jobs.Items), keys)
 	}
 }

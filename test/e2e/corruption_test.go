@@ -21,6 +21,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // corruptedKey is the key the corruption tests write once and then rewrite behind etcd's back in some members'
@@ -33,26 +34,26 @@ const corruptedKey = "/corruption-test/ledger"
 func corruptMembers(t *testing.T, key client.ObjectKey, members ...string) {
 	t.Helper()
 	ctx := context.Background()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = true })
 	for _, m := range members {
-		if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}); err != nil {
+		if err := framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, m := range members {
-		poll(t, "Pod "+m+" gone", 2*time.Minute, func() error {
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, &corev1.Pod{})
+		framework.Poll(t, "Pod "+m+" gone", 2*time.Minute, func() error {
+			err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, &corev1.Pod{})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
 			return fmt.Errorf("still there (%w)", err)
 		})
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(m)}, &pvc); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(m)}, &pvc); err != nil {
 			t.Fatal(err)
 		}
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 			t.Fatal(err)
 		}
 		n, err := chaos.CorruptKey(&pv, corruptedKey, "rewritten on "+m)
@@ -61,13 +62,13 @@ func corruptMembers(t *testing.T, key client.ObjectKey, members ...string) {
 		}
 		t.Logf("rewrote %d revision(s) of %s in the database of member %s", n, corruptedKey, m)
 	}
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = false })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Paused = false })
 }
 
 // writeLedger writes corruptedKey through the cluster.
 func writeLedger(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	cli, _ := memberClient(t, c)
+	cli, _ := framework.MemberClient(t, c)
 	defer func() { _ = cli.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,11 +80,11 @@ func writeLedger(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 // servedBy is what member's own copy of corruptedKey holds (a serializable read, answered from its database).
 func servedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) (string, error) {
 	t.Helper()
-	ep := memberEndpoints(t, c)[member]
+	ep := framework.MemberEndpoints(t, c)[member]
 	if ep == "" {
 		return "", fmt.Errorf("member %s has no endpoint", member)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		return "", err
 	}
@@ -104,8 +105,8 @@ func servedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, member string) (string,
 func waitHashCheck(t *testing.T, key client.ObjectKey, since time.Time, result string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "hash check "+result, timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "hash check "+result, timeout, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		h := c.Status.HashCheck
@@ -137,22 +138,22 @@ func degradedBy(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) string
 // diverged its own way: no majority agrees, Steward says so and replaces nothing, however it is allowed to.
 func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "hashkv")
-	startOperator(t, ns)
-	c := newCluster(ns, "ledger", 3)
+	ns := framework.NewNamespace(t, "hashkv")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "ledger", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{CorruptionCheck: &etcdv1alpha1.CorruptionCheck{
 		EtcdChecks: ptr.To(false), Interval: &metav1.Duration{Duration: 10 * time.Second}}}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	writeLedger(t, got)
 	waitHashCheck(t, key, time.Now(), plan.HashConsistent, 2*time.Minute)
 
-	victim, victimID := aFollower(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	corruptMembers(t, key, victim)
 	// The load starts once the victim serves its rewritten copy. A follower that is down while more than etcd's
 	// catch-up entries (5,000) are written is sent the leader's whole database when it returns, which undoes the
 	// fault: under a load started before the fault, a fast machine did exactly that (docs/development/flakes.md).
-	poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
+	framework.Poll(t, victim+" serves its rewritten copy", 2*time.Minute, func() error {
 		v, err := servedBy(t, got, victim)
 		if err != nil {
 			return err
@@ -162,7 +163,7 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	got = waitHashCheck(t, key, begin, plan.HashMismatch, 3*time.Minute)
 	found := time.Since(begin)
 	if h := got.Status.HashCheck; !slices.Equal(h.MismatchedMembers, []string{victim}) {
@@ -173,44 +174,44 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 	if v, err := servedBy(t, got, victim); err != nil || v != "rewritten on "+victim {
 		t.Errorf("member %s serves %q (%v), want the rewritten value", victim, v, err)
 	}
-	if ev := eventsWithin(t, got, "MemberDataMismatch", begin, 1); len(ev) != 1 {
+	if ev := framework.EventsWithin(t, got, "MemberDataMismatch", begin, 1); len(ev) != 1 {
 		t.Errorf("MemberDataMismatch events %v, want one", ev)
 	}
 	// Report only: the member stays until a human or the spec says otherwise.
 	time.Sleep(15 * time.Second)
-	if err := k8s.Get(context.Background(), key, got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := memberIDs(got)[victim]; !ok {
-		t.Fatalf("member %s was removed without replaceMismatchedMembers: %s", victim, describe(got))
+	if _, ok := framework.MemberIDs(got)[victim]; !ok {
+		t.Fatalf("member %s was removed without replaceMismatchedMembers: %s", victim, framework.Describe(got))
 	}
 
 	begin = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Maintenance.CorruptionCheck.ReplaceMismatchedMembers = true
 	})
-	waitMemberGone(t, key, victim, victimID, 3*time.Minute)
-	waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 3*time.Minute)
+	framework.WaitSettled(t, key, 4*time.Minute)
 	got = waitHashCheck(t, key, time.Now(), plan.HashConsistent, 2*time.Minute)
 	t.Logf("replaced %s and found every member consistent %s after replacement was allowed", victim, time.Since(begin).Round(100*time.Millisecond))
-	if msg := removalEvent(t, got, victim); !strings.Contains(msg, "differs from the majority") {
+	if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, "differs from the majority") {
 		t.Errorf("%s removed for another reason: %s", victim, msg)
 	}
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
 		t.Errorf("still Degraded after the replacement: %+v", d)
 	}
-	for _, m := range memberNames(got) {
+	for _, m := range framework.MemberNames(got) {
 		if v, err := servedBy(t, got, m); err != nil || v != "the value every member agreed on" {
 			t.Errorf("member %s serves %q (%v) after the replacement", m, v, err)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member with diverged data found and replaced")
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "a member with diverged data found and replaced")
 
 	// A majority diverged, each its own way: three hashes, no majority. Replacement is allowed, and must not
 	// happen: Steward cannot tell which data is right.
-	before := memberIDs(got)
-	names := memberNames(got)
+	before := framework.MemberIDs(got)
+	names := framework.MemberNames(got)
 	begin = time.Now()
 	corruptMembers(t, key, names[0], names[1])
 	got = waitHashCheck(t, key, begin, plan.HashNoMajority, 3*time.Minute)
@@ -220,13 +221,13 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 		t.Errorf("Degraded message does not say no majority agrees: %s", msg)
 	}
 	time.Sleep(25 * time.Second) // two more checks
-	if err := k8s.Get(context.Background(), key, got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
 		t.Errorf("members changed %v -> %v with no majority to trust", before, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestInitialCorruptionCheck runs a 3-member cluster with the defaults (etcd's own checks on) under client load
@@ -235,18 +236,18 @@ func TestHashMismatchIsFoundAndReplaced(t *testing.T) {
 // down longer than replaceUnhealthyAfter, Steward replaces it; the successor joins with the majority's data.
 func TestInitialCorruptionCheck(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "initcheck")
-	startOperator(t, ns)
-	key, got := createSettled(t, ns, "sentinel", 30*time.Second)
+	ns := framework.NewNamespace(t, "initcheck")
+	framework.StartOperator(t, ns)
+	key, got := framework.CreateSettled(t, ns, "sentinel", 30*time.Second)
 	writeLedger(t, got)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	corruptMembers(t, key, victim)
 	// The member's container exits on the check: its termination message (etcd's last log lines) says why.
-	poll(t, victim+" refused to start", 2*time.Minute, func() error {
+	framework.Poll(t, victim+" refused to start", 2*time.Minute, func() error {
 		var pod corev1.Pod
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 			return err
 		}
 		for _, s := range pod.Status.ContainerStatuses {
@@ -262,15 +263,15 @@ func TestInitialCorruptionCheck(t *testing.T) {
 	if v, err := servedBy(t, got, victim); err == nil {
 		t.Errorf("member %s answered %q: it should not be serving", victim, v)
 	}
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced %s %s after it was stopped", victim, time.Since(begin).Round(100*time.Millisecond))
-	for _, m := range memberNames(got) {
+	for _, m := range framework.MemberNames(got) {
 		if v, err := servedBy(t, got, m); err != nil || v != "the value every member agreed on" {
 			t.Errorf("member %s serves %q (%v)", m, v, err)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member with diverged data refused to start and was replaced")
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "a member with diverged data refused to start and was replaced")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -19,13 +19,14 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // emptiedKeys are written before a volume is emptied and must all be there whenever the cluster serves again.
 func emptiedKeys(n int) map[string]string {
 	keys := map[string]string{}
 	for i := 0; i < n; i++ {
-		keys[fmt.Sprintf("%s%04d", backupKeyPrefix, i)] = fmt.Sprintf("value-%d", i)
+		keys[fmt.Sprintf("%s%04d", framework.BackupKeyPrefix, i)] = fmt.Sprintf("value-%d", i)
 	}
 	return keys
 }
@@ -40,45 +41,45 @@ func emptiedKeys(n int) map[string]string {
 func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "emptied-1")
-	op := runOperator(t, ns)
-	createS3Secret(t, ns)
+	ns := framework.NewNamespace(t, "emptied-1")
+	op := framework.RunOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
 	const after = 40 * time.Second
-	c := newCluster(ns, "solo", 1)
+	c := framework.NewCluster(ns, "solo", 1)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	keys := emptiedKeys(50)
-	putAll(t, got, keys)
-	b := newBackup(ns, "before-wipe", key.Name, s3Destination(ns+"/solo.db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	framework.PutAll(t, got, keys)
+	b := framework.NewBackup(ns, "before-wipe", key.Name, framework.S3Destination(ns+"/solo.db"))
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute), got)
+	framework.RequireComplete(t, framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute), got)
 	member := got.Status.Members[0].Name
 	clusterID := got.Status.ClusterID
 
-	op.halt()
+	op.Halt()
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &pod); err != nil {
+	if err := framework.K8s.Delete(ctx, &pod); err != nil {
 		t.Fatal(err)
 	}
 	waitPodsGone(t, ns, map[string]types.UID{member: pod.UID})
 	forgetRun(t, ns, member)
-	wipeVolume(t, ns, member)
+	framework.WipeVolume(t, ns, member)
 	begin := time.Now()
 	served := watchServedEmpty(key, "")
-	op.start()
+	op.Start()
 
-	d := waitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
+	d := framework.WaitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
 	cond := meta.FindStatusCondition(d.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	t.Logf("loss reported %s after the operator started: %s", time.Since(begin).Round(100*time.Millisecond), cond.Message)
 
 	var restores etcdv1alpha1.EtcdRestoreList
-	poll(t, "the quorum-loss policy's restore", 2*after, func() error {
-		if err := k8s.List(ctx, &restores, client.InNamespace(ns)); err != nil {
+	framework.Poll(t, "the quorum-loss policy's restore", 2*after, func() error {
+		if err := framework.K8s.List(ctx, &restores, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(restores.Items) != 1 {
@@ -86,11 +87,11 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 		}
 		return nil
 	})
-	r := waitRestoreFinished(t, client.ObjectKeyFromObject(&restores.Items[0]), 4*time.Minute)
+	r := framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(&restores.Items[0]), 4*time.Minute)
 	if !meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("restore %s: %+v", r.Name, r.Status.Conditions)
 	}
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("restored by the quorum-loss policy (restore %s of backup %s) and settled %s after the operator started", r.Name, r.Spec.BackupName,
 		time.Since(begin).Round(100*time.Millisecond))
 	for _, v := range served.finish() {
@@ -99,10 +100,10 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	if got.Status.ClusterID == clusterID || got.Status.Members[0].Name == member {
 		t.Errorf("cluster %s, member %s after the restore: want a new cluster ID and member", got.Status.ClusterID, got.Status.Members[0].Name)
 	}
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "after the restore", read, keys)
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "after the restore", read, keys)
 	requireRunRecorded(t, ns, got.Status.Members[0].Name)
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestEmptiedVolumeOfJoinedMemberAfterPodLoss: a cluster grown from 1 member to 3 under load loses all its Pods,
@@ -115,14 +116,14 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 // lost.
 func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "emptied-3")
-	op := runOperator(t, ns)
-	key, got := settle(t, newCluster(ns, "trio", 1))
+	ns := framework.NewNamespace(t, "emptied-3")
+	op := framework.RunOperator(t, ns)
+	key, got := framework.Settle(t, framework.NewCluster(ns, "trio", 1))
 	keys := emptiedKeys(50)
-	putAll(t, got, keys)
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	got = waitSettled(t, key, 4*time.Minute)
-	load := startLoad(t, got)
+	framework.PutAll(t, got, keys)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	got = framework.WaitSettled(t, key, 4*time.Minute)
+	load := framework.StartLoad(t, got)
 	for _, stopped := range []bool{true, false} {
 		what := "operator running, Pods held Terminating"
 		if stopped {
@@ -133,7 +134,7 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			pods := map[string]types.UID{}
 			for _, m := range got.Status.Members {
 				var p corev1.Pod
-				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.Name}, &p); err != nil {
+				if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.Name}, &p); err != nil {
 					t.Fatal(err)
 				}
 				pods[m.Name] = p.UID
@@ -141,38 +142,38 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			served := watchServedEmpty(key, victimID)
 			begin := time.Now()
 			if stopped {
-				op.halt()
+				op.Halt()
 				deleteMemberPods(t, key)
 				waitPodsGone(t, ns, pods)
-				wipeVolume(t, ns, victim)
-				op.start()
+				framework.WipeVolume(t, ns, victim)
+				op.Start()
 			} else {
-				release := holdPods(t, ns, memberNames(got))
+				release := framework.HoldPods(t, ns, framework.MemberNames(got))
 				deleteMemberPods(t, key)
 				waitEtcdStopped(t, ns, victim)
-				wipeVolume(t, ns, victim)
+				framework.WipeVolume(t, ns, victim)
 				release()
 			}
 			t.Logf("all Pods deleted and the volume of %s (%s), which joined later, emptied", victim, victimID)
-			waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-			got = waitSettled(t, key, 4*time.Minute)
+			framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+			got = framework.WaitSettled(t, key, 4*time.Minute)
 			t.Logf("%s replaced and settled %s after the deletion", victim, time.Since(begin).Round(100*time.Millisecond))
 			for _, v := range served.finish() {
 				t.Errorf("the emptied member served under its old ID: %s", v)
 			}
-			if msg := removalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
+			if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, "lost or corrupt") {
 				t.Errorf("%s removed for another reason: %s", victim, msg)
 			}
-			read, _ := readKeys(t, got, backupKeyPrefix)
-			requireSameKeys(t, "after "+victim+" was emptied and replaced", read, keys)
-			checkStatusMatchesEtcd(t, got)
+			read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+			framework.RequireSameKeys(t, "after "+victim+" was emptied and replaced", read, keys)
+			framework.CheckStatusMatchesEtcd(t, got)
 		}) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
-	deleteAndCheckNothingLeft(t, got)
+	op.Start() // when a round failed with the operator stopped
+	framework.RequireNoLostWrites(t, load, "all Pods deleted and a joined member's volume emptied, twice")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // aJoinedMember returns a member of c that joined the running cluster (its volume records
@@ -183,20 +184,20 @@ func aJoinedMember(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) 
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 	for _, m := range members {
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(m.Name)}, &pvc); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.PVCName(m.Name)}, &pvc); err != nil {
 			t.Fatal(err)
 		}
 		if pvc.Annotations[resources.AnnotationInitialClusterState] == "existing" {
 			return m.Name, m.ID
 		}
 	}
-	t.Fatalf("no member of %v joined later", memberNames(c))
+	t.Fatalf("no member of %v joined later", framework.MemberNames(c))
 	return "", ""
 }
 
 func deleteMemberPods(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+	if err := framework.K8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,10 +205,10 @@ func deleteMemberPods(t *testing.T, key client.ObjectKey) {
 // waitPodsGone waits until no Pod of the given names has the given UID.
 func waitPodsGone(t *testing.T, namespace string, pods map[string]types.UID) {
 	t.Helper()
-	poll(t, "deleted Pods gone", 2*time.Minute, func() error {
+	framework.Poll(t, "deleted Pods gone", 2*time.Minute, func() error {
 		for name, uid := range pods {
 			var p corev1.Pod
-			err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &p)
+			err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &p)
 			if err == nil && p.UID == uid {
 				return fmt.Errorf("Pod %s still there", name)
 			}
@@ -222,9 +223,9 @@ func waitPodsGone(t *testing.T, namespace string, pods map[string]types.UID) {
 // waitEtcdStopped waits until the kubelet reports the etcd container of the (deleted, held) Pod member stopped.
 func waitEtcdStopped(t *testing.T, namespace, member string) {
 	t.Helper()
-	poll(t, "etcd of "+member+" stopped", 2*time.Minute, func() error {
+	framework.Poll(t, "etcd of "+member+" stopped", 2*time.Minute, func() error {
 		var p corev1.Pod
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &p); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &p); err != nil {
 			return err
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -240,7 +241,7 @@ func waitEtcdStopped(t *testing.T, namespace, member string) {
 func forgetRun(t *testing.T, namespace, member string) {
 	t.Helper()
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+	if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := pvc.Annotations[resources.AnnotationHasRun]; !ok {
@@ -248,7 +249,7 @@ func forgetRun(t *testing.T, namespace, member string) {
 	}
 	patch := client.MergeFrom(pvc.DeepCopy())
 	delete(pvc.Annotations, resources.AnnotationHasRun)
-	if err := k8s.Patch(context.Background(), &pvc, patch); err != nil {
+	if err := framework.K8s.Patch(context.Background(), &pvc, patch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -256,9 +257,9 @@ func forgetRun(t *testing.T, namespace, member string) {
 // requireRunRecorded waits until member's volume records that it has run.
 func requireRunRecorded(t *testing.T, namespace, member string) {
 	t.Helper()
-	poll(t, "volume of "+member+" records that it has run", 30*time.Second, func() error {
+	framework.Poll(t, "volume of "+member+" records that it has run", 30*time.Second, func() error {
 		var pvc corev1.PersistentVolumeClaim
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
+		if err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
 			return err
 		}
 		if pvc.Annotations[resources.AnnotationHasRun] == "" {
@@ -295,10 +296,10 @@ func watchServedEmpty(key client.ObjectKey, victimID string) *servedEmptyWatch {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var c etcdv1alpha1.EtcdCluster
-			err := k8s.Get(ctx, key, &c)
+			err := framework.K8s.Get(ctx, key, &c)
 			var restores etcdv1alpha1.EtcdRestoreList
 			if err == nil && victimID == "" {
-				err = k8s.List(ctx, &restores, client.InNamespace(key.Namespace))
+				err = framework.K8s.List(ctx, &restores, client.InNamespace(key.Namespace))
 			}
 			cancel()
 			if err != nil {
@@ -311,11 +312,11 @@ func watchServedEmpty(key client.ObjectKey, victimID string) *servedEmptyWatch {
 			}
 			switch a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); {
 			case victimID != "" && healthy && down:
-				s = fmt.Sprintf("member %s healthy again: %s", victimID, describe(&c))
+				s = fmt.Sprintf("member %s healthy again: %s", victimID, framework.Describe(&c))
 			case victimID != "":
 				down = down || !healthy
 			case len(restores.Items) == 0 && a != nil && a.Status == metav1.ConditionTrue && !a.LastTransitionTime.Before(&since):
-				s = "Available without a restore: " + describe(&c)
+				s = "Available without a restore: " + framework.Describe(&c)
 			}
 			w.mu.Lock()
 			if s != "" && len(w.seen) < 5 {

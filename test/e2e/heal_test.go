@@ -22,123 +22,66 @@ import (
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestMemberWithLostDataIsReplaced deletes a member's volume and Pod under client load: Steward removes the
 // member from etcd and adds a successor with a new name and ID, with no acknowledged write lost.
 func TestMemberWithLostDataIsReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "heal")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "heal")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "mended", 0)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	key, got := framework.CreateSettled(t, ns, "mended", 0)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	begin := time.Now()
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(victim)}, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, pvc); err != nil {
+	if err := framework.K8s.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
+	if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: victim}); err != nil {
 		t.Fatal(err)
 	}
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("replaced member with lost data in %s", time.Since(begin).Round(100*time.Millisecond))
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "replacement")
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "replacement")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestUnreachableMemberIsReplacedAfterGracePeriod cuts a follower off the network under client load: once it
 // has been unhealthy longer than spec.replaceUnhealthyAfter, Steward removes it and adds a new member.
 func TestUnreachableMemberIsReplacedAfterGracePeriod(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "partition")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "partition")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "islands", 20*time.Second)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	key, got := framework.CreateSettled(t, ns, "islands", 20*time.Second)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	took := time.Since(begin)
 	if took < 20*time.Second {
 		t.Errorf("replaced after %s, before the 20s grace period", took)
 	}
 	t.Logf("replaced an unreachable member %s after it was cut off (grace period 20s)", took.Round(100*time.Millisecond))
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "replacement")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// createSettled creates a 3-member cluster in namespace, with spec.replaceUnhealthyAfter unless 0, and
-// waits until it has settled.
-func createSettled(t *testing.T, namespace, name string, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	c := newCluster(namespace, name, 3)
-	if replaceUnhealthyAfter != 0 {
-		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
-	}
-	return settle(t, c)
-}
-
-// settle creates cluster c and waits until it has settled.
-func settle(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
-	return key, waitSettled(t, key, 4*time.Minute)
-}
-
-// waitMemberGone waits until status.members lists no member named name and none with etcd member ID id.
-func waitMemberGone(t *testing.T, key client.ObjectKey, name, id string, timeout time.Duration) {
-	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
-	poll(t, "member "+name+" ("+id+") gone", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		for _, m := range c.Status.Members {
-			if m.Name == name || (id != "" && m.ID == id) {
-				return fmt.Errorf("member %s (%s) still listed: %s", name, id, describe(&c))
-			}
-		}
-		return nil
-	})
-}
-
-// removalEvent returns the message of the MemberRemoved Event Steward recorded for the cluster's member name.
-func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string {
-	t.Helper()
-	var msg string
-	poll(t, "MemberRemoved event for "+name, 30*time.Second, func() error {
-		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-			return err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == c.Name && e.Reason == "MemberRemoved" && strings.Contains(e.Message, "member "+name+" ") {
-				msg = e.Message
-				return nil
-			}
-		}
-		return fmt.Errorf("no MemberRemoved event for %s among %d events", name, len(events.Items))
-	})
-	return msg
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "replacement")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStuckLearnerIsReplaced scales 3 -> 5 under load and cuts the first learner's Pod off the network as soon as
@@ -148,18 +91,18 @@ func removalEvent(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) string
 // its Pod and volume, and adds a fresh learner; the cluster settles at 5 healthy voters.
 func TestStuckLearnerIsReplaced(t *testing.T) {
 	serial(t, "races a window of milliseconds (a learner's sandbox exists, its etcd has not started) that the load of other tests on the node would move")
-	ns := newNamespace(t, "laggard")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "laggard")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "tortoise", 20*time.Second)
+	key, got := framework.CreateSettled(t, ns, "tortoise", 20*time.Second)
 	original := map[string]bool{}
 	for _, m := range got.Status.Members {
 		original[m.Name] = true
 	}
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Replicas = 5
-	if err := k8s.Patch(ctx, got, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	// Poll fast: the cut must land between the sandbox (network namespace) and the etcd container's start.
@@ -167,7 +110,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	var begin, created time.Time
 	if err := testbed.Eventually(ctx, 2*time.Minute, 20*time.Millisecond, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		for i := range pods.Items {
@@ -186,16 +129,16 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 		t.Fatalf("cut off the first learner: %v", err)
 	}
 	t.Logf("learner %s cut off the network", victim)
-	waitMemberGone(t, key, victim, "", 4*time.Minute)
+	framework.WaitMemberGone(t, key, victim, "", 4*time.Minute)
 	removed, age := time.Since(begin), time.Since(created)
-	got = waitSettled(t, key, 5*time.Minute)
+	got = framework.WaitSettled(t, key, 5*time.Minute)
 	t.Logf("stuck learner removed %s after it was cut off, %s after its Pod was created (bound 20s after its etcd started, or 1m20s while it does not run); cluster settled at 5 voters after %s",
 		removed.Round(100*time.Millisecond), age.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	// Either bound ends at least 20s (whole seconds, rounded down) after the Pod's creation.
 	if age < 20*time.Second {
 		t.Errorf("learner removed %s after its Pod was created, before the 20s bound", age)
 	}
-	if msg := removalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
+	if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
 		t.Errorf("learner %s removed for another reason: %s", victim, msg)
 	}
 	for _, m := range got.Status.Members {
@@ -203,59 +146,27 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 			t.Errorf("member %+v after the replacement", m)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "3->5 with a stuck learner")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// wipeAndCrash empties the member's volume under its running etcd and kills the etcd process, so that the kubelet
-// restarts it on an empty data dir with its old name, flags and member ID.
-func wipeAndCrash(t *testing.T, namespace, member string) {
-	t.Helper()
-	var pod corev1.Pod
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: member}, &pod); err != nil {
-		t.Fatal(err)
-	}
-	wipeVolume(t, namespace, member)
-	if err := chaos.KillContainer(&pod, resources.EtcdContainer); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wipeVolume empties the local volume bound to member's claim, leaving the claim and the volume in place: a disk
-// replaced or reformatted, a node re-imaged.
-func wipeVolume(t *testing.T, namespace, member string) {
-	t.Helper()
-	ctx := context.Background()
-	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: resources.PVCName(member)}, &pvc); err != nil {
-		t.Fatal(err)
-	}
-	var pv corev1.PersistentVolume
-	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
-		t.Fatal(err)
-	}
-	if err := chaos.WipeVolume(&pv); err != nil {
-		t.Fatal(err)
-	}
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "3->5 with a stuck learner")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // replaceWiped wipes and crashes member victim and waits until Steward has replaced it and the cluster settled.
 func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	begin := time.Now()
-	wipeAndCrash(t, key.Namespace, victim)
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	framework.WipeAndCrash(t, key.Namespace, victim)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
 	removed := time.Since(begin)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("%s %s (%s) on an emptied data dir: removed after %s, replaced and settled after %s", kind, victim, victimID,
 		removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
-	msg := removalEvent(t, got, victim)
+	msg := framework.RemovalEvent(t, got, victim)
 	t.Logf("event: %s", msg)
 	if !strings.Contains(msg, "lost or corrupt") {
 		t.Errorf("%s removed for another reason: %s", victim, msg)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	return got
 }
 
@@ -267,15 +178,15 @@ func replaceWiped(t *testing.T, key client.ObjectKey, kind, victim, victimID str
 // an hour, so only that evidence can trigger this.
 func TestEmptiedDataDirIsReplaced(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "wiped")
-	startOperator(t, ns)
-	key, got := createSettled(t, ns, "amnesiac", time.Hour)
+	ns := framework.NewNamespace(t, "wiped")
+	framework.StartOperator(t, ns)
+	key, got := framework.CreateSettled(t, ns, "amnesiac", time.Hour)
 	bootstrap := map[string]bool{}
 	for _, m := range got.Status.Members {
 		bootstrap[m.Name] = true
 	}
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	got = replaceWiped(t, key, "bootstrap member", victim, victimID)
 	for _, m := range got.Status.Members {
 		if !bootstrap[m.Name] {
@@ -283,8 +194,8 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 		}
 	}
 	got = replaceWiped(t, key, "joined member", victim, victimID)
-	requireNoLostWrites(t, load, "two members restarted on emptied data dirs")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "two members restarted on emptied data dirs")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStrayMembersAreRemoved adds, by hand through etcd's API and under load, a learner and a voter that Steward
@@ -292,16 +203,16 @@ func TestEmptiedDataDirIsReplaced(t *testing.T) {
 // both (they hold no data) and the cluster settles as it was.
 func TestStrayMembersAreRemoved(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "stray")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "stray")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "crowded", 0)
-	load := startLoad(t, got)
+	key, got := framework.CreateSettled(t, ns, "crowded", 0)
+	load := framework.StartLoad(t, got)
 	var eps []string
-	for _, ep := range memberEndpoints(t, got) {
+	for _, ep := range framework.MemberEndpoints(t, got) {
 		eps = append(eps, ep)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, got)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: framework.ClusterTLS(t, got)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +226,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	}{{"learner", cli.MemberAddAsLearner, "http://192.0.2.10:2380"}, {"voter", cli.MemberAdd, "http://192.0.2.11:2380"}} {
 		// etcd refuses a membership change while it considers the cluster unhealthy (a member just became active,
 		// or Steward's own removal of the first stray is being applied): retry.
-		poll(t, "add stray "+add.kind, time.Minute, func() error {
+		framework.Poll(t, "add stray "+add.kind, time.Minute, func() error {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			resp, err := add.call(actx, []string{add.url})
@@ -327,7 +238,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 		})
 	}
 	t.Logf("added strays %v", strays)
-	poll(t, "stray members removed from etcd", 4*time.Minute, func() error {
+	framework.Poll(t, "stray members removed from etcd", 4*time.Minute, func() error {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		resp, err := cli.MemberList(lctx)
@@ -342,16 +253,16 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 		return nil
 	})
 	removed := time.Since(begin)
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("both strays removed %s after they were added; settled after %s", removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	for id := range strays {
-		if msg := removalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
+		if msg := framework.RemovalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
 			t.Errorf("stray %x removed for another reason: %s", id, msg)
 		}
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "stray members added and removed")
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "stray members added and removed")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestWipedFirstMemberOfGrownCluster: a cluster created with one member and scaled to three, under load. Its first
@@ -364,25 +275,25 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "grown")
-	startOperator(t, ns)
-	c := newCluster(ns, "grown", 1)
+	ns := framework.NewNamespace(t, "grown")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "grown", 1)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 20 * time.Second}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	first := got.Status.Members[0]
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	if !resources.PodBootstrapsAlone(&pod) {
 		t.Fatalf("the first Pod of a one-member cluster does not bootstrap alone: %v", pod.Spec.Containers[0].Command)
 	}
 	firstUID := pod.UID
-	keys := writeBackupKeys(t, got)
-	load := startLoad(t, got)
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
+	keys := framework.WriteBackupKeys(t, got)
+	load := framework.StartLoad(t, got)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.Poll(t, "first member's Pod re-created so that it no longer bootstraps alone", 3*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Name}, &pod); err != nil {
 			return err
 		}
 		if pod.UID == firstUID || resources.PodBootstrapsAlone(&pod) {
@@ -390,19 +301,19 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 		}
 		return nil
 	})
-	got = waitSettled(t, key, 3*time.Minute)
+	got = framework.WaitSettled(t, key, 3*time.Minute)
 	if len(got.Status.Members) != 3 {
 		t.Fatalf("members %+v, want 3", got.Status.Members)
 	}
 	begin := time.Now()
-	wipeAndCrash(t, ns, first.Name)
-	waitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WipeAndCrash(t, ns, first.Name)
+	framework.WaitMemberGone(t, key, first.Name, first.ID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("first member %s wiped and crashed: replaced, settled in %s", first.Name, time.Since(begin).Round(100*time.Millisecond))
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "after the first member was wiped", read, keys)
-	requireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
-	deleteAndCheckNothingLeft(t, got)
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "after the first member was wiped", read, keys)
+	framework.RequireNoLostWrites(t, load, "a grown cluster's first member restarted, then wiped and replaced")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestWedgedMembersAreRestartedByTheirLivenessProbe wedges etcd in member Pods under client load (SIGSTOP: the
@@ -413,13 +324,13 @@ func TestWipedFirstMemberOfGrownCluster(t *testing.T) {
 // its default, 5 minutes), and no acknowledged write is lost.
 func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "wedged")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "wedged")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "wedged", 0)
-	load := startLoad(t, got)
-	follower, _ := aFollower(t, got)
-	all := memberNames(got)
+	key, got := framework.CreateSettled(t, ns, "wedged", 0)
+	load := framework.StartLoad(t, got)
+	follower, _ := framework.AFollower(t, got)
+	all := framework.MemberNames(got)
 	majority := []string{follower}
 	for _, m := range all {
 		if m != follower && len(majority) < 2 {
@@ -427,24 +338,24 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 		}
 	}
 	for _, wedged := range [][]string{{follower}, majority, all} {
-		restarts := containerRestarts(t, key)
+		restarts := framework.ContainerRestarts(t, key)
 		for _, m := range wedged {
 			var pod corev1.Pod
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pod); err != nil {
 				t.Fatal(err)
 			}
 			// Until etcd's /livez has passed once in a container, the agent answers its liveness probe as a start
 			// (the startup grace, 5 minutes): ask it once here, as the kubelet does, so the wedge is of a member
 			// that has run, whatever the probe's ticker did in the seconds since the Pod started.
-			poll(t, m+" live", 30*time.Second, func() error { return livez(pod.Status.PodIP) })
+			framework.Poll(t, m+" live", 30*time.Second, func() error { return livez(pod.Status.PodIP) })
 			if err := chaos.WedgeProcess(&pod, resources.EtcdContainer, "etcd"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		begin := time.Now()
 		what := fmt.Sprintf("%d of 3 members wedged %v", len(wedged), wedged)
-		poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
-			now := containerRestarts(t, key)
+		framework.Poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
+			now := framework.ContainerRestarts(t, key)
 			for _, m := range wedged {
 				if now[m] <= restarts[m] {
 					return fmt.Errorf("etcd container of %s not restarted yet (%d restarts)", m, now[m])
@@ -453,10 +364,10 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 			return nil
 		})
 		restarted := time.Since(begin)
-		got = waitSettled(t, key, 4*time.Minute)
+		got = framework.WaitSettled(t, key, 4*time.Minute)
 		t.Logf("%s: restarted after %s, settled after %s", what, restarted.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 		var events corev1.EventList
-		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range wedged {
@@ -468,13 +379,13 @@ func TestWedgedMembersAreRestartedByTheirLivenessProbe(t *testing.T) {
 				t.Errorf("%s: no Event says the kubelet restarted %s for its liveness probe", what, m)
 			}
 		}
-		if now := memberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
+		if now := framework.MemberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
 			t.Errorf("%s: members %v afterwards, want the same %v back on their volumes", what, now, all)
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 	}
-	requireNoLostWrites(t, load, "one, two and three members wedged in turn")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "one, two and three members wedged in turn")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // livez asks a member's agent for its liveness answer (what the kubelet's liveness probe gets), nil for 200.

@@ -3,12 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,68 +20,8 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/version"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-// helmBinary builds the Helm the chart is tested with (`make helm`: the version test/chart/go.mod pins) once per
-// run.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	return buildOnce(t, "helm", func() (string, error) {
-		cmd := exec.Command("make", "--no-print-directory", "helm")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("make helm: %w\n%s", err, out)
-		}
-		matches, _ := filepath.Glob(filepath.Join(repoRoot(t), "bin", "helm-v*"))
-		if len(matches) != 1 {
-			return "", fmt.Errorf("make helm left %v in bin/, want one helm-v*", matches)
-		}
-		return matches[0], nil
-	})
-}
-
-// builds holds one *toolBuild per tool name: what buildOnce built, or why it could not.
-var builds sync.Map
-
-type toolBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildOnce runs build the first time a test asks for the tool name and returns its result to every test; a
-// failed build fails each test that needs the tool.
-func buildOnce(t *testing.T, name string, build func() (string, error)) string {
-	t.Helper()
-	v, _ := builds.LoadOrStore(name, &toolBuild{})
-	b := v.(*toolBuild)
-	b.once.Do(func() { b.path, b.err = build() })
-	if b.err != nil {
-		t.Fatalf("build %s: %v", name, b.err)
-	}
-	return b.path
-}
-
-// helm runs Helm against the test bed from the repository root; it returns the output and the error, which
-// the caller expects or not.
-func helm(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(helmBinary(t), args...)
-	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(),
-		"HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func mustHelm(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := helm(t, args...)
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
 
 // TestHelmInstallUpgradeUninstall installs the chart the way docs/operations/install.md shows for one namespace
 // (watchNamespaces: a Role, nothing cluster-wide but the metrics endpoint's authentication, so it shares the test bed with other tests) with the previous
@@ -97,30 +33,30 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	ctx := context.Background()
 	// The release starts on the previous Steward (TestOperatorUpgrade builds it first), so the first upgrade is
 	// also an operator upgrade through Helm.
-	previous, _ := buildPreviousSteward(t, previousSteward)
+	previous, _ := framework.BuildPreviousSteward(t, framework.PreviousSteward)
 	repository, tag, _ := strings.Cut(previous, ":")
-	ns := newNamespace(t, "helm")
-	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
+	ns := framework.NewNamespace(t, "helm")
+	out := framework.MustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}",
 		"--set", "image.repository="+repository, "--set", "image.tag="+tag, "--set", "agentImage="+previous, "--wait", "--timeout", "3m")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Errorf("helm install printed no deployed status:\n%s", out)
 	}
 	deployment := client.ObjectKey{Namespace: ns, Name: "steward"}
 	var d appsv1.Deployment
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != previous || ptr.Deref(d.Spec.Replicas, 0) != 2 {
 		t.Errorf("Deployment runs %s x%d, want %s x2", img, ptr.Deref(d.Spec.Replicas, 0), previous)
 	}
 	var roles rbacv1.RoleList
-	if err := k8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
+	if err := framework.K8s.List(ctx, &roles, client.InNamespace(ns)); err != nil || len(roles.Items) == 0 {
 		t.Errorf("no Role in %s (%v): a namespaced install manages it through a Role", ns, err)
 	}
 	// Cluster-wide only the metrics endpoint's right to ask the API server about scrapers (TokenReviews and
 	// SubjectAccessReviews are cluster-scoped), which grants access to no object.
 	var crb rbacv1.ClusterRoleBindingList
-	if err := k8s.List(ctx, &crb, client.MatchingLabels{"app.kubernetes.io/instance": "steward"}); err != nil {
+	if err := framework.K8s.List(ctx, &crb, client.MatchingLabels{"app.kubernetes.io/instance": "steward"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range crb.Items {
@@ -129,19 +65,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 
-	c := newCluster(ns, "charted", 1)
-	if err := k8s.Create(ctx, c); err != nil {
+	c := framework.NewCluster(ns, "charted", 1)
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	members := memberPodsFingerprint(t, got)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
+	members := framework.MemberPodsFingerprint(t, got)
 
 	// Upgrade to this release (the chart's default image) with changed values: one replica, more memory, debug
 	// logs.
-	mustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}", "--set", "replicaCount=1",
+	framework.MustHelm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+"}", "--set", "replicaCount=1",
 		"--set", "resources.limits.memory=300Mi", "--set", "extraArgs={--zap-log-level=debug}", "--wait", "--timeout", "3m")
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	manager := d.Spec.Template.Spec.Containers[0]
@@ -152,30 +88,30 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	generation := d.Generation
 
 	// A bad value is refused by the chart's schema before anything is sent to the cluster.
-	out, err := helm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--reuse-values", "--set", "replicaCount=0")
+	out, err := framework.Helm(t, "upgrade", "steward", "charts/steward", "--namespace", ns, "--reuse-values", "--set", "replicaCount=0")
 	if err == nil || !strings.Contains(out, "replicaCount") {
 		t.Errorf("helm upgrade with replicaCount=0: err %v, output:\n%s", err, out)
 	}
-	if err := k8s.Get(ctx, deployment, &d); err != nil {
+	if err := framework.K8s.Get(ctx, deployment, &d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Generation != generation {
 		t.Errorf("the refused upgrade changed the Deployment (generation %d -> %d)", generation, d.Generation)
 	}
-	got = waitSettled(t, key, 2*time.Minute)
-	if now := memberPodsFingerprint(t, got); now != members {
+	got = framework.WaitSettled(t, key, 2*time.Minute)
+	if now := framework.MemberPodsFingerprint(t, got); now != members {
 		t.Errorf("member Pods changed across helm upgrades:\nbefore %s\nafter  %s", members, now)
 	}
-	writeAndReadThroughService(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	var leases coordinationv1.LeaseList
-	if err := k8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
+	if err := framework.K8s.List(ctx, &leases, client.InNamespace(ns)); err != nil || len(leases.Items) != 1 {
 		t.Errorf("leader election Leases in %s: %d (%v), want 1", ns, len(leases.Items), err)
 	}
 
-	mustHelm(t, "uninstall", "steward", "--namespace", ns, "--wait", "--timeout", "3m")
-	poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {
+	framework.MustHelm(t, "uninstall", "steward", "--namespace", ns, "--wait", "--timeout", "3m")
+	framework.Poll(t, "the operator's Pods gone after helm uninstall", 2*time.Minute, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil {
 			return err
 		}
 		if len(pods.Items) != 0 {
@@ -183,19 +119,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 		return nil
 	})
-	if err := k8s.Get(ctx, deployment, &d); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, deployment, &d); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment after helm uninstall: %v", err)
 	}
-	crds := apiextensionsclient.NewForConfigOrDie(bed.RESTConfig).ApiextensionsV1().CustomResourceDefinitions()
+	crds := apiextensionsclient.NewForConfigOrDie(framework.Bed.RESTConfig).ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Get(ctx, "etcdclusters.etcd.steward.dev", metav1.GetOptions{}); err != nil {
 		t.Errorf("the EtcdCluster CRD after helm uninstall: %v", err)
 	}
 	var after etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &after); err != nil {
+	if err := framework.K8s.Get(ctx, key, &after); err != nil {
 		t.Fatalf("the cluster after helm uninstall: %v", err)
 	}
-	if now := memberPodsFingerprint(t, &after); now != members {
+	if now := framework.MemberPodsFingerprint(t, &after); now != members {
 		t.Errorf("member Pods changed by helm uninstall:\nbefore %s\nafter  %s", members, now)
 	}
-	writeAndReadThroughService(t, &after)
+	framework.WriteAndReadThroughService(t, &after)
 }

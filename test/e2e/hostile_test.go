@@ -19,21 +19,8 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-// refused asserts that err is the API server refusing an object at admission with a message containing want.
-func refused(t *testing.T, err error, want string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("accepted, want a refusal containing %q", want)
-	}
-	if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-		t.Fatalf("error %v is not a validation error (want %q)", err, want)
-	}
-	if !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %q does not say %q", err, want)
-	}
-}
 
 // TestHostileSpecsAreRefused: malformed and dangerous EtcdClusters, EtcdBackups and EtcdBackupSchedules are
 // refused at admission with a message saying what is wrong, and nothing is stored. No operator runs: refusing
@@ -41,7 +28,7 @@ func refused(t *testing.T, err error, want string) {
 func TestHostileSpecsAreRefused(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
+	ns := framework.NewNamespace(t, "hostile")
 	huge := strings.Repeat("a", 100_000)
 
 	clusters := map[string]struct {
@@ -89,9 +76,9 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range clusters {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
-			c := newCluster(ns, "refused", 1)
+			c := framework.NewCluster(ns, "refused", 1)
 			tt.mutate(c)
-			refused(t, k8s.Create(ctx, c), tt.want)
+			framework.Refused(t, framework.K8s.Create(ctx, c), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "refused")
 		})
 	}
@@ -99,7 +86,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	// Names whose Services or member Pods Kubernetes would refuse: the cluster would be admitted and fail forever.
 	for name, clusterName := range map[string]string{"58 characters": "a" + strings.Repeat("b", 57), "leading digit": "1db", "dotted": "db.prod"} {
 		t.Run("EtcdCluster name "+name, func(t *testing.T) {
-			refused(t, k8s.Create(ctx, newCluster(ns, clusterName, 1)), "metadata.name must start with a letter")
+			framework.Refused(t, framework.K8s.Create(ctx, framework.NewCluster(ns, clusterName, 1)), "metadata.name must start with a letter")
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, clusterName)
 		})
 	}
@@ -118,7 +105,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range raw {
 		t.Run("EtcdCluster "+name, func(t *testing.T) {
-			refused(t, createUnstructured(ctx, map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
+			framework.Refused(t, framework.CreateUnstructured(ctx, map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": "EtcdCluster",
 				"metadata": map[string]any{"name": "raw", "namespace": ns}, "spec": tt.spec}), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdCluster{}, "raw")
 		})
@@ -155,26 +142,26 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	for name, tt := range destinations {
 		t.Run("EtcdBackup "+name, func(t *testing.T) {
-			refused(t, k8s.Create(ctx, newBackup(ns, "refused", "db", tt.d)), tt.want)
+			framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "db", tt.d)), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 		})
 	}
 	t.Run("EtcdBackup of another namespace's cluster", func(t *testing.T) {
-		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "other-namespace/victim", pvc("x.db"))), "spec.clusterName")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, "refused")
 	})
 	t.Run("EtcdBackup name too long for its labels", func(t *testing.T) {
 		name := "b" + strings.Repeat("x", 63)
-		refused(t, k8s.Create(ctx, newBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, name, "db", pvc("x.db"))), "at most 63 characters")
 		requireNotStored(t, ns, &etcdv1alpha1.EtcdBackup{}, name)
 	})
 	t.Run("EtcdBackup without cluster", func(t *testing.T) {
-		refused(t, k8s.Create(ctx, newBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
+		framework.Refused(t, framework.K8s.Create(ctx, framework.NewBackup(ns, "refused", "", pvc("x.db"))), "spec.clusterName")
 	})
 	t.Run("EtcdBackup bad deletion policy", func(t *testing.T) {
-		b := newBackup(ns, "refused", "db", pvc("x.db"))
+		b := framework.NewBackup(ns, "refused", "db", pvc("x.db"))
 		b.Spec.DeletionPolicy = "Shred"
-		refused(t, k8s.Create(ctx, b), "Unsupported value")
+		framework.Refused(t, framework.K8s.Create(ctx, b), "Unsupported value")
 	})
 
 	schedules := map[string]struct {
@@ -199,22 +186,22 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 			s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
 				Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "@hourly", Destination: pvc("nightly")}}
 			tt.mutate(s)
-			refused(t, k8s.Create(ctx, s), tt.want)
+			framework.Refused(t, framework.K8s.Create(ctx, s), tt.want)
 			requireNotStored(t, ns, &etcdv1alpha1.EtcdBackupSchedule{}, "refused")
 		})
 	}
 
 	t.Run("EtcdBackup spec change", func(t *testing.T) {
-		b := newBackup(ns, "fixed", "db", pvc("x.db"))
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, "fixed", "db", pvc("x.db"))
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = k8s.Delete(ctx, b) }()
+		defer func() { _ = framework.K8s.Delete(ctx, b) }()
 		before := b.ResourceVersion
 		b.Spec.Destination.PVC.Path = "y.db"
-		refused(t, k8s.Update(ctx, b), "spec is immutable")
+		framework.Refused(t, framework.K8s.Update(ctx, b), "spec is immutable")
 		var after etcdv1alpha1.EtcdBackup
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), &after); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(b), &after); err != nil {
 			t.Fatal(err)
 		}
 		if after.ResourceVersion != before || after.Spec.Destination.PVC.Path != "x.db" {
@@ -225,24 +212,13 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 
 func requireNotStored(t *testing.T, ns string, obj client.Object, name string) {
 	t.Helper()
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	err := framework.K8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if !apierrors.IsNotFound(err) {
 		if err == nil {
-			_ = k8s.Delete(context.Background(), obj)
+			_ = framework.K8s.Delete(context.Background(), obj)
 		}
 		t.Fatalf("refused object %s: get says %v, want NotFound", name, err)
 	}
-}
-
-// memberPodsState is what must not move when a change is refused: each member Pod's UID and resourceVersion.
-func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	pods := memberPodsOf(t, c)
-	out := map[string]string{}
-	for _, p := range pods.Items {
-		out[p.Name] = string(p.UID) + "@" + p.ResourceVersion
-	}
-	return out
 }
 
 // TestHostileUpdatesChangeNothing: every refused change to a running cluster leaves the stored object (same
@@ -250,33 +226,33 @@ func memberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 func TestHostileUpdatesChangeNothing(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
-	c := newCluster(ns, "steady", 1)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "steady", 1)
 	c.Spec.Version = "3.5.35"
 	c.Spec.Storage.Ephemeral = true
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	defer deleteAndCheckNothingLeft(t, c)
+	defer framework.DeleteAndCheckNothingLeft(t, c)
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 3*time.Minute)
+	framework.WaitAvailable(t, key, 3*time.Minute)
 	// The Pod's readiness can trail etcd's own answer by a probe period; after it, nothing changes the Pod.
-	poll(t, "member Pod ready", time.Minute, func() error {
+	framework.Poll(t, "member Pod ready", time.Minute, func() error {
 		var list corev1.PodList
-		if err := k8s.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
-		if len(list.Items) != 1 || !podIsReady(&list.Items[0]) {
+		if len(list.Items) != 1 || !framework.PodIsReady(&list.Items[0]) {
 			return fmt.Errorf("%d Pods, not ready", len(list.Items))
 		}
 		return nil
 	})
 	var settled etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &settled); err != nil {
+	if err := framework.K8s.Get(ctx, key, &settled); err != nil {
 		t.Fatal(err)
 	}
-	pods := memberPodsState(t, &settled)
+	pods := framework.MemberPodsState(t, &settled)
 
 	updates := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
@@ -305,15 +281,15 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 			var err error
 			for attempt := 0; attempt < 5; attempt++ {
 				var cur etcdv1alpha1.EtcdCluster
-				if err = k8s.Get(ctx, key, &cur); err != nil {
+				if err = framework.K8s.Get(ctx, key, &cur); err != nil {
 					t.Fatal(err)
 				}
 				tt.mutate(&cur)
-				if err = k8s.Update(ctx, &cur); !apierrors.IsConflict(err) {
+				if err = framework.K8s.Update(ctx, &cur); !apierrors.IsConflict(err) {
 					break
 				}
 			}
-			refused(t, err, tt.want)
+			framework.Refused(t, err, tt.want)
 		})
 	}
 	t.Run("zero replicas by merge patch", func(t *testing.T) {
@@ -321,17 +297,17 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
 		u.SetNamespace(key.Namespace)
 		u.SetName(key.Name)
-		refused(t, k8s.Patch(ctx, u, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))), "greater than or equal to 1")
+		framework.Refused(t, framework.K8s.Patch(ctx, u, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))), "greater than or equal to 1")
 	})
 
 	var after etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, key, &after); err != nil {
+	if err := framework.K8s.Get(ctx, key, &after); err != nil {
 		t.Fatal(err)
 	}
 	if after.Generation != settled.Generation || after.Spec.Version != "3.5.35" || after.Spec.Replicas != 1 || !after.Spec.Storage.Ephemeral {
 		t.Fatalf("stored spec changed by refused updates: generation %d -> %d, %+v", settled.Generation, after.Generation, after.Spec)
 	}
-	if now := memberPodsState(t, &after); fmt.Sprint(now) != fmt.Sprint(pods) {
+	if now := framework.MemberPodsState(t, &after); fmt.Sprint(now) != fmt.Sprint(pods) {
 		t.Fatalf("member Pods changed by refused updates: %v -> %v", pods, now)
 	}
 }
@@ -343,8 +319,8 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
 	cases := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
 		want   string
@@ -370,69 +346,36 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 	}
 	for name, tt := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newCluster(ns, name, 1)
+			c := framework.NewCluster(ns, name, 1)
 			c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 			tt.mutate(c)
-			if err := k8s.Create(ctx, c); err != nil {
+			if err := framework.K8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
-			defer deleteAndCheckNothingLeft(t, c)
+			defer framework.DeleteAndCheckNothingLeft(t, c)
 			key := client.ObjectKeyFromObject(c)
 			var cur etcdv1alpha1.EtcdCluster
 			// The kubelet's first pull (or the scheduler's first attempt) comes within seconds here; 4 minutes
 			// covers a loaded CI machine, whose failure output then shows where the Pod was (docs/development/flakes.md).
-			poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
-				if err := k8s.Get(ctx, key, &cur); err != nil {
+			framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
+				if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 					return err
 				}
 				d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 				if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, tt.want) {
-					return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+					return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 				}
 				return nil
 			})
-			t.Logf("reported: %s", describe(&cur))
-			before := ownedState(t, &cur)
+			t.Logf("reported: %s", framework.Describe(&cur))
+			before := framework.OwnedState(t, &cur)
 			if len(before) == 0 {
 				t.Fatal("no member Pod or PVC created")
 			}
 			// Past replaceUnhealthyAfter (10s) twice over: a member that never ran is not Steward's to replace.
-			requireOwnedStateFor(t, &cur, before, 25*time.Second)
+			framework.RequireOwnedStateFor(t, &cur, before, 25*time.Second)
 		})
 	}
-}
-
-// requireOwnedStateFor fails t if the cluster's member Pods and PVCs differ from before (ownedState) at any check,
-// once a second, for d.
-func requireOwnedStateFor(t *testing.T, c *etcdv1alpha1.EtcdCluster, before map[string]string, d time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if now := ownedState(t, c); fmt.Sprint(now) != fmt.Sprint(before) {
-			t.Fatalf("member Pods or volumes changed: %v -> %v", before, now)
-		}
-	}
-}
-
-// ownedState maps each member Pod and PVC of a cluster to its UID.
-func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	sel := client.MatchingLabels{resources.LabelCluster: c.Name}
-	var pods corev1.PodList
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), sel); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		out["pod/"+p.Name] = string(p.UID)
-	}
-	for _, p := range pvcs.Items {
-		out["pvc/"+p.Name] = string(p.UID)
-	}
-	return out
 }
 
 // TestHostileImageChangeReplacesNothing: spec.image changed on a running 3-member cluster to an image that does
@@ -443,77 +386,77 @@ func ownedState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 func TestHostileImageChangeReplacesNothing(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "hostile")
-	startOperator(t, ns)
-	c := newCluster(ns, "typo", 3)
+	ns := framework.NewNamespace(t, "hostile")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "typo", 3)
 	c.Spec.Storage.Ephemeral = true
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	defer deleteAndCheckNothingLeft(t, c)
+	defer framework.DeleteAndCheckNothingLeft(t, c)
 	key := client.ObjectKeyFromObject(c)
-	c = waitAvailable(t, key, 4*time.Minute)
-	ids := memberIDs(c)
-	pods := ownedState(t, c)
+	c = framework.WaitAvailable(t, key, 4*time.Minute)
+	ids := framework.MemberIDs(c)
+	pods := framework.OwnedState(t, c)
 
 	setImage := func(image string) {
 		t.Helper()
-		poll(t, "set spec.image", time.Minute, func() error {
+		framework.Poll(t, "set spec.image", time.Minute, func() error {
 			var cur etcdv1alpha1.EtcdCluster
-			if err := k8s.Get(ctx, key, &cur); err != nil {
+			if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 				return err
 			}
 			cur.Spec.Image = image
-			return k8s.Update(ctx, &cur)
+			return framework.K8s.Update(ctx, &cur)
 		})
 	}
 	setImage("steward.invalid/etcd:v" + c.Spec.Version)
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "Image") {
-			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}
 		return nil
 	})
-	t.Logf("reported: %s", describe(&cur))
+	t.Logf("reported: %s", framework.Describe(&cur))
 	// Twice replaceUnhealthyAfter: the members, their IDs and Pods stay, and the cluster keeps its quorum.
 	deadline := time.Now().Add(25 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			t.Fatal(err)
 		}
-		if now := memberIDs(&cur); fmt.Sprint(now) != fmt.Sprint(ids) {
-			t.Fatalf("members changed while the image could not be pulled: %v -> %v (%s)", ids, now, describe(&cur))
+		if now := framework.MemberIDs(&cur); fmt.Sprint(now) != fmt.Sprint(ids) {
+			t.Fatalf("members changed while the image could not be pulled: %v -> %v (%s)", ids, now, framework.Describe(&cur))
 		}
-		if now := ownedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(pods) {
+		if now := framework.OwnedState(t, &cur); fmt.Sprint(now) != fmt.Sprint(pods) {
 			t.Fatalf("member Pods changed: %v -> %v", pods, now)
 		}
 		if !meta.IsStatusConditionTrue(cur.Status.Conditions, etcdv1alpha1.ConditionAvailable) {
-			t.Fatalf("quorum lost: %s", describe(&cur))
+			t.Fatalf("quorum lost: %s", framework.Describe(&cur))
 		}
 		time.Sleep(time.Second)
 	}
 
 	setImage("")
-	healed := waitAvailable(t, key, 3*time.Minute)
-	poll(t, "member healed in place", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, healed); err != nil {
+	healed := framework.WaitAvailable(t, key, 3*time.Minute)
+	framework.Poll(t, "member healed in place", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, healed); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(healed.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
-			return fmt.Errorf("conditions: %s", describe(healed))
+			return fmt.Errorf("conditions: %s", framework.Describe(healed))
 		}
 		return nil
 	})
-	if now := memberIDs(healed); fmt.Sprint(now) != fmt.Sprint(ids) {
+	if now := framework.MemberIDs(healed); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Fatalf("members after healing %v, want the same as before %v", now, ids)
 	}
-	if now := ownedState(t, healed); fmt.Sprint(now) != fmt.Sprint(pods) {
+	if now := framework.OwnedState(t, healed); fmt.Sprint(now) != fmt.Sprint(pods) {
 		t.Fatalf("member Pods after healing %v, want the same as before %v", now, pods)
 	}
 }

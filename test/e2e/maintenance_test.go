@@ -1,111 +1,20 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-// memberClient is a client of every member of c, by Pod IP, and those endpoints by member name. The caller closes it.
-func memberClient(t *testing.T, c *etcdv1alpha1.EtcdCluster) (*clientv3.Client, map[string]string) {
-	t.Helper()
-	eps := memberEndpoints(t, c)
-	var list []string
-	for _, ep := range eps {
-		list = append(list, ep)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: list, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cli, eps
-}
-
-// anyEndpoint is one of eps (the first by member name).
-func anyEndpoint(eps map[string]string) string {
-	first := ""
-	for name := range eps {
-		if first == "" || name < first {
-			first = name
-		}
-	}
-	return eps[first]
-}
-
-// fill is what overwrite wrote: the last value acknowledged for each key, and the write etcd answered with
-// NOSPACE, if one did. etcd applies the write that crosses the quota and only then answers NOSPACE (its quota
-// applier checks after applying), so that write's outcome is unknown to the client: its key may hold either value.
-type fill struct {
-	acked        map[string][]byte
-	noSpaceKey   string
-	noSpaceValue []byte
-}
-
-// overwrite writes 256KiB values to eight keys in turn, n times or until etcd answers NOSPACE. Every overwritten
-// value stays in the database as an old revision until a compaction.
-func overwrite(t *testing.T, cli *clientv3.Client, n int) fill {
-	t.Helper()
-	return writeValues(t, cli, n, 8)
-}
-
-// writeValues writes 256KiB values to keys keys in turn, n times or until etcd answers NOSPACE: with as many keys
-// as writes, every value is live data that no compaction frees.
-func writeValues(t *testing.T, cli *clientv3.Client, n, keys int) fill {
-	t.Helper()
-	f := fill{acked: map[string][]byte{}}
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("fill-%d", i%keys)
-		v := append([]byte(fmt.Sprintf("%08d", i)), bytes.Repeat([]byte{'x'}, 256<<10)...)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := cli.Put(ctx, k, string(v))
-		cancel()
-		if errors.Is(err, rpctypes.ErrNoSpace) {
-			f.noSpaceKey, f.noSpaceValue = k, v
-			return f
-		}
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-		f.acked[k] = v
-	}
-	return f
-}
-
-// check reads back every acknowledged write: each key holds the last value acknowledged for it, or, for the key
-// of the write answered NOSPACE, that write's value.
-func (f fill) check(t *testing.T, cli *clientv3.Client) {
-	t.Helper()
-	for k, want := range f.acked {
-		resp, err := cli.Get(context.Background(), k)
-		if err != nil {
-			t.Fatalf("read %s: %v", k, err)
-		}
-		if len(resp.Kvs) == 1 && k == f.noSpaceKey && bytes.Equal(resp.Kvs[0].Value, f.noSpaceValue) {
-			t.Logf("%s holds the value of the write etcd answered NOSPACE (%q...): applied, then refused", k, f.noSpaceValue[:8])
-			continue
-		}
-		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, want) {
-			got := "nothing"
-			if len(resp.Kvs) == 1 {
-				got = fmt.Sprintf("%q...", resp.Kvs[0].Value[:8])
-			}
-			t.Fatalf("%s holds %s, not its last acknowledged value %q...", k, got, want[:8])
-		}
-	}
-}
 
 // TestDefragmentation: a 3-member cluster with a defragmentation threshold gets 30MiB of old revisions, compacted:
 // under client load, Steward defragments every member once, one at a time, the leader last after handing
@@ -113,18 +22,18 @@ func (f fill) check(t *testing.T, cli *clientv3.Client) {
 func TestDefragmentation(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "defrag")
-	startOperator(t, ns)
-	c := newCluster(ns, "tidy", 3)
+	ns := framework.NewNamespace(t, "defrag")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "tidy", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{
 		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)}}
-	key, got := settle(t, c)
-	ids := memberIDs(got)
-	load := startLoad(t, got)
-	cli, eps := memberClient(t, got)
+	key, got := framework.Settle(t, c)
+	ids := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
-	filled := overwrite(t, cli, 120)
-	status, err := cli.Status(ctx, anyEndpoint(eps))
+	filled := framework.Overwrite(t, cli, 120)
+	status, err := cli.Status(ctx, framework.AnyEndpoint(eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +41,9 @@ func TestDefragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	poll(t, "every member defragmented", 4*time.Minute, func() error {
+	framework.Poll(t, "every member defragmented", 4*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		var todo []string
@@ -149,8 +58,8 @@ func TestDefragmentation(t *testing.T) {
 		return nil
 	})
 	took := time.Since(begin)
-	got = waitSettled(t, key, 2*time.Minute)
-	requireNoLostWrites(t, load, "defragmenting 3 members")
+	got = framework.WaitSettled(t, key, 2*time.Minute)
+	framework.RequireNoLostWrites(t, load, "defragmenting 3 members")
 	var total int64
 	for _, m := range got.Status.Members {
 		total += m.LastDefragmentation.ReclaimedBytes
@@ -158,24 +67,24 @@ func TestDefragmentation(t *testing.T) {
 			t.Errorf("member %s: database file %d bytes after its defragmentation", m.Name, m.DBSizeBytes)
 		}
 	}
-	events := eventsWithin(t, got, "MemberDefragmented", begin, 3)
+	events := framework.EventsWithin(t, got, "MemberDefragmented", begin, 3)
 	t.Logf("3 members defragmented in %s (from the compaction), %d MiB given back in all; events: %v", took.Round(100*time.Millisecond), total>>20, events)
 	if len(events) != 3 {
 		t.Errorf("%d MemberDefragmented events, want one per member", len(events))
 	}
-	if moved := eventsWithin(t, got, "LeaderMoved", begin, 1); len(moved) != 1 {
+	if moved := framework.EventsWithin(t, got, "LeaderMoved", begin, 1); len(moved) != 1 {
 		t.Errorf("LeaderMoved events %v: the leader is defragmented after handing leadership over, once", moved)
 	}
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
-	filled.check(t, cli)
+	filled.Check(t, cli)
 	// A second pass finds nothing to do: the files are compact now.
 	time.Sleep(10 * time.Second)
-	if again := eventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
+	if again := framework.EventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
 		t.Errorf("defragmented again without new garbage: %v", again)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestNoSpaceRecovery fills a 3-member cluster with a 32Mi quota (512Mi volumes) and spec.maintenance
@@ -184,43 +93,43 @@ func TestDefragmentation(t *testing.T) {
 func TestNoSpaceRecovery(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace-auto")
-	startOperator(t, ns)
-	c := newCluster(ns, "phoenix", 3)
+	ns := framework.NewNamespace(t, "nospace-auto")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "phoenix", 3)
 	c.Spec.Storage.Size = resource.MustParse("512Mi")
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10)}}
-	key, got := settle(t, c)
-	ids := memberIDs(got)
-	load := startLoad(t, got)
-	cli, _ := memberClient(t, got)
+	key, got := framework.Settle(t, c)
+	ids := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := overwrite(t, cli, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.Overwrite(t, cli, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
-	poll(t, "writes accepted again", 4*time.Minute, func() error {
+	framework.Poll(t, "writes accepted again", 4*time.Minute, func() error {
 		_, err := cli.Put(ctx, "after", "recovered")
 		return err
 	})
 	recovered := time.Since(begin) - raised
 	for _, reason := range []string{"NoSpaceCompacted", "MemberDefragmented", "NoSpaceRecovered"} {
-		if ev := eventsWithin(t, got, reason, begin, 1); len(ev) == 0 {
+		if ev := framework.EventsWithin(t, got, reason, begin, 1); len(ev) == 0 {
 			t.Errorf("no %s event", reason)
 		}
 	}
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
-	requireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
-	filled.check(t, cli)
+	framework.RequireNoLostWrites(t, load, "filling the quota, NOSPACE and Steward's recovery")
+	filled.Check(t, cli)
 	t.Logf("NOSPACE after %s of 256KiB writes; writes accepted again %s later", raised.Round(100*time.Millisecond), recovered.Round(100*time.Millisecond))
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestNoSpaceQuotaRaised fills a 3-member cluster with a 32Mi quota under client load with live data (every
@@ -231,26 +140,26 @@ func TestNoSpaceRecovery(t *testing.T) {
 func TestNoSpaceQuotaRaised(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "nospace-raise")
-	startOperator(t, ns)
-	c := newCluster(ns, "roomier", 3)
+	ns := framework.NewNamespace(t, "nospace-raise")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "roomier", 3)
 	c.Spec.Etcd.QuotaBackendBytes = ptr.To(resource.MustParse("32Mi"))
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{RevisionMargin: ptr.To[int64](10),
 		MaxQuotaBackendBytes: ptr.To(resource.MustParse("128Mi"))}}
-	key, got := settle(t, c)
-	ids := memberIDs(got)
-	load := startLoad(t, got)
-	cli, _ := memberClient(t, got)
+	key, got := framework.Settle(t, c)
+	ids := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
-	filled := writeValues(t, cli, 1000, 1000)
-	if filled.noSpaceKey == "" {
+	filled := framework.WriteValues(t, cli, 1000, 1000)
+	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")
 	}
 	raised := time.Since(begin)
 	// The members restart on new Pods, with new IPs: each try dials the members there are.
-	poll(t, "writes accepted again", 5*time.Minute, func() error {
-		now, _ := memberClient(t, got)
+	framework.Poll(t, "writes accepted again", 5*time.Minute, func() error {
+		now, _ := framework.MemberClient(t, got)
 		defer func() { _ = now.Close() }()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -259,32 +168,32 @@ func TestNoSpaceQuotaRaised(t *testing.T) {
 	})
 	recovered := time.Since(begin) - raised
 	for _, reason := range []string{"QuotaRaised", "NoSpaceRecovered"} {
-		if ev := eventsWithin(t, got, reason, begin, 1); len(ev) != 1 {
+		if ev := framework.EventsWithin(t, got, reason, begin, 1); len(ev) != 1 {
 			t.Errorf("%s events %v, want one", reason, ev)
 		}
 	}
-	if ev := eventsWithin(t, got, "MemberRestarting", begin, 3); len(ev) != 3 {
+	if ev := framework.EventsWithin(t, got, "MemberRestarting", begin, 3); len(ev) != 3 {
 		t.Errorf("MemberRestarting events %v, want one per member", ev)
 	}
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	// Twice the quota, or more when the data in use needs it (bbolt's pages for 256KiB values take more than the
 	// values), at most the maximum.
 	quota := got.Status.RaisedQuotaBackendBytes
 	if quota < 64<<20 || quota > 128<<20 || quota%(1<<20) != 0 {
 		t.Errorf("raised quota %d, want whole MiB from 64Mi to 128Mi", quota)
 	}
-	checkQuota(t, got, quota)
+	framework.CheckQuota(t, got, quota)
 	if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != "False" || len(got.Status.Alarms) > 0 {
 		t.Errorf("after the recovery: alarms %v, Degraded %+v", got.Status.Alarms, d)
 	}
-	requireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
-	after, _ := memberClient(t, got)
+	framework.RequireNoLostWrites(t, load, "filling the quota with live data, NOSPACE, the quota raised and members restarted")
+	after, _ := framework.MemberClient(t, got)
 	defer func() { _ = after.Close() }()
-	filled.check(t, after)
+	filled.Check(t, after)
 	t.Logf("NOSPACE after %s of 256KiB writes (%d keys); writes accepted again %s later (quota raised 32Mi -> %dMi, 3 restarts)",
-		raised.Round(100*time.Millisecond), len(filled.acked), recovered.Round(100*time.Millisecond), quota>>20)
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+		raised.Round(100*time.Millisecond), len(filled.Acked), recovered.Round(100*time.Millisecond), quota>>20)
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v", ids, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

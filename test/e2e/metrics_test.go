@@ -22,6 +22,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestMetricsAndAlerts installs Steward in its namespace with the Helm chart (metrics on, and the monitoring
@@ -34,44 +35,44 @@ import (
 func TestMetricsAndAlerts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "metrics")
+	ns := framework.NewNamespace(t, "metrics")
 	// refusedNS: a second watched namespace, whose Role the last check removes (the Lease stays in ns, with its rights).
-	refusedNS := newNamespace(t, "metrics-cut")
-	out := mustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+","+refusedNS+"}",
+	refusedNS := framework.NewNamespace(t, "metrics-cut")
+	out := framework.MustHelm(t, "install", "steward", "charts/steward", "--namespace", ns, "--set", "watchNamespaces={"+ns+","+refusedNS+"}",
 		"--set", "replicaCount=1", "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.serviceMonitor.enabled=true",
 		"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.grafanaDashboard.enabled=true", "--wait", "--timeout", "3m")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Fatalf("helm install printed no deployed status:\n%s", out)
 	}
 	var dashboards corev1.ConfigMapList
-	if err := k8s.List(ctx, &dashboards, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}); err != nil || len(dashboards.Items) != 1 {
+	if err := framework.K8s.List(ctx, &dashboards, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}); err != nil || len(dashboards.Items) != 1 {
 		t.Errorf("dashboard ConfigMaps in %s: %d (%v), want 1", ns, len(dashboards.Items), err)
 	}
-	waitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), promValue(1))
+	framework.WaitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), framework.PromValue(1))
 	requireMetricsRefused(t, ns, "steward-"+ns+"-metrics-reader")
 
-	c := newCluster(ns, "watched", 3)
+	c := framework.NewCluster(ns, "watched", 3)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 30 * time.Second}
-	key, got := settle(t, c)
-	load := startLoad(t, got)
-	s := sel(ns, c.Name)
+	key, got := framework.Settle(t, c)
+	load := framework.StartLoad(t, got)
+	s := framework.PromSelector(ns, c.Name)
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members", "steward_cluster_healthy_voters"} {
-		waitProm(t, q, 2*time.Minute, q+s, promValue(3))
+		framework.WaitProm(t, q, 2*time.Minute, q+s, framework.PromValue(3))
 	}
-	waitProm(t, "quorum", time.Minute, "steward_cluster_has_quorum"+s, promValue(1))
-	waitProm(t, "the leader", time.Minute, "steward_cluster_leader_info"+sel(ns, c.Name, fmt.Sprintf("member=%q", got.Status.Leader)), promValue(1))
-	waitProm(t, "every member scraped", 2*time.Minute, "sum(up"+sel(ns, c.Name, `job="steward-etcd"`)+")", promValue(3))
-	waitProm(t, "every member's db size", time.Minute, "steward_member_db_size_bytes"+s+" > 0", promSeries(3))
+	framework.WaitProm(t, "quorum", time.Minute, "steward_cluster_has_quorum"+s, framework.PromValue(1))
+	framework.WaitProm(t, "the leader", time.Minute, "steward_cluster_leader_info"+framework.PromSelector(ns, c.Name, fmt.Sprintf("member=%q", got.Status.Leader)), framework.PromValue(1))
+	framework.WaitProm(t, "every member scraped", 2*time.Minute, "sum(up"+framework.PromSelector(ns, c.Name, `job="steward-etcd"`)+")", framework.PromValue(3))
+	framework.WaitProm(t, "every member's db size", time.Minute, "steward_member_db_size_bytes"+s+" > 0", framework.PromSeries(3))
 
 	// Scale 3 -> 5: the gauges follow, and the steps are counted.
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	got = waitSettled(t, key, 5*time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	got = framework.WaitSettled(t, key, 5*time.Minute)
 	for _, q := range []string{"steward_cluster_voters", "steward_cluster_desired_members", "steward_cluster_ready_members"} {
-		waitProm(t, q+" after the scale-up", 2*time.Minute, q+s, promValue(5))
+		framework.WaitProm(t, q+" after the scale-up", 2*time.Minute, q+s, framework.PromValue(5))
 	}
-	waitProm(t, "the new members scraped", 2*time.Minute, "sum(up"+sel(ns, c.Name, `job="steward-etcd"`)+")", promValue(5))
+	framework.WaitProm(t, "the new members scraped", 2*time.Minute, "sum(up"+framework.PromSelector(ns, c.Name, `job="steward-etcd"`)+")", framework.PromValue(5))
 	for _, kind := range []string{"add_learner", "promote_learner"} {
-		waitProm(t, kind+" steps counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_steps_total%s) >= 2`, sel(ns, c.Name, fmt.Sprintf("kind=%q", kind))), promSeries(1))
+		framework.WaitProm(t, kind+" steps counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_steps_total%s) >= 2`, framework.PromSelector(ns, c.Name, fmt.Sprintf("kind=%q", kind))), framework.PromSeries(1))
 	}
 
 	// A member cut off: etcd's members-down alert goes pending (its for: is 10 minutes; promtool tests cover the
@@ -79,43 +80,43 @@ func TestMetricsAndAlerts(t *testing.T) {
 	// The scale-up itself raised it for a while (new members are missing, then their peers' first sends fail);
 	// it must be clear before the cut for the cut to be what raises it again.
 	alert := fmt.Sprintf(`ALERTS{alertname="EtcdMembersDown",namespace=%q,cluster=%q}`, ns, c.Name)
-	waitProm(t, "EtcdMembersDown clear after the scale-up", 5*time.Minute, alert, promSeries(0))
-	victim, victimID := aFollower(t, got)
+	framework.WaitProm(t, "EtcdMembersDown clear after the scale-up", 5*time.Minute, alert, framework.PromSeries(0))
+	victim, victimID := framework.AFollower(t, got)
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	cut := time.Now()
 	if _, err := chaos.CutOffNetwork(&pod); err != nil {
 		t.Fatal(err)
 	}
-	waitProm(t, "EtcdMembersDown raised", 3*time.Minute, alert, promSeries(1))
+	framework.WaitProm(t, "EtcdMembersDown raised", 3*time.Minute, alert, framework.PromSeries(1))
 	t.Logf("EtcdMembersDown raised %s after the member was cut off", time.Since(cut).Round(time.Second))
-	waitProm(t, "healthy voters down by one", time.Minute, "steward_cluster_healthy_voters"+s, promValue(4))
-	waitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = waitSettled(t, key, 4*time.Minute)
+	framework.WaitProm(t, "healthy voters down by one", time.Minute, "steward_cluster_healthy_voters"+s, framework.PromValue(4))
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	healed := time.Now()
-	waitProm(t, "EtcdMembersDown resolved", 6*time.Minute, alert, promSeries(0))
+	framework.WaitProm(t, "EtcdMembersDown resolved", 6*time.Minute, alert, framework.PromSeries(0))
 	t.Logf("EtcdMembersDown resolved %s after Steward replaced the member", time.Since(healed).Round(time.Second))
-	waitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), promSeries(1))
+	framework.WaitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), framework.PromSeries(1))
 
 	// A backup sets the last-backup gauges to the backup's own record.
-	createBackupClaim(t, ns, "256Mi")
-	b := newBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
-	if err := k8s.Create(ctx, b); err != nil {
+	framework.CreateBackupClaim(t, ns, "256Mi")
+	b := framework.NewBackup(ns, "metered", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "metered.db"}})
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
-	requireComplete(t, b, got)
-	waitProm(t, "last backup time", 2*time.Minute, "steward_backup_last_success_timestamp_seconds"+s, promValue(float64(b.Status.CompletionTime.Unix())))
-	waitProm(t, "last backup size", time.Minute, "steward_backup_last_size_bytes"+s, promValue(float64(b.Status.SizeBytes)))
-	waitProm(t, "backup outcome counted", time.Minute, fmt.Sprintf(`sum(steward_backups_total%s)`, sel(ns, c.Name, `result="complete"`)), promValue(1))
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	framework.RequireComplete(t, b, got)
+	framework.WaitProm(t, "last backup time", 2*time.Minute, "steward_backup_last_success_timestamp_seconds"+s, framework.PromValue(float64(b.Status.CompletionTime.Unix())))
+	framework.WaitProm(t, "last backup size", time.Minute, "steward_backup_last_size_bytes"+s, framework.PromValue(float64(b.Status.SizeBytes)))
+	framework.WaitProm(t, "backup outcome counted", time.Minute, fmt.Sprintf(`sum(steward_backups_total%s)`, framework.PromSelector(ns, c.Name, `result="complete"`)), framework.PromValue(1))
 
 	requireDashboardData(t, ns, c.Name)
 
-	requireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
-	deleteAndCheckNothingLeft(t, got)
-	waitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, promSeries(0))
+	framework.RequireNoLostWrites(t, load, "metrics scenario (scale-up, member replaced, backup)")
+	framework.DeleteAndCheckNothingLeft(t, got)
+	framework.WaitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, framework.PromSeries(0))
 
 	requireAccessDeniedAlert(t, ns, refusedNS)
 }
@@ -128,29 +129,29 @@ func requireAccessDeniedAlert(t *testing.T, ns, cut string) {
 	t.Helper()
 	ctx := context.Background()
 	refused := fmt.Sprintf(`sum by (code) (rate(rest_client_requests_total{job="steward",namespace=%q,code=~"401|403"}[5m])) > 0`, ns)
-	if got, err := promQuery(ctx, refused); err != nil || len(got) > 0 {
+	if got, err := framework.PromQuery(ctx, refused); err != nil || len(got) > 0 {
 		t.Fatalf("requests of a healthy Steward refused: %v (%v)", got, err)
 	}
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) != 1 {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
 	}
 	before := pods.Items[0]
-	if err := k8s.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: cut, Name: "steward-manager"}}); err != nil {
+	if err := framework.K8s.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: cut, Name: "steward-manager"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, newCluster(cut, "refused", 1)); err != nil {
+	if err := framework.K8s.Create(ctx, framework.NewCluster(cut, "refused", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitProm(t, "StewardAPIAccessDenied pending", 3*time.Minute,
-		fmt.Sprintf(`ALERTS{alertname="StewardAPIAccessDenied",namespace=%q,code="403"}`, ns), promSeries(1))
+	framework.WaitProm(t, "StewardAPIAccessDenied pending", 3*time.Minute,
+		fmt.Sprintf(`ALERTS{alertname="StewardAPIAccessDenied",namespace=%q,code="403"}`, ns), framework.PromSeries(1))
 	var after corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&before), &after); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&before), &after); err != nil {
 		t.Fatalf("the operator's Pod %s after the cut: %v", before.Name, err)
 	}
-	if !podIsReady(&after) || podRestarts(&after) != podRestarts(&before) {
-		t.Fatalf("the operator's Pod %s after the cut: Ready %t, restarts %d (before: %d)", after.Name, podIsReady(&after),
-			podRestarts(&after), podRestarts(&before))
+	if !framework.PodIsReady(&after) || framework.PodRestarts(&after) != framework.PodRestarts(&before) {
+		t.Fatalf("the operator's Pod %s after the cut: Ready %t, restarts %d (before: %d)", after.Name, framework.PodIsReady(&after),
+			framework.PodRestarts(&after), framework.PodRestarts(&before))
 	}
 }
 
@@ -178,7 +179,7 @@ var dashboardMayBeEmpty = map[string]string{
 // dashboardMayBeEmpty names.
 func requireDashboardData(t *testing.T, ns, cluster string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "monitoring", "testdata", "panel-queries.json"))
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(t), "test", "monitoring", "testdata", "panel-queries.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +197,10 @@ func requireDashboardData(t *testing.T, ns, cluster string) {
 			t.Errorf("panel %s: a variable this test does not fill in: %s", id, expr)
 			continue
 		}
-		var got []promSample
+		var got []framework.PromSample
 		err := testbed.Eventually(context.Background(), time.Minute, 2*time.Second, func() error {
 			var err error
-			got, err = promQuery(context.Background(), expr)
+			got, err = framework.PromQuery(context.Background(), expr)
 			if err == nil && len(got) == 0 && dashboardMayBeEmpty[id] == "" {
 				return fmt.Errorf("no data")
 			}
@@ -224,15 +225,15 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 	t.Helper()
 	ctx := context.Background()
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
 		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
 	}
 	pod := &pods.Items[0]
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}
-	if err := k8s.Create(ctx, sa); err != nil {
+	if err := framework.K8s.Create(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
-	token := serviceAccountToken(t, ns, sa.Name)
+	token := framework.ServiceAccountToken(t, ns, sa.Name)
 	// A token the API server cannot read gets 500 rather than 401: its TokenReview answers with an error, which
 	// the token webhook authenticator returns as one, and controller-runtime's filter answers any authenticator
 	// error with 500. Refused either way, which is what matters: no metrics in the answer.
@@ -242,7 +243,7 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 		want  []int
 	}{{"no token", "", []int{http.StatusUnauthorized}}, {"a bad token", "not-a-token", []int{http.StatusUnauthorized, http.StatusInternalServerError}},
 		{"a ServiceAccount without the role", token, []int{http.StatusForbidden}}} {
-		code, body, err := getMetrics(pod, tc.token)
+		code, body, err := framework.GetMetrics(pod, tc.token)
 		if err != nil || !slices.Contains(tc.want, code) || strings.Contains(body, "go_goroutines") {
 			t.Errorf("scrape with %s: %d (%v), want one of %v and no metrics\n%.200s", tc.what, code, err, tc.want, body)
 		}
@@ -265,13 +266,13 @@ func requireMetricsRefused(t *testing.T, ns, reader string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: reader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}},
 	}
-	if err := k8s.Create(ctx, binding); err != nil {
+	if err := framework.K8s.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
+	t.Cleanup(func() { _ = framework.K8s.Delete(context.Background(), binding) })
 	// RBAC applies a new binding within moments, and the operator caches an authorization for a while: poll.
-	poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
-		code, body, err := getMetrics(pod, token)
+	framework.Poll(t, "a scrape by a ServiceAccount bound to "+reader, time.Minute, func() error {
+		code, body, err := framework.GetMetrics(pod, token)
 		if err != nil || code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 			return fmt.Errorf("%d (%w)", code, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -42,7 +43,7 @@ var dedicatedNodes sync.Mutex
 // client load that leaves the CPU to the others; in a slot they would hold it for all that waiting.
 func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	t.Helper()
-	requireBed(t)
+	framework.RequireBed(t)
 	t.Parallel()
 	waitFrom := time.Now()
 	dedicatedNodes.Lock()
@@ -54,7 +55,7 @@ func parallelOnDedicatedNodes(t *testing.T) []testbed.Node {
 	})
 	track(t)
 	var out []testbed.Node
-	for _, n := range bed.Nodes() {
+	for _, n := range framework.Bed.Nodes() {
 		if n.Dedicated {
 			out = append(out, n)
 		}
@@ -108,7 +109,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 		trouble := map[string]string{}
 		for _, n := range nodes {
 			var node corev1.Node
-			if err := k8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
+			if err := framework.K8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
 				trouble[n.Name] = err.Error()
 			} else if why := nodeTrouble(&node); why != "" {
 				trouble[n.Name] = why
@@ -121,7 +122,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 		}
 		if len(trouble) == 0 || time.Now().After(deadline) {
 			for name := range trouble {
-				if down := bed.NodeProcessesDown(name); down != "" {
+				if down := framework.Bed.NodeProcessesDown(name); down != "" {
 					trouble[name] += "; " + down
 				}
 			}
@@ -134,7 +135,7 @@ func dedicatedNodesTrouble(nodes []testbed.Node, leftPods bool, timeout time.Dur
 // podsOnNode names the Pods bound to node, with their phase and deletion, "" for none or when they cannot be listed.
 func podsOnNode(node string) string {
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
 		return ""
 	}
 	var out []string
@@ -173,9 +174,9 @@ func handBackDedicatedNodes(t *testing.T, nodes []testbed.Node) {
 			}
 		}
 		if strings.Contains(why, "Ready=") || strings.Contains(why, "not running") {
-			if err := bed.StopNode(name); err != nil {
+			if err := framework.Bed.StopNode(name); err != nil {
 				t.Errorf("restore node %s: %v", name, err)
-			} else if err := bed.StartNode(context.Background(), name); err != nil {
+			} else if err := framework.Bed.StartNode(context.Background(), name); err != nil {
 				t.Errorf("restore node %s: %v", name, err)
 			}
 		}
@@ -200,19 +201,19 @@ func onDedicatedNodes(c *etcdv1alpha1.EtcdCluster) {
 // it.
 func dedicatedClusterUnderLoad(t *testing.T, name string, replicas int32, replaceUnhealthyAfter time.Duration) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, *linearizability.Load) {
 	t.Helper()
-	ns := newNamespace(t, name)
-	startOperator(t, ns)
-	c := newCluster(ns, name, replicas)
+	ns := framework.NewNamespace(t, name)
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, name, replicas)
 	onDedicatedNodes(c)
 	if replaceUnhealthyAfter > 0 {
 		c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: replaceUnhealthyAfter}
 	}
-	if err := k8s.Create(context.Background(), c); err != nil {
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
-	return key, got, startLoad(t, got)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
+	return key, got, framework.StartLoad(t, got)
 }
 
 // membersPerDomain counts a cluster's member Pods per node and per zone, and fails t for a Pod not on one of
@@ -225,7 +226,7 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 		zoneOf[n.Name] = n.Zone
 		perNode[n.Name], perZone[n.Zone] = 0, 0
 	}
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	for _, p := range pods.Items {
 		zone, ok := zoneOf[p.Spec.NodeName]
 		if !ok {
@@ -238,20 +239,10 @@ func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed
 	return perNode, perZone
 }
 
-// memberPodsOf lists the cluster's member Pods (by its label), failing t when the list cannot be read.
-func memberPodsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster) corev1.PodList {
-	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	return pods
-}
-
 // unscheduledMembers names the cluster's member Pods that have no node yet.
 func unscheduledMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" {
@@ -283,18 +274,18 @@ func TestMembersSpreadAcrossNodesAndZones(t *testing.T) {
 	}{{3, "[1 1 1]"}, {5, "[2 2 1]"}} {
 		if got.Spec.Replicas != step.replicas {
 			begin := time.Now()
-			patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = step.replicas })
-			got = waitSettled(t, key, 5*time.Minute)
+			framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = step.replicas })
+			got = framework.WaitSettled(t, key, 5*time.Minute)
 			t.Logf("scaled to %d in %s", step.replicas, time.Since(begin).Round(100*time.Millisecond))
 		}
-		checkDefaultPlacement(t, got)
+		framework.CheckDefaultPlacement(t, got)
 		perNode, perZone := membersPerDomain(t, got, nodes)
 		if spreadOf(perNode) != step.want || spreadOf(perZone) != step.want {
 			t.Errorf("%d members: per node %v, per zone %v; want %s in both", step.replicas, perNode, perZone, step.want)
 		}
 	}
-	requireNoLostWrites(t, load, "spread 3->5")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "spread 3->5")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestZoneLossHealsAndRebalances: a 5-member cluster spread over three nodes in three zones (two, two and one
@@ -326,24 +317,24 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 		}
 	}
 	if node == "" {
-		t.Fatalf("no node holds two followers: %v, %s", perNode, describe(got))
+		t.Fatalf("no node holds two followers: %v, %s", perNode, framework.Describe(got))
 	}
 	begin := time.Now()
-	if err := bed.StopNode(node); err != nil {
+	if err := framework.Bed.StopNode(node); err != nil {
 		t.Fatal(err)
 	}
 	started := false
 	t.Cleanup(func() {
 		if !started { // the next multi-node test needs the node
-			if err := bed.StartNode(context.Background(), node); err != nil {
+			if err := framework.Bed.StartNode(context.Background(), node); err != nil {
 				t.Errorf("start node %s again: %v", node, err)
 			}
 		}
 	})
 	t.Logf("stopped node %s with followers %v", node, lost)
 
-	poll(t, fmt.Sprintf("members %v replaced on the other nodes", lost), 8*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, fmt.Sprintf("members %v replaced on the other nodes", lost), 8*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		voters := 0
@@ -363,32 +354,32 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 			}
 		}
 		if voters != 5 || got.Status.ReadyReplicas != 5 {
-			return fmt.Errorf("%d healthy voters, %d ready: %s", voters, got.Status.ReadyReplicas, describe(got))
+			return fmt.Errorf("%d healthy voters, %d ready: %s", voters, got.Status.ReadyReplicas, framework.Describe(got))
 		}
 		return nil
 	})
-	t.Logf("replaced in %s, node still down: %s", time.Since(begin).Round(time.Second), describe(got))
+	t.Logf("replaced in %s, node still down: %s", time.Since(begin).Round(time.Second), framework.Describe(got))
 	for name := range lost {
 		var old corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); err != nil || old.DeletionTimestamp == nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); err != nil || old.DeletionTimestamp == nil {
 			t.Errorf("the lost member's Pod %s should hang, deleted, on the stopped node: %v, %+v", name, err, old.DeletionTimestamp)
 		}
 	}
 
 	returned := time.Now()
-	if err := bed.StartNode(ctx, node); err != nil {
+	if err := framework.Bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
 	got = waitRebalanced(t, key, nodes, "[2 2 1]", 6*time.Minute)
-	t.Logf("rebalanced in %s after the node returned: %s", time.Since(returned).Round(time.Second), describe(got))
+	t.Logf("rebalanced in %s after the node returned: %s", time.Since(returned).Round(time.Second), framework.Describe(got))
 	// One move: a learner added where members are fewest, then the member on the most crowded node removed. A
 	// learner still not joined after replaceUnhealthyAfter (20 s here: a Pod starting on a node that has just come
 	// back, on a loaded machine) is replaced by the rule for stuck learners and another learner is added for the
 	// same move. That is not rebalancing going round in circles, so it is allowed (and logged); a second removal
 	// to even the spread out is not.
-	adds := withReason(eventsWithin(t, got, "MemberAdded", returned, 1), plan.ReasonRebalancing)
-	removals := eventsWithin(t, got, "MemberRemoved", returned, 1)
+	adds := withReason(framework.EventsWithin(t, got, "MemberAdded", returned, 1), plan.ReasonRebalancing)
+	removals := framework.EventsWithin(t, got, "MemberRemoved", returned, 1)
 	moves, replacedLearners := withReason(removals, plan.ReasonScalingDown), withReason(removals, plan.ReasonReplacingLearner)
 	for _, e := range replacedLearners {
 		if !slices.ContainsFunc(adds, func(a string) bool { return eventMember(a) == eventMember(e) }) {
@@ -397,17 +388,17 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 	}
 	if len(moves) != 1 || len(adds) != 1+len(replacedLearners) {
 		t.Errorf("want one member moved to rebalance after the node returned (a learner added, one more for each learner replaced, and one member removed), got added %q, removed %q", adds, removals)
-		logEvents(t, got, returned)
+		framework.LogEvents(t, got, returned)
 	} else {
 		t.Logf("events: %s; %s", strings.Join(adds, "; "), moves[0])
 	}
 	for _, e := range replacedLearners {
 		t.Logf("a learner too slow to join was replaced: %s", e)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	for name := range lost {
 		var old corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); !apierrors.IsNotFound(err) {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &old); !apierrors.IsNotFound(err) {
 			t.Errorf("Pod %s of a removed member still there after its node returned: %v", name, err)
 		}
 	}
@@ -416,8 +407,8 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 			t.Errorf("member %s rejoined after its node returned", m.Name)
 		}
 	}
-	requireNoLostWrites(t, load, "zone loss, return and rebalancing")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "zone loss, return and rebalancing")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // withReason keeps the Event messages that name reason as their step's, "... (Reason): ...".
@@ -444,8 +435,8 @@ func eventMember(message string) string {
 func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, want string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got *etcdv1alpha1.EtcdCluster
-	poll(t, "EtcdCluster "+key.String()+" settled with members spread "+want, timeout, func() error {
-		c, err := settled(key)
+	framework.Poll(t, "EtcdCluster "+key.String()+" settled with members spread "+want, timeout, func() error {
+		c, err := framework.Settled(key)
 		if err != nil {
 			return err
 		}
@@ -453,11 +444,11 @@ func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, wa
 		// The next step (a rebalancing learner) may have begun since status read as settled: its Pod, not yet
 		// scheduled, is on no node, which is not yet a spread to judge.
 		if pending := unscheduledMembers(t, c); len(pending) > 0 {
-			return fmt.Errorf("member Pods %v not scheduled yet: %s", pending, describe(c))
+			return fmt.Errorf("member Pods %v not scheduled yet: %s", pending, framework.Describe(c))
 		}
 		perNode, _ := membersPerDomain(t, c, nodes)
 		if spreadOf(perNode) != want {
-			return fmt.Errorf("members per node %v: %s", perNode, describe(c))
+			return fmt.Errorf("members per node %v: %s", perNode, framework.Describe(c))
 		}
 		return nil
 	})
@@ -487,10 +478,10 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 			before[m.Name] = m.Node
 		}
 		if err := kubectl("drain", n.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m"); err != nil {
-			t.Fatalf("drain %s: %v; cluster: %s", n.Name, err, describe(got))
+			t.Fatalf("drain %s: %v; cluster: %s", n.Name, err, framework.Describe(got))
 		}
 		drained := time.Since(begin)
-		got = waitSettled(t, key, 5*time.Minute)
+		got = framework.WaitSettled(t, key, 5*time.Minute)
 		for _, m := range got.Status.Members {
 			if m.Node == n.Name {
 				t.Errorf("member %s is on drained node %s", m.Name, n.Name)
@@ -499,9 +490,9 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 				t.Errorf("member %s came back on drained node %s", m.Name, n.Name)
 			}
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 		t.Logf("drained %s in %s, settled in %s: members %s", n.Name, drained.Round(100*time.Millisecond),
-			time.Since(begin).Round(100*time.Millisecond), describe(got))
+			time.Since(begin).Round(100*time.Millisecond), framework.Describe(got))
 		if err := kubectl("uncordon", n.Name); err != nil {
 			t.Fatal(err)
 		}
@@ -509,8 +500,8 @@ func TestDrainEachNodeInTurn(t *testing.T) {
 	// The last node uncordoned, Steward moves a member back onto it (the others have been, each time the next
 	// drain began).
 	got = waitRebalanced(t, key, nodes, "[1 1 1]", 5*time.Minute)
-	requireNoLostWrites(t, load, "a drain of each node in turn")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "a drain of each node in turn")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestMajorityAndAllNodesLostAndBack stops the nodes of two of three members, then of all three, each time past
@@ -527,57 +518,57 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 		members[m.Name] = true
 	}
 	for _, down := range [][]testbed.Node{nodes[:2], nodes} {
-		before := ownedState(t, got)
+		before := framework.OwnedState(t, got)
 		stopped := map[string]bool{}
 		t.Cleanup(func() { // the next multi-node test needs the nodes
 			for name := range stopped {
-				if err := bed.StartNode(context.Background(), name); err != nil {
+				if err := framework.Bed.StartNode(context.Background(), name); err != nil {
 					t.Errorf("start node %s again: %v", name, err)
 				}
 			}
 		})
 		for _, n := range down {
 			stopped[n.Name] = true // a stop that fails half-way leaves a node to start again
-			if err := bed.StopNode(n.Name); err != nil {
+			if err := framework.Bed.StopNode(n.Name); err != nil {
 				t.Fatal(err)
 			}
 		}
-		poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
-			if err := k8s.Get(ctx, key, got); err != nil {
+		framework.Poll(t, fmt.Sprintf("QuorumLost with %d of 3 nodes down", len(down)), 3*time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, key, got); err != nil {
 				return err
 			}
 			a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 			if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdcluster.ReasonQuorumLost {
-				return fmt.Errorf("conditions: %s", describe(got))
+				return fmt.Errorf("conditions: %s", framework.Describe(got))
 			}
 			return nil
 		})
-		t.Logf("%d of 3 nodes down: %s", len(down), describe(got))
+		t.Logf("%d of 3 nodes down: %s", len(down), framework.Describe(got))
 		time.Sleep(30 * time.Second) // twice replaceUnhealthyAfter: nothing may be replaced without a quorum
-		if after := ownedState(t, got); fmt.Sprint(after) != fmt.Sprint(before) {
+		if after := framework.OwnedState(t, got); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("Pods or volumes changed without a quorum:\nbefore %v\nafter  %v", before, after)
 		}
 		for _, n := range down {
-			if err := bed.StartNode(ctx, n.Name); err != nil {
+			if err := framework.Bed.StartNode(ctx, n.Name); err != nil {
 				t.Fatal(err)
 			}
 			delete(stopped, n.Name)
 		}
-		got = waitSettled(t, key, 5*time.Minute)
-		checkStatusMatchesEtcd(t, got)
+		got = framework.WaitSettled(t, key, 5*time.Minute)
+		framework.CheckStatusMatchesEtcd(t, got)
 		for _, m := range got.Status.Members {
 			if !members[m.Name] {
 				t.Errorf("member %s is new: the members should have come back on their volumes", m.Name)
 			}
 		}
 	}
-	requireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "a majority and then all nodes stopped and started")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // nodeKubectl runs kubectl as the admin, for what a human does to nodes (drain, cordon, uncordon).
 func nodeKubectl(args ...string) error {
-	out, err := exec.Command(bed.KubectlPath(), append([]string{"--kubeconfig", bed.Kubeconfig}, args...)...).CombinedOutput()
+	out, err := exec.Command(framework.Bed.KubectlPath(), append([]string{"--kubeconfig", framework.Bed.Kubeconfig}, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
 	}
@@ -598,21 +589,21 @@ func nodeOf(c *etcdv1alpha1.EtcdCluster, name string) string {
 func waitReplaced(t *testing.T, key client.ObjectKey, victim string, voters int) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+	framework.Poll(t, "member "+victim+" replaced on another node", 5*time.Minute, func() error {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		healthy := 0
 		for _, m := range c.Status.Members {
 			if m.Name == victim && m.ID != "" {
-				return fmt.Errorf("member %s still in etcd: %s", victim, describe(&c))
+				return fmt.Errorf("member %s still in etcd: %s", victim, framework.Describe(&c))
 			}
 			if m.Name != victim && m.Healthy && m.Role != etcdv1alpha1.RoleLearner {
 				healthy++
 			}
 		}
 		if healthy != voters {
-			return fmt.Errorf("%d healthy voters, want %d: %s", healthy, voters, describe(&c))
+			return fmt.Errorf("%d healthy voters, want %d: %s", healthy, voters, framework.Describe(&c))
 		}
 		return nil
 	})
@@ -626,23 +617,23 @@ func waitReplaced(t *testing.T, key client.ObjectKey, victim string, voters int)
 func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "opstopped")
-	stopOperator := startOperator(t, ns)
-	c := newCluster(ns, "unattended", 3)
+	ns := framework.NewNamespace(t, "opstopped")
+	stopOperator := framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "unattended", 3)
 	onDedicatedNodes(c)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 15 * time.Second}
-	key, got := settle(t, c)
-	load := startLoad(t, got)
-	victim, _ := aFollower(t, got)
+	key, got := framework.Settle(t, c)
+	load := framework.StartLoad(t, got)
+	victim, _ := framework.AFollower(t, got)
 	node := nodeOf(got, victim)
 	stopOperator()
-	if err := bed.StopNode(node); err != nil {
+	if err := framework.Bed.StopNode(node); err != nil {
 		t.Fatal(err)
 	}
 	started := false
 	t.Cleanup(func() {
 		if !started { // the next multi-node test needs the node
-			if err := bed.StartNode(context.Background(), node); err != nil {
+			if err := framework.Bed.StartNode(context.Background(), node); err != nil {
 				t.Errorf("start node %s again: %v", node, err)
 			}
 		}
@@ -650,10 +641,10 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 	t.Logf("operator stopped, then node %s of follower %s", node, victim)
 	time.Sleep(30 * time.Second)
 	begin := time.Now()
-	startOperator(t, ns)
+	framework.StartOperator(t, ns)
 	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced %s after the operator started, node still down", time.Since(begin).Round(time.Second))
-	if err := bed.StartNode(ctx, node); err != nil {
+	if err := framework.Bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
@@ -664,11 +655,11 @@ func TestNodeLostWhileOperatorStopped(t *testing.T) {
 		}
 	}
 	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("the lost member's Pod %s is still there: %v", victim, err)
 	}
-	requireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "a follower's node lost while the operator was stopped")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPartitionedNodeMember cuts the node of a follower of a 3-member cluster off the network (IsolateNode): the
@@ -681,15 +672,15 @@ func TestPartitionedNodeMember(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
 	key, got, load := dedicatedClusterUnderLoad(t, "partition", 3, 15*time.Second)
-	victim, victimID := aFollower(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	node := nodeOf(got, victim)
-	if err := bed.IsolateNode(node); err != nil {
+	if err := framework.Bed.IsolateNode(node); err != nil {
 		t.Fatal(err)
 	}
 	reconnected := false
 	t.Cleanup(func() {
 		if !reconnected { // the next multi-node test needs the node
-			if err := bed.ReconnectNode(node); err != nil {
+			if err := framework.Bed.ReconnectNode(node); err != nil {
 				t.Errorf("reconnect node %s: %v", node, err)
 			}
 		}
@@ -698,7 +689,7 @@ func TestPartitionedNodeMember(t *testing.T) {
 	t.Logf("cut node %s of follower %s off the network", node, victim)
 	waitReplaced(t, key, victim, 3)
 	t.Logf("replaced in %s while the node was cut off", time.Since(begin).Round(time.Second))
-	if err := bed.ReconnectNode(node); err != nil {
+	if err := framework.Bed.ReconnectNode(node); err != nil {
 		t.Fatal(err)
 	}
 	reconnected = true
@@ -709,12 +700,12 @@ func TestPartitionedNodeMember(t *testing.T) {
 		}
 	}
 	var old corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &old); !apierrors.IsNotFound(err) {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &old); !apierrors.IsNotFound(err) {
 		t.Errorf("the partitioned member's Pod %s is still there: %v", victim, err)
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a follower's node cut off the network and reconnected")
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "a follower's node cut off the network and reconnected")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestUnsatisfiableSpreadIsReported: a cluster whose own placement the nodes cannot meet: three members required
@@ -737,49 +728,49 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 			}
 		}
 	})
-	ns := newNamespace(t, "unsatisfiable")
-	startOperator(t, ns)
-	c := newCluster(ns, "unsatisfiable", 3)
+	ns := framework.NewNamespace(t, "unsatisfiable")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "unsatisfiable", 3)
 	onDedicatedNodes(c)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 10 * time.Second}
 	c.Spec.Pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: resources.TopologyKeyHostname,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: c.Name}}}}}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, &cur); err != nil {
+	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing ||
 			!strings.Contains(d.Message, "anti-affinity") || !strings.Contains(d.Message, "unschedulable") {
-			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}
 		if cur.Status.ReadyReplicas != 2 {
-			return fmt.Errorf("%d ready members, want the 2 that could be placed: %s", cur.Status.ReadyReplicas, describe(&cur))
+			return fmt.Errorf("%d ready members, want the 2 that could be placed: %s", cur.Status.ReadyReplicas, framework.Describe(&cur))
 		}
 		return nil
 	})
-	t.Logf("reported: %s", describe(&cur))
-	before := ownedState(t, &cur)
+	t.Logf("reported: %s", framework.Describe(&cur))
+	before := framework.OwnedState(t, &cur)
 	// Past replaceUnhealthyAfter (10 s) twice over.
-	requireOwnedStateFor(t, &cur, before, 25*time.Second)
+	framework.RequireOwnedStateFor(t, &cur, before, 25*time.Second)
 	if err := nodeKubectl("uncordon", cordoned); err != nil {
 		t.Fatal(err)
 	}
 	uncordoned = true
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
 		t.Errorf("members per node %v, want one on each", perNode)
 	}
-	if now := ownedState(t, got); fmt.Sprint(now) != fmt.Sprint(before) {
+	if now := framework.OwnedState(t, got); fmt.Sprint(now) != fmt.Sprint(before) {
 		t.Errorf("the waiting member was replaced rather than scheduled: %v -> %v", before, now)
 	}
-	deleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestRestoreAcrossNodes: backups of a cluster on the dedicated nodes, one to a ReadWriteOnce claim (its local
@@ -795,65 +786,65 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 func TestRestoreAcrossNodes(t *testing.T) {
 	nodes := parallelOnDedicatedNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "acrossnodes")
-	startOperator(t, ns)
-	createS3Secret(t, ns)
-	createBackupClaim(t, ns, "512Mi")
-	origin := newCluster(ns, "origin", 3)
+	ns := framework.NewNamespace(t, "acrossnodes")
+	framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
+	framework.CreateBackupClaim(t, ns, "512Mi")
+	origin := framework.NewCluster(ns, "origin", 3)
 	onDedicatedNodes(origin)
-	if err := k8s.Create(ctx, origin); err != nil {
+	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
 	}
-	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
-	keys := writeBackupKeys(t, origin)
+	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
+	keys := framework.WriteBackupKeys(t, origin)
 	backupTo := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
-		b := newBackup(ns, name, origin.Name, d)
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, name, origin.Name, d)
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-		requireComplete(t, b, origin)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		framework.RequireComplete(t, b, origin)
 		return b
 	}
 	toPVC := backupTo("to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin.db"}})
-	toS3 := backupTo("to-s3", s3Destination(ns+"/origin.db"))
+	toS3 := backupTo("to-s3", framework.S3Destination(ns+"/origin.db"))
 
-	unreadable := fromBackup(ns, "unreadable", 3, toPVC.Name)
+	unreadable := framework.FromBackup(ns, "unreadable", 3, toPVC.Name)
 	onDedicatedNodes(unreadable)
-	if err := k8s.Create(ctx, unreadable); err != nil {
+	if err := framework.K8s.Create(ctx, unreadable); err != nil {
 		t.Fatal(err)
 	}
 	var cur etcdv1alpha1.EtcdCluster
-	poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
+	framework.Poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != plan.ReasonBackupNotMountable ||
 			!strings.Contains(d.Message, "claim backups") || !strings.Contains(d.Message, "only node(s)") {
-			return fmt.Errorf("conditions: %s; %s", describe(&cur), podStates(&cur))
+			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}
 		return nil
 	})
-	t.Logf("restore from a ReadWriteOnce claim no node of the cluster can mount, reported: %s", describe(&cur))
-	before := ownedState(t, &cur)
-	requireOwnedStateFor(t, &cur, before, 20*time.Second)
-	if objs := podAndVolumeUIDs(t, &cur); len(objs) != 0 {
+	t.Logf("restore from a ReadWriteOnce claim no node of the cluster can mount, reported: %s", framework.Describe(&cur))
+	before := framework.OwnedState(t, &cur)
+	framework.RequireOwnedStateFor(t, &cur, before, 20*time.Second)
+	if objs := framework.PodAndVolumeUIDs(t, &cur); len(objs) != 0 {
 		t.Fatalf("a restore whose snapshot cannot be read created members: %v", objs)
 	}
-	deleteAndCheckNothingLeft(t, &cur)
+	framework.DeleteAndCheckNothingLeft(t, &cur)
 
-	fromPVC := fromBackup(ns, "from-pvc", 3, toPVC.Name)
+	fromPVC := framework.FromBackup(ns, "from-pvc", 3, toPVC.Name)
 	fromPVC.Spec.Pod.Tolerations = []corev1.Toleration{{Key: testbed.DedicatedTaint, Operator: corev1.TolerationOpEqual, Value: "true",
 		Effect: corev1.TaintEffectNoSchedule}}
 	start := time.Now()
-	if err := k8s.Create(ctx, fromPVC); err != nil {
+	if err := framework.K8s.Create(ctx, fromPVC); err != nil {
 		t.Fatal(err)
 	}
-	got := waitSettled(t, client.ObjectKeyFromObject(fromPVC), 4*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(fromPVC), 4*time.Minute)
 	t.Logf("restored from %s into 3 members across nodes in %s", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond))
-	r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(fromPVC)}, time.Minute)
-	requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(fromPVC)}, time.Minute)
+	framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	if len(r.Status.Members) != 1 {
 		t.Errorf("restore members %v, want the one seed (a ReadWriteOnce claim)", r.Status.Members)
 	}
@@ -864,22 +855,22 @@ func TestRestoreAcrossNodes(t *testing.T) {
 	if len(onNodes) != 3 {
 		t.Errorf("members on nodes %v, want three nodes: %+v", onNodes, got.Status.Members)
 	}
-	read, _ := readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "restored from a ReadWriteOnce claim across nodes", read, keys)
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "restored from a ReadWriteOnce claim across nodes", read, keys)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 
-	fromS3 := fromBackup(ns, "from-s3", 3, toS3.Name)
+	fromS3 := framework.FromBackup(ns, "from-s3", 3, toS3.Name)
 	onDedicatedNodes(fromS3)
-	if err := k8s.Create(ctx, fromS3); err != nil {
+	if err := framework.K8s.Create(ctx, fromS3); err != nil {
 		t.Fatal(err)
 	}
-	got = waitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)
+	got = framework.WaitSettled(t, client.ObjectKeyFromObject(fromS3), 4*time.Minute)
 	if perNode, _ := membersPerDomain(t, got, nodes); spreadOf(perNode) != "[1 1 1]" {
 		t.Errorf("members per node %v, want one on each", perNode)
 	}
-	read, _ = readKeys(t, got, backupKeyPrefix)
-	requireSameKeys(t, "restored from S3 across nodes", read, keys)
-	deleteAndCheckNothingLeft(t, got)
-	deleteAndCheckNothingLeft(t, origin)
+	read, _ = framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+	framework.RequireSameKeys(t, "restored from S3 across nodes", read, keys)
+	framework.DeleteAndCheckNothingLeft(t, got)
+	framework.DeleteAndCheckNothingLeft(t, origin)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // namespaceGone bounds how long a namespace holding every kind of Steward's objects may take to go: well below
@@ -40,14 +41,14 @@ type populated struct {
 func populate(t *testing.T, ns string) *populated {
 	t.Helper()
 	ctx := context.Background()
-	createS3Secret(t, ns)
-	createBackupClaim(t, ns, "256Mi")
-	c := newCluster(ns, "db", 1)
+	framework.CreateS3Secret(t, ns)
+	framework.CreateBackupClaim(t, ns, "256Mi")
+	c := framework.NewCluster(ns, "db", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, newEtcdUser(ns, "app", c.Name, "/app/", etcdv1alpha1.AccessReadWrite, true)); err != nil {
+	if err := framework.K8s.Create(ctx, framework.NewEtcdUser(ns, "app", c.Name, "/app/", etcdv1alpha1.AccessReadWrite, true)); err != nil {
 		t.Fatal(err)
 	}
 	return &populated{ns: ns, cluster: c, s3Key: ns + "/oneshot.db"}
@@ -59,38 +60,38 @@ func populate(t *testing.T, ns string) *populated {
 func finishPopulating(t *testing.T, p *populated) {
 	t.Helper()
 	ctx := context.Background()
-	p.cluster = waitAvailable(t, client.ObjectKeyFromObject(p.cluster), 3*time.Minute)
-	waitUserReady(t, client.ObjectKey{Namespace: p.ns, Name: "app"}, 2*time.Minute)
+	p.cluster = framework.WaitAvailable(t, client.ObjectKeyFromObject(p.cluster), 3*time.Minute)
+	framework.WaitUserReady(t, client.ObjectKey{Namespace: p.ns, Name: "app"}, 2*time.Minute)
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "nightly"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: p.cluster.Name, Schedule: "@every 6h",
 			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db"}},
 			Continuous:  &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: time.Second}}}}
-	if err := k8s.Create(ctx, s); err != nil {
+	if err := framework.K8s.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	b := newBackup(p.ns, "oneshot", p.cluster.Name, s3Destination(p.s3Key))
+	b := framework.NewBackup(p.ns, "oneshot", p.cluster.Name, framework.S3Destination(p.s3Key))
 	b.Spec.DeletionPolicy = etcdv1alpha1.DeletionPolicyDelete
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute); !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+	if b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute); !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("one-shot backup: %+v", b.Status.Conditions)
 	}
-	waitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+	framework.WaitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.RecoverableFrom != nil
 	})
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "restore"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: p.cluster.Name, BackupName: b.Name}}
-	if err := k8s.Create(ctx, rs); err != nil {
+	if err := framework.K8s.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "backups"}, &pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: "backups"}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	p.volume = pvc.Spec.VolumeName
 	var backups etcdv1alpha1.EtcdBackupList
-	if err := k8s.List(ctx, &backups, client.InNamespace(p.ns)); err != nil {
+	if err := framework.K8s.List(ctx, &backups, client.InNamespace(p.ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range backups.Items {
@@ -101,15 +102,15 @@ func finishPopulating(t *testing.T, p *populated) {
 // waitNamespaceGone waits for the namespace to disappear, by itself: nothing here removes a finalizer.
 func waitNamespaceGone(t *testing.T, ns string, since time.Time) {
 	t.Helper()
-	poll(t, "namespace "+ns+" gone by itself", namespaceGone, func() error {
-		err := k8s.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	framework.Poll(t, "namespace "+ns+" gone by itself", namespaceGone, func() error {
+		err := framework.K8s.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("still there: %s", leftIn(context.Background(), ns))
+		return fmt.Errorf("still there: %s", framework.LeftIn(context.Background(), ns))
 	})
 	t.Logf("namespace %s gone %.1fs after its deletion", ns, time.Since(since).Seconds())
 }
@@ -122,21 +123,21 @@ func waitNamespaceGone(t *testing.T, ns string, since time.Time) {
 func requireStorageAsDocumented(t *testing.T, p *populated) {
 	t.Helper()
 	ctx := context.Background()
-	location := "s3://" + bed.S3.Bucket + "/" + p.s3Key
+	location := "s3://" + framework.Bed.S3.Bucket + "/" + p.s3Key
 	outcome := requireOutcome(t, p.ns, location)
-	if keys := s3Keys(t, p.s3Key); len(keys) > 0 {
+	if keys := framework.S3Keys(t, p.s3Key); len(keys) > 0 {
 		if outcome != leftBehindLog {
 			t.Fatalf("%s is still in the bucket, and the operator logged %q", location, outcome)
 		}
-		if err := s3Client(t).RemoveObject(ctx, bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
+		if err := framework.S3Client(t).RemoveObject(ctx, framework.Bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("%s: %s: %s", p.ns, location, outcome)
 	t.Logf("%s: the schedule's snapshot: %s", p.ns, requireOutcome(t, p.ns, "pvc://backups/db/"))
-	poll(t, "backup volume "+p.volume+" reclaimed", time.Minute, func() error {
+	framework.Poll(t, "backup volume "+p.volume+" reclaimed", time.Minute, func() error {
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: p.volume}, &pv); err == nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: p.volume}, &pv); err == nil {
 			return fmt.Errorf("volume %s %s", p.volume, pv.Status.Phase)
 		} else if !apierrors.IsNotFound(err) {
 			return err
@@ -156,8 +157,8 @@ const (
 func requireOutcome(t *testing.T, ns, location string) string {
 	t.Helper()
 	var found string
-	poll(t, "what became of "+location, 10*time.Second, func() error {
-		f, err := os.Open(filepath.Join(bed.StateDir(), "logs", "steward-e2e.log"))
+	framework.Poll(t, "what became of "+location, 10*time.Second, func() error {
+		f, err := os.Open(filepath.Join(framework.Bed.StateDir(), "logs", "steward-e2e.log"))
 		if err != nil {
 			return err
 		}
@@ -187,13 +188,14 @@ func requireOutcome(t *testing.T, ns, location string) string {
 // with nothing of Steward's left and the stored snapshots deleted or reported as docs/user/backups.md says: once with
 // Steward running, once with Steward stopped during the deletion and started again, and once with Steward gone for
 // good, where the finalizers are removed by hand as docs/operations/install.md shows. The suite's own clean-up
-// (deleteNamespace) removes finalizers by hand; this test finishes before it and relies on nothing of it.
+// (DeleteNamespace) removes finalizers by hand; this test finishes before it and relies on nothing of it.
 func TestNamespaceDeletion(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	home := newNamespace(t, "nsdel-home") // the operator's Lease, which must outlive the namespaces deleted
-	running, stopped, gone := newNamespace(t, "nsdel-running"), newNamespace(t, "nsdel-stopped"), newNamespace(t, "nsdel-gone")
-	stop := startOperator(t, home, running, stopped, gone)
+	home := framework.NewNamespace(t, "nsdel-home") // the operator's Lease, which must outlive the namespaces deleted
+	running, stopped := framework.NewNamespace(t, "nsdel-running"), framework.NewNamespace(t, "nsdel-stopped")
+	gone := framework.NewNamespace(t, "nsdel-gone")
+	stop := framework.StartOperator(t, home, running, stopped, gone)
 	worlds := []*populated{populate(t, running), populate(t, stopped), populate(t, gone)}
 	for _, p := range worlds {
 		finishPopulating(t, p)
@@ -201,10 +203,10 @@ func TestNamespaceDeletion(t *testing.T) {
 
 	t.Run("StewardRunning", func(t *testing.T) {
 		p := worlds[0]
-		load := startLoad(t, p.cluster)
+		load := framework.StartLoad(t, p.cluster)
 		defer load.Stop()
 		start := time.Now()
-		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
+		if err := framework.K8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
 			t.Fatal(err)
 		}
 		waitNamespaceGone(t, p.ns, start)
@@ -214,16 +216,16 @@ func TestNamespaceDeletion(t *testing.T) {
 	// Steward stops here, for the two namespaces left: one gets it back, the other never does.
 	t.Run("StewardStoppedDuringDeletion", func(t *testing.T) {
 		p := worlds[1]
-		load := startLoad(t, p.cluster)
+		load := framework.StartLoad(t, p.cluster)
 		defer load.Stop()
 		stop()
 		start := time.Now()
-		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
+		if err := framework.K8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
 			t.Fatal(err)
 		}
 		waitHeldByFinalizers(t, p.ns)
 		restart := time.Now()
-		startOperator(t, home, p.ns)
+		framework.StartOperator(t, home, p.ns)
 		waitNamespaceGone(t, p.ns, start)
 		t.Logf("namespace %s gone %.1fs after Steward started again", p.ns, time.Since(restart).Seconds())
 		requireStorageAsDocumented(t, p)
@@ -235,23 +237,23 @@ func TestNamespaceDeletion(t *testing.T) {
 		p := worlds[2]
 		block := docBlockAfter(t, installPage, "If Steward is already gone for good")
 		start := time.Now()
-		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
+		if err := framework.K8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}); err != nil {
 			t.Fatal(err)
 		}
 		waitHeldByFinalizers(t, p.ns)
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block.text)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tutorialKubeconfig(t, p.ns),
-			"PATH="+filepath.Dir(bed.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
+			"PATH="+filepath.Dir(framework.Bed.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s:%d: %v\n%s", installPage, block.line, err, out)
 		}
 		t.Logf("%s:%d:\n%s", installPage, block.line, indent("  ", string(out)))
 		waitNamespaceGone(t, p.ns, start)
-		if keys := s3Keys(t, p.s3Key); len(keys) == 0 {
-			t.Fatalf("s3://%s/%s is gone; without Steward nothing should have deleted it", bed.S3.Bucket, p.s3Key)
+		if keys := framework.S3Keys(t, p.s3Key); len(keys) == 0 {
+			t.Fatalf("s3://%s/%s is gone; without Steward nothing should have deleted it", framework.Bed.S3.Bucket, p.s3Key)
 		}
-		if err := s3Client(t).RemoveObject(ctx, bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
+		if err := framework.S3Client(t).RemoveObject(ctx, framework.Bed.S3.Bucket, p.s3Key, minio.RemoveObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -263,7 +265,7 @@ const installPage = "docs/operations/install.md"
 // docBlockAfter returns the first ```sh block of page after the line that contains marker.
 func docBlockAfter(t *testing.T, page, marker string) shellBlock {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(repoRoot(t), page))
+	text, err := os.ReadFile(filepath.Join(framework.RepoRoot(t), page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,13 +298,13 @@ func docBlockAfter(t *testing.T, page, marker string) shellBlock {
 func waitHeldByFinalizers(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	poll(t, "the namespace's deletion waiting for Steward's finalizers", time.Minute, func() error {
+	framework.Poll(t, "the namespace's deletion waiting for Steward's finalizers", time.Minute, func() error {
 		var backups etcdv1alpha1.EtcdBackupList
 		var users etcdv1alpha1.EtcdUserList
-		if err := k8s.List(ctx, &backups, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &backups, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		if err := k8s.List(ctx, &users, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &users, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		held := 0
@@ -317,7 +319,7 @@ func waitHeldByFinalizers(t *testing.T, ns string) {
 			}
 		}
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if held < len(backups.Items)+len(users.Items) || held == 0 || len(pods.Items) > 0 {

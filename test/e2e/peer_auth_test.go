@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -20,72 +17,15 @@ import (
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-// secretPair is the certificate and key of a kubernetes.io/tls Secret, and the CA certificates in its ca.crt.
-func secretPair(t *testing.T, ns, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	var s corev1.Secret
-	poll(t, "Secret "+name, time.Minute, func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s)
-	})
-	pair, err := tls.X509KeyPair(s.Data[resources.SecretCertKey], s.Data[resources.SecretKeyKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(s.Data[resources.SecretCAKey])
-	return pair, roots
-}
-
-// peerPortAnswer asks a member's peer port (by Pod IP) for path with cert, checking the member's certificate for
-// its own DNS name as its peers do: the HTTP status, or the error (a refused TLS handshake).
-func peerPortAnswer(c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, roots *x509.CertPool, cert tls.Certificate, path string) (int, error) {
-	cfg := &tls.Config{RootCAs: roots, ServerName: resources.MemberHost(c, pod.Name, operatorOptions), Certificates: []tls.Certificate{cert},
-		MinVersion: tls.VersionTLS12}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
-	resp, err := hc.Get("https://" + net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(resources.PeerPort)) + path)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
-}
-
-// peerPaths are what etcd's peer port serves to any certificate it accepts: the member list, the version and
-// the raft prober; the raft stream itself is behind the same check.
-var peerPaths = []string{"/members", "/version", "/raft/probing"}
-
-// requirePeerPort checks every member's peer port: the certificates in refused get no 2xx answer on any path
-// (a refused handshake or an error status), and the member's own certificate (the positive control: the port is
-// reached and the test's TLS is right) gets 200.
-func requirePeerPort(t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.CertPool, refused map[string]tls.Certificate) {
-	t.Helper()
-	pods := memberPodsOf(t, c)
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		member, _ := secretPair(t, c.Namespace, resources.MemberSecretName(p.Name))
-		if code, err := peerPortAnswer(c, p, roots, member, "/members"); err != nil || code != http.StatusOK {
-			t.Fatalf("member %s's own certificate on its peer port: %d %v", p.Name, code, err)
-		}
-		for who, cert := range refused {
-			for _, path := range peerPaths {
-				code, err := peerPortAnswer(c, p, roots, cert, path)
-				if err == nil && code < 300 {
-					t.Errorf("%s's certificate on the peer port of %s: %s answered %d", who, p.Name, path, code)
-				}
-			}
-		}
-	}
-}
 
 // requireReplicated writes a key through the client Service and reads it back from every member on its own
 // (a serializable read answers from the member's own store): every member still gets every write.
 func requireReplicated(t *testing.T, c *etcdv1alpha1.EtcdCluster, value string) {
 	t.Helper()
-	cfg := clusterTLS(t, c)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: cfg})
+	cfg := framework.ClusterTLS(t, c)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +36,8 @@ func requireReplicated(t *testing.T, c *etcdv1alpha1.EtcdCluster, value string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for member, addr := range podAddrs(t, c) {
-		poll(t, "the write on member "+member, 30*time.Second, func() error {
+	for member, addr := range framework.PodAddrs(t, c) {
+		framework.Poll(t, "the write on member "+member, 30*time.Second, func() error {
 			one, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + addr}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(), TLS: cfg})
 			if err != nil {
 				return err
@@ -124,19 +64,19 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
 	ctx := context.Background()
 	var caSecret corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, &caSecret); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, &caSecret); err != nil {
 		t.Fatal(err)
 	}
 	ca, err := pki.ParseKeyPair(caSecret.Data[resources.SecretCertKey], caSecret.Data[resources.SecretKeyKey])
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity := resources.PeerIdentity(c, operatorOptions)
-	pods := memberPodsOf(t, c)
+	identity := resources.PeerIdentity(c, framework.OperatorOptions)
+	pods := framework.MemberPodsOf(t, c)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		var names []string
-		for _, n := range resources.MemberDNSNames(c, p.Name, operatorOptions) {
+		for _, n := range resources.MemberDNSNames(c, p.Name, framework.OperatorOptions) {
 			if n != identity {
 				names = append(names, n)
 			}
@@ -147,16 +87,16 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 			t.Fatal(err)
 		}
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.MemberSecretName(p.Name)}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.MemberSecretName(p.Name)}, &s); err != nil {
 			t.Fatal(err)
 		}
 		s.Data[resources.SecretCertKey], s.Data[resources.SecretKeyKey] = kp.CertPEM, kp.KeyPEM
-		if err := k8s.Update(ctx, &s); err != nil {
+		if err := framework.K8s.Update(ctx, &s); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(p.DeepCopy())
 		delete(p.Annotations, resources.AnnotationPeerIdentity)
-		if err := k8s.Patch(ctx, p, patch); err != nil {
+		if err := framework.K8s.Patch(ctx, p, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +105,7 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 // podsChecking counts the cluster's member Pods that accept only the peer identity on their peer port.
 func podsChecking(t *testing.T, c *etcdv1alpha1.EtcdCluster) (checking, all int) {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	for i := range pods.Items {
 		if pods.Items[i].DeletionTimestamp != nil {
 			continue
@@ -189,30 +129,30 @@ func podsChecking(t *testing.T, c *etcdv1alpha1.EtcdCluster) (checking, all int)
 func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "peerauth")
-	stopOperator := startOperator(t, ns)
-	cm := newCluster(ns, "cm", 1)
+	ns := framework.NewNamespace(t, "peerauth")
+	stopOperator := framework.StartOperator(t, ns)
+	cm := framework.NewCluster(ns, "cm", 1)
 	cm.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, cm); err != nil {
+	if err := framework.K8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(ns, "peers", 3)
+	c := framework.NewCluster(ns, "peers", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, PeerAuth: etcdv1alpha1.PeerAuthAnyCertificate}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	if checking, _ := podsChecking(t, got); checking != 0 {
 		t.Fatalf("%d members check the peer identity under peerAuth AnyCertificate", checking)
 	}
-	app := newEtcdUser(ns, "app", c.Name, "/tenant-a/", etcdv1alpha1.AccessReadWrite, false)
+	app := framework.NewEtcdUser(ns, "app", c.Name, "/tenant-a/", etcdv1alpha1.AccessReadWrite, false)
 	users := map[string]*etcdv1alpha1.EtcdUser{"app": app}
-	createUsersReady(t, users)
-	userCert, roots := secretPair(t, ns, "app-tls")
-	stewardCert, _ := secretPair(t, ns, resources.ClientSecretName(got))
+	framework.CreateUsersReady(t, users)
+	userCert, roots := framework.SecretPair(t, ns, "app-tls")
+	stewardCert, _ := framework.SecretPair(t, ns, resources.ClientSecretName(got))
 	otherCA, err := pki.NewCA("intruder", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := otherCA.Issue(pki.Request{CommonName: "peers-x", DNSNames: []string{resources.PeerIdentity(got, operatorOptions)},
+	forged, err := otherCA.Issue(pki.Request{CommonName: "peers-x", DNSNames: []string{resources.PeerIdentity(got, framework.OperatorOptions)},
 		Server: true, Client: true, Lifetime: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -223,60 +163,60 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	}
 
 	// The hole, as it was: the application's certificate reads the member list on the peer port.
-	pods := memberPodsOf(t, got)
-	if code, err := peerPortAnswer(got, &pods.Items[0], roots, userCert, "/members"); err != nil || code != http.StatusOK {
+	pods := framework.MemberPodsOf(t, got)
+	if code, err := framework.PeerPortAnswer(got, &pods.Items[0], roots, userCert, "/members"); err != nil || code != http.StatusOK {
 		t.Fatalf("peerAuth AnyCertificate: the EtcdUser's certificate on the peer port got %d %v, want 200 (any certificate of the CA)", code, err)
 	}
 
 	// The rolling change, under client load, from what a Steward before the peer identity left: with the
 	// operator stopped, every member's certificate is re-issued without the identity and its Pod loses the record
 	// of holding it; the spec then asks for MemberIdentity and the operator starts again.
-	before := identities(t, got)
-	load := startLoad(t, got)
-	watch := watchSwitch(t, key)
+	before := framework.Identities(t, got)
+	load := framework.StartLoad(t, got)
+	watch := framework.WatchSwitch(t, key)
 	stopOperator()
 	dropPeerIdentity(t, got)
-	cfg := clusterTLS(t, got)
-	poll(t, "members serving certificates without the peer identity", 3*time.Minute, func() error {
-		for member, addr := range podAddrs(t, got) {
-			cert, err := servedCertificate(cfg, addr)
+	cfg := framework.ClusterTLS(t, got)
+	framework.Poll(t, "members serving certificates without the peer identity", 3*time.Minute, func() error {
+		for member, addr := range framework.PodAddrs(t, got) {
+			cert, err := framework.ServedCertificate(cfg, addr)
 			if err != nil {
 				return err
 			}
-			if cert.VerifyHostname(resources.PeerIdentity(got, operatorOptions)) == nil {
+			if cert.VerifyHostname(resources.PeerIdentity(got, framework.OperatorOptions)) == nil {
 				return fmt.Errorf("member %s still serves one with it", member)
 			}
 		}
 		return nil
 	})
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthMemberIdentity })
-	startOperator(t, ns)
-	poll(t, "every member checking the peer identity", 8*time.Minute, func() error {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthMemberIdentity })
+	framework.StartOperator(t, ns)
+	framework.Poll(t, "every member checking the peer identity", 8*time.Minute, func() error {
 		if checking, all := podsChecking(t, got); checking != all || all != 3 {
 			return fmt.Errorf("%d of %d members check it", checking, all)
 		}
 		return nil
 	})
-	got = waitSettled(t, key, 3*time.Minute)
+	got = framework.WaitSettled(t, key, 3*time.Minute)
 	t.Logf("AnyCertificate -> MemberIdentity: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled cluster too
-	watch.finish(t, "AnyCertificate -> MemberIdentity")
-	requireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
-	if after := identities(t, got); after != before {
+	watch.Finish(t, "AnyCertificate -> MemberIdentity")
+	framework.RequireNoLostWrites(t, load, "moving to peerAuth MemberIdentity")
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 
-	requirePeerPort(t, got, roots, map[string]tls.Certificate{"an EtcdUser": userCert, "Steward": stewardCert, "a foreign CA": foreignCert})
+	framework.RequirePeerPort(t, got, roots, map[string]tls.Certificate{"an EtcdUser": userCert, "Steward": stewardCert, "a foreign CA": foreignCert})
 	requireReplicated(t, got, "after the change")
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// A new cluster checks from its start: provider CertManager, whose client certificate is refused too.
-	cmGot := waitSettled(t, client.ObjectKeyFromObject(cm), 4*time.Minute)
+	cmGot := framework.WaitSettled(t, client.ObjectKeyFromObject(cm), 4*time.Minute)
 	if checking, all := podsChecking(t, cmGot); checking != all || all != 1 {
 		t.Fatalf("new CertManager cluster: %d of %d members check the peer identity", checking, all)
 	}
-	cmClient, cmRoots := secretPair(t, ns, resources.ClientSecretName(cmGot))
-	requirePeerPort(t, cmGot, cmRoots, map[string]tls.Certificate{"Steward (cert-manager's)": cmClient, "a foreign CA": foreignCert})
-	writeAndReadThroughService(t, cmGot)
+	cmClient, cmRoots := framework.SecretPair(t, ns, resources.ClientSecretName(cmGot))
+	framework.RequirePeerPort(t, cmGot, cmRoots, map[string]tls.Certificate{"Steward (cert-manager's)": cmClient, "a foreign CA": foreignCert})
+	framework.WriteAndReadThroughService(t, cmGot)
 }

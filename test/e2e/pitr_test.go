@@ -19,13 +19,14 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // keyStates is the key space under prefix at revision rev (0: now), each key with its value and its create and
 // mod revisions and version: what a point-in-time restore must reproduce exactly.
 func keyStates(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, rev int64) map[string]string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func keyStates(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, rev int
 		opts = append(opts, clientv3.WithRev(rev))
 	}
 	var resp *clientv3.GetResponse
-	poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
+	framework.Poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err = cli.Get(ctx, prefix, opts...)
@@ -56,22 +57,6 @@ func requireSameStates(t *testing.T, what string, got, want map[string]string) {
 	t.Logf("%s: %d keys identical (values, create and mod revisions, versions)", what, len(got))
 }
 
-func waitContinuous(t *testing.T, key client.ObjectKey, what string, ok func(*etcdv1alpha1.EtcdBackupSchedule) bool) *etcdv1alpha1.EtcdBackupSchedule {
-	t.Helper()
-	var s etcdv1alpha1.EtcdBackupSchedule
-	poll(t, "schedule "+key.Name+": "+what, 3*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &s); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup)
-		if c == nil || c.Status != metav1.ConditionTrue || s.Status.Continuous == nil || !ok(&s) {
-			return fmt.Errorf("condition %+v, status %+v", c, s.Status.Continuous)
-		}
-		return nil
-	})
-	return &s
-}
-
 func reachesRevision(rev int64) func(*etcdv1alpha1.EtcdBackupSchedule) bool {
 	return func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.RecoverableTo != nil && s.Status.Continuous.RecoverableTo.Revision >= rev
@@ -79,7 +64,7 @@ func reachesRevision(rev int64) func(*etcdv1alpha1.EtcdBackupSchedule) bool {
 }
 
 func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.BackupDestination, rev int64, at time.Time) *etcdv1alpha1.EtcdBackup {
-	b := newBackup(ns, name, cluster, d)
+	b := framework.NewBackup(ns, name, cluster, d)
 	b.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: schedule, Revision: rev}
 	if !at.IsZero() {
 		b.Spec.PointInTime.Time = at.UTC().Format(time.RFC3339Nano)
@@ -90,7 +75,7 @@ func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.Backup
 // TestContinuousBackupPointInTime follows a 3-member cluster with continuous backup to a PVC and to S3 while it
 // takes a known history (puts, overwrites, a transaction, a range delete), through a restart of the follower and
 // the loss of the leader's Pod; a point-in-time backup to a revision (PVC), bootstrapped into a new cluster, and a
-// new cluster straight from spec.bootstrap.fromBackup.pointInTime at a time (S3) each hold exactly the key space
+// new cluster straight from spec.bootstrap.FromBackup.pointInTime at a time (S3) each hold exactly the key space
 // the source had at that point; a target past the window, a destination off the schedule's claim and a corrupted
 // segment are refused with nothing written. Then, under a steady writer, the cluster loses quorum and an
 // EtcdRestore with pointInTime re-seeds it from the latest point; the follower moves to the new cluster identity
@@ -100,37 +85,37 @@ func pointInTimeBackup(ns, name, cluster, schedule string, d etcdv1alpha1.Backup
 func TestContinuousBackupPointInTime(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "pitr")
-	startOperator(t, ns)
-	createS3Secret(t, ns)
-	pvc := createBackupClaim(t, ns, "512Mi")
-	src := newCluster(ns, "src", 3)
-	if err := k8s.Create(ctx, src); err != nil {
+	ns := framework.NewNamespace(t, "pitr")
+	framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
+	pvc := framework.CreateBackupClaim(t, ns, "512Mi")
+	src := framework.NewCluster(ns, "src", 3)
+	if err := framework.K8s.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	src = waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	continuous := &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: time.Second}}
 	schedule := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackupSchedule {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 6h", Destination: d, Continuous: continuous}}
-		if err := k8s.Create(ctx, s); err != nil {
+		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	begin := time.Now()
 	onPVC := schedule("on-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "src"}})
-	onS3 := schedule("on-s3", s3Destination(ns+"/src"))
+	onS3 := schedule("on-s3", framework.S3Destination(ns+"/src"))
 	// No scheduled time is due for hours: the first snapshot is the one continuous backup takes to start its window.
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
-		got := waitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+		got := framework.WaitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 			return s.Status.Continuous.RecoverableFrom != nil
 		})
 		t.Logf("schedule %s: following %s %.1fs after creation, window from backup %s at revision %d", s.Name,
 			got.Status.Continuous.Location, time.Since(begin).Seconds(), got.Status.Continuous.RecoverableFrom.Backup, got.Status.Continuous.RecoverableFrom.Revision)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, src)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, src)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, src)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, src)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +123,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	var last int64
 	put := func(k, v string) {
 		t.Helper()
-		poll(t, "write "+k, 30*time.Second, func() error {
+		framework.Poll(t, "write "+k, 30*time.Second, func() error {
 			r, err := cli.Put(ctx, k, v)
 			if err == nil {
 				last = r.Header.Revision
@@ -170,10 +155,10 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 
 	// The follower restarts while writes go on: it resumes from its last segment.
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(resources.FollowerLabels(onPVC))); err != nil || len(pods.Items) != 1 {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(resources.FollowerLabels(onPVC))); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("follower Pods: %v %d", err, len(pods.Items))
 	}
-	if err := k8s.Delete(ctx, &pods.Items[0]); err != nil {
+	if err := framework.K8s.Delete(ctx, &pods.Items[0]); err != nil {
 		t.Fatal(err)
 	}
 	for i := 30; i < 40; i++ {
@@ -181,7 +166,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	// The leader's Pod is lost while continuous backup runs: a leader change, and a member away and back; the
 	// follower reaches the cluster through its Service.
-	if err := k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Status.Leader}}); err != nil {
+	if err := framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Status.Leader}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 40; i < 45; i++ {
@@ -189,51 +174,51 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	r5 := last
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
-		waitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
+		framework.WaitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
 	}
-	src = waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 
 	// Point-in-time backups, each restored into a new cluster: exactly the key space at that point.
 	restoreAt := func(name string, b *etcdv1alpha1.EtcdBackup, wantRev int64) {
 		t.Helper()
 		start := time.Now()
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 		c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionComplete)
 		if c == nil || c.Status != metav1.ConditionTrue || b.Status.Revision != wantRev || b.Status.ClusterID != src.Status.ClusterID {
 			t.Fatalf("point-in-time backup %s: %+v, status revision %d (want %d), cluster ID %s", b.Name, b.Status.Conditions, b.Status.Revision, wantRev, b.Status.ClusterID)
 		}
 		t.Logf("point-in-time backup %s Complete in %.1fs: %s", b.Name, time.Since(start).Seconds(), c.Message)
-		restored := fromBackup(ns, name, 1, b.Name)
-		if err := k8s.Create(ctx, restored); err != nil {
+		restored := framework.FromBackup(ns, name, 1, b.Name)
+		if err := framework.K8s.Create(ctx, restored); err != nil {
 			t.Fatal(err)
 		}
-		restored = waitSettled(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
+		restored = framework.WaitSettled(t, client.ObjectKeyFromObject(restored), 4*time.Minute)
 		requireSameStates(t, name, keyStates(t, restored, "h/", 0), keyStates(t, src, "h/", wantRev))
 	}
 	restoreAt("at-r1", pointInTimeBackup(ns, "pit-r1", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/r1.db"}}, r1, time.Time{}), r1)
-	// Straight from spec.bootstrap.fromBackup.pointInTime, to a time, from the S3 schedule.
-	atT2 := newCluster(ns, "at-t2", 1)
+	// Straight from spec.bootstrap.FromBackup.pointInTime, to a time, from the S3 schedule.
+	atT2 := framework.NewCluster(ns, "at-t2", 1)
 	atT2.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onS3.Name, Time: t2.UTC().Format(time.RFC3339Nano)}}}
-	if err := k8s.Create(ctx, atT2); err != nil {
+	if err := framework.K8s.Create(ctx, atT2); err != nil {
 		t.Fatal(err)
 	}
-	atT2 = waitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
+	atT2 = framework.WaitSettled(t, client.ObjectKeyFromObject(atT2), 5*time.Minute)
 	requireSameStates(t, "at-t2", keyStates(t, atT2, "h/", 0), keyStates(t, src, "h/", r2))
-	if b := waitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
+	if b := framework.WaitBackupFinished(t, client.ObjectKey{Namespace: ns, Name: etcdv1alpha1.BootstrapBackupName(atT2)}, time.Minute); b.Status.Revision != r2 {
 		t.Fatalf("the point-in-time backup of at-t2 is at revision %d, want %d", b.Status.Revision, r2)
 	}
 
 	refused := func(b *etcdv1alpha1.EtcdBackup, reason, says string) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
-		if err := k8s.Create(ctx, b); err != nil {
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 		c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, says) {
 			t.Fatalf("backup %s: %+v, want Failed/%s saying %q", b.Name, b.Status.Conditions, reason, says)
@@ -244,15 +229,15 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	refused(pointInTimeBackup(ns, "pit-future", src.Name, onPVC.Name,
 		etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "pit/future.db"}}, r5+1_000_000, time.Time{}),
 		etcdv1alpha1.ReasonOutsideWindow, "is not in the recoverable window revisions")
-	refused(pointInTimeBackup(ns, "pit-elsewhere", src.Name, onPVC.Name, s3Destination(ns+"/pit/elsewhere.db"), r1, time.Time{}),
+	refused(pointInTimeBackup(ns, "pit-elsewhere", src.Name, onPVC.Name, framework.S3Destination(ns+"/pit/elsewhere.db"), r1, time.Time{}),
 		etcdv1alpha1.ReasonDestinationMismatch, "schedule's PersistentVolumeClaim")
 
 	// One bit flipped in a segment the chain needs: refused before anything is written, naming the segment.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 		t.Fatal(err)
 	}
 	var pv corev1.PersistentVolume
-	if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 		t.Fatal(err)
 	}
 	segDir := filepath.Join(pv.Spec.Local.Path, pitr.SegmentsDir(resources.SegmentsBase(onPVC), src.Status.ClusterID))
@@ -292,19 +277,19 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	expect := keyStates(t, src, "h/", 0)
 	var lostAt time.Time
 	acked := steadyWriter(ctx, cli, "rpo/", func() {
-		src = breakQuorum(t, src)
+		src = framework.BreakQuorum(t, src)
 		lostAt = time.Now()
 	})
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "back-to-latest"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: src.Name, Confirm: src.Name,
 			PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
-	if err := k8s.Create(ctx, rs); err != nil {
+	if err := framework.K8s.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
-	rs = waitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
-	requireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	rs = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(rs), 6*time.Minute)
+	framework.RequireRestoreReason(t, rs, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 	took := time.Since(lostAt)
-	got := waitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	n := requirePrefix(t, keyStates(t, got, "rpo/", 0), "rpo/", acked)
 	hs := keyStates(t, got, "h/", 0)
 	if len(hs) != len(expect) {
@@ -320,37 +305,37 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		acked-n, acked, took.Seconds())
 
 	// The re-seeded cluster is a new etcd identity: the follower starts a chain for it, with a snapshot of its own.
-	after := waitContinuous(t, client.ObjectKeyFromObject(onPVC), "following the new cluster ID", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
+	after := framework.WaitContinuous(t, client.ObjectKeyFromObject(onPVC), "following the new cluster ID", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
 		return s.Status.Continuous.ClusterID == got.Status.ClusterID && s.Status.Continuous.RecoverableFrom != nil
 	})
 	t.Logf("following the re-seeded cluster %s from backup %s", after.Status.Continuous.ClusterID, after.Status.Continuous.RecoverableFrom.Backup)
 
 	// The whole cluster is deleted (every member and volume) under a steady writer; a new cluster starts from the
 	// latest point of the deleted one's continuous backup.
-	cli2, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, got)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, got)})
+	cli2, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, got)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, got)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli2.Close() }()
 	acked2 := steadyWriter(ctx, cli2, "gone/", func() {
-		if err := k8s.Delete(ctx, got); err != nil {
+		if err := framework.K8s.Delete(ctx, got); err != nil {
 			t.Error(err)
 		}
 	})
-	poll(t, "cluster "+got.Name+" deleted", 3*time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(got), &etcdv1alpha1.EtcdCluster{}); err == nil {
+	framework.Poll(t, "cluster "+got.Name+" deleted", 3*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(got), &etcdv1alpha1.EtcdCluster{}); err == nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
 	})
 	deletedAt := time.Now()
-	again := newCluster(ns, "src-again", 3)
+	again := framework.NewCluster(ns, "src-again", 3)
 	again.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{
 		PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: onPVC.Name}}}
-	if err := k8s.Create(ctx, again); err != nil {
+	if err := framework.K8s.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	again = waitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)
+	again = framework.WaitSettled(t, client.ObjectKeyFromObject(again), 5*time.Minute)
 	gone := requirePrefix(t, keyStates(t, again, "gone/", 0), "gone/", acked2)
 	t.Logf("RPO after deleting the whole cluster: %d of %d acknowledged writes missing; deleted to a new cluster Available from the latest point in %.1fs",
 		acked2-gone, acked2, time.Since(deletedAt).Seconds())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,32 +14,15 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
-
-// pluginBinary builds kubectl-steward once per run.
-func pluginBinary(t *testing.T) string {
-	t.Helper()
-	return buildOnce(t, "kubectl-steward", func() (string, error) {
-		dir, err := os.MkdirTemp("", "kubectl-steward-")
-		if err != nil {
-			return "", err
-		}
-		path := filepath.Join(dir, "kubectl-steward")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/kubectl-steward")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", errors.Join(err, errors.New(string(out)))
-		}
-		return path, nil
-	})
-}
 
 // plugin runs kubectl-steward against the test bed in namespace ns; it returns the output and the exit code.
 func plugin(t *testing.T, ns string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pluginBinary(t), append([]string{"--kubeconfig", bed.Kubeconfig, "-n", ns}, args...)...)
+	cmd := exec.CommandContext(ctx, framework.PluginBinary(t), append([]string{"--kubeconfig", framework.Bed.Kubeconfig, "-n", ns}, args...)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var exit *exec.ExitError
@@ -68,9 +50,9 @@ func mustPlugin(t *testing.T, ns string, args ...string) string {
 func TestKubectlPlugin(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "plugin")
-	startOperator(t, ns)
-	key, c := settle(t, newCluster(ns, "plugged", 3))
+	ns := framework.NewNamespace(t, "plugin")
+	framework.StartOperator(t, ns)
+	key, c := framework.Settle(t, framework.NewCluster(ns, "plugged", 3))
 
 	table := mustPlugin(t, ns, "status", c.Name)
 	for _, m := range c.Status.Members {
@@ -90,7 +72,7 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("status of a missing cluster: exit %d, %q; want 1, naming the cluster", code, out)
 	}
 
-	etcdctl := filepath.Join(bed.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
+	etcdctl := filepath.Join(framework.Bed.EtcdBinDir(testbed.EtcdVersions[0]), "etcdctl")
 	mustPlugin(t, ns, "etcdctl", c.Name, "--etcdctl", etcdctl, "--", "put", "plugin/key", "through-the-plugin")
 	if out := mustPlugin(t, ns, "etcdctl", c.Name, "--etcdctl", etcdctl, "--", "get", "plugin/key", "--print-value-only"); strings.TrimSpace(out) != "through-the-plugin" {
 		t.Errorf("etcdctl get read %q", out)
@@ -100,32 +82,32 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 
 	mustPlugin(t, ns, "pause", c.Name)
-	if err := k8s.Get(ctx, key, c); err != nil || !c.Spec.Paused {
+	if err := framework.K8s.Get(ctx, key, c); err != nil || !c.Spec.Paused {
 		t.Fatalf("after pause: paused %v (%v)", c.Spec.Paused, err)
 	}
 	mustPlugin(t, ns, "resume", c.Name)
-	if err := k8s.Get(ctx, key, c); err != nil || c.Spec.Paused {
+	if err := framework.K8s.Get(ctx, key, c); err != nil || c.Spec.Paused {
 		t.Fatalf("after resume: paused %v (%v)", c.Spec.Paused, err)
 	}
 
-	createBackupClaim(t, ns, "256Mi")
+	framework.CreateBackupClaim(t, ns, "256Mi")
 	out := mustPlugin(t, ns, "backup", c.Name, "--name", "by-plugin", "--pvc", "backups/plugged.db", "--timeout", "4m")
 	t.Logf("kubectl steward backup:\n%s", out)
 	var b etcdv1alpha1.EtcdBackup
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, &b); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, &b); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, &b, c)
+	framework.RequireComplete(t, &b, c)
 
 	out = mustPlugin(t, ns, "restore", c.Name, "--backup", "by-plugin", "--new-cluster", "copied", "--replicas", "1", "--timeout", "5m")
 	t.Logf("kubectl steward restore:\n%s", out)
-	copied := waitSettled(t, client.ObjectKey{Namespace: ns, Name: "copied"}, 4*time.Minute)
+	copied := framework.WaitSettled(t, client.ObjectKey{Namespace: ns, Name: "copied"}, 4*time.Minute)
 	if out := mustPlugin(t, ns, "etcdctl", copied.Name, "--etcdctl", etcdctl, "--", "get", "plugin/key", "--print-value-only"); strings.TrimSpace(out) != "through-the-plugin" {
 		t.Errorf("the restored cluster holds %q under plugin/key", out)
 	}
 	if out, code := plugin(t, ns, "restore", c.Name, "--backup", "by-plugin", "--reseed"); code == 0 || !strings.Contains(out, "--confirm") {
 		t.Errorf("a re-seed without --confirm: exit %d, %q", code, out)
 	}
-	deleteAndCheckNothingLeft(t, copied)
-	deleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, copied)
+	framework.DeleteAndCheckNothingLeft(t, c)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,38 +21,12 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
 // reasonMemberRecreated is the reason of the Event Steward records when it re-creates member Pods on their volumes.
 const reasonMemberRecreated = "MemberRecreated"
-
-// operator is a test's in-process operator, which some rounds stop before they delete Pods and start again after.
-// It is started for t, the test itself and not a subtest, so that it runs until the test ends.
-type operator struct {
-	t          *testing.T
-	namespaces []string
-	stop       func()
-	stopped    bool
-}
-
-func runOperator(t *testing.T, namespaces ...string) *operator {
-	t.Helper()
-	return &operator{t: t, namespaces: namespaces, stop: startOperator(t, namespaces...)}
-}
-
-func (o *operator) halt() {
-	o.stop()
-	o.stopped = true
-}
-
-// start starts the operator again if it is stopped.
-func (o *operator) start() {
-	o.t.Helper()
-	if o.stopped {
-		o.stop, o.stopped = startOperator(o.t, o.namespaces...), false
-	}
-}
 
 // lostPod is a deleted member Pod as it was before the deletion, and the Pod re-created under its name as first
 // seen, with the TLS mode its volume recorded then.
@@ -71,7 +46,7 @@ type podLoss struct {
 	// issued concurrently.
 	all bool
 	// operator, when set, is stopped before the deletion and started again once the deleted Pods are gone.
-	operator *operator
+	operator *framework.Operator
 	// hold keeps the deleted Pods Terminating (by a finalizer of the test's) this long before they go, as a Pod
 	// whose kubelet does not confirm the deletion stays: their containers stop, the quorum is lost, and Steward
 	// cannot re-create them yet.
@@ -80,7 +55,7 @@ type podLoss struct {
 
 // newPodLoss is a round that deletes the Pods of n members of c (its leader first when withLeader, then
 // followers by name), with op stopped around the deletion unless op is nil.
-func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader bool, op *operator) podLoss {
+func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader bool, op *framework.Operator) podLoss {
 	t.Helper()
 	var names, followers []string
 	for _, m := range c.Status.Members {
@@ -95,7 +70,7 @@ func newPodLoss(t *testing.T, c *etcdv1alpha1.EtcdCluster, n int, withLeader boo
 	sort.Strings(followers)
 	names = append(names, followers...)
 	if len(names) < n || (withLeader && c.Status.Leader == "") {
-		t.Fatalf("cannot pick %d members (leader %t) of %v, leader %q", n, withLeader, memberNames(c), c.Status.Leader)
+		t.Fatalf("cannot pick %d members (leader %t) of %v, leader %q", n, withLeader, framework.MemberNames(c), c.Status.Leader)
 	}
 	return podLoss{key: client.ObjectKeyFromObject(c), replicas: int(c.Spec.Replicas), victims: names[:n], all: n == int(c.Spec.Replicas), operator: op}
 }
@@ -122,18 +97,18 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 	lost := map[string]*lostPod{}
 	for _, name := range r.victims {
 		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil {
 			t.Fatal(err)
 		}
 		mode, _ := resources.PodTLS(&p)
 		lost[name] = &lostPod{uid: p.UID, version: p.Annotations[resources.AnnotationVersion], tls: mode}
 	}
 	if r.hold > 0 {
-		release := holdPods(t, r.key.Namespace, r.victims)
+		release := framework.HoldPods(t, r.key.Namespace, r.victims)
 		defer release()
 	}
 	if r.operator != nil {
-		r.operator.halt()
+		r.operator.Halt()
 	}
 	outage := watchOutage(r.key)
 	begin := time.Now()
@@ -145,21 +120,21 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			requireNoRestore(t, r.key, begin)
 			for name, l := range lost {
 				var p corev1.Pod
-				if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
+				if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p); err != nil || p.UID != l.uid || p.DeletionTimestamp.IsZero() {
 					t.Fatalf("Pod %s not held Terminating: %v", name, err)
 				}
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		holdPods(t, r.key.Namespace, nil)
+		framework.HoldPods(t, r.key.Namespace, nil)
 		t.Logf("%s: Pods released after %s", what, time.Since(begin).Round(100*time.Millisecond))
 	}
 	var restarted time.Duration
 	if r.operator != nil {
-		poll(t, "deleted Pods gone", 2*time.Minute, func() error {
+		framework.Poll(t, "deleted Pods gone", 2*time.Minute, func() error {
 			for name, l := range lost {
 				var p corev1.Pod
-				err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
+				err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
 				if err == nil && p.UID == l.uid {
 					return fmt.Errorf("Pod %s still there", name)
 				}
@@ -170,17 +145,17 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			return nil
 		})
 		restarted = time.Since(begin)
-		r.operator.start()
+		r.operator.Start()
 	}
 	var c etcdv1alpha1.EtcdCluster
-	poll(t, what+": Available again", 5*time.Minute, func() error {
+	framework.Poll(t, what+": Available again", 5*time.Minute, func() error {
 		requireNoRestore(t, r.key, begin)
 		for name, l := range lost {
 			if l.againVersion != "" {
 				continue
 			}
 			var p corev1.Pod
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
+			err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: name}, &p)
 			if apierrors.IsNotFound(err) || (err == nil && p.UID == l.uid) {
 				return fmt.Errorf("Pod %s not re-created yet", name)
 			}
@@ -190,18 +165,18 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 			l.againVersion = p.Annotations[resources.AnnotationVersion]
 			l.againTLS, _ = resources.PodTLS(&p)
 			var pvc corev1.PersistentVolumeClaim
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: resources.PVCName(name)}, &pvc); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: r.key.Namespace, Name: resources.PVCName(name)}, &pvc); err != nil {
 				return err
 			}
 			l.volumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
 		}
-		if err := k8s.Get(ctx, r.key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, r.key, &c); err != nil {
 			return err
 		}
 		a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable)
 		if a == nil || a.Status != metav1.ConditionTrue || a.LastTransitionTime.Time.Before(begin.Truncate(time.Second)) ||
 			c.Status.ObservedGeneration != c.Generation {
-			return fmt.Errorf("not Available again yet: %s", describe(&c))
+			return fmt.Errorf("not Available again yet: %s", framework.Describe(&c))
 		}
 		return nil
 	})
@@ -227,14 +202,14 @@ func (r podLoss) run(t *testing.T) (*etcdv1alpha1.EtcdCluster, time.Time) {
 func requireNoRestore(t *testing.T, key client.ObjectKey, begin time.Time) {
 	t.Helper()
 	var list etcdv1alpha1.EtcdRestoreList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(key.Namespace)); err != nil || len(list.Items) == 0 {
+	if err := framework.K8s.List(context.Background(), &list, client.InNamespace(key.Namespace)); err != nil || len(list.Items) == 0 {
 		return
 	}
 	var c etcdv1alpha1.EtcdCluster
-	_ = k8s.Get(context.Background(), key, &c)
+	_ = framework.K8s.Get(context.Background(), key, &c)
 	r := list.Items[0]
 	t.Fatalf("EtcdRestore %s (backup %s, labels %v) created %s after the deletion; cluster: %s, quorum lost since %v",
-		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), describe(&c), c.Status.QuorumLostSince)
+		r.Name, r.Spec.BackupName, r.Labels, r.CreationTimestamp.Sub(begin.Truncate(time.Second)), framework.Describe(&c), c.Status.QuorumLostSince)
 }
 
 // check fails the test unless the member came back as its deleted Pod ran: on the same release (or, when Steward
@@ -262,63 +237,11 @@ func (l *lostPod) check(t *testing.T, name string) {
 	}
 }
 
-// holdFinalizer keeps a deleted Pod Terminating until the test removes it.
-const holdFinalizer = "e2e.steward.dev/hold"
-
-// holdPods adds holdFinalizer to the Pods of members names, and returns a function that removes it from every Pod
-// of the namespace; called with no names, it only removes it.
-func holdPods(t *testing.T, namespace string, names []string) (release func()) {
-	t.Helper()
-	ctx := context.Background()
-	for _, name := range names {
-		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		p.Finalizers = append(p.Finalizers, holdFinalizer)
-		if err := k8s.Patch(ctx, &p, patch); err != nil {
-			t.Fatalf("hold Pod %s: %v", name, err)
-		}
-	}
-	release = func() {
-		t.Helper()
-		poll(t, "Pods of "+namespace+" released", time.Minute, func() error {
-			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-				return err
-			}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if !contains(p.Finalizers, holdFinalizer) {
-					continue
-				}
-				patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-				var keep []string
-				for _, f := range p.Finalizers {
-					if f != holdFinalizer {
-						keep = append(keep, f)
-					}
-				}
-				p.Finalizers = keep
-				if err := k8s.Patch(ctx, p, patch); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if len(names) == 0 {
-		release()
-	}
-	return release
-}
-
 func (r podLoss) deletePods(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	if r.all {
-		if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.key.Namespace), client.MatchingLabels{resources.LabelCluster: r.key.Name}); err != nil {
+		if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.key.Namespace), client.MatchingLabels{resources.LabelCluster: r.key.Name}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -327,7 +250,7 @@ func (r podLoss) deletePods(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, name := range r.victims {
 		wg.Go(func() {
-			errs[i] = k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: name}})
+			errs[i] = framework.K8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: name}})
 		})
 	}
 	wg.Wait()
@@ -374,9 +297,9 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 // requireRecreatedEvents waits for MemberRecreated Events on the cluster, recorded since begin, naming each member.
 func requireRecreatedEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, members []string, begin time.Time) {
 	t.Helper()
-	poll(t, "MemberRecreated events for "+strings.Join(members, ", "), 30*time.Second, func() error {
+	framework.Poll(t, "MemberRecreated events for "+strings.Join(members, ", "), 30*time.Second, func() error {
 		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
 		for _, m := range members {
@@ -416,18 +339,18 @@ func watchOutage(key client.ObjectKey) *outageWatch {
 			}
 			var c etcdv1alpha1.EtcdCluster
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := k8s.Get(ctx, key, &c)
+			err := framework.K8s.Get(ctx, key, &c)
 			cancel()
 			if err != nil {
 				continue
 			}
 			w.mu.Lock()
 			if a := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); a != nil && a.Status != metav1.ConditionTrue {
-				if s := a.Reason + ": " + a.Message; !contains(w.notAvailable, s) {
+				if s := a.Reason + ": " + a.Message; !slices.Contains(w.notAvailable, s) {
 					w.notAvailable = append(w.notAvailable, s)
 				}
 			}
-			if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && !contains(w.progressing, p.Reason) {
+			if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && !slices.Contains(w.progressing, p.Reason) {
 				w.progressing = append(w.progressing, p.Reason)
 			}
 			w.mu.Unlock()
@@ -444,38 +367,20 @@ func (w *outageWatch) finish() (notAvailable, progressing []string) {
 	return w.notAvailable, w.progressing
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // requireSameMembers waits until the cluster has settled and fails the test unless it has the members it had
 // before (names, etcd member IDs, volume UIDs: nobody was replaced), every member serves the keys
-// writeAndReadThroughService wrote from its own data, and status matches etcd.
+// WriteAndReadThroughService wrote from its own data, and status matches etcd.
 func requireSameMembers(t *testing.T, key client.ObjectKey, before string) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
-	got := waitSettled(t, key, 4*time.Minute)
-	if after := identities(t, got); after != before {
+	got := framework.WaitSettled(t, key, 4*time.Minute)
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 	return got
-}
-
-// createPodLossCluster creates c, waits until it settled, writes the keys every round reads back, and returns
-// the members' identities.
-func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.ObjectKey, *etcdv1alpha1.EtcdCluster, string) {
-	t.Helper()
-	key, got := settle(t, c)
-	writeAndReadThroughService(t, got)
-	return key, got, identities(t, got)
 }
 
 // TestPodLossOneMember deletes the Pod of a 1-member cluster under load, with the operator running and then with
@@ -483,11 +388,11 @@ func createPodLossCluster(t *testing.T, c *etcdv1alpha1.EtcdCluster) (client.Obj
 // volume without a member list, and the member comes back with its name, ID, volume and data.
 func TestPodLossOneMember(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-1")
-	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newCluster(ns, "solo", 1))
-	load := startLoad(t, got)
-	for _, stopping := range []*operator{nil, op} {
+	ns := framework.NewNamespace(t, "podloss-1")
+	op := framework.RunOperator(t, ns)
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "solo", 1))
+	load := framework.StartLoad(t, got)
+	for _, stopping := range []*framework.Operator{nil, op} {
 		r := newPodLoss(t, got, 1, true, stopping)
 		if !t.Run(r.String(), func(t *testing.T) {
 			r.run(t)
@@ -496,9 +401,9 @@ func TestPodLossOneMember(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
-	deleteAndCheckNothingLeft(t, got)
+	op.Start() // when a round failed with the operator stopped
+	framework.RequireNoLostWrites(t, load, "1 of 1 Pods deleted, twice")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossThreeMembers deletes 2 of 3 and 3 of 3 member Pods at once under load, each with the operator
@@ -511,29 +416,29 @@ func TestPodLossOneMember(t *testing.T) {
 // after the last.
 func TestPodLossThreeMembers(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-3")
-	op := runOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-3")
+	op := framework.RunOperator(t, ns)
 	ctx := context.Background()
-	createS3Secret(t, ns)
+	framework.CreateS3Secret(t, ns)
 	const after = 30 * time.Second
-	c := newCluster(ns, "trio", 3)
+	c := framework.NewCluster(ns, "trio", 3)
 	c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: after}}
-	key, got, before := createPodLossCluster(t, c)
-	b := newBackup(ns, "before-loss", key.Name, s3Destination(ns+"/trio.db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	key, got, before := framework.CreatePodLossCluster(t, c)
+	b := framework.NewBackup(ns, "before-loss", key.Name, framework.S3Destination(ns+"/trio.db"))
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, got)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, got)
 	clusterID := got.Status.ClusterID
 	restores := watchRestores(ns)
 
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	var last time.Time
 	for _, round := range []struct {
 		n          int
 		withLeader bool
-		stopped    *operator
+		stopped    *framework.Operator
 		hold       time.Duration
 	}{{2, true, nil, 0}, {3, true, nil, 0}, {2, false, op, 0}, {3, true, op, 0}, {2, true, nil, after + 10*time.Second}} {
 		r := newPodLoss(t, got, round.n, round.withLeader, round.stopped)
@@ -545,7 +450,7 @@ func TestPodLossThreeMembers(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
+	op.Start() // when a round failed with the operator stopped
 	// The policy must not act on any loss: watch from before the first deletion to at least its delay and 30s more
 	// past the last one.
 	for time.Since(last) < after+30*time.Second {
@@ -562,8 +467,8 @@ func TestPodLossThreeMembers(t *testing.T) {
 	if got.Status.ClusterID != clusterID || len(got.Status.FormerClusterIDs) != 0 {
 		t.Errorf("cluster ID %s (former %v), was %s: the cluster was re-seeded", got.Status.ClusterID, got.Status.FormerClusterIDs, clusterID)
 	}
-	requireNoLostWrites(t, load, "2 of 3 and 3 of 3 Pods deleted, with and without the operator")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "2 of 3 and 3 of 3 Pods deleted, with and without the operator")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // restoreWatch lists a namespace's EtcdRestores until finished and keeps the name of every one it saw.
@@ -581,10 +486,10 @@ func watchRestores(ns string) *restoreWatch {
 		defer tick.Stop()
 		for {
 			var list etcdv1alpha1.EtcdRestoreList
-			if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err == nil {
+			if err := framework.K8s.List(context.Background(), &list, client.InNamespace(ns)); err == nil {
 				w.mu.Lock()
 				for _, r := range list.Items {
-					if s := r.Name + " (backup " + r.Spec.BackupName + ")"; !contains(w.names, s) {
+					if s := r.Name + " (backup " + r.Spec.BackupName + ")"; !slices.Contains(w.names, s) {
 						w.names = append(w.names, s)
 					}
 				}
@@ -616,11 +521,11 @@ func (w *restoreWatch) finish() []string {
 // running and then, other members, with the operator stopped before the deletion and started after.
 func TestPodLossFiveMembers(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-5")
-	op := runOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newCluster(ns, "quintet", 5))
-	load := startLoad(t, got)
-	for _, stopping := range []*operator{nil, op} {
+	ns := framework.NewNamespace(t, "podloss-5")
+	op := framework.RunOperator(t, ns)
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "quintet", 5))
+	load := framework.StartLoad(t, got)
+	for _, stopping := range []*framework.Operator{nil, op} {
 		// The leader among the deleted members, then (with the operator stopped) followers only.
 		r := newPodLoss(t, got, 3, stopping == nil, stopping)
 		if !t.Run(r.String(), func(t *testing.T) {
@@ -630,9 +535,9 @@ func TestPodLossFiveMembers(t *testing.T) {
 			break
 		}
 	}
-	op.start() // when a round failed with the operator stopped
-	requireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
-	deleteAndCheckNothingLeft(t, got)
+	op.Start() // when a round failed with the operator stopped
+	framework.RequireNoLostWrites(t, load, "3 of 5 Pods deleted, twice")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossDuringUpgrade deletes 2 of 3 member Pods at once in the middle of a 3.5 -> 3.6 upgrade under load,
@@ -641,16 +546,16 @@ func TestPodLossFiveMembers(t *testing.T) {
 // and the upgrade finishes on the same members.
 func TestPodLossDuringUpgrade(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-upgrade")
-	startOperator(t, ns)
-	key, got, before := createPodLossCluster(t, newClusterAt(ns, "climber", "3.5.35"))
-	ids := memberIDs(got)
-	load := startLoad(t, got)
-	setVersion(t, key, "3.6.16")
+	ns := framework.NewNamespace(t, "podloss-upgrade")
+	framework.StartOperator(t, ns)
+	key, got, before := framework.CreatePodLossCluster(t, framework.NewClusterAt(ns, "climber", "3.5.35"))
+	ids := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	framework.SetVersion(t, key, "3.6.16")
 	var upgraded, leader string
-	poll(t, "a follower upgraded", 4*time.Minute, func() error {
+	framework.Poll(t, "a follower upgraded", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -659,14 +564,14 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	r := podLoss{key: key, replicas: 3, victims: []string{upgraded, leader}}
 	r.run(t)
-	got = waitAtVersion(t, key, "3.6.16", ids, 6*time.Minute)
+	got = framework.WaitAtVersion(t, key, "3.6.16", ids, 6*time.Minute)
 	requireSameMembers(t, key, before)
-	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-upgrade")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "2 of 3 Pods deleted mid-upgrade")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossDuringTLSSwitch deletes 2 of 3 member Pods at once in the middle of a switch from plaintext to TLS
@@ -675,26 +580,26 @@ func TestPodLossDuringUpgrade(t *testing.T) {
 // the same members.
 func TestPodLossDuringTLSSwitch(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-tls")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-tls")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	c := newCluster(ns, "turncoat", 3)
+	c := framework.NewCluster(ns, "turncoat", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	key, got, before := createPodLossCluster(t, c)
-	plain, secure := serviceTargets(t, got)
+	key, got, before := framework.CreatePodLossCluster(t, c)
+	plain, secure := framework.ServiceTargets(t, got)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
-	if err := k8s.Patch(ctx, got, patch); err != nil {
+	if err := framework.K8s.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	var bridge, leader string
-	poll(t, "a member in Bridge mode", 4*time.Minute, func() error {
+	framework.Poll(t, "a member in Bridge mode", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -703,14 +608,14 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	r := podLoss{key: key, replicas: 3, victims: []string{bridge, leader}}
 	r.run(t)
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	requireSameMembers(t, key, before)
-	requireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "2 of 3 Pods deleted mid-switch to TLS")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPodLossVolumeDeletedUnderRunningMember deletes a follower's PVC while its Pod runs, under load: the PVC
@@ -719,26 +624,26 @@ func TestPodLossDuringTLSSwitch(t *testing.T) {
 // Available throughout, and the doomed member's Pod and volume go.
 func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "podloss-pvc")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "podloss-pvc")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "doomed", 3))
-	original := memberIDs(got)
-	load := startLoad(t, got)
-	victim, victimID := aFollower(t, got)
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "doomed", 3))
+	original := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	victim, victimID := framework.AFollower(t, got)
 	var pvc corev1.PersistentVolumeClaim
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(victim)}, &pvc); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.PVCName(victim)}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	// The cluster must stay Available while the member is replaced (the watch's TLS checks hold trivially: no
 	// switch runs).
-	available := watchSwitch(t, key)
+	available := framework.WatchSwitch(t, key)
 	begin := time.Now()
-	if err := k8s.Delete(ctx, &pvc); err != nil {
+	if err := framework.K8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
 	}
-	degraded := waitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
+	degraded := framework.WaitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
 		t.Errorf("volume %s while Degraded: %v, deletion %v; want it Terminating, held by the running Pod", pvc.Name, err, pvc.DeletionTimestamp)
 	}
 	d := meta.FindStatusCondition(degraded.Status.Conditions, etcdv1alpha1.ConditionDegraded)
@@ -748,9 +653,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	var successor string
 	var roles []string
 	joinedFirst := false
-	poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
+	framework.Poll(t, "member "+victim+" replaced", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		listed := false
@@ -760,29 +665,29 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 				listed = true
 			case original[m.Name] == "":
 				successor = m.Name + " (" + m.ID + ")"
-				if r := string(m.Role); !contains(roles, r) {
+				if r := string(m.Role); !slices.Contains(roles, r) {
 					roles = append(roles, r)
 				}
 			}
 		}
 		if listed {
 			joinedFirst = joinedFirst || successor != ""
-			return fmt.Errorf("member %s still listed (successor %q): %s", victim, successor, describe(&c))
+			return fmt.Errorf("member %s still listed (successor %q): %s", victim, successor, framework.Describe(&c))
 		}
 		return nil
 	})
 	removed := time.Since(begin)
-	got = waitSettled(t, key, 4*time.Minute)
+	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("member %s with a deleted volume: removed from etcd after %s, replaced by %s and settled after %s",
 		victim, removed.Round(100*time.Millisecond), successor, time.Since(begin).Round(100*time.Millisecond))
 	if !joinedFirst {
 		t.Errorf("member %s was removed before its successor %q joined: it must be replaced while it serves", victim, successor)
 	}
 	t.Logf("successor %s listed as %v while %s was still a member", successor, roles, victim)
-	removalEvent(t, got, victim)
-	logEvents(t, got, begin)
-	available.finish(t, "replacing a member whose volume was deleted")
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+	framework.RemovalEvent(t, got, victim)
+	framework.LogEvents(t, got, begin)
+	available.Finish(t, "replacing a member whose volume was deleted")
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("volume %s of the removed member: %v, want it gone", pvc.Name, err)
 	}
 	for _, m := range got.Status.Members {
@@ -792,29 +697,9 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 		if id, ok := original[m.Name]; ok && id != m.ID {
 			t.Errorf("member %s changed ID %s -> %s", m.Name, id, m.ID)
 		}
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "a member replaced after its volume was deleted")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// logEvents logs the Events recorded for cluster c since begin, in order, with their time after begin.
-func logEvents(t *testing.T, c *etcdv1alpha1.EtcdCluster, begin time.Time) {
-	t.Helper()
-	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	since := begin.Truncate(time.Second)
-	var lines []corev1.Event
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == c.Name && !e.LastTimestamp.Time.Before(since) {
-			lines = append(lines, e)
-		}
-	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i].FirstTimestamp.Before(&lines[j].FirstTimestamp) })
-	for _, e := range lines {
-		t.Logf("event +%s %s %s: %s (x%d)", e.FirstTimestamp.Sub(since), e.Type, e.Reason, e.Message, e.Count)
-	}
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "a member replaced after its volume was deleted")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

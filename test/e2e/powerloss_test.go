@@ -11,6 +11,7 @@ import (
 
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/chaos"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestEveryMemberKilledAtOnce is a power loss as the members meet it: under client load, every process of every
@@ -20,18 +21,18 @@ import (
 // logs on their volumes, none is replaced, and no acknowledged write is lost.
 func TestEveryMemberKilledAtOnce(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "powerloss")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "powerloss")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := createSettled(t, ns, "powerloss", 0)
-	load := startLoad(t, got)
-	all := memberNames(got)
+	key, got := framework.CreateSettled(t, ns, "powerloss", 0)
+	load := framework.StartLoad(t, got)
+	all := framework.MemberNames(got)
 	for round := 1; round <= 2; round++ {
-		restarts := containerRestarts(t, key)
+		restarts := framework.ContainerRestarts(t, key)
 		// Every Pod is read first, so that the kills follow each other within milliseconds.
 		pods := make([]corev1.Pod, len(all))
 		for i, m := range all {
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pods[i]); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &pods[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -42,8 +43,8 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 			}
 		}
 		what := fmt.Sprintf("kill %d of every member's etcd", round)
-		poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
-			now := containerRestarts(t, key)
+		framework.Poll(t, what+": etcd containers restarted", 4*time.Minute, func() error {
+			now := framework.ContainerRestarts(t, key)
 			for _, m := range all {
 				if now[m] <= restarts[m] {
 					return fmt.Errorf("etcd container of %s not restarted yet (%d restarts)", m, now[m])
@@ -52,13 +53,13 @@ func TestEveryMemberKilledAtOnce(t *testing.T) {
 			return nil
 		})
 		restarted := time.Since(begin)
-		got = waitSettled(t, key, 4*time.Minute)
+		got = framework.WaitSettled(t, key, 4*time.Minute)
 		t.Logf("%s: restarted after %s, settled after %s", what, restarted.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
-		if now := memberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
+		if now := framework.MemberNames(got); fmt.Sprint(now) != fmt.Sprint(all) {
 			t.Errorf("%s: members %v afterwards, want the same %v back on their volumes", what, now, all)
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 	}
-	requireNoLostWrites(t, load, "every member's etcd killed at once, twice")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "every member's etcd killed at once, twice")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/manager"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestNamespaceScopedInstallWithLeastPrivilege runs the operator as a ServiceAccount that holds only the Role
@@ -30,7 +31,7 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	const sa = "steward"
-	ns, other := newNamespace(t, "scoped"), newNamespace(t, "scoped-other")
+	ns, other := framework.NewNamespace(t, "scoped"), framework.NewNamespace(t, "scoped-other")
 
 	data, err := os.ReadFile("../../config/namespaced/role.yaml")
 	if err != nil {
@@ -45,58 +46,58 @@ func TestNamespaceScopedInstallWithLeastPrivilege(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}
 	for _, obj := range []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}, &role, binding} {
-		if err := k8s.Create(ctx, obj); err != nil {
+		if err := framework.K8s.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		defer func(obj client.Object) { _ = k8s.Delete(ctx, obj) }(obj)
+		defer func(obj client.Object) { _ = framework.K8s.Delete(ctx, obj) }(obj)
 	}
-	cfg := rest.CopyConfig(bed.RESTConfig)
+	cfg := rest.CopyConfig(framework.Bed.RESTConfig)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
-	stop := startOperatorAs(t, cfg, manager.Namespaces{ns})
+	stop := framework.StartOperatorAs(t, cfg, manager.Namespaces{ns})
 
-	c := newCluster(ns, "scoped", 1)
+	c := framework.NewCluster(ns, "scoped", 1)
 	c.Spec.Storage.Ephemeral = true
-	foreign := newCluster(other, "foreign", 1)
+	foreign := framework.NewCluster(other, "foreign", 1)
 	foreign.Spec.Storage.Ephemeral = true
 	for _, obj := range []*etcdv1alpha1.EtcdCluster{c, foreign} {
-		if err := k8s.Create(ctx, obj); err != nil {
+		if err := framework.K8s.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	defer func() { _ = k8s.Delete(ctx, foreign) }()
-	c = waitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	defer func() { _ = framework.K8s.Delete(ctx, foreign) }()
+	c = framework.WaitAvailable(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 
-	pvc := createBackupClaim(t, ns, "64Mi")
-	defer func() { _ = k8s.Delete(ctx, pvc) }()
-	b := newBackup(ns, "scoped", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "scoped.db"}})
+	pvc := framework.CreateBackupClaim(t, ns, "64Mi")
+	defer func() { _ = framework.K8s.Delete(ctx, pvc) }()
+	b := framework.NewBackup(ns, "scoped", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "scoped.db"}})
 	b.Spec.DeletionPolicy = etcdv1alpha1.DeletionPolicyDelete
-	if err := k8s.Create(ctx, b); err != nil {
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 3*time.Minute)
 	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 		t.Fatalf("backup under the namespaced Role did not complete: %+v", b.Status.Conditions)
 	}
 	// Deleting it runs the delete Job and removes the finalizer: Job create/delete, EtcdBackup update/patch.
-	if err := k8s.Delete(ctx, b); err != nil {
+	if err := framework.K8s.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "EtcdBackup deleted with its snapshot", 2*time.Minute, func() error {
-		return notFound(k8s.Get(ctx, client.ObjectKeyFromObject(b), &etcdv1alpha1.EtcdBackup{}))
+	framework.Poll(t, "EtcdBackup deleted with its snapshot", 2*time.Minute, func() error {
+		return notFound(framework.K8s.Get(ctx, client.ObjectKeyFromObject(b), &etcdv1alpha1.EtcdBackup{}))
 	})
 
 	var f etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), &f); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(foreign), &f); err != nil {
 		t.Fatal(err)
 	}
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(other), client.MatchingLabels{resources.LabelCluster: foreign.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(other), client.MatchingLabels{resources.LabelCluster: foreign.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Status.Conditions) > 0 || len(pods.Items) > 0 {
 		t.Fatalf("the operator scoped to %s touched a cluster in %s: %d conditions, %d Pods", ns, other, len(f.Status.Conditions), len(pods.Items))
 	}
-	deleteAndCheckNothingLeft(t, c)
+	framework.DeleteAndCheckNothingLeft(t, c)
 	stop()
 }
 

@@ -21,137 +21,11 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 )
 
-// readKeys reads every key under prefix through the cluster's client Service.
-func readKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string) (map[string]string, int64) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, c)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	var resp *clientv3.GetResponse
-	poll(t, "read "+prefix+" from "+c.Name, time.Minute, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		resp, err = cli.Get(ctx, prefix, clientv3.WithPrefix())
-		return err
-	})
-	out := map[string]string{}
-	for _, kv := range resp.Kvs {
-		out[string(kv.Key)] = string(kv.Value)
-	}
-	return out, resp.Header.Revision
-}
-
-func requireSameKeys(t *testing.T, what string, got, want map[string]string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d keys, want %d", what, len(got), len(want))
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("%s: key %s differs (%d bytes, want %d)", what, k, len(got[k]), len(v))
-		}
-	}
-}
-
-func waitRestoreFinished(t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdRestore {
-	t.Helper()
-	var r etcdv1alpha1.EtcdRestore
-	poll(t, "EtcdRestore "+key.String()+" finished", timeout, func() error {
-		if err := k8s.Get(context.Background(), key, &r); err != nil {
-			return err
-		}
-		if meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionComplete) ||
-			meta.IsStatusConditionTrue(r.Status.Conditions, etcdv1alpha1.ConditionFailed) {
-			return nil
-		}
-		return fmt.Errorf("conditions %v", r.Status.Conditions)
-	})
-	return &r
-}
-
-func requireRestoreReason(t *testing.T, r *etcdv1alpha1.EtcdRestore, condType, reason string) {
-	t.Helper()
-	c := meta.FindStatusCondition(r.Status.Conditions, condType)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
-		t.Fatalf("restore %s: %s is %+v, want True/%s", r.Name, condType, c, reason)
-	}
-	t.Logf("restore %s: %s/%s: %s", r.Name, condType, c.Reason, c.Message)
-}
-
-// podUIDs maps the cluster's member Pods to their UIDs, and its PVCs to theirs.
-func podAndVolumeUIDs(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	pods := memberPodsOf(t, c)
-	for _, p := range pods.Items {
-		out["pod/"+p.Name] = string(p.UID)
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range pvcs.Items {
-		out["pvc/"+v.Name] = string(v.UID)
-	}
-	return out
-}
-
-func requireUnchanged(t *testing.T, what string, before, after map[string]string) {
-	t.Helper()
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Fatalf("%s changed the cluster's objects:\nbefore %v\nafter  %v", what, before, after)
-	}
-}
-
-// breakQuorum empties the data dirs of the two followers of a 3-member cluster under their running etcd, crashes
-// them, and waits until Steward reports the quorum lost; the leader survives. Restarted, neither may come back
-// under its old identity (steward-agent run-etcd refuses an emptied data dir once the member has run): etcd alone
-// would bring back a member that joined later by a snapshot from the leader.
-func breakQuorum(t *testing.T, c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	var victims []string
-	for _, m := range c.Status.Members {
-		if m.Name != c.Status.Leader {
-			victims = append(victims, m.Name)
-		}
-	}
-	if len(victims) != 2 {
-		t.Fatalf("want two followers, have %v (leader %s)", victims, c.Status.Leader)
-	}
-	t.Logf("wiping and crashing followers %v (leader %s)", victims, c.Status.Leader)
-	for _, v := range victims {
-		wipeAndCrash(t, c.Namespace, v)
-	}
-	var got etcdv1alpha1.EtcdCluster
-	poll(t, c.Name+" without quorum", 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &got); err != nil {
-			return err
-		}
-		if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond == nil || cond.Status != metav1.ConditionFalse || got.Status.QuorumLostSince == nil {
-			return fmt.Errorf("status: %s", describe(&got))
-		}
-		return nil
-	})
-	return &got
-}
-
-func newRestore(ns, name, cluster, backupName string) *etcdv1alpha1.EtcdRestore {
-	return &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: cluster, BackupName: backupName}}
-}
-
-func fromBackup(ns, name string, replicas int32, backupName string) *etcdv1alpha1.EtcdCluster {
-	c := newCluster(ns, name, replicas)
-	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromBackup: &etcdv1alpha1.BackupSource{BackupName: backupName}}
-	return c
-}
-
 // TestRestore backs up a cluster with known keys to a PVC and to S3 and restores each into a new cluster
-// (bootstrap.fromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
+// (bootstrap.FromBackup), reading back every key; refuses a bit-flipped and a truncated snapshot without
 // creating a member; then breaks the source cluster's quorum (two of three members wiped and crashed) and
 // re-seeds it: not without confirmation, not from another cluster's backup, and then from its own backup once
 // confirmed; finally the quorum-loss policy re-seeds it by itself after a second loss.
@@ -159,50 +33,50 @@ func TestRestore(t *testing.T) {
 	parallel(t)
 	parent := t
 	ctx := context.Background()
-	ns := newNamespace(t, "restore")
-	stopOperator := startOperator(t, ns)
-	createS3Secret(t, ns)
-	pvc := createBackupClaim(t, ns, "512Mi")
-	origin := newCluster(ns, "origin", 3)
-	if err := k8s.Create(ctx, origin); err != nil {
+	ns := framework.NewNamespace(t, "restore")
+	stopOperator := framework.StartOperator(t, ns)
+	framework.CreateS3Secret(t, ns)
+	pvc := framework.CreateBackupClaim(t, ns, "512Mi")
+	origin := framework.NewCluster(ns, "origin", 3)
+	if err := framework.K8s.Create(ctx, origin); err != nil {
 		t.Fatal(err)
 	}
-	origin = waitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
-	keys := writeBackupKeys(t, origin)
+	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
+	keys := framework.WriteBackupKeys(t, origin)
 
 	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
-		b := newBackup(ns, name, origin.Name, d)
-		if err := k8s.Create(ctx, b); err != nil {
+		b := framework.NewBackup(ns, name, origin.Name, d)
+		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-		requireComplete(t, b, origin)
+		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+		framework.RequireComplete(t, b, origin)
 		return b
 	}
 	toPVC := backupTo(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := backupTo(t, "to-s3", s3Destination(ns+"/origin-1.db"))
+	toS3 := backupTo(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
 	damaged := backupTo(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := backupTo(t, "truncated", s3Destination(ns+"/truncated.db"))
+	truncated := backupTo(t, "truncated", framework.S3Destination(ns+"/truncated.db"))
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
 		start := time.Now()
-		if err := k8s.Create(ctx, c); err != nil {
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 		t.Logf("cluster %s restored from %s (%d bytes) and settled in %s", c.Name, b.Status.Location, b.Status.SizeBytes, time.Since(start).Round(100*time.Millisecond))
-		read, rev := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, c.Name, read, keys)
+		read, rev := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, c.Name, read, keys)
 		if rev < b.Status.Revision {
 			t.Fatalf("restored revision %d is below the backup's %d", rev, b.Status.Revision)
 		}
 		if got.Status.ClusterID == origin.Status.ClusterID {
 			t.Fatalf("restored cluster has the origin's cluster ID %s; it must be a new identity", got.Status.ClusterID)
 		}
-		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, time.Minute)
-		requireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, time.Minute)
+		framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
 		// A ReadWriteOnce claim seeds one member; the others join it as learners once the restore is done.
 		seeds := int(c.Spec.Replicas)
 		if b.Spec.Destination.PVC != nil {
@@ -211,58 +85,58 @@ func TestRestore(t *testing.T) {
 		if r.Status.Mode != etcdv1alpha1.RestoreNewCluster || len(r.Status.Members) != seeds || r.Status.SHA256 != b.Status.SHA256 {
 			t.Fatalf("restore status %+v", r.Status)
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 	}
 	t.Run("NewClusterFromPVC", func(t *testing.T) {
-		restoreInto(t, fromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
+		restoreInto(t, framework.FromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
 	})
 	t.Run("NewClusterFromS3", func(t *testing.T) {
-		restoreInto(t, fromBackup(ns, "from-s3", 1, toS3.Name), toS3)
+		restoreInto(t, framework.FromBackup(ns, "from-s3", 1, toS3.Name), toS3)
 	})
 
 	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
-		untrusted := newBackup(ns, "https-untrusted", origin.Name, s3TLSDestination(ns+"/https-untrusted.db", false))
-		if err := k8s.Create(ctx, untrusted); err != nil {
+		untrusted := framework.NewBackup(ns, "https-untrusted", origin.Name, framework.S3TLSDestination(ns+"/https-untrusted.db", false))
+		if err := framework.K8s.Create(ctx, untrusted); err != nil {
 			t.Fatal(err)
 		}
-		untrusted = waitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
+		untrusted = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
 		c := meta.FindStatusCondition(untrusted.Status.Conditions, etcdv1alpha1.ConditionFailed)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonUploadFailed || !strings.Contains(c.Message, "certificate") {
 			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
 		}
 		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
-		b := backupTo(t, "https-trusted", s3TLSDestination(ns+"/https-trusted.db", true))
-		restoreInto(t, fromBackup(ns, "from-https", 1, b.Name), b)
+		b := backupTo(t, "https-trusted", framework.S3TLSDestination(ns+"/https-trusted.db", true))
+		restoreInto(t, framework.FromBackup(ns, "from-https", 1, b.Name), b)
 	})
 
 	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
-		c := fromBackup(ns, name, 3, b.Name)
-		if err := k8s.Create(ctx, c); err != nil {
+		c := framework.FromBackup(ns, name, 3, b.Name)
+		if err := framework.K8s.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		r := waitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
-		requireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
+		r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
+		framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
 		var got etcdv1alpha1.EtcdCluster
-		poll(t, name+" reports the refused restore", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
+		framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
 				return err
 			}
 			if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
-				return fmt.Errorf("status: %s", describe(&got))
+				return fmt.Errorf("status: %s", framework.Describe(&got))
 			}
 			return nil
 		})
-		if objs := podAndVolumeUIDs(t, &got); len(objs) != 0 {
+		if objs := framework.PodAndVolumeUIDs(t, &got); len(objs) != 0 {
 			t.Fatalf("a refused restore created members: %v", objs)
 		}
 	}
 	t.Run("BitFlipRefused", func(t *testing.T) {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 			t.Fatal(err)
 		}
 		var pv corev1.PersistentVolume
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(pv.Spec.Local.Path, "origin", "damaged.db")
@@ -277,13 +151,13 @@ func TestRestore(t *testing.T) {
 		refused(t, "from-damaged", damaged)
 	})
 	t.Run("TruncatedRefused", func(t *testing.T) {
-		s3 := s3Client(t)
-		obj, err := s3.GetObject(ctx, bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
+		s3 := framework.S3Client(t)
+		obj, err := s3.GetObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		half := truncated.Status.SizeBytes / 2
-		if _, err := s3.PutObject(ctx, bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
+		if _, err := s3.PutObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		_ = obj.Close()
@@ -291,26 +165,26 @@ func TestRestore(t *testing.T) {
 	})
 
 	// Writes after the backup: a re-seed loses them, by design and with the user's confirmation.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientServiceURL(t, origin)}, DialTimeout: 5 * time.Second, TLS: clusterTLS(t, origin)})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{framework.ClientServiceURL(t, origin)}, DialTimeout: 5 * time.Second, TLS: framework.ClusterTLS(t, origin)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctx, backupKeyPrefix+"zz-after-backup", "lost"); err != nil {
+	if _, err := cli.Put(ctx, framework.BackupKeyPrefix+"zz-after-backup", "lost"); err != nil {
 		t.Fatal(err)
 	}
 	_ = cli.Close()
 
 	t.Run("QuorumLossReseed", func(t *testing.T) {
-		broken := breakQuorum(t, origin)
-		before := podAndVolumeUIDs(t, broken)
+		broken := framework.BreakQuorum(t, origin)
+		before := framework.PodAndVolumeUIDs(t, broken)
 
 		// Without confirmation: nothing happens.
-		r := newRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
-		if err := k8s.Create(ctx, r); err != nil {
+		r := framework.NewRestore(ns, "reseed-origin", origin.Name, toPVC.Name)
+		if err := framework.K8s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "restore waits for confirmation", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+		framework.Poll(t, "restore waits for confirmation", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 				return err
 			}
 			if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c == nil || c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
@@ -320,51 +194,51 @@ func TestRestore(t *testing.T) {
 		})
 		t.Logf("unconfirmed: %s", meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete).Message)
 		time.Sleep(15 * time.Second)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 			t.Fatal(err)
 		}
 		if c := meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionComplete); c.Reason != etcdv1alpha1.ReasonConfirmationRequired {
 			t.Fatalf("unconfirmed restore moved on: %v", r.Status.Conditions)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.VerifyJobName(r)}, &batchv1.Job{}); err == nil {
 			t.Fatal("an unconfirmed restore started its verify Job")
 		}
-		requireUnchanged(t, "an unconfirmed restore", before, podAndVolumeUIDs(t, broken))
+		framework.RequireUnchanged(t, "an unconfirmed restore", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Another cluster's backup, confirmed: refused (taken while this one waits: the older restore goes first,
 		// so the unconfirmed one is deleted).
-		if err := k8s.Delete(ctx, r); err != nil {
+		if err := framework.K8s.Delete(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		var fromPVC etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-pvc"}, &fromPVC); err != nil {
 			t.Fatal(err)
 		}
-		other := newBackup(ns, "of-from-pvc", fromPVC.Name, s3Destination(ns+"/from-pvc.db"))
-		if err := k8s.Create(ctx, other); err != nil {
+		other := framework.NewBackup(ns, "of-from-pvc", fromPVC.Name, framework.S3Destination(ns+"/from-pvc.db"))
+		if err := framework.K8s.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		other = waitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
-		wrong := newRestore(ns, "reseed-wrong", origin.Name, other.Name)
+		other = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(other), 2*time.Minute)
+		wrong := framework.NewRestore(ns, "reseed-wrong", origin.Name, other.Name)
 		wrong.Spec.Confirm = origin.Name
-		if err := k8s.Create(ctx, wrong); err != nil {
+		if err := framework.K8s.Create(ctx, wrong); err != nil {
 			t.Fatal(err)
 		}
-		wrong = waitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
-		requireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
-		requireUnchanged(t, "a restore of another cluster's backup", before, podAndVolumeUIDs(t, broken))
+		wrong = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(wrong), time.Minute)
+		framework.RequireRestoreReason(t, wrong, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonWrongCluster)
+		framework.RequireUnchanged(t, "a restore of another cluster's backup", before, framework.PodAndVolumeUIDs(t, broken))
 
 		// Confirmed, from its own backup. The operator is stopped right after it began replacing members (the
 		// old members' volumes set aside), and restarted: it resumes from what it observes.
 		start := time.Now()
-		ok := newRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
+		ok := framework.NewRestore(ns, "reseed-confirmed", origin.Name, toPVC.Name)
 		ok.Spec.Confirm = origin.Name
-		if err := k8s.Create(ctx, ok); err != nil {
+		if err := framework.K8s.Create(ctx, ok); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "old members' volumes set aside", 2*time.Minute, func() error {
+		framework.Poll(t, "old members' volumes set aside", 2*time.Minute, func() error {
 			var retired corev1.PersistentVolumeClaimList
-			if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
 				return err
 			}
 			if len(retired.Items) == 0 {
@@ -375,18 +249,18 @@ func TestRestore(t *testing.T) {
 		stopOperator()
 		t.Logf("operator stopped mid re-seed after %s", time.Since(start).Round(100*time.Millisecond))
 		time.Sleep(3 * time.Second)
-		startOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
-		ok = waitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
-		requireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		framework.StartOperator(parent, ns) // runs for the rest of the test, stopped by its cleanup
+		ok = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(ok), 4*time.Minute)
+		framework.RequireRestoreReason(t, ok, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded from %s in %s: members %v, retired volumes %v", toPVC.Status.Location, time.Since(start).Round(100*time.Millisecond), ok.Status.Members, ok.Status.RetiredVolumes)
-		read, rev := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, "re-seeded origin", read, keys)
+		read, rev := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, "re-seeded origin", read, keys)
 		if rev < toPVC.Status.Revision+resources.ReseedBumpRevision {
 			t.Fatalf("re-seeded revision %d, want above the backup's %d + %d: clients must never see revisions go back", rev, toPVC.Status.Revision, resources.ReseedBumpRevision)
 		}
 		for name := range before {
-			if strings.HasPrefix(name, "pod/") && memberIn(got, strings.TrimPrefix(name, "pod/")) {
+			if strings.HasPrefix(name, "pod/") && framework.MemberIn(got, strings.TrimPrefix(name, "pod/")) {
 				t.Fatalf("old member %s still in the re-seeded cluster", name)
 			}
 		}
@@ -395,29 +269,29 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("restore status %+v, cluster IDs %s (former %v)", ok.Status, got.Status.ClusterID, got.Status.FormerClusterIDs)
 		}
 		var retired corev1.PersistentVolumeClaimList
-		if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: origin.Name}); err != nil {
 			t.Fatal(err)
 		}
 		if len(retired.Items) != 3 {
 			t.Fatalf("%d retired volumes, want the 3 old members'", len(retired.Items))
 		}
-		checkStatusMatchesEtcd(t, got)
+		framework.CheckStatusMatchesEtcd(t, got)
 		origin = got
 	})
 
 	t.Run("QuorumLossPolicy", func(t *testing.T) {
 		// A backup of the re-seeded cluster (its new cluster ID), then the policy, then a second loss.
-		again := backupTo(t, "after-reseed", s3Destination(ns+"/origin-2.db"))
-		patchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
+		again := backupTo(t, "after-reseed", framework.S3Destination(ns+"/origin-2.db"))
+		framework.PatchSpec(t, client.ObjectKeyFromObject(origin), func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.QuorumLossRecovery = &etcdv1alpha1.QuorumLossRecovery{Policy: etcdv1alpha1.QuorumLossRestoreLatestBackup, After: &metav1.Duration{Duration: 30 * time.Second}}
 		})
-		origin = waitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
+		origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), time.Minute)
 		start := time.Now()
-		broken := breakQuorum(t, origin)
+		broken := framework.BreakQuorum(t, origin)
 		var auto *etcdv1alpha1.EtcdRestore
-		poll(t, "the policy's restore", 3*time.Minute, func() error {
+		framework.Poll(t, "the policy's restore", 3*time.Minute, func() error {
 			var list etcdv1alpha1.EtcdRestoreList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{etcdcluster.LabelAutoRestore: origin.Name}); err != nil {
+			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{etcdcluster.LabelAutoRestore: origin.Name}); err != nil {
 				return err
 			}
 			if len(list.Items) != 1 {
@@ -431,21 +305,12 @@ func TestRestore(t *testing.T) {
 		if auto.Spec.BackupName != again.Name || lostFor < 29*time.Second {
 			t.Fatalf("automatic restore of %s after %s; want %s after at least 30s", auto.Spec.BackupName, lostFor, again.Name)
 		}
-		auto = waitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
-		requireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-		got := waitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
+		auto = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(auto), 4*time.Minute)
+		framework.RequireRestoreReason(t, auto, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+		got := framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 2*time.Minute)
 		t.Logf("re-seeded by the policy %s after the loss", time.Since(start).Round(time.Second))
-		read, _ := readKeys(t, got, backupKeyPrefix)
-		requireSameKeys(t, "origin re-seeded by the policy", read, keys)
-		deleteAndCheckNothingLeft(t, got)
+		read, _ := framework.ReadKeys(t, got, framework.BackupKeyPrefix)
+		framework.RequireSameKeys(t, "origin re-seeded by the policy", read, keys)
+		framework.DeleteAndCheckNothingLeft(t, got)
 	})
-}
-
-func memberIn(c *etcdv1alpha1.EtcdCluster, name string) bool {
-	for _, m := range c.Status.Members {
-		if m.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -15,6 +15,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdrestore"
 	"steward.dev/steward/internal/resources"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
 
@@ -25,7 +26,7 @@ func putKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, n int) ma
 	for i := 0; i < n; i++ {
 		keys[fmt.Sprintf("%s%03d", prefix, i)] = fmt.Sprintf("%s-value-%d", prefix, i)
 	}
-	putAll(t, c, keys)
+	framework.PutAll(t, c, keys)
 	return keys
 }
 
@@ -45,29 +46,29 @@ func putKeys(t *testing.T, c *etcdv1alpha1.EtcdCluster, prefix string, n int) ma
 func TestRollbackHealthyCluster(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "rollback")
-	startOperator(t, ns)
-	pvc := createBackupClaim(t, ns, "256Mi")
-	c := newCluster(ns, "rb", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	ns := framework.NewNamespace(t, "rollback")
+	framework.StartOperator(t, ns)
+	pvc := framework.CreateBackupClaim(t, ns, "256Mi")
+	c := framework.NewCluster(ns, "rb", 3)
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c = waitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
+	c = framework.WaitSettled(t, client.ObjectKeyFromObject(c), 3*time.Minute)
 	original := c.Status.ClusterID
 
-	load := startLoad(t, c)
+	load := framework.StartLoad(t, c)
 	keysA := putKeys(t, c, "rollback/a/", 100)
-	b := newBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
-	if err := k8s.Create(ctx, b); err != nil {
+	b := framework.NewBackup(ns, "before-b", c.Name, etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: pvc.Name, Path: "rb/before-b.db"}})
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, c)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, c)
 	keysB := putKeys(t, c, "rollback/b/", 100)
 
 	// Without the field: refused, saying what would be lost; nothing changes.
-	poll(t, "the cluster's status revision past keys B", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+	framework.Poll(t, "the cluster's status revision past keys B", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			return err
 		}
 		if c.Status.Revision <= b.Status.Revision+int64(len(keysB)) {
@@ -75,22 +76,22 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		}
 		return nil
 	})
-	before := podAndVolumeUIDs(t, c)
-	refused := newRestore(ns, "without-field", c.Name, b.Name)
+	before := framework.PodAndVolumeUIDs(t, c)
+	refused := framework.NewRestore(ns, "without-field", c.Name, b.Name)
 	refused.Spec.Confirm = c.Name
-	if err := k8s.Create(ctx, refused); err != nil {
+	if err := framework.K8s.Create(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
-	refused = waitRestoreFinished(t, client.ObjectKeyFromObject(refused), time.Minute)
-	requireRestoreReason(t, refused, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonClusterHasQuorum)
+	refused = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(refused), time.Minute)
+	framework.RequireRestoreReason(t, refused, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonClusterHasQuorum)
 	msg := meta.FindStatusCondition(refused.Status.Conditions, etcdv1alpha1.ConditionFailed).Message
 	want := fmt.Sprintf("would discard the writes of revisions %d..", b.Status.Revision+1)
 	if !strings.Contains(msg, want) || !strings.Contains(msg, fmt.Sprintf("(revision %d)", b.Status.Revision)) || !strings.Contains(msg, "made since ") {
 		t.Fatalf("refusal %q does not say %q", msg, want)
 	}
-	poll(t, "the refusal's Event", 30*time.Second, func() error {
+	framework.Poll(t, "the refusal's Event", 30*time.Second, func() error {
 		var events corev1.EventList
-		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -104,38 +105,38 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("a refused rollback took a safety backup %s", refused.Status.SafetyBackup)
 	}
 	time.Sleep(5 * time.Second)
-	requireUnchanged(t, "a refused rollback", before, podAndVolumeUIDs(t, c))
-	readB, _ := readKeys(t, c, "rollback/b/")
-	requireSameKeys(t, "keys B after the refused rollback", readB, keysB)
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+	framework.RequireUnchanged(t, "a refused rollback", before, framework.PodAndVolumeUIDs(t, c))
+	readB, _ := framework.ReadKeys(t, c, "rollback/b/")
+	framework.RequireSameKeys(t, "keys B after the refused rollback", readB, keysB)
+	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Status.ClusterID != original {
 		t.Fatalf("cluster ID %s after a refused rollback, was %s", c.Status.ClusterID, original)
 	}
-	requireNoLostWrites(t, load, "keys A, the backup, keys B and the refused rollback")
+	framework.RequireNoLostWrites(t, load, "keys A, the backup, keys B and the refused rollback")
 
 	// With the field: safety backup, then the re-seed.
-	_, revBefore := readKeys(t, c, "rollback/")
+	_, revBefore := framework.ReadKeys(t, c, "rollback/")
 	start := time.Now()
-	rb := newRestore(ns, "rollback", c.Name, b.Name)
+	rb := framework.NewRestore(ns, "rollback", c.Name, b.Name)
 	rb.Spec.Confirm, rb.Spec.AllowRollbackOfHealthyCluster = c.Name, true
-	if err := k8s.Create(ctx, rb); err != nil {
+	if err := framework.K8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
-	rb = waitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
-	requireRestoreReason(t, rb, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
-	got := waitSettled(t, client.ObjectKeyFromObject(c), 2*time.Minute)
+	rb = framework.WaitRestoreFinished(t, client.ObjectKeyFromObject(rb), 5*time.Minute)
+	framework.RequireRestoreReason(t, rb, etcdv1alpha1.ConditionComplete, etcdv1alpha1.ReasonRestoreSucceeded)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 2*time.Minute)
 	took := time.Since(start)
 
 	if rb.Status.SafetyBackup != etcdrestore.SafetyBackupName(rb) {
 		t.Fatalf("status.safetyBackup %q, want %q", rb.Status.SafetyBackup, etcdrestore.SafetyBackupName(rb))
 	}
 	var safety etcdv1alpha1.EtcdBackup
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rb.Status.SafetyBackup}, &safety); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rb.Status.SafetyBackup}, &safety); err != nil {
 		t.Fatal(err)
 	}
-	requireComplete(t, &safety, c)
+	framework.RequireComplete(t, &safety, c)
 	if !metav1.IsControlledBy(&safety, rb) || safety.Spec.Destination.PVC == nil || safety.Spec.Destination.PVC.ClaimName != pvc.Name {
 		t.Fatalf("safety backup %s: owners %v, destination %+v", safety.Name, safety.OwnerReferences, safety.Spec.Destination)
 	}
@@ -143,9 +144,9 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("safety backup at revision %d, below the %d read before the rollback: it would not hold every discarded write", safety.Status.Revision, revBefore)
 	}
 
-	readA, rev := readKeys(t, got, "rollback/a/")
-	requireSameKeys(t, "keys A after the rollback", readA, keysA)
-	if readB, _ := readKeys(t, got, "rollback/b/"); len(readB) != 0 {
+	readA, rev := framework.ReadKeys(t, got, "rollback/a/")
+	framework.RequireSameKeys(t, "keys A after the rollback", readA, keysA)
+	if readB, _ := framework.ReadKeys(t, got, "rollback/b/"); len(readB) != 0 {
 		t.Fatalf("%d keys B after the rollback, want none", len(readB))
 	}
 	if rev <= revBefore || rev < b.Status.Revision+resources.ReseedBumpRevision {
@@ -155,25 +156,25 @@ func TestRollbackHealthyCluster(t *testing.T) {
 		t.Fatalf("cluster ID %s (was %s), restore status %+v", got.Status.ClusterID, original, rb.Status)
 	}
 	var retired corev1.PersistentVolumeClaimList
-	if err := k8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &retired, client.InNamespace(ns), client.MatchingLabels{resources.LabelRetiredFrom: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(retired.Items) != 3 || len(rb.Status.RetiredVolumes) != 3 {
 		t.Fatalf("%d retired volumes (status %v), want the 3 old members'", len(retired.Items), rb.Status.RetiredVolumes)
 	}
 	for name := range before {
-		if strings.HasPrefix(name, "pod/") && memberIn(got, strings.TrimPrefix(name, "pod/")) {
+		if strings.HasPrefix(name, "pod/") && framework.MemberIn(got, strings.TrimPrefix(name, "pod/")) {
 			t.Fatalf("old member %s still in the rolled-back cluster", name)
 		}
 	}
 	t.Logf("rolled back to %s (revision %d, %d bytes) in %s from restore creation to Available; safety backup %s: revision %d, %d bytes; revision %d -> %d",
 		b.Name, b.Status.Revision, b.Status.SizeBytes, took.Round(100*time.Millisecond), safety.Name, safety.Status.Revision, safety.Status.SizeBytes, revBefore, rev)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
-	after, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, got)}, TLS: clusterTLS(t, got), Prefix: "after-rollback/"})
+	after, err := linearizability.Start(linearizability.Config{Endpoints: []string{framework.ClientServiceURL(t, got)}, TLS: framework.ClusterTLS(t, got), Prefix: "after-rollback/"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Second)
-	requireNoLostWrites(t, after, "the rolled-back cluster")
+	framework.RequireNoLostWrites(t, after, "the rolled-back cluster")
 }

@@ -16,6 +16,7 @@ import (
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestSharedIssuerIsNotRoot: two namespaces, one ClusterIssuer (the test bed's CA issuer). A 1-member cluster of
@@ -27,12 +28,12 @@ import (
 func TestSharedIssuerIsNotRoot(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	nsA, nsB := newNamespace(t, "issuer-a"), newNamespace(t, "issuer-b")
-	startOperator(t, nsA)
-	c := newCluster(nsA, "own", 1)
+	nsA, nsB := framework.NewNamespace(t, "issuer-a"), framework.NewNamespace(t, "issuer-b")
+	framework.StartOperator(t, nsA)
+	c := framework.NewCluster(nsA, "own", 1)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	// Namespace B's certificates from the shared ClusterIssuer, asked for while A forms.
@@ -40,7 +41,7 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 	borrowed := map[string]map[string]any{
 		"as-root": {"commonName": "root", "usages": []any{"digital signature", "client auth"}},
 		"as-member": {"commonName": member, "usages": []any{"digital signature", "server auth", "client auth"},
-			"dnsNames": []any{resources.PeerIdentity(c, operatorOptions), resources.MemberHost(c, member, operatorOptions)}},
+			"dnsNames": []any{resources.PeerIdentity(c, framework.OperatorOptions), resources.MemberHost(c, member, framework.OperatorOptions)}},
 	}
 	for name, spec := range borrowed {
 		spec["secretName"] = name
@@ -50,23 +51,23 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 		u.SetGroupVersionKind(resources.CertificateGVK)
 		u.SetNamespace(nsB)
 		u.SetName(name)
-		if err := k8s.Create(ctx, u); err != nil {
+		if err := framework.K8s.Create(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := waitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
+	got := framework.WaitSettled(t, client.ObjectKeyFromObject(c), 4*time.Minute)
 
 	// The controls: A's Steward client certificate reads and writes; the member's own certificate is answered on
-	// its peer port (requirePeerPort). The roots are what cert-manager writes as ca.crt (the shared CA): a client
+	// its peer port (RequirePeerPort). The roots are what cert-manager writes as ca.crt (the shared CA): a client
 	// of the shared CA still verifies A's members, whose certificates carry the intermediate.
-	writeAndReadThroughService(t, got)
-	cfg := clusterTLS(t, got)
+	framework.WriteAndReadThroughService(t, got)
+	cfg := framework.ClusterTLS(t, got)
 	refused := map[string]tls.Certificate{}
 	for name := range borrowed {
 		var pair tls.Certificate
-		poll(t, "namespace B's Certificate "+name+" issued", 2*time.Minute, func() error {
+		framework.Poll(t, "namespace B's Certificate "+name+" issued", 2*time.Minute, func() error {
 			var s corev1.Secret
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsB, Name: name}, &s); err != nil {
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: nsB, Name: name}, &s); err != nil {
 				return err
 			}
 			var err error
@@ -75,16 +76,16 @@ func TestSharedIssuerIsNotRoot(t *testing.T) {
 		})
 		refused["namespace B's "+name] = pair
 	}
-	_, roots := secretPair(t, nsA, resources.ClientSecretName(got))
+	_, roots := framework.SecretPair(t, nsA, resources.ClientSecretName(got))
 	for who, pair := range refused {
 		foreign := cfg.Clone()
 		foreign.Certificates = []tls.Certificate{pair}
-		for m, addr := range podAddrs(t, got) {
-			requireRefused(t, fmt.Sprintf("%s on the client port of %s", who, m), "https://"+addr, foreign)
+		for m, addr := range framework.PodAddrs(t, got) {
+			framework.RequireRefused(t, fmt.Sprintf("%s on the client port of %s", who, m), "https://"+addr, foreign)
 		}
 	}
-	requirePeerPort(t, got, roots, refused)
-	writeAndReadThroughService(t, got)
+	framework.RequirePeerPort(t, got, roots, refused)
+	framework.WriteAndReadThroughService(t, got)
 	requireOwnTrust(t, got)
 }
 
@@ -95,7 +96,7 @@ func requireOwnTrust(t *testing.T, got *etcdv1alpha1.EtcdCluster) {
 	ctx := context.Background()
 	nsA := got.Namespace
 	var trust corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsA, Name: resources.TrustSecretName(got)}, &trust); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: nsA, Name: resources.TrustSecretName(got)}, &trust); err != nil {
 		t.Fatal(err)
 	}
 	if n := bytes.Count(trust.Data[resources.SecretCAKey], []byte("BEGIN CERTIFICATE")); n != 1 {
@@ -105,7 +106,7 @@ func requireOwnTrust(t *testing.T, got *etcdv1alpha1.EtcdCluster) {
 	if err != nil || anchor.Subject.CommonName != "steward-etcd-ca:"+nsA+"/"+got.Name || anchor.Issuer.CommonName != "steward-testbed-cert-manager-ca" {
 		t.Fatalf("trust Secret holds %v (%v), want the cluster's intermediate issued by the shared CA", anchor, err)
 	}
-	pods := memberPodsOf(t, got)
+	pods := framework.MemberPodsOf(t, got)
 	for i := range pods.Items {
 		if !resources.PodTrustsClusterCA(&pods.Items[i]) {
 			t.Errorf("member Pod %s does not trust the cluster's own CA: annotations %v", pods.Items[i].Name, pods.Items[i].Annotations)

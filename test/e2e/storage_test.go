@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // storageWatch samples a cluster's members and volumes while its storage changes: how many members etcd lists at
@@ -47,8 +48,8 @@ func watchStorage(t *testing.T, key client.ObjectKey) *storageWatch {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var c etcdv1alpha1.EtcdCluster
 			var pvcs corev1.PersistentVolumeClaimList
-			errC := k8s.Get(ctx, key, &c)
-			errP := k8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
+			errC := framework.K8s.Get(ctx, key, &c)
+			errP := framework.K8s.List(ctx, &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
 			cancel()
 			if errC != nil || errP != nil {
 				continue
@@ -96,7 +97,7 @@ func (w *storageWatch) finish() (maxMembers, maxGrowing int, conditions []string
 func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
 	t.Helper()
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -104,37 +105,6 @@ func memberVolumes(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string 
 		req, capacity := p.Spec.Resources.Requests[corev1.ResourceStorage], p.Status.Capacity[corev1.ResourceStorage]
 		out[p.Name] = fmt.Sprintf("uid=%s class=%s request=%s capacity=%s", p.UID, ptr.Deref(p.Spec.StorageClassName, ""), req.String(), capacity.String())
 	}
-	return out
-}
-
-// eventsWithin waits up to 30 seconds for want Events of reason since begin (the recorder writes them
-// asynchronously, the last ones possibly after the cluster has settled) and returns those there are.
-func eventsWithin(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time, want int) []string {
-	t.Helper()
-	var got []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got = eventsOf(t, c, reason, begin); len(got) >= want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// eventsOf returns the messages of the cluster's Events of reason since begin.
-func eventsOf(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string, begin time.Time) []string {
-	t.Helper()
-	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == c.Name && e.Reason == reason && !e.LastTimestamp.Time.Before(begin.Truncate(time.Second)) {
-			out = append(out, e.Message)
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -152,20 +122,20 @@ func resizing(p corev1.PersistentVolumeClaim) bool {
 // no acknowledged write is lost.
 func TestStorageExpansionInPlace(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "storage-grow")
-	startOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "grow", 3))
-	ids := memberIDs(got)
+	ns := framework.NewNamespace(t, "storage-grow")
+	framework.StartOperator(t, ns)
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "grow", 3))
+	ids := framework.MemberIDs(got)
 	before := memberVolumes(t, got)
-	load := startLoad(t, got)
-	available := watchSwitch(t, key)
+	load := framework.StartLoad(t, got)
+	available := framework.WatchSwitch(t, key)
 	watch := watchStorage(t, key)
 	begin := time.Now()
 	size := resource.MustParse("2Gi")
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
-	poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = size })
+	framework.Poll(t, "every member volume grown to "+size.String(), 8*time.Minute, func() error {
 		var pvcs corev1.PersistentVolumeClaimList
-		if err := k8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(context.Background(), &pvcs, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		for _, p := range pvcs.Items {
@@ -177,11 +147,11 @@ func TestStorageExpansionInPlace(t *testing.T) {
 		return nil
 	})
 	grown := time.Since(begin)
-	got = waitSettled(t, key, 2*time.Minute)
+	got = framework.WaitSettled(t, key, 2*time.Minute)
 	settled := time.Since(begin)
 	maxMembers, maxGrowing, conditions := watch.finish()
-	available.finish(t, "expanding volumes in place")
-	requireNoLostWrites(t, load, "expanding 3 volumes in place")
+	available.Finish(t, "expanding volumes in place")
+	framework.RequireNoLostWrites(t, load, "expanding 3 volumes in place")
 	t.Logf("3 volumes grown in place 1Gi -> %s in %s (settled after %s); at most %d growing at once, %d members in etcd at once; PVC conditions seen: %v",
 		size.String(), grown.Round(100*time.Millisecond), settled.Round(100*time.Millisecond), maxGrowing, maxMembers, conditions)
 
@@ -191,7 +161,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 	if maxMembers != 3 {
 		t.Errorf("up to %d members in etcd, want 3: no member is replaced for an expansion", maxMembers)
 	}
-	if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
+	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
 		t.Errorf("members changed %v -> %v; an expansion in place replaces none", ids, now)
 	}
 	after := memberVolumes(t, got)
@@ -202,7 +172,7 @@ func TestStorageExpansionInPlace(t *testing.T) {
 		}
 	}
 	var pvs corev1.PersistentVolumeList
-	if err := k8s.List(context.Background(), &pvs); err != nil {
+	if err := framework.K8s.List(context.Background(), &pvs); err != nil {
 		t.Fatal(err)
 	}
 	for _, pv := range pvs.Items {
@@ -212,14 +182,14 @@ func TestStorageExpansionInPlace(t *testing.T) {
 			}
 		}
 	}
-	if ev := eventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
+	if ev := framework.EventsWithin(t, got, "VolumeExpanding", begin, 3); len(ev) != 3 {
 		t.Errorf("VolumeExpanding events %v, want one per member", ev)
 	}
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestStorageClassMigration moves a 3-member cluster to another StorageClass, then shrinks its volumes, under
@@ -228,24 +198,24 @@ func TestStorageExpansionInPlace(t *testing.T) {
 // leadership over). The cluster stays Available, keeps its data, and loses no acknowledged write.
 func TestStorageClassMigration(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "storage-move")
-	startOperator(t, ns)
-	key, got, _ := createPodLossCluster(t, newCluster(ns, "move", 3))
-	load := startLoad(t, got)
-	available := watchSwitch(t, key)
+	ns := framework.NewNamespace(t, "storage-move")
+	framework.StartOperator(t, ns)
+	key, got, _ := framework.CreatePodLossCluster(t, framework.NewCluster(ns, "move", 3))
+	load := framework.StartLoad(t, got)
+	available := framework.WatchSwitch(t, key)
 	migrateStorage(t, key, "moving 3 members to storage class "+testbed.FixedStorageClassName, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.StorageClassName = ptr.To(testbed.FixedStorageClassName)
 	}, "class="+testbed.FixedStorageClassName+" request=1Gi", true)
 	got = migrateStorage(t, key, "shrinking 3 volumes 1Gi -> 512Mi", func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Storage.Size = resource.MustParse("512Mi")
 	}, "class="+testbed.FixedStorageClassName+" request=512Mi", false)
-	available.finish(t, "migrating to another storage class and shrinking")
-	requireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
+	available.Finish(t, "migrating to another storage class and shrinking")
+	framework.RequireNoLostWrites(t, load, "replacing 3 members onto another storage class, then onto smaller volumes")
 	for _, m := range got.Status.Members {
-		readKeysFromMember(t, got, m.Name)
+		framework.ReadKeysFromMember(t, got, m.Name)
 	}
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // migrateStorage changes the cluster's storage spec and waits until every member has been replaced by one on a
@@ -256,21 +226,21 @@ func TestStorageClassMigration(t *testing.T) {
 func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func(*etcdv1alpha1.EtcdCluster), want string, events bool) *etcdv1alpha1.EtcdCluster {
 	t.Helper()
 	var got etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &got); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &got); err != nil {
 		t.Fatal(err)
 	}
-	original := memberIDs(&got)
+	original := framework.MemberIDs(&got)
 	watch := watchStorage(t, key)
 	begin := time.Now()
-	patchSpec(t, key, change)
-	poll(t, what, 10*time.Minute, func() error {
+	framework.PatchSpec(t, key, change)
+	framework.Poll(t, what, 10*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
 			if _, old := original[m.Name]; old {
-				return fmt.Errorf("member %s not replaced yet: %s", m.Name, describe(&c))
+				return fmt.Errorf("member %s not replaced yet: %s", m.Name, framework.Describe(&c))
 			}
 		}
 		for name, v := range memberVolumes(t, &c) {
@@ -280,7 +250,7 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 		}
 		return nil
 	})
-	settled := waitSettled(t, key, 3*time.Minute)
+	settled := framework.WaitSettled(t, key, 3*time.Minute)
 	took := time.Since(begin)
 	maxMembers, _, _ := watch.finish()
 	t.Logf("%s: every member replaced in %s; at most %d members in etcd at once", what, took.Round(100*time.Millisecond), maxMembers)
@@ -297,7 +267,7 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	}
 	// Not all three of each: client-go's recorder drops an object's Events beyond a burst of 25 (one more every
 	// 5 minutes), and a cluster's bootstrap and three replacements record about 40. One at a time is checked above.
-	added, removed := eventsWithin(t, settled, "MemberAdded", begin, 3), eventsWithin(t, settled, "MemberRemoved", begin, 3)
+	added, removed := framework.EventsWithin(t, settled, "MemberAdded", begin, 3), framework.EventsWithin(t, settled, "MemberRemoved", begin, 3)
 	t.Logf("%s: %d MemberAdded and %d MemberRemoved Events recorded", what, len(added), len(removed))
 	if len(added) == 0 || len(removed) == 0 {
 		t.Errorf("%s: MemberAdded events %v, MemberRemoved events %v; want some of each", what, added, removed)
@@ -309,6 +279,6 @@ func migrateStorage(t *testing.T, key client.ObjectKey, what string, change func
 	}
 	// The leader at the start is on the old storage: it leaves last, after handing leadership over (unless an
 	// election moved leadership to a new member by itself).
-	t.Logf("%s: leadership handed over: %v", what, eventsWithin(t, settled, "LeaderMoved", begin, 1))
+	t.Logf("%s: leadership handed over: %v", what, framework.EventsWithin(t, settled, "LeaderMoved", begin, 1))
 	return settled
 }

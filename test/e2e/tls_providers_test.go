@@ -19,6 +19,7 @@ import (
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // userPKI is what a user of provider Secrets brings: a CA, a member certificate for every member of one
@@ -29,7 +30,7 @@ type userPKI struct {
 
 func (u *userPKI) member(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetime time.Duration, now time.Time) *pki.KeyPair {
 	t.Helper()
-	return u.memberNamed(t, c, lifetime, now, resources.PeerIdentity(c, operatorOptions))
+	return u.memberNamed(t, c, lifetime, now, resources.PeerIdentity(c, framework.OperatorOptions))
 }
 
 // memberNamed is member with extra DNS names: the peer identity, which members check on the peer port, or none.
@@ -37,8 +38,8 @@ func (u *userPKI) memberNamed(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetim
 	t.Helper()
 	svc, ns := resources.ClientServiceName(c), c.Namespace
 	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
-		DNSNames: append([]string{"*" + resources.MemberHost(c, "", operatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
-			resources.ClientServiceHost(c, operatorOptions), "localhost"}, extra...),
+		DNSNames: append([]string{"*" + resources.MemberHost(c, "", framework.OperatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
+			resources.ClientServiceHost(c, framework.OperatorOptions), "localhost"}, extra...),
 		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -61,45 +62,23 @@ func putUserSecret(t *testing.T, ns, name string, ca []byte, kp *pki.KeyPair) {
 	ctx := context.Background()
 	data := map[string][]byte{"ca.crt": ca, "tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM}
 	var s corev1.Secret
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+	err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
-		err = k8s.Create(ctx, &s)
+		err = framework.K8s.Create(ctx, &s)
 	case err == nil:
 		s.Data = data
-		err = k8s.Update(ctx, &s)
+		err = framework.K8s.Update(ctx, &s)
 	}
 	if err != nil {
 		t.Fatalf("Secret %s: %v", name, err)
 	}
 }
 
-// waitDegraded waits for Degraded=True with reason and a message containing every part of want.
-func waitDegraded(t *testing.T, key client.ObjectKey, reason string, want ...string) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
-	poll(t, fmt.Sprintf("Degraded %s %q", reason, want), 2*time.Minute, func() error {
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != reason || d.ObservedGeneration != c.Generation {
-			return fmt.Errorf("Degraded %+v", d)
-		}
-		for _, w := range want {
-			if !strings.Contains(d.Message, w) {
-				return fmt.Errorf("Degraded message %q lacks %q", d.Message, w)
-			}
-		}
-		return nil
-	})
-	return &c
-}
-
 func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	if len(pods.Items) != 0 {
 		t.Fatalf("%d member Pods created while the TLS Secrets are invalid", len(pods.Items))
 	}
@@ -107,9 +86,9 @@ func requireNoPods(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 
 func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
 	t.Helper()
-	poll(t, "Warning event "+reason, time.Minute, func() error {
+	framework.Poll(t, "Warning event "+reason, time.Minute, func() error {
 		var events corev1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
+		if err := framework.K8s.List(context.Background(), &events, client.InNamespace(c.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -126,24 +105,24 @@ func warningRecorded(t *testing.T, c *etcdv1alpha1.EtcdCluster, reason string) {
 func backupWithClientSecret(t *testing.T, c *etcdv1alpha1.EtcdCluster, name string) {
 	t.Helper()
 	ctx := context.Background()
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s3SecretName}, Data: map[string][]byte{
-		etcdv1alpha1.S3AccessKeyIDKey: []byte(bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(bed.S3.SecretAccessKey)}}
-	if err := k8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: framework.S3SecretName}, Data: map[string][]byte{
+		etcdv1alpha1.S3AccessKeyIDKey: []byte(framework.Bed.S3.AccessKeyID), etcdv1alpha1.S3SecretAccessKeyKey: []byte(framework.Bed.S3.SecretAccessKey)}}
+	if err := framework.K8s.Create(ctx, creds); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	b := newBackup(c.Namespace, name, c.Name, s3Destination(c.Namespace+"/"+name+".db"))
-	if err := k8s.Create(ctx, b); err != nil {
+	b := framework.NewBackup(c.Namespace, name, c.Name, framework.S3Destination(c.Namespace+"/"+name+".db"))
+	if err := framework.K8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = waitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
-	requireComplete(t, b, c)
+	b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
+	framework.RequireComplete(t, b, c)
 }
 
 func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for member, addr := range addrs {
-		cert, err := servedCertificate(cfg, addr)
+		cert, err := framework.ServedCertificate(cfg, addr)
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
@@ -163,12 +142,12 @@ func servedSerials(t *testing.T, cfg *tls.Config, addrs map[string]string) map[s
 func TestTLSProviderSecrets(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "byo")
-	startOperator(t, ns)
-	c := newCluster(ns, "own", 3)
+	ns := framework.NewNamespace(t, "byo")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "own", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "own-members", ClientSecretName: "own-steward"}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
@@ -179,21 +158,21 @@ func TestTLSProviderSecrets(t *testing.T) {
 	user := &userPKI{ca: ca}
 
 	// Missing.
-	waitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-members does not exist", "own-steward does not exist")
 	warningRecorded(t, c, "TLSSecretInvalid")
 	requireNoPods(t, c)
 
 	// Wrong names: a member certificate of another cluster.
-	other := newCluster(ns, "other", 3)
+	other := framework.NewCluster(ns, "other", 3)
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, other, 24*time.Hour, time.Now()))
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", operatorOptions),
-		resources.ClientServiceHost(c, operatorOptions))
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "does not cover DNS names", "*"+resources.MemberHost(c, "", framework.OperatorOptions),
+		resources.ClientServiceHost(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Expired.
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, time.Hour, time.Now().Add(-2*time.Hour)))
-	waitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-members", "expired at")
 	requireNoPods(t, c)
 
 	// A client certificate of another CA: the members would refuse Steward.
@@ -203,31 +182,31 @@ func TestTLSProviderSecrets(t *testing.T) {
 	}
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
 	putUserSecret(t, ns, "own-steward", foreignCA.CertPEM, (&userPKI{ca: foreignCA}).client(t, 24*time.Hour))
-	waitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "members would refuse Steward")
 	requireNoPods(t, c)
 
 	// A member certificate without the peer identity: members could not tell a member from a client on the peer
 	// port (spec.tls.peerAuth MemberIdentity, the default).
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 24*time.Hour))
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.memberNamed(t, c, 24*time.Hour, time.Now()))
-	waitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, operatorOptions))
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "does not carry the cluster's peer identity", resources.PeerIdentity(c, framework.OperatorOptions))
 	requireNoPods(t, c)
 
 	// Right: the cluster forms.
 	putUserSecret(t, ns, "own-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
-	got := waitSettled(t, key, 5*time.Minute)
+	got := framework.WaitSettled(t, key, 5*time.Minute)
 	st := got.Status.TLS
 	if st == nil || st.MemberSecret != "own-members" || st.ClientSecret != "own-steward" || st.CASecret != "" || st.NotAfter == nil ||
 		time.Until(st.NotAfter.Time) > 25*time.Hour || st.CANotAfter == nil {
 		t.Fatalf("status.tls %+v", st)
 	}
-	checkStatusMatchesEtcd(t, got)
-	writeAndReadThroughService(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 		t.Fatal(err)
 	}
-	restarts := containerRestarts(t, client.ObjectKeyFromObject(c))
+	restarts := framework.ContainerRestarts(t, client.ObjectKeyFromObject(c))
 	for _, p := range pods.Items {
 		if p.Annotations[resources.AnnotationTLS] != etcdv1alpha1.TLSProviderSecrets {
 			t.Errorf("Pod %s records TLS provider %q", p.Name, p.Annotations[resources.AnnotationTLS])
@@ -242,8 +221,8 @@ func TestTLSProviderSecrets(t *testing.T) {
 	}
 
 	// Refused: plaintext, no client certificate, a client certificate of another CA. Accepted: the user's.
-	cfg := clusterTLS(t, got)
-	addrs := podAddrs(t, got)
+	cfg := framework.ClusterTLS(t, got)
+	addrs := framework.PodAddrs(t, got)
 	intruder := (&userPKI{ca: foreignCA}).client(t, time.Hour)
 	pair, err := tls.X509KeyPair(intruder.CertPEM, intruder.KeyPEM)
 	if err != nil {
@@ -254,26 +233,26 @@ func TestTLSProviderSecrets(t *testing.T) {
 	noCert := cfg.Clone()
 	noCert.Certificates = nil
 	for _, addr := range addrs {
-		requireRefused(t, "plaintext client", "http://"+addr, nil)
-		requireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
-		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+		framework.RequireRefused(t, "plaintext client", "http://"+addr, nil)
+		framework.RequireRefused(t, "TLS client without a certificate", "https://"+addr, noCert)
+		framework.RequireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
 	before := servedSerials(t, cfg, addrs)
 
 	// The user renews both certificates in place under client load.
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	began := time.Now()
 	renewed := user.member(t, c, 48*time.Hour, time.Now())
 	putUserSecret(t, ns, "own-members", ca.CertPEM, renewed)
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
-	poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
-		newCfg, err := clusterTLSConfig(got)
+	framework.Poll(t, "members serve the renewed certificate", 4*time.Minute, func() error {
+		newCfg, err := framework.ClusterTLSConfig(got)
 		if err != nil {
 			return err
 		}
 		for member, addr := range addrs {
 			for _, cf := range []*tls.Config{cfg, newCfg} {
-				cert, err := servedCertificate(cf, addr)
+				cert, err := framework.ServedCertificate(cf, addr)
 				if err != nil {
 					return fmt.Errorf("%s: %w", member, err)
 				}
@@ -285,8 +264,8 @@ func TestTLSProviderSecrets(t *testing.T) {
 		return nil
 	})
 	t.Logf("every member served the renewed certificate %s after the Secrets changed", time.Since(began).Round(time.Second))
-	poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "status.tls shows the renewed certificates", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if st := got.Status.TLS; st == nil || st.NotAfter == nil || time.Until(st.NotAfter.Time) < 47*time.Hour {
@@ -294,42 +273,42 @@ func TestTLSProviderSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	settled := waitSettled(t, key, 2*time.Minute)
-	writeAndReadThroughService(t, settled)
-	requireNoLostWrites(t, load, "user certificate renewal")
-	requireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
-	checkStatusMatchesEtcd(t, settled)
+	settled := framework.WaitSettled(t, key, 2*time.Minute)
+	framework.WriteAndReadThroughService(t, settled)
+	framework.RequireNoLostWrites(t, load, "user certificate renewal")
+	framework.RequireNoRestarts(t, client.ObjectKeyFromObject(c), restarts, "renewal")
+	framework.CheckStatusMatchesEtcd(t, settled)
 	backupWithClientSecret(t, settled, "with-user-client")
 
 	// The client Secret deleted from a running cluster: Degraded, nothing touched; back, and all is well.
-	state := memberPodsState(t, settled)
+	state := framework.MemberPodsState(t, settled)
 	var clientSecret corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-steward"}, &clientSecret); err != nil {
 		t.Fatal(err)
 	}
 	if len(clientSecret.OwnerReferences) != 0 || len(clientSecret.Labels) != 0 {
 		t.Errorf("Steward changed the user's Secret: owners %v, labels %v", clientSecret.OwnerReferences, clientSecret.Labels)
 	}
-	if err := k8s.Delete(ctx, &clientSecret); err != nil {
+	if err := framework.K8s.Delete(ctx, &clientSecret); err != nil {
 		t.Fatal(err)
 	}
-	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	settled = patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	settled = framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.Replicas = 5 // a step Steward must not take while the Secrets are invalid
 	})
-	waitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
-	if after := memberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
+	framework.WaitDegraded(t, key, "TLSSecretInvalid", "own-steward does not exist")
+	if after := framework.MemberPodsState(t, settled); fmt.Sprint(after) != fmt.Sprint(state) {
 		t.Fatalf("member Pods changed while the client Secret was missing: %v -> %v", state, after)
 	}
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	putUserSecret(t, ns, "own-steward", ca.CertPEM, user.client(t, 48*time.Hour))
-	settled = waitSettled(t, key, 2*time.Minute)
-	checkStatusMatchesEtcd(t, settled)
+	settled = framework.WaitSettled(t, key, 2*time.Minute)
+	framework.CheckStatusMatchesEtcd(t, settled)
 
-	deleteAndCheckNothingLeft(t, settled)
+	framework.DeleteAndCheckNothingLeft(t, settled)
 	for _, n := range []string{"own-members", "own-steward"} {
 		var s corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
+		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &s); err != nil {
 			t.Errorf("the user's Secret %s after the cluster was deleted: %v", n, err)
 		}
 	}
@@ -338,7 +317,7 @@ func TestTLSProviderSecrets(t *testing.T) {
 func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(resources.CertificateGVK)
-	return u, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	return u, framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 }
 
 // TestTLSProviderCertManager: with the test bed's cert-manager, a cluster of provider CertManager gets a CA of
@@ -349,30 +328,30 @@ func certificateOf(ctx context.Context, ns, name string) (*unstructured.Unstruct
 func TestTLSProviderCertManager(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "cm")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "cm")
+	framework.StartOperator(t, ns)
 
-	stuck := newCluster(ns, "stuck", 1)
+	stuck := framework.NewCluster(ns, "stuck", 1)
 	stuck.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: "no-such-issuer", Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, stuck); err != nil {
+	if err := framework.K8s.Create(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 
-	c := newCluster(ns, "issued", 3)
+	c := framework.NewCluster(ns, "issued", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 		CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 5*time.Minute)
+	got := framework.WaitSettled(t, key, 5*time.Minute)
 	if st := got.Status.TLS; st == nil || st.ClientSecret != "issued-client" || st.NotAfter == nil || st.CANotAfter == nil ||
 		time.Until(st.NotAfter.Time) < 80*24*time.Hour {
 		t.Fatalf("status.tls %+v", got.Status.TLS)
 	}
-	checkStatusMatchesEtcd(t, got)
-	writeAndReadThroughService(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.WriteAndReadThroughService(t, got)
 	names := []string{"issued-client"}
 	for _, m := range got.Status.Members {
 		names = append(names, m.Name+"-tls")
@@ -393,7 +372,7 @@ func TestTLSProviderCertManager(t *testing.T) {
 		t.Errorf("CA Certificate: issuer %q", ref)
 	}
 
-	cfg := clusterTLS(t, got)
+	cfg := framework.ClusterTLS(t, got)
 	ca, err := pki.NewCA("intruder", time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -405,40 +384,40 @@ func TestTLSProviderCertManager(t *testing.T) {
 	}
 	foreign := cfg.Clone()
 	foreign.Certificates = []tls.Certificate{pair}
-	for member, addr := range podAddrs(t, got) {
-		cert, err := servedCertificate(cfg, addr)
+	for member, addr := range framework.PodAddrs(t, got) {
+		cert, err := framework.ServedCertificate(cfg, addr)
 		if err != nil {
 			t.Fatalf("TLS to %s: %v", member, err)
 		}
-		if err := cert.VerifyHostname(resources.MemberHost(got, member, operatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
+		if err := cert.VerifyHostname(resources.MemberHost(got, member, framework.OperatorOptions)); err != nil || cert.Issuer.CommonName != "steward-etcd-ca:"+ns+"/issued" {
 			t.Errorf("%s serves a certificate of %q: %v", member, cert.Issuer.CommonName, err)
 		}
-		requireRefused(t, "plaintext client", "http://"+addr, nil)
-		requireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
+		framework.RequireRefused(t, "plaintext client", "http://"+addr, nil)
+		framework.RequireRefused(t, "client certificate of another CA", "https://"+addr, foreign)
 	}
 	backupWithClientSecret(t, got, "with-issued-client")
 
 	// Scaling under load: new members start only with their issued certificates; the Certificates and Secrets
 	// of removed members go.
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 	for _, replicas := range []int32{5, 3} {
-		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
-		got = waitSettled(t, key, 5*time.Minute)
+		framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = replicas })
+		got = framework.WaitSettled(t, key, 5*time.Minute)
 	}
-	requireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
-	checkStatusMatchesEtcd(t, got)
-	poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
+	framework.RequireNoLostWrites(t, load, "scaling 3 -> 5 -> 3 with provider CertManager")
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.Poll(t, "Certificates and Secrets of removed members deleted", 3*time.Minute, func() error {
 		want := map[string]bool{"issued-client": true, "issued-ca": true}
 		for _, m := range got.Status.Members {
 			want[m.Name+"-tls"] = true
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
-		if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := framework.K8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			return err
 		}
 		var secrets corev1.SecretList
-		if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 			return err
 		}
 		var extra []string
@@ -460,19 +439,19 @@ func TestTLSProviderCertManager(t *testing.T) {
 
 	// An application's EtcdUser gets its certificate from the cluster's issuer (a Certificate it owns), enforced
 	// once auth is on.
-	app := newEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
-	if err := k8s.Create(ctx, app); err != nil {
+	app := framework.NewEtcdUser(ns, "cm-app", c.Name, "/cm-app/", etcdv1alpha1.AccessReadWrite, false)
+	if err := framework.K8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	app = waitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
+	app = framework.WaitUserReady(t, client.ObjectKeyFromObject(app), 2*time.Minute)
 	if cert, err := certificateOf(ctx, ns, "cm-app-tls"); err != nil || !metav1.IsControlledBy(cert, app) {
 		t.Fatalf("Certificate cm-app-tls: %v", err)
 	} else if cn, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName"); cn != "cm-app" {
 		t.Fatalf("Certificate cm-app-tls: common name %q", cn)
 	}
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
-	poll(t, "auth on", 2*time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true} })
+	framework.Poll(t, "auth on", 2*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if got.Status.AuthEnabled == nil || !*got.Status.AuthEnabled {
@@ -480,24 +459,24 @@ func TestTLSProviderCertManager(t *testing.T) {
 		}
 		return nil
 	})
-	appClient := userClient(t, got, app)
-	mayWrite(t, "cm-app", appClient, "/cm-app/1", true)
-	mayWrite(t, "cm-app", appClient, "/other/1", false)
+	appClient := framework.UserClient(t, got, app)
+	framework.MayWrite(t, "cm-app", appClient, "/cm-app/1", true)
+	framework.MayWrite(t, "cm-app", appClient, "/other/1", false)
 	// Deleted, the user is refused; its Certificate and Secret go with the EtcdUser (owner references).
-	if err := k8s.Delete(ctx, app); err != nil {
+	if err := framework.K8s.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "EtcdUser cm-app gone", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(app), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
+	framework.Poll(t, "EtcdUser cm-app gone", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(app), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %w", err)
 		}
 		return nil
 	})
-	mayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
+	framework.MayWrite(t, "cm-app (deleted)", appClient, "/cm-app/2", false)
 
 	// The cluster whose issuer does not exist has waited all along, without a Pod.
-	poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
+	framework.Poll(t, "stuck cluster waits for its certificates", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(stuck), stuck); err != nil {
 			return err
 		}
 		p := meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing)
@@ -508,15 +487,15 @@ func TestTLSProviderCertManager(t *testing.T) {
 	})
 	t.Logf("waiting cluster: %s", meta.FindStatusCondition(stuck.Status.Conditions, etcdv1alpha1.ConditionProgressing).Message)
 	requireNoPods(t, stuck)
-	if err := k8s.Delete(ctx, stuck); err != nil {
+	if err := framework.K8s.Delete(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 
-	deleteAndCheckNothingLeft(t, got)
-	poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
+	framework.DeleteAndCheckNothingLeft(t, got)
+	framework.Poll(t, "Certificates of the deleted cluster gone", time.Minute, func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(resources.CertificateGVK.GroupVersion().WithKind("CertificateList"))
-		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := framework.K8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(list.Items) != 0 {

@@ -4,142 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 	"steward.dev/steward/test/linearizability"
 )
-
-// switchWatch follows a cluster while it switches between plaintext and TLS: whether Available ever went False,
-// the TLS modes its members passed through, and whether a plaintext member and a TLS member (which cannot talk
-// to each other) ever ran at the same time.
-type switchWatch struct {
-	mu          sync.Mutex
-	unavailable []string
-	modes       map[string][]string
-	mixed       []string
-	stop        chan struct{}
-	done        chan struct{}
-}
-
-func watchSwitch(t *testing.T, key client.ObjectKey) *switchWatch {
-	t.Helper()
-	w := &switchWatch{modes: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	// The modes before the change: the first restart may come before the first tick.
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range pods.Items {
-		mode, _ := resources.PodTLS(&pods.Items[i])
-		w.modes[pods.Items[i].Name] = []string{mode}
-	}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var c etcdv1alpha1.EtcdCluster
-			var pods corev1.PodList
-			errC := k8s.Get(ctx, key, &c)
-			errP := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name})
-			cancel()
-			if errC != nil || errP != nil {
-				continue
-			}
-			w.mu.Lock()
-			if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAvailable); cond != nil && cond.Status != "True" {
-				w.unavailable = append(w.unavailable, cond.Reason+": "+cond.Message)
-			}
-			kinds := map[string]string{}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if p.DeletionTimestamp != nil {
-					continue
-				}
-				mode, _ := resources.PodTLS(p)
-				kinds[mode] = p.Name
-				if h := w.modes[p.Name]; len(h) == 0 || h[len(h)-1] != mode {
-					w.modes[p.Name] = append(h, mode)
-				}
-			}
-			if kinds[resources.MemberTLSPlaintext] != "" && kinds[resources.MemberTLSOn] != "" {
-				w.mixed = append(w.mixed, fmt.Sprintf("%s plaintext while %s serves TLS", kinds[resources.MemberTLSPlaintext], kinds[resources.MemberTLSOn]))
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// finish stops watching and fails the test if the cluster was ever unavailable or mixed plaintext and TLS members;
-// it returns each member's modes in order.
-func (w *switchWatch) finish(t *testing.T, during string) map[string][]string {
-	t.Helper()
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.unavailable) > 0 {
-		t.Errorf("%s: the cluster was not Available %d times, first: %s", during, len(w.unavailable), w.unavailable[0])
-	}
-	if len(w.mixed) > 0 {
-		t.Errorf("%s: a plaintext member ran beside a TLS member: %v", during, w.mixed[0])
-	}
-	return w.modes
-}
-
-// waitMembersTLS waits until the cluster has settled with every member in TLS mode mode.
-func waitMembersTLS(t *testing.T, key client.ObjectKey, mode string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	poll(t, "every member of "+key.String()+" in TLS mode "+mode, timeout, func() error {
-		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		for _, m := range c.Status.Members {
-			if m.TLS != mode {
-				return fmt.Errorf("member %s is %q (%s)", m.Name, m.TLS, describe(&c))
-			}
-		}
-		return nil
-	})
-	return waitSettled(t, key, 2*time.Minute)
-}
-
-// serviceTargets are the two ways a client reaches the cluster's Service while it switches: plaintext and TLS
-// with the client Secret (read on first use: Steward issues it once the switch to TLS begins).
-func serviceTargets(t *testing.T, c *etcdv1alpha1.EtcdCluster) (plain, secure linearizability.Target) {
-	t.Helper()
-	var svc corev1.Service
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: resources.ClientServiceName(c)}, &svc); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, resources.ClientPort)
-	waitServiceRouted(t, c, addr)
-	withTLS := c.DeepCopy()
-	withTLS.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
-	return linearizability.Target{Endpoints: []string{"http://" + addr}},
-		linearizability.Target{Endpoints: []string{"https://" + addr}, TLSFrom: func() (*tls.Config, error) { return clusterTLSConfig(withTLS) }}
-}
 
 // requireKeys reads back keys (prefix e2e/known/) with cfg through endpoint.
 func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string]string) {
@@ -159,27 +36,9 @@ func requireKeys(t *testing.T, endpoint string, cfg *tls.Config, want map[string
 	for _, kv := range resp.Kvs {
 		got[string(kv.Key)] = string(kv.Value)
 	}
-	if fmt.Sprint(sorted(got)) != fmt.Sprint(sorted(want)) {
+	if fmt.Sprint(framework.Sorted(got)) != fmt.Sprint(framework.Sorted(want)) {
 		t.Fatalf("known keys: %d read back, %d written", len(got), len(want))
 	}
-}
-
-// identities are the members' etcd IDs and their volumes' UIDs: a switch restarts members, it never replaces one.
-func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
-	t.Helper()
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range c.Status.Members {
-		out = append(out, m.Name+"="+m.ID)
-	}
-	for _, p := range pvcs.Items {
-		out = append(out, p.Name+"="+string(p.UID))
-	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
 }
 
 // TestTLSSwitchUnderLoad: a running plaintext cluster is switched to TLS by setting spec.tls.provider to Steward,
@@ -192,15 +51,15 @@ func identities(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 func TestTLSSwitchUnderLoad(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "tlsswitch")
-	stopOperator := startOperator(t, ns)
-	c := newCluster(ns, "switch", 3)
+	ns := framework.NewNamespace(t, "tlsswitch")
+	stopOperator := framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "switch", 3)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	key, got := settle(t, c)
+	key, got := framework.Settle(t, c)
 	if got.Status.TLS != nil {
 		t.Fatalf("plaintext cluster has status.tls %+v", got.Status.TLS)
 	}
-	plain, secure := serviceTargets(t, got)
+	plain, secure := framework.ServiceTargets(t, got)
 	known := map[string]string{}
 	{
 		cli, err := clientv3.New(clientv3.Config{Endpoints: plain.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -219,23 +78,23 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 		}
 		_ = cli.Close()
 	}
-	before := identities(t, got)
+	before := framework.Identities(t, got)
 
 	// Plaintext -> TLS.
 	load, err := linearizability.Start(linearizability.Config{Endpoints: plain.Endpoints, Alternates: []linearizability.Target{secure}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := watchSwitch(t, key)
+	watch := framework.WatchSwitch(t, key)
 	began := time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward}
 	})
 	// Half-way (one member serves TLS, the others are Bridge), the operator stops and starts again: it carries
 	// on from what it observes.
-	poll(t, "a first member serving TLS", 4*time.Minute, func() error {
+	framework.Poll(t, "a first member serving TLS", 4*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(ctx, key, &c); err != nil {
+		if err := framework.K8s.Get(ctx, key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -243,37 +102,37 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 	stopOperator()
 	t.Logf("operator stopped mid-switch, %s after the change", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(3 * time.Second)
-	startOperator(t, ns)
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	framework.StartOperator(t, ns)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second) // some load on the settled TLS cluster too
-	modes := watch.finish(t, "plaintext -> TLS")
-	requireNoLostWrites(t, load, "switching plaintext -> TLS")
+	modes := watch.Finish(t, "plaintext -> TLS")
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS")
 	for name, seen := range modes {
 		if !strings.Contains(strings.Join(seen, ","), "Plaintext,Bridge") || seen[len(seen)-1] != resources.MemberTLSOn {
 			t.Errorf("member %s went through %v, want Plaintext, Bridge, ..., TLS", name, seen)
 		}
 	}
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	if got.Status.TLS == nil || got.Status.TLS.CASecret != "switch-ca" {
 		t.Errorf("status.tls %+v", got.Status.TLS)
 	}
-	cfg := clusterTLS(t, got)
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
-		if _, err := servedCertificate(cfg, addr); err != nil {
+	cfg := framework.ClusterTLS(t, got)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		if _, err := framework.ServedCertificate(cfg, addr); err != nil {
 			t.Errorf("member %s with the client certificate: %v", member, err)
 		}
 	}
 	requireKeys(t, secure.Endpoints[0], cfg, known)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// TLS -> plaintext.
 	secure.TLS = cfg
@@ -282,32 +141,32 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch = watchSwitch(t, key)
+	watch = framework.WatchSwitch(t, key)
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
 	})
-	got = waitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSPlaintext, 8*time.Minute)
 	t.Logf("TLS -> plaintext: settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	modes = watch.finish(t, "TLS -> plaintext")
-	requireNoLostWrites(t, load, "switching TLS -> plaintext")
+	modes = watch.Finish(t, "TLS -> plaintext")
+	framework.RequireNoLostWrites(t, load, "switching TLS -> plaintext")
 	for name, seen := range modes {
 		if seen[0] != resources.MemberTLSOn || seen[len(seen)-1] != resources.MemberTLSPlaintext {
 			t.Errorf("member %s went through %v, want TLS, ..., Plaintext", name, seen)
 		}
 	}
-	if after := identities(t, got); after != before {
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
 	if got.Status.TLS != nil {
 		t.Errorf("plaintext again, status.tls %+v", got.Status.TLS)
 	}
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "TLS client to plaintext member "+member, "https://"+addr, cfg)
 	}
 	requireKeys(t, plain.Endpoints[0], nil, known)
-	checkStatusMatchesEtcd(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
 
 	// Plaintext -> TLS again, now with certificates from cert-manager (the test bed's CA ClusterIssuer): the same
 	// switch, waiting for cert-manager to issue each member's certificate before its Pod is re-created.
@@ -316,29 +175,29 @@ func TestTLSSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch = watchSwitch(t, key)
+	watch = framework.WatchSwitch(t, key)
 	began = time.Now()
-	patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderCertManager,
 			CertManager: &etcdv1alpha1.TLSCertManager{IssuerRef: etcdv1alpha1.IssuerRef{Name: testbed.CAClusterIssuer, Kind: "ClusterIssuer"}}}
 	})
-	got = waitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
+	got = framework.WaitMembersTLS(t, key, resources.MemberTLSOn, 8*time.Minute)
 	t.Logf("plaintext -> TLS (CertManager): settled %s after the change", time.Since(began).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	watch.finish(t, "plaintext -> TLS (CertManager)")
-	requireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
-	if after := identities(t, got); after != before {
+	watch.Finish(t, "plaintext -> TLS (CertManager)")
+	framework.RequireNoLostWrites(t, load, "switching plaintext -> TLS with cert-manager")
+	if after := framework.Identities(t, got); after != before {
 		t.Errorf("members or volumes changed:\n before %s\n after  %s", before, after)
 	}
-	cmCfg := clusterTLS(t, got)
-	for member, addr := range podAddrs(t, got) {
-		requireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
-		requireRefused(t, "Steward's earlier CA to "+member, "https://"+addr, cfg)
-		if _, err := servedCertificate(cmCfg, addr); err != nil {
+	cmCfg := framework.ClusterTLS(t, got)
+	for member, addr := range framework.PodAddrs(t, got) {
+		framework.RequireRefused(t, "plaintext client to "+member, "http://"+addr, nil)
+		framework.RequireRefused(t, "Steward's earlier CA to "+member, "https://"+addr, cfg)
+		if _, err := framework.ServedCertificate(cmCfg, addr); err != nil {
 			t.Errorf("member %s with cert-manager's client certificate: %v", member, err)
 		}
 	}
 	requireKeys(t, secure.Endpoints[0], cmCfg, known)
-	checkStatusMatchesEtcd(t, got)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }

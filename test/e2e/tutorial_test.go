@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // tutorialPage is the getting-started page whose shell blocks TestGettingStartedTutorial runs.
@@ -58,7 +59,7 @@ func shellBlocks(markdown string) ([]shellBlock, error) {
 // too few to be the tutorial (a fence spelt otherwise would leave the test running nothing).
 func tutorialBlocks(t *testing.T) []shellBlock {
 	t.Helper()
-	page, err := os.ReadFile(filepath.Join(repoRoot(t), tutorialPage))
+	page, err := os.ReadFile(filepath.Join(framework.RepoRoot(t), tutorialPage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +77,13 @@ func tutorialBlocks(t *testing.T) []shellBlock {
 // the page's commands, which name no namespace, run in the test's.
 func tutorialKubeconfig(t *testing.T, ns string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(bed.Kubeconfig)
+	cfg, err := clientcmd.LoadFromFile(framework.Bed.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, ok := cfg.Contexts[cfg.CurrentContext]
 	if !ok {
-		t.Fatalf("kubeconfig %s has no current context %q", bed.Kubeconfig, cfg.CurrentContext)
+		t.Fatalf("kubeconfig %s has no current context %q", framework.Bed.Kubeconfig, cfg.CurrentContext)
 	}
 	ctx.Namespace = ns
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -100,12 +101,12 @@ func tutorialKubeconfig(t *testing.T, ns string) string {
 func TestGettingStartedTutorial(t *testing.T) {
 	parallel(t)
 	blocks := tutorialBlocks(t)
-	ns := newNamespace(t, "tutorial")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "tutorial")
+	framework.StartOperator(t, ns)
 	env := append(os.Environ(),
 		"KUBECONFIG="+tutorialKubeconfig(t, ns),
-		"PATH="+strings.Join([]string{filepath.Dir(pluginBinary(t)), filepath.Dir(bed.KubectlPath()),
-			bed.EtcdBinDir(testbed.EtcdVersions[0]), os.Getenv("PATH")}, string(os.PathListSeparator)))
+		"PATH="+strings.Join([]string{filepath.Dir(framework.PluginBinary(t)), filepath.Dir(framework.Bed.KubectlPath()),
+			framework.Bed.EtcdBinDir(testbed.EtcdVersions[0]), os.Getenv("PATH")}, string(os.PathListSeparator)))
 	dir := t.TempDir()
 	for i, b := range blocks {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

@@ -3,17 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,120 +16,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/ociimage"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/version"
-)
-
-// previousSteward is the Steward users ran before this tree's release: the last commit before the install
-// manifests of issue 16 (2026-11-23). Its image is built from that commit of this repository (git history is
-// part of a clone).
-const previousSteward = "de5f5c9"
-
-// buildPreviousSteward builds the operator and steward-agent of commit into one image (as the release image is
-// built) tagged steward.local/steward:<commit>, imports it into the node, and returns its reference and the
-// commit's source tree (for its CRDs and manifests).
-func buildPreviousSteward(t *testing.T, commit string) (image, tree string) {
-	t.Helper()
-	previousMu.Lock()
-	defer previousMu.Unlock()
-	if p, ok := previousBuilds[commit]; ok {
-		return p.image, p.tree
-	}
-	ctx := context.Background()
-	// Kept for the whole run (other tests install the same previous release), removed by the OS's tmp cleanup.
-	tree, err := os.MkdirTemp("", "steward-"+commit+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive --format=tar %s | tar -x -C %q", repoRoot(t), commit, tree))
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("check out Steward %s (a clone with history is needed): %v\n%s", commit, err, out)
-	}
-	bins := t.TempDir()
-	for _, cmd := range []string{"steward", "steward-agent"} {
-		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bins, cmd), "./cmd/"+cmd)
-		build.Dir = tree
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s of Steward %s: %v\n%s", cmd, commit, err, out)
-		}
-	}
-	image = "steward.local/steward:" + commit
-	tarball := filepath.Join(t.TempDir(), "previous.tar")
-	if err := ociimage.Steward(tarball, filepath.Join(bins, "steward"), filepath.Join(bins, "steward-agent"), image); err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.ImportImage(ctx, tarball); err != nil {
-		t.Fatal(err)
-	}
-	previousBuilds[commit] = previousBuild{image: image, tree: tree}
-	return image, tree
-}
-
-type previousBuild struct{ image, tree string }
-
-var (
-	previousMu     sync.Mutex
-	previousBuilds = map[string]previousBuild{}
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // installPrevious installs the previous Steward as its users did: its CRDs, and this tree's config/default
 // (the previous tree named an image nothing built) with the previous image for the operator and its Jobs.
 func installPrevious(t *testing.T, image, tree string) {
 	t.Helper()
-	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(tree, "config", "crd", "bases"))
-	manifests := kubectl(t, "", "kustomize", "config/default")
+	framework.Kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(tree, "config", "crd", "bases"))
+	manifests := framework.Kubectl(t, "", "kustomize", "config/default")
 	manifests = strings.ReplaceAll(manifests, "image: "+version.Image, "image: "+image)
 	manifests = strings.Replace(manifests, "- --health-probe-bind-address=:8081", "- --health-probe-bind-address=:8081\n        - --agent-image="+image, 1)
 	if !strings.Contains(manifests, "--agent-image="+image) {
 		t.Fatal("could not point the previous operator's Jobs at its image: config/default's args changed form")
 	}
-	kubectl(t, manifests, "apply", "--server-side", "--force-conflicts", "-f", "-")
-	t.Cleanup(func() { uninstallOperator(t) })
-	waitOperatorRolledOut(t, image, 4*time.Minute)
-}
-
-// waitOperatorRolledOut waits until the Deployment's 2 replicas run image and are ready, and returns the Pod
-// that leads.
-func waitOperatorRolledOut(t *testing.T, image string, timeout time.Duration) (leader string) {
-	t.Helper()
-	poll(t, "the operator's 2 replicas ready on "+image, timeout, func() error {
-		var d appsv1.Deployment
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: installNamespace, Name: installName}, &d); err != nil {
-			return err
-		}
-		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 2 || d.Status.ReadyReplicas != 2 || d.Status.Replicas != 2 {
-			return fmt.Errorf("replicas %d, updated %d, ready %d; Pods: %s", d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, operatorPodsState(t))
-		}
-		for _, p := range operatorPods(t) {
-			if p.DeletionTimestamp == nil && p.Spec.Containers[0].Image != image {
-				return fmt.Errorf("Pod %s runs %s", p.Name, p.Spec.Containers[0].Image)
-			}
-		}
-		return nil
-	})
-	_, leader, _ = operatorLeader(t, "", time.Minute)
-	return leader
-}
-
-// memberPodsFingerprint is what an operator upgrade must not change: each member Pod's UID and its etcd
-// container's restart count.
-func memberPodsFingerprint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
-	t.Helper()
-	pods := memberPodsOf(t, c)
-	var out []string
-	for _, p := range pods.Items {
-		restarts := int32(-1)
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == resources.EtcdContainer {
-				restarts = cs.RestartCount
-			}
-		}
-		out = append(out, fmt.Sprintf("%s uid=%s restarts=%d", p.Name, p.UID, restarts))
-	}
-	sort.Strings(out)
-	return strings.Join(out, "; ")
+	framework.Kubectl(t, manifests, "apply", "--server-side", "--force-conflicts", "-f", "-")
+	t.Cleanup(func() { framework.UninstallOperator(t) })
+	framework.WaitOperatorRolledOut(t, image, 4*time.Minute)
 }
 
 // TestOperatorUpgrade installs the previous Steward, lets it run a TLS cluster with a backup schedule under
@@ -145,50 +45,50 @@ func memberPodsFingerprint(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 func TestOperatorUpgrade(t *testing.T) {
 	serial(t, "installs cluster-wide operators and replaces the CRDs with an older release's for a while")
 	ctx := context.Background()
-	image, tree := buildPreviousSteward(t, previousSteward)
+	image, tree := framework.BuildPreviousSteward(t, framework.PreviousSteward)
 	installPrevious(t, image, tree)
-	ns := newNamespace(t, "opupgrade")
-	createS3Secret(t, ns)
-	c := newCluster(ns, "steady", 3)
-	if err := k8s.Create(ctx, c); err != nil {
+	ns := framework.NewNamespace(t, "opupgrade")
+	framework.CreateS3Secret(t, ns)
+	c := framework.NewCluster(ns, "steady", 3)
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	got := waitSettled(t, key, 4*time.Minute)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
 	if got.Status.TLS == nil {
 		t.Fatalf("the cluster runs without TLS: %+v", got.Status)
 	}
 	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-30s"},
-		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 30s", Destination: s3Destination(ns + "/scheduled"),
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 30s", Destination: framework.S3Destination(ns + "/scheduled"),
 			Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](3)}}}
-	if err := k8s.Create(ctx, schedule); err != nil {
+	if err := framework.K8s.Create(ctx, schedule); err != nil {
 		t.Fatal(err)
 	}
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), time.Time{}, image)
-	load := startLoad(t, got)
+	load := framework.StartLoad(t, got)
 
-	before := memberPodsFingerprint(t, got)
-	members := fmt.Sprint(memberIDs(got))
+	before := framework.MemberPodsFingerprint(t, got)
+	members := fmt.Sprint(framework.MemberIDs(got))
 	available := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable).LastTransitionTime
 	upgraded := time.Now()
-	kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
-	waitOperatorRolledOut(t, version.Image, 4*time.Minute)
+	framework.Kubectl(t, "", "apply", "--server-side", "--force-conflicts", "-k", "config/default")
+	framework.WaitOperatorRolledOut(t, version.Image, 4*time.Minute)
 	t.Logf("operator upgraded from %s to %s in %s", image, version.Image, time.Since(upgraded).Round(100*time.Millisecond))
 	waitScheduledBackup(t, client.ObjectKeyFromObject(schedule), upgraded, version.Image)
 
-	got = waitSettled(t, key, 2*time.Minute)
-	if after := memberPodsFingerprint(t, got); after != before {
+	got = framework.WaitSettled(t, key, 2*time.Minute)
+	if after := framework.MemberPodsFingerprint(t, got); after != before {
 		t.Errorf("member Pods changed across the operator upgrade:\nbefore %s\nafter  %s", before, after)
 	}
-	if now := fmt.Sprint(memberIDs(got)); now != members {
+	if now := fmt.Sprint(framework.MemberIDs(got)); now != members {
 		t.Errorf("members %s after the upgrade, %s before", now, members)
 	}
 	if at := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable).LastTransitionTime; !at.Equal(&available) {
 		t.Errorf("Available changed at %s during the upgrade (was true since %s)", at, available)
 	}
-	checkStatusMatchesEtcd(t, got)
-	requireNoLostWrites(t, load, "an operator upgrade "+image+" -> "+version.Image)
-	deleteAndCheckNothingLeft(t, got)
+	framework.CheckStatusMatchesEtcd(t, got)
+	framework.RequireNoLostWrites(t, load, "an operator upgrade "+image+" -> "+version.Image)
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // waitScheduledBackup waits for a backup of the schedule started after since to complete, and checks that its
@@ -196,9 +96,9 @@ func TestOperatorUpgrade(t *testing.T) {
 func waitScheduledBackup(t *testing.T, key client.ObjectKey, since time.Time, image string) {
 	t.Helper()
 	var done etcdv1alpha1.EtcdBackup
-	poll(t, "a scheduled backup completed after "+since.Format(time.RFC3339), 3*time.Minute, func() error {
+	framework.Poll(t, "a scheduled backup completed after "+since.Format(time.RFC3339), 3*time.Minute, func() error {
 		var list etcdv1alpha1.EtcdBackupList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelSchedule: key.Name}); err != nil {
+		if err := framework.K8s.List(context.Background(), &list, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelSchedule: key.Name}); err != nil {
 			return err
 		}
 		var states []string
@@ -212,7 +112,7 @@ func waitScheduledBackup(t *testing.T, key client.ObjectKey, since time.Time, im
 		return fmt.Errorf("backups: %v", states)
 	})
 	var jobs batchv1.JobList
-	if err := k8s.List(context.Background(), &jobs, client.InNamespace(key.Namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &jobs, client.InNamespace(key.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	ran := false

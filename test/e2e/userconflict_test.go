@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // TestEtcdUserNameConflict: two EtcdUsers declaring one etcd user, on a 1-member cluster with authentication on,
@@ -21,18 +22,18 @@ import (
 func TestEtcdUserNameConflict(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "user-conflict")
-	startOperator(t, ns)
-	c := newCluster(ns, "shared", 1)
+	ns := framework.NewNamespace(t, "user-conflict")
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "shared", 1)
 	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	if err := k8s.Create(ctx, c); err != nil {
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	waitAvailable(t, key, 4*time.Minute)
-	c = waitAuthEnabled(t, key, true)
+	framework.WaitAvailable(t, key, 4*time.Minute)
+	c = framework.WaitAuthEnabled(t, key, true)
 
-	root, _ := memberClient(t, c)
+	root, _ := framework.MemberClient(t, c)
 	defer func() { _ = root.Close() }()
 	if _, err := root.RoleAdd(ctx, "app"); err != nil {
 		t.Fatal(err)
@@ -59,20 +60,20 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	first := &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}, Spec: etcdv1alpha1.EtcdUserSpec{
 		ClusterName: c.Name, UserName: "app", Roles: []string{"app"},
 		Certificate: &etcdv1alpha1.UserCertificate{SecretName: "first-tls"}}}
-	if err := k8s.Create(ctx, first); err != nil {
+	if err := framework.K8s.Create(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	first = waitUserReady(t, client.ObjectKeyFromObject(first), 2*time.Minute)
-	second := newEtcdUser(ns, "second", c.Name, "/second/", etcdv1alpha1.AccessReadWrite, false)
+	first = framework.WaitUserReady(t, client.ObjectKeyFromObject(first), 2*time.Minute)
+	second := framework.NewEtcdUser(ns, "second", c.Name, "/second/", etcdv1alpha1.AccessReadWrite, false)
 	second.Spec.UserName = "app"
-	if err := k8s.Create(ctx, second); err != nil {
+	if err := framework.K8s.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	waitUserReason(t, client.ObjectKeyFromObject(second), etcdv1alpha1.ReasonUserNameConflict, "EtcdUser first")
+	framework.WaitUserReason(t, client.ObjectKeyFromObject(second), etcdv1alpha1.ReasonUserNameConflict, "EtcdUser first")
 	handMade("with both EtcdUsers")
-	app := userClient(t, c, first)
-	mayRead(t, "first", app, "/hand/x", true)
-	mayWrite(t, "first", app, "/second/1", false)
+	app := framework.UserClient(t, c, first)
+	framework.MayRead(t, "first", app, "/hand/x", true)
+	framework.MayWrite(t, "first", app, "/second/1", false)
 	userRoles := func(when string) {
 		t.Helper()
 		u, err := root.UserGet(ctx, "app")
@@ -87,11 +88,11 @@ func TestEtcdUserNameConflict(t *testing.T) {
 
 	deleted := func(u *etcdv1alpha1.EtcdUser) {
 		t.Helper()
-		if err := k8s.Delete(ctx, u); err != nil {
+		if err := framework.K8s.Delete(ctx, u); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "EtcdUser "+u.Name+" gone", time.Minute, func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
+		framework.Poll(t, "EtcdUser "+u.Name+" gone", time.Minute, func() error {
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(u), &etcdv1alpha1.EtcdUser{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there: %w", err)
 			}
 			return nil
@@ -100,8 +101,8 @@ func TestEtcdUserNameConflict(t *testing.T) {
 	deleted(second)
 	userRoles("after the second EtcdUser is deleted")
 	handMade("after the second EtcdUser is deleted")
-	mayRead(t, "first, after the second is deleted", app, "/hand/x", true)
-	waitUserReady(t, client.ObjectKeyFromObject(first), time.Minute)
+	framework.MayRead(t, "first, after the second is deleted", app, "/hand/x", true)
+	framework.WaitUserReady(t, client.ObjectKeyFromObject(first), time.Minute)
 
 	deleted(first)
 	if _, err := root.UserGet(ctx, "app"); err == nil {

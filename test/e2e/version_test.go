@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
@@ -20,6 +18,7 @@ import (
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
+	"steward.dev/steward/test/e2e/framework"
 )
 
 // rollWatcher watches a cluster's Pods and etcd's leader while its members are restarted on a new release: for
@@ -55,18 +54,18 @@ func watchRoll(t *testing.T, c *etcdv1alpha1.EtcdCluster, target string) *rollWa
 			case <-time.After(100 * time.Millisecond):
 			}
 			var pods corev1.PodList
-			if err := k8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+			if err := framework.K8s.List(context.Background(), &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
 				continue
 			}
 			down := 0
 			for _, p := range pods.Items {
-				if !podIsReady(&p) {
+				if !framework.PodIsReady(&p) {
 					down++
 				}
 			}
-			now := currentLeader(c, pods.Items)
+			now := framework.CurrentLeader(c, pods.Items)
 			var cur etcdv1alpha1.EtcdCluster
-			cluster := k8s.Get(context.Background(), client.ObjectKeyFromObject(c), &cur)
+			cluster := framework.K8s.Get(context.Background(), client.ObjectKeyFromObject(c), &cur)
 			w.mu.Lock()
 			if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionProgressing); cluster == nil && p != nil {
 				w.reasons[p.Reason] = true
@@ -148,7 +147,7 @@ func (w *rollWatcher) check(t *testing.T, members int) {
 func movedFrom(t *testing.T, namespace, name string) bool {
 	t.Helper()
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(namespace)); err != nil {
+	if err := framework.K8s.List(context.Background(), &events, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
@@ -159,164 +158,38 @@ func movedFrom(t *testing.T, namespace, name string) bool {
 	return false
 }
 
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// currentLeader asks the members for etcd's leader and returns its name ("" when no member answered).
-func currentLeader(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) string {
-	tlsConfig, err := clusterTLSConfig(c)
-	if err != nil {
-		return ""
-	}
-	nameOf := map[string]string{}
-	var eps []string
-	for _, p := range pods {
-		if p.Status.PodIP == "" {
-			continue
-		}
-		ep := fmt.Sprintf("%s://%s:%d", resources.Scheme(c), p.Status.PodIP, resources.ClientPort)
-		eps = append(eps, ep)
-		nameOf[ep] = p.Name
-	}
-	if len(eps) == 0 {
-		return ""
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: tlsConfig})
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = cli.Close() }()
-	ids := map[uint64]string{}
-	var leader uint64
-	for _, ep := range eps {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		s, err := cli.Status(ctx, ep)
-		cancel()
-		if err != nil {
-			continue
-		}
-		ids[s.Header.MemberId] = nameOf[ep]
-		if s.Leader != 0 {
-			leader = s.Leader
-		}
-	}
-	return ids[leader]
-}
-
-// setVersion changes spec.version.
-func setVersion(t *testing.T, key client.ObjectKey, version string) {
-	t.Helper()
-	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.Version = version
-	if err := k8s.Patch(context.Background(), &c, patch); err != nil {
-		t.Fatalf("set version %s: %v", version, err)
-	}
-}
-
-// waitAtVersion waits until the cluster settled with every member running version and etcd's cluster version
-// at its minor, and checks that the members kept their names and IDs (restarts in place, not replacements).
-func waitAtVersion(t *testing.T, key client.ObjectKey, version string, before map[string]string, timeout time.Duration) *etcdv1alpha1.EtcdCluster {
-	t.Helper()
-	v, err := plan.ParseVersion(version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got *etcdv1alpha1.EtcdCluster
-	poll(t, "members at "+version, timeout, func() error {
-		c := &etcdv1alpha1.EtcdCluster{}
-		if err := k8s.Get(context.Background(), key, c); err != nil {
-			return err
-		}
-		if c.Status.ClusterVersion != v.MinorString()+".0" || c.Status.CurrentVersion != version || c.Status.DowngradeTarget != "" {
-			return fmt.Errorf("cluster version %q, current %q, downgrade %q: %s", c.Status.ClusterVersion, c.Status.CurrentVersion, c.Status.DowngradeTarget, describe(c))
-		}
-		for _, m := range c.Status.Members {
-			if m.Version != version {
-				return fmt.Errorf("member %s runs %s", m.Name, m.Version)
-			}
-		}
-		if !meta.IsStatusConditionFalse(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
-			return fmt.Errorf("still progressing: %s", describe(c))
-		}
-		got = c
-		return nil
-	})
-	got = waitSettled(t, key, time.Minute)
-	checkStatusMatchesEtcd(t, got)
-	if before != nil {
-		if now := memberIDs(got); fmt.Sprint(now) != fmt.Sprint(before) {
-			t.Errorf("members changed during the version change: %v, before %v", now, before)
-		}
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := k8s.List(context.Background(), &pvcs, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, pvc := range pvcs.Items {
-		if pvc.Annotations[resources.AnnotationVersion] != version {
-			t.Errorf("volume %s records release %q, want %s", pvc.Name, pvc.Annotations[resources.AnnotationVersion], version)
-		}
-	}
-	return got
-}
-
-// memberIDs maps member name to etcd member ID.
-func memberIDs(c *etcdv1alpha1.EtcdCluster) map[string]string {
-	out := map[string]string{}
-	for _, m := range c.Status.Members {
-		out[m.Name] = m.ID
-	}
-	return out
-}
-
 // rollTo changes spec.version under watch and waits for every member to run it, in place. It returns the
 // cluster and the Progressing reasons seen on the way.
 func rollTo(t *testing.T, key client.ObjectKey, version string) (*etcdv1alpha1.EtcdCluster, map[string]bool) {
 	t.Helper()
 	var c etcdv1alpha1.EtcdCluster
-	if err := k8s.Get(context.Background(), key, &c); err != nil {
+	if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 		t.Fatal(err)
 	}
-	before := memberIDs(&c)
+	before := framework.MemberIDs(&c)
 	w := watchRoll(t, &c, version)
 	begin := time.Now()
-	setVersion(t, key, version)
-	got := waitAtVersion(t, key, version, before, 8*time.Minute)
+	framework.SetVersion(t, key, version)
+	got := framework.WaitAtVersion(t, key, version, before, 8*time.Minute)
 	w.finish()
 	t.Logf("%s -> %s: %d members in %s", c.Spec.Version, version, len(before), time.Since(begin).Round(100*time.Millisecond))
 	w.check(t, len(before))
 	return got, w.reasons
 }
 
-func newClusterAt(ns, name, version string) *etcdv1alpha1.EtcdCluster {
-	c := newCluster(ns, name, 3)
-	c.Spec.Version = version
-	return c
-}
-
 // TestMinorUpgradesUnderLoad upgrades a three-member cluster 3.5 -> 3.6 -> 3.7 while clients read and write:
 // one member at a time, followers first, the leader after handing leadership over, same members throughout.
 func TestMinorUpgradesUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "upgrade")
-	startOperator(t, ns)
-	c := newClusterAt(ns, "rising", "3.5.35")
+	ns := framework.NewNamespace(t, "upgrade")
+	framework.StartOperator(t, ns)
+	c := framework.NewClusterAt(ns, "rising", "3.5.35")
 	// etcd 3.7 cannot replay log entries written under 3.5: before 3.6 -> 3.7, Steward waits until every member
 	// has taken a raft snapshot past the point where the cluster reached 3.6. A smaller snapshot interval than
 	// etcd's default (10000) keeps that wait short under the test's load.
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000)
-	key, got := settle(t, c)
-	load := startLoad(t, got)
+	key, got := framework.Settle(t, c)
+	load := framework.StartLoad(t, got)
 	_, first := rollTo(t, key, "3.6.16")
 	if first[plan.ReasonWaitingForSnapshot] {
 		t.Errorf("3.5 -> 3.6 waited for snapshots, but the cluster was created at 3.5: it has no older log")
@@ -328,8 +201,8 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 	if got.Status.ClusterVersionSince == nil || got.Status.ClusterVersionSince.Version != "3.7.0" || got.Status.ClusterVersionSince.RaftIndex == 0 {
 		t.Errorf("status.clusterVersionSince = %+v, want 3.7.0 from a raft index", got.Status.ClusterVersionSince)
 	}
-	requireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "3.5.35 -> 3.6.16 -> 3.7.3")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestMultiMinorUpgradeUnderLoad sets spec.version from 3.5.35 to 3.7.3 in one change, under load: Steward passes
@@ -338,17 +211,17 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 // minors (the cluster version raised, snapshots past the 3.5-era log). No acknowledged write is lost.
 func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "multiminor")
-	startOperator(t, ns)
-	c := newClusterAt(ns, "leaping", "3.5.35")
+	ns := framework.NewNamespace(t, "multiminor")
+	framework.StartOperator(t, ns)
+	c := framework.NewClusterAt(ns, "leaping", "3.5.35")
 	c.Spec.Etcd.SnapshotCount = ptr.To[int64](1000) // as TestMinorUpgradesUnderLoad: a short snapshot wait
-	key, got := settle(t, c)
-	load := startLoad(t, got)
-	before := memberIDs(got)
+	key, got := framework.Settle(t, c)
+	load := framework.StartLoad(t, got)
+	before := framework.MemberIDs(got)
 	stage, last := watchRoll(t, got, "3.6.16"), watchRoll(t, got, "3.7.3")
 	begin := time.Now()
-	setVersion(t, key, "3.7.3")
-	got = waitAtVersion(t, key, "3.7.3", before, 10*time.Minute)
+	framework.SetVersion(t, key, "3.7.3")
+	got = framework.WaitAtVersion(t, key, "3.7.3", before, 10*time.Minute)
 	stage.finish()
 	last.finish()
 	t.Logf("3.5.35 -> 3.7.3 through 3.6.16: %d members in %s", len(before), time.Since(begin).Round(100*time.Millisecond))
@@ -360,20 +233,20 @@ func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	if !last.reasons[plan.ReasonWaitingForSnapshot] {
 		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", last.reasons)
 	}
-	requireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestPatchUpgradeUnderLoad moves a cluster from 3.6.15 to 3.6.16 under load.
 func TestPatchUpgradeUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "patch")
-	startOperator(t, ns)
-	key, got := settle(t, newClusterAt(ns, "mended", "3.6.15"))
-	load := startLoad(t, got)
+	ns := framework.NewNamespace(t, "patch")
+	framework.StartOperator(t, ns)
+	key, got := framework.Settle(t, framework.NewClusterAt(ns, "mended", "3.6.15"))
+	load := framework.StartLoad(t, got)
 	got, _ = rollTo(t, key, "3.6.16")
-	requireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "3.6.15 -> 3.6.16")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestDowngradesUnderLoad downgrades 3.7 -> 3.6 -> 3.5 through etcd's downgrade API under load: the downgrade is
@@ -381,10 +254,10 @@ func TestPatchUpgradeUnderLoad(t *testing.T) {
 // storage version down, and etcd ends the downgrade when every member runs the target.
 func TestDowngradesUnderLoad(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "downgrade")
-	startOperator(t, ns)
-	key, got := settle(t, newClusterAt(ns, "falling", "3.7.3"))
-	load := startLoad(t, got)
+	ns := framework.NewNamespace(t, "downgrade")
+	framework.StartOperator(t, ns)
+	key, got := framework.Settle(t, framework.NewClusterAt(ns, "falling", "3.7.3"))
+	load := framework.StartLoad(t, got)
 	for _, to := range []string{"3.6.16", "3.5.35"} {
 		var targets sync.Map
 		stop := make(chan struct{})
@@ -396,7 +269,7 @@ func TestDowngradesUnderLoad(t *testing.T) {
 				case <-time.After(200 * time.Millisecond):
 				}
 				var cur etcdv1alpha1.EtcdCluster
-				if k8s.Get(context.Background(), key, &cur) == nil && cur.Status.DowngradeTarget != "" {
+				if framework.K8s.Get(context.Background(), key, &cur) == nil && cur.Status.DowngradeTarget != "" {
 					targets.Store(cur.Status.DowngradeTarget, true)
 				}
 			}
@@ -408,8 +281,8 @@ func TestDowngradesUnderLoad(t *testing.T) {
 			t.Errorf("status never showed the downgrade to %s", v.MinorString())
 		}
 	}
-	requireNoLostWrites(t, load, "3.7.3 -> 3.6.16 -> 3.5.35")
-	deleteAndCheckNothingLeft(t, got)
+	framework.RequireNoLostWrites(t, load, "3.7.3 -> 3.6.16 -> 3.5.35")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestUpgradeSurvivesOperatorRestarts stops the operator after every step of a 3.5 -> 3.6 upgrade it takes (a
@@ -417,49 +290,36 @@ func TestDowngradesUnderLoad(t *testing.T) {
 func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "upgrade-restart")
-	c := newClusterAt(ns, "phoenix", "3.5.35")
-	if err := k8s.Create(ctx, c); err != nil {
+	ns := framework.NewNamespace(t, "upgrade-restart")
+	c := framework.NewClusterAt(ns, "phoenix", "3.5.35")
+	if err := framework.K8s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	stop := startOperator(t, ns)
-	got := waitSettled(t, key, 4*time.Minute)
-	before := memberIDs(got)
-	load := startLoad(t, got)
-	setVersion(t, key, "3.6.16")
-	state := rollState(t, got)
+	stop := framework.StartOperator(t, ns)
+	got := framework.WaitSettled(t, key, 4*time.Minute)
+	before := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	framework.SetVersion(t, key, "3.6.16")
+	state := framework.RollState(t, got)
 	restarts := 0
 	deadline := time.Now().Add(6 * time.Minute)
 	for time.Now().Before(deadline) && !strings.HasPrefix(state, "3/3 switched") {
-		if now := rollState(t, got); now != state {
+		if now := framework.RollState(t, got); now != state {
 			stop()
 			restarts++
 			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
 			state = now
-			stop = startOperator(t, ns)
+			stop = framework.StartOperator(t, ns)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	got = waitAtVersion(t, key, "3.6.16", before, 4*time.Minute)
+	got = framework.WaitAtVersion(t, key, "3.6.16", before, 4*time.Minute)
 	if restarts < 3 {
 		t.Errorf("only %d operator restarts; want one after each member's switch at least", restarts)
 	}
-	requireNoLostWrites(t, load, "upgrade with operator restarts")
-	deleteAndCheckNothingLeft(t, got)
-}
-
-// rollState summarises what an upgrade step changes: how many Pods are switched to 3.6.16, and the leader.
-func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
-	t.Helper()
-	pods := memberPodsOf(t, c)
-	switched := 0
-	for _, p := range pods.Items {
-		if p.Annotations[resources.AnnotationVersion] == "3.6.16" {
-			switched++
-		}
-	}
-	return fmt.Sprintf("%d/%d switched, leader %s", switched, len(pods.Items), currentLeader(c, pods.Items))
+	framework.RequireNoLostWrites(t, load, "upgrade with operator restarts")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestUpgradeContinuesAfterMemberFailure deletes the Pod of a member that has not been upgraded yet, in the
@@ -467,17 +327,17 @@ func rollState(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 // carries on to every member.
 func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "upgrade-fail")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "upgrade-fail")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	key, got := settle(t, newClusterAt(ns, "sturdy", "3.5.35"))
-	before := memberIDs(got)
-	load := startLoad(t, got)
-	setVersion(t, key, "3.6.16")
+	key, got := framework.Settle(t, framework.NewClusterAt(ns, "sturdy", "3.5.35"))
+	before := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
+	framework.SetVersion(t, key, "3.6.16")
 	var victim string
-	poll(t, "first member switched", 3*time.Minute, func() error {
+	framework.Poll(t, "first member switched", 3*time.Minute, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
+		if err := framework.K8s.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{resources.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		var old []string
@@ -497,16 +357,16 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 		return nil
 	})
 	var pod corev1.Pod
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &pod); err != nil {
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: victim}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
+	if err := framework.K8s.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("deleted the Pod of member %s mid-upgrade", victim)
-	got = waitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
-	requireNoLostWrites(t, load, "upgrade with a member failing")
-	deleteAndCheckNothingLeft(t, got)
+	got = framework.WaitAtVersion(t, key, "3.6.16", before, 6*time.Minute)
+	framework.RequireNoLostWrites(t, load, "upgrade with a member failing")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // TestVersionChangeOfMind: a cluster that pins its image (spec.image), mid-way through a 3.5 -> 3.6 upgrade,
@@ -517,30 +377,30 @@ func TestUpgradeContinuesAfterMemberFailure(t *testing.T) {
 // are still rolling: the members already on 3.6 are rolled back. Under load throughout.
 func TestVersionChangeOfMind(t *testing.T) {
 	parallel(t)
-	ns := newNamespace(t, "mind")
-	startOperator(t, ns)
+	ns := framework.NewNamespace(t, "mind")
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	c := newClusterAt(ns, "fickle", "3.5.35")
+	c := framework.NewClusterAt(ns, "fickle", "3.5.35")
 	c.Spec.Image = testbed.EtcdRepository + ":v3.5.35"
-	key, got := settle(t, c)
-	before := memberIDs(got)
-	load := startLoad(t, got)
+	key, got := framework.Settle(t, c)
+	before := framework.MemberIDs(got)
+	load := framework.StartLoad(t, got)
 	setVersion := func(t *testing.T, key client.ObjectKey, version string) {
 		t.Helper()
-		patchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Version, c.Spec.Image = version, testbed.EtcdRepository+":v"+version
 		})
 	}
 	setVersion(t, key, "3.6.16")
 	waitSomeMemberAt(t, key, "3.6.16")
 	setVersion(t, key, "3.7.3")
-	poll(t, "3.7.3 refused in status", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "3.7.3 refused in status", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Status != "True" || d.Reason != plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
-			return fmt.Errorf("not refused: %s", describe(got))
+			return fmt.Errorf("not refused: %s", framework.Describe(got))
 		}
 		t.Logf("refused: %s", d.Message)
 		return nil
@@ -552,7 +412,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 			t.Fatalf("members changed while the change was refused: %s -> %s", pods, now)
 		}
 	}
-	if err := k8s.Get(ctx, key, got); err != nil {
+	if err := framework.K8s.Get(ctx, key, got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Status.ClusterVersion != "3.5.0" {
@@ -560,28 +420,28 @@ func TestVersionChangeOfMind(t *testing.T) {
 	}
 	// Back to 3.6, and (before the roll is over) back to 3.5.
 	setVersion(t, key, "3.6.16")
-	poll(t, "3.6.16 no longer refused", time.Minute, func() error {
-		if err := k8s.Get(ctx, key, got); err != nil {
+	framework.Poll(t, "3.6.16 no longer refused", time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
 		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason == plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
-			return fmt.Errorf("still refused: %s", describe(got))
+			return fmt.Errorf("still refused: %s", framework.Describe(got))
 		}
 		return nil
 	})
 	t.Logf("members when asked for 3.5.35 again: %s (cluster version %s)", podReleases(t, got), got.Status.ClusterVersion)
 	setVersion(t, key, "3.5.35")
-	got = waitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
-	requireNoLostWrites(t, load, "upgrade, refused jump, back and forth")
-	deleteAndCheckNothingLeft(t, got)
+	got = framework.WaitAtVersion(t, key, "3.5.35", before, 6*time.Minute)
+	framework.RequireNoLostWrites(t, load, "upgrade, refused jump, back and forth")
+	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
 // waitSomeMemberAt waits until at least one member reports version.
 func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
 	t.Helper()
-	poll(t, "a member at "+version, 3*time.Minute, func() error {
+	framework.Poll(t, "a member at "+version, 3*time.Minute, func() error {
 		var c etcdv1alpha1.EtcdCluster
-		if err := k8s.Get(context.Background(), key, &c); err != nil {
+		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
 			return err
 		}
 		for _, m := range c.Status.Members {
@@ -589,14 +449,14 @@ func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", describe(&c))
+		return fmt.Errorf("none yet: %s", framework.Describe(&c))
 	})
 }
 
 // podReleases lists each member Pod's version annotation and etcd image.
 func podReleases(t *testing.T, c *etcdv1alpha1.EtcdCluster) string {
 	t.Helper()
-	pods := memberPodsOf(t, c)
+	pods := framework.MemberPodsOf(t, c)
 	var out []string
 	for _, p := range pods.Items {
 		out = append(out, p.Name+"="+p.Annotations[resources.AnnotationVersion]+"/"+p.Spec.Containers[0].Image)

@@ -1,4 +1,4 @@
-package e2e
+package framework
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 	"steward.dev/steward/test/linearizability"
 )
 
-// startLoad starts concurrent clients against the cluster's client Service.
-func startLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load {
+// StartLoad starts concurrent clients against the cluster's client Service.
+func StartLoad(t *testing.T, c *etcdv1alpha1.EtcdCluster) *linearizability.Load {
 	t.Helper()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c)})
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{ClientServiceURL(t, c)}, TLS: ClusterTLS(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return load
 }
 
-// startLoadAs is startLoad with the clients authenticating as an etcd password user.
-func startLoadAs(t *testing.T, c *etcdv1alpha1.EtcdCluster, user, password string) *linearizability.Load {
+// StartLoadAs is StartLoad with the clients authenticating as an etcd password user.
+func StartLoadAs(t *testing.T, c *etcdv1alpha1.EtcdCluster, user, password string) *linearizability.Load {
 	t.Helper()
-	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{clientServiceURL(t, c)}, TLS: clusterTLS(t, c),
+	load, err := linearizability.Start(linearizability.Config{Endpoints: []string{ClientServiceURL(t, c)}, TLS: ClusterTLS(t, c),
 		Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
@@ -32,9 +32,9 @@ func startLoadAs(t *testing.T, c *etcdv1alpha1.EtcdCluster, user, password strin
 	return load
 }
 
-// requireNoLostWrites stops the load and fails the test unless the history is linearizable, some writes were
+// RequireNoLostWrites stops the load and fails the test unless the history is linearizable, some writes were
 // acknowledged, and none of them is missing.
-func requireNoLostWrites(t *testing.T, load *linearizability.Load, during string) {
+func RequireNoLostWrites(t *testing.T, load *linearizability.Load, during string) {
 	t.Helper()
 	// Reading back every acknowledged write, waiting for another test's check (one runs at a time), checking.
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -49,9 +49,9 @@ func requireNoLostWrites(t *testing.T, load *linearizability.Load, during string
 	}
 }
 
-// aFollower returns the name and ID of a member that is not the leader, so a test that breaks it does not also
+// AFollower returns the name and ID of a member that is not the leader, so a test that breaks it does not also
 // depend on an election.
-func aFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) {
+func AFollower(t *testing.T, c *etcdv1alpha1.EtcdCluster) (name, id string) {
 	t.Helper()
 	for _, m := range c.Status.Members {
 		if m.Name != c.Status.Leader {

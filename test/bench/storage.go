@@ -91,15 +91,7 @@ func benchStorage(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 	if _, err := kubectl("delete", "etcdcluster", name, "--wait=true"); err != nil {
 		return section{}, err
 	}
-	return section{"storage", fmt.Sprintf("### Storage changes of a 3-member cluster\n\n"+
-		"A 3-member EtcdCluster with 1Gi volumes: `spec.storage.size` grown by 512Mi in the test bed's default class "+
-		"(`allowVolumeExpansion: true`; the local-path provisioner grows the volume, the kubelet finishes the file system "+
-		"resize), each PVC in place, one at a time; then `storageClassName` moved to `%s` and back, each a migration "+
-		"that replaces all three members one at a time (learner on the new volume, promotion, removal of an old member, "+
-		"its Pod and PVC deleted; the leader last). Patch to settled: all three members voters and healthy, every PVC of "+
-		"the class (and capacity). Physical bound of one member's replacement: one etcd process added by hand to a "+
-		"3-process cluster as a learner, started and promoted (a migration does three). %d runs each.\n\n%s",
-		testbed.FixedStorageClassName, runs, table([]row{{"3 volumes expanded in place (+512Mi)", grow},
-			{"3 members migrated to another class", away}, {"3 members migrated back", back},
-			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
+	return render("storage", map[string]any{"FixedClass": testbed.FixedStorageClassName, "Runs": runs, "Table": table([]row{{"3 volumes expanded in place (+512Mi)", grow},
+		{"3 members migrated to another class", away}, {"3 members migrated back", back},
+		{"etcd process joins by hand (learner, start, promote)", bound}})})
 }

@@ -145,18 +145,7 @@ func benchUnderLoad(ctx context.Context, c *testbed.Cluster, runs int) (section,
 			slow = append(slow, fmt.Sprintf("%s: %s", s.name, strings.Join(s.slow, "; ")))
 		}
 	}
-	return section{"under-load", fmt.Sprintf("### Steps under client load\n\n"+
-		"A 3-member EtcdCluster (TLS, etcd %s) created for each run; then, one after another: scaled to 5 and back to 3 "+
-		"(patch to settled), a follower's Pod deleted with its volume kept (deletion until a new Pod of that member "+
-		"is ready and the cluster has 3 ready members again), and a rolling upgrade to %s (patch to settled, leader "+
-		"last after handing leadership over). Runs alternate idle and under load: %d clients on the host, each with "+
-		"its own connection balanced over the three first members' DNS names (resolved through the cluster DNS), alternating a 256-byte put and a "+
-		"linearizable get with a %s deadline, as fast as answers come. %d runs of each; medians, except the max "+
-		"(the largest of all runs). Client p99 in the 5 s before the first step: %s (median).\n\n%s\n"+
-		"One etcd process of a 3-process cluster on the host stopped and started again on its data dir until "+
-		"`/health` (the bound of a Pod's return): %s (median of %d).\n\nOperations over 1 s or failed: %s.\n",
-		from, to, underLoadClients, underLoadTimeout, runs, round(median(baseline)), b.String(), round(median(restartBound)), len(restartBound),
-		orNone(slow))}, nil
+	return render("under-load", map[string]any{"From": from, "To": to, "Clients": underLoadClients, "Timeout": underLoadTimeout, "Runs": runs, "BaselineP99": round(median(baseline)), "Table": b.String(), "RestartBound": round(median(restartBound)), "RestartRuns": len(restartBound), "Slow": orNone(slow)})
 }
 
 // median is the middle of times (the upper one of an even count); 0 without any.

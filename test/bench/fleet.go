@@ -62,15 +62,7 @@ func benchFleet(ctx context.Context, c *testbed.Cluster, _ int) (section, error)
 			round(time.Duration(float64(hi.allAvailable-lo.allAvailable)/d)), (hi.cpu-lo.cpu)*1000/d, (hi.rss-lo.rss)/(1<<20)/d,
 			(hi.apiRequests-lo.apiRequests)/d, (hi.apiWrites-lo.apiWrites)/d, (hi.reconciles-lo.reconciles)/d, (hi.etcdRPCs-lo.etcdRPCs)/d)
 	}
-	return section{"fleet", fmt.Sprintf("### Many clusters, one operator\n\n"+
-		"N 1-member EtcdClusters (etcd %s, TLS, 512Mi volumes on the local-path provisioner; each requests cpu 5m and memory "+
-		"32Mi so that 100 fit the test bed's one 2-CPU node) applied in one `kubectl apply`; the operator is one process of "+
-		"the test bed. Steady state: %s beginning 30 s after the last cluster became Available, rates from the "+
-		"operator's own counters (`process_cpu_seconds_total`, `rest_client_requests_total`, "+
-		"`controller_runtime_reconcile_total`) and from every member's `grpc_server_handled_total`; RSS at the end of "+
-		"it. Last column: one member's Pod deleted (volume kept) until its cluster is Available again on a new Pod, "+
-		"with the other clusters steady. One run per size.%s\n\n%s",
-		testbed.EtcdVersions[0], fleetWindow, flagsNote(), b.String())}, nil
+	return render("fleet", map[string]any{"Version": testbed.EtcdVersions[0], "Window": fleetWindow, "FlagsNote": flagsNote(), "Table": b.String()})
 }
 
 func measureFleet(ctx context.Context, c *testbed.Cluster, n int) (fleetResult, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"text/template"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,9 +34,33 @@ type section struct {
 	body string
 }
 
+// sectionsText is the prose of benchmarks.md: one template per section (named as the section), the page's header
+// and the stamp under each section, in Markdown, so that it is edited as the page is read; the bench fills in
+// what it measured.
+//
+//go:embed sections.md.tmpl
+var sectionsText string
+
+var sectionTemplates = template.Must(template.New("sections").Option("missingkey=error").Parse(sectionsText))
+
+// render is section name, its template filled in with values.
+func render(name string, values map[string]any) (section, error) {
+	body, err := renderText(name, values)
+	return section{name, body}, err
+}
+
+// renderText is template name of sections.md.tmpl filled in with values.
+func renderText(name string, values map[string]any) (string, error) {
+	var b strings.Builder
+	if err := sectionTemplates.ExecuteTemplate(&b, name, values); err != nil {
+		return "", fmt.Errorf("render %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
 func bench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	opts := optionFlags(fs)
+	opts := testbed.RegisterFlags(fs)
 	out := fs.String("out", "docs/development/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
@@ -126,10 +152,12 @@ func startForBench(ctx context.Context, opts testbed.Options, measure bool) (*te
 		}
 	}
 	memory = c.ComponentMemory()
-	return c, &section{"warm-start", fmt.Sprintf(
-		"### Test bed start, warm (binaries cached)\n\n`testbed.Start` until every node Ready, CoreDNS available on each, StorageClass present; %d runs each.\n\n%s\n"+
-			"Resident memory of the test bed's processes right after a start (containers not included):\n\n%s",
-		len(starts), table([]row{{"warm start, 1 node", starts}, {"warm start, 3 nodes", startsThree}}), memoryTable(memory, memoryThree))}, nil
+	warm, err := render("warm-start", map[string]any{"Runs": len(starts),
+		"Table": table([]row{{"warm start, 1 node", starts}, {"warm start, 3 nodes", startsThree}}), "Memory": memoryTable(memory, memoryThree)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, &warm, nil
 }
 
 // memoryTable compares the test bed's process memory on one node and on three: the nodes' own processes
@@ -223,16 +251,8 @@ func benchEtcdStart(ctx context.Context, c *testbed.Cluster, runs int) (section,
 	if err != nil {
 		return section{}, err
 	}
-	return section{"etcd-start", fmt.Sprintf(
-		"### One etcd member: Pod on the test bed vs. the bare process\n\n"+
-			"Pod: create a Pod from the local etcd %s image until etcd answers `/health` on the pod IP. "+
-			"With a volume: the same Pod with its data dir on a new 1Gi PVC of the test bed's default StorageClass "+
-			"(WaitForFirstConsumer, like most classes of node-local or zonal disks), created just before the Pod, as a "+
-			"member's is: the scheduler binds the claim as it places the Pod and checks once a second that the "+
-			"provisioned volume is bound. "+
-			"Process: start the same etcd binary by hand until `/health` answers (the physical bound). %d runs each.\n\n%s",
-		testbed.EtcdVersions[0], runs, table([]row{{"etcd Pod to healthy", podTimes}, {"etcd Pod with a new PVC to healthy", volumeTimes},
-			{"etcd process to healthy", procTimes}}))}, nil
+	return render("etcd-start", map[string]any{"Version": testbed.EtcdVersions[0], "Runs": runs, "Table": table([]row{{"etcd Pod to healthy", podTimes}, {"etcd Pod with a new PVC to healthy", volumeTimes},
+		{"etcd process to healthy", procTimes}})})
 }
 
 // benchClusterCreate times apply -> Available of 1- and 3-member EtcdClusters with the operator running as a
@@ -269,14 +289,7 @@ func benchClusterCreate(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		rows = append(rows, row{fmt.Sprintf("%d member(s): apply to Available", size), times},
 			row{fmt.Sprintf("%d etcd process(es) by hand: start to all healthy", size), bound})
 	}
-	return section{"cluster-create", fmt.Sprintf("### Create an EtcdCluster\n\n"+
-		"From `kubectl apply` of an EtcdCluster to its Available condition (operator running, images local, PVCs on the "+
-		"test bed's local-path provisioner), next to the physical bound: the same etcd %s binary started as that many "+
-		"processes on the host, until every member answers `/health`. %d runs each. A bootstrap member of more than "+
-		"one waits in its `await-dns` init container until the cluster DNS has every peer's name (the log of that "+
-		"container says how long); without it the members' first lookups met the DNS cache's \"no such host\" for "+
-		"its 5 s negative TTL, and the 3-member create took 7.0 s.\n\n%s",
-		testbed.EtcdVersions[0], runs, table(rows))}, nil
+	return render("cluster-create", map[string]any{"Version": testbed.EtcdVersions[0], "Runs": runs, "Table": table(rows)})
 }
 
 // benchScale times scaling a 3-member EtcdCluster to 5 (and back) and replacing a member whose Pod and volume
@@ -374,15 +387,9 @@ func benchScale(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 	if _, err := kubectl("delete", "etcdcluster", name, "--wait=true"); err != nil {
 		return section{}, err
 	}
-	return section{"scale", fmt.Sprintf("### Scale and replace members\n\n"+
-		"A 3-member EtcdCluster scaled to 5 and back to 3 (patch to settled: all members voters and healthy, removed "+
-		"members' Pods and PVCs gone), and a follower whose Pod and PVC were deleted replaced by a new member: "+
-		"detection included (from the deletion to settled) and excluded (from the moment status no longer lists the "+
-		"removed member, i.e. Steward has removed it from etcd, to settled). Physical bound: one etcd process added by hand to a "+
-		"3-process cluster on the host as a learner, started, and promoted as soon as etcd allows. %d runs each.\n\n%s",
-		runs, table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data, detection included", replace},
-			{"replace a member with lost data, after its removal", afterRemoval},
-			{"etcd process joins by hand (learner, start, promote)", bound}}))}, nil
+	return render("scale", map[string]any{"Runs": runs, "Table": table([]row{{"scale 3 -> 5", up}, {"scale 5 -> 3", down}, {"replace a member with lost data, detection included", replace},
+		{"replace a member with lost data, after its removal", afterRemoval},
+		{"etcd process joins by hand (learner, start, promote)", bound}})})
 }
 
 // kubectlOn returns a function that runs kubectl against the test bed with stdin and returns its trimmed output.
@@ -479,19 +486,11 @@ func benchUpgrade(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 		}
 		bound = append(bound, d)
 	}
-	return section{"upgrade", fmt.Sprintf("### Rolling upgrade and downgrade\n\n"+
-		"A new 3-member EtcdCluster each run moved from etcd %s to %s and back (downgrade through etcd's downgrade API), from the "+
-		"patch until every member runs the new version with its Pod Ready (what the bound's restarts amount to), and "+
-		"until settled: etcd's cluster version followed (the leader checks its members' versions every few seconds "+
-		"and changes it then), nothing in progress. "+
-		"Physical bound: a 3-process cluster on the host, each process in turn stopped and started on the %s binary "+
-		"on its data dir until it answers `/health` (3x one member's restart and catch-up, no waits between). "+
-		"%d runs each. The upgrade switches each member's running Pod to the new image, in place, as a user's does; the downgrade right after it switches the Pods back to an image they ran minutes before, which the kubelet would hold in its crash back-off, so Steward re-creates each Pod on its volume instead. Where the time goes: the kubelet restarts the member's container on the new image, and before each next member Steward waits for the restarted one to report its new version and pass etcd's `/readyz` (probed every second), and the leader's turn takes one more pass to hand leadership over; a downgrade also waits for etcd to lower the cluster version and migrate each member's storage version before that member restarts.\n\n%s",
-		from, to, to, runs, table([]row{{"upgrade " + from + " -> " + to + ": every member on it and ready", upRolled},
-			{"upgrade " + from + " -> " + to + ": settled", up},
-			{"downgrade " + to + " -> " + from + ": every member on it and ready", downRolled},
-			{"downgrade " + to + " -> " + from + ": settled", down},
-			{"3 etcd processes restarted on " + to + " by hand", bound}}))}, nil
+	return render("upgrade", map[string]any{"From": from, "To": to, "Runs": runs, "Table": table([]row{{"upgrade " + from + " -> " + to + ": every member on it and ready", upRolled},
+		{"upgrade " + from + " -> " + to + ": settled", up},
+		{"downgrade " + to + " -> " + from + ": every member on it and ready", downRolled},
+		{"downgrade " + to + " -> " + from + ": settled", down},
+		{"3 etcd processes restarted on " + to + " by hand", bound}})})
 }
 
 // benchTLSSwitch times switching a 3-member cluster from plaintext to TLS and back.
@@ -548,16 +547,8 @@ func benchTLSSwitch(ctx context.Context, c *testbed.Cluster, runs int) (section,
 	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
 		return section{}, err
 	}
-	return section{"tls-switch", fmt.Sprintf("### Switching a running cluster between plaintext and TLS\n\n"+
-		"A 3-member EtcdCluster (etcd %s) switched from `tls.provider: None` to `Steward` and back, from the patch to "+
-		"settled: every member in the new mode, nothing in progress. Enabling takes 6 member restarts (each member to "+
-		"Bridge, then each member's peer URL to https and a restart into TLS), disabling 5. Physical bound: a "+
-		"3-process cluster on the host, each process in turn stopped and started until it answers `/health`, twice "+
-		"(6 restarts, no waits between). %d runs each. Where the time goes: a restart here re-creates the member's Pod "+
-		"(a Pod's command and volumes cannot change), and before each next step Steward waits for the restarted member "+
-		"to pass etcd's `/readyz` (probed every second) and the others to have caught up.\n\n%s",
-		testbed.EtcdVersions[0], runs, table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
-			{"3 etcd processes restarted twice by hand", bound}}))}, nil
+	return render("tls-switch", map[string]any{"Version": testbed.EtcdVersions[0], "Runs": runs, "Table": table([]row{{"plaintext -> TLS", on}, {"TLS -> plaintext", off},
+		{"3 etcd processes restarted twice by hand", bound}})})
 }
 
 // benchPodLoss times a 3-member cluster losing the Pods of 2 members at once (volumes intact): from the deletion
@@ -650,15 +641,8 @@ func benchPodLoss(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 	if _, err := kubectl("", "delete", "etcdcluster", name, "--wait=true"); err != nil {
 		return section{}, err
 	}
-	return section{"pod-loss", fmt.Sprintf("### Pods of a majority lost, volumes intact\n\n"+
-		"A 3-member EtcdCluster (etcd %s, TLS) loses the Pods of 2 members at once (`kubectl delete pod`): quorum is gone "+
-		"and etcd can give no member list; Steward re-creates both Pods on their volumes. From the deletion until "+
-		"`Available` is True again, and until all 3 members are ready. Physical bound: a 3-process cluster on the "+
-		"host, 2 processes stopped at once and started again on their data dirs until both answer `/health`. %d runs "+
-		"each. Where the time goes: the Pods' graceful termination, then their re-creation (volume mounts, etcd's "+
-		"start), an election, and the kubelet's readiness probe (every second) before `Available`.\n\n%s",
-		testbed.EtcdVersions[0], runs, table([]row{{"2 of 3 Pods deleted: until Available", back}, {"until all 3 ready", allReady},
-			{"2 of 3 etcd processes restarted by hand", bound}}))}, nil
+	return render("pod-loss", map[string]any{"Version": testbed.EtcdVersions[0], "Runs": runs, "Table": table([]row{{"2 of 3 Pods deleted: until Available", back}, {"until all 3 ready", allReady},
+		{"2 of 3 etcd processes restarted by hand", bound}})})
 }
 
 // loopbackMemberArgs are the flags of etcd process m<i> of a cluster of processes on the host: its data dir
@@ -869,9 +853,7 @@ func benchColdStart(ctx context.Context, opts testbed.Options) (section, error) 
 	if err := c.Stop(); err != nil {
 		return section{}, err
 	}
-	return section{"cold-start", fmt.Sprintf("### Test bed start, cold\n\nEmpty Go module cache, Go build cache and binary cache: downloads "+
-		"modules, builds Kubernetes %s, etcd %s, CoreDNS %s and the images, then starts. 1 run.\n\n%s",
-		c.KubernetesVersion(), strings.Join(testbed.EtcdVersions, " and "), testbed.CoreDNSVersion, table([]row{{"cold start", []time.Duration{took}}}))}, nil
+	return render("cold-start", map[string]any{"Kubernetes": c.KubernetesVersion(), "EtcdVersions": strings.Join(testbed.EtcdVersions, " and "), "CoreDNS": testbed.CoreDNSVersion, "Table": table([]row{{"cold start", []time.Duration{took}}})})
 }
 
 // benchPodStart times a Pod of the local etcd image from its creation until etcd answers /health on the Pod IP;
@@ -1007,11 +989,16 @@ func writeSections(path string, sections []section, kubernetes string) error {
 	}
 	doc := string(data)
 	if doc == "" {
-		doc = "# Benchmarks\n\nWritten by `make bench` (`go run ./cmd/steward-testbed bench`); each section is replaced by the run " +
-			"that measured it. Times are wall-clock on the machine named in the section.\n"
+		if doc, err = renderText("header", nil); err != nil {
+			return err
+		}
 	}
 	host, _ := os.Hostname()
-	stamp := fmt.Sprintf("\n\n_Measured %s on %s: %d CPUs, %s, Kubernetes %s._\n", time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), kernel(), kubernetes)
+	stamp, err := renderText("stamp", map[string]any{"Date": time.Now().UTC().Format("2006-01-02"), "Host": host, "CPUs": runtime.NumCPU(),
+		"Kernel": kernel(), "Kubernetes": kubernetes})
+	if err != nil {
+		return err
+	}
 	for _, s := range sections {
 		start, end := "<!-- bench:"+s.name+" -->", "<!-- /bench:"+s.name+" -->"
 		block := start + "\n" + s.body + stamp + end

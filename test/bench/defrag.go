@@ -137,28 +137,8 @@ func benchDefrag(ctx context.Context, c *testbed.Cluster, runs int) (section, er
 			return section{}, err
 		}
 	}
-	return section{"defrag", fmt.Sprintf("### Defragmentation of a 3-member cluster with 200 MiB of garbage\n\n"+
-		"A 3-member EtcdCluster (plaintext, 2Gi volumes) gets %d values of %d KiB written over 8 keys and a compaction "+
-		"to the current revision: each member's database file holds %s, about 200 MiB of it free pages. %d clients, "+
-		"each pinned to one member (as a client connected through the Service stays on the member its connection "+
-		"landed on), alternate a 100-byte put and a linearizable get. Then `spec.maintenance.defragmentation` is set "+
-		"(64Mi, 50%%) and Steward defragments the members one at a time, followers first, the leader last after "+
-		"handing leadership over; timed from the patch until every member's `lastDefragmentation` is recorded. Client "+
-		"latency is compared with the 10 s just before the patch. %d runs.\n\n%s\n"+
-		"Database file after: %s (largest member, median). A member answers nothing while it defragments (about "+
-		"a third of a second here for 200 MiB), and clients connected to it wait; that is the usual max. Taking the "+
-		"member out of the client Service would not spare them: a Service only steers new connections, and etcd "+
-		"clients keep theirs; clients that list every member's endpoint (`--endpoints`) are moved on by their "+
-		"balancer after their request times out.\n\nOperations over 1 s in the %d runs: %s. Leadership handed over at: %s "+
-		"(from the LeaderMoved Events, 1 s resolution). A put that ends in `etcdserver: request timed out` after 7 s "+
-		"was proposed through a follower while leadership moved, before the leader's own defragmentation: etcd drops "+
-		"a proposal in flight at a leader change and answers it only when its request timeout runs out (5 s + 2 x the "+
-		"1 s election timeout), with an outcome the client cannot know, as for any timeout. That is the price of "+
-		"handing leadership over instead of stalling the leader: a client that retries with a shorter deadline of its "+
-		"own (etcd's clients do for idempotent reads) does not wait for it.\n",
-		defragGarbageWrites, defragValueSize>>10, mib(median64(before)), defragClients, runs,
-		table([]row{{"3 members defragmented (patch to last recorded)", took}, {"client op p99, 10 s before", baseP99},
-			{"client op p99, during", duringP99}, {"client op max, during", duringMax}}), mib(median64(after)), runs, orNone(slow), orNone(moves))}, nil
+	return render("defrag", map[string]any{"GarbageWrites": defragGarbageWrites, "ValueKiB": defragValueSize >> 10, "SizeBefore": mib(median64(before)), "Clients": defragClients, "Runs": runs, "Table": table([]row{{"3 members defragmented (patch to last recorded)", took}, {"client op p99, 10 s before", baseP99},
+		{"client op p99, during", duringP99}, {"client op max, during", duringMax}}), "SizeAfter": mib(median64(after)), "Slow": orNone(slow), "LeaderMoves": orNone(moves)})
 }
 
 // settledMemberIPs waits until EtcdCluster name has three ready members and nothing in progress, and returns its

@@ -114,19 +114,11 @@ func benchTakeover(ctx context.Context, c *testbed.Cluster, _ int) (section, err
 			}
 		}
 	}
-	return section{"takeover", fmt.Sprintf(
-		"### Operator leader takeover (in-cluster, config/default)\n\n"+
-			"Steward %s installed from `config/default`: 2 replicas, leader election with the default lease (15 s duration, "+
-			"10 s renew deadline, 2 s retry). A scale-up by two members; once the first learner's Pod exists (the step that adds "+
-			"the learner is done, its promotion is next) the leading operator's container is killed (SIGKILL: a crash, "+
-			"no hand-over). %d runs (3 -> 5 -> 7 -> 9 members, the first new member of each), then %d runs of the same span without a crash. A leader "+
-			"that stops normally (a rollout, a drain, a deleted Pod) releases its Lease and the standby takes over within "+
-			"a retry period (`TestInClusterOperatorHA` logs it).\n\n%s",
-		version.Image, takeoverRuns, takeoverRuns, table([]row{
-			{"crash -> a new holder of the Lease (the standby or the restarted container)", toLease},
-			{"crash -> learner promoted (next step)", toStep},
-			{"learner Pod created -> promoted, no crash", baseline},
-		}))}, nil
+	return render("takeover", map[string]any{"Image": version.Image, "Runs": takeoverRuns, "Table": table([]row{
+		{"crash -> a new holder of the Lease (the standby or the restarted container)", toLease},
+		{"crash -> learner promoted (next step)", toStep},
+		{"learner Pod created -> promoted, no crash", baseline},
+	})})
 }
 
 // clusterView reads the bench cluster through kubectl.

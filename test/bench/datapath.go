@@ -131,23 +131,7 @@ func benchDataPath(ctx context.Context, c *testbed.Cluster, runs int) (section, 
 			}
 		}
 	}
-	return section{"data-path", fmt.Sprintf("### Data path: puts and linearizable reads per second\n\n"+
-		"3-member EtcdClusters (etcd %s, 2Gi volumes on the local-path provisioner) next to three bare etcd processes "+
-		"of the same binary on the host (loopback, data dirs on the same file system), plaintext against plaintext "+
-		"and TLS against TLS (client and peer certificates, client certificates required, as Steward's members run). "+
-		"The load generator runs on the host: %d clients over %d connections, each connection balanced over the "+
-		"three members' endpoints (Pod IPs for Steward), putting %d-byte values to random keys among %d, then "+
-		"reading them (linearizable, etcd's default); %s of warm-up, then %s counted. The targets alternate, %d "+
-		"runs each, medians; failed operations are counted in the cells that had any.\n\n"+
-		"The load saturates this 2-CPU machine, so what each side gets of the CPU decides the figures. The bare "+
-		"processes are measured twice: as host processes, where they compete with the load generator thread for "+
-		"thread, and moved into a CPU cgroup beside the Pods' with the weight the kubelet gives all Pods together "+
-		"(%s), which is what Steward's members, in the Pods' cgroup, get. The second is the like-for-like bound: it "+
-		"leaves in what the Pod itself costs (the Pod network, the container, Steward's flags and probes) and takes "+
-		"out where the load generator happens to run.\n\n"+
-		"| load | Steward | bare etcd, CPU weighted as the Pods | ratio | bare etcd, host processes | ratio |\n|---|---|---|---|---|---|\n%s\n",
-		testbed.EtcdVersions[0], dataPathClients, dataPathConns, dataPathValue, dataPathKeys, dataPathWarmup, dataPathWindow, runs,
-		group.describe(), strings.Join(lines, "\n"))}, nil
+	return render("data-path", map[string]any{"Version": testbed.EtcdVersions[0], "Clients": dataPathClients, "Connections": dataPathConns, "ValueBytes": dataPathValue, "Keys": dataPathKeys, "Warmup": dataPathWarmup, "Window": dataPathWindow, "Runs": runs, "PodsCPUWeight": group.describe(), "Rows": strings.Join(lines, "\n")})
 }
 
 // dataPathRow is one table row: the medians of Steward and both bounds, and Steward's ratio to each.

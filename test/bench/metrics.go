@@ -66,12 +66,7 @@ func benchMetricsScrape(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		rows = append(rows, row{target.name + ": scrape", times})
 		sizes = append(sizes, fmt.Sprintf("| %s | %d KiB | %d | %d |", target.name, size/1024, series, own))
 	}
-	return section{"metrics-scrape", fmt.Sprintf("### Scraping the operator's metrics\n\n"+
-		"The operator (a process of the test bed) manages %d 1-member clusters (etcd %s, TLS); Prometheus' scrape of its "+
-		"`/metrics` is timed from the request until the last byte, next to one etcd member's own `/metrics`. %d runs each. "+
-		"Steward's gauges are computed at scrape time from the cached objects' status, so the cost grows with the "+
-		"number of clusters and members and with nothing else.\n\n%s\n| endpoint | size | series | steward_* series |\n|---|---|---|---|\n%s\n",
-		scrapeClusters, testbed.EtcdVersions[0], runs, table(rows), strings.Join(sizes, "\n"))}, nil
+	return render("metrics-scrape", map[string]any{"Clusters": scrapeClusters, "Version": testbed.EtcdVersions[0], "Runs": runs, "Table": table(rows), "Sizes": strings.Join(sizes, "\n")})
 }
 
 var scrapeClient = sync.OnceValue(func() *http.Client { return &http.Client{Timeout: 30 * time.Second} })

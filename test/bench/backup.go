@@ -160,28 +160,11 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 	}
 	parts := table([]row{{"backup agent container, start to end", backupJob}, {"restore verify agent container, start to end", verifyJob},
 		{"member's restore init container", restoreInit}})
-	return section{"backup-restore", fmt.Sprintf("### Backup and restore a 256 MiB database\n\n"+
-		"A 1-member etcd %s cluster holding %d values of %d KiB (database %.0f MiB). Steward backup: an `EtcdBackup` to a "+
-		"PVC, from creation to Complete. Steward restore: a new 1-member `EtcdCluster` with `bootstrap.fromBackup` of that "+
-		"backup, from creation to its `EtcdRestore` Complete and the cluster Available. Next to it, on the host, the same "+
-		"member's data: `etcdctl snapshot save` over the Pod IP to a file, `etcdutl snapshot restore` of that file into a "+
-		"data dir, and that restore followed by an etcd process started on it until `/health`. MiB/s is the snapshot's "+
-		"size over the median time. %d runs each.\n\n%s\n"+
-		"Where Steward's time goes (Kubernetes timestamps, 1 s resolution):\n\n%s\n"+
-		"A backup is its agent Job: Steward creates it, the Job controller its Pod, which is scheduled and started "+
-		"(about 0.5 s), the agent streams the snapshot from the member to the PVC and hashes it, and the kubelet "+
-		"notices the container's end at its next relist (up to 1 s) and reports the Pod ended, which is when Steward "+
-		"takes the agent's result (not the Job's Complete condition, which the Job controller sets a second later). "+
-		"A restore first runs a verify Job that reads the whole snapshot once more (size and SHA-256) before any "+
-		"member exists, then creates the member's PVC and Pod (the scheduler's volume binding checks for the new "+
-		"volume once a second), whose init containers install the agent and fetch, check and `etcdutl snapshot "+
-		"restore` the snapshot, before etcd starts and Steward sees the cluster Available.\n",
-		version, benchValues, benchValueSize>>10, float64(dbSize)/(1<<20), runs,
-		rateTable([]rateRow{{"Steward backup (EtcdBackup to PVC)", backup, backupBytes},
-			{"`etcdctl snapshot save`", rawSave, rawBytes},
-			{"Steward restore (fromBackup to Available)", restore, backupBytes},
-			{"`etcdutl snapshot restore`", rawRestore, rawBytes},
-			{"`etcdutl snapshot restore` + etcd to healthy", rawStart, rawBytes}}), parts)}, nil
+	return render("backup-restore", map[string]any{"Version": version, "Values": benchValues, "ValueKiB": benchValueSize >> 10, "DBMiB": fmt.Sprintf("%.0f", float64(dbSize)/(1<<20)), "Runs": runs, "Table": rateTable([]rateRow{{"Steward backup (EtcdBackup to PVC)", backup, backupBytes},
+		{"`etcdctl snapshot save`", rawSave, rawBytes},
+		{"Steward restore (fromBackup to Available)", restore, backupBytes},
+		{"`etcdutl snapshot restore`", rawRestore, rawBytes},
+		{"`etcdutl snapshot restore` + etcd to healthy", rawStart, rawBytes}}), "Parts": parts})
 }
 
 // fillEtcd writes benchValues random values of benchValueSize bytes to etcd at endpoint, 8 at a time, and

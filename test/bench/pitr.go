@@ -177,24 +177,7 @@ spec:
 	sort.Float64s(off)
 	sort.Float64s(on)
 	sort.Slice(lagRevs, func(i, j int) bool { return lagRevs[i] < lagRevs[j] })
-	return section{"pitr", fmt.Sprintf("### Continuous backup and point-in-time restore\n\n"+
-		"A 3-member cluster (etcd %s, plaintext), %d clients putting %d-byte values for %s per phase, phases alternating "+
-		"without and with continuous backup (segment interval 5s, to a PVC on the same disk), %d of each. "+
-		"Lag: the follower's report sampled every %s while it followed: revisions received but not stored, and the age of "+
-		"the newest stored point; each phase with the follower starts once it has stored what was written while it was off. Then a point-in-time backup of the latest point: from `kubectl apply` to `Complete`.\n\n"+
-		"| measurement | value |\n|---|---|\n"+
-		"| puts/s without the follower (median, min..max) | %.0f (%.0f..%.0f) |\n"+
-		"| puts/s with the follower (median, min..max) | %.0f (%.0f..%.0f) |\n"+
-		"| throughput with the follower | %.1f%% of without |\n"+
-		"| lag, revisions not stored yet (p50 / p99 / max of %d samples) | %d / %d / %d |\n"+
-		"| lag, age of the newest stored point (p50 / p99 / max) | %s / %s / %s |\n"+
-		"| point-in-time backup of the latest point | %s for %d replayed changes (%s) |\n"+
-		"| replay time per million changes | %s |\n",
-		testbed.EtcdVersions[0], pitrClients, pitrValueSize, pitrPhase, runs, pitrSampleEvery,
-		off[len(off)/2], off[0], off[len(off)-1], on[len(on)/2], on[0], on[len(on)-1], 100*on[len(on)/2]/off[len(off)/2],
-		len(lagRevs), pct64(lagRevs, 50), pct64(lagRevs, 99), pct64(lagRevs, 100),
-		round(percentile(lagTimes, 50)), round(percentile(lagTimes, 99)), round(percentile(lagTimes, 100)),
-		round(took), changes, message, round(perMillion))}, nil
+	return render("pitr", map[string]any{"Version": testbed.EtcdVersions[0], "Clients": pitrClients, "ValueBytes": pitrValueSize, "Phase": pitrPhase, "Runs": runs, "SampleEvery": pitrSampleEvery, "OffMedian": fmt.Sprintf("%.0f", off[len(off)/2]), "OffMin": fmt.Sprintf("%.0f", off[0]), "OffMax": fmt.Sprintf("%.0f", off[len(off)-1]), "OnMedian": fmt.Sprintf("%.0f", on[len(on)/2]), "OnMin": fmt.Sprintf("%.0f", on[0]), "OnMax": fmt.Sprintf("%.0f", on[len(on)-1]), "OnPercentOfOff": fmt.Sprintf("%.1f", 100*on[len(on)/2]/off[len(off)/2]), "LagSamples": len(lagRevs), "LagRevsP50": pct64(lagRevs, 50), "LagRevsP99": pct64(lagRevs, 99), "LagRevsMax": pct64(lagRevs, 100), "LagP50": round(percentile(lagTimes, 50)), "LagP99": round(percentile(lagTimes, 99)), "LagMax": round(percentile(lagTimes, 100)), "RestoreTook": round(took), "Changes": changes, "Message": message, "PerMillion": round(perMillion)})
 }
 
 func pct64(xs []int64, p int) int64 {
