@@ -30,6 +30,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/agentjob"
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
 	"steward.dev/steward/internal/plan"
@@ -45,7 +46,7 @@ const (
 // Reconciler reconciles EtcdRestores.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads the verify Job's Pod past the cache (see etcdbackup.TerminationMessage).
+	// APIReader reads the verify Job's Pod past the cache (see agentjob.TerminationMessage).
 	APIReader  client.Reader
 	Recorder   record.EventRecorder
 	AgentImage string
@@ -73,7 +74,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Now = time.Now
 	}
 	if r.AgentImage == "" {
-		r.AgentImage = etcdbackup.DefaultAgentImage
+		r.AgentImage = agentjob.DefaultImage
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -82,7 +83,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdRestore{}).
 		Owns(&batchv1.Job{}).
 		Owns(&etcdv1alpha1.EtcdBackup{}).
-		Watches(&corev1.Pod{}, etcdbackup.JobPodsOf(resources.LabelRestore)).
+		Watches(&corev1.Pod{}, agentjob.PodsOf(resources.LabelRestore)).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.restoresOf)).
 		Named("etcdrestore").
 		Complete(r)
@@ -328,7 +329,7 @@ func (r *Reconciler) verifyResult(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 		}
 		return nil, fmt.Errorf("get verify Job: %w", err)
 	}
-	return etcdbackup.JobResult(ctx, r.Client, r.APIReader, job)
+	return agentjob.Result(ctx, r.Client, r.APIReader, job)
 }
 
 // ensureVerifyJob creates the verify Job unless it exists.
