@@ -33,7 +33,6 @@ import (
 	"steward.dev/steward/internal/controller/agentjob"
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
-	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -242,7 +241,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		Verified:          meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
 		Backup:            backup.BackupRecord{Name: etcdv1alpha1.RestoreBackupName(rs)},
 		PreviousClusterID: rs.Status.PreviousClusterID,
-		Rollback:          plan.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
+		Rollback:          backup.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
 	var cluster *etcdv1alpha1.EtcdCluster
 	c := &etcdv1alpha1.EtcdCluster{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
@@ -414,7 +413,7 @@ func SafetyBackupName(rs *etcdv1alpha1.EtcdRestore) string {
 
 // observeSafetyBackup reads the restore's safety backup, if it was created, into the rollback's input. Only a
 // backup this restore owns counts: a stranger of the same name is not a safety backup of this cluster.
-func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, rb *plan.Rollback) error {
+func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, rb *backup.Rollback) error {
 	eb := &etcdv1alpha1.EtcdBackup{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: SafetyBackupName(rs)}, eb); err != nil {
 		return client.IgnoreNotFound(err)
