@@ -395,11 +395,14 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 	if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
 		return nil, nil, err
 	}
-	have := &unstructured.Unstructured{}
-	have.SetGroupVersionKind(resources.CertificateGVK)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	have, err := certissue.FindCertManager(ctx, r.Client, user, want)
 	switch {
-	case apierrors.IsNotFound(err):
+	case errors.Is(err, certissue.ErrNotOwned):
+		return nil, &pass{reason: ReasonSecretConflict,
+			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
+	case err != nil:
+		return nil, nil, err
+	case have == nil:
 		// cert-manager would take over a Secret of that name: one that is not this user's is a conflict.
 		secret, p, err := r.ownedSecret(ctx, user, secretName)
 		if err != nil || p != nil {
@@ -408,25 +411,14 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 		if secret != nil {
 			return nil, conflict(secretName), nil
 		}
-		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, nil, fmt.Errorf("create Certificate %s: %w", secretName, err)
+		if err := certissue.CreateCertManager(ctx, r.Client, want); err != nil {
+			return nil, nil, err
 		}
 		r.Recorder.Eventf(user, corev1.EventTypeNormal, "CertificateCreated", "Created cert-manager Certificate %s (common name %s) from the cluster's issuer",
 			secretName, name)
-	case err != nil:
-		return nil, nil, fmt.Errorf("get Certificate %s: %w", secretName, err)
-	case !metav1.IsControlledBy(have, user):
-		return nil, &pass{reason: ReasonSecretConflict,
-			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
 	default:
-		changed, err := resources.MergeCertificateSpec(have, want)
-		if err != nil {
-			return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
-		}
-		if changed {
-			if err := r.Client.Update(ctx, have); err != nil {
-				return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
-			}
+		if _, err := certissue.UpdateCertManager(ctx, r.Client, have, want, true); err != nil {
+			return nil, nil, err
 		}
 	}
 	secret := &corev1.Secret{}
@@ -640,7 +632,7 @@ func (r *Reconciler) ownedSecret(ctx context.Context, user *etcdv1alpha1.EtcdUse
 func writtenForUser(secret *corev1.Secret, user *etcdv1alpha1.EtcdUser) bool {
 	owner := metav1.GetControllerOf(secret)
 	return (owner == nil || owner.Kind == resources.CertificateGVK.Kind) &&
-		secret.Annotations["cert-manager.io/certificate-name"] == secret.Name && secret.Labels["etcd.steward.dev/user"] == user.Name
+		certissue.IssuedByCertManager(secret) && secret.Labels["etcd.steward.dev/user"] == user.Name
 }
 
 func conflict(name string) *pass {
