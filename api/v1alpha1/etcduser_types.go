@@ -185,3 +185,11 @@ type EtcdUserList struct {
 func init() {
 	SchemeBuilder.Register(&EtcdUser{}, &EtcdUserList{})
 }
+
+// EtcdUserName is the etcd user of an EtcdUser: spec.userName, or the object's name.
+func EtcdUserName(u *EtcdUser) string {
+	if u.Spec.UserName != "" {
+		return u.Spec.UserName
+	}
+	return u.Name
+}

@@ -44,9 +44,9 @@ type RestoreInput struct {
 	FreshMembers, OtherMembers int
 	MemberFailure              string
 
-	// Rollback is what a restore of a cluster that has quorum is decided on (plan.DecideRollback); the caller
+	// Rollback is what a restore of a cluster that has quorum is decided on (decideRollback); the caller
 	// fills its allowance, revisions and safety backup, DecideRestore the rest.
-	Rollback plan.Rollback
+	Rollback Rollback
 	// PreviousClusterID is the cluster's etcd cluster ID when the re-seed was admitted (status), empty before.
 	PreviousClusterID string
 }
@@ -178,10 +178,10 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 			if hasQuorum {
 				rb := in.Rollback
 				rb.ClusterName, rb.BackupName, rb.Serving = in.ClusterName, in.Backup.Name, serving
-				switch phase, reason, msg := plan.DecideRollback(rb); phase {
-				case plan.RollbackRefused, plan.RollbackSafetyBackupFailed:
+				switch phase, reason, msg := decideRollback(rb); phase {
+				case RollbackRefused, RollbackSafetyBackupFailed:
 					return refuse(reason, "%s", msg)
-				case plan.RollbackTakeSafetyBackup:
+				case RollbackTakeSafetyBackup:
 					return RestoreDecision{Step: RestoreSafetyBackup, Mode: mode, Reason: reason, Message: msg}
 				}
 			}

@@ -3,6 +3,7 @@ package backup
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"steward.dev/steward/internal/plan"
 )
@@ -64,36 +65,36 @@ func TestDecideRestore(t *testing.T) {
 		},
 		"reseed: a cluster with quorum is refused, saying what a rollback would lose": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{BackupRevision: 10, ClusterRevision: 20}
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, Rollback{BackupRevision: 10, ClusterRevision: 20}
 			}), step: RestoreRefuse, reason: ReasonClusterHasQuorum, message: "would discard the writes of revisions 11..20",
 		},
 		"rollback: allowed, with quorum: a safety backup first, nothing verified": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, BackupRevision: 10, ClusterRevision: 20}
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, Rollback{Allowed: true, BackupRevision: 10, ClusterRevision: 20}
 			}), step: RestoreSafetyBackup, reason: plan.ReasonTakingSafetyBackup, mode: ModeReseed,
 		},
 		"rollback: allowed but unconfirmed waits for the confirmation": {
-			in: with(formed, func(in *RestoreInput) { in.ClusterAvailable, in.Rollback = true, plan.Rollback{Allowed: true} }), step: RestoreWait, reason: ReasonConfirmationRequired,
+			in: with(formed, func(in *RestoreInput) { in.ClusterAvailable, in.Rollback = true, Rollback{Allowed: true} }), step: RestoreWait, reason: ReasonConfirmationRequired,
 		},
 		"rollback: a failed safety backup refuses the restore": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyFailed: true}
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyFailed: true}
 			}), step: RestoreRefuse, reason: plan.ReasonSafetyBackupFailed,
 		},
 		"rollback: safety backup complete: verify": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
+				in.Confirm, in.ClusterAvailable, in.Rollback = "c", true, Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
 			}), step: RestoreVerify, reason: ReasonVerifying,
 		},
 		"rollback: verified, the old cluster still Available: hand over (not refused, not done)": {
 			in: with(formed, func(in *RestoreInput) {
 				in.Mode, in.Verified, in.ClusterAvailable, in.PreviousClusterID = ModeReseed, true, true, "id1"
-				in.Rollback = plan.Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
+				in.Rollback = Rollback{Allowed: true, SafetyBackup: "r-safety", SafetyComplete: true}
 			}), step: RestoreHandOver,
 		},
 		"rollback allowed, without a safety backup (admitted without quorum), quorum regained: refused": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Mode, in.Verified, in.ClusterAvailable, in.Rollback = ModeReseed, true, true, plan.Rollback{Allowed: true}
+				in.Mode, in.Verified, in.ClusterAvailable, in.Rollback = ModeReseed, true, true, Rollback{Allowed: true}
 			}), step: RestoreRefuse, reason: ReasonClusterHasQuorum,
 		},
 		"rollback: new members with a stale Available of the old identity: not done yet": {
@@ -121,7 +122,7 @@ func TestDecideRestore(t *testing.T) {
 		},
 		"rollback allowed, unreachable but serving: a safety backup first, as of a cluster with quorum": {
 			in: with(formed, func(in *RestoreInput) {
-				in.Confirm, in.ReadyMembers, in.Members, in.Rollback = "c", 3, 3, plan.Rollback{Allowed: true}
+				in.Confirm, in.ReadyMembers, in.Members, in.Rollback = "c", 3, 3, Rollback{Allowed: true}
 			}), step: RestoreSafetyBackup, reason: plan.ReasonTakingSafetyBackup, mode: ModeReseed,
 		},
 		"reseed: confirmed, without quorum: verify": {
@@ -173,6 +174,59 @@ func TestDecideRestore(t *testing.T) {
 			}
 			if d.Message == "" {
 				t.Error("no message")
+			}
+		})
+	}
+}
+
+func TestDecideRollback(t *testing.T) {
+	at := time.Date(2026, 11, 24, 16, 0, 0, 0, time.UTC)
+	base := Rollback{ClusterName: "c", Allowed: true, BackupName: "b1", BackupRevision: 100, BackupTime: at, ClusterRevision: 250}
+	tests := map[string]struct {
+		in      Rollback
+		phase   string
+		reason  string
+		message string
+	}{
+		"not allowed: refused, saying which writes would go": {
+			in: func() Rollback { r := base; r.Allowed = false; return r }(), phase: RollbackRefused, reason: plan.ReasonClusterHasQuorum,
+			message: "would discard the writes of revisions 101..250 made since 2026-11-24T16:00:00Z",
+		},
+		"not allowed, revision not known yet: still refused": {
+			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 0; return r }(), phase: RollbackRefused, reason: plan.ReasonClusterHasQuorum,
+			message: "would discard every write made since 2026-11-24T16:00:00Z",
+		},
+		"not allowed, unreachable but its member Pods serve: refused as serving, saying so": {
+			in: func() Rollback {
+				r := base
+				r.Allowed, r.Serving = false, plan.ServingMessage(3, 3, false)
+				return r
+			}(), phase: RollbackRefused, reason: plan.ReasonMembersServing, message: "3 of 3 member Pods are Ready",
+		},
+		"allowed: first the safety backup": {in: base, phase: RollbackTakeSafetyBackup, reason: plan.ReasonTakingSafetyBackup, message: "revisions 101..250"},
+		"allowed: safety backup running": {
+			in: func() Rollback { r := base; r.SafetyBackup = "r-safety"; return r }(), phase: RollbackTakeSafetyBackup, reason: plan.ReasonTakingSafetyBackup,
+		},
+		"allowed: safety backup failed stops everything": {
+			in: func() Rollback {
+				r := base
+				r.SafetyBackup, r.SafetyFailed, r.SafetyMessage = "r-safety", true, "NoSpace: disk full"
+				return r
+			}(),
+			phase: RollbackSafetyBackupFailed, reason: plan.ReasonSafetyBackupFailed, message: "NoSpace: disk full",
+		},
+		"allowed: safety backup complete, proceed": {
+			in: func() Rollback { r := base; r.SafetyBackup, r.SafetyComplete = "r-safety", true; return r }(), phase: RollbackProceed,
+		},
+		"no write since the backup still replaces the members": {
+			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 100; return r }(), phase: RollbackRefused, message: "discards no write",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			phase, reason, msg := decideRollback(tt.in)
+			if phase != tt.phase || (tt.reason != "" && reason != tt.reason) || !strings.Contains(msg, tt.message) || msg == "" {
+				t.Fatalf("decideRollback = %s/%s %q, want %s/%s containing %q", phase, reason, msg, tt.phase, tt.reason, tt.message)
 			}
 		})
 	}

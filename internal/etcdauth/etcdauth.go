@@ -1,17 +1,15 @@
-// Package etcdauth maps EtcdUsers to what etcd's auth store must hold (a user, a role named like it with key
-// permissions, and the named roles granted to it) and computes the changes that bring etcd's state there. It
-// is pure: the controller reads etcd's users and roles, calls Changes, and applies the result one call at a
-// time, so that every decision is table-tested without a cluster.
+// Package etcdauth maps an EtcdUser's spec, as plain values (Spec, which the controller fills in), to what etcd's
+// auth store must hold (a user, a role named like it with key permissions, and the named roles granted to it) and
+// computes the changes that bring etcd's state there. It is pure: the controller reads etcd's users and roles,
+// calls Changes, and applies the result one call at a time, so that every decision is table-tested without a
+// cluster. It imports no API types, so neither does internal/etcd, which makes the calls in its vocabulary.
 package etcdauth
 
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
-
-	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // RootRole and RootUser are etcd's built-in administrator role and the user etcd requires before it enables
@@ -72,23 +70,33 @@ type User struct {
 	Password bool
 }
 
-// UserName is the etcd user of an EtcdUser: spec.userName, or the object's name.
-func UserName(u *etcdv1alpha1.EtcdUser) string {
-	if u.Spec.UserName != "" {
-		return u.Spec.UserName
-	}
-	return u.Name
+// Spec is what an EtcdUser asks of etcd, as plain values.
+type Spec struct {
+	// Name is the etcd user: spec.userName, or the object's name.
+	Name string
+	// Password: the user logs in with a password (spec.password is set).
+	Password    bool
+	Permissions []KeyPermission
+	// Roles are spec.roles: roles, made by hand, granted to the user.
+	Roles []string
 }
 
-// Desired maps an EtcdUser to what etcd must hold for it. It refuses permissions etcd would misread: a range
-// whose end does not sort after its key, or a prefix whose range cannot be expressed.
-func Desired(u *etcdv1alpha1.EtcdUser) (User, error) {
-	name := UserName(u)
+// KeyPermission is one of spec.permissions: exactly one of Prefix or Key (RangeEnd only with Key), and Access,
+// the API's KeyAccess (Read, Write or ReadWrite).
+type KeyPermission struct {
+	Prefix, Key, RangeEnd *string
+	Access                string
+}
+
+// Desired maps an EtcdUser's spec to what etcd must hold for it. It refuses permissions etcd would misread: a
+// range whose end does not sort after its key, or a prefix whose range cannot be expressed.
+func Desired(u Spec) (User, error) {
+	name := u.Name
 	if name == RootUser || strings.HasPrefix(name, "steward:") {
 		return User{}, fmt.Errorf("user name %q is reserved for Steward", name)
 	}
-	user := User{Name: name, Password: u.Spec.Password != nil}
-	for i, p := range u.Spec.Permissions {
+	user := User{Name: name, Password: u.Password}
+	for i, p := range u.Permissions {
 		perm, err := permission(p)
 		if err != nil {
 			return User{}, fmt.Errorf("permissions[%d]: %w", i, err)
@@ -100,7 +108,7 @@ func Desired(u *etcdv1alpha1.EtcdUser) (User, error) {
 	if len(user.Permissions) > 0 {
 		roles[name] = true
 	}
-	for _, r := range u.Spec.Roles {
+	for _, r := range u.Roles {
 		roles[r] = true
 	}
 	for r := range roles {
@@ -111,7 +119,7 @@ func Desired(u *etcdv1alpha1.EtcdUser) (User, error) {
 }
 
 // permission maps one KeyPermission to etcd's range form.
-func permission(p etcdv1alpha1.KeyPermission) (Permission, error) {
+func permission(p KeyPermission) (Permission, error) {
 	access, err := accessOf(p.Access)
 	if err != nil {
 		return Permission{}, err
@@ -140,13 +148,15 @@ func permission(p etcdv1alpha1.KeyPermission) (Permission, error) {
 	}
 }
 
-func accessOf(a etcdv1alpha1.KeyAccess) (Access, error) {
+// accessOf maps the API's KeyAccess values (etcdv1alpha1.AccessRead, AccessWrite, AccessReadWrite; the
+// etcduser controller's test holds the two lists together) to etcd's permission types.
+func accessOf(a string) (Access, error) {
 	switch a {
-	case etcdv1alpha1.AccessRead:
+	case "Read":
 		return Read, nil
-	case etcdv1alpha1.AccessWrite:
+	case "Write":
 		return Write, nil
-	case etcdv1alpha1.AccessReadWrite:
+	case "ReadWrite":
 		return ReadWrite, nil
 	}
 	return 0, fmt.Errorf("access %q is not Read, Write or ReadWrite", a)
@@ -212,44 +222,17 @@ type Observed struct {
 	Password   bool
 	Roles      []string
 	RoleExists bool
-	// RoleCreated: Steward created the role named like the user (an EtcdUser's status records it, see
-	// RoleCreatedBySteward). Only such a role is changed or deleted: one of that name made by hand is somebody
+	// RoleCreated: Steward created the role named like the user (an EtcdUser's status records it, see the
+	// etcduser controller's roleCreatedBySteward). Only such a role is changed or deleted: one of that name made by hand is somebody
 	// else's, whatever users hold it.
 	RoleCreated bool
 	Permissions []Permission
-}
-
-// RoleCreatedBySteward reports whether the role named like u's etcd user is one Steward created for it:
-// status.createdRole, or (recorded by releases before that field) the user's own role in status.roles when
-// spec.roles does not name it.
-func RoleCreatedBySteward(u *etcdv1alpha1.EtcdUser) bool {
-	name := UserName(u)
-	return u.Status.CreatedRole || (slices.Contains(u.Status.Roles, name) && !slices.Contains(u.Spec.Roles, name))
 }
 
 // RoleConflict reports whether want needs its own role and etcd holds a role of that name Steward did not
 // create: Steward leaves it alone and reports the user instead.
 func RoleConflict(want User, observed Observed) bool {
 	return len(want.Permissions) > 0 && observed.RoleExists && !observed.RoleCreated
-}
-
-// Owner is the EtcdUser, of users, that owns etcd user name on cluster: the oldest (by creation, then name) of
-// those declaring it that are not being deleted; nil when none does. Decided from the objects alone, so every
-// pass of every claimant agrees: the others report the conflict and change nothing in etcd, and when the owner
-// goes, its etcd user stays for the next oldest.
-func Owner(users []etcdv1alpha1.EtcdUser, cluster, name string) *etcdv1alpha1.EtcdUser {
-	var owner *etcdv1alpha1.EtcdUser
-	for i := range users {
-		u := &users[i]
-		if u.Spec.ClusterName != cluster || UserName(u) != name || !u.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if owner == nil || u.CreationTimestamp.Before(&owner.CreationTimestamp) ||
-			(u.CreationTimestamp.Equal(&owner.CreationTimestamp) && u.Name < owner.Name) {
-			owner = u
-		}
-	}
-	return owner
 }
 
 // Op is one auth call the controller makes, in order.

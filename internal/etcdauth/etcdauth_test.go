@@ -4,92 +4,80 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func ptr(s string) *string { return &s }
 
-func etcdUser(name string, spec etcdv1alpha1.EtcdUserSpec) *etcdv1alpha1.EtcdUser {
-	return &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: spec}
-}
-
 func TestDesired(t *testing.T) {
 	tests := []struct {
 		name    string
-		user    *etcdv1alpha1.EtcdUser
+		user    Spec
 		want    User
 		wantErr string
 	}{
 		{
 			name: "a prefix becomes the range that holds exactly its keys, in a role named like the user",
-			user: etcdUser("app-a", etcdv1alpha1.EtcdUserSpec{ClusterName: "c",
-				Permissions: []etcdv1alpha1.KeyPermission{{Prefix: ptr("/app-a/"), Access: etcdv1alpha1.AccessReadWrite}},
-				Certificate: &etcdv1alpha1.UserCertificate{SecretName: "app-a-tls"}}), //nolint:gosec // a Secret's name, not a credential
+			user: Spec{Name: "app-a", Permissions: []KeyPermission{{Prefix: ptr("/app-a/"), Access: "ReadWrite"}}},
 			want: User{Name: "app-a", Permissions: []Permission{{Key: "/app-a/", RangeEnd: "/app-a0", Access: ReadWrite}}, Roles: []string{"app-a"}},
 		},
 		{
-			name: "userName overrides the object's name; a password user; named roles join its own, sorted",
-			user: etcdUser("obj", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", UserName: "kube-apiserver-tenant-a",
-				Permissions: []etcdv1alpha1.KeyPermission{{Key: ptr("/a"), RangeEnd: ptr("/b"), Access: etcdv1alpha1.AccessRead}},
-				Roles:       []string{"zeta", "alpha"}, Password: &etcdv1alpha1.UserPassword{SecretName: "pw"}}),
+			name: "a password user; named roles join its own, sorted",
+			user: Spec{Name: "kube-apiserver-tenant-a",
+				Permissions: []KeyPermission{{Key: ptr("/a"), RangeEnd: ptr("/b"), Access: "Read"}},
+				Roles:       []string{"zeta", "alpha"}, Password: true},
 			want: User{Name: "kube-apiserver-tenant-a", Password: true,
 				Permissions: []Permission{{Key: "/a", RangeEnd: "/b", Access: Read}},
 				Roles:       []string{"alpha", "kube-apiserver-tenant-a", "zeta"}},
 		},
 		{
 			name: "roles only: no own role",
-			user: etcdUser("admin", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Roles: []string{"root"},
-				Certificate: &etcdv1alpha1.UserCertificate{SecretName: "s"}}),
+			user: Spec{Name: "admin", Roles: []string{"root"}},
 			want: User{Name: "admin", Roles: []string{"root"}},
 		},
 		{
 			name: "read and write of one range merge into readwrite; duplicates go; a single key has no range end",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Prefix: ptr("/p/"), Access: etcdv1alpha1.AccessWrite},
-				{Key: ptr("/one"), Access: etcdv1alpha1.AccessRead},
-				{Prefix: ptr("/p/"), Access: etcdv1alpha1.AccessRead},
-				{Key: ptr("/one"), Access: etcdv1alpha1.AccessRead},
-			}, Password: &etcdv1alpha1.UserPassword{SecretName: "pw"}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Prefix: ptr("/p/"), Access: "Write"},
+				{Key: ptr("/one"), Access: "Read"},
+				{Prefix: ptr("/p/"), Access: "Read"},
+				{Key: ptr("/one"), Access: "Read"},
+			}, Password: true},
 			want: User{Name: "u", Password: true, Roles: []string{"u"}, Permissions: []Permission{
 				{Key: "/one", Access: Read}, {Key: "/p/", RangeEnd: "/p0", Access: ReadWrite}}},
 		},
 		{
 			name: "a prefix ending in 0xff bytes carries into the byte before",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Prefix: ptr("a\xff\xff"), Access: etcdv1alpha1.AccessRead}}, Password: &etcdv1alpha1.UserPassword{SecretName: "pw"}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Prefix: ptr("a\xff\xff"), Access: "Read"}}, Password: true},
 			want: User{Name: "u", Password: true, Roles: []string{"u"}, Permissions: []Permission{{Key: "a\xff\xff", RangeEnd: "b", Access: Read}}},
 		},
 		{
 			name: "a range whose end does not sort after its key is refused",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Key: ptr("/b"), RangeEnd: ptr("/a"), Access: etcdv1alpha1.AccessRead}}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Key: ptr("/b"), RangeEnd: ptr("/a"), Access: "Read"}}},
 			wantErr: "permissions[0]: rangeEnd",
 		},
 		{
 			name: "a prefix of only 0xff bytes has no range end and is refused rather than widened",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Prefix: ptr("\xff"), Access: etcdv1alpha1.AccessRead}}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Prefix: ptr("\xff"), Access: "Read"}}},
 			wantErr: "no range end",
 		},
 		{
 			name: "prefix and key together are refused",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Prefix: ptr("/a"), Key: ptr("/a"), Access: etcdv1alpha1.AccessRead}}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Prefix: ptr("/a"), Key: ptr("/a"), Access: "Read"}}},
 			wantErr: "exactly one of prefix or key",
 		},
 		{
-			name:    "root, by the object's name, is Steward's",
-			user:    etcdUser("root", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Roles: []string{"r"}}),
+			name:    "root is Steward's",
+			user:    Spec{Name: "root", Roles: []string{"r"}},
 			wantErr: "reserved for Steward",
 		},
 		{
 			name: "an unknown access is refused",
-			user: etcdUser("u", etcdv1alpha1.EtcdUserSpec{ClusterName: "c", Permissions: []etcdv1alpha1.KeyPermission{
-				{Prefix: ptr("/a"), Access: "Admin"}}}),
+			user: Spec{Name: "u", Permissions: []KeyPermission{
+				{Prefix: ptr("/a"), Access: "Admin"}}},
 			wantErr: `access "Admin"`,
 		},
 	}
@@ -293,22 +281,19 @@ func FuzzPrefixEnd(f *testing.F) {
 func FuzzChangesConverge(f *testing.F) {
 	f.Add("/a/", "/b", "/c", byte(2), byte(0), "/a/", byte(1), true, "x", true, false)
 	f.Fuzz(func(t *testing.T, p1, k2, e2 string, a1, a2 byte, op1 string, oa byte, exists bool, extraRole string, wantPassword, hadPassword bool) {
-		spec := etcdv1alpha1.EtcdUserSpec{ClusterName: "c"}
-		if wantPassword {
-			spec.Password = &etcdv1alpha1.UserPassword{SecretName: "s"}
-		}
-		accesses := []etcdv1alpha1.KeyAccess{etcdv1alpha1.AccessRead, etcdv1alpha1.AccessWrite, etcdv1alpha1.AccessReadWrite}
+		spec := Spec{Name: "u", Password: wantPassword}
+		accesses := []string{"Read", "Write", "ReadWrite"}
 		if p1 != "" {
-			spec.Permissions = append(spec.Permissions, etcdv1alpha1.KeyPermission{Prefix: ptr(p1), Access: accesses[int(a1)%3]})
+			spec.Permissions = append(spec.Permissions, KeyPermission{Prefix: ptr(p1), Access: accesses[int(a1)%3]})
 		}
 		if k2 != "" {
-			perm := etcdv1alpha1.KeyPermission{Key: ptr(k2), Access: accesses[int(a2)%3]}
+			perm := KeyPermission{Key: ptr(k2), Access: accesses[int(a2)%3]}
 			if e2 > k2 {
 				perm.RangeEnd = ptr(e2)
 			}
 			spec.Permissions = append(spec.Permissions, perm)
 		}
-		want, err := Desired(etcdUser("u", spec))
+		want, err := Desired(spec)
 		if err != nil {
 			return
 		}
@@ -346,64 +331,5 @@ func TestUndeclared(t *testing.T) {
 	}
 	if got := Undeclared(nil, nil, nil); got != nil {
 		t.Fatalf("Undeclared(nil) = %v", got)
-	}
-}
-
-func TestOwner(t *testing.T) {
-	at := func(sec int64) metav1.Time { return metav1.NewTime(time.Unix(sec, 0)) }
-	user := func(name, cluster, userName string, created int64, deleting bool) etcdv1alpha1.EtcdUser {
-		u := etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created)},
-			Spec: etcdv1alpha1.EtcdUserSpec{ClusterName: cluster, UserName: userName}}
-		if deleting {
-			gone := at(created + 100)
-			u.DeletionTimestamp = &gone
-		}
-		return u
-	}
-	tests := map[string]struct {
-		users []etcdv1alpha1.EtcdUser
-		want  string
-	}{
-		"the oldest owns the name":            {[]etcdv1alpha1.EtcdUser{user("b", "db", "shared", 20, false), user("a", "db", "shared", 10, false)}, "a"},
-		"created in the same second: by name": {[]etcdv1alpha1.EtcdUser{user("z", "db", "shared", 10, false), user("y", "db", "shared", 10, false)}, "y"},
-		"one being deleted hands over":        {[]etcdv1alpha1.EtcdUser{user("a", "db", "shared", 10, true), user("b", "db", "shared", 20, false)}, "b"},
-		"other clusters and names do not claim it": {[]etcdv1alpha1.EtcdUser{user("a", "other", "shared", 1, false), user("b", "db", "else", 2, false),
-			user("c", "db", "shared", 30, false)}, "c"},
-		"the object's name is the default user name": {[]etcdv1alpha1.EtcdUser{user("shared", "db", "", 20, false), user("b", "db", "shared", 30, false)}, "shared"},
-		"none left": {[]etcdv1alpha1.EtcdUser{user("a", "db", "shared", 10, true)}, ""},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			got := ""
-			if o := Owner(tt.users, "db", "shared"); o != nil {
-				got = o.Name
-			}
-			if got != tt.want {
-				t.Errorf("Owner = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestRoleCreatedBySteward(t *testing.T) {
-	u := func(spec etcdv1alpha1.EtcdUserSpec, status etcdv1alpha1.EtcdUserStatus) *etcdv1alpha1.EtcdUser {
-		return &etcdv1alpha1.EtcdUser{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Spec: spec, Status: status}
-	}
-	tests := map[string]struct {
-		user *etcdv1alpha1.EtcdUser
-		want bool
-	}{
-		"recorded":                    {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{CreatedRole: true}), true},
-		"never applied":               {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{}), false},
-		"applied by an older release": {u(etcdv1alpha1.EtcdUserSpec{}, etcdv1alpha1.EtcdUserStatus{Roles: []string{"app", "reader"}}), true},
-		"a role of its name granted by spec.roles": {u(etcdv1alpha1.EtcdUserSpec{Roles: []string{"app"}},
-			etcdv1alpha1.EtcdUserStatus{Roles: []string{"app"}}), false},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := RoleCreatedBySteward(tt.user); got != tt.want {
-				t.Errorf("RoleCreatedBySteward = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }

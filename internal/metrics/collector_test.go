@@ -27,48 +27,6 @@ import (
 	"steward.dev/steward/internal/plan"
 )
 
-// contract is every metric of docs/reference/metrics.md with its labels: the alerts, the dashboard and the kubectl
-// plugin are written against exactly these.
-var contract = map[string][]string{
-	"steward_cluster_desired_members":                              {"namespace", "cluster"},
-	"steward_cluster_ready_members":                                {"namespace", "cluster"},
-	"steward_cluster_voters":                                       {"namespace", "cluster"},
-	"steward_cluster_learners":                                     {"namespace", "cluster"},
-	"steward_cluster_healthy_voters":                               {"namespace", "cluster"},
-	"steward_cluster_quorum_needed":                                {"namespace", "cluster"},
-	"steward_cluster_has_quorum":                                   {"namespace", "cluster"},
-	"steward_cluster_leader_info":                                  {"namespace", "cluster", "member"},
-	"steward_cluster_version_info":                                 {"namespace", "cluster", "desired_version", "current_version", "cluster_version"},
-	"steward_cluster_step_info":                                    {"namespace", "cluster", "reason"},
-	"steward_cluster_step_duration_seconds":                        {"namespace", "cluster"},
-	"steward_cluster_condition":                                    {"namespace", "cluster", "type", "status", "reason"},
-	"steward_member_info":                                          {"namespace", "cluster", "member", "role", "version"},
-	"steward_member_healthy":                                       {"namespace", "cluster", "member"},
-	"steward_member_db_size_bytes":                                 {"namespace", "cluster", "member"},
-	"steward_member_db_size_in_use_bytes":                          {"namespace", "cluster", "member"},
-	"steward_cluster_db_quota_bytes":                               {"namespace", "cluster"},
-	"steward_cluster_alarms":                                       {"namespace", "cluster", "alarm"},
-	"steward_cluster_hash_mismatched_members":                      {"namespace", "cluster"},
-	"steward_cluster_hash_check_timestamp_seconds":                 {"namespace", "cluster"},
-	"steward_certificate_expiry_timestamp_seconds":                 {"namespace", "cluster", "certificate"},
-	"steward_backup_last_success_timestamp_seconds":                {"namespace", "cluster"},
-	"steward_backup_last_size_bytes":                               {"namespace", "cluster"},
-	"steward_backup_last_duration_seconds":                         {"namespace", "cluster"},
-	"steward_backup_schedule_next_run_timestamp_seconds":           {"namespace", "schedule", "cluster"},
-	"steward_backup_schedule_interval_seconds":                     {"namespace", "schedule", "cluster"},
-	"steward_backup_schedule_last_success_timestamp_seconds":       {"namespace", "schedule", "cluster"},
-	"steward_backup_schedule_claim_info":                           {"namespace", "schedule", "cluster", "persistentvolumeclaim"},
-	"steward_continuous_backup_following":                          {"namespace", "schedule", "cluster"},
-	"steward_continuous_backup_recoverable_to_timestamp_seconds":   {"namespace", "schedule", "cluster"},
-	"steward_continuous_backup_recoverable_from_timestamp_seconds": {"namespace", "schedule", "cluster"},
-	"steward_continuous_backup_pending_revisions":                  {"namespace", "schedule", "cluster"},
-	"steward_cluster_steps_total":                                  {"namespace", "cluster", "kind"},
-	"steward_cluster_members_replaced_total":                       {"namespace", "cluster", "reason"},
-	"steward_cluster_leader_changes_total":                         {"namespace", "cluster"},
-	"steward_backups_total":                                        {"namespace", "cluster", "result", "reason"},
-	"steward_restores_total":                                       {"namespace", "cluster", "result", "reason"},
-}
-
 const secretValue = "s3cr3t-Value-0f-a-Secret"
 
 func testScheme(t *testing.T) *runtime.Scheme {

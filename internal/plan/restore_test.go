@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -253,59 +252,6 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-func TestDecideRollback(t *testing.T) {
-	at := time.Date(2026, 11, 24, 16, 0, 0, 0, time.UTC)
-	base := Rollback{ClusterName: "c", Allowed: true, BackupName: "b1", BackupRevision: 100, BackupTime: at, ClusterRevision: 250}
-	tests := map[string]struct {
-		in      Rollback
-		phase   string
-		reason  string
-		message string
-	}{
-		"not allowed: refused, saying which writes would go": {
-			in: func() Rollback { r := base; r.Allowed = false; return r }(), phase: RollbackRefused, reason: ReasonClusterHasQuorum,
-			message: "would discard the writes of revisions 101..250 made since 2026-11-24T16:00:00Z",
-		},
-		"not allowed, revision not known yet: still refused": {
-			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 0; return r }(), phase: RollbackRefused, reason: ReasonClusterHasQuorum,
-			message: "would discard every write made since 2026-11-24T16:00:00Z",
-		},
-		"not allowed, unreachable but its member Pods serve: refused as serving, saying so": {
-			in: func() Rollback {
-				r := base
-				r.Allowed, r.Serving = false, ServingMessage(3, 3, false)
-				return r
-			}(), phase: RollbackRefused, reason: ReasonMembersServing, message: "3 of 3 member Pods are Ready",
-		},
-		"allowed: first the safety backup": {in: base, phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup, message: "revisions 101..250"},
-		"allowed: safety backup running": {
-			in: func() Rollback { r := base; r.SafetyBackup = "r-safety"; return r }(), phase: RollbackTakeSafetyBackup, reason: ReasonTakingSafetyBackup,
-		},
-		"allowed: safety backup failed stops everything": {
-			in: func() Rollback {
-				r := base
-				r.SafetyBackup, r.SafetyFailed, r.SafetyMessage = "r-safety", true, "NoSpace: disk full"
-				return r
-			}(),
-			phase: RollbackSafetyBackupFailed, reason: ReasonSafetyBackupFailed, message: "NoSpace: disk full",
-		},
-		"allowed: safety backup complete, proceed": {
-			in: func() Rollback { r := base; r.SafetyBackup, r.SafetyComplete = "r-safety", true; return r }(), phase: RollbackProceed,
-		},
-		"no write since the backup still replaces the members": {
-			in: func() Rollback { r := base; r.Allowed, r.ClusterRevision = false, 100; return r }(), phase: RollbackRefused, message: "discards no write",
-		},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			phase, reason, msg := DecideRollback(tt.in)
-			if phase != tt.phase || (tt.reason != "" && reason != tt.reason) || !strings.Contains(msg, tt.message) || msg == "" {
-				t.Fatalf("DecideRollback = %s/%s %q, want %s/%s containing %q", phase, reason, msg, tt.phase, tt.reason, tt.message)
-			}
-		})
-	}
 }
 
 func TestPodsServeQuorum(t *testing.T) {

@@ -1,8 +1,11 @@
-// Package certissue writes a certificate issued from a cluster's CA into a Secret, for the controllers that keep
-// such Secrets (the EtcdCluster's member and client certificates, an EtcdUser's certificate): it issues the
-// certificate, updates the Secret in place or creates it, and records what it did in the log and as an Event on
-// the object that owns the Secret. Deciding whether a certificate is due (resources.SecretRenewalReason) stays
-// with the callers.
+// Package certissue is the certificate plumbing of the controllers that keep certificates (the EtcdCluster's
+// member and client certificates, an EtcdUser's certificate), one flow per provider. Provider Steward: it issues a
+// certificate from the cluster's CA, updates the Secret in place or creates it, and records what it did in the
+// log and as an Event on the object that owns the Secret. Provider CertManager: it finds the cert-manager
+// Certificate (or Issuer) an object keeps, refusing one it does not control, creates it, brings the fields
+// Steward sets back to the spec, and tells the Secrets cert-manager wrote for it. Deciding whether a certificate
+// is due (resources.SecretRenewalReason), building the cert-manager objects (internal/resources) and what each
+// controller reports stay with the callers.
 package certissue
 
 import (

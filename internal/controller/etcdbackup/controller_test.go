@@ -2,7 +2,6 @@ package etcdbackup
 
 import (
 	"context"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -244,100 +243,6 @@ func TestDeletePolicyDeletesTheSnapshotFirst(t *testing.T) {
 	reconcile(t, r)
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b1"}, b); !apierrors.IsNotFound(err) {
 		t.Fatalf("backup not released after its snapshot was deleted: %v", err)
-	}
-}
-
-// TestEndedPodIsTheResult: the agent's result is taken from its Pod once the Pod has ended in agreement with it,
-// before the Job controller marks the Job finished; a Pod still running, one whose phase and result disagree, and a
-// Pod of an earlier Job of the same name are not taken.
-func TestEndedPodIsTheResult(t *testing.T) {
-	success := string(backup.Encode(backup.Result{Succeeded: true, Member: "db-b", Location: "pvc://backups/x/b1.db", SizeBytes: 4128,
-		SHA256: strings.Repeat("a", 64), Revision: 7, EtcdVersion: "3.6.16", ClusterID: "c1"}))
-	failure := string(backup.Encode(backup.Result{Reason: backup.ReasonSnapshotFailed, Message: "no member delivered a snapshot"}))
-	cases := []struct {
-		name     string
-		phase    corev1.PodPhase
-		msg      string
-		ownJob   bool
-		want     string // the Complete condition's reason
-		wantFail string // the Failed condition's reason, "" for not failed
-	}{
-		{name: "succeeded with a success", phase: corev1.PodSucceeded, msg: success, ownJob: true, want: etcdv1alpha1.ReasonBackupSucceeded},
-		{name: "failed with a failure", phase: corev1.PodFailed, msg: failure, ownJob: true, wantFail: backup.ReasonSnapshotFailed},
-		{name: "still running", phase: corev1.PodRunning, msg: "", ownJob: true, want: etcdv1alpha1.ReasonBackupRunning},
-		{name: "failed claiming success", phase: corev1.PodFailed, msg: success, ownJob: true, want: etcdv1alpha1.ReasonBackupRunning},
-		{name: "succeeded without a result", phase: corev1.PodSucceeded, msg: "", ownJob: true, want: etcdv1alpha1.ReasonBackupRunning},
-		{name: "a Pod of an earlier Job", phase: corev1.PodSucceeded, msg: success, ownJob: false, want: etcdv1alpha1.ReasonBackupRunning},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyRetain),
-				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
-			reconcile(t, r)
-			job := &batchv1.Job{}
-			get(t, c, job, "b1")
-			if job.UID == "" {
-				// The fake client gives objects no UID; one is what tells this Job's Pods from an earlier Job's.
-				job.UID = "job-uid"
-				if err := c.Update(ctx, job); err != nil {
-					t.Fatal(err)
-				}
-			}
-			owner := *metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
-			if !tc.ownJob {
-				owner.UID = "an-earlier-job"
-			}
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1-pod", OwnerReferences: []metav1.OwnerReference{owner},
-				Labels: map[string]string{batchv1.JobNameLabel: "b1", resources.LabelBackup: "b1"}}}
-			if err := c.Create(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
-			pod.Status.Phase = tc.phase
-			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.AgentContainer}}
-			if tc.phase != corev1.PodRunning {
-				pod.Status.ContainerStatuses[0].State.Terminated = &corev1.ContainerStateTerminated{Message: tc.msg}
-			}
-			if err := c.Status().Update(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
-			reconcile(t, r)
-			b := &etcdv1alpha1.EtcdBackup{}
-			get(t, c, b, "b1")
-			if tc.wantFail != "" {
-				if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != tc.wantFail {
-					t.Fatalf("status %+v, want Failed %s", b.Status, tc.wantFail)
-				}
-				return
-			}
-			if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionComplete); cond == nil || cond.Reason != tc.want {
-				t.Fatalf("status %+v, want Complete reason %s", b.Status, tc.want)
-			}
-		})
-	}
-}
-
-// TestJobPodsOf: a Job's Pod leads back to the object its label names; other Pods lead nowhere.
-func TestJobPodsOf(t *testing.T) {
-	toBackup := jobPodsOf(resources.LabelBackup)
-	pod := func(labels map[string]string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: labels}}
-	}
-	cases := []struct {
-		name   string
-		labels map[string]string
-		want   []ctrl.Request
-	}{
-		{"a backup Job's Pod", map[string]string{batchv1.JobNameLabel: "b1", resources.LabelBackup: "b1"},
-			[]ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "b1"}}}},
-		{"a member Pod", map[string]string{"app.kubernetes.io/instance": "db"}, nil},
-		{"the label without a Job", map[string]string{resources.LabelBackup: "b1"}, nil},
-		{"another kind's Job", map[string]string{batchv1.JobNameLabel: "v", resources.LabelRestore: "r"}, nil},
-	}
-	for _, tc := range cases {
-		if got := toBackup(context.Background(), pod(tc.labels)); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }
 

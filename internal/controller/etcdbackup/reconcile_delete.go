@@ -16,6 +16,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/agentjob"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -120,8 +121,8 @@ func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBack
 		return in, nil, nil, nil, err
 	}
 	if in.DeleteJob == backup.JobFailed {
-		msg, _ := r.terminationMessage(ctx, delJob)
-		in.DeleteJobMessage = strings.TrimSpace(JobFinished(delJob).Message + " " + msg)
+		msg, _ := agentjob.TerminationMessage(ctx, r.APIReader, delJob)
+		in.DeleteJobMessage = strings.TrimSpace(agentjob.Finished(delJob).Message + " " + msg)
 	}
 	if in.Location == "" {
 		return in, snapJob, delJob, nil, nil
@@ -160,7 +161,7 @@ func (r *Reconciler) jobState(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n
 	case err != nil:
 		return nil, backup.JobAbsent, fmt.Errorf("get Job %s: %w", name, err)
 	}
-	switch cond := JobFinished(job); {
+	switch cond := agentjob.Finished(job); {
 	case cond == nil:
 		return job, backup.JobRunning, nil
 	case cond.Type == batchv1.JobFailed:

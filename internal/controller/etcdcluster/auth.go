@@ -230,7 +230,7 @@ func (r *Reconciler) checkUndeclaredUsers(ctx context.Context, cluster *etcdv1al
 	declared := map[string]bool{}
 	for i := range users.Items {
 		if u := &users.Items[i]; u.Spec.ClusterName == cluster.Name {
-			declared[etcdauth.UserName(u)] = true
+			declared[etcdv1alpha1.EtcdUserName(u)] = true
 		}
 	}
 	protected := map[string]bool{}

@@ -416,7 +416,7 @@ func tlsSecretOf(cluster *etcdv1alpha1.EtcdCluster, s *corev1.Secret) bool {
 	named := s.Name == resources.CASecretName(cluster) || s.Name == cluster.Name+"-client" ||
 		s.Labels[resources.LabelMember] != "" && s.Name == resources.MemberSecretName(s.Labels[resources.LabelMember])
 	owner := metav1.GetControllerOf(s)
-	ours := metav1.IsControlledBy(s, cluster) || owner == nil && s.Annotations[certManagerCertificateName] == s.Name ||
+	ours := metav1.IsControlledBy(s, cluster) || owner == nil && certissue.IssuedByCertManager(s) ||
 		owner != nil && owner.Kind == resources.CertificateGVK.Kind
 	return named && ours
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/certissue"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/plan"
@@ -300,16 +301,18 @@ func (r *Reconciler) certManagerInstalled() (bool, error) {
 // own.
 func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, want *unstructured.Unstructured) error {
 	kind := want.GetKind()
-	have := &unstructured.Unstructured{}
-	have.SetGroupVersionKind(want.GroupVersionKind())
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	have, err := certissue.FindCertManager(ctx, r.Client, cluster, want)
 	switch {
-	case apierrors.IsNotFound(err):
+	case errors.Is(err, certissue.ErrNotOwned):
+		return fmt.Errorf("%s %s exists and is not owned by this EtcdCluster: Steward does not take it over", strings.ToLower(kind), want.GetName())
+	case err != nil:
+		return err
+	case have == nil:
 		if cluster.Spec.Paused {
 			return fmt.Errorf("%s %s is missing and the cluster is paused", kind, want.GetName())
 		}
-		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create %s %s: %w", kind, want.GetName(), err)
+		if err := certissue.CreateCertManager(ctx, r.Client, want); err != nil {
+			return err
 		}
 		ctrl.LoggerFrom(ctx).Info("Created "+kind, "EtcdCluster", klog.KObj(cluster), strings.ToLower(kind), want.GetName())
 		if kind == resources.IssuerGVK.Kind {
@@ -320,21 +323,9 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateCreated", "Created cert-manager Certificate %s (Secret %s)",
 			want.GetName(), want.GetName())
 		return nil
-	case err != nil:
-		return fmt.Errorf("get %s %s: %w", kind, want.GetName(), err)
-	case !metav1.IsControlledBy(have, cluster):
-		return fmt.Errorf("%s %s exists and is not owned by this EtcdCluster: Steward does not take it over", strings.ToLower(kind), want.GetName())
 	}
-	changed, err := resources.MergeCertificateSpec(have, want)
-	if err != nil {
-		return fmt.Errorf("update %s %s: %w", kind, want.GetName(), err)
-	}
-	if !changed || cluster.Spec.Paused {
-		return nil
-	}
-	// Update with the resourceVersion read: a concurrent change is a conflict, retried next pass.
-	if err := r.Client.Update(ctx, have); err != nil {
-		return fmt.Errorf("update %s %s: %w", kind, want.GetName(), err)
+	if updated, err := certissue.UpdateCertManager(ctx, r.Client, have, want, !cluster.Spec.Paused); err != nil || !updated {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated "+kind, "EtcdCluster", klog.KObj(cluster), strings.ToLower(kind), want.GetName())
 	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, kind+"Updated", "Updated cert-manager %s %s to the cluster's spec", kind, want.GetName())
@@ -400,10 +391,6 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 	return ca, nil, nil
 }
 
-// certManagerCertificateName is the annotation cert-manager puts on a Secret it issued into: the Certificate's
-// name.
-const certManagerCertificateName = "cert-manager.io/certificate-name"
-
 // issuedCA is the CA certificate (PEM) of the cluster's CA Secret as cert-manager wrote it: the first
 // certificate of tls.crt (those after it are the user's issuer's chain, which members must not trust), a CA,
 // valid now, with its key in tls.key.
@@ -411,7 +398,7 @@ func issuedCA(s *tlsSecret, now time.Time) ([]byte, error) {
 	if s.secret == nil {
 		return nil, fmt.Errorf("CA Secret %s does not exist", s.name)
 	}
-	if s.secret.Annotations[certManagerCertificateName] != s.name {
+	if !certissue.IssuedByCertManager(s.secret) {
 		// Not (yet) cert-manager's for the CA Certificate: the CA Secret of provider Steward, left from before a
 		// switch through plaintext, has the same name until cert-manager issues into it.
 		return nil, fmt.Errorf("CA Secret %s was not written by cert-manager for Certificate %s", s.name, s.name)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/certissue"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/plan"
@@ -263,7 +264,7 @@ func sharedIssuerCA(t *testing.T, now time.Time) (root, intermediate *pki.KeyPai
 // (not including) the self-signed root, ca.crt that root.
 func issuedSecret(name string, root *pki.KeyPair, chain []byte, kp *pki.KeyPair) *corev1.Secret {
 	s := userSecret(name, root.CertPEM, kp)
-	s.Annotations = map[string]string{certManagerCertificateName: name}
+	s.Annotations = map[string]string{certissue.CertificateNameAnnotation: name}
 	s.Data[resources.SecretCertKey] = append(append([]byte{}, kp.CertPEM...), chain...)
 	return s
 }

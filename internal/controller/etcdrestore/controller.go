@@ -30,9 +30,9 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/agentjob"
 	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/metrics"
-	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -45,7 +45,7 @@ const (
 // Reconciler reconciles EtcdRestores.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads the verify Job's Pod past the cache (see etcdbackup.TerminationMessage).
+	// APIReader reads the verify Job's Pod past the cache (see agentjob.TerminationMessage).
 	APIReader  client.Reader
 	Recorder   record.EventRecorder
 	AgentImage string
@@ -73,7 +73,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Now = time.Now
 	}
 	if r.AgentImage == "" {
-		r.AgentImage = etcdbackup.DefaultAgentImage
+		r.AgentImage = agentjob.DefaultImage
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -82,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdRestore{}).
 		Owns(&batchv1.Job{}).
 		Owns(&etcdv1alpha1.EtcdBackup{}).
-		Watches(&corev1.Pod{}, etcdbackup.JobPodsOf(resources.LabelRestore)).
+		Watches(&corev1.Pod{}, agentjob.PodsOf(resources.LabelRestore)).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.restoresOf)).
 		Named("etcdrestore").
 		Complete(r)
@@ -241,7 +241,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		Verified:          meta.IsStatusConditionTrue(rs.Status.Conditions, etcdv1alpha1.ConditionVerified),
 		Backup:            backup.BackupRecord{Name: etcdv1alpha1.RestoreBackupName(rs)},
 		PreviousClusterID: rs.Status.PreviousClusterID,
-		Rollback:          plan.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
+		Rollback:          backup.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
 	var cluster *etcdv1alpha1.EtcdCluster
 	c := &etcdv1alpha1.EtcdCluster{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
@@ -328,7 +328,7 @@ func (r *Reconciler) verifyResult(ctx context.Context, rs *etcdv1alpha1.EtcdRest
 		}
 		return nil, fmt.Errorf("get verify Job: %w", err)
 	}
-	return etcdbackup.JobResult(ctx, r.Client, r.APIReader, job)
+	return agentjob.Result(ctx, r.Client, r.APIReader, job)
 }
 
 // ensureVerifyJob creates the verify Job unless it exists.
@@ -413,7 +413,7 @@ func SafetyBackupName(rs *etcdv1alpha1.EtcdRestore) string {
 
 // observeSafetyBackup reads the restore's safety backup, if it was created, into the rollback's input. Only a
 // backup this restore owns counts: a stranger of the same name is not a safety backup of this cluster.
-func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, rb *plan.Rollback) error {
+func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, rb *backup.Rollback) error {
 	eb := &etcdv1alpha1.EtcdBackup{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: SafetyBackupName(rs)}, eb); err != nil {
 		return client.IgnoreNotFound(err)

@@ -169,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := user.DeepCopy()
 	p, passErr := r.sync(ctx, user, cluster)
 	user.Status.ObservedGeneration = user.Generation
-	user.Status.UserName = etcdauth.UserName(user)
+	user.Status.UserName = etcdv1alpha1.EtcdUserName(user)
 	if cluster != nil && cluster.Status.AuthEnabled != nil {
 		user.Status.AuthEnabled = *cluster.Status.AuthEnabled
 	}
@@ -197,7 +197,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		return pass{reason: ReasonClusterNotFound, requeue: requeueWaiting,
 			message: fmt.Sprintf("EtcdCluster %s does not exist in namespace %s", user.Spec.ClusterName, user.Namespace)}, nil
 	}
-	want, err := etcdauth.Desired(user)
+	want, err := etcdauth.Desired(authSpec(user))
 	if err != nil {
 		return pass{reason: ReasonInvalidSpec, message: err.Error()}, nil
 	}
@@ -208,7 +208,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	if owner != nil && owner.UID != user.UID {
 		// The owner's record of the role goes with the name: if this user takes over, the role is still
 		// Steward's.
-		user.Status.CreatedRole = etcdauth.RoleCreatedBySteward(owner)
+		user.Status.CreatedRole = roleCreatedBySteward(owner)
 		return pass{reason: ReasonUserNameConflict, requeue: requeueWaiting,
 			message: fmt.Sprintf("etcd user %s of EtcdCluster %s belongs to EtcdUser %s, created before this one; this one changes nothing in etcd (no password, no roles) until that one is deleted, or set another spec.userName",
 				want.Name, cluster.Name, owner.Name)}, nil
@@ -271,7 +271,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		return pass{reason: ReasonEtcdError, message: err.Error()}, err
 	}
 	observed.Password = hadPassword
-	observed.RoleCreated = etcdauth.RoleCreatedBySteward(user)
+	observed.RoleCreated = roleCreatedBySteward(user)
 	if etcdauth.RoleConflict(want, observed) {
 		return pass{reason: ReasonRoleConflict, requeue: requeueWaiting,
 			message: fmt.Sprintf("etcd holds a role %s that Steward did not create; the user's permissions need a role of that name, and Steward neither changes nor deletes one made by hand: delete or rename that role, or grant it with spec.roles instead of spec.permissions", want.Name)}, nil
@@ -328,14 +328,14 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	return pass{reason: ReasonApplied, message: msg, requeue: requeue}, nil
 }
 
-// owner is the EtcdUser that owns etcd user name on user's cluster (etcdauth.Owner), from the cache: an
+// owner is the EtcdUser that owns etcd user name on user's cluster (ownerOf), from the cache: an
 // EtcdUser created before user is in the cache whenever user is, so a later one never takes itself for the owner.
 func (r *Reconciler) owner(ctx context.Context, user *etcdv1alpha1.EtcdUser, name string) (*etcdv1alpha1.EtcdUser, error) {
 	var users etcdv1alpha1.EtcdUserList
 	if err := r.Client.List(ctx, &users, client.InNamespace(user.Namespace), client.MatchingFields{"spec.clusterName": user.Spec.ClusterName}); err != nil {
 		return nil, fmt.Errorf("list EtcdUsers of cluster %s: %w", user.Spec.ClusterName, err)
 	}
-	return etcdauth.Owner(users.Items, user.Spec.ClusterName, name), nil
+	return ownerOf(users.Items, user.Spec.ClusterName, name), nil
 }
 
 // recordRoleCreation records in status that Steward creates the user's own role, before ops create it: a
@@ -395,11 +395,14 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 	if err := controllerutil.SetControllerReference(user, want, r.Client.Scheme()); err != nil {
 		return nil, nil, err
 	}
-	have := &unstructured.Unstructured{}
-	have.SetGroupVersionKind(resources.CertificateGVK)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	have, err := certissue.FindCertManager(ctx, r.Client, user, want)
 	switch {
-	case apierrors.IsNotFound(err):
+	case errors.Is(err, certissue.ErrNotOwned):
+		return nil, &pass{reason: ReasonSecretConflict,
+			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
+	case err != nil:
+		return nil, nil, err
+	case have == nil:
 		// cert-manager would take over a Secret of that name: one that is not this user's is a conflict.
 		secret, p, err := r.ownedSecret(ctx, user, secretName)
 		if err != nil || p != nil {
@@ -408,25 +411,14 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 		if secret != nil {
 			return nil, conflict(secretName), nil
 		}
-		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, nil, fmt.Errorf("create Certificate %s: %w", secretName, err)
+		if err := certissue.CreateCertManager(ctx, r.Client, want); err != nil {
+			return nil, nil, err
 		}
 		r.Recorder.Eventf(user, corev1.EventTypeNormal, "CertificateCreated", "Created cert-manager Certificate %s (common name %s) from the cluster's issuer",
 			secretName, name)
-	case err != nil:
-		return nil, nil, fmt.Errorf("get Certificate %s: %w", secretName, err)
-	case !metav1.IsControlledBy(have, user):
-		return nil, &pass{reason: ReasonSecretConflict,
-			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
 	default:
-		changed, err := resources.MergeCertificateSpec(have, want)
-		if err != nil {
-			return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
-		}
-		if changed {
-			if err := r.Client.Update(ctx, have); err != nil {
-				return nil, nil, fmt.Errorf("update Certificate %s: %w", secretName, err)
-			}
+		if _, err := certissue.UpdateCertManager(ctx, r.Client, have, want, true); err != nil {
+			return nil, nil, err
 		}
 	}
 	secret := &corev1.Secret{}
@@ -640,7 +632,7 @@ func (r *Reconciler) ownedSecret(ctx context.Context, user *etcdv1alpha1.EtcdUse
 func writtenForUser(secret *corev1.Secret, user *etcdv1alpha1.EtcdUser) bool {
 	owner := metav1.GetControllerOf(secret)
 	return (owner == nil || owner.Kind == resources.CertificateGVK.Kind) &&
-		secret.Annotations["cert-manager.io/certificate-name"] == secret.Name && secret.Labels["etcd.steward.dev/user"] == user.Name
+		certissue.IssuedByCertManager(secret) && secret.Labels["etcd.steward.dev/user"] == user.Name
 }
 
 func conflict(name string) *pass {
@@ -718,7 +710,7 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	name := etcdauth.UserName(user)
+	name := etcdv1alpha1.EtcdUserName(user)
 	owner, err := r.owner(ctx, user, name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -728,7 +720,7 @@ func (r *Reconciler) finalize(ctx context.Context, user *etcdv1alpha1.EtcdUser, 
 		return r.keepForOwner(ctx, user, owner, name)
 	}
 	// Only a role Steward created goes with the user: one of that name made by hand is somebody else's.
-	withRole := etcdauth.RoleCreatedBySteward(user)
+	withRole := roleCreatedBySteward(user)
 	in := etcdauth.RemovalInput{UserName: name, Cluster: user.Spec.ClusterName, ClusterPresent: cluster != nil && cluster.DeletionTimestamp.IsZero(),
 		SinceDeletion: r.Now().Sub(user.DeletionTimestamp.Time)}
 	var endpoints []string
