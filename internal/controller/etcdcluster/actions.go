@@ -24,7 +24,8 @@ import (
 )
 
 // ensureServices creates the peer and client Services and the PodDisruptionBudget when missing, and keeps the
-// budget's minAvailable at budgetMinAvailable. None of this disrupts members, so it runs on every pass.
+// budget's minAvailable at what the plan decided (plan.BudgetMinAvailable). None of this disrupts members, so it
+// runs on every pass.
 func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
 	for _, svc := range []*corev1.Service{resources.PeerService(cluster), resources.ClientService(cluster)} {
 		if err := r.createIfMissing(ctx, cluster, svc, &corev1.Service{}); err != nil {
@@ -33,7 +34,7 @@ func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.E
 	}
 	want := resources.PodDisruptionBudget(cluster)
 	if obs != nil {
-		minAvailable := intstr.FromInt32(budgetMinAvailable(cluster, obs))
+		minAvailable := intstr.FromInt32(int32(plan.BudgetMinAvailable(int(cluster.Spec.Replicas), obs.plan))) //nolint:gosec // at most a few members
 		want.Spec.MinAvailable = &minAvailable
 	}
 	var have policyv1.PodDisruptionBudget
@@ -52,29 +53,6 @@ func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.E
 		}
 	}
 	return nil
-}
-
-// budgetMinAvailable is the budget's minAvailable for what the pass observed: the member Pods that are not being
-// deleted, less the voters that may go without losing quorum (healthy voters beyond the quorum of the voters etcd
-// lists), and never below quorum(replicas). The budget counts Ready Pods, and etcd's quorum counts voters: while a
-// member is being replaced, a learner's Pod can count as Ready without holding a vote, and a budget of
-// quorum(replicas) let a drain evict a voter the remaining ones needed (TestDrainEachNodeInTurn). Every
-// Pod counts, Ready or not, so that a Pod turning Ready after this pass cannot make room for an eviction. In a
-// settled cluster this is quorum(replicas), as before; while a member is replaced, or one is unhealthy, or etcd
-// gives no member list, nothing may be evicted (a drain waits the seconds a replacement takes).
-func budgetMinAvailable(cluster *etcdv1alpha1.EtcdCluster, obs *observation) int32 {
-	pods := int32(0)
-	for _, p := range obs.pods {
-		if p.DeletionTimestamp == nil {
-			pods++
-		}
-	}
-	if !obs.plan.EtcdReachable {
-		return max(pods, resources.Quorum(cluster.Spec.Replicas))
-	}
-	voters, healthy := plan.HealthyVoters(obs.plan.Members)
-	spare := int32(healthy) - int32(plan.Quorum(voters)) //nolint:gosec // at most a few members
-	return max(pods-max(spare, 0), resources.Quorum(cluster.Spec.Replicas))
 }
 
 func (r *Reconciler) createIfMissing(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, want, have client.Object) error {
