@@ -186,6 +186,11 @@ const PodStuckImageNotStarted = "ImageNotStartedYet"
 
 // Observation is everything the planner knows about the cluster at one moment.
 type Observation struct {
+	// TLSBlocked, when set, is the Wait the cluster's TLS imposes on every step: the TLS decision's (DecideTLS:
+	// members that predate TLS in Steward, or certificates of another provider than the spec's), or the
+	// controller's finding that the provider's material is not usable (a user's Secret, cert-manager's
+	// certificates, a changed CA). The members' certificates are what any step would rest on.
+	TLSBlocked *Action
 	// AuthEnabled is whether etcd enforces authentication; nil when not known.
 	AuthEnabled *bool
 	// PasswordRejected: etcd refused the password Steward keeps for its password user (the operator
@@ -302,6 +307,9 @@ const (
 
 // Next returns the one step to take now.
 func Next(spec Spec, obs Observation) Action {
+	if obs.TLSBlocked != nil {
+		return *obs.TLSBlocked
+	}
 	return guardRuns(obs, next(spec, obs))
 }
 

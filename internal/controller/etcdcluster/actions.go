@@ -26,17 +26,15 @@ import (
 // ensureServices creates the peer and client Services and the PodDisruptionBudget when missing, and keeps the
 // budget's minAvailable at what the plan decided (plan.BudgetMinAvailable). None of this disrupts members, so it
 // runs on every pass.
-func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, minAvailable int) error {
 	for _, svc := range []*corev1.Service{resources.PeerService(cluster), resources.ClientService(cluster)} {
 		if err := r.createIfMissing(ctx, cluster, svc, &corev1.Service{}); err != nil {
 			return err
 		}
 	}
 	want := resources.PodDisruptionBudget(cluster)
-	if obs != nil {
-		minAvailable := intstr.FromInt32(int32(plan.BudgetMinAvailable(int(cluster.Spec.Replicas), obs.plan))) //nolint:gosec // at most a few members
-		want.Spec.MinAvailable = &minAvailable
-	}
+	budget := intstr.FromInt32(int32(minAvailable)) //nolint:gosec // at most a few members
+	want.Spec.MinAvailable = &budget
 	var have policyv1.PodDisruptionBudget
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &have)
 	switch {
@@ -461,25 +459,22 @@ func (r *Reconciler) markVolume(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	return nil
 }
 
-// recordVolumeTLS writes on each member's volume the TLS mode its running Pod was created in, where the volume
-// does not say it yet (volumes created before Steward recorded it): a Pod re-created without a member list
-// listens as its volume says. Not disruptive, so it runs on every pass.
-func (r *Reconciler) recordVolumeTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
-	for _, m := range obs.plan.Members {
-		if m.HasPod && !m.PodDeleting && m.HasPVC && m.PodTLS != "" && m.VolumeTLS != m.PodTLS {
-			if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationTLSMode, m.PodTLS); err != nil {
-				return err
-			}
+// recordVolumeTLS writes on the volumes of members (plan.VolumeTLSToRecord) the TLS mode their running Pod was
+// created in. Not disruptive, so it runs on every pass.
+func (r *Reconciler) recordVolumeTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, members []plan.Member) error {
+	for _, m := range members {
+		if err := r.markVolume(ctx, cluster, m.Name, resources.AnnotationTLSMode, m.PodTLS); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// recordRuns writes on each member's volume that the member has run, where it does not say so yet (plan.RunsToRecord):
-// once its member list is gone, a Pod re-created on the volume still knows, and refuses an emptied data dir. Not
-// disruptive, so it runs on every pass.
-func (r *Reconciler) recordRuns(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
-	for _, m := range plan.RunsToRecord(obs.plan) {
+// recordRuns writes on the volumes of members (plan.RunsToRecord) that the member has run: once its member list
+// is gone, a Pod re-created on the volume still knows, and refuses an emptied data dir. Not disruptive, so it
+// runs on every pass.
+func (r *Reconciler) recordRuns(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, members []plan.Member) error {
+	for _, m := range members {
 		id := memberIDOf(cluster, m.Name)
 		if m.ID != 0 {
 			id = etcd.FormatID(m.ID)

@@ -162,39 +162,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
-	// certificate the pool already has) and report, but not act.
-	ts, mismatch, tlsErr := r.prepareTLS(ctx, cluster)
-	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
-	tlsErr = errors.Join(tlsErr, credsErr)
-	obs, err := r.observe(ctx, cluster)
+	// observe, the Kubernetes side: the cluster's Pods and PVCs, read once, read only.
+	objs, err := r.observeObjects(ctx, cluster)
 	if err != nil {
-		return ctrl.Result{}, errors.Join(tlsErr, err)
+		return ctrl.Result{}, err
+	}
+	// plan, TLS: decided from the spec and the Pods alone (plan.DecideTLS), because of the one thing that must
+	// come before observing etcd:
+	// act, first stage: the access that observing etcd needs, Steward's client certificate (and the CA and
+	// provider material it rests on) and its password. A failure here still lets the pass observe (with what the
+	// pool already has) and report, but not act.
+	tlsDecision := plan.DecideTLS(tlsSpecOf(cluster), tlsPodsOf(cluster, objs.pods))
+	ts, accessErr := r.ensureTLSMaterial(ctx, cluster, objs.pods, tlsDecision)
+	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
+	accessErr = errors.Join(accessErr, credsErr)
+	// observe, etcd's side, joined with the objects read above.
+	obs, err := r.observe(ctx, cluster, objs)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(accessErr, err)
 	}
 	obs.tls, obs.operator, obs.operatorSecret = ts, operator, operatorSecret
-	action := plan.Next(specOf(cluster, r.Options), obs.plan)
-	if mismatch != nil {
-		action = *mismatch
-	}
+	obs.plan.TLSBlocked = tlsBlocked(tlsDecision, ts)
+	// plan: the one step, and what the pass keeps in step besides.
+	decision := plan.Decide(specOf(cluster, r.Options), obs.plan)
+	action := decision.Action
+	// status, whatever happens from here on.
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
-	if tlsErr != nil {
-		return ctrl.Result{}, tlsErr
+	if accessErr != nil {
+		return ctrl.Result{}, accessErr
 	}
+	// act: the members' certificates, the objects that disrupt nothing, then the step.
 	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !cluster.Spec.Paused {
-		if err := r.ensureServices(ctx, cluster, obs); err != nil {
+		if err := r.ensureServices(ctx, cluster, decision.BudgetMinAvailable); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.recordVolumeTLS(ctx, cluster, obs); err != nil {
+		if err := r.recordVolumeTLS(ctx, cluster, decision.VolumeTLS); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.recordRuns(ctx, cluster, obs); err != nil {
+		if err := r.recordRuns(ctx, cluster, decision.RunsToRecord); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

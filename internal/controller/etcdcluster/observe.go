@@ -55,17 +55,32 @@ type observation struct {
 	replaceMismatched bool
 }
 
-func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
+// objects are the cluster's Pods and PVCs as a pass reads them, once, before anything is written: the TLS
+// decision and the observation both read these.
+type objects struct {
+	pods []corev1.Pod
+	pvcs []corev1.PersistentVolumeClaim
+}
+
+// observeObjects reads the cluster's Pods and PVCs (anything with its label; assemble keeps its members').
+func (r *Reconciler) observeObjects(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (objects, error) {
 	sel := client.MatchingLabels{resources.LabelCluster: cluster.Name}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list member Pods: %w", err)
+		return objects{}, fmt.Errorf("list member Pods: %w", err)
 	}
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := r.Client.List(ctx, &pvcs, client.InNamespace(cluster.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list member PVCs: %w", err)
+		return objects{}, fmt.Errorf("list member PVCs: %w", err)
 	}
-	endpoints := resources.MemberClientEndpoints(cluster, pods.Items)
+	return objects{pods: pods.Items, pvcs: pvcs.Items}, nil
+}
+
+// observe asks etcd (through the client certificate the first act stage ensured) and joins its answers with the
+// cluster's objects into the pass's observation. It writes nothing.
+func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, objs objects) (*observation, error) {
+	pods, pvcs := objs.pods, objs.pvcs
+	endpoints := resources.MemberClientEndpoints(cluster, pods)
 	list := make([]string, 0, len(endpoints))
 	for ep := range endpoints {
 		list = append(list, ep)
@@ -80,7 +95,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for _, m := range cluster.Status.Members {
 		taken[m.Name] = true
 	}
-	obs := assemble(cluster, pods.Items, pvcs.Items, view, r.Options, r.Now(), func(used map[string]bool) []string {
+	obs := assemble(cluster, pods, pvcs, view, r.Options, r.Now(), func(used map[string]bool) []string {
 		for n := range used {
 			taken[n] = true
 		}
@@ -98,7 +113,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeExpandable(ctx, obs, storageGoal(cluster)); err != nil {
 		return nil, err
 	}
-	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
+	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs); err != nil {
 		return nil, err
 	}
 	r.observeNodes(ctx, cluster, obs)

@@ -300,7 +300,7 @@ var progressingWaits = map[string]bool{
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonBackupNotMountable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
-	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
+	plan.ReasonQuorumUnrecoverable: true, plan.ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
 	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true, ReasonClusterCAChanged: true,
 }
 
