@@ -450,3 +450,15 @@ func (r *Reconciler) observePeerIdentity(ctx context.Context, cluster *etcdv1alp
 		m.PeerIdentity = cert.VerifyHostname(want) == nil
 	}
 }
+
+// updatePeerURL changes the peer URL etcd lists for member MemberID (a step of a switch between plaintext and
+// TLS).
+func (r *Reconciler) updatePeerURL(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	if err := r.Etcd.UpdatePeerURL(ctx, client.ObjectKeyFromObject(cluster).String(), obs.endpoints, action.MemberID, action.PeerURL); err != nil {
+		return err
+	}
+	r.tookStep(ctx, cluster, action, "Changed peer URL", corev1.EventTypeNormal, "PeerURLChanged",
+		fmt.Sprintf("Changed the peer URL of member %s to %s (%s)", action.Members[0], action.PeerURL, action.Reason),
+		"memberID", etcd.FormatID(action.MemberID), "peerURL", action.PeerURL)
+	return nil
+}
