@@ -227,6 +227,23 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
 }
 
+// QuorumLost reports whether the formed cluster of obs has lost quorum, ready of its Pods being Ready. Lost means
+// both views agree: Steward gets no healthy quorum through etcd's API, and the kubelet's readiness probes
+// (etcd's /readyz, which needs a leader) pass on fewer member Pods than a quorum. The second view keeps a
+// network problem between the operator and the members from looking like a dead cluster to the quorum-loss
+// policy, which would otherwise re-seed a working one.
+func QuorumLost(obs Observation, ready int) bool {
+	if !obs.Bootstrapped {
+		return false
+	}
+	voters, healthy := HealthyVoters(obs.Members)
+	if !obs.EtcdReachable || voters == 0 {
+		// Without a member list, the members Steward knows stand for the voters.
+		voters, healthy = TakeCensus(obs.Members).Members, 0
+	}
+	return voters > 0 && healthy < Quorum(voters) && !PodsServeQuorum(ready, voters)
+}
+
 // PodsServeQuorum reports whether ready member Pods, of members, are a quorum. A member Pod is Ready only while
 // etcd's /readyz passes, which needs a leader: a quorum of them says the cluster serves, whatever Steward's own
 // connection to etcd says. The quorum-loss policy and every re-seed count a quorum lost only when this is false.

@@ -130,27 +130,54 @@ func isMemberObject(obj client.Object, cluster *etcdv1alpha1.EtcdCluster) bool {
 	return obj.GetLabels()[resources.LabelMember] != "" && metav1.IsControlledBy(obj, cluster)
 }
 
-// assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
-// unused member names given the names already in use.
+// assemble joins Pods, PVCs and etcd's answers into one observation, by member name, one source after the
+// other: Pods, volumes, status answers, etcd's member list, the controller's memory in status, the members'
+// health. Pure: newNames supplies unused member names given the names already in use.
 func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
 	o resources.Options, now time.Time, newNames func(used map[string]bool) []string) *observation {
-	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view,
-		defragmented: map[string]*etcdv1alpha1.Defragmented{}}
-	members := map[string]*plan.Member{}
-	get := func(name string) *plan.Member {
-		if members[name] == nil {
-			members[name] = &plan.Member{Name: name}
-		}
-		return members[name]
+	a := &assembly{cluster: cluster, o: o, now: now, members: map[string]*plan.Member{}, pinned: map[string]bool{},
+		obs: &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view,
+			defragmented: map[string]*etcdv1alpha1.Defragmented{}}}
+	a.addPods(pods)
+	a.addVolumes(pvcs)
+	a.addStatuses(pods, view)
+	a.addMemberList(view)
+	a.addMemory(view)
+	a.addHealth()
+	a.finish(pods, newNames)
+	return a.obs
+}
+
+// assembly is assemble's work in progress: the observation, and its members by name.
+type assembly struct {
+	cluster *etcdv1alpha1.EtcdCluster
+	o       resources.Options
+	now     time.Time
+	obs     *observation
+	members map[string]*plan.Member
+	// pinned: members whose volume exists (is bound), which may tie their Pod to a node.
+	pinned map[string]bool
+}
+
+// get is the member of that name, new when no source has named it yet.
+func (a *assembly) get(name string) *plan.Member {
+	if a.members[name] == nil {
+		a.members[name] = &plan.Member{Name: name}
 	}
+	return a.members[name]
+}
+
+// addPods reads the member Pods: what each runs, how, and since when.
+func (a *assembly) addPods(pods []corev1.Pod) {
+	now := a.now
 	for i := range pods {
 		p := &pods[i]
-		if !isMemberObject(p, cluster) {
+		if !isMemberObject(p, a.cluster) {
 			continue // not ours: never touch it
 		}
 		name := p.Labels[resources.LabelMember]
-		obs.pods[name] = p
-		m := get(name)
+		a.obs.pods[name] = p
+		m := a.get(name)
 		m.HasPod = true
 		m.Node = p.Spec.NodeName
 		m.PodDeleting = p.DeletionTimestamp != nil
@@ -166,7 +193,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		m.PodClientCertAuth = resources.PodVerifiesClientCerts(p)
 		m.PodPeerCheck = resources.PodChecksPeers(p)
 		// A Pod that checks the identity was created once every member's certificate carried it, its own too.
-		m.PeerIdentity = m.PodPeerCheck || resources.PodHeldPeerIdentity(cluster, p, o)
+		m.PeerIdentity = m.PodPeerCheck || resources.PodHeldPeerIdentity(a.cluster, p, a.o)
 		m.PodImage, m.ContainerImage = etcdImages(p)
 		m.DataLoss = dataLossOf(p)
 		m.Restore = p.Annotations[resources.AnnotationRestore]
@@ -178,26 +205,28 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 		readInitial(m, p.Annotations)
 	}
-	// pinned: members whose volume exists (is bound), which may tie their Pod to a node.
-	pinned := map[string]bool{}
+}
+
+// addVolumes reads the member PVCs: the marks Steward left on them for passes that cannot ask etcd.
+func (a *assembly) addVolumes(pvcs []corev1.PersistentVolumeClaim) {
 	for i := range pvcs {
 		pvc := &pvcs[i]
-		if !isMemberObject(pvc, cluster) {
+		if !isMemberObject(pvc, a.cluster) {
 			continue
 		}
 		name := pvc.Labels[resources.LabelMember]
-		m := get(name)
+		m := a.get(name)
 		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it (while its
 		// Pod runs, the Pod holds it, and the member is replaced before it stops).
 		m.HasPVC, m.VolumeDeleting = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
 		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
 		m.VolumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
-		m.Volume = volumeOf(pvc, now)
+		m.Volume = volumeOf(pvc, a.now)
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
 		m.PVC, m.VolumeHasRun = pvc.Name, pvc.Annotations[resources.AnnotationHasRun] != ""
 		if d := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
-			obs.defragmented[m.Name] = d
+			a.obs.defragmented[m.Name] = d
 		}
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
 			m.Restore = r
@@ -206,10 +235,16 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			readInitial(m, pvc.Annotations)
 		}
 		if pvc.Spec.VolumeName != "" {
-			pinned[name] = true
+			a.pinned[name] = true
 		}
 	}
-	endpointOf := resources.MemberClientEndpoints(cluster, pods)
+}
+
+// addStatuses reads each member's status answer (by its Pod's endpoint), the cluster version, and when the
+// cluster reached it.
+func (a *assembly) addStatuses(pods []corev1.Pod, view etcd.ClusterView) {
+	obs := a.obs
+	endpointOf := resources.MemberClientEndpoints(a.cluster, pods)
 	for ep, s := range view.Statuses {
 		name, ok := endpointOf[ep]
 		if !ok {
@@ -219,7 +254,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		if s.Err == nil {
 			obs.nameOf[s.MemberID] = name
 		}
-		m := get(name)
+		m := a.get(name)
 		m.Healthy = s.Healthy()
 		if s.Err == nil {
 			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
@@ -239,16 +274,22 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			leaderCommit = st.RaftIndex
 		}
 	}
-	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit)
+	obs.versionMark = clusterVersionMark(a.cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit)
 	if m := obs.versionMark; m != nil && m.Version == view.ClusterVersion && m.RaftIndex > 0 {
 		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
 	}
+}
+
+// addMemberList reads etcd's member list, naming each member (etcdMemberNames), and drops the status answers
+// that came from another member than the one asked.
+func (a *assembly) addMemberList(view etcd.ClusterView) {
+	obs, members, cluster := a.obs, a.members, a.cluster
 	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
 	// Either scheme: a member added in the middle of a switch between plaintext and TLS has either.
 	byPeerURL := map[string]string{}
 	for name := range members {
 		for _, scheme := range []string{"http", "https"} {
-			byPeerURL[resources.PeerURLWith(cluster, name, scheme, o)] = name
+			byPeerURL[resources.PeerURLWith(cluster, name, scheme, a.o)] = name
 		}
 	}
 	for _, m := range members {
@@ -256,7 +297,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			byPeerURL[url] = name
 		}
 	}
-	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, o)
+	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, a.o)
 	listed := map[uint64]bool{}
 	for _, em := range view.Members {
 		if listed[em.ID] {
@@ -264,7 +305,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		}
 		listed[em.ID] = true
 		name := etcdNames[em.ID]
-		m := get(name)
+		m := a.get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
 		if len(em.PeerURLs) > 0 {
 			m.PeerURL = em.PeerURLs[0]
@@ -274,7 +315,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 		// counts from its etcd's start, RunningFor). Re-observable (a restarted operator sees the same), and a
 		// learner without a Pod is Steward's to start, not the learner's fault.
 		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
-			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
+			m.LearnerFor = a.now.Sub(p.CreationTimestamp.Time)
 		}
 	}
 	// A status answer counts for the member whose Pod was asked only if it came from that member: an answer
@@ -291,34 +332,42 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			delete(obs.nameOf, st.MemberID)
 		}
 	}
+}
 
+// addMemory reads the controller's memory in status: the members etcd listed when it last answered, and those
+// that have served.
+func (a *assembly) addMemory(view etcd.ClusterView) {
 	// Without a member list, the members etcd listed when it last answered (the controller's memory in status)
 	// are still members, even those with neither Pod nor volume left: status says they have no data, and they
 	// count toward the quorum the others need.
 	if view.ListErr != nil {
-		for _, sm := range cluster.Status.Members {
-			if members[sm.Name] != nil || sm.ID == "" {
+		for _, sm := range a.cluster.Status.Members {
+			if a.members[sm.Name] != nil || sm.ID == "" {
 				continue
 			}
-			m := get(sm.Name)
+			m := a.get(sm.Name)
 			m.Remembered = true
 			if id, err := etcd.ParseID(sm.ID); err == nil {
 				m.ID = id
 			}
 		}
 	}
-
 	// Members status lists with the version they reported have run (plan.HasRun): how Steward knows it of a
 	// volume from before it recorded that, while etcd gives no member list.
-	for _, sm := range cluster.Status.Members {
-		if m := members[sm.Name]; m != nil && sm.ID != "" && sm.Version != "" {
+	for _, sm := range a.cluster.Status.Members {
+		if m := a.members[sm.Name]; m != nil && sm.ID != "" && sm.Version != "" {
 			m.ServedBefore = true
 		}
 	}
+}
 
-	// How long each member has been unhealthy, from the start recorded in status (the controller's memory).
+// addHealth marks members stuck on their spec and keeps each unhealthy member's clock
+// (observation.unhealthySince, Member.UnhealthyFor), from the start recorded in status (the controller's
+// memory).
+func (a *assembly) addHealth() {
+	obs, members, now := a.obs, a.members, a.now
 	since := map[string]time.Time{}
-	for _, m := range cluster.Status.Members {
+	for _, m := range a.cluster.Status.Members {
 		if m.UnhealthySince != nil {
 			since[m.Name] = m.UnhealthySince.Time
 		}
@@ -327,7 +376,7 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 	// learner: it holds no vote and no data, and one that never starts would block every later membership change,
 	// so it is replaced as any learner whose etcd does not start (plan's stuck-learner rule).
 	for name, p := range obs.pods {
-		if m := members[name]; m.PodStuck == "" && !m.IsLearner && !pinned[name] && unschedulable(p) {
+		if m := members[name]; m.PodStuck == "" && !m.IsLearner && !a.pinned[name] && unschedulable(p) {
 			m.PodStuck = corev1.PodReasonUnschedulable
 		}
 	}
@@ -344,57 +393,67 @@ func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev
 			start = now
 		}
 		obs.unhealthySince[name] = start
-		m.UnhealthyFor = now.Sub(start)
-		// A member whose etcd started again (its node came back, the kubelet restarted it) gets the whole
-		// replaceUnhealthyAfter from that start to catch up: the time its node was down is not its own. Only while
-		// the container runs: a crash loop spends most of its time waiting to restart, and the full clock applies.
-		if started := etcdStartedAt(obs.pods[name]); started.After(start) {
-			m.UnhealthyFor = now.Sub(started)
-		}
-		// Likewise a member whose kubelet came back: after a node's outage the returning kubelet finds the
-		// member's containers gone and reports them not ready, while its etcd has yet to start again. Without
-		// this, members whose nodes return together after an outage longer than replaceUnhealthyAfter (a rack's
-		// power, a majority of nodes) would be replaced by the first pass with a quorum again, while their Pods
-		// were still starting on their volumes. (The node controller marks the Pods of a node that stops
-		// answering not Ready, but leaves ContainersReady as the kubelet last reported it, so a lost node's
-		// member keeps its clock.)
-		if back := containersNotReadySince(obs.pods[name]); back.After(start) && back.After(now.Add(-m.UnhealthyFor)) {
-			m.UnhealthyFor = now.Sub(back)
-		}
-		// A member whose Pod was placed and has not run etcd yet is still starting, and a node slow to start Pods
-		// (the node authorizer's lag on a new Pod's claim and Secrets, seen to hold a Pod 15 s) must not count
-		// against it: its clock runs only from plan.PodStartGrace after the placement, as a starting learner's
-		// does. Without it, a member waiting for a node (unschedulable until one was uncordoned) was replaced by
-		// the first pass that found its Pod placed and still mounting its volume.
-		if placed := placedAt(obs.pods[name]); !placed.IsZero() && !etcdHasRun(obs.pods[name]) {
-			if grace := placed.Add(plan.PodStartGrace); !now.After(grace) {
-				m.UnhealthyFor = 0
-			} else if since := now.Sub(grace); since < m.UnhealthyFor {
-				m.UnhealthyFor = since
-			}
+		m.UnhealthyFor = unhealthyFor(obs.pods[name], start, now)
+	}
+}
+
+// unhealthyFor is how long a member unhealthy since start counts as down, given its Pod p (nil: none).
+func unhealthyFor(p *corev1.Pod, start, now time.Time) time.Duration {
+	d := now.Sub(start)
+	// A member whose etcd started again (its node came back, the kubelet restarted it) gets the whole
+	// replaceUnhealthyAfter from that start to catch up: the time its node was down is not its own. Only while
+	// the container runs: a crash loop spends most of its time waiting to restart, and the full clock applies.
+	if started := etcdStartedAt(p); started.After(start) {
+		d = now.Sub(started)
+	}
+	// Likewise a member whose kubelet came back: after a node's outage the returning kubelet finds the
+	// member's containers gone and reports them not ready, while its etcd has yet to start again. Without
+	// this, members whose nodes return together after an outage longer than replaceUnhealthyAfter (a rack's
+	// power, a majority of nodes) would be replaced by the first pass with a quorum again, while their Pods
+	// were still starting on their volumes. (The node controller marks the Pods of a node that stops
+	// answering not Ready, but leaves ContainersReady as the kubelet last reported it, so a lost node's
+	// member keeps its clock.)
+	if back := containersNotReadySince(p); back.After(start) && back.After(now.Add(-d)) {
+		d = now.Sub(back)
+	}
+	// A member whose Pod was placed and has not run etcd yet is still starting, and a node slow to start Pods
+	// (the node authorizer's lag on a new Pod's claim and Secrets, seen to hold a Pod 15 s) must not count
+	// against it: its clock runs only from plan.PodStartGrace after the placement, as a starting learner's
+	// does. Without it, a member waiting for a node (unschedulable until one was uncordoned) was replaced by
+	// the first pass that found its Pod placed and still mounting its volume.
+	if placed := placedAt(p); !placed.IsZero() && !etcdHasRun(p) {
+		if grace := placed.Add(plan.PodStartGrace); !now.After(grace) {
+			d = 0
+		} else if since := now.Sub(grace); since < d {
+			d = since
 		}
 	}
+	return d
+}
 
+// finish lists the members by name, with the new member names the plan may use, and what follows from all
+// sources together: whether the cluster has formed, and since when it has lost quorum.
+func (a *assembly) finish(pods []corev1.Pod, newNames func(used map[string]bool) []string) {
+	obs, cluster, o, now := a.obs, a.cluster, a.o, a.now
 	used := map[string]bool{}
-	for name := range members {
+	for name := range a.members {
 		used[name] = true
 	}
 	obs.plan.NewMemberNames = newNames(used)
 	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, o) }
-	names := make([]string, 0, len(members))
-	for name := range members {
+	names := make([]string, 0, len(a.members))
+	for name := range a.members {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		obs.plan.Members = append(obs.plan.Members, *members[name])
+		obs.plan.Members = append(obs.plan.Members, *a.members[name])
 	}
 	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || plan.BootstrapComplete(obs.plan.Members, obs.plan.EtcdReachable)
 	obs.quorumLostSince = quorumLostSince(cluster, pods, obs.plan, now)
 	if obs.quorumLostSince != nil {
 		obs.plan.QuorumLostFor = now.Sub(*obs.quorumLostSince)
 	}
-	return obs
 }
 
 // etcdMemberNames names every member of etcd's list, by ID. A started member is known by the name it reports,
@@ -453,27 +512,17 @@ func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPe
 	return names
 }
 
-// quorumLostSince is when the formed cluster was first seen without quorum in its current loss of it, nil while
-// it has quorum. Lost means both views agree: Steward gets no healthy quorum through etcd's API, and the
-// kubelet's readiness probes (etcd's /readyz, which needs a leader) pass on fewer member Pods than a quorum. The
-// second view keeps a network problem between the operator and the members from looking like a dead cluster to
-// the quorum-loss policy, which would otherwise re-seed a working one.
+// quorumLostSince is when the formed cluster was first seen without quorum in its current loss of it
+// (plan.QuorumLost, given the cluster's Ready Pods), nil while it has quorum: the start is the controller's memory
+// in status.
 func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs plan.Observation, now time.Time) *time.Time {
-	if !obs.Bootstrapped {
-		return nil
-	}
-	voters, healthy := plan.HealthyVoters(obs.Members)
-	if !obs.EtcdReachable || voters == 0 {
-		// Without a member list, the members Steward knows stand for the voters.
-		voters, healthy = plan.TakeCensus(obs.Members).Members, 0
-	}
 	ready := 0
 	for i := range pods {
 		if metav1.IsControlledBy(&pods[i], cluster) && pods[i].DeletionTimestamp == nil && resources.PodReady(&pods[i]) {
 			ready++
 		}
 	}
-	if voters == 0 || healthy >= plan.Quorum(voters) || plan.PodsServeQuorum(ready, voters) {
+	if !plan.QuorumLost(obs, ready) {
 		return nil
 	}
 	if s := cluster.Status.QuorumLostSince; s != nil {
