@@ -56,7 +56,8 @@ type tlsState struct {
 	provider string
 	ca       *pki.KeyPair
 	status   *etcdv1alpha1.TLSStatus
-	// wait, when set, replaces the plan's step: the provider's material is not usable (tls_providers.go).
+	// wait, when set, is the Wait the provider's material imposes while it is not usable (tls_providers.go): the
+	// pass hands it to plan as Observation.TLSBlocked (tlsBlocked), which makes it the step.
 	wait *plan.Action
 	// waiting says which member certificates new Pods wait for (provider CertManager), for Progressing.
 	waiting string
