@@ -68,7 +68,8 @@ func HealthyVoters(members []Member) (voters, healthy int) {
 }
 
 // nextAfterBootstrap decides once the cluster has formed. From here on etcd's member list is the truth about who
-// belongs to the cluster; Pods and PVCs follow it.
+// belongs to the cluster; Pods and PVCs follow it. Its steps, in order: the first that has something to do is the
+// pass's step.
 func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	if !obs.EtcdReachable {
 		// No member list, no membership decision: without it Steward cannot tell a removed member from a live
@@ -77,9 +78,31 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		return withoutMemberList(spec, obs)
 	}
 	members := sortedMembers(obs.Members)
+	for _, step := range []func(Spec, Observation, []Member) (Action, bool){
+		startOrReplaceListed,  // 1
+		removeLeftovers,       // 2
+		replaceBroken,         // 3
+		rollUnhealthy,         // 3b
+		tlsRestart,            // 3c
+		settledMembershipStep, // 4 to 6
+		nextVersionStep,       // 7
+		tlsPeerURLStep,        // 8
+		clientAuthRestart,     // 8b
+		peerCheckRestart,      // 8c
+		nextMaintenanceStep,   // 9
+		authStepOf,            // 10
+		rebalanceStepOf,       // 11
+	} {
+		if a, ok := step(spec, obs, members); ok {
+			return a
+		}
+	}
+	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+}
 
-	// 1. Members etcd lists without a Pod: start them (a new learner; a member whose volume is intact got its Pod
-	// back in Next already), or replace them.
+// startOrReplaceListed is step 1: members etcd lists without a Pod are started (a new learner; a member whose
+// volume is intact got its Pod back in Next already), or replaced.
+func startOrReplaceListed(spec Spec, obs Observation, members []Member) (Action, bool) {
 	for _, m := range members {
 		if !m.InEtcd || m.HasPod {
 			continue
@@ -89,56 +112,64 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			// matters: removing it is safe. A voter that ran is somebody's deliberate change; leave it to them.
 			if !m.Started || m.IsLearner {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonUnknownMember,
-					fmt.Sprintf("removing member %x, which Steward did not create and which holds no data", m.ID))
+					fmt.Sprintf("removing member %x, which Steward did not create and which holds no data", m.ID)), true
 			}
 			return Action{Kind: Wait, Reason: ReasonUnknownMember,
-				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}
+				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}, true
 		}
 		switch {
 		case m.VolumeNodeGone != "":
 			// Drained or lost with its node: its data cannot follow it, a successor joins on another node.
 			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone))
+				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone)), true
 		case !m.Started && m.IsLearner:
 			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
 				Version: version, Image: image, TLS: podTLSFor(spec, members, m.PeerURL),
-				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}
+				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}, true
 		default:
 			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
 			// acknowledged). Remove it; the scale-up that follows adds a successor with a new name and ID.
 			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name))
+				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name)), true
 		}
 	}
-	// 2. Leftovers of members etcd no longer lists (removed): their Pod first, then their volume. A deleted Pod
-	// that outlives its grace period is held by a node that does not answer (down, cut off): it goes when the
-	// node comes back, and waiting for it would leave the cluster a member short all that time, so the steps
-	// below go on without it. Its member is out of etcd: it cannot rejoin under its old ID.
+	return Action{}, false
+}
+
+// removeLeftovers is step 2: leftovers of members etcd no longer lists (removed), their Pod first, then their
+// volume. A deleted Pod that outlives its grace period is held by a node that does not answer (down, cut off):
+// it goes when the node comes back, and waiting for it would leave the cluster a member short all that time, so
+// the steps below go on without it. Its member is out of etcd: it cannot rejoin under its old ID.
+func removeLeftovers(_ Spec, _ Observation, members []Member) (Action, bool) {
 	for _, m := range members {
 		if m.InEtcd || abandonedLeftover(m) {
 			continue
 		}
 		if m.HasPod {
 			if m.PodDeleting {
-				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of removed member %s to go", m.Name)}
+				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of removed member %s to go", m.Name)}, true
 			}
 			return Action{Kind: DeleteMemberPod, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
-				Message: fmt.Sprintf("deleting the Pod of member %s, which etcd no longer lists", m.Name)}
+				Message: fmt.Sprintf("deleting the Pod of member %s, which etcd no longer lists", m.Name)}, true
 		}
 		if m.HasPVC {
 			return Action{Kind: DeleteMemberPVC, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
-				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}
+				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}, true
 		}
 	}
-	// 3. Replacements, one at a time, each only if the rest keeps a healthy quorum. First a member that crashed
-	// because its data dir was emptied or corrupted on its intact volume: restarting it can never help, and if it
-	// came back under its old ID it would vote without the entries it acknowledged. (Only while it is unhealthy:
-	// the evidence is its last crash, and a member that runs again has been repaired by someone.)
+	return Action{}, false
+}
+
+// replaceBroken is step 3: replacements, one at a time, each only if the rest keeps a healthy quorum. First a
+// member that crashed because its data dir was emptied or corrupted on its intact volume: restarting it can never
+// help, and if it came back under its old ID it would vote without the entries it acknowledged. (Only while it is
+// unhealthy: the evidence is its last crash, and a member that runs again has been repaired by someone.)
+func replaceBroken(spec Spec, obs Observation, members []Member) (Action, bool) {
 	for _, m := range members {
 		if m.InEtcd && m.DataLoss != "" && !m.Healthy {
 			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss))
+				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss)), true
 		}
 	}
 	// Then, where the spec allows it, a voter whose key space differs from the majority's: it serves wrong data to
@@ -147,7 +178,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		for _, m := range members {
 			if m.InEtcd && !m.IsLearner && m.HashMismatch {
 				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMismatchedMember,
-					fmt.Sprintf("removing member %s, whose key space differs from the majority's (status.hashCheck), to replace it", m.Name))
+					fmt.Sprintf("removing member %s, whose key space differs from the majority's (status.hashCheck), to replace it", m.Name)), true
 			}
 		}
 	}
@@ -156,110 +187,137 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 	for _, m := range members {
 		if m.InEtcd && m.HasPod && m.VolumeNodeGone != "" {
 			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone))
+				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone)), true
 		}
 	}
 	// A learner whose volume is being deleted: promoting it would make a voter of a member about to lose its data.
 	for _, m := range members {
 		if m.InEtcd && m.IsLearner && m.VolumeDeleting {
 			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
-				fmt.Sprintf("removing learner %s, whose volume is being deleted, to replace it", m.Name))
+				fmt.Sprintf("removing learner %s, whose volume is being deleted, to replace it", m.Name)), true
 		}
 	}
 	if spec.ReplaceUnhealthyAfter > 0 {
-		// A voter unhealthy for longer than allowed.
-		for _, m := range members {
-			if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter && m.PodStuck == "" {
-				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-					fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter))
-			}
-		}
-		// A learner that has not caught up within the same bound (cut off, crashing, or refused promotion): it
-		// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
-		// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
-		for _, m := range members {
-			if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && (!m.Healthy || !othersUnready(members, m.Name)) {
-				if why, stuck := learnerStuck(m, spec.ReplaceUnhealthyAfter); stuck {
-					return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
-						fmt.Sprintf("removing member %s, %s, to replace it", m.Name, why))
-				}
-			}
+		return replaceUnhealthy(spec, obs, members)
+	}
+	return Action{}, false
+}
+
+// replaceUnhealthy is the end of step 3: a voter unhealthy for longer than spec.replaceUnhealthyAfter, or a
+// learner that has not caught up within the same bound.
+func replaceUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) {
+	for _, m := range members {
+		if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter && m.PodStuck == "" {
+			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+				fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter)), true
 		}
 	}
-	// 3b. A member that is down on a release the spec no longer asks for is restarted on the spec's.
-	if a, ok := rollUnhealthy(spec, obs, members); ok {
-		return a
+	// A learner that has not caught up within the same bound (cut off, crashing, or refused promotion): it
+	// blocks every other membership change while it stays. Removing a learner never changes the voters. Not a
+	// healthy learner whose promotion waits for other members to be healthy: that wait is not its fault.
+	for _, m := range members {
+		if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && (!m.Healthy || !othersUnready(members, m.Name)) {
+			if why, stuck := learnerStuck(m, spec.ReplaceUnhealthyAfter); stuck {
+				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+					fmt.Sprintf("removing member %s, %s, to replace it", m.Name, why)), true
+			}
+		}
 	}
-	// 3c. A member whose Pod runs another TLS mode than its peer URL and the spec call for is restarted in it.
-	if a, ok := tlsRestart(spec, obs, members); ok {
-		return a
-	}
-	// 4. Every member healthy before any other membership change.
-	if w, waiting := waitForMembers(obs); waiting {
-		return w
-	}
-	// Voters whose volume is being deleted (their PVC waits for the Pod to stop, and their data goes with it)
-	// are replaced while they still serve: a successor joins first, as in a scale-up, and only then are they
-	// removed, as in a scale-down. So the cluster never runs a member short.
-	var voters, learners, staying, leaving []Member
+	return Action{}, false
+}
+
+// roles sorts etcd's members for the membership steps of a settled cluster. Voters whose volume is being deleted
+// (their PVC waits for the Pod to stop, and their data goes with it) are leaving: they are replaced while they
+// still serve, a successor joins first, as in a scale-up, and only then are they removed, as in a scale-down. So
+// the cluster never runs a member short.
+type roles struct {
+	voters, learners, staying, leaving []Member
+}
+
+func rolesOf(members []Member) roles {
+	var r roles
 	for _, m := range members {
 		if !m.InEtcd {
 			continue
 		}
 		switch {
 		case m.IsLearner:
-			learners = append(learners, m)
+			r.learners = append(r.learners, m)
 		case m.VolumeDeleting:
-			voters, leaving = append(voters, m), append(leaving, m)
+			r.voters, r.leaving = append(r.voters, m), append(r.leaving, m)
 		default:
-			voters, staying = append(voters, m), append(staying, m)
+			r.voters, r.staying = append(r.voters, m), append(r.staying, m)
 		}
 	}
+	return r
+}
+
+// settledMembershipStep is steps 4 to 6: every member healthy before any other membership change, then a
+// learner's promotion, a scale-up, the restart of a lone bootstrap member, storage, a scale-down.
+func settledMembershipStep(spec Spec, obs Observation, members []Member) (Action, bool) {
+	// 4. Every member healthy before any other membership change.
+	if w, waiting := waitForMembers(obs); waiting {
+		return w, true
+	}
+	r := rolesOf(members)
 	// 4. A learner is promoted before anything else changes; etcd refuses until it has caught up.
-	if len(learners) > 0 {
-		l := learners[0]
+	if len(r.learners) > 0 {
+		l := r.learners[0]
 		return Action{Kind: PromoteLearner, Members: []string{l.Name}, MemberID: l.ID, Reason: ReasonScalingUp,
-			Message: fmt.Sprintf("promoting learner %s to voter once it has caught up", l.Name)}
+			Message: fmt.Sprintf("promoting learner %s to voter once it has caught up", l.Name)}, true
 	}
 	// 5. Scale up: one learner at a time.
-	if len(staying) < spec.Replicas {
-		if len(obs.NewMemberNames) == 0 {
-			return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
-		}
-		name := obs.NewMemberNames[0]
-		reason, msg := ReasonScalingUp, fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(voters), spec.Replicas)
-		if len(leaving) > 0 {
-			reason, msg = ReasonReplacingMember, fmt.Sprintf("adding member %s as a learner to replace member %s, whose volume is being deleted", name, leaving[0].Name)
-		}
-		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
-			Message: msg}
+	if len(r.staying) < spec.Replicas {
+		return scaleUp(spec, obs, members, r), true
 	}
 	// 5a. The first member of a cluster created with one replica still runs the Pod that bootstrapped it alone:
 	// were its data dir emptied, its etcd would start an empty cluster under this cluster's identity, which the
 	// other members' data could not stop. Once the others keep a quorum without it, it is restarted on its volume
 	// (same name, ID and data), and the new Pod asks its peers instead (resources.etcdInitialState).
-	if len(voters) >= 3 && len(leaving) == 0 {
-		for _, m := range voters {
+	if len(r.voters) >= 3 && len(r.leaving) == 0 {
+		for _, m := range r.voters {
 			if m.PodBootstrapsAlone {
 				return restartOne(obs, members, m, ReasonRestartingLoneBootstrapMember,
-					"its Pod bootstrapped the cluster alone and, were its data dir emptied, would start an empty cluster under this cluster's identity; re-created on its volume, it asks its peers instead")
+					"its Pod bootstrapped the cluster alone and, were its data dir emptied, would start an empty cluster under this cluster's identity; re-created on its volume, it asks its peers instead"), true
 			}
 		}
 	}
 	// 5b. Storage: volumes expanded in place, or members replaced onto new volumes one at a time (storage.go).
-	if len(leaving) == 0 {
-		if a, ok := nextStorageStep(spec, obs, members, voters); ok {
-			return a
+	if len(r.leaving) == 0 {
+		if a, ok := nextStorageStep(spec, obs, members, r.voters); ok {
+			return a, true
 		}
 	}
 	// 6. Scale down: one voter at a time, a follower, and only if the rest still has a healthy quorum. A member
 	// whose volume is being deleted goes first (its successor has joined: step 5 came before).
-	if len(leaving) > 0 {
-		m := leaving[0]
+	if len(r.leaving) > 0 {
+		m := r.leaving[0]
 		return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
-			fmt.Sprintf("removing member %s, whose volume is being deleted, now that its successor has joined", m.Name))
+			fmt.Sprintf("removing member %s, whose volume is being deleted, now that its successor has joined", m.Name)), true
 	}
-	if len(voters) > spec.Replicas && obs.Placement != nil {
+	if len(r.voters) > spec.Replicas {
+		return scaleDown(spec, obs, members, r.voters), true
+	}
+	return Action{}, false
+}
+
+// scaleUp adds one learner: a new member, or the successor of a member whose volume is being deleted.
+func scaleUp(spec Spec, obs Observation, members []Member, r roles) Action {
+	if len(obs.NewMemberNames) == 0 {
+		return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
+	}
+	name := obs.NewMemberNames[0]
+	reason, msg := ReasonScalingUp, fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(r.voters), spec.Replicas)
+	if len(r.leaving) > 0 {
+		reason, msg = ReasonReplacingMember, fmt.Sprintf("adding member %s as a learner to replace member %s, whose volume is being deleted", name, r.leaving[0].Name)
+	}
+	return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
+		Message: msg}
+}
+
+// scaleDown removes one voter of more than spec.replicas, a follower, only if the rest keeps a healthy quorum.
+func scaleDown(spec Spec, obs Observation, members, voters []Member) Action {
+	if obs.Placement != nil {
 		// Under Steward's default spread the voter on the most crowded node goes, the leader too (after
 		// handing leadership over): so a scale-down evens the spread out, and a rebalancing move (a learner
 		// added where members are fewest) completes.
@@ -270,53 +328,29 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		}
 		return removeIfSafe(obs.LeaderID, members, victim, ReasonScalingDown, msg)
 	}
-	if len(voters) > spec.Replicas {
-		victim, ok := pickRemoval(voters, obs.LeaderID)
-		if !ok {
-			return Action{Kind: Wait, Reason: ReasonScalingDown, Message: "no follower to remove"}
+	victim, ok := pickRemoval(voters, obs.LeaderID)
+	if !ok {
+		return Action{Kind: Wait, Reason: ReasonScalingDown, Message: "no follower to remove"}
+	}
+	healthyAfter := 0
+	for _, v := range voters {
+		if v.Name != victim.Name && v.Healthy {
+			healthyAfter++
 		}
-		healthyAfter := 0
-		for _, v := range voters {
-			if v.Name != victim.Name && v.Healthy {
-				healthyAfter++
-			}
-		}
-		if healthyAfter < Quorum(len(voters)-1) {
-			return Action{Kind: Wait, Reason: ReasonScalingDown,
-				Message: fmt.Sprintf("removing %s would leave %d healthy voters, fewer than quorum %d", victim.Name, healthyAfter, Quorum(len(voters)-1))}
-		}
-		return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: ReasonScalingDown,
-			Message: fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)}
 	}
-	// 7. Versions: one member restarted at a time, followers first, the leader last.
-	if a, ok := nextVersionStep(spec, obs, members); ok {
-		return a
+	if healthyAfter < Quorum(len(voters)-1) {
+		return Action{Kind: Wait, Reason: ReasonScalingDown,
+			Message: fmt.Sprintf("removing %s would leave %d healthy voters, fewer than quorum %d", victim.Name, healthyAfter, Quorum(len(voters)-1))}
 	}
-	// 8. TLS: peer URLs move to the spec's scheme one member at a time, each member restarting after its own.
-	if a, ok := tlsPeerURLStep(spec, obs, members); ok {
-		return a
-	}
-	// 8b. Client certificates required or not on the client port, as spec.tls.clientAuth says (tls.go).
-	if a, ok := clientAuthRestart(spec, obs, members); ok {
-		return a
-	}
-	// 8c. Only member certificates on the peer port, or any of the CA's, as spec.tls.peerAuth says (tls.go).
-	if a, ok := peerCheckRestart(spec, obs, members); ok {
-		return a
-	}
-	// 9. Maintenance: defragmentation by threshold, the way out of a NOSPACE alarm (maintenance.go).
-	if a, ok := nextMaintenanceStep(spec, obs, members); ok {
-		return a
-	}
-	// 10. Authentication on or off, once the cluster is settled (auth.go).
-	if a, ok := authStep(spec, obs); ok {
-		return a
-	}
-	// 11. Placement: a member moved off a crowded node or zone, one at a time (placement.go).
-	if a, ok := rebalanceStep(spec, obs, members, voters); ok {
-		return a
-	}
-	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+	return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: ReasonScalingDown,
+		Message: fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)}
+}
+
+// authStepOf and rebalanceStepOf are authStep and rebalanceStep in the shape of nextAfterBootstrap's steps.
+func authStepOf(spec Spec, obs Observation, _ []Member) (Action, bool) { return authStep(spec, obs) }
+
+func rebalanceStepOf(spec Spec, obs Observation, members []Member) (Action, bool) {
+	return rebalanceStep(spec, obs, members, rolesOf(members).voters)
 }
 
 // removeIfSafe removes member m unless that would leave fewer healthy voters than the quorum of the voters

@@ -186,6 +186,11 @@ const PodStuckImageNotStarted = "ImageNotStartedYet"
 
 // Observation is everything the planner knows about the cluster at one moment.
 type Observation struct {
+	// TLSBlocked, when set, is the Wait the cluster's TLS imposes on every step: the TLS decision's (DecideTLS:
+	// members that predate TLS in Steward, or certificates of another provider than the spec's), or the
+	// controller's finding that the provider's material is not usable (a user's Secret, cert-manager's
+	// certificates, a changed CA). The members' certificates are what any step would rest on.
+	TLSBlocked *Action
 	// AuthEnabled is whether etcd enforces authentication; nil when not known.
 	AuthEnabled *bool
 	// PasswordRejected: etcd refused the password Steward keeps for its password user (the operator
@@ -302,6 +307,9 @@ const (
 
 // Next returns the one step to take now.
 func Next(spec Spec, obs Observation) Action {
+	if obs.TLSBlocked != nil {
+		return *obs.TLSBlocked
+	}
 	return guardRuns(obs, next(spec, obs))
 }
 
@@ -319,6 +327,9 @@ func guardRuns(obs Observation, a Action) Action {
 	return a
 }
 
+// next is Next's steps: a pause, a rejected password, a re-seed, members' Pods back on their intact volumes, a
+// quorum-loss recovery, then a new cluster's bootstrap, a formed cluster's steps (nextAfterBootstrap), or the
+// rest of a bootstrap.
 func next(spec Spec, obs Observation) Action {
 	if spec.Paused {
 		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
@@ -337,64 +348,73 @@ func next(spec Spec, obs Observation) Action {
 	if a, ok := quorumLossRecovery(spec, obs); ok {
 		return a
 	}
-	withPod := 0
-	for _, m := range obs.Members {
-		if m.HasPod {
-			withPod++
-		}
-	}
 	if _, err := bootstrapCluster(obs.Members); err != nil {
 		return Action{Kind: Wait, Reason: ReasonInconsistentBootstrap, Message: err.Error()}
 	}
-	// A brand-new cluster: no Pod, no etcd member. Nothing can be lost, so all members start at once; etcd's
-	// static bootstrap needs every initial member to be started with the same --initial-cluster anyway.
-	if withPod == 0 && !anyInEtcd(obs.Members) && !anyPVC(obs.Members) {
-		if obs.Bootstrapped {
-			// Silently starting an empty cluster under the same name would look like success to clients.
-			return Action{Kind: Wait, Reason: ReasonMemberDataLost,
-				Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}
-		}
-		restore := ""
-		if spec.FromBackup != "" || obs.Restore != nil {
-			if a, waiting := fromBackup(spec, obs); waiting {
-				return a
-			}
-			restore = obs.Restore.Name
-		}
-		count := spec.Replicas
-		if restore != "" && obs.Restore.OneSeed {
-			count = 1
-		}
-		if len(obs.NewMemberNames) < count {
-			return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}
-		}
-		names := append([]string(nil), obs.NewMemberNames[:count]...)
-		sort.Strings(names)
-		initial := map[string]string{}
-		for _, n := range names {
-			initial[n] = obs.PeerURL(n)
-		}
-		msg := fmt.Sprintf("creating %d members", len(names))
-		if restore != "" {
-			msg += " from the snapshot of restore " + restore
-			if count < spec.Replicas {
-				msg += fmt.Sprintf(" (its claim can be mounted on one node at a time: the other %d join as learners)", spec.Replicas-count)
-			}
-		}
-		return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore,
-			TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: ReasonBootstrapping, Message: msg}
+	if a, ok := bootstrapNew(spec, obs); ok {
+		return a
 	}
-
 	if obs.Bootstrapped {
 		if a, waiting := seededJoinLater(spec, obs); waiting {
 			return a
 		}
 		return nextAfterBootstrap(spec, obs)
 	}
+	return finishBootstrap(spec, obs)
+}
 
-	// Finish the bootstrap: every member listed in the bootstrap's --initial-cluster needs a Pod. The list is
-	// read back from the Pods and PVCs that exist, so a restarted operator creates the same members, never a second
-	// cluster identity.
+// bootstrapNew starts a brand-new cluster: no Pod, no etcd member, no volume. Nothing can be lost, so all members
+// start at once; etcd's static bootstrap needs every initial member to be started with the same
+// --initial-cluster anyway.
+func bootstrapNew(spec Spec, obs Observation) (Action, bool) {
+	for _, m := range obs.Members {
+		if m.HasPod {
+			return Action{}, false
+		}
+	}
+	if anyInEtcd(obs.Members) || anyPVC(obs.Members) {
+		return Action{}, false
+	}
+	if obs.Bootstrapped {
+		// Silently starting an empty cluster under the same name would look like success to clients.
+		return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+			Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}, true
+	}
+	restore := ""
+	if spec.FromBackup != "" || obs.Restore != nil {
+		if a, waiting := fromBackup(spec, obs); waiting {
+			return a, true
+		}
+		restore = obs.Restore.Name
+	}
+	count := spec.Replicas
+	if restore != "" && obs.Restore.OneSeed {
+		count = 1
+	}
+	if len(obs.NewMemberNames) < count {
+		return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}, true
+	}
+	names := append([]string(nil), obs.NewMemberNames[:count]...)
+	sort.Strings(names)
+	initial := map[string]string{}
+	for _, n := range names {
+		initial[n] = obs.PeerURL(n)
+	}
+	msg := fmt.Sprintf("creating %d members", len(names))
+	if restore != "" {
+		msg += " from the snapshot of restore " + restore
+		if count < spec.Replicas {
+			msg += fmt.Sprintf(" (its claim can be mounted on one node at a time: the other %d join as learners)", spec.Replicas-count)
+		}
+	}
+	return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore,
+		TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: ReasonBootstrapping, Message: msg}, true
+}
+
+// finishBootstrap finishes a bootstrap: every member listed in the bootstrap's --initial-cluster needs a Pod.
+// The list is read back from the Pods and PVCs that exist, so a restarted operator creates the same members,
+// never a second cluster identity.
+func finishBootstrap(spec Spec, obs Observation) Action {
 	initial, _ := bootstrapCluster(obs.Members)
 	if initial != nil {
 		var missing []string

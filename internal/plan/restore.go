@@ -71,67 +71,8 @@ func reseed(spec Spec, obs Observation) Action {
 		}
 	}
 	if len(old) > 0 {
-		// The last check before anything is destroyed, on this pass's observation: the restore controller
-		// admitted the re-seed on an earlier one.
-		if voters, healthy := HealthyVoters(old); !obs.Restore.Rollback && obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
-			return Action{Kind: Wait, Reason: ReasonRestoreRefused,
-				Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}
-		}
-		// The kubelet's view, as the quorum-loss policy takes it: etcd that does not answer Steward (a
-		// NetworkPolicy, a partition of the operator) is not a lost quorum while a quorum of the members' Pods
-		// pass etcd's /readyz, which needs a leader.
-		if c := TakeCensus(old); !obs.Restore.Rollback && PodsServeQuorum(c.Ready, c.Members) {
-			return Action{Kind: Wait, Reason: ReasonRestoreRefused, Message: fmt.Sprintf(
-				"restore %s: %s; it is not re-seeded", obs.Restore.Name, ServingMessage(c.Ready, c.Members, obs.EtcdReachable))}
-		}
-		if obs.Restore.NotMountable != "" {
-			return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
-				Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.NotMountable)}
-		}
-		// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
-		// whose volumes are intact get their Pods back first, and time to form a quorum, before any is stopped.
-		// (Not the members this re-seed has begun to stop: their volumes carry its name.)
-		var keep []Member
-		for _, m := range old {
-			if m.RetiredBy != obs.Restore.Name {
-				keep = append(keep, m)
-			}
-		}
-		if a, ok := recreatePods(spec, obs, sortedMembers(keep)); ok {
-			a.Message = fmt.Sprintf("restore %s waits: %s first", obs.Restore.Name, a.Message)
+		if a, ok := retireOld(spec, obs, old); ok {
 			return a
-		}
-		if back := comingBack(keep, spec.RecoveryGrace); len(back) > 0 {
-			return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
-				"restore %s waits: members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold",
-				obs.Restore.Name, back, spec.RecoveryGrace)}
-		}
-		var pods, deleting, volumes []string
-		for _, m := range old {
-			switch {
-			case m.HasPod && m.PodDeleting:
-				deleting = append(deleting, m.Name)
-			case m.HasPod:
-				pods = append(pods, m.Name)
-			case m.HasPVC:
-				volumes = append(volumes, m.Name)
-			}
-		}
-		sort.Strings(pods)
-		sort.Strings(volumes)
-		switch {
-		case len(pods) > 0:
-			what := "the cluster that lost quorum"
-			if obs.Restore.Rollback {
-				what = "the cluster rolled back to the backup"
-			}
-			return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: ReasonReseeding,
-				Message: fmt.Sprintf("restore %s: stopping members %v of %s", obs.Restore.Name, pods, what)}
-		case len(deleting) > 0:
-			return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}
-		case len(volumes) > 0:
-			return Action{Kind: RetireVolumes, Members: volumes, Restore: obs.Restore.Name, Reason: ReasonReseeding,
-				Message: fmt.Sprintf("restore %s: setting aside the volumes of replaced members %v (kept, not deleted)", obs.Restore.Name, volumes)}
 		}
 		// Only etcd still lists old members (no Pod, no volume): nothing of them is left to act on.
 	}
@@ -144,6 +85,75 @@ func reseed(spec Spec, obs Observation) Action {
 	seeding.Reseed = false
 	next.Restore = &seeding
 	return Next(spec, next)
+}
+
+// retireOld is reseed's step while members of the cluster that lost quorum remain: the last checks that the
+// re-seed is still wanted, then their Pods stopped, then their volumes set aside. False when only etcd's list
+// still names them.
+func retireOld(spec Spec, obs Observation, old []Member) (Action, bool) {
+	// The last check before anything is destroyed, on this pass's observation: the restore controller
+	// admitted the re-seed on an earlier one.
+	if voters, healthy := HealthyVoters(old); !obs.Restore.Rollback && obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
+		return Action{Kind: Wait, Reason: ReasonRestoreRefused,
+			Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}, true
+	}
+	// The kubelet's view, as the quorum-loss policy takes it: etcd that does not answer Steward (a
+	// NetworkPolicy, a partition of the operator) is not a lost quorum while a quorum of the members' Pods
+	// pass etcd's /readyz, which needs a leader.
+	if c := TakeCensus(old); !obs.Restore.Rollback && PodsServeQuorum(c.Ready, c.Members) {
+		return Action{Kind: Wait, Reason: ReasonRestoreRefused, Message: fmt.Sprintf(
+			"restore %s: %s; it is not re-seeded", obs.Restore.Name, ServingMessage(c.Ready, c.Members, obs.EtcdReachable))}, true
+	}
+	if obs.Restore.NotMountable != "" {
+		return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
+			Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.NotMountable)}, true
+	}
+	// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
+	// whose volumes are intact get their Pods back first, and time to form a quorum, before any is stopped.
+	// (Not the members this re-seed has begun to stop: their volumes carry its name.)
+	var keep []Member
+	for _, m := range old {
+		if m.RetiredBy != obs.Restore.Name {
+			keep = append(keep, m)
+		}
+	}
+	if a, ok := recreatePods(spec, obs, sortedMembers(keep)); ok {
+		a.Message = fmt.Sprintf("restore %s waits: %s first", obs.Restore.Name, a.Message)
+		return a, true
+	}
+	if back := comingBack(keep, spec.RecoveryGrace); len(back) > 0 {
+		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
+			"restore %s waits: members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold",
+			obs.Restore.Name, back, spec.RecoveryGrace)}, true
+	}
+	var pods, deleting, volumes []string
+	for _, m := range old {
+		switch {
+		case m.HasPod && m.PodDeleting:
+			deleting = append(deleting, m.Name)
+		case m.HasPod:
+			pods = append(pods, m.Name)
+		case m.HasPVC:
+			volumes = append(volumes, m.Name)
+		}
+	}
+	sort.Strings(pods)
+	sort.Strings(volumes)
+	switch {
+	case len(pods) > 0:
+		what := "the cluster that lost quorum"
+		if obs.Restore.Rollback {
+			what = "the cluster rolled back to the backup"
+		}
+		return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+			Message: fmt.Sprintf("restore %s: stopping members %v of %s", obs.Restore.Name, pods, what)}, true
+	case len(deleting) > 0:
+		return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}, true
+	case len(volumes) > 0:
+		return Action{Kind: RetireVolumes, Members: volumes, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+			Message: fmt.Sprintf("restore %s: setting aside the volumes of replaced members %v (kept, not deleted)", obs.Restore.Name, volumes)}, true
+	}
+	return Action{}, false
 }
 
 // BootstrapComplete reports whether a bootstrap has formed: etcd answered and every member of the bootstrap's
@@ -225,6 +235,23 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 	}
 	return Action{Kind: CreateRestore, Backup: obs.LatestBackup, Reseed: true, Reason: ReasonAutoRestore,
 		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
+}
+
+// QuorumLost reports whether the formed cluster of obs has lost quorum, ready of its Pods being Ready. Lost means
+// both views agree: Steward gets no healthy quorum through etcd's API, and the kubelet's readiness probes
+// (etcd's /readyz, which needs a leader) pass on fewer member Pods than a quorum. The second view keeps a
+// network problem between the operator and the members from looking like a dead cluster to the quorum-loss
+// policy, which would otherwise re-seed a working one.
+func QuorumLost(obs Observation, ready int) bool {
+	if !obs.Bootstrapped {
+		return false
+	}
+	voters, healthy := HealthyVoters(obs.Members)
+	if !obs.EtcdReachable || voters == 0 {
+		// Without a member list, the members Steward knows stand for the voters.
+		voters, healthy = TakeCensus(obs.Members).Members, 0
+	}
+	return voters > 0 && healthy < Quorum(voters) && !PodsServeQuorum(ready, voters)
 }
 
 // PodsServeQuorum reports whether ready member Pods, of members, are a quorum. A member Pod is Ready only while

@@ -264,3 +264,38 @@ func TestPodsServeQuorum(t *testing.T) {
 		}
 	}
 }
+
+// TestQuorumLost: a formed cluster has lost quorum only when etcd's API shows no healthy quorum and fewer of its
+// Pods than a quorum are Ready; a cluster that has not formed never has.
+func TestQuorumLost(t *testing.T) {
+	voter := func(name string, healthy bool) Member {
+		return Member{Name: name, HasPod: true, HasPVC: true, InEtcd: true, Healthy: healthy}
+	}
+	three := func(healthy int) []Member {
+		var ms []Member
+		for i, n := range []string{"a", "b", "c"} {
+			ms = append(ms, voter(n, i < healthy))
+		}
+		return ms
+	}
+	tests := map[string]struct {
+		obs   Observation
+		ready int
+		want  bool
+	}{
+		"healthy quorum":                      {Observation{Bootstrapped: true, EtcdReachable: true, Members: three(2)}, 2, false},
+		"one healthy of three, one Pod Ready": {Observation{Bootstrapped: true, EtcdReachable: true, Members: three(1)}, 1, true},
+		"no healthy quorum, Pods serve one":   {Observation{Bootstrapped: true, EtcdReachable: true, Members: three(1)}, 2, false},
+		"no member list, no Pod Ready":        {Observation{Bootstrapped: true, Members: three(0)}, 0, true},
+		"no member list, Pods serve a quorum": {Observation{Bootstrapped: true, Members: three(0)}, 2, false},
+		"not formed":                          {Observation{EtcdReachable: true, Members: three(0)}, 0, false},
+		"no members at all":                   {Observation{Bootstrapped: true, EtcdReachable: true}, 0, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := QuorumLost(tt.obs, tt.ready); got != tt.want {
+				t.Errorf("QuorumLost = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

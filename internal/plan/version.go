@@ -195,45 +195,7 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 	case apart == 0:
 		return goalRoll, ""
 	case apart == 1:
-		floor, known := upgradeFloor[cv.MinorString()]
-		if !known {
-			return goalRefused, fmt.Sprintf("Steward knows no upgrade path from etcd %s to %s", cv.MinorString(), target.MinorString())
-		}
-		var tooOld []string
-		for _, m := range members {
-			running := runningVersion(m)
-			v, err := ParseVersion(running)
-			if err != nil || !m.InEtcd {
-				continue
-			}
-			if v.sameMinor(cv) && v.Less(floor) {
-				tooOld = append(tooOld, fmt.Sprintf("%s runs %s", m.Name, running))
-			}
-		}
-		if len(tooOld) > 0 {
-			sort.Strings(tooOld)
-			return goalRefused, fmt.Sprintf("etcd supports upgrading to %s only from %s or later (%s): set spec.version to a %s release at or above %s first",
-				target.MinorString(), floor, strings.Join(tooOld, ", "), cv.MinorString(), floor)
-		}
-		// A member restarts by replaying its log from its last raft snapshot. Until every member on cv has
-		// snapshotted past the point where the cluster reached cv, its log may hold entries the release before
-		// cv wrote, which target cannot read (etcd 3.7 panics on entries written under 3.5). Snapshots come every
-		// snapshotInterval applied entries; the slack covers entries applied in one batch.
-		if obs.ClusterVersionSince > 0 {
-			need := obs.ClusterVersionSince + snapshotInterval(spec, cv) + catchUpSlack
-			var behind []string
-			for _, m := range members {
-				if running, err := ParseVersion(m.RunningVersion); m.InEtcd && (err != nil || running.sameMinor(cv)) && m.AppliedIndex < need {
-					behind = append(behind, fmt.Sprintf("%s needs %d more", m.Name, need-m.AppliedIndex))
-				}
-			}
-			if len(behind) > 0 {
-				sort.Strings(behind)
-				return goalWaitingSnap, fmt.Sprintf("waiting for members to take a raft snapshot past index %d, where the cluster reached %s, before moving to %s: a member replays its log from its last snapshot and %s cannot read entries written before %s (applied entries: %s)",
-					obs.ClusterVersionSince, cv.MinorString(), target.MinorString(), target.MinorString(), cv.MinorString(), strings.Join(behind, ", "))
-			}
-		}
-		return goalRoll, ""
+		return upgradeOneMinor(spec, obs, members, cv, target)
 	case apart == -1:
 		if cv.Less(firstDowngradableMinor) {
 			return goalRefused, fmt.Sprintf("etcd %s has no downgrade API: a cluster at %s cannot be downgraded in place; restore a backup into a new cluster instead", cv.MinorString(), cv.MinorString())
@@ -250,6 +212,51 @@ func decideVersion(spec Spec, obs Observation, members []Member) (versionGoal, s
 		return goalRefused, fmt.Sprintf("the cluster is at etcd %s and spec.version %s is %d minor versions behind: etcd downgrades one minor version at a time",
 			cv.MinorString(), spec.Version, -apart)
 	}
+}
+
+// upgradeOneMinor is decideVersion's answer for a cluster one minor below the spec: roll, unless a member
+// runs a release etcd does not upgrade from, or members have yet to snapshot past where the cluster reached its
+// cluster version.
+func upgradeOneMinor(spec Spec, obs Observation, members []Member, cv, target Version) (versionGoal, string) {
+	floor, known := upgradeFloor[cv.MinorString()]
+	if !known {
+		return goalRefused, fmt.Sprintf("Steward knows no upgrade path from etcd %s to %s", cv.MinorString(), target.MinorString())
+	}
+	var tooOld []string
+	for _, m := range members {
+		running := runningVersion(m)
+		v, err := ParseVersion(running)
+		if err != nil || !m.InEtcd {
+			continue
+		}
+		if v.sameMinor(cv) && v.Less(floor) {
+			tooOld = append(tooOld, fmt.Sprintf("%s runs %s", m.Name, running))
+		}
+	}
+	if len(tooOld) > 0 {
+		sort.Strings(tooOld)
+		return goalRefused, fmt.Sprintf("etcd supports upgrading to %s only from %s or later (%s): set spec.version to a %s release at or above %s first",
+			target.MinorString(), floor, strings.Join(tooOld, ", "), cv.MinorString(), floor)
+	}
+	// A member restarts by replaying its log from its last raft snapshot. Until every member on cv has
+	// snapshotted past the point where the cluster reached cv, its log may hold entries the release before
+	// cv wrote, which target cannot read (etcd 3.7 panics on entries written under 3.5). Snapshots come every
+	// snapshotInterval applied entries; the slack covers entries applied in one batch.
+	if obs.ClusterVersionSince > 0 {
+		need := obs.ClusterVersionSince + snapshotInterval(spec, cv) + catchUpSlack
+		var behind []string
+		for _, m := range members {
+			if running, err := ParseVersion(m.RunningVersion); m.InEtcd && (err != nil || running.sameMinor(cv)) && m.AppliedIndex < need {
+				behind = append(behind, fmt.Sprintf("%s needs %d more", m.Name, need-m.AppliedIndex))
+			}
+		}
+		if len(behind) > 0 {
+			sort.Strings(behind)
+			return goalWaitingSnap, fmt.Sprintf("waiting for members to take a raft snapshot past index %d, where the cluster reached %s, before moving to %s: a member replays its log from its last snapshot and %s cannot read entries written before %s (applied entries: %s)",
+				obs.ClusterVersionSince, cv.MinorString(), target.MinorString(), target.MinorString(), cv.MinorString(), strings.Join(behind, ", "))
+		}
+	}
+	return goalRoll, ""
 }
 
 // joinVersion is the version and image a member that joins now (a learner, or a member re-created on its volume

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
 )
 
 // Ports etcd listens on in every member Pod.
@@ -689,13 +690,14 @@ func ClientService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// Quorum is the number of voting members that must agree: a majority.
-func Quorum(voters int32) int32 { return voters/2 + 1 }
+// Quorum is plan.Quorum for an int32 replica count. The rule is plan's; this wrapper stays only while test/e2e
+// (scale_test.go, the budget check) calls it.
+func Quorum(voters int32) int32 { return int32(plan.Quorum(int(voters))) } //nolint:gosec // at most a few members
 
 // PodDisruptionBudget keeps a quorum of members available through voluntary disruptions (drains, evictions).
 // For a one-member cluster that means no voluntary disruption at all.
 func PodDisruptionBudget(cluster *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
-	minAvailable := intstr.FromInt32(Quorum(cluster.Spec.Replicas))
+	minAvailable := intstr.FromInt32(int32(plan.Quorum(int(cluster.Spec.Replicas)))) //nolint:gosec // at most a few members
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: cluster.Name, Namespace: cluster.Namespace, Labels: ClusterLabels(cluster),

@@ -144,7 +144,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile runs one observe -> plan -> act -> status pass.
+// Reconcile runs one observe -> plan -> act -> status pass (docs/development/architecture.md, "A reconcile pass").
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	log := ctrl.LoggerFrom(ctx)
 	cluster := &etcdv1alpha1.EtcdCluster{}
@@ -162,41 +162,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	// TLS first: observing etcd needs the client certificate. A TLS error still lets the pass observe (with the
-	// certificate the pool already has) and report, but not act.
-	ts, mismatch, tlsErr := r.prepareTLS(ctx, cluster)
-	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
-	tlsErr = errors.Join(tlsErr, credsErr)
-	obs, err := r.observe(ctx, cluster)
+	// observe, the Kubernetes side: the cluster's Pods and PVCs, read once, read only.
+	objs, err := r.observeObjects(ctx, cluster)
 	if err != nil {
-		return ctrl.Result{}, errors.Join(tlsErr, err)
+		return ctrl.Result{}, err
+	}
+	// plan TLS, then act's first stage: observing etcd needs Steward's client certificate (and the CA or
+	// provider material it rests on) and its password, which this pass may have to create or renew. So the TLS
+	// step is decided from the spec and the Pods alone (plan.DecideTLS), and only the writes that give access to
+	// etcd are made before observing it. A failure here still lets the pass observe (with what the pool already
+	// has) and report, but not act.
+	tlsDecision := plan.DecideTLS(tlsSpecOf(cluster), tlsPodsOf(cluster, objs.pods))
+	ts, accessErr := r.ensureTLSMaterial(ctx, cluster, objs.pods, tlsDecision)
+	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
+	accessErr = errors.Join(accessErr, credsErr)
+	// observe, etcd's side, joined with the objects read above.
+	obs, err := r.observe(ctx, cluster, objs)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(accessErr, err)
 	}
 	obs.tls, obs.operator, obs.operatorSecret = ts, operator, operatorSecret
-	action := plan.Next(specOf(cluster, r.Options), obs.plan)
-	if mismatch != nil {
-		action = *mismatch
-	}
+	obs.plan.TLSBlocked = tlsBlocked(tlsDecision, ts)
+	// plan: the one step, and what the pass keeps in step besides.
+	decision := plan.Decide(specOf(cluster, r.Options), obs.plan)
+	action := decision.Action
+	// status, whatever happens from here on.
 	defer func() {
 		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
-	if tlsErr != nil {
-		return ctrl.Result{}, tlsErr
+	if accessErr != nil {
+		return ctrl.Result{}, accessErr
 	}
-	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+	// act: the members' certificates and the objects that disrupt nothing, then the step.
+	if err := r.keepInStep(ctx, cluster, ts, obs, decision); err != nil {
 		return ctrl.Result{}, err
-	}
-	if !cluster.Spec.Paused {
-		if err := r.ensureServices(ctx, cluster, obs); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.recordVolumeTLS(ctx, cluster, obs); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.recordRuns(ctx, cluster, obs); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
 	log.V(1).Info("Planned step", "EtcdCluster", klog.KObj(cluster), "action", action.Kind, "reason", action.Reason, "message", action.Message)
 	if err := r.act(ctx, cluster, obs, action); err != nil {
@@ -217,6 +218,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeueAfterPass(action, obs.plan)}, nil
+}
+
+// keepInStep is the part of act that disrupts no member and runs on every pass: the certificates of the members
+// with a Pod, and (unless paused) the Services and the budget, and the marks on members' volumes the plan asked
+// for.
+func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation, decision plan.Decision) error {
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		return err
+	}
+	if cluster.Spec.Paused {
+		return nil
+	}
+	if err := r.ensureServices(ctx, cluster, decision.BudgetMinAvailable); err != nil {
+		return err
+	}
+	if err := r.recordVolumeTLS(ctx, cluster, decision.VolumeTLS); err != nil {
+		return err
+	}
+	return r.recordRuns(ctx, cluster, decision.RunsToRecord)
 }
 
 // requeueAfterPass is requeueAfter, except that a settled cluster whose cluster version etcd is about to raise

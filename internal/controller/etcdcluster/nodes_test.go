@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/plan"
 )
 
 func TestVolumeNodeGone(t *testing.T) {
@@ -122,49 +121,6 @@ func TestNodeCacheTransformKeepsWhatPlacementReads(t *testing.T) {
 	}
 	if _, err := NodeCacheTransform(&corev1.Pod{}); err != nil {
 		t.Errorf("a Pod: %v", err)
-	}
-}
-
-func TestBudgetMinAvailable(t *testing.T) {
-	cluster := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3}}
-	voter := func(name string, healthy bool) plan.Member {
-		return plan.Member{Name: name, HasPod: true, InEtcd: true, Healthy: healthy}
-	}
-	learner := plan.Member{Name: "l", HasPod: true, InEtcd: true, IsLearner: true, Healthy: true}
-	obsOf := func(reachable bool, deleting []string, members ...plan.Member) *observation {
-		o := &observation{pods: map[string]*corev1.Pod{}, plan: plan.Observation{EtcdReachable: reachable, Members: members}}
-		for _, m := range members {
-			if m.HasPod {
-				o.pods[m.Name] = &corev1.Pod{}
-			}
-		}
-		for _, n := range deleting {
-			o.pods[n] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}}}
-		}
-		return o
-	}
-	tests := map[string]struct {
-		replicas int32
-		obs      *observation
-		want     int32
-	}{
-		"settled: quorum, one may go":     {3, obsOf(true, nil, voter("a", true), voter("b", true), voter("c", true)), 2},
-		"settled, 5 members: two may go":  {5, obsOf(true, nil, voter("a", true), voter("b", true), voter("c", true), voter("d", true), voter("e", true)), 3},
-		"a member unhealthy: none may go": {3, obsOf(true, nil, voter("a", true), voter("b", true), voter("c", false)), 3},
-		"a voter removed, its learner in": {3, obsOf(true, []string{"c"}, voter("a", true), voter("b", true), learner), 3},
-		"a fourth voter during a move":    {3, obsOf(true, nil, voter("a", true), voter("b", true), voter("c", true), voter("d", true)), 3},
-		"three voters and a learner":      {3, obsOf(true, nil, voter("a", true), voter("b", true), voter("c", true), learner), 3},
-		"no member list: none may go":     {3, obsOf(false, nil, voter("a", false), voter("b", false), voter("c", false)), 3},
-		"no Pods yet: quorum":             {3, obsOf(false, nil), 2},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := cluster.DeepCopy()
-			c.Spec.Replicas = tt.replicas
-			if got := budgetMinAvailable(c, tt.obs); got != tt.want {
-				t.Errorf("budgetMinAvailable = %d, want %d", got, tt.want)
-			}
-		})
 	}
 }
 

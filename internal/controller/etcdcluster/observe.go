@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"time"
 
@@ -55,17 +54,32 @@ type observation struct {
 	replaceMismatched bool
 }
 
-func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*observation, error) {
+// objects are the cluster's Pods and PVCs as a pass reads them, once, before anything is written: the TLS
+// decision and the observation both read these.
+type objects struct {
+	pods []corev1.Pod
+	pvcs []corev1.PersistentVolumeClaim
+}
+
+// observeObjects reads the cluster's Pods and PVCs (anything with its label; assemble keeps its members').
+func (r *Reconciler) observeObjects(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (objects, error) {
 	sel := client.MatchingLabels{resources.LabelCluster: cluster.Name}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list member Pods: %w", err)
+		return objects{}, fmt.Errorf("list member Pods: %w", err)
 	}
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := r.Client.List(ctx, &pvcs, client.InNamespace(cluster.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("list member PVCs: %w", err)
+		return objects{}, fmt.Errorf("list member PVCs: %w", err)
 	}
-	endpoints := resources.MemberClientEndpoints(cluster, pods.Items)
+	return objects{pods: pods.Items, pvcs: pvcs.Items}, nil
+}
+
+// observe asks etcd (through the client certificate the first act stage ensured) and joins its answers with the
+// cluster's objects into the pass's observation. It writes nothing.
+func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, objs objects) (*observation, error) {
+	pods, pvcs := objs.pods, objs.pvcs
+	endpoints := resources.MemberClientEndpoints(cluster, pods)
 	list := make([]string, 0, len(endpoints))
 	for ep := range endpoints {
 		list = append(list, ep)
@@ -80,7 +94,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for _, m := range cluster.Status.Members {
 		taken[m.Name] = true
 	}
-	obs := assemble(cluster, pods.Items, pvcs.Items, view, r.Options, r.Now(), func(used map[string]bool) []string {
+	obs := assemble(cluster, pods, pvcs, view, r.Options, r.Now(), func(used map[string]bool) []string {
 		for n := range used {
 			taken[n] = true
 		}
@@ -98,7 +112,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	if err := r.observeExpandable(ctx, obs, storageGoal(cluster)); err != nil {
 		return nil, err
 	}
-	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs.Items); err != nil {
+	if err := r.observeVolumeNodes(ctx, cluster, obs, pvcs); err != nil {
 		return nil, err
 	}
 	r.observeNodes(ctx, cluster, obs)
@@ -113,359 +127,6 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 // controlled by the cluster. Anything else with the cluster's label is never touched.
 func isMemberObject(obj client.Object, cluster *etcdv1alpha1.EtcdCluster) bool {
 	return obj.GetLabels()[resources.LabelMember] != "" && metav1.IsControlledBy(obj, cluster)
-}
-
-// assemble joins Pods, PVCs and etcd's answers into one observation, by member name. Pure: newNames supplies
-// unused member names given the names already in use.
-func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
-	o resources.Options, now time.Time, newNames func(used map[string]bool) []string) *observation {
-	obs := &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view,
-		defragmented: map[string]*etcdv1alpha1.Defragmented{}}
-	members := map[string]*plan.Member{}
-	get := func(name string) *plan.Member {
-		if members[name] == nil {
-			members[name] = &plan.Member{Name: name}
-		}
-		return members[name]
-	}
-	for i := range pods {
-		p := &pods[i]
-		if !isMemberObject(p, cluster) {
-			continue // not ours: never touch it
-		}
-		name := p.Labels[resources.LabelMember]
-		obs.pods[name] = p
-		m := get(name)
-		m.HasPod = true
-		m.Node = p.Spec.NodeName
-		m.PodDeleting = p.DeletionTimestamp != nil
-		if m.PodDeleting && now.After(p.DeletionTimestamp.Time) { // the deletion timestamp is when the grace period ends
-			m.PodOverdue = now.Sub(p.DeletionTimestamp.Time)
-		}
-		m.PodReady = resources.PodReady(p)
-		if started := etcdStartedAt(p); !started.IsZero() && now.After(started) {
-			m.RunningFor = now.Sub(started)
-		}
-		m.PodVersion = p.Annotations[resources.AnnotationVersion]
-		m.PodQuota = resources.PodQuota(p)
-		m.PodClientCertAuth = resources.PodVerifiesClientCerts(p)
-		m.PodPeerCheck = resources.PodChecksPeers(p)
-		// A Pod that checks the identity was created once every member's certificate carried it, its own too.
-		m.PeerIdentity = m.PodPeerCheck || resources.PodHeldPeerIdentity(cluster, p, o)
-		m.PodImage, m.ContainerImage = etcdImages(p)
-		m.DataLoss = dataLossOf(p)
-		m.Restore = p.Annotations[resources.AnnotationRestore]
-		m.PodStuck = stuckOf(p)
-		m.PodTLS, _ = resources.PodTLS(p)
-		m.PodBootstrapsAlone = resources.PodBootstrapsAlone(p)
-		if !p.CreationTimestamp.IsZero() {
-			m.PodAge = now.Sub(p.CreationTimestamp.Time)
-		}
-		readInitial(m, p.Annotations)
-	}
-	// pinned: members whose volume exists (is bound), which may tie their Pod to a node.
-	pinned := map[string]bool{}
-	for i := range pvcs {
-		pvc := &pvcs[i]
-		if !isMemberObject(pvc, cluster) {
-			continue
-		}
-		name := pvc.Labels[resources.LabelMember]
-		m := get(name)
-		// A volume being deleted is as good as gone: a Pod could not mount it, and its data goes with it (while its
-		// Pod runs, the Pod holds it, and the member is replaced before it stops).
-		m.HasPVC, m.VolumeDeleting = pvc.DeletionTimestamp == nil, pvc.DeletionTimestamp != nil
-		m.VolumeVersion, m.VolumeImage = pvc.Annotations[resources.AnnotationVersion], pvc.Annotations[resources.AnnotationImage]
-		m.VolumeTLS = pvc.Annotations[resources.AnnotationTLSMode]
-		m.Volume = volumeOf(pvc, now)
-		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
-		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
-		m.PVC, m.VolumeHasRun = pvc.Name, pvc.Annotations[resources.AnnotationHasRun] != ""
-		if d := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
-			obs.defragmented[m.Name] = d
-		}
-		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
-			m.Restore = r
-		}
-		if m.InitialCluster == nil {
-			readInitial(m, pvc.Annotations)
-		}
-		if pvc.Spec.VolumeName != "" {
-			pinned[name] = true
-		}
-	}
-	endpointOf := resources.MemberClientEndpoints(cluster, pods)
-	for ep, s := range view.Statuses {
-		name, ok := endpointOf[ep]
-		if !ok {
-			continue
-		}
-		obs.statusOf[name] = s
-		if s.Err == nil {
-			obs.nameOf[s.MemberID] = name
-		}
-		m := get(name)
-		m.Healthy = s.Healthy()
-		if s.Err == nil {
-			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
-			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
-			m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
-			obs.plan.Revision = max(obs.plan.Revision, s.Revision)
-		}
-		if s.Healthy() {
-			obs.plan.LeaderID = s.LeaderID
-		}
-	}
-	obs.plan.EtcdReachable = view.ListErr == nil
-	obs.plan.ClusterVersion, obs.plan.DowngradeTarget = view.ClusterVersion, view.DowngradeTarget
-	var leaderCommit uint64
-	for _, st := range obs.statusOf {
-		if st.Err == nil && st.MemberID == st.LeaderID {
-			leaderCommit = st.RaftIndex
-		}
-	}
-	obs.versionMark = clusterVersionMark(cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit)
-	if m := obs.versionMark; m != nil && m.Version == view.ClusterVersion && m.RaftIndex > 0 {
-		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
-	}
-	// A member that has not started yet has no name in etcd; it is recognised by the peer URL it was added with.
-	// Either scheme: a member added in the middle of a switch between plaintext and TLS has either.
-	byPeerURL := map[string]string{}
-	for name := range members {
-		for _, scheme := range []string{"http", "https"} {
-			byPeerURL[resources.PeerURLWith(cluster, name, scheme, o)] = name
-		}
-	}
-	for _, m := range members {
-		for name, url := range m.InitialCluster {
-			byPeerURL[url] = name
-		}
-	}
-	etcdNames := etcdMemberNames(cluster, view.Members, byPeerURL, obs.statusOf, o)
-	listed := map[uint64]bool{}
-	for _, em := range view.Members {
-		if listed[em.ID] {
-			continue // etcd's IDs are unique: a repeated entry is a corrupt answer; the first one stands
-		}
-		listed[em.ID] = true
-		name := etcdNames[em.ID]
-		m := get(name)
-		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
-		if len(em.PeerURLs) > 0 {
-			m.PeerURL = em.PeerURLs[0]
-		}
-		obs.nameOf[em.ID] = name
-		// How long a learner's Pod has had to start its etcd: since the Pod was created (its time to catch up
-		// counts from its etcd's start, RunningFor). Re-observable (a restarted operator sees the same), and a
-		// learner without a Pod is Steward's to start, not the learner's fault.
-		if p := obs.pods[name]; em.IsLearner && p != nil && !p.CreationTimestamp.IsZero() {
-			m.LearnerFor = now.Sub(p.CreationTimestamp.Time)
-		}
-	}
-	// A status answer counts for the member whose Pod was asked only if it came from that member: an answer
-	// from another member ID (a Pod IP reused while the cache lags, a Pod that runs someone else's data) says
-	// nothing about this member's health, and must not make one etcd member stand for two names.
-	for name, st := range obs.statusOf {
-		m := members[name]
-		if st.Err != nil || !m.InEtcd || st.MemberID == m.ID {
-			continue
-		}
-		m.Healthy, m.RunningVersion, m.StorageVersion, m.AppliedIndex, m.CommitIndex = false, "", "", 0, 0
-		delete(obs.statusOf, name)
-		if obs.nameOf[st.MemberID] == name && !listed[st.MemberID] {
-			delete(obs.nameOf, st.MemberID)
-		}
-	}
-
-	// Without a member list, the members etcd listed when it last answered (the controller's memory in status)
-	// are still members, even those with neither Pod nor volume left: status says they have no data, and they
-	// count toward the quorum the others need.
-	if view.ListErr != nil {
-		for _, sm := range cluster.Status.Members {
-			if members[sm.Name] != nil || sm.ID == "" {
-				continue
-			}
-			m := get(sm.Name)
-			m.Remembered = true
-			if id, err := etcd.ParseID(sm.ID); err == nil {
-				m.ID = id
-			}
-		}
-	}
-
-	// Members status lists with the version they reported have run (plan.HasRun): how Steward knows it of a
-	// volume from before it recorded that, while etcd gives no member list.
-	for _, sm := range cluster.Status.Members {
-		if m := members[sm.Name]; m != nil && sm.ID != "" && sm.Version != "" {
-			m.ServedBefore = true
-		}
-	}
-
-	// How long each member has been unhealthy, from the start recorded in status (the controller's memory).
-	since := map[string]time.Time{}
-	for _, m := range cluster.Status.Members {
-		if m.UnhealthySince != nil {
-			since[m.Name] = m.UnhealthySince.Time
-		}
-	}
-	// A voter whose Pod the scheduler cannot place, on no volume yet, is stuck on its spec (unschedulable). Not a
-	// learner: it holds no vote and no data, and one that never starts would block every later membership change,
-	// so it is replaced as any learner whose etcd does not start (plan's stuck-learner rule).
-	for name, p := range obs.pods {
-		if m := members[name]; m.PodStuck == "" && !m.IsLearner && !pinned[name] && unschedulable(p) {
-			m.PodStuck = corev1.PodReasonUnschedulable
-		}
-	}
-	obs.unhealthySince = map[string]time.Time{}
-	for name, m := range members {
-		// A member whose Pod is stuck on what the spec asks for is not replaced, however long it is down, so it
-		// keeps no clock: once the spec or the image is fixed, its etcd gets the whole replaceUnhealthyAfter to
-		// start, instead of being replaced by the first pass that no longer sees it stuck.
-		if m.Healthy || (!m.HasPod && !m.InEtcd) || m.PodStuck != "" {
-			continue
-		}
-		start, ok := since[name]
-		if !ok {
-			start = now
-		}
-		obs.unhealthySince[name] = start
-		m.UnhealthyFor = now.Sub(start)
-		// A member whose etcd started again (its node came back, the kubelet restarted it) gets the whole
-		// replaceUnhealthyAfter from that start to catch up: the time its node was down is not its own. Only while
-		// the container runs: a crash loop spends most of its time waiting to restart, and the full clock applies.
-		if started := etcdStartedAt(obs.pods[name]); started.After(start) {
-			m.UnhealthyFor = now.Sub(started)
-		}
-		// Likewise a member whose kubelet came back: after a node's outage the returning kubelet finds the
-		// member's containers gone and reports them not ready, while its etcd has yet to start again. Without
-		// this, members whose nodes return together after an outage longer than replaceUnhealthyAfter (a rack's
-		// power, a majority of nodes) would be replaced by the first pass with a quorum again, while their Pods
-		// were still starting on their volumes. (The node controller marks the Pods of a node that stops
-		// answering not Ready, but leaves ContainersReady as the kubelet last reported it, so a lost node's
-		// member keeps its clock.)
-		if back := containersNotReadySince(obs.pods[name]); back.After(start) && back.After(now.Add(-m.UnhealthyFor)) {
-			m.UnhealthyFor = now.Sub(back)
-		}
-		// A member whose Pod was placed and has not run etcd yet is still starting, and a node slow to start Pods
-		// (the node authorizer's lag on a new Pod's claim and Secrets, seen to hold a Pod 15 s) must not count
-		// against it: its clock runs only from plan.PodStartGrace after the placement, as a starting learner's
-		// does. Without it, a member waiting for a node (unschedulable until one was uncordoned) was replaced by
-		// the first pass that found its Pod placed and still mounting its volume.
-		if placed := placedAt(obs.pods[name]); !placed.IsZero() && !etcdHasRun(obs.pods[name]) {
-			if grace := placed.Add(plan.PodStartGrace); !now.After(grace) {
-				m.UnhealthyFor = 0
-			} else if since := now.Sub(grace); since < m.UnhealthyFor {
-				m.UnhealthyFor = since
-			}
-		}
-	}
-
-	used := map[string]bool{}
-	for name := range members {
-		used[name] = true
-	}
-	obs.plan.NewMemberNames = newNames(used)
-	obs.plan.PeerURL = func(name string) string { return resources.PeerURL(cluster, name, o) }
-	names := make([]string, 0, len(members))
-	for name := range members {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		obs.plan.Members = append(obs.plan.Members, *members[name])
-	}
-	obs.plan.Bootstrapped = cluster.Status.Bootstrapped || plan.BootstrapComplete(obs.plan.Members, obs.plan.EtcdReachable)
-	obs.quorumLostSince = quorumLostSince(cluster, pods, obs.plan, now)
-	if obs.quorumLostSince != nil {
-		obs.plan.QuorumLostFor = now.Sub(*obs.quorumLostSince)
-	}
-	return obs
-}
-
-// etcdMemberNames names every member of etcd's list, by ID. A started member is known by the name it reports,
-// one not started yet by the peer URL it was added with (a member Steward created, or one this cluster's
-// naming recognises); anything else is plan.StrayMemberName(id). Names are unique: when several members claim one name
-// (two members started with the same --name, or a hostile entry), the one whose Pod answered with its ID keeps
-// it, else the lowest ID, and the others are observed as strays, so that no member hides another.
-func etcdMemberNames(cluster *etcdv1alpha1.EtcdCluster, list []etcd.Member, byPeerURL map[string]string, statusOf map[string]etcd.Status,
-	o resources.Options) map[uint64]string {
-	candidate := map[uint64]string{}
-	claims := map[string][]uint64{}
-	for _, em := range list {
-		if _, seen := candidate[em.ID]; seen {
-			continue
-		}
-		name := em.Name
-		for _, u := range em.PeerURLs {
-			if n, ok := byPeerURL[u]; ok && name == "" {
-				name = n
-			}
-		}
-		for _, u := range em.PeerURLs {
-			if n, ok := resources.MemberNameFromPeerURL(cluster, u, o); ok && name == "" {
-				name = n
-			}
-		}
-		if name == "" {
-			name = plan.StrayMemberName(em.ID)
-		}
-		candidate[em.ID] = name
-		claims[name] = append(claims[name], em.ID)
-	}
-	names := map[uint64]string{}
-	taken := map[string]bool{}
-	var losers []uint64
-	for name, ids := range claims {
-		winner := ids[0] // the list is sorted by ID
-		if st, ok := statusOf[name]; ok && st.Err == nil && slices.Contains(ids, st.MemberID) {
-			winner = st.MemberID
-		}
-		names[winner], taken[name] = name, true
-		for _, id := range ids {
-			if id != winner {
-				losers = append(losers, id)
-			}
-		}
-	}
-	slices.Sort(losers)
-	for _, id := range losers {
-		name := plan.StrayMemberName(id)
-		for taken[name] {
-			name += "-" + etcd.FormatID(id)
-		}
-		names[id], taken[name] = name, true
-	}
-	return names
-}
-
-// quorumLostSince is when the formed cluster was first seen without quorum in its current loss of it, nil while
-// it has quorum. Lost means both views agree: Steward gets no healthy quorum through etcd's API, and the
-// kubelet's readiness probes (etcd's /readyz, which needs a leader) pass on fewer member Pods than a quorum. The
-// second view keeps a network problem between the operator and the members from looking like a dead cluster to
-// the quorum-loss policy, which would otherwise re-seed a working one.
-func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs plan.Observation, now time.Time) *time.Time {
-	if !obs.Bootstrapped {
-		return nil
-	}
-	voters, healthy := plan.HealthyVoters(obs.Members)
-	if !obs.EtcdReachable || voters == 0 {
-		// Without a member list, the members Steward knows stand for the voters.
-		voters, healthy = plan.TakeCensus(obs.Members).Members, 0
-	}
-	ready := 0
-	for i := range pods {
-		if metav1.IsControlledBy(&pods[i], cluster) && pods[i].DeletionTimestamp == nil && resources.PodReady(&pods[i]) {
-			ready++
-		}
-	}
-	if voters == 0 || healthy >= plan.Quorum(voters) || plan.PodsServeQuorum(ready, voters) {
-		return nil
-	}
-	if s := cluster.Status.QuorumLostSince; s != nil {
-		t := s.Time
-		return &t
-	}
-	return &now
 }
 
 func readInitial(m *plan.Member, annotations map[string]string) {

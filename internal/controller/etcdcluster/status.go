@@ -100,9 +100,32 @@ func podProblems(pods map[string]*corev1.Pod) string {
 	return msg
 }
 
-// writeStatus computes status from the observation and the planned step and writes it once per pass.
+// writeStatus computes status from the observation and the planned step and writes it once per pass: what the
+// members are, what etcd reports of the cluster, the settings Steward applied, and the conditions.
 func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action, passErr error) error {
 	before := cluster.DeepCopy()
+	st := &cluster.Status
+	r.statusMembers(cluster, obs)
+	metrics.ObserveLeader(cluster.Namespace, cluster.Name, before.Status.Leader, st.Leader)
+	statusEtcd(st, obs)
+	r.statusSettings(cluster, obs, passErr)
+	r.setConditions(cluster, obs, action, passErr)
+	if passErr == nil {
+		st.ObservedGeneration = cluster.Generation
+	}
+	if equality.Semantic.DeepEqual(before.Status, cluster.Status) {
+		// A steady cluster's pass changes nothing: no request at all, rather than an empty patch every pass.
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	r.awaitCachedStatus(ctx, before)
+	return nil
+}
+
+// statusMembers writes the members, their counts, the leader and the lowest version they run.
+func (r *Reconciler) statusMembers(cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
 	st := &cluster.Status
 	st.Members = memberStatuses(cluster, obs, r.Options)
 	st.Replicas = 0
@@ -127,7 +150,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		}
 	}
 	st.CurrentVersion = lowestVersion(versions)
-	metrics.ObserveLeader(cluster.Namespace, cluster.Name, before.Status.Leader, st.Leader)
+}
+
+// statusEtcd writes what etcd reports of the cluster as a whole: its versions, identity, revision, and since
+// when it has lost quorum.
+func statusEtcd(st *etcdv1alpha1.EtcdClusterStatus, obs *observation) {
 	if obs.plan.EtcdReachable {
 		st.ClusterVersion, st.DowngradeTarget = obs.view.ClusterVersion, obs.view.DowngradeTarget
 	}
@@ -150,12 +177,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		t := metav1.NewTime(*obs.quorumLostSince)
 		st.QuorumLostSince = &t
 	}
+	st.HashCheck = obs.hashCheck
+	st.Bootstrapped = obs.plan.Bootstrapped
+}
+
+// statusSettings writes how Steward serves the cluster: its endpoint, quota, auth, users and TLS.
+func (r *Reconciler) statusSettings(cluster *etcdv1alpha1.EtcdCluster, obs *observation, passErr error) {
+	st := &cluster.Status
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
 	st.QuotaBackendBytes = resources.QuotaBackendBytes(cluster)
 	if st.RaisedQuotaBackendBytes > 0 && st.RaisedQuotaBackendBytes <= resources.SpecQuotaBackendBytes(cluster) {
 		st.RaisedQuotaBackendBytes = 0 // the spec asks for as much now: the raise has served its time
 	}
-	st.HashCheck = obs.hashCheck
 	st.OperatorCredentialsSecret = obs.operatorSecret
 	if obs.plan.AuthEnabled != nil {
 		st.AuthEnabled = obs.plan.AuthEnabled
@@ -174,10 +207,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		// (dropTLS), which a failed pass retries.
 		st.TLS = nil
 	}
-	st.Bootstrapped = obs.plan.Bootstrapped
+}
 
+// setConditions writes the pass's conditions and the start of the step under way, with an Event when the
+// cluster becomes available or stops being available (not for the not-yet-formed states of a bootstrap), and a
+// Warning when a Degraded reason that records one begins.
+func (r *Reconciler) setConditions(cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action, passErr error) {
+	st := &cluster.Status
 	now := metav1.NewTime(r.Now())
-	gen := cluster.Generation
 	wasAvailable := meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)
 	wasDegradedReason := ""
 	if d := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
@@ -186,10 +223,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	conds := conditions(obs, action, passErr)
 	st.StepSince = stepSince(meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionProgressing), conds[1], st.StepSince, now)
 	for _, c := range conds {
-		c.ObservedGeneration, c.LastTransitionTime = gen, now
+		c.ObservedGeneration, c.LastTransitionTime = cluster.Generation, now
 		meta.SetStatusCondition(&st.Conditions, c)
-		// An event when the cluster becomes available and when it stops being available; not for the
-		// not-yet-formed states of a bootstrap.
 		if c.Type == etcdv1alpha1.ConditionDegraded && degradedWarnings[c.Reason] && c.Reason != wasDegradedReason {
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
 		}
@@ -203,18 +238,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
 		}
 	}
-	if passErr == nil {
-		st.ObservedGeneration = gen
-	}
-	if equality.Semantic.DeepEqual(before.Status, cluster.Status) {
-		// A steady cluster's pass changes nothing: no request at all, rather than an empty patch every pass.
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	r.awaitCachedStatus(ctx, before)
-	return nil
 }
 
 // cacheCatchUp bounds awaitCachedStatus: the informer delivers a write within milliseconds; past this the
@@ -300,12 +323,18 @@ var progressingWaits = map[string]bool{
 var humanWaits = map[string]bool{
 	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
 	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonBackupNotMountable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
-	plan.ReasonQuorumUnrecoverable: true, ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
+	plan.ReasonQuorumUnrecoverable: true, plan.ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
 	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true, ReasonClusterCAChanged: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
 func conditions(obs *observation, action plan.Action, passErr error) []metav1.Condition {
+	available := availableCondition(obs, action)
+	return []metav1.Condition{available, progressingCondition(obs, action), degradedCondition(obs, action, passErr, available)}
+}
+
+// availableCondition: whether a quorum of the voters etcd lists is healthy.
+func availableCondition(obs *observation, action plan.Action) metav1.Condition {
 	voters, healthyVoters := plan.HealthyVoters(obs.plan.Members)
 	quorum := plan.Quorum(voters)
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
@@ -328,7 +357,12 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
 		available.Message = fmt.Sprintf("%d of %d voting members healthy, quorum is %d", healthyVoters, voters, quorum)
 	}
+	return available
+}
 
+// progressingCondition: whether a step is under way (a step, or a wait that is part of one), with the step's
+// reason and message; while new Pods wait for their certificates, that.
+func progressingCondition(obs *observation, action plan.Action) metav1.Condition {
 	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Reason: action.Reason, Message: action.Message}
 	switch {
 	case action.Kind != plan.Wait && action.Kind != plan.None:
@@ -341,92 +375,114 @@ func conditions(obs *observation, action plan.Action, passErr error) []metav1.Co
 	if obs.tls != nil && obs.tls.waiting != "" {
 		progressing.Reason, progressing.Message = ReasonWaitingForCertificates, obs.tls.waiting
 	}
+	return progressing
+}
 
-	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
-	var unhealthy, volumesDeleting, overdue, replacedOverdue []string
+// memberProblems are the members Degraded names, by problem, each sorted.
+type memberProblems struct {
+	unhealthy, volumesDeleting, overdue, replacedOverdue []string
+}
+
+func memberProblemsOf(obs *observation) memberProblems {
+	var p memberProblems
 	for _, m := range obs.plan.Members {
 		if (m.HasPod || m.InEtcd) && !m.Healthy {
-			unhealthy = append(unhealthy, m.Name)
+			p.unhealthy = append(p.unhealthy, m.Name)
 		}
 		if m.VolumeDeleting && m.HasPod {
-			volumesDeleting = append(volumesDeleting, m.Name)
+			p.volumesDeleting = append(p.volumesDeleting, m.Name)
 		}
 		switch {
 		case m.PodOverdue < podOverdueAfter:
 		case obs.plan.EtcdReachable && !m.InEtcd:
-			replacedOverdue = append(replacedOverdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
+			p.replacedOverdue = append(p.replacedOverdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
 		default:
-			overdue = append(overdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
+			p.overdue = append(p.overdue, fmt.Sprintf("%s (%s past its grace period)", m.Name, m.PodOverdue.Round(time.Second)))
 		}
 	}
-	sort.Strings(replacedOverdue)
-	sort.Strings(unhealthy)
-	sort.Strings(volumesDeleting)
-	sort.Strings(overdue)
+	sort.Strings(p.replacedOverdue)
+	sort.Strings(p.unhealthy)
+	sort.Strings(p.volumesDeleting)
+	sort.Strings(p.overdue)
+	return p
+}
+
+// degradedCondition: the first problem a human may have to act on, in order of urgency; the pass's error first.
+// A switch of cases in that order, each a message a human acts on: one function keeps the order in one place
+// (its length is the messages').
+func degradedCondition(obs *observation, action plan.Action, passErr error, available metav1.Condition) metav1.Condition {
+	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
+	mp := memberProblemsOf(obs)
 	problems := podProblems(obs.pods)
 	noSpace, corrupt := alarmedMembers(obs)
-	mismatched, hashResult := mismatchedMembers(obs)
+	mismatched, _ := mismatchedMembers(obs)
+	set := func(reason, message string) {
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, reason, message
+	}
 	switch {
 	case passErr != nil:
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonReconcileError, passErr.Error()
+		set(ReasonReconcileError, passErr.Error())
 	case humanWaits[action.Reason]:
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, action.Reason, action.Message
-	case len(overdue) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonPodStuckTerminating
-		degraded.Message = fmt.Sprintf("deleted member Pods do not go: %s; their node is probably not answering. Steward cannot re-create "+
+		set(action.Reason, action.Message)
+	case len(mp.overdue) > 0:
+		msg := fmt.Sprintf("deleted member Pods do not go: %s; their node is probably not answering. Steward cannot re-create "+
 			"these members on their volumes until the Pods are gone: if the node is down for good, force-delete them "+
-			"(kubectl delete pod --grace-period=0 --force)", strings.Join(overdue, ", "))
+			"(kubectl delete pod --grace-period=0 --force)", strings.Join(mp.overdue, ", "))
 		if available.Status != metav1.ConditionTrue {
-			degraded.Message += "; " + available.Message
+			msg += "; " + available.Message
 		}
-	case len(replacedOverdue) > 0:
+		set(ReasonPodStuckTerminating, msg)
+	case len(mp.replacedOverdue) > 0:
 		// Removed from etcd and replaced (or being replaced): nothing waits for these Pods, but their volumes
 		// stay until they go, and a human may want to know the node is gone.
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonPodStuckTerminating
-		degraded.Message = fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
+		set(ReasonPodStuckTerminating, fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
 			"these members without waiting; their Pods and volumes go when the node answers again, or force-delete the Pods if it is "+
-			"down for good (kubectl delete pod --grace-period=0 --force)", strings.Join(replacedOverdue, ", "))
+			"down for good (kubectl delete pod --grace-period=0 --force)", strings.Join(mp.replacedOverdue, ", ")))
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonQuorumLost, available.Message
+		msg := available.Message
 		if problems != "" {
-			degraded.Message += "; " + problems
+			msg += "; " + problems
 		}
+		set(ReasonQuorumLost, msg)
 	case len(corrupt) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonCorruptAlarm
-		degraded.Message = fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
+		set(ReasonCorruptAlarm, fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
 			"disarm it; find the member whose hash differs (etcdctl endpoint hashkv --cluster), replace it (delete its PVC), then "+
-			"disarm the alarm (etcdctl alarm disarm)", corrupt)
+			"disarm the alarm (etcdctl alarm disarm)", corrupt))
 	case len(mismatched) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMemberDataMismatch
-		degraded.Message = obs.hashCheck.Message
-		switch {
-		case hashResult == plan.HashNoMajority:
-		case obs.replaceMismatched:
-			degraded.Message += "; Steward replaces them one at a time (spec.maintenance.corruptionCheck.replaceMismatchedMembers)"
-		default:
-			degraded.Message += fmt.Sprintf("; they serve that data to clients that read from them. Replace them: set spec.maintenance.corruptionCheck."+
-				"replaceMismatchedMembers, or delete their volumes (PVCs %s) one at a time and Steward replaces each with a member that copies the majority's data",
-				strings.Join(pvcNames(mismatched), ", "))
-		}
+		set(ReasonMemberDataMismatch, mismatchMessage(obs))
 	case len(noSpace) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonNoSpaceAlarm
-		degraded.Message = fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
+		set(ReasonNoSpaceAlarm, fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
 			"refuses writes until space is reclaimed (compact, defragment every member) and the alarm is disarmed (etcdctl alarm disarm), "+
-			"or the quota is raised (spec.etcd.quotaBackendBytes, within what storage.size allows)", noSpace)
-	case len(volumesDeleting) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMemberVolumeDeleting
-		degraded.Message = fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
-			"Steward replaces them (a successor joins first, then they are removed)", volumesDeleting)
+			"or the quota is raised (spec.etcd.quotaBackendBytes, within what storage.size allows)", noSpace))
+	case len(mp.volumesDeleting) > 0:
+		set(ReasonMemberVolumeDeleting, fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
+			"Steward replaces them (a successor joins first, then they are removed)", mp.volumesDeleting))
 	case problems != "":
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonMemberPodsFailing, problems
-	case obs.plan.Bootstrapped && len(unhealthy) > 0:
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonMembersUnhealthy
-		degraded.Message = fmt.Sprintf("unhealthy members: %v", unhealthy)
+		set(ReasonMemberPodsFailing, problems)
+	case obs.plan.Bootstrapped && len(mp.unhealthy) > 0:
+		set(ReasonMembersUnhealthy, fmt.Sprintf("unhealthy members: %v", mp.unhealthy))
 	case obs.tls != nil && obs.tls.sharedIssuer != "":
 		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, ReasonSharedIssuerTrusted, obs.tls.sharedIssuer
+		set(ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)
 	}
-	return []metav1.Condition{available, progressing, degraded}
+	return degraded
+}
+
+// mismatchMessage is Degraded's message for members whose data differs from the majority's: the hash check's,
+// and what to do about it.
+func mismatchMessage(obs *observation) string {
+	mismatched, hashResult := mismatchedMembers(obs)
+	msg := obs.hashCheck.Message
+	switch {
+	case hashResult == plan.HashNoMajority:
+	case obs.replaceMismatched:
+		msg += "; Steward replaces them one at a time (spec.maintenance.corruptionCheck.replaceMismatchedMembers)"
+	default:
+		msg += fmt.Sprintf("; they serve that data to clients that read from them. Replace them: set spec.maintenance.corruptionCheck."+
+			"replaceMismatchedMembers, or delete their volumes (PVCs %s) one at a time and Steward replaces each with a member that copies the majority's data",
+			strings.Join(pvcNames(mismatched), ", "))
+	}
+	return msg
 }
 
 // alarmedMembers are the members etcd keeps a NOSPACE and a CORRUPT alarm raised for, as this pass read them

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,7 +56,8 @@ type tlsState struct {
 	provider string
 	ca       *pki.KeyPair
 	status   *etcdv1alpha1.TLSStatus
-	// wait, when set, replaces the plan's step: the provider's material is not usable (tls_providers.go).
+	// wait, when set, is the Wait the provider's material imposes while it is not usable (tls_providers.go): the
+	// pass hands it to plan as Observation.TLSBlocked (tlsBlocked), which makes it the step.
 	wait *plan.Action
 	// waiting says which member certificates new Pods wait for (provider CertManager), for Progressing.
 	waiting string
@@ -101,81 +102,63 @@ func (ts *tlsState) note(kind string, notAfter time.Time) {
 	}
 }
 
-// prepareTLS ensures the certificates of the provider the members need (tlsProvider) and points the etcd pool
-// at them. For a cluster whose members predate TLS in Steward it returns the Wait to take instead of the plan's
-// step (legacyPlaintext), and touches no Secret.
-func (r *Reconciler) prepareTLS(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (*tlsState, *plan.Action, error) {
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
-		return nil, nil, fmt.Errorf("list member Pods: %w", err)
-	}
-	if wait, ok := legacyPlaintext(cluster, pods.Items); ok {
-		return nil, &wait, nil
-	}
-	if err := r.markPlaintextPods(ctx, cluster, pods.Items); err != nil {
-		return nil, nil, err
-	}
-	if wait, ok := mixedProviders(cluster, pods.Items); ok {
-		return nil, &wait, nil
-	}
-	provider, holding := tlsProvider(cluster, pods.Items)
-	if provider == "" && cluster.Status.TLS != nil && !cluster.Spec.Paused {
-		// The pass after the last member switched to plaintext (status still shows TLS until this succeeds).
-		if err := r.dropTLS(ctx, cluster); err != nil {
-			return nil, nil, err
-		}
-	}
-	ts, err := r.ensureTLS(ctx, cluster, provider, holding, sharedTrust(cluster, pods.Items))
-	if ts != nil && ts.wait != nil {
-		return ts, ts.wait, err
-	}
-	return ts, nil, err
+// tlsSpecOf is the part of the spec (and status) the TLS decision reads.
+func tlsSpecOf(cluster *etcdv1alpha1.EtcdCluster) plan.TLSSpec {
+	return plan.TLSSpec{Enabled: resources.TLSEnabled(cluster), Provider: resources.TLSMode(cluster), Paused: cluster.Spec.Paused,
+		StatusTLS: cluster.Status.TLS != nil}
 }
 
-// memberPodOf reports whether p is a member Pod the cluster controls: the only Pods whose TLS mode counts.
+// tlsPodsOf is what the member Pods the cluster controls say of their TLS (the only Pods whose TLS mode counts).
+func tlsPodsOf(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) []plan.TLSPod {
+	var out []plan.TLSPod
+	for i := range pods {
+		p := &pods[i]
+		if !memberPodOf(cluster, p) {
+			continue
+		}
+		mode, provider := resources.PodTLS(p)
+		out = append(out, plan.TLSPod{Name: p.Name, Deleting: p.DeletionTimestamp != nil, PredatesTLS: resources.PodPredatesTLS(p),
+			Holds: mode != resources.MemberTLSPlaintext, Provider: provider, TrustsClusterCA: resources.PodTrustsClusterCA(p)})
+	}
+	return out
+}
+
+// memberPodOf reports whether p is a member Pod the cluster controls.
 func memberPodOf(cluster *etcdv1alpha1.EtcdCluster, p *corev1.Pod) bool {
 	return p.Labels[resources.LabelMember] != "" && metav1.IsControlledBy(p, cluster)
 }
 
-// tlsProvider is the provider whose certificates the cluster's members need: the spec's, or while members switch
-// back to plaintext the one whose certificates they still hold; "" when none. holding reports whether any member
-// Pod holds certificates.
-func tlsProvider(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (provider string, holding bool) {
-	if resources.TLSEnabled(cluster) {
-		provider = resources.TLSMode(cluster)
+// ensureTLSMaterial is the first stage of act: it carries out the TLS decision (plan.DecideTLS) before etcd is
+// observed, because observing etcd needs the client certificate. It marks the Pods that predate TLS in Steward
+// as plaintext, drops the certificates of a finished switch to plaintext, ensures the CA and Steward's client
+// certificate of the provider the members need, and points the etcd pool at them. With the decision's Wait
+// (a legacy plaintext cluster, mixed providers) it touches nothing, not even the pool.
+func (r *Reconciler) ensureTLSMaterial(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, d plan.TLSDecision) (*tlsState, error) {
+	if d.Wait != nil {
+		return nil, nil
 	}
-	for i := range pods {
-		p := &pods[i]
-		if !memberPodOf(cluster, p) {
-			continue
-		}
-		if mode, prov := resources.PodTLS(p); mode != resources.MemberTLSPlaintext {
-			holding = true
-			if provider == "" {
-				provider = prov
-			}
+	if err := r.markPlaintextPods(ctx, cluster, pods, d.MarkPlaintext); err != nil {
+		return nil, err
+	}
+	if d.DropTLS {
+		// The pass after the last member switched to plaintext (status still shows TLS until this succeeds).
+		if err := r.dropTLS(ctx, cluster); err != nil {
+			return nil, err
 		}
 	}
-	return provider, holding
+	return r.ensureTLS(ctx, cluster, d.Provider, d.Holding, d.SharedTrust)
 }
 
-// sharedTrust names the member Pods holding certificates of provider CertManager that trust the CA of the
-// user's issuer (created before Steward gave each such cluster a CA of its own): while there are any, the
-// cluster's certificates keep coming from that issuer, or the Pods would refuse them. Pure.
-func sharedTrust(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) []string {
-	var shared []string
-	for i := range pods {
-		p := &pods[i]
-		if !memberPodOf(cluster, p) {
-			continue
-		}
-		if mode, prov := resources.PodTLS(p); mode != resources.MemberTLSPlaintext && prov == etcdv1alpha1.TLSProviderCertManager &&
-			!resources.PodTrustsClusterCA(p) {
-			shared = append(shared, p.Name)
-		}
+// tlsBlocked is the Wait the pass's TLS imposes on the plan (plan.Observation.TLSBlocked): the decision's, or,
+// for the providers whose certificates Steward does not issue, the material's while it is not usable.
+func tlsBlocked(d plan.TLSDecision, ts *tlsState) *plan.Action {
+	if d.Wait != nil {
+		return d.Wait
 	}
-	sort.Strings(shared)
-	return shared
+	if ts != nil {
+		return ts.wait
+	}
+	return nil
 }
 
 // ensureTLS makes sure the cluster's CA and Steward's client certificate exist and are current, and points
@@ -421,66 +404,15 @@ func tlsSecretOf(cluster *etcdv1alpha1.EtcdCluster, s *corev1.Secret) bool {
 	return named && ours
 }
 
-// ReasonTLSProviderMismatch means member Pods predate TLS in Steward while the spec asks for TLS: a cluster
-// created by a Steward without TLS, whose stored spec now reads with the default provider Steward. Switching it
-// to TLS would cut off its plaintext clients without anyone having asked for it, so Steward changes nothing until
-// the spec says what is wanted.
-const ReasonTLSProviderMismatch = "TLSProviderMismatch"
-
-// legacyPlaintext returns a Wait when a member Pod the cluster controls predates TLS in Steward and the spec asks
-// for TLS. Pure: from the spec and the Pods.
-func legacyPlaintext(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
-	if !resources.TLSEnabled(cluster) {
-		return plan.Action{}, false
-	}
+// markPlaintextPods records on the member Pods names (those that predate TLS in Steward, plan.DecideTLS) that
+// they run plaintext, once the spec says None: from then on they are plaintext members like any other, which a
+// later switch to TLS moves. It patches copies: the pass's observation stays what it read.
+func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, names []string) error {
 	for i := range pods {
-		p := &pods[i]
-		if !memberPodOf(cluster, p) || p.DeletionTimestamp != nil {
+		if !slices.Contains(names, pods[i].Name) || !memberPodOf(cluster, &pods[i]) {
 			continue
 		}
-		if resources.PodPredatesTLS(p) {
-			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
-				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/user/tls.md#switching-a-running-cluster-between-plaintext-and-tls)",
-				p.Name, resources.TLSMode(cluster), resources.TLSMode(cluster))}, true
-		}
-	}
-	return plan.Action{}, false
-}
-
-// mixedProviders returns a Wait when the spec asks for a TLS provider while member Pods hold certificates of
-// another: the spec was changed to another provider before a switch to plaintext had finished. The two CAs do
-// not trust each other, so no member may start with the new provider's certificates until every member has
-// left the old one. Pure: from the spec and the Pods.
-func mixedProviders(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) (plan.Action, bool) {
-	if !resources.TLSEnabled(cluster) {
-		return plan.Action{}, false
-	}
-	want := resources.TLSMode(cluster)
-	for i := range pods {
-		p := &pods[i]
-		if !memberPodOf(cluster, p) {
-			continue
-		}
-		if mode, have := resources.PodTLS(p); mode != resources.MemberTLSPlaintext && have != want {
-			return plan.Action{Kind: plan.Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
-				"member %s holds certificates of TLS provider %s but spec.tls.provider is %s: members trust only their own CA, so Steward changes nothing; set spec.tls.provider back to None and let every member switch to plaintext first (status.members[].tls), then to %s",
-				p.Name, have, want, want)}, true
-		}
-	}
-	return plan.Action{}, false
-}
-
-// markPlaintextPods records on member Pods that predate TLS in Steward that they run plaintext, once the spec
-// says None: from then on they are plaintext members like any other, which a later switch to TLS moves.
-func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) error {
-	if resources.TLSEnabled(cluster) || cluster.Spec.Paused {
-		return nil
-	}
-	for i := range pods {
-		p := &pods[i]
-		if !memberPodOf(cluster, p) || p.DeletionTimestamp != nil || !resources.PodPredatesTLS(p) {
-			continue
-		}
+		p := pods[i].DeepCopy()
 		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
@@ -518,4 +450,16 @@ func (r *Reconciler) observePeerIdentity(ctx context.Context, cluster *etcdv1alp
 		}
 		m.PeerIdentity = cert.VerifyHostname(want) == nil
 	}
+}
+
+// updatePeerURL changes the peer URL etcd lists for member MemberID (a step of a switch between plaintext and
+// TLS).
+func (r *Reconciler) updatePeerURL(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	if err := r.Etcd.UpdatePeerURL(ctx, client.ObjectKeyFromObject(cluster).String(), obs.endpoints, action.MemberID, action.PeerURL); err != nil {
+		return err
+	}
+	r.tookStep(ctx, cluster, action, "Changed peer URL", corev1.EventTypeNormal, "PeerURLChanged",
+		fmt.Sprintf("Changed the peer URL of member %s to %s (%s)", action.Members[0], action.PeerURL, action.Reason),
+		"memberID", etcd.FormatID(action.MemberID), "peerURL", action.PeerURL)
+	return nil
 }

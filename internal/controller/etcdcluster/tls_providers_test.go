@@ -480,7 +480,7 @@ func TestCertManagerSharedIssuer(t *testing.T) {
 	cluster := certManagerCluster()
 	old := memberPodOfCertManager(cluster, "db-aaaaa", false)
 	own := memberPodOfCertManager(cluster, "db-bbbbb", true)
-	if got := sharedTrust(cluster, []corev1.Pod{*old, *own}); len(got) != 1 || got[0] != "db-aaaaa" {
+	if got := plan.DecideTLS(tlsSpecOf(cluster), tlsPodsOf(cluster, []corev1.Pod{*old, *own})).SharedTrust; len(got) != 1 || got[0] != "db-aaaaa" {
 		t.Fatalf("sharedTrust %v", got)
 	}
 	r, c := certManagerReconciler(t, &now, true, cluster, old)

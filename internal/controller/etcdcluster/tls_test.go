@@ -237,8 +237,8 @@ func TestLegacyPlaintext(t *testing.T) {
 					tt.pod(&pods[i])
 				}
 			}
-			wait, got := legacyPlaintext(c, pods)
-			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+			wait, got := tlsWait(c, pods)
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != plan.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
 				t.Fatalf("mismatch %v (%+v), want %v", got, wait, tt.want)
 			}
 		})
@@ -279,8 +279,8 @@ func TestMixedProviders(t *testing.T) {
 					tt.pod(&pods[i])
 				}
 			}
-			wait, got := mixedProviders(c, pods)
-			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+			wait, got := tlsWait(c, pods)
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != plan.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
 				t.Fatalf("mixed %v (%+v), want %v", got, wait, tt.want)
 			}
 		})
