@@ -690,10 +690,6 @@ func ClientService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// Quorum is plan.Quorum for an int32 replica count. The rule is plan's; this wrapper stays only while test/e2e
-// (scale_test.go, the budget check) calls it.
-func Quorum(voters int32) int32 { return int32(plan.Quorum(int(voters))) } //nolint:gosec // at most a few members
-
 // PodDisruptionBudget keeps a quorum of members available through voluntary disruptions (drains, evictions).
 // For a one-member cluster that means no voluntary disruption at all.
 func PodDisruptionBudget(cluster *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/e2e/framework"
 )
@@ -62,7 +63,7 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
 			t.Fatal(err)
 		}
-		if pdb.Spec.MinAvailable.IntValue() != int(resources.Quorum(replicas)) {
+		if pdb.Spec.MinAvailable.IntValue() != plan.Quorum(int(replicas)) {
 			t.Errorf("budget minAvailable %s at %d replicas", pdb.Spec.MinAvailable.String(), replicas)
 		}
 	}
