@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pitr"
@@ -149,7 +150,7 @@ func main() {
 		s3.CABundle = os.Getenv(envCABundle)
 		st, err := backup.NewS3Store(s3)
 		if err != nil {
-			finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
+			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
 		}
 		storeAt = func(p string) (backup.Store, error) {
 			c := s3
@@ -163,17 +164,17 @@ func main() {
 	}
 	store, err := storeAt(path)
 	if err != nil {
-		finish(resultFile, backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()})
+		finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
 	}
 	pw, err := loadPassword(credentialsDir)
 	if err != nil {
-		finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+		finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
 	}
 	var t *etcd.TLS
 	if caFile != "" || certFile != "" || keyFile != "" {
 		// No server name override: the agent dials members by their DNS names, which their certificates carry.
 		if t, err = etcd.LoadTLS(caFile, certFile, keyFile, ""); err != nil {
-			finish(resultFile, backup.Result{Reason: backup.ReasonSnapshotFailed, Message: err.Error()})
+			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
 		}
 	}
 
@@ -185,12 +186,12 @@ func main() {
 	case "point-in-time":
 		var err error
 		if pc.candidates, err = parseCandidates(candidates); err != nil {
-			finish(resultFile, backup.Result{Reason: backup.ReasonOutsideWindow, Message: err.Error()})
+			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: err.Error()})
 		}
 		pc.target.Revision = targetRev
 		if targetTime != "" {
 			if pc.target.Time, err = time.Parse(time.RFC3339Nano, targetTime); err != nil {
-				finish(resultFile, backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
+				finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
 			}
 		}
 		pc.open, pc.segments = storeAt, dirAt(segments)
@@ -198,7 +199,7 @@ func main() {
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
 		if err := store.Delete(ctx); err != nil {
-			r = backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()}
+			r = backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 		}
 		finish(resultFile, r)
 	case "verify":
@@ -220,7 +221,7 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 	for _, m := range members {
 		name, url, ok := strings.Cut(m, "=")
 		if !ok {
-			return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("bad --member %q: want name=url", m)}
+			return backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: fmt.Sprintf("bad --member %q: want name=url", m)}
 		}
 		snap, err := etcd.OpenSnapshot(ctx, url, t, pw)
 		if err != nil {
@@ -232,19 +233,19 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 		_ = snap.Data.Close()
 		switch {
 		case errors.Is(err, backup.ErrExists):
-			return backup.Result{Reason: backup.ReasonDestinationExists, Message: err.Error()}
+			return backup.Result{Reason: etcdv1alpha1.ReasonDestinationExists, Message: err.Error()}
 		case errors.Is(err, backup.ErrDestination):
-			return backup.Result{Reason: backup.ReasonUploadFailed, Message: err.Error()}
+			return backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 		case errors.Is(err, backup.ErrChecksumMismatch) || v.Mismatch():
-			return backup.Result{Reason: backup.ReasonChecksumMismatch, Message: fmt.Sprintf("snapshot from %s after %d bytes: %v", name, v.Size(), err)}
+			return backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: fmt.Sprintf("snapshot from %s after %d bytes: %v", name, v.Size(), err)}
 		case err != nil && v.Size() == 0:
 			// Nothing arrived: the member went away between status and stream; try the next.
 			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
 			continue
 		case err != nil:
-			return backup.Result{Reason: backup.ReasonUploadFailed, Message: fmt.Sprintf("snapshot from %s: %v", name, err)}
+			return backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: fmt.Sprintf("snapshot from %s: %v", name, err)}
 		case !v.Verified():
-			return backup.Result{Reason: backup.ReasonChecksumMismatch, Message: "the destination stopped reading before the end of the snapshot"}
+			return backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: "the destination stopped reading before the end of the snapshot"}
 		}
 		return backup.Result{
 			Succeeded: true, Member: name, Endpoint: url, Location: loc,
@@ -255,7 +256,7 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 	if len(members) == 0 {
 		errs = append(errs, "no member given")
 	}
-	return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: "no member delivered a snapshot: " + strings.Join(errs, "; ")}
+	return backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: "no member delivered a snapshot: " + strings.Join(errs, "; ")}
 }
 
 // finish writes the result where Kubernetes picks it up as the termination message, and exits non-zero on

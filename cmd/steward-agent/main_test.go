@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 )
 
@@ -50,10 +51,10 @@ func TestCredentialsNeverReachOutput(t *testing.T) {
 		args   []string
 		reason string
 	}{
-		"delete refused by the server": {append([]string{"delete"}, s3Args...), backup.ReasonUploadFailed},
-		"no member answers":            {append([]string{"snapshot", "--member=m1=http://127.0.0.1:1", "--timeout=5s"}, s3Args...), backup.ReasonSnapshotFailed},
+		"delete refused by the server": {append([]string{"delete"}, s3Args...), etcdv1alpha1.ReasonUploadFailed},
+		"no member answers":            {append([]string{"snapshot", "--member=m1=http://127.0.0.1:1", "--timeout=5s"}, s3Args...), etcdv1alpha1.ReasonSnapshotFailed},
 		"unusable endpoint": {[]string{"delete", "--s3-endpoint=not a host", "--s3-bucket=backups", "--path=x.db"},
-			backup.ReasonUploadFailed},
+			etcdv1alpha1.ReasonUploadFailed},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

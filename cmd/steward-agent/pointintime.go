@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
@@ -53,7 +54,7 @@ func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) bac
 	}
 	names, err := c.segments.List(ctx)
 	if err != nil {
-		return backup.Result{Reason: backup.ReasonSnapshotFailed, Message: fmt.Sprintf("list segments: %v", err)}
+		return backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: fmt.Sprintf("list segments: %v", err)}
 	}
 	var refs []pitr.Ref
 	for _, n := range names {
@@ -63,7 +64,7 @@ func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) bac
 	}
 	chains, err := pitr.Plan(snaps, refs, c.target)
 	if err != nil {
-		return backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("%v (segments in %s)", err, c.segments.Location())}
+		return backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("%v (segments in %s)", err, c.segments.Location())}
 	}
 	cache := map[string]pitr.Segment{}
 	// Every segment any usable chain needs is read and checked before anything else happens.
@@ -74,7 +75,7 @@ func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) bac
 			}
 			seg, err := readSegment(ctx, c.segments, r, c.clusterID)
 			if err != nil {
-				return backup.Result{Reason: backup.ReasonSegmentCorrupt, Message: err.Error()}
+				return backup.Result{Reason: etcdv1alpha1.ReasonSegmentCorrupt, Message: err.Error()}
 			}
 			cache[r.Name] = seg
 		}
@@ -93,7 +94,7 @@ func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) bac
 		}
 		return r
 	}
-	return backup.Result{Reason: backup.ReasonOutsideWindow, Message: fmt.Sprintf("no snapshot before %s: %v", c.target, tried)}
+	return backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("no snapshot before %s: %v", c.target, tried)}
 }
 
 func readSegment(ctx context.Context, d backup.ObjectDir, r pitr.Ref, clusterID string) (pitr.Segment, error) {
@@ -122,17 +123,17 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	}
 	work, err := os.MkdirTemp(c.workDir, "pitr-")
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "work dir: %v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "work dir: %v", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 	src, err := c.open(cand.Path)
 	if err != nil {
-		return fail(backup.ReasonSnapshotFailed, "snapshot %s: %v", cand.Name, err)
+		return fail(etcdv1alpha1.ReasonSnapshotFailed, "snapshot %s: %v", cand.Name, err)
 	}
 	snapFile := filepath.Join(work, "snapshot.db")
 	f, err := os.Create(snapFile) //nolint:gosec // in our own work dir
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "create %s: %v", snapFile, err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "create %s: %v", snapFile, err)
 	}
 	_, _, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256}, f)
 	_ = f.Close()
@@ -144,12 +145,12 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 
 	peer, client, err := freePorts()
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	peerURL, clientURL := "http://127.0.0.1:"+peer, "https://127.0.0.1:"+client
 	tlsArgs, access, err := replayTLS(work)
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	data := filepath.Join(work, "data")
 	var log bytes.Buffer
@@ -157,7 +158,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		"--initial-cluster=pitr="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster-token=steward-pitr")
 	restore.Stdout, restore.Stderr = &log, &log
 	if err := restore.Run(); err != nil {
-		return fail(backup.ReasonReplayFailed, "etcdutl snapshot restore: %v: %s", err, tail(log.String(), 1500))
+		return fail(etcdv1alpha1.ReasonReplayFailed, "etcdutl snapshot restore: %v: %s", err, tail(log.String(), 1500))
 	}
 	_ = os.Remove(snapFile)
 	log.Reset()
@@ -175,7 +176,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	member.Args = append(member.Args, tlsArgs...)
 	member.Stdout, member.Stderr = &log, &log
 	if err := member.Start(); err != nil {
-		return fail(backup.ReasonReplayFailed, "start etcd: %v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "start etcd: %v", err)
 	}
 	// exited closes when the member is gone; cancelling ectx (stop) kills it. Its exit status says nothing the
 	// log tail does not.
@@ -185,12 +186,12 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 
 	rp, err := waitReplayer(ctx, clientURL, access, c.readyTimeout, exited)
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "etcd from snapshot %s: %v: %s", cand.Name, err, tail(log.String(), 1500))
+		return fail(etcdv1alpha1.ReasonReplayFailed, "etcd from snapshot %s: %v: %s", cand.Name, err, tail(log.String(), 1500))
 	}
 	defer rp.Close()
 	actual, err := rp.Revision(ctx)
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	if pitr.SnapshotPast(segs, actual, c.target) {
 		return backup.Result{}, true
@@ -199,27 +200,27 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	groups := pitr.Revisions(events)
 	for _, g := range groups {
 		if err := rp.Apply(ctx, g); err != nil {
-			return fail(backup.ReasonReplayFailed, "onto backup %s (revision %d): %v", cand.Name, actual, err)
+			return fail(etcdv1alpha1.ReasonReplayFailed, "onto backup %s (revision %d): %v", cand.Name, actual, err)
 		}
 	}
 	final, err := rp.Revision(ctx)
 	if err != nil {
-		return fail(backup.ReasonReplayFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	snap, err := etcd.OpenSnapshot(ctx, clientURL, access, etcd.Password{})
 	if err != nil {
-		return fail(backup.ReasonSnapshotFailed, "snapshot of the replayed member: %v", err)
+		return fail(etcdv1alpha1.ReasonSnapshotFailed, "snapshot of the replayed member: %v", err)
 	}
 	v := backup.NewVerifier(snap.Data)
 	loc, err := out.Put(ctx, v)
 	_ = snap.Data.Close()
 	switch {
 	case errors.Is(err, backup.ErrExists):
-		return fail(backup.ReasonDestinationExists, "%v", err)
+		return fail(etcdv1alpha1.ReasonDestinationExists, "%v", err)
 	case err != nil:
-		return fail(backup.ReasonUploadFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonUploadFailed, "%v", err)
 	case !v.Verified():
-		return fail(backup.ReasonChecksumMismatch, "the snapshot of the replayed member did not verify")
+		return fail(etcdv1alpha1.ReasonChecksumMismatch, "the snapshot of the replayed member did not verify")
 	}
 	return backup.Result{
 		Succeeded: true, Member: backup.PointInTimeMember, Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: final,

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/etcdauth"
@@ -250,7 +251,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	check("time after range delete", pitr.Target{Time: times["after range delete"]}, points["after range delete"])
 	check("latest", pitr.Target{}, points["latest"])
 
-	if res := run(pitr.Target{Revision: points["latest"] + 1000}, "backups/refused.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+	if res := run(pitr.Target{Revision: points["latest"] + 1000}, "backups/refused.db"); res.Succeeded || res.Reason != etcdv1alpha1.ReasonOutsideWindow ||
 		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
 		t.Fatalf("target past the end: %+v", res)
 	}
@@ -270,11 +271,11 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	if st := f.status(); st.CompactedRevision != end || st.Error != "" {
 		t.Fatalf("status after compaction: %+v", st)
 	}
-	if res := run(pitr.Target{Revision: gapRev}, "backups/gap.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+	if res := run(pitr.Target{Revision: gapRev}, "backups/gap.db"); res.Succeeded || res.Reason != etcdv1alpha1.ReasonOutsideWindow ||
 		!strings.Contains(res.Message, fmt.Sprintf("revisions %d..%d", cand.Revision, points["latest"])) {
 		t.Fatalf("target in the gap: %+v", res)
 	}
-	if res := run(pitr.Target{}, "backups/latest-past-gap.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+	if res := run(pitr.Target{}, "backups/latest-past-gap.db"); res.Succeeded || res.Reason != etcdv1alpha1.ReasonOutsideWindow ||
 		!strings.Contains(res.Message, fmt.Sprintf("no snapshot reaches past %d (revisions %d..%d are missing)", points["latest"], points["latest"]+1, end)) {
 		t.Fatalf("the latest point beyond a gap: %+v", res)
 	}
@@ -294,7 +295,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	if err := os.Remove(missing); err != nil {
 		t.Fatal(err)
 	}
-	if res := run(pitr.Target{Revision: points["latest"]}, "backups/missing.db"); res.Succeeded || res.Reason != backup.ReasonOutsideWindow ||
+	if res := run(pitr.Target{Revision: points["latest"]}, "backups/missing.db"); res.Succeeded || res.Reason != etcdv1alpha1.ReasonOutsideWindow ||
 		!strings.Contains(res.Message, fmt.Sprintf("recoverable window revisions %d..%d", cand.Revision, missingRef.First-1)) {
 		t.Fatalf("a missing segment: %+v", res)
 	}
@@ -320,7 +321,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := run(pitr.Target{Revision: points["latest"]}, "backups/corrupt.db")
-	if res.Succeeded || res.Reason != backup.ReasonSegmentCorrupt || !strings.Contains(res.Message, strings.TrimSuffix(victim, ".seg")) {
+	if res.Succeeded || res.Reason != etcdv1alpha1.ReasonSegmentCorrupt || !strings.Contains(res.Message, strings.TrimSuffix(victim, ".seg")) {
 		t.Fatalf("corrupt segment: %+v", res)
 	}
 	if _, err := os.Stat(filepath.Join(root, "backups/corrupt.db")); !errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
 )
 
@@ -76,12 +77,12 @@ func verify(ctx context.Context, store backup.Store, want backup.Expected) backu
 }
 
 func failed(err error) backup.Result {
-	reason := backup.ReasonRestoreFailed
+	reason := etcdv1alpha1.ReasonRestoreFailed
 	switch {
 	case errors.Is(err, backup.ErrCorrupt):
-		reason = backup.ReasonSnapshotCorrupt
+		reason = etcdv1alpha1.ReasonSnapshotCorrupt
 	case errors.Is(err, backup.ErrUnreadable):
-		reason = backup.ReasonSnapshotUnreadable
+		reason = etcdv1alpha1.ReasonSnapshotUnreadable
 	}
 	return backup.Result{Reason: reason, Message: err.Error()}
 }
@@ -100,7 +101,7 @@ func holdsMember(dataDir string) bool {
 func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Result {
 	done := backup.Result{Succeeded: true, Location: store.Location(), SizeBytes: c.want.SizeBytes, SHA256: c.want.SHA256}
 	if c.dataDir == "" || c.name == "" || c.initialCluster == "" || c.token == "" || c.peerURLs == "" {
-		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: "restore needs --data-dir, --name, --initial-cluster, --initial-cluster-token and --initial-advertise-peer-urls"}
+		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: "restore needs --data-dir, --name, --initial-cluster, --initial-cluster-token and --initial-advertise-peer-urls"}
 	}
 	if holdsMember(c.dataDir) {
 		done.Message = "the data dir already holds a member; nothing restored"
@@ -113,7 +114,7 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 
 	f, err := os.OpenFile(snap, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600) //nolint:gosec // a fixed name next to the data dir
 	if err != nil {
-		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: fmt.Sprintf("create %s: %v", snap, err)}
+		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("create %s: %v", snap, err)}
 	}
 	_, _, err = backup.CopyVerified(ctx, store, c.want, f)
 	if err == nil {
@@ -127,7 +128,7 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 	}
 
 	if err := os.RemoveAll(staging); err != nil {
-		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: fmt.Sprintf("clear %s: %v", staging, err)}
+		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("clear %s: %v", staging, err)}
 	}
 	args := []string{"snapshot", "restore", snap, "--data-dir=" + staging, "--name=" + c.name,
 		"--initial-cluster=" + c.initialCluster, "--initial-cluster-token=" + c.token,
@@ -139,10 +140,10 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 	cmd := exec.CommandContext(ctx, c.etcdutl, args...) //nolint:gosec // etcdutl of the member's image, arguments from the Pod spec
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, tail(out.String(), 1500))}
+		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, tail(out.String(), 1500))}
 	}
 	if err := os.Rename(staging, c.dataDir); err != nil {
-		return backup.Result{Reason: backup.ReasonRestoreFailed, Message: fmt.Sprintf("move restored data into %s: %v", c.dataDir, err)}
+		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("move restored data into %s: %v", c.dataDir, err)}
 	}
 	backup.SyncDir(work)
 	done.Message = fmt.Sprintf("restored member %s from %s", c.name, store.Location())

@@ -3,6 +3,8 @@ package backup
 import (
 	"fmt"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Member is a cluster member as the EtcdCluster's status reports it.
@@ -36,13 +38,6 @@ const (
 // UnavailableGrace is how long a backup waits for its cluster to have a healthy member before it fails.
 const UnavailableGrace = time.Minute
 
-// Admission reasons (they match the EtcdBackup condition reasons of the same name).
-const (
-	ReasonClusterNotFound     = "ClusterNotFound"
-	ReasonClusterUnavailable  = "ClusterUnavailable"
-	ReasonDestinationNotFound = "DestinationNotFound"
-)
-
 // Decision is the verdict, why, and for Admit the members to try, as name=clientURL in order of preference.
 type Decision struct {
 	Verdict         Verdict
@@ -55,10 +50,10 @@ type Decision struct {
 // bandwidth, which the leader needs for replication. Learners are never used: they may lag behind.
 func Decide(in AdmitInput) Decision {
 	if !in.ClusterFound {
-		return Decision{Verdict: Refuse, Reason: ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}
+		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}
 	}
 	if in.DestinationProblem != "" {
-		return Decision{Verdict: Refuse, Reason: ReasonDestinationNotFound, Message: in.DestinationProblem}
+		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: in.DestinationProblem}
 	}
 	var followers, leaders []string
 	for _, m := range in.Members {
@@ -75,9 +70,9 @@ func Decide(in AdmitInput) Decision {
 	if len(members) == 0 {
 		msg := fmt.Sprintf("no healthy voting member among %d members", len(in.Members))
 		if in.Age < UnavailableGrace {
-			return Decision{Verdict: Wait, Reason: ReasonClusterUnavailable, Message: msg + "; waiting for one"}
+			return Decision{Verdict: Wait, Reason: etcdv1alpha1.ReasonClusterUnavailable, Message: msg + "; waiting for one"}
 		}
-		return Decision{Verdict: Refuse, Reason: ReasonClusterUnavailable, Message: fmt.Sprintf("%s for %s", msg, UnavailableGrace)}
+		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterUnavailable, Message: fmt.Sprintf("%s for %s", msg, UnavailableGrace)}
 	}
 	return Decision{Verdict: Admit, Members: members}
 }

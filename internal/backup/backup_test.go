@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -174,12 +176,12 @@ func TestResultRoundTrip(t *testing.T) {
 	if err != nil || got != ok {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	long := Result{Reason: ReasonSnapshotFailed, Message: strings.Repeat("é", 5000)}
+	long := Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: strings.Repeat("é", 5000)}
 	b := Encode(long)
 	if len(b) > MaxResultBytes {
 		t.Fatalf("encoded %d bytes", len(b))
 	}
-	if got, err := ParseResult(string(b)); err != nil || got.Reason != ReasonSnapshotFailed {
+	if got, err := ParseResult(string(b)); err != nil || got.Reason != etcdv1alpha1.ReasonSnapshotFailed {
 		t.Fatalf("long failure: %+v %v", got, err)
 	}
 	for name, msg := range map[string]string{
@@ -289,17 +291,17 @@ func TestDecide(t *testing.T) {
 		in   AdmitInput
 		want Decision
 	}{
-		"no cluster": {in: AdmitInput{}, want: Decision{Verdict: Refuse, Reason: ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}},
+		"no cluster": {in: AdmitInput{}, want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}},
 		"no destination": {in: AdmitInput{ClusterFound: true, DestinationProblem: "PersistentVolumeClaim x does not exist"},
-			want: Decision{Verdict: Refuse, Reason: ReasonDestinationNotFound, Message: "PersistentVolumeClaim x does not exist"}},
+			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: "PersistentVolumeClaim x does not exist"}},
 		"followers first, leader last, no learner, no unhealthy": {
 			in: AdmitInput{ClusterFound: true, Members: []Member{m("a", true, true, false), m("b", true, false, false), m("c", false, false, false),
 				m("d", true, false, true), m("e", true, false, false)}},
 			want: Decision{Verdict: Admit, Members: []string{"b=http://b:2379", "e=http://e:2379", "a=http://a:2379"}}},
 		"unavailable, young": {in: AdmitInput{ClusterFound: true, Members: []Member{m("a", false, false, false)}, Age: 10 * time.Second},
-			want: Decision{Verdict: Wait, Reason: ReasonClusterUnavailable, Message: "no healthy voting member among 1 members; waiting for one"}},
+			want: Decision{Verdict: Wait, Reason: etcdv1alpha1.ReasonClusterUnavailable, Message: "no healthy voting member among 1 members; waiting for one"}},
 		"unavailable, old": {in: AdmitInput{ClusterFound: true, Age: 2 * time.Minute},
-			want: Decision{Verdict: Refuse, Reason: ReasonClusterUnavailable, Message: "no healthy voting member among 0 members for 1m0s"}},
+			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterUnavailable, Message: "no healthy voting member among 0 members for 1m0s"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := Decide(tc.in); !reflect.DeepEqual(got, tc.want) {

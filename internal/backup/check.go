@@ -13,16 +13,6 @@ type Expected struct {
 	SHA256    string
 }
 
-// Restore failure reasons the agent reports (they match the EtcdRestore condition reasons of the same name).
-const (
-	// ReasonSnapshotCorrupt: the stored snapshot differs from its record or from etcd's trailing checksum.
-	ReasonSnapshotCorrupt = "SnapshotCorrupt"
-	// ReasonSnapshotUnreadable: the stored snapshot could not be read.
-	ReasonSnapshotUnreadable = "SnapshotUnreadable"
-	// ReasonRestoreFailed: etcdutl could not restore the verified snapshot into the data dir.
-	ReasonRestoreFailed = "RestoreFailed"
-)
-
 // ErrUnreadable wraps a failure to open or read the stored snapshot (as opposed to reading one that is wrong).
 var ErrUnreadable = errors.New("snapshot unreadable")
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // FuzzCheckRelativePath: every path the agent accepts stays inside the destination volume, and so does the
@@ -91,7 +93,7 @@ func FuzzDecide(f *testing.F) {
 			}
 			return
 		case len(usable) == 0:
-			if d.Verdict == Admit || d.Reason != ReasonClusterUnavailable {
+			if d.Verdict == Admit || d.Reason != etcdv1alpha1.ReasonClusterUnavailable {
 				t.Fatalf("admitted without a usable member: %+v", d)
 			}
 			return

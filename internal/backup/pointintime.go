@@ -4,14 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/pitr"
-)
-
-// Point-in-time admission reasons (they match the EtcdBackup condition reasons of the same name).
-const (
-	ReasonScheduleNotFound    = "ScheduleNotFound"
-	ReasonNotContinuous       = "NotContinuous"
-	ReasonDestinationMismatch = "DestinationMismatch"
 )
 
 // PointInTimeMember is the result's member of a point-in-time backup: it was not streamed from a member.
@@ -62,19 +56,19 @@ func DecidePointInTime(in PointInTimeInput) PointInTimeDecision {
 	}
 	switch {
 	case in.ScheduleCluster == "":
-		return refuse(ReasonScheduleNotFound, "the EtcdBackupSchedule does not exist")
+		return refuse(etcdv1alpha1.ReasonScheduleNotFound, "the EtcdBackupSchedule does not exist")
 	case in.ScheduleCluster != in.ClusterName:
-		return refuse(ReasonScheduleNotFound, "the EtcdBackupSchedule backs up cluster %s, not %s", in.ScheduleCluster, in.ClusterName)
+		return refuse(etcdv1alpha1.ReasonScheduleNotFound, "the EtcdBackupSchedule backs up cluster %s, not %s", in.ScheduleCluster, in.ClusterName)
 	case !in.Continuous:
-		return refuse(ReasonNotContinuous, "the EtcdBackupSchedule does not have spec.continuous.enabled")
+		return refuse(etcdv1alpha1.ReasonNotContinuous, "the EtcdBackupSchedule does not have spec.continuous.enabled")
 	case !in.SameStorage:
-		return refuse(ReasonDestinationMismatch, "the destination must be on the schedule's PersistentVolumeClaim, or endpoint and bucket, where its snapshots and segments are")
+		return refuse(etcdv1alpha1.ReasonDestinationMismatch, "the destination must be on the schedule's PersistentVolumeClaim, or endpoint and bucket, where its snapshots and segments are")
 	case in.DestinationProblem != "":
-		return refuse(ReasonDestinationNotFound, "%s", in.DestinationProblem)
+		return refuse(etcdv1alpha1.ReasonDestinationNotFound, "%s", in.DestinationProblem)
 	case in.ClusterID == "" && !in.ClusterFound:
-		return refuse(ReasonClusterNotFound, "the EtcdCluster does not exist and the schedule's follower has not followed it")
+		return refuse(etcdv1alpha1.ReasonClusterNotFound, "the EtcdCluster does not exist and the schedule's follower has not followed it")
 	case in.ClusterID == "":
-		return PointInTimeDecision{Verdict: Wait, Reason: ReasonClusterUnavailable, Message: "the cluster has not reported its etcd cluster ID yet"}
+		return PointInTimeDecision{Verdict: Wait, Reason: etcdv1alpha1.ReasonClusterUnavailable, Message: "the cluster has not reported its etcd cluster ID yet"}
 	}
 	var snaps []SnapshotRecord
 	for _, s := range in.Snapshots {
@@ -83,7 +77,7 @@ func DecidePointInTime(in PointInTimeInput) PointInTimeDecision {
 		}
 	}
 	if len(snaps) == 0 {
-		return refuse(ReasonOutsideWindow,
+		return refuse(etcdv1alpha1.ReasonOutsideWindow,
 			"the schedule has no Complete snapshot of etcd cluster %s to start from", in.ClusterID)
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Revision > snaps[j].Revision })
@@ -95,7 +89,7 @@ func DecidePointInTime(in PointInTimeInput) PointInTimeDecision {
 		d.Version = snaps[0].EtcdVersion
 	}
 	if d.Version == "" {
-		return refuse(ReasonClusterNotFound, "the EtcdCluster does not exist and snapshot %s records no etcd version to replay with", snaps[0].Name)
+		return refuse(etcdv1alpha1.ReasonClusterNotFound, "the EtcdCluster does not exist and snapshot %s records no etcd version to replay with", snaps[0].Name)
 	}
 	return d
 }

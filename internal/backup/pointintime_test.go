@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/pitr"
 )
 
@@ -25,16 +26,16 @@ func TestDecidePointInTime(t *testing.T) {
 		says    string
 	}{
 		"admitted":                        {ok, Admit, "", ""},
-		"deleted cluster, never followed": {with(func(in *PointInTimeInput) { in.ClusterFound, in.ClusterID = false, "" }), Refuse, ReasonClusterNotFound, "has not followed it"},
-		"deleted cluster, no version":     {with(func(in *PointInTimeInput) { in.ClusterFound, in.Version = false, "" }), Refuse, ReasonClusterNotFound, "no etcd version"},
-		"no schedule":                     {with(func(in *PointInTimeInput) { in.ScheduleCluster = "" }), Refuse, ReasonScheduleNotFound, "does not exist"},
-		"another's schedule":              {with(func(in *PointInTimeInput) { in.ScheduleCluster = "other" }), Refuse, ReasonScheduleNotFound, "backs up cluster other"},
-		"not continuous":                  {with(func(in *PointInTimeInput) { in.Continuous = false }), Refuse, ReasonNotContinuous, "continuous.enabled"},
-		"elsewhere":                       {with(func(in *PointInTimeInput) { in.SameStorage = false }), Refuse, ReasonDestinationMismatch, "schedule's"},
-		"missing claim":                   {with(func(in *PointInTimeInput) { in.DestinationProblem = "PersistentVolumeClaim x does not exist" }), Refuse, ReasonDestinationNotFound, "x does not exist"},
-		"no cluster ID yet":               {with(func(in *PointInTimeInput) { in.ClusterID = "" }), Wait, ReasonClusterUnavailable, "cluster ID"},
-		"no snapshot":                     {with(func(in *PointInTimeInput) { in.Snapshots = nil }), Refuse, ReasonOutsideWindow, "no Complete snapshot"},
-		"only older identity":             {with(func(in *PointInTimeInput) { in.Snapshots = in.Snapshots[2:3] }), Refuse, ReasonOutsideWindow, "of etcd cluster c1"},
+		"deleted cluster, never followed": {with(func(in *PointInTimeInput) { in.ClusterFound, in.ClusterID = false, "" }), Refuse, etcdv1alpha1.ReasonClusterNotFound, "has not followed it"},
+		"deleted cluster, no version":     {with(func(in *PointInTimeInput) { in.ClusterFound, in.Version = false, "" }), Refuse, etcdv1alpha1.ReasonClusterNotFound, "no etcd version"},
+		"no schedule":                     {with(func(in *PointInTimeInput) { in.ScheduleCluster = "" }), Refuse, etcdv1alpha1.ReasonScheduleNotFound, "does not exist"},
+		"another's schedule":              {with(func(in *PointInTimeInput) { in.ScheduleCluster = "other" }), Refuse, etcdv1alpha1.ReasonScheduleNotFound, "backs up cluster other"},
+		"not continuous":                  {with(func(in *PointInTimeInput) { in.Continuous = false }), Refuse, etcdv1alpha1.ReasonNotContinuous, "continuous.enabled"},
+		"elsewhere":                       {with(func(in *PointInTimeInput) { in.SameStorage = false }), Refuse, etcdv1alpha1.ReasonDestinationMismatch, "schedule's"},
+		"missing claim":                   {with(func(in *PointInTimeInput) { in.DestinationProblem = "PersistentVolumeClaim x does not exist" }), Refuse, etcdv1alpha1.ReasonDestinationNotFound, "x does not exist"},
+		"no cluster ID yet":               {with(func(in *PointInTimeInput) { in.ClusterID = "" }), Wait, etcdv1alpha1.ReasonClusterUnavailable, "cluster ID"},
+		"no snapshot":                     {with(func(in *PointInTimeInput) { in.Snapshots = nil }), Refuse, etcdv1alpha1.ReasonOutsideWindow, "no Complete snapshot"},
+		"only older identity":             {with(func(in *PointInTimeInput) { in.Snapshots = in.Snapshots[2:3] }), Refuse, etcdv1alpha1.ReasonOutsideWindow, "of etcd cluster c1"},
 	} {
 		d := DecidePointInTime(tc.in)
 		if d.Verdict != tc.verdict || d.Reason != tc.reason || !strings.Contains(d.Message, tc.says) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 )
 
@@ -97,23 +98,6 @@ type RestoreDecision struct {
 	Reason, Message string
 }
 
-// Restore reasons (they match the EtcdRestore condition reasons of the same name).
-const (
-	ReasonPending              = "Pending"
-	ReasonConfirmationRequired = "ConfirmationRequired"
-	ReasonVerifying            = "Verifying"
-	ReasonRestoring            = "Restoring"
-	ReasonSucceeded            = "Succeeded"
-	ReasonBackupNotFound       = "BackupNotFound"
-	ReasonBackupNotComplete    = "BackupNotComplete"
-	ReasonWrongCluster         = "WrongCluster"
-	ReasonIncompatibleVersion  = "IncompatibleVersion"
-	ReasonClusterHasQuorum     = "ClusterHasQuorum"
-	ReasonMembersServing       = plan.ReasonMembersServing
-	ReasonClusterNotFormed     = "ClusterNotFormed"
-	ReasonRestoreInProgress    = "RestoreInProgress"
-)
-
 // DecideRestore chooses a restore's next step. Every check that can refuse happens before the snapshot is
 // verified, and the verification before anything of the cluster is touched: a refused restore changes nothing.
 func DecideRestore(in RestoreInput) RestoreDecision {
@@ -121,22 +105,22 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		return RestoreDecision{Step: RestoreRefuse, Mode: in.Mode, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	if !in.ClusterFound {
-		return refuse(ReasonClusterNotFound, "EtcdCluster %s does not exist", in.ClusterName)
+		return refuse(etcdv1alpha1.ReasonClusterNotFound, "EtcdCluster %s does not exist", in.ClusterName)
 	}
 	if in.Mode == "" && in.Verify == nil && !in.Verified {
 		b := in.Backup
 		switch {
 		case !b.Found:
-			return refuse(ReasonBackupNotFound, "EtcdBackup %s does not exist", b.Name)
+			return refuse(etcdv1alpha1.ReasonBackupNotFound, "EtcdBackup %s does not exist", b.Name)
 		case b.Failed:
-			return refuse(ReasonBackupNotComplete, "EtcdBackup %s failed; restore from a Complete backup", b.Name)
+			return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s failed; restore from a Complete backup", b.Name)
 		case !b.Complete:
-			return RestoreDecision{Step: RestoreWait, Reason: ReasonPending, Message: fmt.Sprintf("waiting for EtcdBackup %s to complete", b.Name)}
+			return RestoreDecision{Step: RestoreWait, Reason: etcdv1alpha1.ReasonRestorePending, Message: fmt.Sprintf("waiting for EtcdBackup %s to complete", b.Name)}
 		case b.Location == "" || b.SizeBytes <= 0 || !isHex(b.SHA256, 64):
-			return refuse(ReasonBackupNotComplete, "EtcdBackup %s has no complete record (location, size, sha256) to check the snapshot against", b.Name)
+			return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s has no complete record (location, size, sha256) to check the snapshot against", b.Name)
 		}
 		if in.OtherActive != "" {
-			return refuse(ReasonRestoreInProgress, "restore %s of cluster %s is under way; one restore at a time", in.OtherActive, in.ClusterName)
+			return refuse(etcdv1alpha1.ReasonRestoreInProgress, "restore %s of cluster %s is under way; one restore at a time", in.OtherActive, in.ClusterName)
 		}
 		switch {
 		case in.Bootstrapped:
@@ -144,14 +128,14 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		case in.FromBackup == b.Name:
 			in.Mode = ModeNewCluster
 		default:
-			return refuse(ReasonClusterNotFormed, "cluster %s has not formed and does not name backup %s in spec.bootstrap.fromBackup; to create a cluster from a backup, set that field on a new EtcdCluster", in.ClusterName, b.Name)
+			return refuse(etcdv1alpha1.ReasonClusterNotFormed, "cluster %s has not formed and does not name backup %s in spec.bootstrap.fromBackup; to create a cluster from a backup, set that field on a new EtcdCluster", in.ClusterName, b.Name)
 		}
 		if in.Mode == ModeReseed && (b.ClusterName != in.ClusterName || !slices.Contains(in.ClusterIDs, b.ClusterID)) {
-			return refuse(ReasonWrongCluster, "EtcdBackup %s was taken of cluster %s (etcd cluster ID %s), not of %s (IDs %v); a re-seed only restores the cluster's own backups (create a new cluster with bootstrap.fromBackup to clone another)",
+			return refuse(etcdv1alpha1.ReasonWrongCluster, "EtcdBackup %s was taken of cluster %s (etcd cluster ID %s), not of %s (IDs %v); a re-seed only restores the cluster's own backups (create a new cluster with bootstrap.fromBackup to clone another)",
 				b.Name, b.ClusterName, b.ClusterID, in.ClusterName, in.ClusterIDs)
 		}
 		if why := versionProblem(b.EtcdVersion, in.Version); why != "" {
-			return refuse(ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
+			return refuse(etcdv1alpha1.ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
 		}
 	}
 	// The cluster has quorum when it says so, or when Steward cannot see it but the kubelet can: its member Pods
@@ -172,7 +156,7 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 	if !in.Verified {
 		if mode == ModeReseed {
 			if in.Confirm != in.ClusterName {
-				return RestoreDecision{Step: RestoreWait, Mode: mode, Reason: ReasonConfirmationRequired,
+				return RestoreDecision{Step: RestoreWait, Mode: mode, Reason: etcdv1alpha1.ReasonConfirmationRequired,
 					Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
 			}
 			if hasQuorum {
@@ -188,28 +172,28 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		}
 		switch {
 		case in.Verify == nil:
-			return RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
+			return RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: etcdv1alpha1.ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
 		case !in.Verify.Succeeded:
 			return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: in.Verify.Reason, Message: in.Verify.Message + "; nothing of the cluster was touched"}
 		}
 	}
 	switch {
 	case in.MemberFailure != "":
-		return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: ReasonRestoreFailed, Message: in.MemberFailure}
+		return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: etcdv1alpha1.ReasonRestoreFailed, Message: in.MemberFailure}
 	case in.FreshMembers > 0 && in.OtherMembers == 0 && in.ClusterAvailable &&
 		// A rolled-back cluster was Available before its members went: only the new identity's counts.
 		(mode != ModeReseed || in.PreviousClusterID == "" || len(in.ClusterIDs) == 0 || in.ClusterIDs[0] != in.PreviousClusterID):
-		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: ReasonSucceeded,
+		return RestoreDecision{Step: RestoreDone, Mode: mode, Reason: etcdv1alpha1.ReasonRestoreSucceeded,
 			Message: fmt.Sprintf("%d members started from the snapshot of EtcdBackup %s; the cluster has quorum", in.FreshMembers, in.Backup.Name)}
 	case mode == ModeReseed && in.FreshMembers == 0 && hasQuorum && (!in.Rollback.Allowed || !in.Rollback.SafetyComplete):
 		// (A rollback goes on: its safety backup was taken of the cluster with quorum.)
 		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
 		if serving != "" {
-			return refuse(ReasonMembersServing, "cluster %s is not re-seeded: %s. Nothing was changed", in.ClusterName, serving)
+			return refuse(etcdv1alpha1.ReasonMembersServing, "cluster %s is not re-seeded: %s. Nothing was changed", in.ClusterName, serving)
 		}
-		return refuse(ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
+		return refuse(etcdv1alpha1.ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
 	}
-	return RestoreDecision{Step: RestoreHandOver, Mode: mode, Reason: ReasonRestoring,
+	return RestoreDecision{Step: RestoreHandOver, Mode: mode, Reason: etcdv1alpha1.ReasonRestoring,
 		Message: fmt.Sprintf("snapshot verified; members restored from it: %d, others still present: %d", in.FreshMembers, in.OtherMembers)}
 }
 

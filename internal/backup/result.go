@@ -28,18 +28,6 @@ type Result struct {
 	ClusterID      string `json:"clusterID,omitempty"`
 }
 
-// Failure reasons the agent reports. They match the EtcdBackup condition reasons of the same name.
-const (
-	ReasonSnapshotFailed    = "SnapshotFailed"
-	ReasonChecksumMismatch  = "ChecksumMismatch"
-	ReasonUploadFailed      = "UploadFailed"
-	ReasonDestinationExists = "DestinationExists"
-	// Point-in-time backups (a snapshot carried forward by continuous-backup segments).
-	ReasonOutsideWindow  = "OutsideWindow"
-	ReasonSegmentCorrupt = "SegmentCorrupt"
-	ReasonReplayFailed   = "ReplayFailed"
-)
-
 // MaxResultBytes is the most of a termination message Kubernetes keeps.
 const MaxResultBytes = 4096
 

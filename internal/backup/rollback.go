@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"steward.dev/steward/internal/plan"
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Rollback phases: a restore of a cluster that has quorum (a rollback to the backup) goes through them in order
@@ -67,18 +67,18 @@ func (r Rollback) LossMessage() string {
 func decideRollback(r Rollback) (phase, reason, message string) {
 	switch {
 	case !r.Allowed && r.Serving != "":
-		return RollbackRefused, plan.ReasonMembersServing, fmt.Sprintf("cluster %s is not re-seeded: %s. Nothing was changed. Let Steward reach the members (check NetworkPolicies and the operator's network); "+
+		return RollbackRefused, etcdv1alpha1.ReasonMembersServing, fmt.Sprintf("cluster %s is not re-seeded: %s. Nothing was changed. Let Steward reach the members (check NetworkPolicies and the operator's network); "+
 			"if the members really lost quorum their Pods turn not Ready within a minute, and a new EtcdRestore goes ahead. To roll the serving cluster back instead, set spec.allowRollbackOfHealthyCluster (%s)",
 			r.ClusterName, r.Serving, r.LossMessage())
 	case !r.Allowed:
-		return RollbackRefused, plan.ReasonClusterHasQuorum, fmt.Sprintf("cluster %s has quorum; %s; set spec.allowRollbackOfHealthyCluster to true (with spec.confirm) to roll it back, or restore into a new cluster with bootstrap.fromBackup",
+		return RollbackRefused, etcdv1alpha1.ReasonClusterHasQuorum, fmt.Sprintf("cluster %s has quorum; %s; set spec.allowRollbackOfHealthyCluster to true (with spec.confirm) to roll it back, or restore into a new cluster with bootstrap.fromBackup",
 			r.ClusterName, r.LossMessage())
 	case r.SafetyFailed:
-		return RollbackSafetyBackupFailed, plan.ReasonSafetyBackupFailed, fmt.Sprintf("safety backup %s of cluster %s failed (%s); the cluster was not rolled back and nothing was changed",
+		return RollbackSafetyBackupFailed, etcdv1alpha1.ReasonSafetyBackupFailed, fmt.Sprintf("safety backup %s of cluster %s failed (%s); the cluster was not rolled back and nothing was changed",
 			r.SafetyBackup, r.ClusterName, r.SafetyMessage)
 	case r.SafetyBackup == "" || !r.SafetyComplete:
-		return RollbackTakeSafetyBackup, plan.ReasonTakingSafetyBackup, fmt.Sprintf("taking a safety backup of cluster %s before %s",
+		return RollbackTakeSafetyBackup, etcdv1alpha1.ReasonTakingSafetyBackup, fmt.Sprintf("taking a safety backup of cluster %s before %s",
 			r.ClusterName, r.LossMessage())
 	}
-	return RollbackProceed, plan.ReasonReseeding, fmt.Sprintf("safety backup %s is Complete; %s", r.SafetyBackup, r.LossMessage())
+	return RollbackProceed, etcdv1alpha1.ReasonReseeding, fmt.Sprintf("safety backup %s is Complete; %s", r.SafetyBackup, r.LossMessage())
 }

@@ -116,7 +116,7 @@ func TestScrape(t *testing.T) {
 	}
 	// One of each counter, for cluster c.
 	defer Forget("ns", "c")
-	StepTaken("ns", "c", plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonReplacingMember})
+	StepTaken("ns", "c", plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonReplacingMember})
 	ObserveLeader("ns", "c", "c-a", "c-b")
 	BackupEnded("ns", "c", ResultFailed, "UploadFailed")
 	RestoreEnded("ns", "c", ResultComplete, "")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 )
 
@@ -58,7 +59,7 @@ var counters = []*prometheus.CounterVec{stepsTotal, membersReplacedTotal, leader
 
 // replacementReasons are the reasons of the plan's RemoveMember steps that remove a member to replace it (a
 // successor joins in its place), as opposed to a scale-down or a leftover's removal.
-var replacementReasons = map[string]bool{plan.ReasonReplacingMember: true, plan.ReasonReplacingLearner: true}
+var replacementReasons = map[string]bool{etcdv1alpha1.ReasonReplacingMember: true, etcdv1alpha1.ReasonReplacingLearner: true}
 
 // StepTaken counts one step the EtcdCluster controller took (call it once the step's change is made), and a
 // member replaced when the step is the removal of a member to replace it.

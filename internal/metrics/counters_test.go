@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 )
 
@@ -35,11 +36,11 @@ func TestStepKind(t *testing.T) {
 
 func TestStepTakenCountsReplacements(t *testing.T) {
 	defer Forget("ns", "steps")
-	StepTaken("ns", "steps", plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonReplacingMember})
-	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonScalingDown})
-	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonReplacingMember})
-	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonReplacingLearner})
-	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonRemovingLeftover})
+	StepTaken("ns", "steps", plan.Action{Kind: plan.AddLearner, Reason: etcdv1alpha1.ReasonReplacingMember})
+	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonScalingDown})
+	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonReplacingMember})
+	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonReplacingLearner})
+	StepTaken("ns", "steps", plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonRemovingLeftoverMember})
 	if got := testutil.ToFloat64(stepsTotal.WithLabelValues("ns", "steps", "remove_member")); got != 4 {
 		t.Errorf("remove_member steps = %v, want 4", got)
 	}
@@ -50,7 +51,7 @@ func TestStepTakenCountsReplacements(t *testing.T) {
 	if got := testutil.CollectAndCount(membersReplacedTotal); got != 2 {
 		t.Errorf("%d replacement series, want 2 (ReplacingMember, ReplacingLearner)", got)
 	}
-	if got := testutil.ToFloat64(membersReplacedTotal.WithLabelValues("ns", "steps", plan.ReasonReplacingMember)); got != 1 {
+	if got := testutil.ToFloat64(membersReplacedTotal.WithLabelValues("ns", "steps", etcdv1alpha1.ReasonReplacingMember)); got != 1 {
 		t.Errorf("ReplacingMember replacements = %v, want 1", got)
 	}
 }
@@ -86,7 +87,7 @@ func TestObserveLeader(t *testing.T) {
 
 func TestForgetDeletesOnlyTheCluster(t *testing.T) {
 	for _, c := range []string{"gone", "stays"} {
-		StepTaken("ns", c, plan.Action{Kind: plan.RemoveMember, Reason: plan.ReasonReplacingMember})
+		StepTaken("ns", c, plan.Action{Kind: plan.RemoveMember, Reason: etcdv1alpha1.ReasonReplacingMember})
 		ObserveLeader("ns", c, "a", "b")
 		BackupEnded("ns", c, ResultFailed, "SnapshotFailed")
 		RestoreEnded("ns", c, ResultComplete, "")

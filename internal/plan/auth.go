@@ -1,5 +1,7 @@
 package plan
 
+import etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+
 // Authentication steps: etcd's auth is turned on or off on a settled cluster (every member healthy, as many
 // voters as specified, nothing else to do), so that the switch never races a membership or version step.
 const (
@@ -12,18 +14,6 @@ const (
 	EnsureOperatorUser ActionKind = "EnsureOperatorUser"
 )
 
-// Reasons of authentication steps and waits.
-const (
-	ReasonEnablingAuth  = "EnablingAuth"
-	ReasonDisablingAuth = "DisablingAuth"
-	// ReasonRestoringOperatorUser: etcd refused Steward's password; Steward makes its password user again through
-	// its client certificate.
-	ReasonRestoringOperatorUser = "RestoringOperatorUser"
-	// ReasonOperatorPasswordRejected: etcd refused Steward's password and no member verifies client certificates,
-	// so Steward has no identity in etcd: it changes nothing until a human gives it one.
-	ReasonOperatorPasswordRejected = "OperatorPasswordRejected"
-)
-
 // operatorPasswordStep is what Steward does when etcd refused its password (the operator credentials): with a
 // member that verifies client certificates, it makes its password user again through its certificate, before
 // anything else (a switch to plaintext needs the user before the first member stops taking certificates).
@@ -32,11 +22,11 @@ const (
 func operatorPasswordStep(obs Observation) Action {
 	for _, m := range obs.Members {
 		if m.InEtcd && m.HasPod && !m.PodDeleting && m.PodTLS == TLSOn && m.PodClientCertAuth {
-			return Action{Kind: EnsureOperatorUser, Reason: ReasonRestoringOperatorUser,
+			return Action{Kind: EnsureOperatorUser, Reason: etcdv1alpha1.ReasonRestoringOperatorUser,
 				Message: "etcd refused Steward's password (the operator credentials Secret): making the etcd user steward:operator with it again, through Steward's client certificate"}
 		}
 	}
-	return Action{Kind: Wait, Reason: ReasonOperatorPasswordRejected,
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonOperatorPasswordRejected,
 		Message: "etcd refuses the password of steward:operator, the user Steward acts as (Secret in status.operatorCredentialsSecret), " +
 			"so Steward sees no member's status and changes nothing. It happens after a restore from a backup of another cluster, " +
 			"whose store holds that cluster's password, or after the Secret was edited or deleted. Put the password etcd knows into the Secret " +
@@ -50,14 +40,14 @@ func authStep(spec Spec, obs Observation) (Action, bool) {
 		return Action{}, false
 	}
 	if !spec.Auth {
-		return Action{Kind: DisableAuth, Reason: ReasonDisablingAuth,
+		return Action{Kind: DisableAuth, Reason: etcdv1alpha1.ReasonDisablingAuth,
 			Message: "turning etcd's authentication off (spec.auth.enabled is false): every client may do anything again"}, true
 	}
 	if !spec.TLS {
-		return Action{Kind: EnableAuth, Reason: ReasonEnablingAuth,
+		return Action{Kind: EnableAuth, Reason: etcdv1alpha1.ReasonEnablingAuth,
 			Message: "turning etcd's authentication on (spec.auth.enabled) without TLS: Steward acts as the password user steward:operator; " +
 				"clients need an EtcdUser's password from now on, and passwords cross the network unencrypted"}, true
 	}
-	return Action{Kind: EnableAuth, Reason: ReasonEnablingAuth,
+	return Action{Kind: EnableAuth, Reason: etcdv1alpha1.ReasonEnablingAuth,
 		Message: "turning etcd's authentication on (spec.auth.enabled): clients need an EtcdUser's certificate or password from now on"}, true
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestAuthStep(t *testing.T) {
@@ -25,12 +27,12 @@ func TestAuthStep(t *testing.T) {
 		wantKind   ActionKind
 		wantReason string
 	}{
-		"asked for on a settled TLS cluster: enable":      {withAuth(true, true), settled(&off, healthy...), EnableAuth, ReasonEnablingAuth},
-		"asked for off while on: disable":                 {withAuth(false, true), settled(&on, healthy...), DisableAuth, ReasonDisablingAuth},
-		"as asked: nothing":                               {withAuth(true, true), settled(&on, healthy...), None, ReasonReconciled},
-		"not known whether on: nothing is switched":       {withAuth(true, true), settled(nil, healthy...), None, ReasonReconciled},
-		"asked for without TLS: enable (with a password)": {withAuth(true, false), settled(&off, healthy...), EnableAuth, ReasonEnablingAuth},
-		"a scale-up goes first: auth waits its turn":      {func() Spec { s := withAuth(true, true); s.Replicas = 5; return s }(), settled(&off, healthy...), AddLearner, ReasonScalingUp},
+		"asked for on a settled TLS cluster: enable":      {withAuth(true, true), settled(&off, healthy...), EnableAuth, etcdv1alpha1.ReasonEnablingAuth},
+		"asked for off while on: disable":                 {withAuth(false, true), settled(&on, healthy...), DisableAuth, etcdv1alpha1.ReasonDisablingAuth},
+		"as asked: nothing":                               {withAuth(true, true), settled(&on, healthy...), None, etcdv1alpha1.ReasonReconciled},
+		"not known whether on: nothing is switched":       {withAuth(true, true), settled(nil, healthy...), None, etcdv1alpha1.ReasonReconciled},
+		"asked for without TLS: enable (with a password)": {withAuth(true, false), settled(&off, healthy...), EnableAuth, etcdv1alpha1.ReasonEnablingAuth},
+		"a scale-up goes first: auth waits its turn":      {func() Spec { s := withAuth(true, true); s.Replicas = 5; return s }(), settled(&off, healthy...), AddLearner, etcdv1alpha1.ReasonScalingUp},
 		"an unhealthy member is replaced/waited first":    {withAuth(true, true), settled(&off, with(healthy, "c-b", func(m *Member) { m.Healthy = false })...), Wait, ""},
 	}
 	for name, tt := range tests {
@@ -93,7 +95,7 @@ func TestOperatorPasswordStep(t *testing.T) {
 	paused.Paused = true
 	obs := clusterAt("3.6.0", tlsMember("c-a", 1))
 	obs.PasswordRejected = true
-	if a := Next(paused, obs); a.Kind != Wait || a.Reason != ReasonPaused {
+	if a := Next(paused, obs); a.Kind != Wait || a.Reason != etcdv1alpha1.ReasonPaused {
 		t.Fatalf("paused: %s/%s, want the pause to hold", a.Kind, a.Reason)
 	}
 }

@@ -20,10 +20,6 @@ const (
 	HashInconclusive = "Inconclusive"
 )
 
-// ReasonReplacingMismatchedMember is the reason of removing a member whose key space differs from the majority's, to be
-// replaced (spec.maintenance.corruptionCheck.replaceMismatchedMembers).
-const ReasonReplacingMismatchedMember = "ReplacingMismatchedMember"
-
 // MemberHash is one member's hash of its key space at a check's revision, or why it has none.
 type MemberHash struct {
 	Name            string

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestCompareHashes(t *testing.T) {
@@ -55,13 +57,13 @@ func TestMismatchedMemberReplacement(t *testing.T) {
 		reason string
 	}{
 		"reported only: nothing is done": {specAt("3.6.16"),
-			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), at("c-c", 3, "3.6.16")), None, "", ReasonReconciled},
+			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), at("c-c", 3, "3.6.16")), None, "", etcdv1alpha1.ReasonReconciled},
 		"replacement allowed: the follower is removed to be replaced": {replacing,
-			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), at("c-c", 3, "3.6.16")), RemoveMember, "c-b", ReasonReplacingMismatchedMember},
+			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), at("c-c", 3, "3.6.16")), RemoveMember, "c-b", etcdv1alpha1.ReasonReplacingMismatchedMember},
 		"the leader hands leadership over first": {replacing,
-			clusterAt("3.6.0", mismatched(at("c-a", 1, "3.6.16")), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, "c-a", ReasonMovingLeader},
+			clusterAt("3.6.0", mismatched(at("c-a", 1, "3.6.16")), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, "c-a", etcdv1alpha1.ReasonMovingLeader},
 		"not while the rest would lose quorum": {replacing,
-			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), func() Member { m := at("c-c", 3, "3.6.16"); m.Healthy = false; return m }()), Wait, "", ReasonQuorumAtRisk},
+			clusterAt("3.6.0", at("c-a", 1, "3.6.16"), mismatched(at("c-b", 2, "3.6.16")), func() Member { m := at("c-c", 3, "3.6.16"); m.Healthy = false; return m }()), Wait, "", etcdv1alpha1.ReasonQuorumAtRisk},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestQuotaAndMismatchStepsNeverBreakQuorum(t *testing.T) {
 		spec.Maintenance.ReplaceMismatched = rng.Intn(2) == 0
 		got := Next(spec, obs)
 		switch {
-		case got.Kind == RestartMember && got.Reason == ReasonRestartingForQuota:
+		case got.Kind == RestartMember && got.Reason == etcdv1alpha1.ReasonRestartingForQuota:
 			for _, m := range members {
 				if !m.Healthy || (!m.PodReady && !m.IsLearner) {
 					t.Fatalf("restart for the quota while %s is unhealthy: %+v", m.Name, members)
@@ -106,7 +108,7 @@ func TestQuotaAndMismatchStepsNeverBreakQuorum(t *testing.T) {
 			if got.MemberID == obs.LeaderID && n > 1 {
 				t.Fatalf("restarted the leader while it leads: %+v", members)
 			}
-		case got.Kind == RemoveMember && got.Reason == ReasonReplacingMismatchedMember:
+		case got.Kind == RemoveMember && got.Reason == etcdv1alpha1.ReasonReplacingMismatchedMember:
 			if !spec.Maintenance.ReplaceMismatched {
 				t.Fatalf("replaced a mismatched member without replaceMismatchedMembers")
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestHasRun(t *testing.T) {
@@ -94,7 +96,7 @@ func TestEmptiedVolume(t *testing.T) {
 	}{
 		"1 member, its volume records the run: re-created guarded": {
 			spec: one, obs: noList(func() Member { m := only; m.VolumeHasRun = true; return m }()),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, guarded: []string{"c-a"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, guarded: []string{"c-a"},
 		},
 		"1 member from before the record: status remembers it served": {
 			spec: one, obs: func() Observation {
@@ -102,11 +104,11 @@ func TestEmptiedVolume(t *testing.T) {
 				o.Bootstrapped = false // not even the formed bootstrap is remembered: status's members are enough
 				return o
 			}(),
-			want: CreateMemberPods, reason: ReasonBootstrapping, guarded: []string{"c-a"},
+			want: CreateMemberPods, reason: etcdv1alpha1.ReasonBootstrapping, guarded: []string{"c-a"},
 		},
 		"1 member refused its empty data dir: the loss is reported, naming member and volume": {
 			spec: one, obs: noList(refused(only)),
-			want: Wait, reason: ReasonQuorumUnrecoverable,
+			want: Wait, reason: etcdv1alpha1.ReasonQuorumUnrecoverable,
 			says: []string{"member c-a, volume c-a-data: data dir empty", "EtcdRestore", "spec.confirm"},
 		},
 		"1 member refused, policy set, before its time: reported": {
@@ -115,7 +117,7 @@ func TestEmptiedVolume(t *testing.T) {
 				o.QuorumLostFor, o.LatestBackup = 10*time.Second, "b1"
 				return o
 			}(),
-			want: Wait, reason: ReasonQuorumUnrecoverable, says: []string{"c-a-data", "spec.quorumLossRecovery does so after 30s"},
+			want: Wait, reason: etcdv1alpha1.ReasonQuorumUnrecoverable, says: []string{"c-a-data", "spec.quorumLossRecovery does so after 30s"},
 		},
 		"1 member refused, policy set, its time passed: restored from the newest backup": {
 			spec: withPolicy(one), obs: func() Observation {
@@ -123,23 +125,23 @@ func TestEmptiedVolume(t *testing.T) {
 				o.QuorumLostFor, o.LatestBackup = time.Minute, "b1"
 				return o
 			}(),
-			want: CreateRestore, reason: ReasonAutoRestore,
+			want: CreateRestore, reason: etcdv1alpha1.ReasonQuorumLossRecovery,
 		},
 		"1 member refused, policy set, no backup: reported, never started empty": {
 			spec: withPolicy(one), obs: func() Observation { o := noList(refused(only)); o.QuorumLostFor = time.Minute; return o }(),
-			want: Wait, reason: ReasonNoBackupToRestore,
+			want: Wait, reason: etcdv1alpha1.ReasonNoBackupToRestore,
 		},
 		"3 members, all Pods gone, a joined member's volume emptied: all re-created guarded": {
 			spec: three, obs: noList(podGone(a), podGone(b), podGone(joined)),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, guarded: []string{"c-a", "c-b", "c-d"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, guarded: []string{"c-a", "c-b", "c-d"},
 		},
 		"3 members, the joined one refused, the others have no quorum yet: wait for them": {
 			spec: three, obs: noList(a, b, refused(podGone(joined))),
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"3 members, the joined one refused, the others formed a quorum: replaced": {
 			spec: three, obs: formed(a, b, func() Member { m := refused(joined); m.Healthy, m.PodReady = false, false; return m }()),
-			want: RemoveMember, reason: ReasonReplacingMember, says: []string{"c-d", "lost or corrupt"},
+			want: RemoveMember, reason: etcdv1alpha1.ReasonReplacingMember, says: []string{"c-d", "lost or corrupt"},
 		},
 	}
 	for name, tt := range tests {

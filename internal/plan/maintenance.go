@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Maintenance steps: taken when nothing else is to do (every member healthy, as many voters as specified, no
@@ -20,22 +22,6 @@ const (
 	// RaiseQuota records a larger database quota (Quota) for members to run with: compacted and defragmented,
 	// the data in use still fills the old one. Members then restart with it one at a time.
 	RaiseQuota ActionKind = "RaiseQuota"
-)
-
-// Reasons of maintenance steps and waits.
-const (
-	ReasonDefragmenting         = "Defragmenting"
-	ReasonRecoveringFromNoSpace = "RecoveringFromNoSpace"
-	// ReasonNoSpaceQuotaTooSmall: compacted and defragmented, the data in use still fills the quota: only a human
-	// can delete data or raise the quota.
-	ReasonNoSpaceQuotaTooSmall = "NoSpaceQuotaTooSmall"
-	// ReasonWaitingForBackup: a defragmentation waits while a backup of the cluster streams a snapshot.
-	ReasonWaitingForBackup = "WaitingForBackup"
-	// ReasonRaisingQuota: the quota is raised within spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes.
-	ReasonRaisingQuota = "RaisingQuota"
-	// ReasonRestartingForQuota: a member restarts to run with the quota in force (raised by Steward, or changed
-	// in the spec or with storage.size).
-	ReasonRestartingForQuota = "RestartingForQuota"
 )
 
 // Maintenance is what spec.maintenance asks Steward to do by itself.
@@ -86,14 +72,14 @@ func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, 
 		return Action{}, false
 	}
 	if obs.BackupRunning {
-		return Action{Kind: Wait, Reason: ReasonWaitingForBackup,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForBackup,
 			Message: fmt.Sprintf("members %s are due for a defragmentation; waiting for the backup of the cluster to end", names(due))}, true
 	}
 	next := followerFirst(sortedByName(due), obs.LeaderID)
-	if wait, ok := leaderLast(obs, members, next, m.DefragMinFreeBytes, m.DefragMinFreePercent, ReasonDefragmenting); ok {
+	if wait, ok := leaderLast(obs, members, next, m.DefragMinFreeBytes, m.DefragMinFreePercent, etcdv1alpha1.ReasonDefragmenting); ok {
 		return wait, true
 	}
-	return defragStep(obs, members, next, ReasonDefragmenting, fmt.Sprintf("%s of its %s database file is free (threshold %d%% and %s)",
+	return defragStep(obs, members, next, etcdv1alpha1.ReasonDefragmenting, fmt.Sprintf("%s of its %s database file is free (threshold %d%% and %s)",
 		byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize), m.DefragMinFreePercent, byteSize(m.DefragMinFreeBytes))), true
 }
 
@@ -102,10 +88,10 @@ func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, 
 func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	m := spec.Maintenance
 	if !obs.CompactRevisionKnown {
-		return Action{Kind: Wait, Reason: ReasonRecoveringFromNoSpace, Message: "NOSPACE: reading the compacted revision before compacting"}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonRecoveringFromNoSpace, Message: "NOSPACE: reading the compacted revision before compacting"}
 	}
 	if target := obs.Revision - m.RevisionMargin; target > obs.CompactRevision {
-		return Action{Kind: CompactForSpace, Revision: target, Reason: ReasonRecoveringFromNoSpace,
+		return Action{Kind: CompactForSpace, Revision: target, Reason: etcdv1alpha1.ReasonRecoveringFromNoSpace,
 			Message: fmt.Sprintf("NOSPACE: compacting revisions %d..%d (the newest %d revisions kept), so that their space can be reclaimed",
 				obs.CompactRevision+1, target, m.RevisionMargin)}
 	}
@@ -118,10 +104,10 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	}
 	if len(due) > 0 {
 		next := followerFirst(sortedByName(due), obs.LeaderID)
-		if wait, ok := leaderLast(obs, members, next, noSpaceMinFree, noSpaceMinFreePercent, ReasonRecoveringFromNoSpace); ok {
+		if wait, ok := leaderLast(obs, members, next, noSpaceMinFree, noSpaceMinFreePercent, etcdv1alpha1.ReasonRecoveringFromNoSpace); ok {
 			return wait
 		}
-		return defragStep(obs, members, next, ReasonRecoveringFromNoSpace, fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction",
+		return defragStep(obs, members, next, etcdv1alpha1.ReasonRecoveringFromNoSpace, fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction",
 			byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize)))
 	}
 	var full []string
@@ -138,18 +124,18 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 			const mib = 1 << 20
 			need := (inUse(members)*100/noSpaceDisarmPercent + mib) / mib * mib
 			raised := min(m.MaxQuota, max(2*m.Quota, need))
-			return Action{Kind: RaiseQuota, Quota: raised, Reason: ReasonRaisingQuota,
+			return Action{Kind: RaiseQuota, Quota: raised, Reason: etcdv1alpha1.ReasonRaisingQuota,
 				Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s): raising the quota to %s "+
 					"(spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes %s); members restart with it one at a time, then the alarm is disarmed",
 					byteSize(m.Quota), strings.Join(full, ", "), byteSize(raised), byteSize(m.MaxQuota))}
 		}
-		return Action{Kind: Wait, Reason: ReasonNoSpaceQuotaTooSmall,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonNoSpaceQuotaTooSmall,
 			Message: fmt.Sprintf("NOSPACE: compacted and defragmented, the data in use still fills the quota of %s (%s)%s: delete data, or raise "+
 				"spec.etcd.quotaBackendBytes (and storage.size with it) or spec.maintenance.recoverFromNoSpace.maxQuotaBackendBytes; Steward restarts the members "+
 				"with a new quota one at a time and disarms the alarm once there is room",
 				byteSize(m.Quota), strings.Join(full, ", "), atMax(m))}
 	}
-	return Action{Kind: DisarmNoSpace, Reason: ReasonRecoveringFromNoSpace,
+	return Action{Kind: DisarmNoSpace, Reason: etcdv1alpha1.ReasonRecoveringFromNoSpace,
 		Message: "NOSPACE: compacted and defragmented, the data in use is below 90% of the quota: disarming the alarm, writes resume"}
 }
 
@@ -265,7 +251,7 @@ func quotaRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
 		return Action{}, false
 	}
 	next := followerFirst(sortedByName(due), obs.LeaderID)
-	return restartOne(obs, members, next, ReasonRestartingForQuota,
+	return restartOne(obs, members, next, etcdv1alpha1.ReasonRestartingForQuota,
 		fmt.Sprintf("its Pod runs with a quota of %s, the quota in force is %s (%d of %d members to restart)",
 			byteSize(next.PodQuota), byteSize(q), len(due), len(members))), true
 }

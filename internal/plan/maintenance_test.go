@@ -3,6 +3,8 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 const mib = int64(1) << 20
@@ -56,111 +58,111 @@ func TestNextMaintenance(t *testing.T) {
 		msg    string
 	}{
 		"nothing fragmented: nothing to do": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 100, 90), sized("c-b", 2, 100, 90), sized("c-c", 3, 100, 90)), None, ReasonReconciled, "", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 100, 90), sized("c-b", 2, 100, 90), sized("c-c", 3, 100, 90)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"a follower over both thresholds is defragmented": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 100, 90), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-c", "280.0 MiB of its 300.0 MiB",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 100, 90), sized("c-c", 3, 300, 20)), Defragment, etcdv1alpha1.ReasonDefragmenting, "c-c", "280.0 MiB of its 300.0 MiB",
 		},
 		"followers first, by name": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-b", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), Defragment, etcdv1alpha1.ReasonDefragmenting, "c-b", "",
 		},
 		"the leader last, after handing leadership over": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 30, 20), sized("c-c", 3, 30, 20)), MoveLeader, ReasonDefragmenting, "c-a", "before defragmenting c-a",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 30, 20), sized("c-c", 3, 30, 20)), MoveLeader, etcdv1alpha1.ReasonDefragmenting, "c-a", "before defragmenting c-a",
 		},
 		"a follower due goes first while another has yet to free the compacted pages": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 20)), Defragment, ReasonDefragmenting, "c-c", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 300, 20)), Defragment, etcdv1alpha1.ReasonDefragmenting, "c-c", "",
 		},
 		"the leader the only one due, a follower yet to free the compacted pages: wait for it": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 30, 20)), Wait, ReasonDefragmenting, "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 290), sized("c-c", 3, 30, 20)), Wait, etcdv1alpha1.ReasonDefragmenting, "",
 			"the leader c-a is due for a defragmentation with 20.0 MiB in use, but c-b has 290.0 MiB in use",
 		},
 		"a follower with a small file never holds the leader back": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 60, 58), sized("c-c", 3, 30, 20)), MoveLeader, ReasonDefragmenting, "c-a", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 60, 58), sized("c-c", 3, 30, 20)), MoveLeader, etcdv1alpha1.ReasonDefragmenting, "c-a", "",
 		},
 		"a single member is defragmented where it is": {
-			func() Spec { s := defragSpec(); s.Replicas = 1; return s }(), clusterAt("3.6.0", sized("c-a", 1, 300, 20)), Defragment, ReasonDefragmenting, "c-a", "",
+			func() Spec { s := defragSpec(); s.Replicas = 1; return s }(), clusterAt("3.6.0", sized("c-a", 1, 300, 20)), Defragment, etcdv1alpha1.ReasonDefragmenting, "c-a", "",
 		},
 		"much free space but below the ratio: not yet": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 1000, 600), sized("c-b", 2, 1000, 600), sized("c-c", 3, 1000, 600)), None, ReasonReconciled, "", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 1000, 600), sized("c-b", 2, 1000, 600), sized("c-c", 3, 1000, 600)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"a high ratio of a small file: not worth it": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 40, 2), sized("c-b", 2, 40, 2), sized("c-c", 3, 40, 2)), None, ReasonReconciled, "", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 40, 2), sized("c-b", 2, 40, 2), sized("c-c", 3, 40, 2)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"no threshold set: never": {
-			specAt("3.6.16"), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), None, ReasonReconciled, "", "",
+			specAt("3.6.16"), clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"a running backup is waited for": {
 			defragSpec(), func() Observation {
 				o := clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20))
 				o.BackupRunning = true
 				return o
-			}(), Wait, ReasonWaitingForBackup, "", "c-a, c-b, c-c",
+			}(), Wait, etcdv1alpha1.ReasonWaitingForBackup, "", "c-a, c-b, c-c",
 		},
 		"a member down: no defragmentation": {
-			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), func() Member { m := sized("c-b", 2, 300, 20); m.Healthy = false; return m }(), sized("c-c", 3, 300, 20)), Wait, ReasonWaitingForMembers, "", "",
+			defragSpec(), clusterAt("3.6.0", sized("c-a", 1, 300, 20), func() Member { m := sized("c-b", 2, 300, 20); m.Healthy = false; return m }(), sized("c-c", 3, 300, 20)), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", "",
 		},
 		"a version step comes first": {
 			func() Spec { s := defragSpec(); s.Version, s.Image = "3.6.15", "etcd:v3.6.15"; return s }(),
-			clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), RollMember, ReasonDowngrading, "", "",
+			clusterAt("3.6.0", sized("c-a", 1, 300, 20), sized("c-b", 2, 300, 20), sized("c-c", 3, 300, 20)), RollMember, etcdv1alpha1.ReasonDowngrading, "", "",
 		},
 		"NOSPACE without recovery: reported, nothing done": {
-			defragSpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), None, ReasonReconciled, "", "",
+			defragSpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"NOSPACE: compact first, keeping the margin": {
-			recoverySpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), CompactForSpace, ReasonRecoveringFromNoSpace, "", "compacting revisions 1..4900",
+			recoverySpec(), noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288)), CompactForSpace, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "compacting revisions 1..4900",
 		},
 		"NOSPACE: the compacted revision not read yet: wait": {
 			recoverySpec(), func() Observation {
 				o := noSpace(5000, 0, sized("c-a", 1, 288, 288), sized("c-b", 2, 288, 288), sized("c-c", 3, 288, 288))
 				o.CompactRevisionKnown = false
 				return o
-			}(), Wait, ReasonRecoveringFromNoSpace, "", "",
+			}(), Wait, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "",
 		},
 		"NOSPACE: compacted, members defragmented followers first (below the usual thresholds too)": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 288, 20), sized("c-c", 3, 40, 20)), Defragment, ReasonRecoveringFromNoSpace, "c-b", "after the compaction",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 288, 20), sized("c-c", 3, 40, 20)), Defragment, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-b", "after the compaction",
 		},
 		"NOSPACE: the leader last": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), MoveLeader, ReasonRecoveringFromNoSpace, "c-a", "",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), MoveLeader, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-a", "",
 		},
 		"NOSPACE: the leader last, after the followers have freed the compacted pages": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 288, 280)), Wait, ReasonRecoveringFromNoSpace, "", "c-c has 280.0 MiB in use",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 288, 280)), Wait, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "c-c has 280.0 MiB in use",
 		},
 		"NOSPACE: defragmented and room again: disarm": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 21, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), DisarmNoSpace, ReasonRecoveringFromNoSpace, "", "",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 21, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), DisarmNoSpace, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "",
 		},
 		"NOSPACE: live data fills the quota: a human must act": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Wait, ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
 		},
 		"NOSPACE: live data fills the quota, a maximum allows more: the quota doubles": {
-			raisingSpec(288, 1024), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
+			raisingSpec(288, 1024), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
 		},
 		"NOSPACE: more than twice when the data in use needs it, in whole MiB": {
-			raisingSpec(32, 1024), noSpace(5000, 4900, sized("c-a", 1, 61, 60), sized("c-b", 2, 61, 60), sized("c-c", 3, 61, 60)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 67.0 MiB",
+			raisingSpec(32, 1024), noSpace(5000, 4900, sized("c-a", 1, 61, 60), sized("c-b", 2, 61, 60), sized("c-c", 3, 61, 60)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 67.0 MiB",
 		},
 		"NOSPACE: doubling is capped at the maximum": {
-			raisingSpec(288, 400), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
+			raisingSpec(288, 400), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
 		},
 		"NOSPACE: the quota is at the maximum: a human must act": {
-			raisingSpec(400, 400), noSpace(5000, 4900, sized("c-a", 1, 390, 385), sized("c-b", 2, 390, 385), sized("c-c", 3, 390, 385)), Wait, ReasonNoSpaceQuotaTooSmall, "", "",
+			raisingSpec(400, 400), noSpace(5000, 4900, sized("c-a", 1, 390, 385), sized("c-b", 2, 390, 385), sized("c-c", 3, 390, 385)), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "",
 		},
 		"a raised quota: followers restart with it first": {
 			raisingSpec(576, 1024), clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 576)),
-			RestartMember, ReasonRestartingForQuota, "c-b", "runs with a quota of 288.0 MiB, the quota in force is 576.0 MiB",
+			RestartMember, etcdv1alpha1.ReasonRestartingForQuota, "c-b", "runs with a quota of 288.0 MiB, the quota in force is 576.0 MiB",
 		},
 		"a raised quota: the leader last, after handing over": {
 			raisingSpec(576, 1024), clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 576), withQuota(sized("c-c", 3, 20, 20), 576)),
-			MoveLeader, ReasonMovingLeader, "c-a", "before restarting it",
+			MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", "before restarting it",
 		},
 		"a restart for the quota comes before NOSPACE steps": {
 			raisingSpec(576, 1024), noSpace(5000, 4900, withQuota(sized("c-a", 1, 280, 275), 576), withQuota(sized("c-b", 2, 280, 275), 288), withQuota(sized("c-c", 3, 280, 275), 576)),
-			RestartMember, ReasonRestartingForQuota, "c-b", "",
+			RestartMember, etcdv1alpha1.ReasonRestartingForQuota, "c-b", "",
 		},
 		"Pods that set no quota (before Steward set one) are left alone": {
-			raisingSpec(576, 1024), clusterAt("3.6.0", sized("c-a", 1, 20, 20), sized("c-b", 2, 20, 20), sized("c-c", 3, 20, 20)), None, ReasonReconciled, "", "",
+			raisingSpec(576, 1024), clusterAt("3.6.0", sized("c-a", 1, 20, 20), sized("c-b", 2, 20, 20), sized("c-c", 3, 20, 20)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"ephemeral members are never restarted for a quota": {
 			func() Spec { s := raisingSpec(576, 1024); s.Storage.Size = 0; return s }(),
-			clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 288)), None, ReasonReconciled, "", "",
+			clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 288)), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 	}
 	for name, tt := range tests {

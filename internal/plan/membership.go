@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Membership steps, taken only after the bootstrap, one per pass, each re-observed before the next.
@@ -19,20 +21,6 @@ const (
 	DeleteMemberPod ActionKind = "DeleteMemberPod"
 	// DeleteMemberPVC deletes the PVC of Members[0], which etcd no longer lists and which has no Pod.
 	DeleteMemberPVC ActionKind = "DeleteMemberPVC"
-)
-
-// Reasons of membership steps and waits.
-const (
-	ReasonScalingUp        = "ScalingUp"
-	ReasonScalingDown      = "ScalingDown"
-	ReasonRemovingLeftover = "RemovingLeftoverMember"
-	// ReasonRestartingLoneBootstrapMember: the member whose Pod bootstrapped a one-member cluster is restarted
-	// once the cluster has grown (see nextAfterBootstrap, step 5a).
-	ReasonRestartingLoneBootstrapMember = "RestartingLoneBootstrapMember"
-	ReasonUnknownMember                 = "UnknownMember"
-	ReasonReplacingMember               = "ReplacingMember"
-	ReasonReplacingLearner              = "ReplacingLearner"
-	ReasonQuorumAtRisk                  = "QuorumAtRisk"
 )
 
 // strayPrefix starts the name under which a member etcd lists, and Steward cannot name, is observed. The colon
@@ -97,7 +85,7 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 			return a
 		}
 	}
-	return Action{Kind: None, Reason: ReasonReconciled, Message: "all members healthy and as specified"}
+	return Action{Kind: None, Reason: etcdv1alpha1.ReasonReconciled, Message: "all members healthy and as specified"}
 }
 
 // startOrReplaceListed is step 1: members etcd lists without a Pod are started (a new learner; a member whose
@@ -111,26 +99,26 @@ func startOrReplaceListed(spec Spec, obs Observation, members []Member) (Action,
 			// A member Steward did not create. One that never ran, or a learner, holds no data and no vote that
 			// matters: removing it is safe. A voter that ran is somebody's deliberate change; leave it to them.
 			if !m.Started || m.IsLearner {
-				return removeIfSafe(obs.LeaderID, members, m, ReasonUnknownMember,
+				return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonUnknownMember,
 					fmt.Sprintf("removing member %x, which Steward did not create and which holds no data", m.ID)), true
 			}
-			return Action{Kind: Wait, Reason: ReasonUnknownMember,
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonUnknownMember,
 				Message: fmt.Sprintf("etcd lists voting member %x that Steward did not create; remove it by hand or restore the cluster", m.ID)}, true
 		}
 		switch {
 		case m.VolumeNodeGone != "":
 			// Drained or lost with its node: its data cannot follow it, a successor joins on another node.
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone)), true
 		case !m.Started && m.IsLearner:
 			version, image := joinVersion(spec, obs, members)
 			return Action{Kind: CreateMemberPods, Members: []string{m.Name}, InitialCluster: currentCluster(members, obs.PeerURL), State: "existing",
 				Version: version, Image: image, TLS: podTLSFor(spec, members, m.PeerURL),
-				Reason: ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}, true
+				Reason: etcdv1alpha1.ReasonScalingUp, Message: fmt.Sprintf("starting learner %s", m.Name)}, true
 		default:
 			// Its data is gone: it must never come back under its old ID (it would vote without the entries it
 			// acknowledged). Remove it; the scale-up that follows adds a successor with a new name and ID.
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, whose data is gone (no Pod, no volume), to replace it", m.Name)), true
 		}
 	}
@@ -148,13 +136,13 @@ func removeLeftovers(_ Spec, _ Observation, members []Member) (Action, bool) {
 		}
 		if m.HasPod {
 			if m.PodDeleting {
-				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of removed member %s to go", m.Name)}, true
+				return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of removed member %s to go", m.Name)}, true
 			}
-			return Action{Kind: DeleteMemberPod, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
+			return Action{Kind: DeleteMemberPod, Members: []string{m.Name}, Reason: etcdv1alpha1.ReasonRemovingLeftoverMember,
 				Message: fmt.Sprintf("deleting the Pod of member %s, which etcd no longer lists", m.Name)}, true
 		}
 		if m.HasPVC {
-			return Action{Kind: DeleteMemberPVC, Members: []string{m.Name}, Reason: ReasonRemovingLeftover,
+			return Action{Kind: DeleteMemberPVC, Members: []string{m.Name}, Reason: etcdv1alpha1.ReasonRemovingLeftoverMember,
 				Message: fmt.Sprintf("deleting the volume of member %s, which etcd no longer lists", m.Name)}, true
 		}
 	}
@@ -168,7 +156,7 @@ func removeLeftovers(_ Spec, _ Observation, members []Member) (Action, bool) {
 func replaceBroken(spec Spec, obs Observation, members []Member) (Action, bool) {
 	for _, m := range members {
 		if m.InEtcd && m.DataLoss != "" && !m.Healthy {
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, whose data on its volume is lost or corrupt (%s), to replace it", m.Name, m.DataLoss)), true
 		}
 	}
@@ -177,7 +165,7 @@ func replaceBroken(spec Spec, obs Observation, members []Member) (Action, bool) 
 	if voters, _ := votersAndHealthyOthers(members, ""); spec.Maintenance.ReplaceMismatched && voters > 1 {
 		for _, m := range members {
 			if m.InEtcd && !m.IsLearner && m.HashMismatch {
-				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMismatchedMember,
+				return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMismatchedMember,
 					fmt.Sprintf("removing member %s, whose key space differs from the majority's (status.hashCheck), to replace it", m.Name)), true
 			}
 		}
@@ -186,14 +174,14 @@ func replaceBroken(spec Spec, obs Observation, members []Member) (Action, bool) 
 	// re-created on the volume before that was seen).
 	for _, m := range members {
 		if m.InEtcd && m.HasPod && m.VolumeNodeGone != "" {
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, whose volume no Pod can mount (%s), to replace it on another node", m.Name, m.VolumeNodeGone)), true
 		}
 	}
 	// A learner whose volume is being deleted: promoting it would make a voter of a member about to lose its data.
 	for _, m := range members {
 		if m.InEtcd && m.IsLearner && m.VolumeDeleting {
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingLearner,
 				fmt.Sprintf("removing learner %s, whose volume is being deleted, to replace it", m.Name)), true
 		}
 	}
@@ -208,7 +196,7 @@ func replaceBroken(spec Spec, obs Observation, members []Member) (Action, bool) 
 func replaceUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) {
 	for _, m := range members {
 		if m.InEtcd && !m.IsLearner && !m.Healthy && m.UnhealthyFor >= spec.ReplaceUnhealthyAfter && m.PodStuck == "" {
-			return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 				fmt.Sprintf("removing member %s, unhealthy for %s (more than %s), to replace it", m.Name, m.UnhealthyFor.Round(time.Second), spec.ReplaceUnhealthyAfter)), true
 		}
 	}
@@ -218,7 +206,7 @@ func replaceUnhealthy(spec Spec, obs Observation, members []Member) (Action, boo
 	for _, m := range members {
 		if m.InEtcd && m.IsLearner && m.HasPod && m.PodStuck == "" && (!m.Healthy || !othersUnready(members, m.Name)) {
 			if why, stuck := learnerStuck(m, spec.ReplaceUnhealthyAfter); stuck {
-				return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingLearner,
+				return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingLearner,
 					fmt.Sprintf("removing member %s, %s, to replace it", m.Name, why)), true
 			}
 		}
@@ -263,7 +251,7 @@ func settledMembershipStep(spec Spec, obs Observation, members []Member) (Action
 	// 4. A learner is promoted before anything else changes; etcd refuses until it has caught up.
 	if len(r.learners) > 0 {
 		l := r.learners[0]
-		return Action{Kind: PromoteLearner, Members: []string{l.Name}, MemberID: l.ID, Reason: ReasonScalingUp,
+		return Action{Kind: PromoteLearner, Members: []string{l.Name}, MemberID: l.ID, Reason: etcdv1alpha1.ReasonScalingUp,
 			Message: fmt.Sprintf("promoting learner %s to voter once it has caught up", l.Name)}, true
 	}
 	// 5. Scale up: one learner at a time.
@@ -277,7 +265,7 @@ func settledMembershipStep(spec Spec, obs Observation, members []Member) (Action
 	if len(r.voters) >= 3 && len(r.leaving) == 0 {
 		for _, m := range r.voters {
 			if m.PodBootstrapsAlone {
-				return restartOne(obs, members, m, ReasonRestartingLoneBootstrapMember,
+				return restartOne(obs, members, m, etcdv1alpha1.ReasonRestartingLoneBootstrapMember,
 					"its Pod bootstrapped the cluster alone and, were its data dir emptied, would start an empty cluster under this cluster's identity; re-created on its volume, it asks its peers instead"), true
 			}
 		}
@@ -292,7 +280,7 @@ func settledMembershipStep(spec Spec, obs Observation, members []Member) (Action
 	// whose volume is being deleted goes first (its successor has joined: step 5 came before).
 	if len(r.leaving) > 0 {
 		m := r.leaving[0]
-		return removeIfSafe(obs.LeaderID, members, m, ReasonReplacingMember,
+		return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonReplacingMember,
 			fmt.Sprintf("removing member %s, whose volume is being deleted, now that its successor has joined", m.Name)), true
 	}
 	if len(r.voters) > spec.Replicas {
@@ -304,12 +292,12 @@ func settledMembershipStep(spec Spec, obs Observation, members []Member) (Action
 // scaleUp adds one learner: a new member, or the successor of a member whose volume is being deleted.
 func scaleUp(spec Spec, obs Observation, members []Member, r roles) Action {
 	if len(obs.NewMemberNames) == 0 {
-		return Action{Kind: Wait, Reason: ReasonScalingUp, Message: "no new member name"}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonScalingUp, Message: "no new member name"}
 	}
 	name := obs.NewMemberNames[0]
-	reason, msg := ReasonScalingUp, fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(r.voters), spec.Replicas)
+	reason, msg := etcdv1alpha1.ReasonScalingUp, fmt.Sprintf("adding member %s as a learner (%d of %d voters)", name, len(r.voters), spec.Replicas)
 	if len(r.leaving) > 0 {
-		reason, msg = ReasonReplacingMember, fmt.Sprintf("adding member %s as a learner to replace member %s, whose volume is being deleted", name, r.leaving[0].Name)
+		reason, msg = etcdv1alpha1.ReasonReplacingMember, fmt.Sprintf("adding member %s as a learner to replace member %s, whose volume is being deleted", name, r.leaving[0].Name)
 	}
 	return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)), Reason: reason,
 		Message: msg}
@@ -326,11 +314,11 @@ func scaleDown(spec Spec, obs Observation, members, voters []Member) Action {
 		if victim.Node != "" {
 			msg += fmt.Sprintf(" from node %s, where members are most crowded", victim.Node)
 		}
-		return removeIfSafe(obs.LeaderID, members, victim, ReasonScalingDown, msg)
+		return removeIfSafe(obs.LeaderID, members, victim, etcdv1alpha1.ReasonScalingDown, msg)
 	}
 	victim, ok := pickRemoval(voters, obs.LeaderID)
 	if !ok {
-		return Action{Kind: Wait, Reason: ReasonScalingDown, Message: "no follower to remove"}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonScalingDown, Message: "no follower to remove"}
 	}
 	healthyAfter := 0
 	for _, v := range voters {
@@ -339,10 +327,10 @@ func scaleDown(spec Spec, obs Observation, members, voters []Member) Action {
 		}
 	}
 	if healthyAfter < Quorum(len(voters)-1) {
-		return Action{Kind: Wait, Reason: ReasonScalingDown,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonScalingDown,
 			Message: fmt.Sprintf("removing %s would leave %d healthy voters, fewer than quorum %d", victim.Name, healthyAfter, Quorum(len(voters)-1))}
 	}
-	return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: ReasonScalingDown,
+	return Action{Kind: RemoveMember, Members: []string{victim.Name}, MemberID: victim.ID, Reason: etcdv1alpha1.ReasonScalingDown,
 		Message: fmt.Sprintf("removing member %s (%d of %d voters)", victim.Name, len(voters), spec.Replicas)}
 }
 
@@ -372,14 +360,14 @@ func removeIfSafe(leaderID uint64, members []Member, m Member, reason, message s
 		remaining--
 	}
 	if remaining > 0 && healthyOthers < Quorum(remaining) {
-		return Action{Kind: Wait, Reason: ReasonQuorumAtRisk,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonQuorumAtRisk,
 			Message: fmt.Sprintf("%s: not now, it would leave %d healthy of %d voters, below quorum %d", message, healthyOthers, remaining, Quorum(remaining))}
 	}
 	// The leader goes last and never while it leads: hand leadership to a healthy voter first, so that the
 	// removal does not stall writes for an election.
 	if m.ID == leaderID && m.Healthy && remaining > 0 {
 		if to, ok := transferee(members, m, nil); ok {
-			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: etcdv1alpha1.ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before removing it", m.Name, to.Name)}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func voter(name string, id uint64) Member {
@@ -70,111 +72,111 @@ func TestNextMembership(t *testing.T) {
 		member   string
 		id       uint64
 	}{
-		"member unhealthy longer than allowed is replaced":     {3, formed(a, b, down(10*time.Minute)), RemoveMember, ReasonReplacingMember, "c-c", 3},
-		"member unhealthy for less than allowed is waited for": {3, formed(a, b, down(time.Minute)), Wait, ReasonWaitingForMembers, "", 0},
+		"member unhealthy longer than allowed is replaced":     {3, formed(a, b, down(10*time.Minute)), RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
+		"member unhealthy for less than allowed is waited for": {3, formed(a, b, down(time.Minute)), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"member whose image cannot be pulled is not replaced": {3, formed(a, b, func() Member {
 			m := down(time.Hour)
 			m.PodStuck = "ImagePullBackOff"
 			return m
-		}()), Wait, ReasonWaitingForMembers, "", 0},
+		}()), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"learner whose container cannot be created is not replaced": {5, formed(a, b, c, func() Member {
 			l := stuck(time.Hour, false)
 			l.PodStuck = "CreateContainerConfigError"
 			return l
-		}()), Wait, ReasonWaitingForMembers, "", 0},
-		"scale up adds one learner":                                   {5, formed(a, b, c), AddLearner, ReasonScalingUp, "c-new", 0},
-		"learner without Pod is started joining the existing cluster": {5, formed(a, b, c, learner), CreateMemberPods, ReasonScalingUp, "c-new", 0},
+		}()), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
+		"scale up adds one learner":                                   {5, formed(a, b, c), AddLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 0},
+		"learner without Pod is started joining the existing cluster": {5, formed(a, b, c, learner), CreateMemberPods, etcdv1alpha1.ReasonScalingUp, "c-new", 0},
 		"learner starting is waited for": {5, formed(a, b, c, func() Member {
 			l := learner
 			l.HasPod, l.HasPVC = true, true
 			return l
-		}()), Wait, ReasonWaitingForMembers, "", 0},
+		}()), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"healthy learner is promoted": {5, formed(a, b, c, func() Member {
 			l := learner
 			l.HasPod, l.HasPVC, l.Healthy, l.PodReady, l.Started, l.PodVersion = true, true, true, true, true, "3.6.16"
 			return l
-		}()), PromoteLearner, ReasonScalingUp, "c-new", 9},
-		"no membership change while a member is unhealthy": {5, formed(a, b, with([]Member{c}, "c-c", func(m *Member) { m.Healthy = false })[0]), Wait, ReasonWaitingForMembers, "", 0},
+		}()), PromoteLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 9},
+		"no membership change while a member is unhealthy": {5, formed(a, b, with([]Member{c}, "c-c", func(m *Member) { m.Healthy = false })[0]), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"the member that bootstrapped the cluster alone is restarted once three voters keep a quorum": {3,
-			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }(), c), RestartMember, ReasonRestartingLoneBootstrapMember, "c-b", 2},
+			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }(), c), RestartMember, etcdv1alpha1.ReasonRestartingLoneBootstrapMember, "c-b", 2},
 		"as the leader, it hands leadership over first": {3,
-			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b, c), MoveLeader, ReasonMovingLeader, "", 1},
+			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b, c), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "", 1},
 		"not before the scale-up has made three voters": {3,
-			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b), AddLearner, ReasonScalingUp, "c-new", 0},
+			formed(func() Member { m := a; m.PodBootstrapsAlone = true; return m }(), b), AddLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 0},
 		"not in a cluster of two, where a restart would stop it": {2,
-			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }()), None, ReasonReconciled, "", 0},
-		"scale down removes a follower, not the leader":       {1, formed(a, b, c), RemoveMember, ReasonScalingDown, "c-c", 3},
-		"scale down skips the leader":                         {1, func() Observation { o := formed(a, b, c); o.LeaderID = 3; return o }(), RemoveMember, ReasonScalingDown, "c-b", 2},
-		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, ReasonRemovingLeftover, "c-c", 0},
-		"removed member's volume goes after its Pod":          {1, formed(a, b, func() Member { m := c; m.InEtcd, m.HasPod = false, false; return m }()), DeleteMemberPVC, ReasonRemovingLeftover, "c-c", 0},
-		"a terminating Pod of a removed member is waited for": {1, formed(a, b, func() Member { m := c; m.InEtcd, m.PodDeleting = false, true; return m }()), Wait, ReasonPodDeleting, "", 0},
+			formed(a, func() Member { m := b; m.PodBootstrapsAlone = true; return m }()), None, etcdv1alpha1.ReasonReconciled, "", 0},
+		"scale down removes a follower, not the leader":       {1, formed(a, b, c), RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-c", 3},
+		"scale down skips the leader":                         {1, func() Observation { o := formed(a, b, c); o.LeaderID = 3; return o }(), RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-b", 2},
+		"removed member's Pod goes first":                     {1, formed(a, b, func() Member { m := c; m.InEtcd = false; return m }()), DeleteMemberPod, etcdv1alpha1.ReasonRemovingLeftoverMember, "c-c", 0},
+		"removed member's volume goes after its Pod":          {1, formed(a, b, func() Member { m := c; m.InEtcd, m.HasPod = false, false; return m }()), DeleteMemberPVC, etcdv1alpha1.ReasonRemovingLeftoverMember, "c-c", 0},
+		"a terminating Pod of a removed member is waited for": {1, formed(a, b, func() Member { m := c; m.InEtcd, m.PodDeleting = false, true; return m }()), Wait, etcdv1alpha1.ReasonPodDeleting, "", 0},
 		// Its node stopped: the member was removed after replaceUnhealthyAfter, its Pod deleted, and no kubelet
 		// takes the Pod away. The successor joins and is promoted meanwhile.
-		"a removed member's Pod held past its grace period does not hold its successor back": {3, formed(a, b, heldByDeadNode(c)), AddLearner, ReasonScalingUp, "c-new", 0},
-		"nor its promotion": {3, formed(a, b, heldByDeadNode(c), joiningLearner(time.Second, true)), PromoteLearner, ReasonScalingUp, "c-new", 9},
+		"a removed member's Pod held past its grace period does not hold its successor back": {3, formed(a, b, heldByDeadNode(c)), AddLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 0},
+		"nor its promotion": {3, formed(a, b, heldByDeadNode(c), joiningLearner(time.Second, true)), PromoteLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 9},
 		"a removed member's Pod within its grace period is waited for": {3, formed(a, b, func() Member {
 			m := heldByDeadNode(c)
 			m.PodOverdue = 0
 			return m
-		}()), Wait, ReasonPodDeleting, "", 0},
+		}()), Wait, etcdv1alpha1.ReasonPodDeleting, "", 0},
 		// The kubelet stopped it and moved its deletion timestamp to the present: it goes a moment later.
 		"a removed member's Pod just past its deletion timestamp is waited for": {3, formed(a, b, func() Member {
 			m := heldByDeadNode(c)
 			m.PodOverdue = time.Second
 			return m
-		}()), Wait, ReasonPodDeleting, "", 0},
-		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, ID: 255}), RemoveMember, ReasonUnknownMember, StrayMemberName(255), 255},
-		"unknown voter that ran is left to a human": {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, Started: true, ID: 255}), Wait, ReasonUnknownMember, "", 0},
+		}()), Wait, etcdv1alpha1.ReasonPodDeleting, "", 0},
+		"unknown member that never ran is removed":  {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, ID: 255}), RemoveMember, etcdv1alpha1.ReasonUnknownMember, StrayMemberName(255), 255},
+		"unknown voter that ran is left to a human": {3, formed(a, b, c, Member{Name: StrayMemberName(255), InEtcd: true, Started: true, ID: 255}), Wait, etcdv1alpha1.ReasonUnknownMember, "", 0},
 		"member whose Pod and volume are gone is removed to be replaced": {3, formed(a, b, func() Member {
 			m := c
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
 			return m
-		}()), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		}()), RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
 		"dead member is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], func() Member {
 			m := c
 			m.HasPod, m.HasPVC, m.Healthy, m.PodReady = false, false, false, false
 			return m
-		}()), Wait, ReasonQuorumAtRisk, "", 0},
+		}()), Wait, etcdv1alpha1.ReasonQuorumAtRisk, "", 0},
 		// Drained: c-c's Pod evicted, its local volume on a cordoned node. A Pod re-created there could never
 		// start; the member is replaced on another node at once (no replaceUnhealthyAfter: no wait can help).
-		"member evicted from a drained node is replaced, not re-created on its volume": {3, formed(a, b, evicted(c)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		"member evicted from a drained node is replaced, not re-created on its volume": {3, formed(a, b, evicted(c)), RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
 		"member whose Pod waits for a cordoned node is replaced": {3, formed(a, b, func() Member {
 			m := evicted(c)
 			m.HasPod = true
 			return m
-		}()), RemoveMember, ReasonReplacingMember, "c-c", 3},
+		}()), RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
 		"drained member is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], evicted(c)),
-			Wait, ReasonQuorumAtRisk, "", 0},
+			Wait, etcdv1alpha1.ReasonQuorumAtRisk, "", 0},
 		"evicted member whose volume's node takes Pods is re-created on its volume": {3, formed(a, b, func() Member {
 			m := evicted(c)
 			m.VolumeNodeGone = ""
 			return m
-		}()), RecreateMemberPods, ReasonRecreatingMember, "c-c", 0},
-		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, ReasonScalingUp, "c-new", 0},
+		}()), RecreateMemberPods, etcdv1alpha1.ReasonRecreatingMember, "c-c", 0},
+		"after a replacement's removal a successor is added": {3, formed(a, b), AddLearner, etcdv1alpha1.ReasonScalingUp, "c-new", 0},
 		// The bench's replacement: the successor was added while c-c still ran, c-c's Pod and volume then went.
 		"a removal waits for a learner that has not started etcd yet": {3, formed(a, b, gone(c), joiningLearner(3*time.Second, false)),
-			Wait, ReasonReplacingMember, "", 0},
+			Wait, etcdv1alpha1.ReasonReplacingMember, "", 0},
 		"a removal waits no longer than the learner's start grace": {3, formed(a, b, gone(c), joiningLearner(learnerStartGrace, false)),
-			RemoveMember, ReasonReplacingMember, "c-c", 3},
+			RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
 		"a removal goes ahead once the learner has started": {3, formed(a, b, gone(c), joiningLearner(3*time.Second, true)),
-			RemoveMember, ReasonReplacingMember, "c-c", 3},
-		"learner cut off longer than allowed is removed":           {5, formed(a, b, c, stuck(10*time.Minute, false)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
-		"learner refused promotion longer than allowed is removed": {5, formed(a, b, c, stuck(10*time.Minute, true)), RemoveMember, ReasonReplacingLearner, "c-new", 9},
-		"learner younger than allowed is waited for":               {5, formed(a, b, c, stuck(time.Minute, false)), Wait, ReasonWaitingForMembers, "", 0},
+			RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
+		"learner cut off longer than allowed is removed":           {5, formed(a, b, c, stuck(10*time.Minute, false)), RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "c-new", 9},
+		"learner refused promotion longer than allowed is removed": {5, formed(a, b, c, stuck(10*time.Minute, true)), RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "c-new", 9},
+		"learner younger than allowed is waited for":               {5, formed(a, b, c, stuck(time.Minute, false)), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"healthy learner whose promotion waits for a sick voter stays": {5, formed(a, b, down(time.Minute), stuck(10*time.Minute, true)),
-			Wait, ReasonWaitingForMembers, "", 0},
+			Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 		"stuck learner is removed while a voter is sick, if the voters have quorum": {5, formed(a, b, down(time.Minute), stuck(10*time.Minute, false)),
-			RemoveMember, ReasonReplacingLearner, "c-new", 9},
-		"member whose data dir was emptied is removed to be replaced": {3, formed(a, b, lost(c)), RemoveMember, ReasonReplacingMember, "c-c", 3},
+			RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "c-new", 9},
+		"member whose data dir was emptied is removed to be replaced": {3, formed(a, b, lost(c)), RemoveMember, etcdv1alpha1.ReasonReplacingMember, "c-c", 3},
 		"member with data-loss evidence that runs again is left alone": {3, formed(a, b, func() Member { m := c; m.DataLoss = "raft log lost"; return m }()),
-			None, ReasonReconciled, "", 0},
+			None, etcdv1alpha1.ReasonReconciled, "", 0},
 		"member that lost its data is not removed when the rest has no quorum": {3, formed(a, with([]Member{b}, "c-b", func(m *Member) { m.Healthy = false })[0], lost(c)),
-			Wait, ReasonQuorumAtRisk, "", 0},
+			Wait, etcdv1alpha1.ReasonQuorumAtRisk, "", 0},
 		"nothing is removed or deleted while etcd is unreachable": {1, func() Observation {
 			o := formed(a, b, func() Member { m := c; m.InEtcd = false; return m }())
 			o.EtcdReachable = false
 			return o
-		}(), Wait, ReasonWaitingForMembers, "", 0},
+		}(), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", 0},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -216,22 +218,22 @@ func TestStuckLearnerWindow(t *testing.T) {
 		message string
 	}{
 		"the run-58 learner, Pod created 16s ago, etcd started 3s ago, answering, is promoted": {learner(16*time.Second, 3*time.Second, true),
-			PromoteLearner, ReasonScalingUp, ""},
+			PromoteLearner, etcdv1alpha1.ReasonScalingUp, ""},
 		"a learner whose Pod was created long ago but whose etcd started recently is waited for": {learner(10*time.Minute, 3*time.Second, false),
-			Wait, ReasonWaitingForMembers, ""},
+			Wait, etcdv1alpha1.ReasonWaitingForMembers, ""},
 		"a learner whose etcd started longer ago than the window, cut off, is replaced": {learner(10*time.Minute, 16*time.Second, false),
-			RemoveMember, ReasonReplacingLearner, "removing member c-new, still a learner 16s after its etcd started (more than 15s), to replace it"},
+			RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "removing member c-new, still a learner 16s after its etcd started (more than 15s), to replace it"},
 		"a learner whose etcd started longer ago than the window, refused promotion, is replaced": {learner(20*time.Second, 16*time.Second, true),
-			RemoveMember, ReasonReplacingLearner, "still a learner 16s after its etcd started"},
+			RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "still a learner 16s after its etcd started"},
 		"a learner whose Pod is older than the window but has not started etcd is waited for": {learner(30*time.Second, 0, false),
-			Wait, ReasonWaitingForMembers, ""},
+			Wait, etcdv1alpha1.ReasonWaitingForMembers, ""},
 		"a learner whose etcd has not run within the start grace and the window is replaced": {learner(learnerStartGrace+window, 0, false),
-			RemoveMember, ReasonReplacingLearner, "still a learner 1m15s after its Pod was created, its etcd not running (more than 1m15s)"},
+			RemoveMember, etcdv1alpha1.ReasonReplacingLearner, "still a learner 1m15s after its Pod was created, its etcd not running (more than 1m15s)"},
 		"a learner whose Pod cannot pull its image is never replaced": {func() Member {
 			l := learner(time.Hour, 0, false)
 			l.PodStuck = "ImagePullBackOff"
 			return l
-		}(), Wait, ReasonWaitingForMembers, ""},
+		}(), Wait, etcdv1alpha1.ReasonWaitingForMembers, ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -302,7 +304,7 @@ func TestMembershipNeverBreaksQuorum(t *testing.T) {
 			if voters > 1 && healthy < Quorum(voters-1) {
 				t.Fatalf("removal leaves %d healthy of %d voters: %+v", healthy, voters-1, members)
 			}
-			if got.Reason == ReasonScalingDown && got.MemberID == obs.LeaderID && voters > 1 {
+			if got.Reason == etcdv1alpha1.ReasonScalingDown && got.MemberID == obs.LeaderID && voters > 1 {
 				t.Fatalf("removed the leader while other voters exist: %+v", members)
 			}
 		}
@@ -339,15 +341,15 @@ func TestHealthyVoters(t *testing.T) {
 // take over; leadership goes first, to a healthy voter.
 func TestRemoveIfSafeMovesLeadershipFirst(t *testing.T) {
 	a, b, c := voter("c-a", 1), voter("c-b", 2), voter("c-c", 3)
-	got := removeIfSafe(1, []Member{a, b, c}, a, ReasonScalingDown, "removing c-a")
+	got := removeIfSafe(1, []Member{a, b, c}, a, etcdv1alpha1.ReasonScalingDown, "removing c-a")
 	if got.Kind != MoveLeader || got.MemberID != 1 || got.TargetID != 2 {
 		t.Fatalf("removing the leader: %s %d -> %d (%s), want MoveLeader to c-b first", got.Kind, got.MemberID, got.TargetID, got.Message)
 	}
 	b.Healthy, c.Healthy = false, false
-	if got := removeIfSafe(1, []Member{a, b, c}, a, ReasonScalingDown, "removing c-a"); got.Kind != Wait || got.Reason != ReasonQuorumAtRisk {
+	if got := removeIfSafe(1, []Member{a, b, c}, a, etcdv1alpha1.ReasonScalingDown, "removing c-a"); got.Kind != Wait || got.Reason != etcdv1alpha1.ReasonQuorumAtRisk {
 		t.Fatalf("removing the only healthy voter: %s/%s, want a wait", got.Kind, got.Reason)
 	}
-	if got := removeIfSafe(2, []Member{a, voter("c-b", 2), voter("c-c", 3)}, a, ReasonScalingDown, "removing c-a"); got.Kind != RemoveMember {
+	if got := removeIfSafe(2, []Member{a, voter("c-b", 2), voter("c-c", 3)}, a, etcdv1alpha1.ReasonScalingDown, "removing c-a"); got.Kind != RemoveMember {
 		t.Fatalf("removing a follower: %s, want RemoveMember", got.Kind)
 	}
 }
@@ -390,14 +392,14 @@ func TestClusterNamedUnknown(t *testing.T) {
 			members []string
 			id      uint64
 		}{
-			"a member whose data is gone is replaced": {obs: formed(a, b, dataGone), want: RemoveMember, reason: ReasonReplacingMember, id: 3},
+			"a member whose data is gone is replaced": {obs: formed(a, b, dataGone), want: RemoveMember, reason: etcdv1alpha1.ReasonReplacingMember, id: 3},
 			"a member whose Pod went comes back on its volume, etcd answering": {obs: formed(a, b, podGone(c)),
-				want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{n("jkl78")}},
+				want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{n("jkl78")}},
 			"all members' Pods come back on their volumes without a member list": {obs: noList(podGone(a), podGone(b), podGone(c)),
-				want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{n("bcd24"), n("fgh56"), n("jkl78")}},
+				want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{n("bcd24"), n("fgh56"), n("jkl78")}},
 			// A member Steward did not create, whose ID spells a member's suffix: its name is still its own.
 			"a stray whose ID spells a member's name is removed, not the member": {obs: formed(a, b, c, Member{Name: StrayMemberName(0xbcd24 + 1), InEtcd: true, ID: 0xbcd24 + 1}),
-				want: RemoveMember, reason: ReasonUnknownMember, id: 0xbcd24 + 1},
+				want: RemoveMember, reason: etcdv1alpha1.ReasonUnknownMember, id: 0xbcd24 + 1},
 		}
 		for name, tt := range tests {
 			t.Run(cluster+"/"+name, func(t *testing.T) {

@@ -3,11 +3,9 @@ package plan
 import (
 	"fmt"
 	"sort"
-)
 
-// ReasonRebalancing is the reason of the steps that move a member off a crowded node or zone: a learner joins
-// where members are fewest, then a member on the most crowded node leaves.
-const ReasonRebalancing = "Rebalancing"
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
 
 // Placement is where a new member may go under Steward's default spread (resources.MemberSpread: across nodes
 // required with a skew of at most 1, across zones preferred): the nodes a member Pod may be scheduled to now
@@ -150,7 +148,7 @@ func rebalanceStep(spec Spec, obs Observation, members, voters []Member) (Action
 		return Action{}, false
 	}
 	if len(obs.NewMemberNames) == 0 {
-		return Action{Kind: Wait, Reason: ReasonRebalancing, Message: "no new member name"}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonRebalancing, Message: "no new member name"}, true
 	}
 	name := obs.NewMemberNames[0]
 	var from Member
@@ -161,7 +159,7 @@ func rebalanceStep(spec Spec, obs Observation, members, voters []Member) (Action
 		}
 	}
 	return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)),
-		Reason: ReasonRebalancing,
+		Reason: etcdv1alpha1.ReasonRebalancing,
 		Message: fmt.Sprintf("adding member %s as a learner on a node with fewer members, to move member %s off node %s once it has joined: %s",
 			name, from.Name, from.Node, why)}, true
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // on is voter name (ID id) with its Pod on node.
@@ -44,39 +46,39 @@ func TestRebalance(t *testing.T) {
 		member   string
 	}{
 		"one member per node and zone stays": {3, placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n2"), on("c-c", 3, "n3")),
-			None, ReasonReconciled, ""},
+			None, etcdv1alpha1.ReasonReconciled, ""},
 		"a zone that came back empty gets a learner while two members share a node": {3,
-			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), AddLearner, ReasonRebalancing, "c-new"},
+			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), AddLearner, etcdv1alpha1.ReasonRebalancing, "c-new"},
 		"without the spread's nodes (the user places members, or nodes cannot be read) nothing moves": {3,
-			placed(nil, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), None, ReasonReconciled, ""},
+			placed(nil, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), None, etcdv1alpha1.ReasonReconciled, ""},
 		"a node that is cordoned, unready or excluded does not count as room": {3,
-			placed(zones("n1=a", "n2=b"), on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), None, ReasonReconciled, ""},
+			placed(zones("n1=a", "n2=b"), on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2")), None, etcdv1alpha1.ReasonReconciled, ""},
 		"two members on one node with no emptier node: a skew of 1 is what the spread allows": {5,
 			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2"), on("c-d", 4, "n2"), on("c-e", 5, "n3")),
-			None, ReasonReconciled, ""},
+			None, etcdv1alpha1.ReasonReconciled, ""},
 		"the learner promoted, a follower on the crowded node leaves": {3,
-			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2"), on("c-new", 9, "n3")), RemoveMember, ReasonScalingDown, "c-b"},
+			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n2"), on("c-new", 9, "n3")), RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-b"},
 		"the leader on a cordoned node hands leadership over before it leaves": {3,
 			placed(threeZones, on("c-a", 1, "n4"), on("c-b", 2, "n1"), on("c-c", 3, "n2"), on("c-d", 4, "n3")),
-			MoveLeader, ReasonMovingLeader, "c-a"},
+			MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a"},
 		"a follower sharing the crowded node with the leader leaves": {3,
 			placed(zones("n1=a", "n2=a", "n3=b", "n4=c"), on("c-a", 1, "n1"), on("c-b", 2, "n1"), on("c-c", 3, "n3"), on("c-d", 4, "n4")),
-			RemoveMember, ReasonScalingDown, "c-b"},
+			RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-b"},
 		"a scale-down takes a member in the most crowded zone, not the last name": {3,
 			placed(zones("n1=a", "n2=b", "n3=b", "n4=c"), on("c-a", 1, "n1"), on("c-b", 2, "n2"), on("c-c", 3, "n3"), on("c-d", 4, "n4")),
-			RemoveMember, ReasonScalingDown, "c-c"},
+			RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-c"},
 		"a scale-down takes a member on a cordoned node first": {3,
-			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n2"), on("c-c", 3, "n3"), on("c-d", 4, "n4")), RemoveMember, ReasonScalingDown, "c-d"},
+			placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n2"), on("c-c", 3, "n3"), on("c-d", 4, "n4")), RemoveMember, etcdv1alpha1.ReasonScalingDown, "c-d"},
 		"a crowded zone whose every node has a member moves to an empty zone": {3,
-			placed(zones("a1=a", "a2=a", "b1=b", "c1=c"), on("c-a", 1, "a1"), on("c-b", 2, "a2"), on("c-c", 3, "b1")), AddLearner, ReasonRebalancing, "c-new"},
+			placed(zones("a1=a", "a2=a", "b1=b", "c1=c"), on("c-a", 1, "a1"), on("c-b", 2, "a2"), on("c-c", 3, "b1")), AddLearner, etcdv1alpha1.ReasonRebalancing, "c-new"},
 		"a crowded zone stays when the learner could land in a zone nearly as crowded": {3,
 			placed(zones("a1=a", "a2=a", "b1=b", "b2=b", "c1=c", "c2=c"), on("c-a", 1, "a1"), on("c-b", 2, "a2"), on("c-c", 3, "b1")),
-			None, ReasonReconciled, ""},
+			None, etcdv1alpha1.ReasonReconciled, ""},
 		"nothing moves while a member is unhealthy": {3, placed(threeZones, on("c-a", 1, "n1"), on("c-b", 2, "n1"), func() Member {
 			m := on("c-c", 3, "n2")
 			m.Healthy = false
 			return m
-		}()), Wait, ReasonWaitingForMembers, ""},
+		}()), Wait, etcdv1alpha1.ReasonWaitingForMembers, ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Spec is the part of the EtcdCluster spec the planner decides on.
@@ -293,18 +295,6 @@ type Action struct {
 	Message string
 }
 
-// Reasons of Wait and None actions (also used as condition reasons).
-const (
-	ReasonPaused                = "Paused"
-	ReasonBootstrapping         = "Bootstrapping"
-	ReasonWaitingForMembers     = "WaitingForMembers"
-	ReasonReconciled            = "Reconciled"
-	ReasonInconsistentBootstrap = "InconsistentBootstrap"
-	ReasonPodDeleting           = "PodDeleting"
-	ReasonMemberDataLost        = "MemberDataLost"
-	ReasonRecreatingMember      = "RecreatingMember"
-)
-
 // Next returns the one step to take now.
 func Next(spec Spec, obs Observation) Action {
 	if obs.TLSBlocked != nil {
@@ -332,7 +322,7 @@ func guardRuns(obs Observation, a Action) Action {
 // rest of a bootstrap.
 func next(spec Spec, obs Observation) Action {
 	if spec.Paused {
-		return Action{Kind: Wait, Reason: ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
 	}
 	if obs.PasswordRejected {
 		return operatorPasswordStep(obs)
@@ -349,7 +339,7 @@ func next(spec Spec, obs Observation) Action {
 		return a
 	}
 	if _, err := bootstrapCluster(obs.Members); err != nil {
-		return Action{Kind: Wait, Reason: ReasonInconsistentBootstrap, Message: err.Error()}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonInconsistentBootstrap, Message: err.Error()}
 	}
 	if a, ok := bootstrapNew(spec, obs); ok {
 		return a
@@ -377,7 +367,7 @@ func bootstrapNew(spec Spec, obs Observation) (Action, bool) {
 	}
 	if obs.Bootstrapped {
 		// Silently starting an empty cluster under the same name would look like success to clients.
-		return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonMemberDataLost,
 			Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}, true
 	}
 	restore := ""
@@ -392,7 +382,7 @@ func bootstrapNew(spec Spec, obs Observation) (Action, bool) {
 		count = 1
 	}
 	if len(obs.NewMemberNames) < count {
-		return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "not enough new member names"}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "not enough new member names"}, true
 	}
 	names := append([]string(nil), obs.NewMemberNames[:count]...)
 	sort.Strings(names)
@@ -408,7 +398,7 @@ func bootstrapNew(spec Spec, obs Observation) (Action, bool) {
 		}
 	}
 	return Action{Kind: Bootstrap, Members: names, InitialCluster: initial, State: "new", Restore: restore,
-		TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: ReasonBootstrapping, Message: msg}, true
+		TLS: podTLSFor(spec, nil, initial[names[0]]), Reason: etcdv1alpha1.ReasonBootstrapping, Message: msg}, true
 }
 
 // finishBootstrap finishes a bootstrap: every member listed in the bootstrap's --initial-cluster needs a Pod.
@@ -421,12 +411,12 @@ func finishBootstrap(spec Spec, obs Observation) Action {
 		for name := range initial {
 			m, ok := find(obs.Members, name)
 			if ok && m.PodDeleting {
-				return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for Pod %s to be deleted before recreating it", name)}
+				return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPodDeleting, Message: fmt.Sprintf("waiting for Pod %s to be deleted before recreating it", name)}
 			}
 			if ok && !m.HasPod && !m.HasPVC && m.Started {
 				// Recreating it under the same member ID with an empty data dir would let it vote without the
 				// entries it acknowledged. It must be removed and replaced instead (membership changes).
-				return Action{Kind: Wait, Reason: ReasonMemberDataLost,
+				return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonMemberDataLost,
 					Message: fmt.Sprintf("member %s has run and its data is gone (no Pod, no PVC)", name)}
 			}
 			if !ok || !m.HasPod {
@@ -438,18 +428,18 @@ func finishBootstrap(spec Spec, obs Observation) Action {
 			// Members of a bootstrap from a snapshot start from the same snapshot, through the same restore.
 			restore := bootstrapRestore(obs.Members)
 			if restore != "" && (obs.Restore == nil || obs.Restore.Name != restore || !obs.Restore.Ready) {
-				return Action{Kind: Wait, Reason: ReasonWaitingForRestore,
+				return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForRestore,
 					Message: fmt.Sprintf("bootstrap members %v were created from restore %s, which is not ready or gone; waiting for it", missing, restore)}
 			}
 			return Action{Kind: CreateMemberPods, Members: missing, InitialCluster: initial, State: "new", Restore: restore,
-				TLS: podTLSFor(spec, nil, initial[missing[0]]), Reason: ReasonBootstrapping,
+				TLS: podTLSFor(spec, nil, initial[missing[0]]), Reason: etcdv1alpha1.ReasonBootstrapping,
 				Message: fmt.Sprintf("creating Pods of bootstrap members %v", missing)}
 		}
 	}
 	if w, waiting := waitForMembers(obs); waiting {
 		return w
 	}
-	return Action{Kind: Wait, Reason: ReasonBootstrapping, Message: "waiting for every bootstrap member to start"}
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "waiting for every bootstrap member to start"}
 }
 
 // waitForMembers returns a Wait while etcd is unreachable or a member Pod is not healthy and ready.
@@ -480,7 +470,7 @@ func waitForMembers(obs Observation) (Action, bool) {
 	if !obs.EtcdReachable {
 		msg += "; no member list from etcd"
 	}
-	return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: msg}, true
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: msg}, true
 }
 
 // abandonedLeftover reports whether m is a removed member (etcd does not list it) whose deleted Pod has outlived

@@ -4,6 +4,8 @@ import (
 	"math/rand"
 	"reflect"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func peerURL(name string) string { return "http://" + name + ".c-peer:2380" }
@@ -41,83 +43,83 @@ func TestNext(t *testing.T) {
 	}{
 		"paused cluster is left alone": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", Paused: true}, obs: Observation{NewMemberNames: names},
-			want: Wait, reason: ReasonPaused,
+			want: Wait, reason: etcdv1alpha1.ReasonPaused,
 		},
 		"new one-member cluster bootstraps one member": {
 			spec: Spec{Replicas: 1, Version: "3.6.16"}, obs: Observation{NewMemberNames: names},
-			want: Bootstrap, reason: ReasonBootstrapping, members: []string{"c-c"}, initial: map[string]string{"c-c": peerURL("c-c")},
+			want: Bootstrap, reason: etcdv1alpha1.ReasonBootstrapping, members: []string{"c-c"}, initial: map[string]string{"c-c": peerURL("c-c")},
 		},
 		"new three-member cluster bootstraps all members at once": {
 			spec: spec3, obs: Observation{NewMemberNames: names},
-			want: Bootstrap, reason: ReasonBootstrapping, members: []string{"c-a", "c-b", "c-c"}, initial: cluster3,
+			want: Bootstrap, reason: etcdv1alpha1.ReasonBootstrapping, members: []string{"c-a", "c-b", "c-c"}, initial: cluster3,
 		},
 		"a formed cluster whose members and volumes all vanished is not silently re-created empty": {
-			spec: spec3, obs: Observation{Bootstrapped: true, NewMemberNames: names}, want: Wait, reason: ReasonMemberDataLost,
+			spec: spec3, obs: Observation{Bootstrapped: true, NewMemberNames: names}, want: Wait, reason: etcdv1alpha1.ReasonMemberDataLost,
 		},
 		"not enough names waits": {
-			spec: spec3, obs: Observation{NewMemberNames: names[:2]}, want: Wait, reason: ReasonBootstrapping,
+			spec: spec3, obs: Observation{NewMemberNames: names[:2]}, want: Wait, reason: etcdv1alpha1.ReasonBootstrapping,
 		},
 		"bootstrap interrupted after the first Pod creates the others with the same initial cluster": {
 			spec: spec3,
 			obs: Observation{NewMemberNames: names, Members: []Member{{Name: "c-a", HasPod: true, HasPVC: true,
 				InitialCluster: cluster3, InitialState: "new"}}},
-			want: CreateMemberPods, reason: ReasonBootstrapping, members: []string{"c-b", "c-c"}, initial: cluster3,
+			want: CreateMemberPods, reason: etcdv1alpha1.ReasonBootstrapping, members: []string{"c-b", "c-c"}, initial: cluster3,
 		},
 		"bootstrap interrupted after the first PVC creates all Pods": {
 			spec: spec3,
 			obs: Observation{NewMemberNames: names, Members: []Member{{Name: "c-a", HasPVC: true,
 				InitialCluster: cluster3, InitialState: "new"}}},
-			want: CreateMemberPods, reason: ReasonBootstrapping, members: []string{"c-a", "c-b", "c-c"}, initial: cluster3,
+			want: CreateMemberPods, reason: etcdv1alpha1.ReasonBootstrapping, members: []string{"c-a", "c-b", "c-c"}, initial: cluster3,
 		},
 		"deleted Pod of a started member with its PVC is recreated with the same identity": {
 			spec: spec3, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-b", func(m *Member) { m.HasPod, m.PodReady, m.Healthy = false, false, false })},
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-b"}, initial: cluster3,
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-b"}, initial: cluster3,
 		},
 		"started member whose Pod and PVC are gone is not recreated under its old identity": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-b", func(m *Member) {
 					m.HasPod, m.HasPVC, m.PodReady, m.Healthy, m.InitialCluster, m.InitialState = false, false, false, false, nil, ""
 				})},
-			want: Wait, reason: ReasonMemberDataLost,
+			want: Wait, reason: etcdv1alpha1.ReasonMemberDataLost,
 		},
 		"after bootstrap nothing is decided while etcd is unreachable": {
 			spec: spec3, obs: Observation{EtcdReachable: false, Bootstrapped: true, NewMemberNames: names,
 				Members: []Member{bootMember("c-a"), bootMember("c-b")}},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"Pod still terminating is waited for": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-b", func(m *Member) { m.PodDeleting = true })},
-			want: Wait, reason: ReasonPodDeleting,
+			want: Wait, reason: etcdv1alpha1.ReasonPodDeleting,
 		},
 		"bootstrap members that disagree on the initial cluster are not touched": {
 			spec: spec3, obs: Observation{NewMemberNames: names, Members: []Member{
 				{Name: "c-a", HasPod: true, InitialCluster: cluster3, InitialState: "new"},
 				{Name: "c-x", HasPod: true, InitialCluster: map[string]string{"c-x": peerURL("c-x")}, InitialState: "new"}}},
-			want: Wait, reason: ReasonInconsistentBootstrap,
+			want: Wait, reason: etcdv1alpha1.ReasonInconsistentBootstrap,
 		},
 		"members starting up are waited for": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-c", func(m *Member) { m.Healthy, m.PodReady = false, false })},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"unreachable etcd is waited for": {
 			spec: spec3, obs: Observation{EtcdReachable: false, NewMemberNames: names, Members: healthy3()},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"healthy cluster as specified needs nothing": {
 			spec: spec3, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names, Members: healthy3()},
-			want: None, reason: ReasonReconciled,
+			want: None, reason: etcdv1alpha1.ReasonReconciled,
 		},
 		"changed version waits for etcd's cluster version before restarting anyone": {
 			spec: Spec{Replicas: 3, Version: "3.6.15"}, obs: Observation{EtcdReachable: true, Bootstrapped: true, NewMemberNames: names, Members: healthy3()},
-			want: Wait, reason: ReasonWaitingClusterVersion,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForClusterVersion,
 		},
 		"bootstrap members all healthy but not yet recorded as started wait": {
 			spec: spec3, obs: Observation{EtcdReachable: true, NewMemberNames: names,
 				Members: with(healthy3(), "c-c", func(m *Member) { m.Started = false })},
-			want: Wait, reason: ReasonBootstrapping,
+			want: Wait, reason: etcdv1alpha1.ReasonBootstrapping,
 		},
 	}
 	for name, tt := range tests {

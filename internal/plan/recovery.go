@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Bringing members back on their own volumes. A member's Pod is only a process; its identity and data are on its
@@ -14,10 +16,6 @@ import (
 
 // RecreateMemberPods re-creates the Pods of Pods[].Name on their intact volumes, each as its volume records.
 const RecreateMemberPods ActionKind = "RecreateMemberPods"
-
-// ReasonQuorumUnrecoverable is the wait when etcd gives no member list and too few members still hold data to
-// form a quorum: Steward cannot bring the cluster back by itself.
-const ReasonQuorumUnrecoverable = "QuorumUnrecoverable"
 
 // DefaultRecoveryGrace is how long members whose Pods were re-created on their intact volumes get to form a
 // quorum before a confirmed re-seed may stop them, when spec.quorumLossRecovery sets no time of its own. Members
@@ -124,7 +122,7 @@ func recreatePods(spec Spec, obs Observation, members []Member) (Action, bool) {
 	if !obs.EtcdReachable {
 		msg += " (no member list from etcd; not a membership change, so none is needed)"
 	}
-	return Action{Kind: RecreateMemberPods, Members: names, Pods: pods, Reason: ReasonRecreatingMember, Message: msg}, true
+	return Action{Kind: RecreateMemberPods, Members: names, Pods: pods, Reason: etcdv1alpha1.ReasonRecreatingMember, Message: msg}, true
 }
 
 // volumeTLS is the TLS mode a member's Pod is re-created in. The peer URL etcd lists decides when there is one
@@ -240,9 +238,9 @@ func withoutMemberList(spec Spec, obs Observation) Action {
 		if spec.QuorumLossAfter > 0 {
 			msg += fmt.Sprintf(" (spec.quorumLossRecovery does so after %s)", spec.QuorumLossAfter)
 		}
-		return Action{Kind: Wait, Reason: ReasonQuorumUnrecoverable, Message: msg + ", or bring back the lost volumes or the data on them"}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonQuorumUnrecoverable, Message: msg + ", or bring back the lost volumes or the data on them"}
 	}
-	return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf("no member list from etcd; waiting for the members to form a quorum (%s)", c)}
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: fmt.Sprintf("no member list from etcd; waiting for the members to form a quorum (%s)", c)}
 }
 
 // lostOnVolumes says which members lost their data on volumes that are still there (an emptied data dir: a

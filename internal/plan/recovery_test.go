@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // podGone is m after its Pod was deleted: its volume, with everything recorded on it, is intact.
@@ -39,55 +41,55 @@ func TestRecreatePods(t *testing.T) {
 	}{
 		"the only member of a 1-member cluster comes back": {
 			spec: Spec{Replicas: 1, Version: "3.6.16", TLS: true}, obs: noList(only),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-a"},
 		},
 		"2 of 3 come back together, without a member list": {
 			spec: tlsSpec, obs: noList(podGone(a), podGone(b), c),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-a", "c-b"},
 		},
 		"3 of 3 come back together": {
 			spec: tlsSpec, obs: noList(podGone(a), podGone(b), podGone(c)),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b", "c-c"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-a", "c-b", "c-c"},
 		},
 		"1 of 3 comes back while etcd still answers": {
 			spec: tlsSpec, obs: formed(a, podGone(b), c),
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-b"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-b"},
 		},
 		"a volume Steward marked removed is a leftover, not a member": {
 			spec: tlsSpec, obs: noList(a, func() Member { m := podGone(b); m.Removed = true; return m }(), c),
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"a volume a re-seed stopped is not brought back": {
 			spec: tlsSpec, obs: noList(a, func() Member { m := podGone(b); m.RetiredBy = "r1"; return m }(), c),
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"with a member list, a volume etcd does not list is a leftover": {
 			spec: tlsSpec, obs: formed(a, c, func() Member { m := podGone(b); m.InEtcd, m.Started = false, false; return m }()),
-			want: DeleteMemberPVC, reason: ReasonRemovingLeftover, members: []string{"c-b"},
+			want: DeleteMemberPVC, reason: etcdv1alpha1.ReasonRemovingLeftoverMember, members: []string{"c-b"},
 		},
 		"a volume without the record of how its member started is not guessed at": {
 			spec: tlsSpec, obs: noList(a, func() Member { m := podGone(b); m.InitialCluster = nil; return m }(), c),
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"a cluster that never formed finishes its bootstrap instead": {
 			spec: tlsSpec, obs: func() Observation { o := noList(podGone(a), b, c); o.Bootstrapped = false; return o }(),
-			want: CreateMemberPods, reason: ReasonBootstrapping, members: []string{"c-a"},
+			want: CreateMemberPods, reason: etcdv1alpha1.ReasonBootstrapping, members: []string{"c-a"},
 		},
 		"once the Pods exist, the members are given time to form a quorum": {
 			spec: tlsSpec, obs: noList(a, b, c),
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"too few members with data: a human must act": {
 			spec: tlsSpec, obs: noList(a, Member{Name: "c-b", Remembered: true}, Member{Name: "c-c", Remembered: true}),
-			want: Wait, reason: ReasonQuorumUnrecoverable,
+			want: Wait, reason: etcdv1alpha1.ReasonQuorumUnrecoverable,
 		},
 		"data-loss evidence on the volumes counts as no data": {
 			spec: tlsSpec, obs: noList(a, func() Member { m := b; m.DataLoss = "raft log lost"; return m }(), func() Member { m := c; m.DataLoss = "raft log lost"; return m }()),
-			want: Wait, reason: ReasonQuorumUnrecoverable,
+			want: Wait, reason: etcdv1alpha1.ReasonQuorumUnrecoverable,
 		},
 		"paused: nothing, not even this": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", Paused: true}, obs: noList(podGone(a), podGone(b), c),
-			want: Wait, reason: ReasonPaused,
+			want: Wait, reason: etcdv1alpha1.ReasonPaused,
 		},
 	}
 	for name, tt := range tests {
@@ -277,12 +279,12 @@ func TestVolumeDeletingMemberIsReplacedWhileItServes(t *testing.T) {
 		reason string
 		id     uint64
 	}{
-		"first a successor joins as a learner":        {formed(a, b, doomed(c)), AddLearner, ReasonReplacingMember, 0},
-		"then it is promoted":                         {formed(a, b, doomed(c), successor), PromoteLearner, ReasonScalingUp, 9},
-		"then the doomed member is removed":           {formed(a, b, doomed(c), promoted), RemoveMember, ReasonReplacingMember, 3},
-		"the leader hands over leadership first":      {formed(doomed(a), b, c, promoted), MoveLeader, ReasonMovingLeader, 1},
-		"a learner whose volume goes is not promoted": {formed(a, b, c, doomed(successor)), RemoveMember, ReasonReplacingLearner, 9},
-		"1-member cluster: successor first":           {formed(doomed(a)), AddLearner, ReasonReplacingMember, 0},
+		"first a successor joins as a learner":        {formed(a, b, doomed(c)), AddLearner, etcdv1alpha1.ReasonReplacingMember, 0},
+		"then it is promoted":                         {formed(a, b, doomed(c), successor), PromoteLearner, etcdv1alpha1.ReasonScalingUp, 9},
+		"then the doomed member is removed":           {formed(a, b, doomed(c), promoted), RemoveMember, etcdv1alpha1.ReasonReplacingMember, 3},
+		"the leader hands over leadership first":      {formed(doomed(a), b, c, promoted), MoveLeader, etcdv1alpha1.ReasonMovingLeader, 1},
+		"a learner whose volume goes is not promoted": {formed(a, b, c, doomed(successor)), RemoveMember, etcdv1alpha1.ReasonReplacingLearner, 9},
+		"1-member cluster: successor first":           {formed(doomed(a)), AddLearner, etcdv1alpha1.ReasonReplacingMember, 0},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Restore steps.
@@ -16,21 +18,6 @@ const (
 	// RetireVolumes sets aside the volumes of Members, members a re-seed replaced (their Pods are gone): the
 	// data is kept for a human, no longer counted as the cluster's.
 	RetireVolumes ActionKind = "RetireVolumes"
-)
-
-// Reasons of restore steps and waits.
-const (
-	ReasonWaitingForRestore   = "WaitingForRestore"
-	ReasonRestoreFailed       = "RestoreFailed"
-	ReasonRestoreRefused      = "RestoreRefused"
-	ReasonReseeding           = "Reseeding"
-	ReasonRestoringFromBackup = "RestoringFromBackup"
-	ReasonNoBackupToRestore   = "NoBackupToRestore"
-	ReasonAutoRestoreFailed   = "AutoRestoreFailed"
-	ReasonAutoRestore         = "QuorumLossRecovery"
-	// ReasonBackupNotMountable: no node the cluster's members may use now can mount the claim that holds the
-	// snapshot; nothing is created or stopped until one can.
-	ReasonBackupNotMountable = "BackupNotMountable"
 )
 
 // Restore is the EtcdRestore the cluster's members are (to be) seeded from, as the controller read it.
@@ -94,18 +81,18 @@ func retireOld(spec Spec, obs Observation, old []Member) (Action, bool) {
 	// The last check before anything is destroyed, on this pass's observation: the restore controller
 	// admitted the re-seed on an earlier one.
 	if voters, healthy := HealthyVoters(old); !obs.Restore.Rollback && obs.EtcdReachable && voters > 0 && healthy >= Quorum(voters) {
-		return Action{Kind: Wait, Reason: ReasonRestoreRefused,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonRestoreRefused,
 			Message: fmt.Sprintf("restore %s: the cluster has quorum again (%d of %d voters healthy); it is not re-seeded", obs.Restore.Name, healthy, voters)}, true
 	}
 	// The kubelet's view, as the quorum-loss policy takes it: etcd that does not answer Steward (a
 	// NetworkPolicy, a partition of the operator) is not a lost quorum while a quorum of the members' Pods
 	// pass etcd's /readyz, which needs a leader.
 	if c := TakeCensus(old); !obs.Restore.Rollback && PodsServeQuorum(c.Ready, c.Members) {
-		return Action{Kind: Wait, Reason: ReasonRestoreRefused, Message: fmt.Sprintf(
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonRestoreRefused, Message: fmt.Sprintf(
 			"restore %s: %s; it is not re-seeded", obs.Restore.Name, ServingMessage(c.Ready, c.Members, obs.EtcdReachable))}, true
 	}
 	if obs.Restore.NotMountable != "" {
-		return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonBackupNotMountable,
 			Message: fmt.Sprintf("restore %s: %s; no old member is stopped until the snapshot can be read", obs.Restore.Name, obs.Restore.NotMountable)}, true
 	}
 	// A re-seed is for a quorum that is gone with its data, not for Pods that are merely missing: members
@@ -122,7 +109,7 @@ func retireOld(spec Spec, obs Observation, old []Member) (Action, bool) {
 		return a, true
 	}
 	if back := comingBack(keep, spec.RecoveryGrace); len(back) > 0 {
-		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: fmt.Sprintf(
 			"restore %s waits: members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold",
 			obs.Restore.Name, back, spec.RecoveryGrace)}, true
 	}
@@ -145,12 +132,12 @@ func retireOld(spec Spec, obs Observation, old []Member) (Action, bool) {
 		if obs.Restore.Rollback {
 			what = "the cluster rolled back to the backup"
 		}
-		return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+		return Action{Kind: RetireMembers, Members: pods, Restore: obs.Restore.Name, Reason: etcdv1alpha1.ReasonReseeding,
 			Message: fmt.Sprintf("restore %s: stopping members %v of %s", obs.Restore.Name, pods, what)}, true
 	case len(deleting) > 0:
-		return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPodDeleting, Message: fmt.Sprintf("restore %s: waiting for the Pods of %v to go", obs.Restore.Name, deleting)}, true
 	case len(volumes) > 0:
-		return Action{Kind: RetireVolumes, Members: volumes, Restore: obs.Restore.Name, Reason: ReasonReseeding,
+		return Action{Kind: RetireVolumes, Members: volumes, Restore: obs.Restore.Name, Reason: etcdv1alpha1.ReasonReseeding,
 			Message: fmt.Sprintf("restore %s: setting aside the volumes of replaced members %v (kept, not deleted)", obs.Restore.Name, volumes)}, true
 	}
 	return Action{}, false
@@ -181,12 +168,12 @@ func fromBackup(spec Spec, obs Observation) (Action, bool) {
 	r := obs.Restore
 	switch {
 	case r == nil:
-		return Action{Kind: CreateRestore, Backup: spec.FromBackup, Reason: ReasonRestoringFromBackup,
+		return Action{Kind: CreateRestore, Backup: spec.FromBackup, Reason: etcdv1alpha1.ReasonRestoringFromBackup,
 			Message: fmt.Sprintf("creating the restore of backup %s for the cluster's first members", spec.FromBackup)}, true
 	case r.Failed:
-		return Action{Kind: Wait, Reason: ReasonRestoreFailed, Message: fmt.Sprintf("restore %s failed: %s", r.Name, r.Message)}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("restore %s failed: %s", r.Name, r.Message)}, true
 	case !r.Ready:
-		return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf("waiting for restore %s to verify backup %s", r.Name, spec.FromBackup)}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForRestore, Message: fmt.Sprintf("waiting for restore %s to verify backup %s", r.Name, spec.FromBackup)}, true
 	}
 	return backupNotMountable(r)
 }
@@ -196,7 +183,7 @@ func backupNotMountable(r *Restore) (Action, bool) {
 	if r.NotMountable == "" {
 		return Action{}, false
 	}
-	return Action{Kind: Wait, Reason: ReasonBackupNotMountable,
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonBackupNotMountable,
 		Message: fmt.Sprintf("restore %s: %s; no member is created until the snapshot can be read", r.Name, r.NotMountable)}, true
 }
 
@@ -208,7 +195,7 @@ func seededJoinLater(spec Spec, obs Observation) (Action, bool) {
 	if r == nil || !r.OneSeed || r.Failed || len(obs.Members) >= spec.Replicas {
 		return Action{}, false
 	}
-	return Action{Kind: Wait, Reason: ReasonWaitingForRestore, Message: fmt.Sprintf(
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForRestore, Message: fmt.Sprintf(
 		"restore %s seeded %d member(s) from the snapshot (its claim can be mounted on one node at a time); the other %d join as learners once the restore is complete",
 		r.Name, len(obs.Members), spec.Replicas-len(obs.Members))}, true
 }
@@ -221,19 +208,19 @@ func quorumLossRecovery(spec Spec, obs Observation) (Action, bool) {
 		return Action{}, false
 	}
 	if obs.AutoRestoreTried != "" {
-		return Action{Kind: Wait, Reason: ReasonAutoRestoreFailed,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonAutoRestoreFailed,
 			Message: fmt.Sprintf("quorum lost for %s; the automatic restore %s did not succeed, a human must decide", obs.QuorumLostFor.Round(time.Second), obs.AutoRestoreTried)}, true
 	}
 	if back := comingBack(obs.Members, spec.QuorumLossAfter); len(back) > 0 {
-		return Action{Kind: Wait, Reason: ReasonWaitingForMembers, Message: fmt.Sprintf(
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: fmt.Sprintf(
 			"quorum lost for %s; members %v are coming back on their intact volumes (Pods started less than %s ago, or still terminating) and may still form a quorum with every write they hold: no re-seed until then",
 			obs.QuorumLostFor.Round(time.Second), back, spec.QuorumLossAfter)}, true
 	}
 	if obs.LatestBackup == "" {
-		return Action{Kind: Wait, Reason: ReasonNoBackupToRestore,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonNoBackupToRestore,
 			Message: fmt.Sprintf("quorum lost for %s and no Complete backup of this cluster to restore from", obs.QuorumLostFor.Round(time.Second))}, true
 	}
-	return Action{Kind: CreateRestore, Backup: obs.LatestBackup, Reseed: true, Reason: ReasonAutoRestore,
+	return Action{Kind: CreateRestore, Backup: obs.LatestBackup, Reseed: true, Reason: etcdv1alpha1.ReasonQuorumLossRecovery,
 		Message: fmt.Sprintf("quorum lost for %s (policy RestoreLatestBackup after %s): re-seeding from backup %s", obs.QuorumLostFor.Round(time.Second), spec.QuorumLossAfter, obs.LatestBackup)}, true
 }
 
@@ -269,12 +256,3 @@ func ServingMessage(ready, members int, reachable bool) string {
 	}
 	return fmt.Sprintf("%s, but %d of %d member Pods are Ready (etcd's /readyz, which passes only with a leader): the cluster serves", why, ready, members)
 }
-
-// Reasons of the rollback phases (EtcdRestore condition reasons).
-const (
-	ReasonClusterHasQuorum = "ClusterHasQuorum"
-	// ReasonMembersServing: Steward does not see the quorum through etcd, but a quorum of member Pods are Ready.
-	ReasonMembersServing     = "MembersServing"
-	ReasonTakingSafetyBackup = "TakingSafetyBackup"
-	ReasonSafetyBackupFailed = "SafetyBackupFailed"
-)

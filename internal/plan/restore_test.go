@@ -3,6 +3,8 @@ package plan
 import (
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestRestoreSteps(t *testing.T) {
@@ -44,16 +46,16 @@ func TestRestoreSteps(t *testing.T) {
 		restore string
 	}{
 		"fromBackup: first the restore is created": {
-			spec: fromB, obs: Observation{NewMemberNames: names}, want: CreateRestore, reason: ReasonRestoringFromBackup,
+			spec: fromB, obs: Observation{NewMemberNames: names}, want: CreateRestore, reason: etcdv1alpha1.ReasonRestoringFromBackup,
 		},
 		"fromBackup: members wait for the snapshot to be verified": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1"}}, want: Wait, reason: ReasonWaitingForRestore,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1"}}, want: Wait, reason: etcdv1alpha1.ReasonWaitingForRestore,
 		},
 		"fromBackup: a failed restore creates nothing and needs a human": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1", Failed: true, Message: "SnapshotCorrupt"}}, want: Wait, reason: ReasonRestoreFailed,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1", Failed: true, Message: "SnapshotCorrupt"}}, want: Wait, reason: etcdv1alpha1.ReasonRestoreFailed,
 		},
 		"fromBackup: verified, every member starts from the snapshot": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: ready}, want: Bootstrap, reason: ReasonBootstrapping,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: ready}, want: Bootstrap, reason: etcdv1alpha1.ReasonBootstrapping,
 			members: []string{"c-x", "c-y", "c-z"}, restore: "r1",
 		},
 		"fromBackup: an interrupted bootstrap creates the rest from the same restore": {
@@ -63,29 +65,29 @@ func TestRestoreSteps(t *testing.T) {
 		},
 		"fromBackup: an interrupted bootstrap whose restore is gone waits": {
 			spec: fromB, obs: Observation{NewMemberNames: names, Members: []Member{fresh("c-x", false)}},
-			want: Wait, reason: ReasonWaitingForRestore,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForRestore,
 		},
 		"fromBackup: a snapshot on a ReadWriteOnce claim seeds one member": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: oneSeed}, want: Bootstrap, reason: ReasonBootstrapping,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: oneSeed}, want: Bootstrap, reason: etcdv1alpha1.ReasonBootstrapping,
 			members: []string{"c-x"}, restore: "r1",
 		},
 		"fromBackup: the seed formed, the others wait for the restore to complete": {
 			spec: fromB, obs: Observation{NewMemberNames: names, Restore: oneSeed, Bootstrapped: true, EtcdReachable: true, ClusterVersion: "3.6.0",
 				Members: []Member{seed}},
-			want: Wait, reason: ReasonWaitingForRestore,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForRestore,
 		},
 		"fromBackup: the restore complete, the others join the seed as learners": {
 			spec: fromB, obs: Observation{NewMemberNames: names, Bootstrapped: true, EtcdReachable: true, ClusterVersion: "3.6.0",
 				Members: []Member{seed}},
-			want: AddLearner, reason: ReasonScalingUp,
+			want: AddLearner, reason: etcdv1alpha1.ReasonScalingUp,
 		},
 		"fromBackup: a snapshot no node of the cluster can read creates nothing": {
-			spec: fromB, obs: Observation{NewMemberNames: names, Restore: unreadable}, want: Wait, reason: ReasonBackupNotMountable,
+			spec: fromB, obs: Observation{NewMemberNames: names, Restore: unreadable}, want: Wait, reason: etcdv1alpha1.ReasonBackupNotMountable,
 		},
 		"reseed: a snapshot no node of the cluster can read stops no old member": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true, Ready: true,
 				NotMountable: "no node"}, NewMemberNames: names},
-			want: Wait, reason: ReasonBackupNotMountable,
+			want: Wait, reason: etcdv1alpha1.ReasonBackupNotMountable,
 		},
 		"reseed: the old members gone, a snapshot on a ReadWriteOnce claim seeds one member": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: &Restore{Name: "r1", Reseed: true, Ready: true, OneSeed: true}, NewMemberNames: names},
@@ -93,24 +95,24 @@ func TestRestoreSteps(t *testing.T) {
 		},
 		"reseed: refused while the old members have quorum": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
-			want: Wait, reason: ReasonRestoreRefused,
+			want: Wait, reason: etcdv1alpha1.ReasonRestoreRefused,
 		},
 		"reseed: refused while etcd does not answer Steward but a quorum of member Pods are Ready": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: healthy3(), Restore: reseedReady, NewMemberNames: names},
-			want: Wait, reason: ReasonRestoreRefused,
+			want: Wait, reason: etcdv1alpha1.ReasonRestoreRefused,
 		},
 		"reseed: refused while etcd answers without a healthy quorum but a quorum of member Pods are Ready": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: with(with(healthy3(), "c-a", func(m *Member) { m.Healthy = false }), "c-b", func(m *Member) { m.Healthy = false }),
 				Restore: reseedReady, NewMemberNames: names},
-			want: Wait, reason: ReasonRestoreRefused,
+			want: Wait, reason: etcdv1alpha1.ReasonRestoreRefused,
 		},
 		"reseed: one Ready Pod of three is no quorum: the members are stopped": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: with(lost, "c-c", func(m *Member) { m.PodReady = true }), Restore: reseedReady, NewMemberNames: names},
-			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+			want: RetireMembers, reason: etcdv1alpha1.ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
 		"rollback: a healthy cluster's running members are stopped, all at once": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: &Restore{Name: "r1", Reseed: true, Ready: true, Rollback: true}, NewMemberNames: names},
-			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+			want: RetireMembers, reason: etcdv1alpha1.ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
 		"rollback: not before its snapshot is verified (and its safety backup taken)": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Members: healthy3(), Restore: &Restore{Name: "r1", Reseed: true, Rollback: true}, NewMemberNames: names},
@@ -118,29 +120,29 @@ func TestRestoreSteps(t *testing.T) {
 		},
 		"reseed: an unconfirmed or unverified restore does nothing": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: &Restore{Name: "r1", Reseed: true}, NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"reseed: first every old Pod goes, at once": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: lost, Restore: reseedReady, NewMemberNames: names},
-			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+			want: RetireMembers, reason: etcdv1alpha1.ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
 		"reseed: members missing their Pods on intact volumes come back first, and are not stopped": {
 			spec: withinAMinute, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: podsGone, Restore: reseedReady, NewMemberNames: names},
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-a", "c-b"},
 		},
 		"reseed: re-created members get their grace to form a quorum": {
 			spec: withinAMinute, obs: Observation{Bootstrapped: true, EtcdReachable: false, Members: recreated, Restore: reseedReady, NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"reseed: after the grace, the re-created members are stopped too": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", RecoveryGrace: 20 * time.Second},
 			obs:  Observation{Bootstrapped: true, EtcdReachable: false, Members: recreated, Restore: reseedReady, NewMemberNames: names},
-			want: RetireMembers, reason: ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
+			want: RetireMembers, reason: etcdv1alpha1.ReasonReseeding, members: []string{"c-a", "c-b", "c-c"}, restore: "r1",
 		},
 		"reseed: then their volumes are set aside": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
 				{Name: "c-a", HasPVC: true, InitialCluster: cluster3, RetiredBy: "r1"}, {Name: "c-b", HasPVC: true, HasPod: true, PodDeleting: true, RetiredBy: "r1"}}},
-			want: Wait, reason: ReasonPodDeleting,
+			want: Wait, reason: etcdv1alpha1.ReasonPodDeleting,
 		},
 		"reseed: volumes set aside once no old Pod is left (their members are not brought back)": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names, Members: []Member{
@@ -154,7 +156,7 @@ func TestRestoreSteps(t *testing.T) {
 		"reseed: new members starting are waited for": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Restore: reseedReady, NewMemberNames: names,
 				Members: []Member{fresh("c-x", false), fresh("c-y", false), fresh("c-z", false)}},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"reseed: formed, the new cluster is reconciled as any other": {
 			spec: spec3, obs: Observation{Bootstrapped: true, EtcdReachable: true, Restore: reseedReady, NewMemberNames: names, ClusterVersion: "3.6.0",
@@ -164,65 +166,65 @@ func TestRestoreSteps(t *testing.T) {
 		"policy: not before the time without quorum": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: 59 * time.Second, LatestBackup: "b9", NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"policy: after it, a confirmed restore of the newest backup": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Minute, LatestBackup: "b9", NewMemberNames: names},
-			want: CreateRestore, reason: ReasonAutoRestore,
+			want: CreateRestore, reason: etcdv1alpha1.ReasonQuorumLossRecovery,
 		},
 		"policy: Pods missing on intact volumes are re-created, never re-seeded": {
 			spec: withinAMinute,
 			obs:  Observation{Bootstrapped: true, Members: podsGone, QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: RecreateMemberPods, reason: ReasonRecreatingMember, members: []string{"c-a", "c-b"},
+			want: RecreateMemberPods, reason: etcdv1alpha1.ReasonRecreatingMember, members: []string{"c-a", "c-b"},
 		},
 		"policy: members re-created less than after ago hold the re-seed back": {
 			spec: withinAMinute,
 			obs:  Observation{Bootstrapped: true, Members: recreated, QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"policy: members re-created after ago that did not form a quorum are re-seeded": {
 			spec: withinAMinute,
 			obs: Observation{Bootstrapped: true, Members: with(with(recreated, "c-a", func(m *Member) { m.PodAge = time.Minute }), "c-b",
 				func(m *Member) { m.PodAge = time.Minute }), QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: CreateRestore, reason: ReasonAutoRestore,
+			want: CreateRestore, reason: etcdv1alpha1.ReasonQuorumLossRecovery,
 		},
 		"policy: one member still within its time holds the re-seed back": {
 			spec: withinAMinute,
 			obs: Observation{Bootstrapped: true, Members: with(recreated, "c-a", func(m *Member) { m.PodAge = time.Minute }), QuorumLostFor: time.Hour,
 				LatestBackup: "b9", NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"policy: members whose crash shows lost data do not hold the re-seed back": {
 			spec: withinAMinute,
 			obs: Observation{Bootstrapped: true, Members: with(with(recreated, "c-a", func(m *Member) { m.DataLoss = "raft log lost" }), "c-b",
 				func(m *Member) { m.DataLoss = "raft log lost" }), QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: CreateRestore, reason: ReasonAutoRestore,
+			want: CreateRestore, reason: etcdv1alpha1.ReasonQuorumLossRecovery,
 		},
 		"policy: members whose Pods are still terminating hold the re-seed back (they come back once gone)": {
 			spec: withinAMinute,
 			obs: Observation{Bootstrapped: true, Members: with(lost, "c-a", func(m *Member) { m.PodDeleting, m.PodOverdue = true, time.Hour }),
 				QuorumLostFor: time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"policy: without a backup it waits for a human": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, NewMemberNames: names},
-			want: Wait, reason: ReasonNoBackupToRestore,
+			want: Wait, reason: etcdv1alpha1.ReasonNoBackupToRestore,
 		},
 		"policy: once per loss of quorum": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, LatestBackup: "b9", AutoRestoreTried: "c-auto-1", NewMemberNames: names},
-			want: Wait, reason: ReasonAutoRestoreFailed,
+			want: Wait, reason: etcdv1alpha1.ReasonAutoRestoreFailed,
 		},
 		"policy: not while a restore is under way": {
 			spec: Spec{Replicas: 3, Version: "3.6.16", QuorumLossAfter: time.Minute},
 			obs:  Observation{Bootstrapped: true, Members: lost, QuorumLostFor: time.Hour, LatestBackup: "b9", Restore: &Restore{Name: "r0", Reseed: true}, NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 		"manual policy never re-seeds": {
 			spec: spec3, obs: Observation{Bootstrapped: true, Members: lost, QuorumLostFor: 24 * time.Hour, LatestBackup: "b9", NewMemberNames: names},
-			want: Wait, reason: ReasonWaitingForMembers,
+			want: Wait, reason: etcdv1alpha1.ReasonWaitingForMembers,
 		},
 	}
 	for name, tt := range tests {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Storage steps: moving members' volumes to what spec.storage asks, once membership is settled.
@@ -11,18 +13,6 @@ const (
 	// ExpandVolume raises the requested size of member Members[0]'s PVC to the spec's size; the volume's
 	// StorageClass allows expansion, so its provisioner grows the volume in place under the running member.
 	ExpandVolume ActionKind = "ExpandVolume"
-)
-
-// Reasons of storage steps and waits.
-const (
-	// ReasonExpandingVolume: a member's PVC is being expanded in place (or the next one is about to be).
-	ReasonExpandingVolume = "ExpandingVolume"
-	// ReasonMigratingStorage: members are replaced one at a time by members on volumes of the spec's storage
-	// class and size (another class, a smaller size, or a class that cannot expand).
-	ReasonMigratingStorage = "MigratingStorage"
-	// ReasonVolumeResizeFailed: a member's PVC reports that its expansion failed (ControllerResizeError,
-	// NodeResizeError); Steward waits for a human (fix the storage, or choose a class to migrate to).
-	ReasonVolumeResizeFailed = "VolumeResizeFailed"
 )
 
 // StorageGoal is what spec.storage asks of members' volumes.
@@ -110,7 +100,7 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 			continue
 		}
 		msg := fmt.Sprintf("waiting for the volume of member %s to grow from %s to %s", m.Name, bytesString(v.Capacity), bytesString(v.Request))
-		reason := ReasonExpandingVolume
+		reason := etcdv1alpha1.ReasonExpandingVolume
 		switch v.Resize {
 		case "":
 		case "FileSystemResizePending":
@@ -119,7 +109,7 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 			}
 			msg += " (FileSystemResizePending: the volume has grown, the kubelet grows its file system while the member runs, or when its Pod next starts)"
 		case "ControllerResizeError", "NodeResizeError":
-			reason = ReasonVolumeResizeFailed
+			reason = etcdv1alpha1.ReasonVolumeResizeFailed
 			msg = fmt.Sprintf("the expansion of member %s's volume from %s to %s failed (%s: %s): fix the storage, or set spec.storage to a class Steward can migrate to",
 				m.Name, bytesString(v.Capacity), bytesString(v.Request), v.Resize, orUnknown(v.ResizeMessage))
 		default:
@@ -147,17 +137,17 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 		if len(voters) > spec.Replicas {
 			// The successor has joined and been promoted: an old member leaves, a follower first.
 			m := followerFirst(replace, obs.LeaderID)
-			return removeIfSafe(obs.LeaderID, members, m, ReasonMigratingStorage,
+			return removeIfSafe(obs.LeaderID, members, m, etcdv1alpha1.ReasonMigratingStorage,
 				fmt.Sprintf("removing member %s, now that a member on the spec's storage has joined in its place (%d of %d members on the old storage left): %s",
 					m.Name, len(replace), len(voters), why[m.Name])), true
 		}
 		if len(obs.NewMemberNames) == 0 {
-			return Action{Kind: Wait, Reason: ReasonMigratingStorage, Message: "no new member name"}, true
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonMigratingStorage, Message: "no new member name"}, true
 		}
 		name := obs.NewMemberNames[0]
 		next := followerFirst(replace, obs.LeaderID)
 		return Action{Kind: AddLearner, Members: []string{name}, PeerURL: withScheme(obs.PeerURL(name), newPeerURLScheme(spec, members)),
-			Reason: ReasonMigratingStorage,
+			Reason: etcdv1alpha1.ReasonMigratingStorage,
 			Message: fmt.Sprintf("adding member %s as a learner on the spec's storage (%s%s) to replace member %s (%d of %d members on the old storage left): %s",
 				name, bytesString(spec.Storage.Size), classSuffix(spec.Storage.Class), next.Name, len(replace), len(voters), why[next.Name])}, true
 	}
@@ -170,7 +160,7 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 		}
 		sort.Slice(expand, func(i, j int) bool { return expand[i].Name < expand[j].Name })
 		m := expand[0]
-		return Action{Kind: ExpandVolume, Members: []string{m.Name}, MemberID: m.ID, Reason: ReasonExpandingVolume,
+		return Action{Kind: ExpandVolume, Members: []string{m.Name}, MemberID: m.ID, Reason: etcdv1alpha1.ReasonExpandingVolume,
 			Message: fmt.Sprintf("expanding the volume of member %s from %s to %s in place (%d of %d volumes left)",
 				m.Name, bytesString(m.Volume.Request), bytesString(spec.Storage.Size), len(expand), volumes)}, true
 	}
@@ -182,7 +172,7 @@ func nextStorageStep(spec Spec, obs Observation, members, voters []Member) (Acti
 // name, member ID and data, mounts it. Every member is healthy (the storage steps come after that wait), so the
 // others keep a quorum; the leader hands leadership over first.
 func restartForResize(obs Observation, members []Member, m Member) Action {
-	return restartOne(obs, members, m, ReasonExpandingVolume,
+	return restartOne(obs, members, m, etcdv1alpha1.ReasonExpandingVolume,
 		fmt.Sprintf("its volume has waited %s for its file system resize (FileSystemResizePending), which the kubelet does when the volume is next mounted",
 			m.Volume.ResizePendingFor.Round(time.Second)))
 }
@@ -193,7 +183,7 @@ func restartOne(obs Observation, members []Member, m Member, reason, why string)
 	voters, _ := votersAndHealthyOthers(members, m.Name)
 	if m.ID == obs.LeaderID && voters > 1 {
 		if to, ok := transferee(members, m, nil); ok {
-			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+			return Action{Kind: MoveLeader, Members: []string{m.Name, to.Name}, MemberID: m.ID, TargetID: to.ID, Reason: etcdv1alpha1.ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it: %s", m.Name, to.Name, why)}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 const gi = int64(1) << 30
@@ -69,40 +71,40 @@ func TestNextStorage(t *testing.T) {
 		member string
 		msg    string
 	}{
-		"as specified: nothing to do":          {storageSpec(3, "fast", gi), formed(a, b, c), None, ReasonReconciled, "", ""},
-		"spec names no class: nothing to do":   {storageSpec(3, "", gi), formed(a, b, c), None, ReasonReconciled, "", ""},
-		"ephemeral cluster: nothing to do":     {storageSpec(3, "slow", 0), formed(a, b, c), None, ReasonReconciled, "", ""},
-		"size grows, expandable: first volume": {storageSpec(3, "fast", 2*gi), formed(a, b, c), ExpandVolume, ReasonExpandingVolume, "c-a", "3 of 3 volumes left"},
-		"expansion under way is waited for": {storageSpec(3, "fast", 2*gi), formed(expanding(a, ""), b, c), Wait, ReasonExpandingVolume, "c-a",
+		"as specified: nothing to do":          {storageSpec(3, "fast", gi), formed(a, b, c), None, etcdv1alpha1.ReasonReconciled, "", ""},
+		"spec names no class: nothing to do":   {storageSpec(3, "", gi), formed(a, b, c), None, etcdv1alpha1.ReasonReconciled, "", ""},
+		"ephemeral cluster: nothing to do":     {storageSpec(3, "slow", 0), formed(a, b, c), None, etcdv1alpha1.ReasonReconciled, "", ""},
+		"size grows, expandable: first volume": {storageSpec(3, "fast", 2*gi), formed(a, b, c), ExpandVolume, etcdv1alpha1.ReasonExpandingVolume, "c-a", "3 of 3 volumes left"},
+		"expansion under way is waited for": {storageSpec(3, "fast", 2*gi), formed(expanding(a, ""), b, c), Wait, etcdv1alpha1.ReasonExpandingVolume, "c-a",
 			"grow from 1Gi to 2Gi"},
-		"file system resize pending is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(a, "FileSystemResizePending"), b, c), Wait, ReasonExpandingVolume, "c-a",
+		"file system resize pending is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(a, "FileSystemResizePending"), b, c), Wait, etcdv1alpha1.ReasonExpandingVolume, "c-a",
 			"FileSystemResizePending"},
 		"file system resize pending too long: the member restarts": {storageSpec(3, "fast", 2*gi),
-			leaderIs(formed(a, pendingFor(expanding(b, "FileSystemResizePending"), FileSystemResizeGrace), c), 1), RestartMember, ReasonExpandingVolume, "c-b", "FileSystemResizePending"},
+			leaderIs(formed(a, pendingFor(expanding(b, "FileSystemResizePending"), FileSystemResizeGrace), c), 1), RestartMember, etcdv1alpha1.ReasonExpandingVolume, "c-b", "FileSystemResizePending"},
 		"file system resize pending too long on the leader: it hands over first": {storageSpec(3, "fast", 2*gi),
-			formed(pendingFor(expanding(a, "FileSystemResizePending"), FileSystemResizeGrace), b, c), MoveLeader, ReasonMovingLeader, "c-a", "file system resize"},
+			formed(pendingFor(expanding(a, "FileSystemResizePending"), FileSystemResizeGrace), b, c), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", "file system resize"},
 		"a resize error is reported": {storageSpec(3, "fast", 2*gi), formed(expanding(func() Member { m := a; m.Volume.ResizeMessage = "quota"; return m }(), "ControllerResizeError"), b, c),
-			Wait, ReasonVolumeResizeFailed, "c-a", "ControllerResizeError: quota"},
-		"next volume once the first has grown": {storageSpec(3, "fast", 2*gi), formed(grown(a), b, c), ExpandVolume, ReasonExpandingVolume, "c-b", "2 of 3 volumes left"},
-		"all grown: nothing to do":             {storageSpec(3, "fast", 2*gi), formed(grown(a), grown(b), grown(c)), None, ReasonReconciled, "", ""},
+			Wait, etcdv1alpha1.ReasonVolumeResizeFailed, "c-a", "ControllerResizeError: quota"},
+		"next volume once the first has grown": {storageSpec(3, "fast", 2*gi), formed(grown(a), b, c), ExpandVolume, etcdv1alpha1.ReasonExpandingVolume, "c-b", "2 of 3 volumes left"},
+		"all grown: nothing to do":             {storageSpec(3, "fast", 2*gi), formed(grown(a), grown(b), grown(c)), None, etcdv1alpha1.ReasonReconciled, "", ""},
 		"no expansion while a member is down": {storageSpec(3, "fast", 2*gi), formed(a, b, func() Member { m := c; m.Healthy = false; return m }()),
-			Wait, ReasonWaitingForMembers, "", ""},
-		"class change: a learner on the new storage joins": {storageSpec(3, "slow", gi), formed(a, b, c), AddLearner, ReasonMigratingStorage, "c-new",
+			Wait, etcdv1alpha1.ReasonWaitingForMembers, "", ""},
+		"class change: a learner on the new storage joins": {storageSpec(3, "slow", gi), formed(a, b, c), AddLearner, etcdv1alpha1.ReasonMigratingStorage, "c-new",
 			`to replace member c-b (3 of 3 members on the old storage left)`},
-		"class without expansion: replaced": {storageSpec(3, "", 2*gi), formed(onVolume(a, "slow", gi, false), b, c), AddLearner, ReasonMigratingStorage, "c-new",
+		"class without expansion: replaced": {storageSpec(3, "", 2*gi), formed(onVolume(a, "slow", gi, false), b, c), AddLearner, etcdv1alpha1.ReasonMigratingStorage, "c-new",
 			"does not allow volume expansion"},
-		"shrink: replaced":                       {storageSpec(3, "fast", gi/2), formed(a, b, c), AddLearner, ReasonMigratingStorage, "c-new", "cannot shrink"},
-		"the new learner is promoted":            {storageSpec(3, "slow", gi), formed(a, b, c, successor), PromoteLearner, ReasonScalingUp, "c-new", ""},
-		"then an old follower is removed":        {storageSpec(3, "slow", gi), formed(a, b, c, promoted), RemoveMember, ReasonMigratingStorage, "c-b", "3 of 4 members on the old storage left"},
-		"no removal while a member is down":      {storageSpec(3, "slow", gi), formed(a, b, func() Member { m := c; m.Healthy = false; return m }(), promoted), Wait, ReasonWaitingForMembers, "", ""},
-		"the leader last, after handing over":    {storageSpec(3, "slow", gi), leaderIs(formed(a, onVolume(b, "slow", gi, false), onVolume(c, "slow", gi, false), promoted), 1), MoveLeader, ReasonMovingLeader, "c-a", ""},
-		"the old leader, now a follower, goes":   {storageSpec(3, "slow", gi), leaderIs(formed(a, onVolume(b, "slow", gi, false), onVolume(c, "slow", gi, false), promoted), 2), RemoveMember, ReasonMigratingStorage, "c-a", ""},
-		"removed member's Pod goes":              {storageSpec(3, "slow", gi), formed(a, b, func() Member { m := c; m.InEtcd = false; return m }(), promoted), DeleteMemberPod, ReasonRemovingLeftover, "c-c", ""},
-		"1 member: the successor joins first":    {storageSpec(1, "slow", gi), formed(a), AddLearner, ReasonMigratingStorage, "c-new", "replace member c-a"},
-		"1 member: leader hands over, then goes": {storageSpec(1, "slow", gi), formed(a, promoted), MoveLeader, ReasonMovingLeader, "c-a", ""},
+		"shrink: replaced":                       {storageSpec(3, "fast", gi/2), formed(a, b, c), AddLearner, etcdv1alpha1.ReasonMigratingStorage, "c-new", "cannot shrink"},
+		"the new learner is promoted":            {storageSpec(3, "slow", gi), formed(a, b, c, successor), PromoteLearner, etcdv1alpha1.ReasonScalingUp, "c-new", ""},
+		"then an old follower is removed":        {storageSpec(3, "slow", gi), formed(a, b, c, promoted), RemoveMember, etcdv1alpha1.ReasonMigratingStorage, "c-b", "3 of 4 members on the old storage left"},
+		"no removal while a member is down":      {storageSpec(3, "slow", gi), formed(a, b, func() Member { m := c; m.Healthy = false; return m }(), promoted), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", ""},
+		"the leader last, after handing over":    {storageSpec(3, "slow", gi), leaderIs(formed(a, onVolume(b, "slow", gi, false), onVolume(c, "slow", gi, false), promoted), 1), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", ""},
+		"the old leader, now a follower, goes":   {storageSpec(3, "slow", gi), leaderIs(formed(a, onVolume(b, "slow", gi, false), onVolume(c, "slow", gi, false), promoted), 2), RemoveMember, etcdv1alpha1.ReasonMigratingStorage, "c-a", ""},
+		"removed member's Pod goes":              {storageSpec(3, "slow", gi), formed(a, b, func() Member { m := c; m.InEtcd = false; return m }(), promoted), DeleteMemberPod, etcdv1alpha1.ReasonRemovingLeftoverMember, "c-c", ""},
+		"1 member: the successor joins first":    {storageSpec(1, "slow", gi), formed(a), AddLearner, etcdv1alpha1.ReasonMigratingStorage, "c-new", "replace member c-a"},
+		"1 member: leader hands over, then goes": {storageSpec(1, "slow", gi), formed(a, promoted), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", ""},
 		"a volume being deleted is replaced first": {storageSpec(3, "slow", gi), formed(a, b, func() Member { m := c; m.HasPVC, m.VolumeDeleting = false, true; return m }()),
-			AddLearner, ReasonReplacingMember, "c-new", "volume is being deleted"},
-		"replacement before expansion": {storageSpec(3, "fast", 2*gi), formed(onVolume(a, "fast", gi, false), b, c), AddLearner, ReasonMigratingStorage, "c-new", "replace member c-a"},
+			AddLearner, etcdv1alpha1.ReasonReplacingMember, "c-new", "volume is being deleted"},
+		"replacement before expansion": {storageSpec(3, "fast", 2*gi), formed(onVolume(a, "fast", gi, false), b, c), AddLearner, etcdv1alpha1.ReasonMigratingStorage, "c-new", "replace member c-a"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -193,7 +195,7 @@ func (s *storageBed) run() {
 		case ExpandVolume:
 			s.member(a.Members[0]).Volume.Request = s.spec.Storage.Size
 		case Wait:
-			if a.Reason != ReasonExpandingVolume {
+			if a.Reason != etcdv1alpha1.ReasonExpandingVolume {
 				s.t.Fatalf("unexpected wait: %s: %s", a.Reason, a.Message)
 			}
 			// The provisioner grows the volume: the next observation shows its capacity.
@@ -291,7 +293,7 @@ func TestStorageStepsNeverBreakQuorum(t *testing.T) {
 		obs.LeaderID = uint64(1 + rng.Intn(n))
 		spec := storageSpec(1+2*rng.Intn(3), classes[rng.Intn(3)], int64(1+rng.Intn(3))*gi)
 		got := Next(spec, obs)
-		if got.Reason != ReasonMigratingStorage && got.Reason != ReasonExpandingVolume {
+		if got.Reason != etcdv1alpha1.ReasonMigratingStorage && got.Reason != etcdv1alpha1.ReasonExpandingVolume {
 			continue
 		}
 		if got.Kind == Wait {

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Steps of a switch between plaintext and TLS.
@@ -12,22 +14,6 @@ const (
 	RestartMember ActionKind = "RestartMember"
 	// UpdatePeerURL changes the peer URL etcd lists for member MemberID (Members[0]) to PeerURL.
 	UpdatePeerURL ActionKind = "UpdatePeerURL"
-)
-
-// Reasons of TLS steps.
-const (
-	ReasonEnablingTLS  = "EnablingTLS"
-	ReasonDisablingTLS = "DisablingTLS"
-	// ReasonRestartingForClientAuth: a member restarts to require client certificates on its client port, or to
-	// stop requiring them, as spec.tls.clientAuth says.
-	ReasonRestartingForClientAuth = "RestartingForClientAuth"
-	// ReasonRestartingForPeerAuth: a member restarts to accept only member certificates on its peer port, or any
-	// certificate of the cluster's CA, as spec.tls.peerAuth says.
-	ReasonRestartingForPeerAuth = "RestartingForPeerAuth"
-	// ReasonWaitingForPeerIdentity: spec.tls.peerAuth asks members to check the peer identity, and the
-	// certificate a member holds does not carry it yet (the kubelet brings a renewed Secret into a running Pod
-	// within a minute or two).
-	ReasonWaitingForPeerIdentity = "WaitingForPeerIdentity"
 )
 
 // TLS modes of a member, as in package resources: Plaintext listens and dials in plaintext; Bridge listens in
@@ -130,7 +116,7 @@ func tlsRestart(spec Spec, obs Observation, members []Member) (Action, bool) {
 	want := podTLSFor(spec, members, next.PeerURL)
 	if next.ID == obs.LeaderID && next.Healthy {
 		if to, ok := transferee(members, next, nil); ok {
-			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: etcdv1alpha1.ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before restarting it in TLS mode %s", next.Name, to.Name, want)}, true
 		}
 	}
@@ -152,7 +138,7 @@ func catchUp(obs Observation, members []Member, skip string) (Action, bool) {
 	}
 	for _, m := range members {
 		if m.Name != skip && m.InEtcd && m.Healthy && leader.CommitIndex > m.AppliedIndex+catchUpSlack {
-			return Action{Kind: Wait, Reason: ReasonWaitingForCatchUp,
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForCatchUp,
 				Message: fmt.Sprintf("waiting for member %s to catch up (applied %d, leader committed %d)", m.Name, m.AppliedIndex, leader.CommitIndex)}, true
 		}
 	}
@@ -187,7 +173,7 @@ func tlsPeerURLStep(spec Spec, obs Observation, members []Member) (Action, bool)
 	}
 	if next.ID == obs.LeaderID {
 		if to, ok := transferee(members, next, nil); ok {
-			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: etcdv1alpha1.ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before changing its peer URL", next.Name, to.Name)}, true
 		}
 	}
@@ -198,9 +184,9 @@ func tlsPeerURLStep(spec Spec, obs Observation, members []Member) (Action, bool)
 
 func tlsReason(spec Spec) string {
 	if spec.TLS {
-		return ReasonEnablingTLS
+		return etcdv1alpha1.ReasonEnablingTLS
 	}
-	return ReasonDisablingTLS
+	return etcdv1alpha1.ReasonDisablingTLS
 }
 
 // clientAuthRestart restarts a member that serves TLS and requires client certificates where the spec says not,
@@ -225,7 +211,7 @@ func clientAuthRestart(spec Spec, obs Observation, members []Member) (Action, bo
 	if spec.ClientCertAuth {
 		why = "its Pod asks for no client certificate, spec.tls.clientAuth is Certificate"
 	}
-	return restartOne(obs, members, next, ReasonRestartingForClientAuth,
+	return restartOne(obs, members, next, etcdv1alpha1.ReasonRestartingForClientAuth,
 		fmt.Sprintf("%s (%d of %d members to restart)", why, len(due), len(members))), true
 }
 
@@ -273,13 +259,13 @@ func peerCheckRestart(spec Spec, obs Observation, members []Member) (Action, boo
 	why := "its Pod checks the peer identity, spec.tls.peerAuth is AnyCertificate"
 	if spec.PeerCheck {
 		if m, lacking := lacksPeerIdentity(members); lacking {
-			return Action{Kind: Wait, Reason: ReasonWaitingForPeerIdentity, Message: fmt.Sprintf(
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForPeerIdentity, Message: fmt.Sprintf(
 				"%d of %d members are to accept only member certificates on the peer port; waiting for the certificate of member %s to carry the peer identity first",
 				len(due), len(members), m.Name)}, true
 		}
 		why = "its Pod accepts any certificate of the cluster's CA on the peer port, spec.tls.peerAuth is MemberIdentity"
 	}
 	next := followerFirst(sortedByName(due), obs.LeaderID)
-	return restartOne(obs, members, next, ReasonRestartingForPeerAuth,
+	return restartOne(obs, members, next, etcdv1alpha1.ReasonRestartingForPeerAuth,
 		fmt.Sprintf("%s (%d of %d members to restart)", why, len(due), len(members))), true
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // tlsCluster simulates members switching between plaintext and TLS, with the rule of who can talk to whom that
@@ -208,47 +210,47 @@ func TestTLSSteps(t *testing.T) {
 			members: []Member{secure(voter("c-a", 1)), secure(voter("c-b", 2)), secure(voter("c-c", 3))}, want: None},
 		"enabling: a follower first becomes Bridge": {tls: true,
 			members: []Member{plain(voter("c-a", 1)), plain(voter("c-b", 2)), plain(voter("c-c", 3))},
-			want:    RestartMember, reason: ReasonEnablingTLS, member: "c-b", mode: TLSBridge},
+			want:    RestartMember, reason: etcdv1alpha1.ReasonEnablingTLS, member: "c-b", mode: TLSBridge},
 		"enabling: no https peer URL while a member is plaintext": {tls: true,
 			members: []Member{bridge(voter("c-a", 1)), bridge(voter("c-b", 2)), func() Member {
 				m := plain(voter("c-c", 3))
 				m.Healthy = false
 				return m
 			}()},
-			want: RestartMember, reason: ReasonEnablingTLS, member: "c-c", mode: TLSBridge},
+			want: RestartMember, reason: etcdv1alpha1.ReasonEnablingTLS, member: "c-c", mode: TLSBridge},
 		"enabling: every member Bridge, a follower's peer URL goes https": {tls: true,
 			members: []Member{bridge(voter("c-a", 1)), bridge(voter("c-b", 2)), bridge(voter("c-c", 3))},
-			want:    UpdatePeerURL, reason: ReasonEnablingTLS, member: "c-b", url: "https://c-b.c-peer:2380"},
+			want:    UpdatePeerURL, reason: etcdv1alpha1.ReasonEnablingTLS, member: "c-b", url: "https://c-b.c-peer:2380"},
 		"enabling: a member cut off by its new peer URL restarts although unhealthy": {tls: true,
 			members: []Member{bridge(voter("c-a", 1)), func() Member {
 				m := bridge(voter("c-b", 2))
 				m.PeerURL, m.Healthy = "https://c-b.c-peer:2380", false
 				return m
 			}(), bridge(voter("c-c", 3))},
-			want: RestartMember, reason: ReasonEnablingTLS, member: "c-b", mode: TLSOn},
+			want: RestartMember, reason: etcdv1alpha1.ReasonEnablingTLS, member: "c-b", mode: TLSOn},
 		"enabling: another member down, the restart waits": {tls: true,
 			members: []Member{plain(voter("c-a", 1)), plain(voter("c-b", 2)), func() Member {
 				m := plain(voter("c-c", 3))
 				m.PodReady = false
 				return m
 			}()},
-			want: Wait, reason: ReasonEnablingTLS},
+			want: Wait, reason: etcdv1alpha1.ReasonEnablingTLS},
 		"enabling: the leader's peer URL changes after it hands leadership on": {tls: true,
 			members: []Member{bridge(voter("c-a", 1)), secure(voter("c-b", 2)), secure(voter("c-c", 3))},
-			want:    MoveLeader, reason: ReasonMovingLeader, member: "c-a"},
+			want:    MoveLeader, reason: etcdv1alpha1.ReasonMovingLeader, member: "c-a"},
 		"disabling: a follower's peer URL goes http first": {
 			members: []Member{secure(voter("c-a", 1)), secure(voter("c-b", 2)), secure(voter("c-c", 3))},
-			want:    UpdatePeerURL, reason: ReasonDisablingTLS, member: "c-b", url: "http://c-b.c-peer:2380"},
+			want:    UpdatePeerURL, reason: etcdv1alpha1.ReasonDisablingTLS, member: "c-b", url: "http://c-b.c-peer:2380"},
 		"disabling: a member with an http peer URL becomes Bridge while others serve TLS": {
 			members: []Member{secure(voter("c-a", 1)), func() Member {
 				m := secure(voter("c-b", 2))
 				m.PeerURL = "http://c-b.c-peer:2380"
 				return m
 			}(), secure(voter("c-c", 3))},
-			want: RestartMember, reason: ReasonDisablingTLS, member: "c-b", mode: TLSBridge},
+			want: RestartMember, reason: etcdv1alpha1.ReasonDisablingTLS, member: "c-b", mode: TLSBridge},
 		"disabling: every peer URL http, Bridge members drop their certificates": {
 			members: []Member{bridge(voter("c-a", 1)), bridge(voter("c-b", 2)), bridge(voter("c-c", 3))},
-			want:    RestartMember, reason: ReasonDisablingTLS, member: "c-b", mode: TLSPlaintext},
+			want:    RestartMember, reason: etcdv1alpha1.ReasonDisablingTLS, member: "c-b", mode: TLSPlaintext},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -338,8 +340,8 @@ func TestClientAuthRestart(t *testing.T) {
 			if a.Kind != tt.wantKind || (tt.wantMembers != nil && strings.Join(a.Members, ",") != strings.Join(tt.wantMembers, ",")) {
 				t.Fatalf("Next() = %s %v (%s: %s), want %s %v", a.Kind, a.Members, a.Reason, a.Message, tt.wantKind, tt.wantMembers)
 			}
-			if a.Kind == RestartMember && (a.Reason != ReasonRestartingForClientAuth || a.TLS != TLSOn) {
-				t.Fatalf("restart %s in mode %s, want reason %s in mode TLS", a.Reason, a.TLS, ReasonRestartingForClientAuth)
+			if a.Kind == RestartMember && (a.Reason != etcdv1alpha1.ReasonRestartingForClientAuth || a.TLS != TLSOn) {
+				t.Fatalf("restart %s in mode %s, want reason %s in mode TLS", a.Reason, a.TLS, etcdv1alpha1.ReasonRestartingForClientAuth)
 			}
 		})
 	}
@@ -373,17 +375,17 @@ func TestPeerCheckRestart(t *testing.T) {
 		wantMembers []string
 	}{
 		"every certificate carries the identity: a follower first": {spec(true),
-			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, true)}, RestartMember, ReasonRestartingForPeerAuth, []string{"c-b"}},
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, true)}, RestartMember, etcdv1alpha1.ReasonRestartingForPeerAuth, []string{"c-b"}},
 		"a certificate without it yet: wait, naming the member": {spec(true),
-			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, false)}, Wait, ReasonWaitingForPeerIdentity, nil},
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, false)}, Wait, etcdv1alpha1.ReasonWaitingForPeerIdentity, nil},
 		"the leader last, after handing over": {spec(true),
-			[]Member{member("c-a", 1, false, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, MoveLeader, ReasonMovingLeader, []string{"c-a", "c-b"}},
+			[]Member{member("c-a", 1, false, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, MoveLeader, etcdv1alpha1.ReasonMovingLeader, []string{"c-a", "c-b"}},
 		"all check: nothing": {spec(true),
-			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, None, ReasonReconciled, nil},
+			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, true, true)}, None, etcdv1alpha1.ReasonReconciled, nil},
 		"back to AnyCertificate, no wait for identities": {spec(false),
-			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, false, false)}, RestartMember, ReasonRestartingForPeerAuth, []string{"c-b"}},
+			[]Member{member("c-a", 1, true, true), member("c-b", 2, true, true), member("c-c", 3, false, false)}, RestartMember, etcdv1alpha1.ReasonRestartingForPeerAuth, []string{"c-b"}},
 		"AnyCertificate, none checks: nothing": {spec(false),
-			[]Member{member("c-a", 1, false, false), member("c-b", 2, false, false), member("c-c", 3, false, false)}, None, ReasonReconciled, nil},
+			[]Member{member("c-a", 1, false, false), member("c-b", 2, false, false), member("c-c", 3, false, false)}, None, etcdv1alpha1.ReasonReconciled, nil},
 		"a member unhealthy: wait for it first": {spec(true),
 			with([]Member{member("c-a", 1, false, true), member("c-b", 2, false, true), member("c-c", 3, false, true)}, "c-c", func(m *Member) { m.Healthy = false }), Wait, "", nil},
 	}
@@ -397,7 +399,7 @@ func TestPeerCheckRestart(t *testing.T) {
 			if a.Kind == RestartMember && a.TLS != TLSOn {
 				t.Fatalf("restart in mode %s, want TLS", a.TLS)
 			}
-			if a.Reason == ReasonWaitingForPeerIdentity && !strings.Contains(a.Message, "c-c") {
+			if a.Reason == etcdv1alpha1.ReasonWaitingForPeerIdentity && !strings.Contains(a.Message, "c-c") {
 				t.Fatalf("wait does not name the member: %s", a.Message)
 			}
 		})

@@ -3,14 +3,9 @@ package plan
 import (
 	"fmt"
 	"sort"
-)
 
-// ReasonTLSProviderMismatch means member Pods predate TLS in Steward while the spec asks for TLS (a cluster
-// created by a Steward without TLS, whose stored spec now reads with the default provider Steward), or hold
-// certificates of another provider than the spec's. Switching the first to TLS would cut off its plaintext
-// clients without anyone having asked for it, and the second's CAs do not trust each other: Steward changes
-// nothing until the spec says what is wanted.
-const ReasonTLSProviderMismatch = "TLSProviderMismatch"
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
 
 // TLSProviderCertManager is the API's provider CertManager (spec.tls.provider), whose members may trust the
 // user's issuer's CA (TLSDecision.SharedTrust).
@@ -95,7 +90,7 @@ func legacyPlaintext(spec TLSSpec, pods []TLSPod) (Action, bool) {
 			continue
 		}
 		if p.PredatesTLS {
-			return Action{Kind: Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonTLSProviderMismatch, Message: fmt.Sprintf(
 				"member %s was created by a Steward without TLS and runs plaintext, but spec.tls.provider is %s (the default): Steward changes nothing rather than switch its clients to TLS unasked; set spec.tls.provider to None to keep it plaintext, and later back to %s to switch it to TLS as a rolling change (see docs/user/tls.md#switching-a-running-cluster-between-plaintext-and-tls)",
 				p.Name, spec.Provider, spec.Provider)}, true
 		}
@@ -114,7 +109,7 @@ func mixedProviders(spec TLSSpec, pods []TLSPod) (Action, bool) {
 	want := spec.Provider
 	for _, p := range pods {
 		if p.Holds && p.Provider != want {
-			return Action{Kind: Wait, Reason: ReasonTLSProviderMismatch, Message: fmt.Sprintf(
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonTLSProviderMismatch, Message: fmt.Sprintf(
 				"member %s holds certificates of TLS provider %s but spec.tls.provider is %s: members trust only their own CA, so Steward changes nothing; set spec.tls.provider back to None and let every member switch to plaintext first (status.members[].tls), then to %s",
 				p.Name, p.Provider, want, want)}, true
 		}

@@ -3,6 +3,8 @@ package plan
 import (
 	"reflect"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 func TestDecideTLS(t *testing.T) {
@@ -21,12 +23,12 @@ func TestDecideTLS(t *testing.T) {
 	}{
 		"TLS spec, TLS Pods":            {spec: steward, pods: []TLSPod{holds("db-a", "Steward", false)}, want: TLSDecision{Provider: "Steward", Holding: true}},
 		"TLS spec, no Pods yet":         {spec: steward, want: TLSDecision{Provider: "Steward"}},
-		"legacy Pod, TLS spec":          {spec: steward, pods: []TLSPod{legacy}, wait: ReasonTLSProviderMismatch},
+		"legacy Pod, TLS spec":          {spec: steward, pods: []TLSPod{legacy}, wait: etcdv1alpha1.ReasonTLSProviderMismatch},
 		"legacy Pod being deleted":      {spec: steward, pods: []TLSPod{{Name: "db-a", PredatesTLS: true, Deleting: true}}, want: TLSDecision{Provider: "Steward"}},
 		"legacy Pod, spec None":         {spec: none, pods: []TLSPod{legacy}, want: TLSDecision{MarkPlaintext: []string{"db-a"}}},
 		"legacy Pod, spec None, paused": {spec: TLSSpec{Provider: "None", Paused: true}, pods: []TLSPod{legacy}},
 		"another provider's certificates": {spec: TLSSpec{Enabled: true, Provider: "Secrets"}, pods: []TLSPod{holds("db-a", "Steward", false)},
-			wait: ReasonTLSProviderMismatch},
+			wait: etcdv1alpha1.ReasonTLSProviderMismatch},
 		"switching back to plaintext": {spec: none, pods: []TLSPod{holds("db-a", "Steward", false), plain},
 			want: TLSDecision{Provider: "Steward", Holding: true}},
 		"switched to plaintext, status still TLS": {spec: TLSSpec{Provider: "None", StatusTLS: true}, pods: []TLSPod{plain},
@@ -54,7 +56,7 @@ func TestDecideTLS(t *testing.T) {
 
 // TestTLSBlockedIsTheStep: a Wait the cluster's TLS imposes is the step, whatever else the plan would do.
 func TestTLSBlockedIsTheStep(t *testing.T) {
-	wait := Action{Kind: Wait, Reason: ReasonTLSProviderMismatch, Message: "m"}
+	wait := Action{Kind: Wait, Reason: etcdv1alpha1.ReasonTLSProviderMismatch, Message: "m"}
 	obs := Observation{TLSBlocked: &wait, NewMemberNames: []string{"db-a"}, PeerURL: func(n string) string { return "http://" + n }}
 	if got := Next(Spec{Replicas: 1, Version: "3.6.0"}, obs); !reflect.DeepEqual(got, wait) {
 		t.Fatalf("Next = %+v, want %+v", got, wait)

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // Version steps, taken once membership is settled, one member per pass.
@@ -19,20 +21,6 @@ const (
 	EnableDowngrade ActionKind = "EnableDowngrade"
 	// CancelDowngrade cancels a downgrade etcd has enabled that spec.version no longer asks for.
 	CancelDowngrade ActionKind = "CancelDowngrade"
-)
-
-// Reasons of version steps and waits.
-const (
-	ReasonUpgrading             = "Upgrading"
-	ReasonDowngrading           = "Downgrading"
-	ReasonRestartingForImage    = "RestartingForImage"
-	ReasonMovingLeader          = "MovingLeader"
-	ReasonVersionChangeRefused  = "VersionChangeRefused"
-	ReasonWaitingForStorage     = "WaitingForStorageVersion"
-	ReasonWaitingForRestart     = "WaitingForRestart"
-	ReasonWaitingForCatchUp     = "WaitingForCatchUp"
-	ReasonWaitingClusterVersion = "WaitingForClusterVersion"
-	ReasonWaitingForSnapshot    = "WaitingForSnapshot"
 )
 
 // Version is an etcd release, major.minor.patch.
@@ -140,7 +128,7 @@ func restartPending(m Member) bool {
 
 // waitForRestart waits for member m's process to run what its Pod was switched to.
 func waitForRestart(m Member) Action {
-	return Action{Kind: Wait, Reason: ReasonWaitingForRestart,
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForRestart,
 		Message: fmt.Sprintf("waiting for member %s to restart on %s (image %s; the container runs %s, etcd reports %s)",
 			m.Name, m.PodVersion, m.PodImage, orUnknown(m.ContainerImage), orUnknown(m.RunningVersion))}
 }
@@ -351,7 +339,7 @@ func nextVersionStep(spec Spec, obs Observation, members []Member) (Action, bool
 		// that (within seconds), and only then may the next minor start.
 		cv, _ := ParseVersion(obs.ClusterVersion)
 		via, _ := ParseVersion(stage.Version)
-		return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForClusterVersion,
 			Message: fmt.Sprintf("%severy member runs %s; waiting for etcd to raise the cluster version from %s to %s before the next minor",
 				label, stage.Version, cv.MinorString(), via.MinorString())}, true
 	}
@@ -372,16 +360,16 @@ func nextVersionStepTo(spec Spec, obs Observation, members []Member) (Action, bo
 		}
 		return Action{}, false
 	case goalRefused:
-		return Action{Kind: Wait, Reason: ReasonVersionChangeRefused, Message: why}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonVersionChangeRefused, Message: why}, true
 	case goalWaitingCV:
-		return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion, Message: why}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForClusterVersion, Message: why}, true
 	case goalWaitingSnap:
-		return Action{Kind: Wait, Reason: ReasonWaitingForSnapshot, Message: why}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForSnapshot, Message: why}, true
 	case goalCancel:
-		return Action{Kind: CancelDowngrade, Reason: ReasonDowngrading, Message: why}, true
+		return Action{Kind: CancelDowngrade, Reason: etcdv1alpha1.ReasonDowngrading, Message: why}, true
 	case goalEnable:
 		target, _ := ParseVersion(spec.Version)
-		return Action{Kind: EnableDowngrade, Version: target.MinorString(), Reason: ReasonDowngrading, Message: why}, true
+		return Action{Kind: EnableDowngrade, Version: target.MinorString(), Reason: etcdv1alpha1.ReasonDowngrading, Message: why}, true
 	}
 
 	// Every member runs what its Pod says and has caught up with the leader, or the last restart is not over.
@@ -396,7 +384,7 @@ func nextVersionStepTo(spec Spec, obs Observation, members []Member) (Action, bo
 			return waitForRestart(m), true
 		}
 		if leader != nil && m.InEtcd && leader.CommitIndex > m.AppliedIndex+catchUpSlack {
-			return Action{Kind: Wait, Reason: ReasonWaitingForCatchUp,
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForCatchUp,
 				Message: fmt.Sprintf("waiting for member %s to catch up (applied %d, leader committed %d)", m.Name, m.AppliedIndex, leader.CommitIndex)}, true
 		}
 	}
@@ -421,10 +409,10 @@ func nextVersionStepTo(spec Spec, obs Observation, members []Member) (Action, bo
 	}
 	if next.ID == obs.LeaderID && voters > 1 {
 		if to, ok := transferee(members, next, func(m Member) bool { return !stale(spec, m) }); ok {
-			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: ReasonMovingLeader,
+			return Action{Kind: MoveLeader, Members: []string{next.Name, to.Name}, MemberID: next.ID, TargetID: to.ID, Reason: etcdv1alpha1.ReasonMovingLeader,
 				Message: fmt.Sprintf("moving leadership from %s to %s before restarting %s", next.Name, to.Name, next.Name)}, true
 		}
-		return Action{Kind: Wait, Reason: ReasonMovingLeader, Message: fmt.Sprintf("no healthy follower to take leadership from %s", next.Name)}, true
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonMovingLeader, Message: fmt.Sprintf("no healthy follower to take leadership from %s", next.Name)}, true
 	}
 	return rollStep(spec, obs, members, next, len(todo), voters), true
 }
@@ -435,21 +423,21 @@ func nextVersionStepTo(spec Spec, obs Observation, members []Member) (Action, bo
 func rollStep(spec Spec, obs Observation, members []Member, m Member, left, voters int) Action {
 	target, _ := ParseVersion(spec.Version)
 	from := runningVersion(m)
-	reason := ReasonRestartingForImage
+	reason := etcdv1alpha1.ReasonRestartingForImage
 	if cur, err := ParseVersion(from); err == nil {
 		switch {
 		case target.Less(cur):
-			reason = ReasonDowngrading
+			reason = etcdv1alpha1.ReasonDowngrading
 		case cur.Less(target):
-			reason = ReasonUpgrading
+			reason = etcdv1alpha1.ReasonUpgrading
 		}
 	}
 	if m.PodDeleting {
 		// Its roll re-creates its Pod (other start flags): the new one comes once the old one has gone.
-		return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}
 	}
 	if storageAbove(m, target, from) {
-		return Action{Kind: Wait, Reason: ReasonWaitingForStorage,
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForStorageVersion,
 			Message: fmt.Sprintf("waiting for etcd to migrate member %s's storage version (%s) down to %s before it restarts on %s", m.Name, orUnknown(m.StorageVersion), target.MinorString(), spec.Version)}
 	}
 	if a, held := heldFromGoingBack(spec, obs, members, m, from); held {
@@ -524,10 +512,10 @@ func rollUnhealthy(spec Spec, obs Observation, members []Member) (Action, bool) 
 			return a, true
 		}
 		if m.PodDeleting {
-			return Action{Kind: Wait, Reason: ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}, true
+			return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPodDeleting, Message: fmt.Sprintf("waiting for the Pod of member %s to go; it is re-created on %s", m.Name, spec.Version)}, true
 		}
 		return Action{Kind: RollMember, Members: []string{m.Name}, MemberID: m.ID, Version: spec.Version, Image: spec.Image,
-			Reason: ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true
+			Reason: etcdv1alpha1.ReasonRestartingForImage, Message: fmt.Sprintf("restarting member %s, which is down, on %s", m.Name, spec.Version)}, true
 	}
 	return Action{}, false
 }
@@ -558,7 +546,7 @@ func heldFromGoingBack(spec Spec, obs Observation, members []Member, m Member, f
 	if !m.Healthy {
 		state = "is down on"
 	}
-	return Action{Kind: Wait, Reason: ReasonWaitingClusterVersion,
+	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForClusterVersion,
 		Message: fmt.Sprintf("member %s %s %s and no other voter runs %s: etcd may raise the cluster version to %s at any moment, after which %s cannot read the member's data; waiting for that and then downgrading through etcd, rather than restarting %s on %s directly (if %s cannot come back on %s, it is replaced after spec.replaceUnhealthyAfter)",
 			m.Name, state, from, target.MinorString(), cur.MinorString(), spec.Version, m.Name, spec.Version, m.Name, from)}, true
 }

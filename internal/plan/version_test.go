@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
 // at returns a healthy voter running version v (Pod, container and etcd agree), ID id.
@@ -45,77 +47,77 @@ func TestNextVersion(t *testing.T) {
 		msg    string // a part of the message
 	}{
 		"members at the spec's version need nothing": {
-			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), None, ReasonReconciled, "", "",
+			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), None, etcdv1alpha1.ReasonReconciled, "", "",
 		},
 		"patch upgrade restarts a follower first, by name": {
-			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "3 of 3",
+			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-b", "3 of 3",
 		},
 		"a member whose Pod goes for its roll is waited for, not rolled again": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.5.35"); m.PodDeleting = true; return m }(), at("c-c", 3, "3.5.35")),
-			Wait, ReasonPodDeleting, "", "waiting for the Pod of member c-b to go",
+			Wait, etcdv1alpha1.ReasonPodDeleting, "", "waiting for the Pod of member c-b to go",
 		},
 		"minor upgrade from an allowed patch restarts a follower": {
-			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, ReasonUpgrading, "c-b", "",
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-b", "",
 		},
 		"the leader is restarted last, after handing leadership to a member already upgraded": {
-			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, ReasonMovingLeader, "c-a", "to c-b",
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", "to c-b",
 		},
 		"a former leader that is now a follower is restarted": {
 			specAt("3.6.16"), func() Observation {
 				o := clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
 				o.LeaderID = 2
 				return o
-			}(), RollMember, ReasonUpgrading, "c-a", "1 of 3",
+			}(), RollMember, etcdv1alpha1.ReasonUpgrading, "c-a", "1 of 3",
 		},
 		"a single member is restarted in place (no one to hand leadership to)": {
-			Spec{Replicas: 1, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.15")), RollMember, ReasonUpgrading, "c-a", "",
+			Spec{Replicas: 1, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.15")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-a", "",
 		},
 		"upgrade from a patch etcd's guide does not allow is refused, naming the floor": {
-			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, ReasonVersionChangeRefused, "", "3.5.26",
+			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "3.5.26",
 		},
 		"a jump of two minor versions over the cluster version is refused": {
-			specAt("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.5.35")), Wait, ReasonVersionChangeRefused, "", "one minor version at a time",
+			specAt("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "one minor version at a time",
 		},
 		"a jump of two minor versions passes through the operator's release of the minor in between": {
-			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, ReasonUpgrading, "c-b", "upgrading from 3.5 to 3.7.3 through 3.6.16: restarting member c-b on 3.6.16",
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-b", "upgrading from 3.5 to 3.7.3 through 3.6.16: restarting member c-b on 3.6.16",
 		},
 		"the first stage follows every rule of a single-minor upgrade (the leader last)": {
-			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, ReasonMovingLeader, "c-a", "through 3.6.16: moving leadership from c-a to c-b",
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), MoveLeader, etcdv1alpha1.ReasonMovingLeader, "c-a", "through 3.6.16: moving leadership from c-a to c-b",
 		},
 		"the first stage is refused from a patch etcd's guide does not allow": {
-			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, ReasonVersionChangeRefused, "", "3.5.26",
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.5.21"), at("c-b", 2, "3.5.21"), at("c-c", 3, "3.5.21")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "3.5.26",
 		},
 		"every member on the stage's release: the cluster version must rise before the next minor": {
-			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, ReasonWaitingClusterVersion, "", "raise the cluster version from 3.5 to 3.6",
+			viaSpec("3.7.3"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, etcdv1alpha1.ReasonWaitingForClusterVersion, "", "raise the cluster version from 3.5 to 3.6",
 		},
 		"once the cluster version rose, the last minor follows": {
-			viaSpec("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, ReasonUpgrading, "c-b", "restarting member c-b on 3.7.3",
+			viaSpec("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-b", "restarting member c-b on 3.7.3",
 		},
 		"no release to pass through for the minor in between: refused, saying so": {
-			viaSpec("3.8.0"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, ReasonVersionChangeRefused, "", "no 3.7 release to pass through",
+			viaSpec("3.8.0"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "no 3.7 release to pass through",
 		},
 		"a downgrade of two minors is refused even with releases to pass through": {
-			viaSpec("3.5.35"), clusterAt("3.7.0", at("c-a", 1, "3.7.3"), at("c-b", 2, "3.7.3"), at("c-c", 3, "3.7.3")), Wait, ReasonVersionChangeRefused, "", "2 minor versions behind",
+			viaSpec("3.5.35"), clusterAt("3.7.0", at("c-a", 1, "3.7.3"), at("c-b", 2, "3.7.3"), at("c-c", 3, "3.7.3")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "2 minor versions behind",
 		},
 		"3.6 to 3.7 from 3.6.11 or later is allowed": {
-			specAt("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, ReasonUpgrading, "c-b", "",
+			specAt("3.7.3"), clusterAt("3.6.0", at("c-a", 1, "3.6.15"), at("c-b", 2, "3.6.15"), at("c-c", 3, "3.6.15")), RollMember, etcdv1alpha1.ReasonUpgrading, "c-b", "",
 		},
 		"downgrade starts by enabling etcd's downgrade to the target minor": {
-			specAt("3.5.35"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), EnableDowngrade, ReasonDowngrading, "", "",
+			specAt("3.5.35"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), EnableDowngrade, etcdv1alpha1.ReasonDowngrading, "", "",
 		},
 		"downgrade enabled but the cluster version not yet lowered is waited for": {
 			specAt("3.5.35"), func() Observation {
 				o := clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
 				o.DowngradeTarget = "3.5.0"
 				return o
-			}(), Wait, ReasonWaitingClusterVersion, "", "",
+			}(), Wait, etcdv1alpha1.ReasonWaitingForClusterVersion, "", "",
 		},
 		"a member is moved down only once its storage version came down": {
 			specAt("3.5.35"), func() Observation {
 				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
 				o.DowngradeTarget = "3.5.0"
 				return o
-			}(), Wait, ReasonWaitingForStorage, "", "c-b",
+			}(), Wait, etcdv1alpha1.ReasonWaitingForStorageVersion, "", "c-b",
 		},
 		"a member whose storage version came down is restarted on the older release": {
 			specAt("3.5.35"), func() Observation {
@@ -124,69 +126,69 @@ func TestNextVersion(t *testing.T) {
 				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), b, at("c-c", 3, "3.6.16"))
 				o.DowngradeTarget = "3.5.0"
 				return o
-			}(), RollMember, ReasonDowngrading, "c-b", "",
+			}(), RollMember, etcdv1alpha1.ReasonDowngrading, "c-b", "",
 		},
 		"downgrade of a 3.5 cluster is refused: no downgrade API": {
-			Spec{Replicas: 3, Version: "3.4.30"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), Wait, ReasonVersionChangeRefused, "", "no downgrade API",
+			Spec{Replicas: 3, Version: "3.4.30"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonVersionChangeRefused, "", "no downgrade API",
 		},
 		"a partial upgrade is rolled back without the downgrade API (cluster version never moved)": {
-			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(), at("c-c", 3, "3.5.35")), RollMember, ReasonDowngrading, "c-b", "",
+			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(), at("c-c", 3, "3.5.35")), RollMember, etcdv1alpha1.ReasonDowngrading, "c-b", "",
 		},
 		"user changes their mind during a downgrade: the downgrade is cancelled first": {
 			specAt("3.6.16"), func() Observation {
 				o := clusterAt("3.5.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.6.16"))
 				o.DowngradeTarget = "3.5.0"
 				return o
-			}(), CancelDowngrade, ReasonDowngrading, "", "",
+			}(), CancelDowngrade, etcdv1alpha1.ReasonDowngrading, "", "",
 		},
 		"a downgrade etcd still has enabled after every member is at the spec's version is cancelled": {
 			specAt("3.6.16"), func() Observation {
 				o := clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16"))
 				o.DowngradeTarget = "3.5.0"
 				return o
-			}(), CancelDowngrade, ReasonDowngrading, "", "",
+			}(), CancelDowngrade, etcdv1alpha1.ReasonDowngrading, "", "",
 		},
 		"a restart the kubelet has not done yet is waited for": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.5.35")
 				m.PodVersion, m.PodImage = "3.6.16", "etcd:v3.6.16"
 				return m
-			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForRestart, "", "c-b",
+			}(), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonWaitingForRestart, "", "c-b",
 		},
 		"the last member switched is waited for until its container restarted": {
 			specAt("3.6.16"), clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), func() Member {
 				m := at("c-c", 3, "3.6.15")
 				m.PodVersion, m.PodImage = "3.6.16", "etcd:v3.6.16"
 				return m
-			}()), Wait, ReasonWaitingForRestart, "", "c-c",
+			}()), Wait, etcdv1alpha1.ReasonWaitingForRestart, "", "c-c",
 		},
 		"a member that restarted but lags behind the leader is waited for": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
 				m.AppliedIndex = 100
 				return m
-			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForCatchUp, "", "c-b",
+			}(), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonWaitingForCatchUp, "", "c-b",
 		},
 		"a member down after its restart blocks the next one": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
 				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
 				return m
-			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForMembers, "", "",
+			}(), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", "",
 		},
 		"a restarted member that answers but is not ready yet blocks the next one": {
 			specAt("3.6.16"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
 				m.PodReady = false
 				return m
-			}(), at("c-c", 3, "3.5.35")), Wait, ReasonWaitingForMembers, "", "Pods not yet Ready: [c-b]",
+			}(), at("c-c", 3, "3.5.35")), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", "Pods not yet Ready: [c-b]",
 		},
 		"a member down on a release the spec no longer asks for is restarted on the spec's": {
 			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
 				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion = false, false, "", ""
 				return m
-			}(), at("c-c", 3, "3.5.35")), RollMember, ReasonRestartingForImage, "c-b", "down",
+			}(), at("c-c", 3, "3.5.35")), RollMember, etcdv1alpha1.ReasonRestartingForImage, "c-b", "down",
 		},
 		// Seen end to end: the last member was switched to 3.6.16 and restarting when spec.version went back to 3.5.35;
 		// the cluster version Steward saw was still 3.5, but the leader raised it to 3.6 seconds later, and the
@@ -197,7 +199,7 @@ func TestNextVersion(t *testing.T) {
 				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
 				m.PodStuck = PodStuckImageNotStarted
 				return m
-			}(), at("c-c", 3, "3.6.16")), Wait, ReasonWaitingClusterVersion, "", "c-b is down on 3.6.16 and no other voter runs 3.5",
+			}(), at("c-c", 3, "3.6.16")), Wait, etcdv1alpha1.ReasonWaitingForClusterVersion, "", "c-b is down on 3.6.16 and no other voter runs 3.5",
 		},
 		"a member down on the newer minor whose image cannot be pulled goes straight back: it never ran": {
 			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.6.16"), func() Member {
@@ -205,16 +207,16 @@ func TestNextVersion(t *testing.T) {
 				m.Healthy, m.PodReady, m.RunningVersion, m.StorageVersion, m.ContainerImage = false, false, "", "", ""
 				m.PodStuck = "ImagePullBackOff"
 				return m
-			}(), at("c-c", 3, "3.6.16")), RollMember, ReasonRestartingForImage, "c-b", "down",
+			}(), at("c-c", 3, "3.6.16")), RollMember, etcdv1alpha1.ReasonRestartingForImage, "c-b", "down",
 		},
 		"every voter on the newer minor and the cluster version not raised yet: wait for it, then downgrade": {
 			specAt("3.5.35"), clusterAt("3.5.0", func() Member { m := at("c-a", 1, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
 				func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
-				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), Wait, ReasonWaitingClusterVersion, "", "may raise the cluster version to 3.6",
+				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), Wait, etcdv1alpha1.ReasonWaitingForClusterVersion, "", "may raise the cluster version to 3.6",
 		},
 		"a voter still on the older minor keeps the cluster version there: the others go straight back": {
 			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member { m := at("c-b", 2, "3.6.16"); m.StorageVersion = "3.5.0"; return m }(),
-				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), RollMember, ReasonDowngrading, "c-b", "",
+				func() Member { m := at("c-c", 3, "3.6.16"); m.StorageVersion = "3.5.0"; return m }()), RollMember, etcdv1alpha1.ReasonDowngrading, "c-b", "",
 		},
 		"a voter on the older minor that is down does not keep the cluster version there": {
 			Spec{Replicas: 5, Version: "3.5.35", Image: "etcd:v3.5.35"}, clusterAt("3.5.0", at("c-a", 1, "3.6.16"), func() Member {
@@ -225,20 +227,20 @@ func TestNextVersion(t *testing.T) {
 				m := at("c-e", 5, "3.5.35")
 				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
 				return m
-			}()), Wait, ReasonWaitingClusterVersion, "", "c-b is down on 3.6.16",
+			}()), Wait, etcdv1alpha1.ReasonWaitingForClusterVersion, "", "c-b is down on 3.6.16",
 		},
 		"a member down is not restarted when the others have no quorum": {
 			specAt("3.5.35"), clusterAt("3.5.0", at("c-a", 1, "3.5.35"), func() Member {
 				m := at("c-b", 2, "3.6.16")
 				m.Healthy, m.PodReady, m.RunningVersion = false, false, ""
 				return m
-			}(), func() Member { m := at("c-c", 3, "3.5.35"); m.Healthy, m.PodReady = false, false; return m }()), Wait, ReasonWaitingForMembers, "", "",
+			}(), func() Member { m := at("c-c", 3, "3.5.35"); m.Healthy, m.PodReady = false, false; return m }()), Wait, etcdv1alpha1.ReasonWaitingForMembers, "", "",
 		},
 		"an image change at the same version restarts members too": {
-			Spec{Replicas: 3, Version: "3.6.16", Image: "mirror/etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, ReasonRestartingForImage, "c-b", "",
+			Spec{Replicas: 3, Version: "3.6.16", Image: "mirror/etcd:v3.6.16"}, clusterAt("3.6.0", at("c-a", 1, "3.6.16"), at("c-b", 2, "3.6.16"), at("c-c", 3, "3.6.16")), RollMember, etcdv1alpha1.ReasonRestartingForImage, "c-b", "",
 		},
 		"scale-up comes before the version change": {
-			Spec{Replicas: 5, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), AddLearner, ReasonScalingUp, "c-new", "",
+			Spec{Replicas: 5, Version: "3.6.16", Image: "etcd:v3.6.16"}, clusterAt("3.5.0", at("c-a", 1, "3.5.35"), at("c-b", 2, "3.5.35"), at("c-c", 3, "3.5.35")), AddLearner, etcdv1alpha1.ReasonScalingUp, "c-new", "",
 		},
 	}
 	for name, tt := range tests {
@@ -560,7 +562,7 @@ func TestRollSequences(t *testing.T) {
 				case Wait:
 					// Waits for restarts and catch-up come and go; the waits between two minors are the steps
 					// that matter, each recorded once.
-					if w := "wait " + a.Reason; (a.Reason == ReasonWaitingClusterVersion || a.Reason == ReasonWaitingForSnapshot) && (len(steps) == 0 || steps[len(steps)-1] != w) {
+					if w := "wait " + a.Reason; (a.Reason == etcdv1alpha1.ReasonWaitingForClusterVersion || a.Reason == etcdv1alpha1.ReasonWaitingForSnapshot) && (len(steps) == 0 || steps[len(steps)-1] != w) {
 						steps = append(steps, w)
 					}
 				default:
@@ -650,11 +652,11 @@ func TestUpgradeWaitsForSnapshotPastOlderLog(t *testing.T) {
 		want           ActionKind
 		reason         string
 	}{
-		"created at 3.6: no older log":                     {0, 100, 0, RollMember, ReasonUpgrading},
-		"reached 3.6 by upgrade, too few entries since":    {10000, 15000, 0, Wait, ReasonWaitingForSnapshot},
-		"reached 3.6 by upgrade, a default interval later": {10000, 21001, 0, RollMember, ReasonUpgrading},
-		"a smaller snapshot count shortens the wait":       {10000, 12001, 1000, RollMember, ReasonUpgrading},
-		"a smaller snapshot count, still too early":        {10000, 11500, 1000, Wait, ReasonWaitingForSnapshot},
+		"created at 3.6: no older log":                     {0, 100, 0, RollMember, etcdv1alpha1.ReasonUpgrading},
+		"reached 3.6 by upgrade, too few entries since":    {10000, 15000, 0, Wait, etcdv1alpha1.ReasonWaitingForSnapshot},
+		"reached 3.6 by upgrade, a default interval later": {10000, 21001, 0, RollMember, etcdv1alpha1.ReasonUpgrading},
+		"a smaller snapshot count shortens the wait":       {10000, 12001, 1000, RollMember, etcdv1alpha1.ReasonUpgrading},
+		"a smaller snapshot count, still too early":        {10000, 11500, 1000, Wait, etcdv1alpha1.ReasonWaitingForSnapshot},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/test/e2e/framework"
 )
 
@@ -54,7 +53,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 			}
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if noSpace == 0 || d == nil || d.Reason != etcdcluster.ReasonNoSpaceAlarm {
+		if noSpace == 0 || d == nil || d.Reason != etcdv1alpha1.ReasonNoSpaceAlarm {
 			return fmt.Errorf("alarms %v, Degraded %+v", cur.Status.Alarms, d)
 		}
 		// Reads and deletes still work, the members are in step: no quorum is lost, and nothing is replaced.
@@ -68,7 +67,7 @@ func TestNoSpaceAlarmIsReported(t *testing.T) {
 	if degraded.Status != metav1.ConditionTrue {
 		t.Errorf("Degraded is not True with reason NoSpaceAlarm")
 	}
-	if ev := framework.EventsWithin(t, got, etcdcluster.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
+	if ev := framework.EventsWithin(t, got, etcdv1alpha1.ReasonNoSpaceAlarm, begin, 1); len(ev) == 0 {
 		t.Errorf("no Warning Event NoSpaceAlarm")
 	}
 	filled.Check(t, cli)

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/e2e/framework"
 )
@@ -73,7 +72,7 @@ func TestEmptiedVolumeOfOneMemberCluster(t *testing.T) {
 	served := watchServedEmpty(key, "")
 	op.Start()
 
-	d := framework.WaitDegraded(t, key, plan.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
+	d := framework.WaitDegraded(t, key, etcdv1alpha1.ReasonQuorumUnrecoverable, "Data lost on volumes that are still there", member, resources.PVCName(member))
 	cond := meta.FindStatusCondition(d.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 	t.Logf("loss reported %s after the operator started: %s", time.Since(begin).Round(100*time.Millisecond), cond.Message)
 

@@ -138,7 +138,7 @@ func TestStuckLearnerIsReplaced(t *testing.T) {
 	if age < 20*time.Second {
 		t.Errorf("learner removed %s after its Pod was created, before the 20s bound", age)
 	}
-	if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, plan.ReasonReplacingLearner) {
+	if msg := framework.RemovalEvent(t, got, victim); !strings.Contains(msg, etcdv1alpha1.ReasonReplacingLearner) {
 		t.Errorf("learner %s removed for another reason: %s", victim, msg)
 	}
 	for _, m := range got.Status.Members {
@@ -256,7 +256,7 @@ func TestStrayMembersAreRemoved(t *testing.T) {
 	got = framework.WaitSettled(t, key, 4*time.Minute)
 	t.Logf("both strays removed %s after they were added; settled after %s", removed.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	for id := range strays {
-		if msg := framework.RemovalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, plan.ReasonUnknownMember) {
+		if msg := framework.RemovalEvent(t, got, plan.StrayMemberName(id)); !strings.Contains(msg, etcdv1alpha1.ReasonUnknownMember) {
 			t.Errorf("stray %x removed for another reason: %s", id, msg)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/e2e/framework"
 )
@@ -357,12 +356,12 @@ func TestHostileSpecsCELCannotCatchAreReported(t *testing.T) {
 			var cur etcdv1alpha1.EtcdCluster
 			// The kubelet's first pull (or the scheduler's first attempt) comes within seconds here; 4 minutes
 			// covers a loaded CI machine, whose failure output then shows where the Pod was (docs/development/flakes.md).
-			framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 4*time.Minute, func() error {
+			framework.Poll(t, "Degraded "+etcdv1alpha1.ReasonMemberPodsFailing, 4*time.Minute, func() error {
 				if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 					return err
 				}
 				d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-				if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, tt.want) {
+				if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdv1alpha1.ReasonMemberPodsFailing || !strings.Contains(d.Message, tt.want) {
 					return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 				}
 				return nil
@@ -413,12 +412,12 @@ func TestHostileImageChangeReplacesNothing(t *testing.T) {
 	}
 	setImage("steward.invalid/etcd:v" + c.Spec.Version)
 	var cur etcdv1alpha1.EtcdCluster
-	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing, 2*time.Minute, func() error {
+	framework.Poll(t, "Degraded "+etcdv1alpha1.ReasonMemberPodsFailing, 2*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Reason != etcdcluster.ReasonMemberPodsFailing || !strings.Contains(d.Message, "Image") {
+		if d == nil || d.Reason != etcdv1alpha1.ReasonMemberPodsFailing || !strings.Contains(d.Message, "Image") {
 			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}
 		return nil

@@ -19,7 +19,6 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdcluster"
-	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/e2e/framework"
@@ -378,9 +377,9 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 	// back, on a loaded machine) is replaced by the rule for stuck learners and another learner is added for the
 	// same move. That is not rebalancing going round in circles, so it is allowed (and logged); a second removal
 	// to even the spread out is not.
-	adds := withReason(framework.EventsWithin(t, got, "MemberAdded", returned, 1), plan.ReasonRebalancing)
+	adds := withReason(framework.EventsWithin(t, got, "MemberAdded", returned, 1), etcdv1alpha1.ReasonRebalancing)
 	removals := framework.EventsWithin(t, got, "MemberRemoved", returned, 1)
-	moves, replacedLearners := withReason(removals, plan.ReasonScalingDown), withReason(removals, plan.ReasonReplacingLearner)
+	moves, replacedLearners := withReason(removals, etcdv1alpha1.ReasonScalingDown), withReason(removals, etcdv1alpha1.ReasonReplacingLearner)
 	for _, e := range replacedLearners {
 		if !slices.ContainsFunc(adds, func(a string) bool { return eventMember(a) == eventMember(e) }) {
 			t.Errorf("learner replaced that was not added to rebalance: %s", e)
@@ -538,7 +537,7 @@ func TestMajorityAndAllNodesLostAndBack(t *testing.T) {
 				return err
 			}
 			a := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-			if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdcluster.ReasonQuorumLost {
+			if a == nil || a.Status != metav1.ConditionFalse || a.Reason != etcdv1alpha1.ReasonQuorumLost {
 				return fmt.Errorf("conditions: %s", framework.Describe(got))
 			}
 			return nil
@@ -741,12 +740,12 @@ func TestUnsatisfiableSpreadIsReported(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	var cur etcdv1alpha1.EtcdCluster
-	framework.Poll(t, "Degraded "+etcdcluster.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
+	framework.Poll(t, "Degraded "+etcdv1alpha1.ReasonMemberPodsFailing+" with the scheduler's words", 4*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdcluster.ReasonMemberPodsFailing ||
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdv1alpha1.ReasonMemberPodsFailing ||
 			!strings.Contains(d.Message, "anti-affinity") || !strings.Contains(d.Message, "unschedulable") {
 			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}
@@ -815,12 +814,12 @@ func TestRestoreAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur etcdv1alpha1.EtcdCluster
-	framework.Poll(t, "Degraded "+plan.ReasonBackupNotMountable, 4*time.Minute, func() error {
+	framework.Poll(t, "Degraded "+etcdv1alpha1.ReasonBackupNotMountable, 4*time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(unreadable), &cur); err != nil {
 			return err
 		}
 		d := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != plan.ReasonBackupNotMountable ||
+		if d == nil || d.Status != metav1.ConditionTrue || d.Reason != etcdv1alpha1.ReasonBackupNotMountable ||
 			!strings.Contains(d.Message, "claim backups") || !strings.Contains(d.Message, "only node(s)") {
 			return fmt.Errorf("conditions: %s; %s", framework.Describe(&cur), framework.PodStates(&cur))
 		}

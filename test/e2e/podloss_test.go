@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/controller/etcdcluster"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/e2e/framework"
@@ -272,7 +271,7 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 		if strings.Contains(s, "of 0 voting members") {
 			t.Errorf("status without a member list: %q", s)
 		}
-		if !strings.HasPrefix(s, etcdcluster.ReasonQuorumLost+": ") {
+		if !strings.HasPrefix(s, etcdv1alpha1.ReasonQuorumLost+": ") {
 			continue
 		}
 		quorumLost = true
@@ -286,9 +285,9 @@ func (r podLoss) checkOutageStatus(t *testing.T, notAvailable []string) {
 	}
 	switch {
 	case !quorumLost:
-		t.Errorf("status never said Available=False/%s while the quorum was lost (saw %q)", etcdcluster.ReasonQuorumLost, notAvailable)
+		t.Errorf("status never said Available=False/%s while the quorum was lost (saw %q)", etcdv1alpha1.ReasonQuorumLost, notAvailable)
 	case named == "":
-		t.Logf("no Available=False/%s message caught that names every member coming back %v", etcdcluster.ReasonQuorumLost, r.victims)
+		t.Logf("no Available=False/%s message caught that names every member coming back %v", etcdv1alpha1.ReasonQuorumLost, r.victims)
 	default:
 		t.Logf("status named the members coming back: %q", named)
 	}
@@ -642,7 +641,7 @@ func TestPodLossVolumeDeletedUnderRunningMember(t *testing.T) {
 	if err := framework.K8s.Delete(ctx, &pvc); err != nil {
 		t.Fatal(err)
 	}
-	degraded := framework.WaitDegraded(t, key, etcdcluster.ReasonMemberVolumeDeleting, victim)
+	degraded := framework.WaitDegraded(t, key, etcdv1alpha1.ReasonMemberVolumeDeleting, victim)
 	if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(&pvc), &pvc); err != nil || pvc.DeletionTimestamp.IsZero() {
 		t.Errorf("volume %s while Degraded: %v, deletion %v; want it Terminating, held by the running Pod", pvc.Name, err, pvc.DeletionTimestamp)
 	}

@@ -191,11 +191,11 @@ func TestMinorUpgradesUnderLoad(t *testing.T) {
 	key, got := framework.Settle(t, c)
 	load := framework.StartLoad(t, got)
 	_, first := rollTo(t, key, "3.6.16")
-	if first[plan.ReasonWaitingForSnapshot] {
+	if first[etcdv1alpha1.ReasonWaitingForSnapshot] {
 		t.Errorf("3.5 -> 3.6 waited for snapshots, but the cluster was created at 3.5: it has no older log")
 	}
 	got, reasons := rollTo(t, key, "3.7.3")
-	if !reasons[plan.ReasonWaitingForSnapshot] {
+	if !reasons[etcdv1alpha1.ReasonWaitingForSnapshot] {
 		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", reasons)
 	}
 	if got.Status.ClusterVersionSince == nil || got.Status.ClusterVersionSince.Version != "3.7.0" || got.Status.ClusterVersionSince.RaftIndex == 0 {
@@ -230,7 +230,7 @@ func TestMultiMinorUpgradeUnderLoad(t *testing.T) {
 	if !last.firstSwitch().After(stage.lastSwitch()) {
 		t.Errorf("a member was switched to 3.7.3 at %s, before the last one reached 3.6.16 at %s", last.firstSwitch().Format(time.StampMilli), stage.lastSwitch().Format(time.StampMilli))
 	}
-	if !last.reasons[plan.ReasonWaitingForSnapshot] {
+	if !last.reasons[etcdv1alpha1.ReasonWaitingForSnapshot] {
 		t.Errorf("3.6 -> 3.7 never waited for snapshots past the 3.5-era log (reasons seen: %v)", last.reasons)
 	}
 	framework.RequireNoLostWrites(t, load, "3.5.35 -> 3.7.3 through 3.6.16")
@@ -399,7 +399,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 			return err
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Status != "True" || d.Reason != plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
+		if d == nil || d.Status != "True" || d.Reason != etcdv1alpha1.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
 			return fmt.Errorf("not refused: %s", framework.Describe(got))
 		}
 		t.Logf("refused: %s", d.Message)
@@ -424,7 +424,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 		if err := framework.K8s.Get(ctx, key, got); err != nil {
 			return err
 		}
-		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason == plan.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
+		if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Reason == etcdv1alpha1.ReasonVersionChangeRefused || got.Status.ObservedGeneration != got.Generation {
 			return fmt.Errorf("still refused: %s", framework.Describe(got))
 		}
 		return nil

@@ -26,7 +26,7 @@ import (
 func TestEndedPodIsTheResult(t *testing.T) {
 	successful := backup.Result{Succeeded: true, Member: "db-b", Location: "pvc://backups/x/b1.db", SizeBytes: 4128,
 		SHA256: strings.Repeat("a", 64), Revision: 7, EtcdVersion: "3.6.16", ClusterID: "c1"}
-	failed := backup.Result{Reason: backup.ReasonSnapshotFailed, Message: "no member delivered a snapshot"}
+	failed := backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: "no member delivered a snapshot"}
 	success, failure := string(backup.Encode(successful)), string(backup.Encode(failed))
 	cases := []struct {
 		name   string

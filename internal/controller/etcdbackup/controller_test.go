@@ -196,7 +196,7 @@ func TestBackupFailures(t *testing.T) {
 	t.Run("agent reports a failure", func(t *testing.T) {
 		r, c := newReconciler(t, cluster(), pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
 		reconcile(t, r)
-		finishJob(t, c, "b1", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: backup.ReasonChecksumMismatch, Message: "bad"})))
+		finishJob(t, c, "b1", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: "bad"})))
 		reconcile(t, r)
 		b := &etcdv1alpha1.EtcdBackup{}
 		get(t, c, b, "b1")

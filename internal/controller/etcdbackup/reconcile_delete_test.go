@@ -109,7 +109,7 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 					break
 				}
 				if tt.failingJob {
-					finishJob(t, c, "b1-delete", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: backup.ReasonUploadFailed, Message: "read-only file system"})))
+					finishJob(t, c, "b1-delete", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: "read-only file system"})))
 				}
 			}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); !apierrors.IsNotFound(err) {

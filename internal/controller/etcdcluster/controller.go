@@ -57,8 +57,8 @@ const (
 
 // waitsOnEtcd are the waits that end by etcd's doing, with no Kubernetes event to say so.
 var waitsOnEtcd = map[string]bool{
-	plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForRestart: true, plan.ReasonWaitingClusterVersion: true,
-	plan.ReasonWaitingForStorage: true,
+	etcdv1alpha1.ReasonWaitingForCatchUp: true, etcdv1alpha1.ReasonWaitingForRestart: true, etcdv1alpha1.ReasonWaitingForClusterVersion: true,
+	etcdv1alpha1.ReasonWaitingForStorageVersion: true,
 }
 
 // notSettled is the wait that replaces a membership change etcd refused because a member has not been

@@ -131,19 +131,19 @@ func (r *Reconciler) restartMember(ctx context.Context, cluster *etcdv1alpha1.Et
 		return fmt.Errorf("restart member %s in TLS mode %s: %w", pod.Name, action.TLS, err)
 	}
 	switch action.Reason {
-	case plan.ReasonExpandingVolume:
+	case etcdv1alpha1.ReasonExpandingVolume:
 		// The same mode: the restart is for the kubelet to finish the volume's file system resize (storage.go).
 		r.tookStep(ctx, cluster, action, "Restarting member for a file system resize", corev1.EventTypeNormal, "MemberRestarting", action.Message)
-	case plan.ReasonRestartingForQuota:
+	case etcdv1alpha1.ReasonRestartingForQuota:
 		// The same mode: the re-created Pod starts with the quota in force (maintenance.go).
 		r.tookStep(ctx, cluster, action, "Restarting member for its quota", corev1.EventTypeNormal, "MemberRestarting", action.Message)
-	case plan.ReasonRestartingLoneBootstrapMember:
+	case etcdv1alpha1.ReasonRestartingLoneBootstrapMember:
 		// The same mode: the re-created Pod asks its peers, were its data dir ever emptied.
 		r.tookStep(ctx, cluster, action, "Restarting the member that bootstrapped the cluster alone", corev1.EventTypeNormal, "MemberRestarting", action.Message)
-	case plan.ReasonRestartingForPeerAuth:
+	case etcdv1alpha1.ReasonRestartingForPeerAuth:
 		// The same mode: the re-created Pod accepts only member certificates on its peer port, or any of the CA's.
 		r.tookStep(ctx, cluster, action, "Restarting member for its peer authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)
-	case plan.ReasonRestartingForClientAuth:
+	case etcdv1alpha1.ReasonRestartingForClientAuth:
 		// The same mode: the re-created Pod requires client certificates, or not, as spec.tls.clientAuth says.
 		r.tookStep(ctx, cluster, action, "Restarting member for its client authentication", corev1.EventTypeNormal, "MemberRestarting", action.Message)
 	default:

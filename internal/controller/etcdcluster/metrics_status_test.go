@@ -73,7 +73,7 @@ func TestWriteStatusMetricFields(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(cluster).WithStatusSubresource(cluster).Build()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts, Now: func() time.Time { return now }}
-	scaling := plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonScalingUp, Message: "adding"}
+	scaling := plan.Action{Kind: plan.AddLearner, Reason: etcdv1alpha1.ReasonScalingUp, Message: "adding"}
 	type pass struct {
 		obs          func() *observation
 		action       plan.Action
@@ -98,8 +98,8 @@ func TestWriteStatusMetricFields(t *testing.T) {
 			o := obsOf(true, true, "a", "b", "c")
 			o.view.AlarmErr = errors.New("timeout")
 			return o
-		}, plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, 3, 0, 1, &t2},
-		{func() *observation { return obsOf(true, true, "a", "b", "c") }, plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}, 3, 0, 0, nil},
+		}, plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, 3, 0, 1, &t2},
+		{func() *observation { return obsOf(true, true, "a", "b", "c") }, plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled, Message: "ok"}, 3, 0, 0, nil},
 	}
 	for i, p := range passes {
 		var current etcdv1alpha1.EtcdCluster
@@ -164,7 +164,7 @@ func TestStepRecorded(t *testing.T) {
 	r := &Reconciler{Client: c, Recorder: rec, Etcd: etcd.NewPool(), Options: testOpts, Now: time.Now}
 	metrics.Register()
 	defer metrics.Forget("ns", cluster.Name)
-	action := plan.Action{Kind: plan.DeleteMemberPod, Members: []string{pod.Name}, Reason: plan.ReasonRemovingLeftover}
+	action := plan.Action{Kind: plan.DeleteMemberPod, Members: []string{pod.Name}, Reason: etcdv1alpha1.ReasonRemovingLeftoverMember}
 	if err := r.act(ctx, cluster, &observation{pods: map[string]*corev1.Pod{pod.Name: pod}}, action); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestSteadyPassWritesNothing(t *testing.T) {
 		}}).Build()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts, Now: func() time.Time { return now }}
-	steady := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}
+	steady := plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled, Message: "ok"}
 	pass := func(o *observation) {
 		t.Helper()
 		var current etcdv1alpha1.EtcdCluster

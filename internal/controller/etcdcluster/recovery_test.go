@@ -16,7 +16,6 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
-	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -88,11 +87,11 @@ func TestReconcileBringsLostPodsBack(t *testing.T) {
 		}
 	}
 	progressing := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-	if progressing == nil || progressing.Reason != plan.ReasonRecreatingMember {
+	if progressing == nil || progressing.Reason != etcdv1alpha1.ReasonRecreatingMember {
 		t.Fatalf("Progressing %+v, want RecreatingMember", progressing)
 	}
 	available := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionAvailable)
-	if available == nil || available.Reason != ReasonQuorumLost || strings.Contains(available.Message, "0 of 0") ||
+	if available == nil || available.Reason != etcdv1alpha1.ReasonQuorumLost || strings.Contains(available.Message, "0 of 0") ||
 		!strings.Contains(available.Message, "3 members: 0 with a Pod (0 ready), 3 missing their Pod with their volume intact") {
 		t.Fatalf("Available %+v", available)
 	}
@@ -106,7 +105,7 @@ func TestReconcileBringsLostPodsBack(t *testing.T) {
 		t.Fatalf("%d Pods after the second pass", n)
 	}
 	progressing = meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing)
-	if progressing.Reason != plan.ReasonWaitingForMembers || !strings.Contains(progressing.Message, "3 with a Pod") {
+	if progressing.Reason != etcdv1alpha1.ReasonWaitingForMembers || !strings.Contains(progressing.Message, "3 with a Pod") {
 		t.Fatalf("Progressing %+v, want a wait for the members to form a quorum", progressing)
 	}
 }
@@ -128,7 +127,7 @@ func TestReconcileLeavesRemovedVolumesAlone(t *testing.T) {
 	// One member of one: it is a quorum of itself.
 	now = now.Add(time.Second)
 	got = reconcileOnce(t, r, got)
-	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p.Reason != plan.ReasonWaitingForMembers {
+	if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p.Reason != etcdv1alpha1.ReasonWaitingForMembers {
 		t.Fatalf("Progressing %+v", p)
 	}
 }
@@ -148,11 +147,11 @@ func TestReconcileSaysWhenOnlyAHumanCanHelp(t *testing.T) {
 	now = now.Add(time.Second)
 	got = reconcileOnce(t, r, got)
 	degraded := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-	if degraded == nil || degraded.Reason != plan.ReasonQuorumUnrecoverable || !strings.Contains(degraded.Message, "2 with no data left [db-bbbbb db-ccccc]") ||
+	if degraded == nil || degraded.Reason != etcdv1alpha1.ReasonQuorumUnrecoverable || !strings.Contains(degraded.Message, "2 with no data left [db-bbbbb db-ccccc]") ||
 		!strings.Contains(degraded.Message, "EtcdRestore") {
 		t.Fatalf("Degraded %+v, want QuorumUnrecoverable naming the lost members and the way out", degraded)
 	}
-	if ev := events(r); !strings.Contains(ev, plan.ReasonQuorumUnrecoverable) {
+	if ev := events(r); !strings.Contains(ev, etcdv1alpha1.ReasonQuorumUnrecoverable) {
 		t.Errorf("events %q, want a warning for the human", ev)
 	}
 	if len(got.Status.Members) != 3 {

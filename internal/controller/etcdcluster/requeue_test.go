@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/plan"
 )
 
@@ -17,19 +18,19 @@ func TestRequeueAfter(t *testing.T) {
 		action plan.Action
 		want   time.Duration
 	}{
-		{"settled", plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled}, requeueSteady},
-		{"learner added", plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonScalingUp}, requeueInFlight},
-		{"promotion refused until caught up", plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp}, requeueInFlight},
-		{"leader moved", plan.Action{Kind: plan.MoveLeader, Reason: plan.ReasonMovingLeader}, requeueInFlight},
-		{"others catching up", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForCatchUp}, requeueInFlight},
-		{"restarted member not on its release yet", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForRestart}, requeueInFlight},
-		{"cluster version to follow", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingClusterVersion}, requeueInFlight},
-		{"storage version to follow", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForStorage}, requeueInFlight},
-		{"member Pods starting", plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, requeueProgressing},
-		{"bootstrap", plan.Action{Kind: plan.Wait, Reason: plan.ReasonBootstrapping}, requeueProgressing},
-		{"paused", plan.Action{Kind: plan.Wait, Reason: plan.ReasonPaused}, requeueProgressing},
-		{"a version change etcd refuses", plan.Action{Kind: plan.Wait, Reason: plan.ReasonVersionChangeRefused}, requeueProgressing},
-		{"no healthy follower to lead", plan.Action{Kind: plan.Wait, Reason: plan.ReasonMovingLeader}, requeueProgressing},
+		{"settled", plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled}, requeueSteady},
+		{"learner added", plan.Action{Kind: plan.AddLearner, Reason: etcdv1alpha1.ReasonScalingUp}, requeueInFlight},
+		{"promotion refused until caught up", plan.Action{Kind: plan.PromoteLearner, Reason: etcdv1alpha1.ReasonScalingUp}, requeueInFlight},
+		{"leader moved", plan.Action{Kind: plan.MoveLeader, Reason: etcdv1alpha1.ReasonMovingLeader}, requeueInFlight},
+		{"others catching up", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForCatchUp}, requeueInFlight},
+		{"restarted member not on its release yet", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForRestart}, requeueInFlight},
+		{"cluster version to follow", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForClusterVersion}, requeueInFlight},
+		{"storage version to follow", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForStorageVersion}, requeueInFlight},
+		{"member Pods starting", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers}, requeueProgressing},
+		{"bootstrap", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonBootstrapping}, requeueProgressing},
+		{"paused", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonPaused}, requeueProgressing},
+		{"a version change etcd refuses", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonVersionChangeRefused}, requeueProgressing},
+		{"no healthy follower to lead", plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonMovingLeader}, requeueProgressing},
 	} {
 		if got := requeueAfter(tc.action); got != tc.want {
 			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)
@@ -42,7 +43,7 @@ func TestRequeueAfter(t *testing.T) {
 // one whose cluster version has followed goes back to the steady pace.
 func TestRequeueAfterUpgradeTail(t *testing.T) {
 	member := func(v string) plan.Member { return plan.Member{Name: "db-" + v, InEtcd: true, RunningVersion: v} }
-	settled := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled}
+	settled := plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled}
 	behind := plan.Observation{ClusterVersion: "3.5.0", Members: []plan.Member{member("3.6.16"), member("3.6.16")}}
 	followed := plan.Observation{ClusterVersion: "3.6.0", Members: behind.Members}
 	if got := requeueAfterPass(settled, behind); got != requeueInFlight {
@@ -51,7 +52,7 @@ func TestRequeueAfterUpgradeTail(t *testing.T) {
 	if got := requeueAfterPass(settled, followed); got != requeueSteady {
 		t.Errorf("cluster version followed: requeue after %s, want %s", got, requeueSteady)
 	}
-	if got := requeueAfterPass(plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, behind); got != requeueProgressing {
+	if got := requeueAfterPass(plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers}, behind); got != requeueProgressing {
 		t.Errorf("another wait: requeue after %s, want %s", got, requeueProgressing)
 	}
 }
@@ -59,12 +60,12 @@ func TestRequeueAfterUpgradeTail(t *testing.T) {
 // TestNotSettledIsTheSameOnEveryPass: a learner etcd refuses to add is drawn under a new name on every pass; the
 // wait that replaces it must not carry that name, or each pass would change status and wake the next at once.
 func TestNotSettledIsTheSameOnEveryPass(t *testing.T) {
-	a := plan.Action{Kind: plan.AddLearner, Members: []string{"db-x7k2p"}, Reason: plan.ReasonScalingUp,
+	a := plan.Action{Kind: plan.AddLearner, Members: []string{"db-x7k2p"}, Reason: etcdv1alpha1.ReasonScalingUp,
 		Message: "adding member db-x7k2p as a learner (3 of 5 voters)"}
 	b := a
 	b.Members, b.Message = []string{"db-q9w4r"}, "adding member db-q9w4r as a learner (3 of 5 voters)"
 	wa, wb := notSettled(a), notSettled(b)
-	if wa.Kind != plan.Wait || wa.Reason != plan.ReasonScalingUp {
+	if wa.Kind != plan.Wait || wa.Reason != etcdv1alpha1.ReasonScalingUp {
 		t.Fatalf("refused add became %s/%s, want a Wait that keeps its reason", wa.Kind, wa.Reason)
 	}
 	if wa.Message != wb.Message || strings.Contains(wa.Message, "db-") {
@@ -101,8 +102,8 @@ func TestRestartedClock(t *testing.T) {
 // quarter second (etcd grants it as soon as the learner has caught up, which no Kubernetes event says); not for a
 // learner running for long, one whose container does not run or whose Pod goes, nor for voters that restarted.
 func TestRequeueWhileLearnerComesUp(t *testing.T) {
-	promote := plan.Action{Kind: plan.PromoteLearner, Reason: plan.ReasonScalingUp}
-	waiting := plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}
+	promote := plan.Action{Kind: plan.PromoteLearner, Reason: etcdv1alpha1.ReasonScalingUp}
+	waiting := plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers}
 	member := func(change func(m *plan.Member)) plan.Observation {
 		m := plan.Member{Name: "db-d", HasPod: true, InEtcd: true, IsLearner: true, Healthy: true, RunningFor: 2 * time.Second}
 		change(&m)
@@ -121,7 +122,7 @@ func TestRequeueWhileLearnerComesUp(t *testing.T) {
 		{"a learner whose container does not run", promote, member(func(m *plan.Member) { m.RunningFor = 0 }), requeueInFlight},
 		{"a learner whose Pod goes", promote, member(func(m *plan.Member) { m.PodDeleting = true }), requeueInFlight},
 		{"a voter that just restarted, not Ready", waiting, member(func(m *plan.Member) { m.IsLearner, m.PodReady = false, false }), requeueProgressing},
-		{"another step", plan.Action{Kind: plan.RollMember, Reason: plan.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
+		{"another step", plan.Action{Kind: plan.RollMember, Reason: etcdv1alpha1.ReasonUpgrading}, member(func(*plan.Member) {}), requeueInFlight},
 	} {
 		if got := requeueAfterPass(tc.action, tc.obs); got != tc.want {
 			t.Errorf("%s: requeue after %s, want %s", tc.name, got, tc.want)

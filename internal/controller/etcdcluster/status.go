@@ -21,44 +21,14 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-// Condition reasons not taken from the plan.
-const (
-	ReasonQuorumAvailable  = "QuorumAvailable"
-	ReasonQuorumLost       = "QuorumLost"
-	ReasonAsExpected       = "AsExpected"
-	ReasonMembersUnhealthy = "MembersUnhealthy"
-	ReasonReconcileError   = "ReconcileError"
-	// ReasonMemberPodsFailing: a member Pod cannot run (its image cannot be pulled, it cannot be scheduled, for
-	// example because its volume's storage class does not exist, or its container cannot be created or keeps
-	// crashing). Nothing CEL can check at admission; Steward reports it and changes nothing because of it.
-	ReasonMemberPodsFailing = "MemberPodsFailing"
-	// ReasonMemberVolumeDeleting: a member's PVC is being deleted while its Pod runs (the Pod holds it): its data
-	// goes when the Pod stops. Steward replaces the member while it still serves.
-	ReasonMemberVolumeDeleting = "MemberVolumeDeleting"
-	// ReasonPodStuckTerminating: a deleted member Pod has outlived its grace period by podOverdueAfter (its node
-	// no longer answers, most likely). For a member etcd still lists, Steward cannot re-create it on its volume
-	// until the Pod is gone, and cannot know whether the node will return: a human must. A removed member's Pod
-	// holds nothing back (its successor joins meanwhile) but its volume, which goes with it.
-	ReasonPodStuckTerminating = "PodStuckTerminating"
-	// ReasonNoSpaceAlarm: etcd raised its NOSPACE alarm (a member's database reached its quota): the cluster
-	// serves reads and deletes but refuses writes until space is reclaimed and the alarm disarmed.
-	ReasonNoSpaceAlarm = "NoSpaceAlarm"
-	// ReasonCorruptAlarm: etcd's corruption check raised a CORRUPT alarm: a member's data differs from the
-	// others'. Steward never disarms it; a human decides which member to replace.
-	ReasonCorruptAlarm = "CorruptAlarm"
-	// ReasonMemberDataMismatch: Steward's comparison of members' key-space hashes at one revision found members
-	// whose data differs from the majority's, or no majority (status.hashCheck).
-	ReasonMemberDataMismatch = "MemberDataMismatch"
-)
-
 // podOverdueAfter is how long past its grace period a deleted Pod may take to go before it is reported: the
 // kubelet reports a Pod gone within seconds of its container stopping; minutes mean its node is not answering.
 const podOverdueAfter = 2 * time.Minute
 
 // degradedWarnings are Degraded reasons that record a Warning Event when they begin (the human waits of the
 // planner record theirs when the wait begins).
-var degradedWarnings = map[string]bool{ReasonMemberVolumeDeleting: true, ReasonPodStuckTerminating: true,
-	ReasonNoSpaceAlarm: true, ReasonCorruptAlarm: true, ReasonMemberDataMismatch: true}
+var degradedWarnings = map[string]bool{etcdv1alpha1.ReasonMemberVolumeDeleting: true, etcdv1alpha1.ReasonPodStuckTerminating: true,
+	etcdv1alpha1.ReasonNoSpaceAlarm: true, etcdv1alpha1.ReasonCorruptAlarm: true, etcdv1alpha1.ReasonMemberDataMismatch: true}
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
 // cannot start because of its spec, and a crash loop.
@@ -310,21 +280,21 @@ func stepSince(prev *metav1.Condition, next metav1.Condition, since *metav1.Time
 // progressingWaits are the waits that are part of a step under way (Progressing stays True through them), as
 // opposed to waits for a human (paused, refused, data lost).
 var progressingWaits = map[string]bool{
-	plan.ReasonBootstrapping: true, plan.ReasonWaitingForMembers: true, plan.ReasonPodDeleting: true,
-	plan.ReasonWaitingForRestart: true, plan.ReasonWaitingForCatchUp: true, plan.ReasonWaitingForStorage: true,
-	plan.ReasonWaitingClusterVersion: true, plan.ReasonMovingLeader: true, plan.ReasonWaitingForSnapshot: true,
-	plan.ReasonWaitingForRestore: true, ReasonWaitingForCertificates: true,
-	plan.ReasonDefragmenting: true, plan.ReasonRecoveringFromNoSpace: true, plan.ReasonWaitingForBackup: true,
-	plan.ReasonExpandingVolume: true,
+	etcdv1alpha1.ReasonBootstrapping: true, etcdv1alpha1.ReasonWaitingForMembers: true, etcdv1alpha1.ReasonPodDeleting: true,
+	etcdv1alpha1.ReasonWaitingForRestart: true, etcdv1alpha1.ReasonWaitingForCatchUp: true, etcdv1alpha1.ReasonWaitingForStorageVersion: true,
+	etcdv1alpha1.ReasonWaitingForClusterVersion: true, etcdv1alpha1.ReasonMovingLeader: true, etcdv1alpha1.ReasonWaitingForSnapshot: true,
+	etcdv1alpha1.ReasonWaitingForRestore: true, etcdv1alpha1.ReasonWaitingForCertificates: true,
+	etcdv1alpha1.ReasonDefragmenting: true, etcdv1alpha1.ReasonRecoveringFromNoSpace: true, etcdv1alpha1.ReasonWaitingForBackup: true,
+	etcdv1alpha1.ReasonExpandingVolume: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
 // recorded when the wait begins.
 var humanWaits = map[string]bool{
-	plan.ReasonMemberDataLost: true, plan.ReasonInconsistentBootstrap: true, plan.ReasonVersionChangeRefused: true,
-	plan.ReasonRestoreFailed: true, plan.ReasonRestoreRefused: true, plan.ReasonBackupNotMountable: true, plan.ReasonNoBackupToRestore: true, plan.ReasonAutoRestoreFailed: true,
-	plan.ReasonQuorumUnrecoverable: true, plan.ReasonTLSProviderMismatch: true, ReasonTLSSecretInvalid: true, ReasonCertManagerNotInstalled: true,
-	plan.ReasonVolumeResizeFailed: true, plan.ReasonNoSpaceQuotaTooSmall: true, plan.ReasonOperatorPasswordRejected: true, ReasonClusterCAChanged: true,
+	etcdv1alpha1.ReasonMemberDataLost: true, etcdv1alpha1.ReasonInconsistentBootstrap: true, etcdv1alpha1.ReasonVersionChangeRefused: true,
+	etcdv1alpha1.ReasonRestoreFailed: true, etcdv1alpha1.ReasonRestoreRefused: true, etcdv1alpha1.ReasonBackupNotMountable: true, etcdv1alpha1.ReasonNoBackupToRestore: true, etcdv1alpha1.ReasonAutoRestoreFailed: true,
+	etcdv1alpha1.ReasonQuorumUnrecoverable: true, etcdv1alpha1.ReasonTLSProviderMismatch: true, etcdv1alpha1.ReasonTLSSecretInvalid: true, etcdv1alpha1.ReasonCertManagerNotInstalled: true,
+	etcdv1alpha1.ReasonVolumeResizeFailed: true, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall: true, etcdv1alpha1.ReasonOperatorPasswordRejected: true, etcdv1alpha1.ReasonClusterCAChanged: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -339,22 +309,22 @@ func availableCondition(obs *observation, action plan.Action) metav1.Condition {
 	quorum := plan.Quorum(voters)
 	available := metav1.Condition{Type: etcdv1alpha1.ConditionAvailable}
 	switch {
-	case action.Reason == plan.ReasonOperatorPasswordRejected:
+	case action.Reason == etcdv1alpha1.ReasonOperatorPasswordRejected:
 		// Without an identity etcd answers no status: the members' health is not known, not bad.
-		available.Status, available.Reason = metav1.ConditionUnknown, plan.ReasonOperatorPasswordRejected
+		available.Status, available.Reason = metav1.ConditionUnknown, etcdv1alpha1.ReasonOperatorPasswordRejected
 		available.Message = "etcd refuses Steward's password, so it answers Steward no member's status: whether the cluster serves is unknown"
 	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
-		available.Status, available.Reason = metav1.ConditionTrue, ReasonQuorumAvailable
+		available.Status, available.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumAvailable
 		available.Message = fmt.Sprintf("%d of %d voting members healthy (quorum %d)", healthyVoters, voters, quorum)
 	case !obs.plan.Bootstrapped:
-		available.Status, available.Reason = metav1.ConditionFalse, plan.ReasonBootstrapping
+		available.Status, available.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonBootstrapping
 		available.Message = "the cluster has not formed yet"
 	case !obs.plan.EtcdReachable:
 		// Without a member list etcd's counts are unknown: say what Kubernetes shows instead.
-		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
+		available.Status, available.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumLost
 		available.Message = fmt.Sprintf("no member list from etcd (%v); %s", obs.view.ListErr, plan.TakeCensus(obs.plan.Members))
 	default:
-		available.Status, available.Reason = metav1.ConditionFalse, ReasonQuorumLost
+		available.Status, available.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonQuorumLost
 		available.Message = fmt.Sprintf("%d of %d voting members healthy, quorum is %d", healthyVoters, voters, quorum)
 	}
 	return available
@@ -373,7 +343,7 @@ func progressingCondition(obs *observation, action plan.Action) metav1.Condition
 		progressing.Status = metav1.ConditionFalse
 	}
 	if obs.tls != nil && obs.tls.waiting != "" {
-		progressing.Reason, progressing.Message = ReasonWaitingForCertificates, obs.tls.waiting
+		progressing.Reason, progressing.Message = etcdv1alpha1.ReasonWaitingForCertificates, obs.tls.waiting
 	}
 	return progressing
 }
@@ -411,7 +381,7 @@ func memberProblemsOf(obs *observation) memberProblems {
 // A switch of cases in that order, each a message a human acts on: one function keeps the order in one place
 // (its length is the messages').
 func degradedCondition(obs *observation, action plan.Action, passErr error, available metav1.Condition) metav1.Condition {
-	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, Message: "no problem found"}
+	degraded := metav1.Condition{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonAsExpected, Message: "no problem found"}
 	mp := memberProblemsOf(obs)
 	problems := podProblems(obs.pods)
 	noSpace, corrupt := alarmedMembers(obs)
@@ -421,7 +391,7 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 	}
 	switch {
 	case passErr != nil:
-		set(ReasonReconcileError, passErr.Error())
+		set(etcdv1alpha1.ReasonReconcileError, passErr.Error())
 	case humanWaits[action.Reason]:
 		set(action.Reason, action.Message)
 	case len(mp.overdue) > 0:
@@ -431,11 +401,11 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 		if available.Status != metav1.ConditionTrue {
 			msg += "; " + available.Message
 		}
-		set(ReasonPodStuckTerminating, msg)
+		set(etcdv1alpha1.ReasonPodStuckTerminating, msg)
 	case len(mp.replacedOverdue) > 0:
 		// Removed from etcd and replaced (or being replaced): nothing waits for these Pods, but their volumes
 		// stay until they go, and a human may want to know the node is gone.
-		set(ReasonPodStuckTerminating, fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
+		set(etcdv1alpha1.ReasonPodStuckTerminating, fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
 			"these members without waiting; their Pods and volumes go when the node answers again, or force-delete the Pods if it is "+
 			"down for good (kubectl delete pod --grace-period=0 --force)", strings.Join(mp.replacedOverdue, ", ")))
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
@@ -443,27 +413,27 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 		if problems != "" {
 			msg += "; " + problems
 		}
-		set(ReasonQuorumLost, msg)
+		set(etcdv1alpha1.ReasonQuorumLost, msg)
 	case len(corrupt) > 0:
-		set(ReasonCorruptAlarm, fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
+		set(etcdv1alpha1.ReasonCorruptAlarm, fmt.Sprintf("etcd raised a CORRUPT alarm for members %v: their data differs from the others'. Steward does not "+
 			"disarm it; find the member whose hash differs (etcdctl endpoint hashkv --cluster), replace it (delete its PVC), then "+
 			"disarm the alarm (etcdctl alarm disarm)", corrupt))
 	case len(mismatched) > 0:
-		set(ReasonMemberDataMismatch, mismatchMessage(obs))
+		set(etcdv1alpha1.ReasonMemberDataMismatch, mismatchMessage(obs))
 	case len(noSpace) > 0:
-		set(ReasonNoSpaceAlarm, fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
+		set(etcdv1alpha1.ReasonNoSpaceAlarm, fmt.Sprintf("etcd raised its NOSPACE alarm for members %v: their database reached its quota (status.quotaBackendBytes); the cluster "+
 			"refuses writes until space is reclaimed (compact, defragment every member) and the alarm is disarmed (etcdctl alarm disarm), "+
 			"or the quota is raised (spec.etcd.quotaBackendBytes, within what storage.size allows)", noSpace))
 	case len(mp.volumesDeleting) > 0:
-		set(ReasonMemberVolumeDeleting, fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
+		set(etcdv1alpha1.ReasonMemberVolumeDeleting, fmt.Sprintf("the volumes of members %v are being deleted while their Pods run: their data goes when the Pods stop; "+
 			"Steward replaces them (a successor joins first, then they are removed)", mp.volumesDeleting))
 	case problems != "":
-		set(ReasonMemberPodsFailing, problems)
+		set(etcdv1alpha1.ReasonMemberPodsFailing, problems)
 	case obs.plan.Bootstrapped && len(mp.unhealthy) > 0:
-		set(ReasonMembersUnhealthy, fmt.Sprintf("unhealthy members: %v", mp.unhealthy))
+		set(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf("unhealthy members: %v", mp.unhealthy))
 	case obs.tls != nil && obs.tls.sharedIssuer != "":
 		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
-		set(ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)
+		set(etcdv1alpha1.ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)
 	}
 	return degraded
 }

@@ -42,7 +42,7 @@ func obsOf(bootstrapped, reachable bool, healthy ...string) *observation {
 }
 
 func TestConditions(t *testing.T) {
-	reconciled := plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}
+	reconciled := plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled, Message: "ok"}
 	tests := map[string]struct {
 		obs         *observation
 		action      plan.Action
@@ -52,60 +52,60 @@ func TestConditions(t *testing.T) {
 		degraded    string
 	}{
 		"healthy": {obsOf(true, true, "a", "b", "c"), reconciled, nil,
-			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonAsExpected},
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonAsExpected},
 		"one member down keeps quorum but is degraded": {obsOf(true, true, "a", "b"), reconciled, nil,
-			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonMembersUnhealthy},
-		"majority down loses quorum": {obsOf(true, false, "a"), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
-			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
-		"bootstrap in progress is not degraded": {obsOf(false, false), plan.Action{Kind: plan.Bootstrap, Reason: plan.ReasonBootstrapping, Message: "b"}, nil,
-			plan.ReasonBootstrapping, plan.ReasonBootstrapping, ReasonAsExpected},
-		"data loss is degraded": {obsOf(true, true, "a", "b"), plan.Action{Kind: plan.Wait, Reason: plan.ReasonMemberDataLost, Message: "lost"}, nil,
-			ReasonQuorumAvailable, plan.ReasonMemberDataLost, plan.ReasonMemberDataLost},
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonMembersUnhealthy},
+		"majority down loses quorum": {obsOf(true, false, "a"), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, nil,
+			etcdv1alpha1.ReasonQuorumLost, etcdv1alpha1.ReasonWaitingForMembers, etcdv1alpha1.ReasonQuorumLost},
+		"bootstrap in progress is not degraded": {obsOf(false, false), plan.Action{Kind: plan.Bootstrap, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "b"}, nil,
+			etcdv1alpha1.ReasonBootstrapping, etcdv1alpha1.ReasonBootstrapping, etcdv1alpha1.ReasonAsExpected},
+		"data loss is degraded": {obsOf(true, true, "a", "b"), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonMemberDataLost, Message: "lost"}, nil,
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonMemberDataLost, etcdv1alpha1.ReasonMemberDataLost},
 		"errors are degraded": {obsOf(true, true, "a", "b", "c"), reconciled, errors.New("boom"),
-			ReasonQuorumAvailable, plan.ReasonReconciled, ReasonReconcileError},
-		"without a member list, Kubernetes' counts": {obsOf(true, false), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
-			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonReconcileError},
+		"without a member list, Kubernetes' counts": {obsOf(true, false), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, nil,
+			etcdv1alpha1.ReasonQuorumLost, etcdv1alpha1.ReasonWaitingForMembers, etcdv1alpha1.ReasonQuorumLost},
 		"a volume deleted under a running member": {func() *observation {
 			o := obsOf(true, true, "a", "b", "c")
 			o.plan.Members[2].VolumeDeleting = true
 			return o
-		}(), plan.Action{Kind: plan.AddLearner, Reason: plan.ReasonReplacingMember, Message: "r"}, nil,
-			ReasonQuorumAvailable, plan.ReasonReplacingMember, ReasonMemberVolumeDeleting},
+		}(), plan.Action{Kind: plan.AddLearner, Reason: etcdv1alpha1.ReasonReplacingMember, Message: "r"}, nil,
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReplacingMember, etcdv1alpha1.ReasonMemberVolumeDeleting},
 		"a Pod that outlives its grace period by minutes": {func() *observation {
 			o := obsOf(true, false, "a")
 			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 5*time.Minute
 			return o
-		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
-			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonPodStuckTerminating},
+		}(), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, nil,
+			etcdv1alpha1.ReasonQuorumLost, etcdv1alpha1.ReasonWaitingForMembers, etcdv1alpha1.ReasonPodStuckTerminating},
 		"a NOSPACE alarm: the cluster is read-only": {func() *observation {
 			o := obsOf(true, true, "a", "b", "c")
 			o.view.Alarms = []etcd.Alarm{{MemberID: 2, Type: "NOSPACE"}}
 			return o
-		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonNoSpaceAlarm},
+		}(), reconciled, nil, etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonNoSpaceAlarm},
 		"a CORRUPT alarm comes before a NOSPACE one": {func() *observation {
 			o := obsOf(true, true, "a", "b", "c")
 			o.view.Alarms = []etcd.Alarm{{MemberID: 1, Type: "NOSPACE"}, {MemberID: 3, Type: "CORRUPT"}}
 			return o
-		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonCorruptAlarm},
+		}(), reconciled, nil, etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonCorruptAlarm},
 		"an alarm list that could not be read says nothing": {func() *observation {
 			o := obsOf(true, true, "a", "b", "c")
 			o.view.Alarms, o.view.AlarmErr = nil, errors.New("timeout")
 			return o
-		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonAsExpected},
+		}(), reconciled, nil, etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonAsExpected},
 		"quorum lost outranks an alarm": {func() *observation {
 			o := obsOf(true, false, "a")
 			o.view.Alarms = []etcd.Alarm{{MemberID: 1, Type: "NOSPACE"}}
 			return o
-		}(), plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers, Message: "w"}, nil,
-			ReasonQuorumLost, plan.ReasonWaitingForMembers, ReasonQuorumLost},
+		}(), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, nil,
+			etcdv1alpha1.ReasonQuorumLost, etcdv1alpha1.ReasonWaitingForMembers, etcdv1alpha1.ReasonQuorumLost},
 		"waiting for a volume's file system to grow is progress, not settled": {obsOf(true, true, "a", "b", "c"),
-			plan.Action{Kind: plan.Wait, Reason: plan.ReasonExpandingVolume, Message: "waiting for the volume of member a to grow"}, nil,
-			ReasonQuorumAvailable, plan.ReasonExpandingVolume, ReasonAsExpected},
+			plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonExpandingVolume, Message: "waiting for the volume of member a to grow"}, nil,
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonExpandingVolume, etcdv1alpha1.ReasonAsExpected},
 		"a Pod still within its grace period is not reported": {func() *observation {
 			o := obsOf(true, true, "a", "c")
 			o.plan.Members[1].PodDeleting, o.plan.Members[1].PodOverdue = true, 10*time.Second
 			return o
-		}(), reconciled, nil, ReasonQuorumAvailable, plan.ReasonReconciled, ReasonMembersUnhealthy},
+		}(), reconciled, nil, etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonMembersUnhealthy},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -117,17 +117,17 @@ func TestConditions(t *testing.T) {
 					t.Errorf("%s = %+v, want reason %s", typ, c, want)
 				}
 			}
-			if d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded); (d.Reason == ReasonNoSpaceAlarm && !strings.Contains(d.Message, "[b]")) ||
-				(d.Reason == ReasonCorruptAlarm && !strings.Contains(d.Message, "[c]")) {
+			if d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded); (d.Reason == etcdv1alpha1.ReasonNoSpaceAlarm && !strings.Contains(d.Message, "[b]")) ||
+				(d.Reason == etcdv1alpha1.ReasonCorruptAlarm && !strings.Contains(d.Message, "[c]")) {
 				t.Errorf("Degraded %q does not name the alarmed member", d.Message)
 			}
-			if a := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionAvailable); (a.Status == metav1.ConditionTrue) != (tt.available == ReasonQuorumAvailable) {
+			if a := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionAvailable); (a.Status == metav1.ConditionTrue) != (tt.available == etcdv1alpha1.ReasonQuorumAvailable) {
 				t.Errorf("Available status %s with reason %s", a.Status, a.Reason)
 			}
 			// Settled (Progressing False) only when nothing is under way: a step taken, or a wait for one to finish,
 			// is progress.
 			wantProgressing := tt.action.Kind != plan.None && tt.action.Kind != plan.Wait ||
-				tt.action.Reason == plan.ReasonWaitingForMembers || tt.action.Reason == plan.ReasonExpandingVolume
+				tt.action.Reason == etcdv1alpha1.ReasonWaitingForMembers || tt.action.Reason == etcdv1alpha1.ReasonExpandingVolume
 			if p := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionProgressing); (p.Status == metav1.ConditionTrue) != wantProgressing {
 				t.Errorf("Progressing status %s with reason %s, want true: %v", p.Status, p.Reason, wantProgressing)
 			}
@@ -144,13 +144,13 @@ func TestWaitStarts(t *testing.T) {
 		reason string
 		want   bool
 	}{
-		"first pass of a data-loss wait warns":         {nil, plan.ReasonMemberDataLost, true},
-		"data-loss wait after another problem warns":   {degraded(ReasonMembersUnhealthy), plan.ReasonMemberDataLost, true},
-		"data-loss wait already reported stays quiet":  {degraded(plan.ReasonMemberDataLost), plan.ReasonMemberDataLost, false},
-		"inconsistent bootstrap already reported":      {degraded(plan.ReasonInconsistentBootstrap), plan.ReasonInconsistentBootstrap, false},
-		"inconsistent bootstrap after data loss warns": {degraded(plan.ReasonMemberDataLost), plan.ReasonInconsistentBootstrap, true},
-		"data loss again after it was resolved warns":  {[]metav1.Condition{{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: plan.ReasonMemberDataLost}}, plan.ReasonMemberDataLost, true},
-		"ordinary waits never warn":                    {nil, plan.ReasonWaitingForMembers, false},
+		"first pass of a data-loss wait warns":         {nil, etcdv1alpha1.ReasonMemberDataLost, true},
+		"data-loss wait after another problem warns":   {degraded(etcdv1alpha1.ReasonMembersUnhealthy), etcdv1alpha1.ReasonMemberDataLost, true},
+		"data-loss wait already reported stays quiet":  {degraded(etcdv1alpha1.ReasonMemberDataLost), etcdv1alpha1.ReasonMemberDataLost, false},
+		"inconsistent bootstrap already reported":      {degraded(etcdv1alpha1.ReasonInconsistentBootstrap), etcdv1alpha1.ReasonInconsistentBootstrap, false},
+		"inconsistent bootstrap after data loss warns": {degraded(etcdv1alpha1.ReasonMemberDataLost), etcdv1alpha1.ReasonInconsistentBootstrap, true},
+		"data loss again after it was resolved warns":  {[]metav1.Condition{{Type: etcdv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonMemberDataLost}}, etcdv1alpha1.ReasonMemberDataLost, true},
+		"ordinary waits never warn":                    {nil, etcdv1alpha1.ReasonWaitingForMembers, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestReadyReplicasMatchesAvailable(t *testing.T) {
 		plan.Member{Name: "removed", HasPod: true, Healthy: true})
 	obs.view.Members = append(obs.view.Members, etcd.Member{ID: 9, Name: "learner", IsLearner: true})
 	_, ready := plan.HealthyVoters(obs.plan.Members)
-	a := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None, Reason: plan.ReasonReconciled, Message: "ok"}, nil), etcdv1alpha1.ConditionAvailable)
+	a := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None, Reason: etcdv1alpha1.ReasonReconciled, Message: "ok"}, nil), etcdv1alpha1.ConditionAvailable)
 	if ready != 2 || a.Message != "2 of 3 voting members healthy (quorum 2)" {
 		t.Errorf("ready %d, Available says %q", ready, a.Message)
 	}
@@ -192,22 +192,22 @@ func TestPodProblemsAreDegraded(t *testing.T) {
 		reason, msg  string
 	}{
 		"image missing while bootstrapping": {false, nil, waiting("ImagePullBackOff", `Back-off pulling image "nope"`),
-			ReasonMemberPodsFailing, `a: ImagePullBackOff: Back-off pulling image "nope"`},
-		"unschedulable while bootstrapping": {false, nil, unschedulable, ReasonMemberPodsFailing,
+			etcdv1alpha1.ReasonMemberPodsFailing, `a: ImagePullBackOff: Back-off pulling image "nope"`},
+		"unschedulable while bootstrapping": {false, nil, unschedulable, etcdv1alpha1.ReasonMemberPodsFailing,
 			"a: Unschedulable: pod has unbound immediate PersistentVolumeClaims"},
 		"one member failing in a healthy cluster": {true, []string{"b", "c"}, waiting("ErrImagePull", "not found"),
-			ReasonMemberPodsFailing, "a: ErrImagePull: not found"},
+			etcdv1alpha1.ReasonMemberPodsFailing, "a: ErrImagePull: not found"},
 		"quorum lost says which Pods fail": {true, []string{"b"}, waiting("CrashLoopBackOff", "back-off 5m"),
-			ReasonQuorumLost, "1 of 3 voting members healthy, quorum is 2; a: CrashLoopBackOff: back-off 5m"},
-		"a container that is only starting is no problem": {false, nil, waiting("ContainerCreating", ""), ReasonAsExpected, "no problem found"},
+			etcdv1alpha1.ReasonQuorumLost, "1 of 3 voting members healthy, quorum is 2; a: CrashLoopBackOff: back-off 5m"},
+		"a container that is only starting is no problem": {false, nil, waiting("ContainerCreating", ""), etcdv1alpha1.ReasonAsExpected, "no problem found"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			obs := obsOf(tt.bootstrapped, tt.bootstrapped, tt.healthy...)
 			obs.pods = map[string]*corev1.Pod{"a": {Status: tt.status}, "b": {}, "c": {}}
-			got := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.Wait, Reason: plan.ReasonWaitingForMembers}, nil), etcdv1alpha1.ConditionDegraded)
+			got := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers}, nil), etcdv1alpha1.ConditionDegraded)
 			wantStatus := metav1.ConditionTrue
-			if tt.reason == ReasonAsExpected {
+			if tt.reason == etcdv1alpha1.ReasonAsExpected {
 				wantStatus = metav1.ConditionFalse
 			}
 			if got.Status != wantStatus || got.Reason != tt.reason || got.Message != tt.msg {

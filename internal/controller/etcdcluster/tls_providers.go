@@ -26,29 +26,6 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-// Reasons of the TLS providers Secrets and CertManager.
-const (
-	// ReasonTLSSecretInvalid: a Secret of provider Secrets is missing or unusable (the message says which and
-	// why). Steward changes nothing until the user fixes it.
-	ReasonTLSSecretInvalid = "TLSSecretInvalid"
-	// ReasonCertManagerNotInstalled: provider CertManager, but the API server does not serve
-	// certificates.cert-manager.io/v1. Steward changes nothing until cert-manager is installed.
-	ReasonCertManagerNotInstalled = "CertManagerNotInstalled"
-	// ReasonWaitingForCertificates: provider CertManager, and a Secret cert-manager is to write is missing or
-	// not yet usable; Steward creates no member Pod before its Secret is.
-	ReasonWaitingForCertificates = "WaitingForCertificates"
-	// ReasonSharedIssuerTrusted: provider CertManager, and members trust the CA of the user's issuer itself (they
-	// were created before Steward gave each such cluster a CA of its own): whoever else that issuer serves can be
-	// root on the cluster. Degraded, with what to do; Steward changes nothing about it on its own.
-	ReasonSharedIssuerTrusted = "SharedIssuerTrusted"
-	// ReasonClusterCAChanged: provider CertManager, and the certificate in the cluster's CA Secret has another
-	// key than the CA its running members trust (the Secret was deleted, and cert-manager issued a new CA).
-	// Members load their trusted CA once, at start, so certificates of the new key would cut them off from each
-	// other and from Steward: Steward keeps trusting the old one and takes no step until a human decides
-	// (docs/etcdcluster.md).
-	ReasonClusterCAChanged = "ClusterCAChanged"
-)
-
 // reader reads the Secrets Steward does not own (a user's, or cert-manager's): straight from the API server,
 // because the manager's cache holds only Secrets labelled as Steward's (CacheByObject) and a user's Secret
 // need not carry any label.
@@ -73,7 +50,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 	if t := cluster.Spec.TLS; t == nil || provider == etcdv1alpha1.TLSProviderSecrets && t.Secrets == nil ||
 		provider == etcdv1alpha1.TLSProviderCertManager && t.CertManager == nil {
 		field := map[string]string{etcdv1alpha1.TLSProviderSecrets: "tls.secrets", etcdv1alpha1.TLSProviderCertManager: "tls.certManager"}[provider]
-		ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonTLSSecretInvalid, Message: fmt.Sprintf(
+		ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonTLSSecretInvalid, Message: fmt.Sprintf(
 			"members still hold certificates of TLS provider %s, and the spec no longer says where they come from: put %s back until every member runs plaintext (status.members[].tls); Steward changes nothing until then",
 			provider, field)}
 		return ts, nil
@@ -92,7 +69,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		}
 		checked, err := checkUserSecrets(cluster, member, clientSecret, r.Options, r.Now())
 		if err != nil {
-			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonTLSSecretInvalid, Message: err.Error() +
+			ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonTLSSecretInvalid, Message: err.Error() +
 				"; Steward changes nothing until the Secrets are fixed (see docs/user/tls.md#provider-secrets-bring-your-own)"}
 			return ts, nil
 		}
@@ -105,7 +82,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 			return ts, err
 		}
 		if !installed {
-			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonCertManagerNotInstalled, Message: "tls.provider is CertManager " +
+			ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonCertManagerNotInstalled, Message: "tls.provider is CertManager " +
 				"but the API server does not serve certificates.cert-manager.io/v1 (cert-manager's CRDs are not installed): install cert-manager; Steward changes nothing until then"}
 			return ts, nil
 		}
@@ -133,7 +110,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		}
 		p, err := checkIssued(s, "the client Secret", pki.Want{Client: true}, ts.trust, r.Now())
 		if err != nil {
-			ts.wait = &plan.Action{Kind: plan.Wait, Reason: ReasonWaitingForCertificates,
+			ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForCertificates,
 				Message: "waiting for cert-manager to issue Steward's client certificate: " + r.certificatePending(ctx, cluster, ts.status.ClientSecret, err)}
 			return ts, nil
 		}
@@ -350,7 +327,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 	}
 	ca, err := issuedCA(s, r.Now())
 	if err != nil {
-		return nil, &plan.Action{Kind: plan.Wait, Reason: ReasonWaitingForCertificates,
+		return nil, &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForCertificates,
 			Message: "waiting for cert-manager to issue the cluster's own CA: " + r.certificatePending(ctx, cluster, name, err)}, nil
 	}
 	trust := &corev1.Secret{}
@@ -375,7 +352,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 		return ca, nil, nil
 	}
 	if holding && !samePublicKey(have, ca) {
-		return have, &plan.Action{Kind: plan.Wait, Reason: ReasonClusterCAChanged, Message: fmt.Sprintf(
+		return have, &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonClusterCAChanged, Message: fmt.Sprintf(
 			"the CA certificate in Secret %s has another key than the CA the members trust (Secret %s): members load their trusted CA when they start, so certificates of the new key would cut them off; Steward changes nothing. Restore the CA Secret, or see docs/etcdcluster.md#provider-certmanager",
 			name, trust.Name)}, nil
 	}

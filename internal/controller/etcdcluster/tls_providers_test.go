@@ -155,7 +155,7 @@ func TestProviderSecretsPass(t *testing.T) {
 	r.APIReader = c
 
 	ts, wait, err := r.prepareTLS(ctx, cluster)
-	if err != nil || wait == nil || wait.Kind != plan.Wait || wait.Reason != ReasonTLSSecretInvalid || !strings.Contains(wait.Message, "certs does not exist") {
+	if err != nil || wait == nil || wait.Kind != plan.Wait || wait.Reason != etcdv1alpha1.ReasonTLSSecretInvalid || !strings.Contains(wait.Message, "certs does not exist") {
 		t.Fatalf("wait %+v, error %v", wait, err)
 	}
 	if !humanWaits[wait.Reason] || ts.status.MemberSecret != "certs" || ts.status.ClientSecret != "client" {
@@ -219,7 +219,7 @@ func TestCertManagerNotInstalled(t *testing.T) {
 	cluster := certManagerCluster()
 	r, _ := certManagerReconciler(t, &now, false, cluster)
 	_, wait, err := r.prepareTLS(context.Background(), cluster)
-	if err != nil || wait == nil || wait.Reason != ReasonCertManagerNotInstalled || !strings.Contains(wait.Message, "certificates.cert-manager.io/v1") ||
+	if err != nil || wait == nil || wait.Reason != etcdv1alpha1.ReasonCertManagerNotInstalled || !strings.Contains(wait.Message, "certificates.cert-manager.io/v1") ||
 		!humanWaits[wait.Reason] {
 		t.Fatalf("wait %+v, error %v", wait, err)
 	}
@@ -281,7 +281,7 @@ func TestCertManagerLifecycle(t *testing.T) {
 	r, c := certManagerReconciler(t, &now, true, cluster)
 
 	_, wait, err := r.prepareTLS(ctx, cluster)
-	if err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates || !progressingWaits[wait.Reason] ||
+	if err != nil || wait == nil || wait.Reason != etcdv1alpha1.ReasonWaitingForCertificates || !progressingWaits[wait.Reason] ||
 		!strings.Contains(wait.Message, "the cluster's own CA") || !strings.Contains(wait.Message, "db-ca does not exist") {
 		t.Fatalf("wait %+v, error %v", wait, err)
 	}
@@ -303,7 +303,7 @@ func TestCertManagerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, wait, err = r.prepareTLS(ctx, cluster)
-	if err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates || !strings.Contains(wait.Message, "db-client does not exist") {
+	if err != nil || wait == nil || wait.Reason != etcdv1alpha1.ReasonWaitingForCertificates || !strings.Contains(wait.Message, "db-client does not exist") {
 		t.Fatalf("wait %+v, error %v", wait, err)
 	}
 	trust := &corev1.Secret{}
@@ -323,7 +323,7 @@ func TestCertManagerLifecycle(t *testing.T) {
 	if err := c.Create(ctx, direct); err != nil {
 		t.Fatal(err)
 	}
-	if _, wait, err = r.prepareTLS(ctx, cluster); err != nil || wait == nil || wait.Reason != ReasonWaitingForCertificates ||
+	if _, wait, err = r.prepareTLS(ctx, cluster); err != nil || wait == nil || wait.Reason != etcdv1alpha1.ReasonWaitingForCertificates ||
 		!strings.Contains(wait.Message, "cluster's own CA") {
 		t.Fatalf("client certificate of the shared issuer: wait %+v, error %v", wait, err)
 	}
@@ -455,10 +455,10 @@ func TestCertManagerLifecycle(t *testing.T) {
 func TestWaitingForCertificatesIsProgressing(t *testing.T) {
 	obs := obsOf(false, false)
 	obs.tls = &tlsState{waiting: "waiting for cert-manager"}
-	conds := conditions(obs, plan.Action{Kind: plan.Bootstrap, Reason: plan.ReasonBootstrapping}, nil)
+	conds := conditions(obs, plan.Action{Kind: plan.Bootstrap, Reason: etcdv1alpha1.ReasonBootstrapping}, nil)
 	p := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionProgressing)
 	d := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionDegraded)
-	if p.Status != metav1.ConditionTrue || p.Reason != ReasonWaitingForCertificates || p.Message != "waiting for cert-manager" || d.Status != metav1.ConditionFalse {
+	if p.Status != metav1.ConditionTrue || p.Reason != etcdv1alpha1.ReasonWaitingForCertificates || p.Message != "waiting for cert-manager" || d.Status != metav1.ConditionFalse {
 		t.Fatalf("Progressing %+v, Degraded %+v", p, d)
 	}
 }
@@ -501,7 +501,7 @@ func TestCertManagerSharedIssuer(t *testing.T) {
 	obs := obsOf(true, true, "a", "b", "c")
 	obs.tls = ts
 	d := meta.FindStatusCondition(conditions(obs, plan.Action{Kind: plan.None}, nil), etcdv1alpha1.ConditionDegraded)
-	if d.Status != metav1.ConditionTrue || d.Reason != ReasonSharedIssuerTrusted || !strings.Contains(d.Message, "root on this cluster") {
+	if d.Status != metav1.ConditionTrue || d.Reason != etcdv1alpha1.ReasonSharedIssuerTrusted || !strings.Contains(d.Message, "root on this cluster") {
 		t.Errorf("Degraded %+v", d)
 	}
 
@@ -527,7 +527,7 @@ func TestClusterCAKeyChanged(t *testing.T) {
 		issuedSecret("db-ca", root, nil, other), resources.TrustSecret(cluster, ca.CertPEM),
 		issuedSecret("db-client", root, ca.CertPEM, issue(t, ca, clientUse, now)))
 	_, wait, err := r.prepareTLS(ctx, cluster)
-	if err != nil || wait == nil || wait.Reason != ReasonClusterCAChanged || !humanWaits[wait.Reason] {
+	if err != nil || wait == nil || wait.Reason != etcdv1alpha1.ReasonClusterCAChanged || !humanWaits[wait.Reason] {
 		t.Fatalf("wait %+v, error %v", wait, err)
 	}
 	trust := &corev1.Secret{}

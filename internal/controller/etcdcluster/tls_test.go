@@ -238,7 +238,7 @@ func TestLegacyPlaintext(t *testing.T) {
 				}
 			}
 			wait, got := tlsWait(c, pods)
-			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != plan.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != etcdv1alpha1.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
 				t.Fatalf("mismatch %v (%+v), want %v", got, wait, tt.want)
 			}
 		})
@@ -280,7 +280,7 @@ func TestMixedProviders(t *testing.T) {
 				}
 			}
 			wait, got := tlsWait(c, pods)
-			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != plan.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
+			if got != tt.want || got && (wait.Kind != plan.Wait || wait.Reason != etcdv1alpha1.ReasonTLSProviderMismatch || !strings.Contains(wait.Message, "db-")) {
 				t.Fatalf("mixed %v (%+v), want %v", got, wait, tt.want)
 			}
 		})

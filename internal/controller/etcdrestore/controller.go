@@ -198,7 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case backup.RestoreHandOver:
 		if !meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionVerified) {
 			msg := fmt.Sprintf("%s matches its backup's size and sha256 and etcd's own checksum", b.Status.Location)
-			set(etcdv1alpha1.ConditionVerified, metav1.ConditionTrue, backup.ReasonSucceeded, msg)
+			set(etcdv1alpha1.ConditionVerified, metav1.ConditionTrue, etcdv1alpha1.ReasonRestoreSucceeded, msg)
 			r.Recorder.Eventf(rs, corev1.EventTypeNormal, "Verified", "Snapshot %s", msg)
 		}
 		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)

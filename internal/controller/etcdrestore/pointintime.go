@@ -18,10 +18,6 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-// ReasonPointInTimeFailed ends a restore whose point-in-time backup could not be made; the message carries the
-// backup's own reason and words (OutsideWindow names the recoverable window).
-const ReasonPointInTimeFailed = "PointInTimeFailed"
-
 // preparePointInTime makes sure the point-in-time backup of a restore with spec.pointInTime exists, and
 // returns its name ("" when it cannot be made) and, when it decides this pass, the step: a refusal (the schedule
 // is missing, the backup failed or is not this restore's), which ends the restore through the same path as
@@ -40,7 +36,7 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 		sched := &etcdv1alpha1.EtcdBackupSchedule{}
 		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
 		case apierrors.IsNotFound(err):
-			return "", refuse(backup.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName)), nil
+			return "", refuse(etcdv1alpha1.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName)), nil
 		case err != nil:
 			return "", nil, fmt.Errorf("get EtcdBackupSchedule: %w", err)
 		}
@@ -66,15 +62,15 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 		}
 		ctrl.LoggerFrom(ctx).Info("Making the point-in-time backup", "EtcdRestore", klog.KObj(rs), "backup", name, "schedule", sched.Name)
 		r.Recorder.Eventf(rs, corev1.EventTypeNormal, "PointInTimeBackup", "EtcdBackup %s carries a snapshot of schedule %s to the target", name, sched.Name)
-		return name, &backup.RestoreDecision{Step: backup.RestoreWait, Reason: backup.ReasonPending,
+		return name, &backup.RestoreDecision{Step: backup.RestoreWait, Reason: etcdv1alpha1.ReasonRestorePending,
 			Message: fmt.Sprintf("making the point-in-time backup %s from schedule %s", name, sched.Name)}, nil
 	case err != nil:
 		return "", nil, fmt.Errorf("get point-in-time backup: %w", err)
 	case !metav1.IsControlledBy(eb, rs):
-		return "", refuse(ReasonPointInTimeFailed, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", name, rs.Name)), nil
+		return "", refuse(etcdv1alpha1.ReasonPointInTimeFailed, fmt.Sprintf("EtcdBackup %s exists and is not owned by restore %s", name, rs.Name)), nil
 	default:
 		if c := meta.FindStatusCondition(eb.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			return name, refuse(ReasonPointInTimeFailed, fmt.Sprintf("point-in-time backup %s failed: %s: %s", name, c.Reason, c.Message)), nil
+			return name, refuse(etcdv1alpha1.ReasonPointInTimeFailed, fmt.Sprintf("point-in-time backup %s failed: %s: %s", name, c.Reason, c.Message)), nil
 		}
 	}
 	return name, nil, nil

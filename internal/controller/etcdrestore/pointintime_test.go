@@ -79,7 +79,7 @@ func TestPointInTimeRestoreMakesItsBackupFirst(t *testing.T) {
 	}
 	got = pass(rs)
 	f := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionFailed)
-	if f == nil || f.Status != metav1.ConditionTrue || f.Reason != ReasonPointInTimeFailed || !strings.Contains(f.Message, "OutsideWindow: revision 42 is not in") {
+	if f == nil || f.Status != metav1.ConditionTrue || f.Reason != etcdv1alpha1.ReasonPointInTimeFailed || !strings.Contains(f.Message, "OutsideWindow: revision 42 is not in") {
 		t.Fatalf("failed point-in-time backup: %+v", got.Status.Conditions)
 	}
 

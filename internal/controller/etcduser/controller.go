@@ -56,21 +56,6 @@ const (
 	annotationPasswordApplied = "etcd.steward.dev/password-applied-sha256" //nolint:gosec // an annotation's name, not a credential
 )
 
-// Reasons of the Ready condition of an EtcdUser.
-const (
-	ReasonApplied               = "Applied"
-	ReasonClusterNotFound       = "ClusterNotFound"
-	ReasonClusterNotReady       = "ClusterNotReady"
-	ReasonInvalidSpec           = "InvalidSpec"
-	ReasonSecretConflict        = "SecretConflict"
-	ReasonCertificateNotAllowed = "CertificateNotSupported"
-	ReasonCertificatePending    = "CertificatePending"
-	ReasonRoleNotFound          = "RoleNotFound"
-	ReasonEtcdError             = "EtcdError"
-	ReasonUserNameConflict      = etcdv1alpha1.ReasonUserNameConflict
-	ReasonRoleConflict          = etcdv1alpha1.ReasonRoleConflict
-)
-
 // Reconciler reconciles EtcdUsers.
 type Reconciler struct {
 	Client client.Client
@@ -175,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ready := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: p.reason,
 		Message: p.message, ObservedGeneration: user.Generation}
-	if p.reason == ReasonApplied {
+	if p.reason == etcdv1alpha1.ReasonApplied {
 		ready.Status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&user.Status.Conditions, ready)
@@ -194,22 +179,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // only for what a retry may cure (the API server, etcd); what the user must fix is a reason.
 func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster) (pass, error) {
 	if cluster == nil {
-		return pass{reason: ReasonClusterNotFound, requeue: requeueWaiting,
+		return pass{reason: etcdv1alpha1.ReasonClusterNotFound, requeue: requeueWaiting,
 			message: fmt.Sprintf("EtcdCluster %s does not exist in namespace %s", user.Spec.ClusterName, user.Namespace)}, nil
 	}
 	want, err := etcdauth.Desired(authSpec(user))
 	if err != nil {
-		return pass{reason: ReasonInvalidSpec, message: err.Error()}, nil
+		return pass{reason: etcdv1alpha1.ReasonInvalidSpec, message: err.Error()}, nil
 	}
 	owner, err := r.owner(ctx, user, want.Name)
 	if err != nil {
-		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	if owner != nil && owner.UID != user.UID {
 		// The owner's record of the role goes with the name: if this user takes over, the role is still
 		// Steward's.
 		user.Status.CreatedRole = roleCreatedBySteward(owner)
-		return pass{reason: ReasonUserNameConflict, requeue: requeueWaiting,
+		return pass{reason: etcdv1alpha1.ReasonUserNameConflict, requeue: requeueWaiting,
 			message: fmt.Sprintf("etcd user %s of EtcdCluster %s belongs to EtcdUser %s, created before this one; this one changes nothing in etcd (no password, no roles) until that one is deleted, or set another spec.userName",
 				want.Name, cluster.Name, owner.Name)}, nil
 	}
@@ -217,7 +202,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	// and which Secrets it wrote (those the spec no longer asks for go).
 	hadPassword := user.Status.PasswordSecretName != ""
 	if err := r.dropSecrets(ctx, user); err != nil {
-		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	var cert *x509.Certificate
 	if user.Spec.Certificate != nil {
@@ -256,39 +241,39 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 
 	endpoints, err := r.endpoints(ctx, cluster)
 	if err != nil {
-		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	if len(endpoints) == 0 {
-		return pass{reason: ReasonClusterNotReady, requeue: requeueWaiting,
+		return pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting,
 			message: fmt.Sprintf("EtcdCluster %s has no healthy member to apply the user to yet", cluster.Name)}, nil
 	}
 	key := client.ObjectKeyFromObject(cluster).String()
 	if err := r.dialWith(ctx, cluster, key); err != nil {
-		return pass{reason: ReasonClusterNotReady, requeue: requeueWaiting, message: err.Error()}, nil
+		return pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting, message: err.Error()}, nil
 	}
 	observed, roles, err := r.Etcd.ObserveUser(ctx, key, endpoints, want.Name)
 	if err != nil {
-		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	observed.Password = hadPassword
 	observed.RoleCreated = roleCreatedBySteward(user)
 	if etcdauth.RoleConflict(want, observed) {
-		return pass{reason: ReasonRoleConflict, requeue: requeueWaiting,
+		return pass{reason: etcdv1alpha1.ReasonRoleConflict, requeue: requeueWaiting,
 			message: fmt.Sprintf("etcd holds a role %s that Steward did not create; the user's permissions need a role of that name, and Steward neither changes nor deletes one made by hand: delete or rename that role, or grant it with spec.roles instead of spec.permissions", want.Name)}, nil
 	}
 	if observed.UserExists && hadPassword != want.Password {
 		if observed.Password, err = r.recordedPassword(ctx, user, password); err != nil {
-			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 		}
 	}
 	stale := passwordSecret != nil && passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(password)
 	ops, missing := etcdauth.Changes(want, observed, roles, stale)
 	if err := r.recordRoleCreation(ctx, user, ops); err != nil {
-		return pass{reason: ReasonEtcdError, message: err.Error()}, err
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	if len(ops) > 0 {
 		if err := r.Etcd.ApplyUser(ctx, key, endpoints, want, ops, password); err != nil {
-			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 		}
 		described := make([]string, 0, len(ops))
 		for _, op := range ops {
@@ -302,7 +287,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	}
 	if stale {
 		if err := r.markPasswordApplied(ctx, passwordSecret, password); err != nil {
-			return pass{reason: ReasonEtcdError, message: err.Error()}, err
+			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 		}
 	}
 	user.Status.Roles = nil
@@ -312,7 +297,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 		}
 	}
 	if len(missing) > 0 {
-		return pass{reason: ReasonRoleNotFound, requeue: requeueWaiting,
+		return pass{reason: etcdv1alpha1.ReasonRoleNotFound, requeue: requeueWaiting,
 			message: fmt.Sprintf("roles %s do not exist in etcd; Steward grants them once they do (it creates only the user's own role)", strings.Join(missing, ", "))}, nil
 	}
 	msg := fmt.Sprintf("etcd user %s holds roles %s", want.Name, strings.Join(want.Roles, ", "))
@@ -325,7 +310,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 			requeue = renew
 		}
 	}
-	return pass{reason: ReasonApplied, message: msg, requeue: requeue}, nil
+	return pass{reason: etcdv1alpha1.ReasonApplied, message: msg, requeue: requeue}, nil
 }
 
 // owner is the EtcdUser that owns etcd user name on user's cluster (ownerOf), from the cache: an
@@ -358,7 +343,7 @@ func (r *Reconciler) recordRoleCreation(ctx context.Context, user *etcdv1alpha1.
 
 func derefPass(p *pass) pass {
 	if p == nil {
-		return pass{reason: ReasonEtcdError, message: "could not write the user's Secret"}
+		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: "could not write the user's Secret"}
 	}
 	return *p
 }
@@ -368,17 +353,17 @@ func derefPass(p *pass) pass {
 func certificateAllowed(cluster *etcdv1alpha1.EtcdCluster) (pass, bool) {
 	provider := resources.TLSMode(cluster)
 	if resources.TLSEnabled(cluster) && !resources.ClientCertAuth(cluster) {
-		return pass{reason: ReasonCertificateNotAllowed,
+		return pass{reason: etcdv1alpha1.ReasonCertificateNotSupported,
 			message: fmt.Sprintf("spec.certificate is not supported: the members of %s ask clients for no certificate (tls.clientAuth Password); declare the EtcdUser with spec.password instead", cluster.Name)}, false
 	}
 	if provider == etcdv1alpha1.TLSProviderSteward || provider == etcdv1alpha1.TLSProviderCertManager {
 		return pass{}, true
 	}
 	if provider == etcdv1alpha1.TLSProviderNone {
-		return pass{reason: ReasonCertificateNotAllowed,
+		return pass{reason: etcdv1alpha1.ReasonCertificateNotSupported,
 			message: fmt.Sprintf("spec.certificate needs an EtcdCluster with TLS: %s runs plaintext (tls.provider None), whose members verify no certificates; declare the EtcdUser with spec.password instead", cluster.Name)}, false
 	}
-	return pass{reason: ReasonCertificateNotAllowed,
+	return pass{reason: etcdv1alpha1.ReasonCertificateNotSupported,
 		message: fmt.Sprintf("spec.certificate needs an EtcdCluster with tls.provider Steward or CertManager (%s has %s): Steward has no CA or issuer to ask; issue the certificate yourself (common name = the user name) and declare the EtcdUser with spec.password instead",
 			cluster.Name, provider)}, false
 }
@@ -398,7 +383,7 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 	have, err := certissue.FindCertManager(ctx, r.Client, user, want)
 	switch {
 	case errors.Is(err, certissue.ErrNotOwned):
-		return nil, &pass{reason: ReasonSecretConflict,
+		return nil, &pass{reason: etcdv1alpha1.ReasonSecretConflict,
 			message: fmt.Sprintf("Certificate %s exists and is not this EtcdUser's: Steward does not take it over; name another Secret", secretName)}, nil
 	case err != nil:
 		return nil, nil, err
@@ -424,14 +409,14 @@ func (r *Reconciler) ensureCertManagerCertificate(ctx context.Context, user *etc
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: user.Namespace, Name: secretName}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &pass{reason: ReasonCertificatePending, requeue: requeueWaiting,
+			return nil, &pass{reason: etcdv1alpha1.ReasonCertificatePending, requeue: requeueWaiting,
 				message: fmt.Sprintf("waiting for cert-manager to issue Certificate %s", secretName)}, nil
 		}
 		return nil, nil, fmt.Errorf("get Secret %s: %w", secretName, err)
 	}
 	cert, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey])
 	if err != nil || cert.Subject.CommonName != name {
-		return nil, &pass{reason: ReasonCertificatePending, requeue: requeueWaiting,
+		return nil, &pass{reason: etcdv1alpha1.ReasonCertificatePending, requeue: requeueWaiting,
 			message: fmt.Sprintf("waiting for cert-manager to issue Certificate %s for %s", secretName, name)}, nil
 	}
 	return cert, nil, nil
@@ -443,7 +428,7 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, user *etcdv1alpha1.E
 	caSecret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, caSecret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &pass{reason: ReasonClusterNotReady, requeue: requeueWaiting,
+			return nil, &pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting,
 				message: fmt.Sprintf("the CA of EtcdCluster %s does not exist yet", cluster.Name)}, nil
 		}
 		return nil, nil, fmt.Errorf("get CA Secret: %w", err)
@@ -636,7 +621,7 @@ func writtenForUser(secret *corev1.Secret, user *etcdv1alpha1.EtcdUser) bool {
 }
 
 func conflict(name string) *pass {
-	return &pass{reason: ReasonSecretConflict,
+	return &pass{reason: etcdv1alpha1.ReasonSecretConflict,
 		message: fmt.Sprintf("Secret %s exists and is not this EtcdUser's: Steward does not overwrite it; name another Secret or delete it", name)}
 }
 

@@ -20,8 +20,8 @@ func TestCertificateAllowed(t *testing.T) {
 		if ok != want {
 			t.Errorf("provider %q: allowed %v, want %v", provider, ok, want)
 		}
-		if !ok && (p.reason != ReasonCertificateNotAllowed || !strings.Contains(p.message, provider)) {
-			t.Errorf("provider %q: %+v, want reason %s naming the provider", provider, p, ReasonCertificateNotAllowed)
+		if !ok && (p.reason != etcdv1alpha1.ReasonCertificateNotSupported || !strings.Contains(p.message, provider)) {
+			t.Errorf("provider %q: %+v, want reason %s naming the provider", provider, p, etcdv1alpha1.ReasonCertificateNotSupported)
 		}
 	}
 }
