@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +84,53 @@ func TestAPIConditions(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+}
+
+// TestReasonsOnlyInAPI keeps one vocabulary: a reason a user reads (in a condition, an Event, a metric label) is
+// declared in api/v1alpha1/conditions.go, with its doc comment, and so in the API reference. A Reason constant
+// declared anywhere else in the module's code would be missing from the reference, or a second name for one.
+func TestReasonsOnlyInAPI(t *testing.T) {
+	root := "../../.."
+	api := filepath.Join(root, "api", "v1alpha1")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Nested modules (the test bed's third-party sources, test/bundle, ...) are not Steward's code.
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "third_party" || exists(filepath.Join(path, "go.mod"))) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == api {
+			return nil
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range file.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(name.Name, "Reason") {
+						t.Errorf("%s: %s: declare reasons in api/v1alpha1/conditions.go, with a doc comment saying when it is set", strings.TrimPrefix(path, root+"/"), name.Name)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
