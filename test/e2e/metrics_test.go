@@ -121,6 +121,21 @@ func TestMetricsAndAlerts(t *testing.T) {
 	requireAccessDeniedAlert(t, ns, refusedNS)
 }
 
+// refusalsLogged returns the lines of the operator's log (namespace ns) that say a request was refused.
+func refusalsLogged(t *testing.T, ns string) string {
+	t.Helper()
+	var lines []string
+	for _, line := range strings.Split(framework.Kubectl(t, "", "-n", ns, "logs", "deployment/steward"), "\n") {
+		if strings.Contains(line, "forbidden") || strings.Contains(line, "Unauthorized") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 // requireAccessDeniedAlert: a healthy Steward (operator namespace ns) has no request refused; once its Role in cut,
 // one of the namespaces it watches, is removed and a cluster is created there, StewardAPIAccessDenied goes
 // pending (its for: is 10 minutes; promtool tests cover the rest) while the operator's Pod stays Ready and does
@@ -130,7 +145,9 @@ func requireAccessDeniedAlert(t *testing.T, ns, cut string) {
 	ctx := context.Background()
 	refused := fmt.Sprintf(`sum by (code) (rate(rest_client_requests_total{job="steward",namespace=%q,code=~"401|403"}[5m])) > 0`, ns)
 	if got, err := framework.PromQuery(ctx, refused); err != nil || len(got) > 0 {
-		t.Fatalf("requests of a healthy Steward refused: %v (%v)", got, err)
+		byMethod, _ := framework.PromQuery(ctx, fmt.Sprintf(`sum by (method, code) (increase(rest_client_requests_total{job="steward",namespace=%q,code=~"401|403"}[15m]))`, ns))
+		t.Fatalf("requests of a healthy Steward refused: %v (%v); in the last 15 minutes, by method: %v; the operator's log:\n%s",
+			got, err, byMethod, refusalsLogged(t, ns))
 	}
 	var pods corev1.PodList
 	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) != 1 {
