@@ -27,9 +27,14 @@ import (
 // such a volume could never start, so the planner replaces the member on another node instead
 // (plan.Member.VolumeNodeGone). The volume and the nodes are read past the cache, and only for such members:
 // none in a steady cluster, so no cache of every node in the cluster is kept for them. Without permission to
-// read PersistentVolumes and Nodes (a namespace-scoped install) nothing is learnt, and the members are
+// read PersistentVolumes and Nodes (a namespace-scoped install, or rules narrowed by hand) nothing is learnt, and the members are
 // re-created on their volumes as before.
 func (r *Reconciler) observeVolumeNodes(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, pvcs []corev1.PersistentVolumeClaim) error {
+	if r.Nodes == nil {
+		// A namespace-scoped install may read neither (both are cluster-scoped): asking would be refused on every
+		// pass that finds a member without a placed Pod, refusals that StewardAPIAccessDenied counts as a cut RBAC.
+		return nil
+	}
 	var nodes []corev1.Node
 	listed := false
 	for i := range pvcs {

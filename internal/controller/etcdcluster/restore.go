@@ -74,7 +74,8 @@ func (r *Reconciler) observeSnapshotReach(ctx context.Context, cluster *etcdv1al
 		return client.IgnoreNotFound(err)
 	}
 	rs.OneSeed = !mountableOnManyNodes(claim)
-	if claim.Spec.VolumeName == "" {
+	if claim.Spec.VolumeName == "" || r.Nodes == nil {
+		// Without Nodes (a namespace-scoped install) the PersistentVolume, cluster-scoped too, is not asked for.
 		return nil
 	}
 	var pv corev1.PersistentVolume
