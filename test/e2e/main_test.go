@@ -109,7 +109,10 @@ func runWithTestbed(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop test bed: %v\n", err)
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s\n", bed.KubernetesVersion())
+	// On a runtime that mounts image volumes the operators run the agent from one (--agent-delivery=image-volume),
+	// so that the suite on containerd 2 tests that Pod, and on the default runtime the init container's.
+	operatorOptions.AgentImageVolume = bed.Containerd() != testbed.SystemContainerd
+	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s, containerd %s, agent image volume %v\n", bed.KubernetesVersion(), bed.Containerd(), operatorOptions.AgentImageVolume)
 	if k8s, err = client.New(bed.RESTConfig, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
