@@ -10,7 +10,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -66,6 +68,7 @@ func run() error {
 		leaderElectionNS string
 		resourceOpts     resources.Options
 		agentImage       string
+		agentDelivery    string
 		upgradeVia       string
 		namespaces       manager.Namespaces
 		printVersion     bool
@@ -103,6 +106,8 @@ func run() error {
 	flag.StringVar(&resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	flag.StringVar(&agentImage, "agent-image", version.Image,
 		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
+	flag.StringVar(&agentDelivery, "agent-delivery", resources.AgentDeliveryInitContainer,
+		"how member Pods get steward-agent: init-container (copied by an init container; every release) or image-volume (the agent image mounted as a volume, one init container fewer per member start; Kubernetes 1.35+ with containerd 2.1+ or CRI-O 1.31+ on every node)")
 	flag.Var(&namespaces, "watch-namespace",
 		"namespace to manage (repeatable or comma-separated); unset: every namespace. Set, Steward's cache and "+
 			"watches are limited to these namespaces and it needs only Roles in them (config/namespaced)")
@@ -162,6 +167,9 @@ func run() error {
 	}
 	resourceOpts.AgentImage = agentImage
 	resourceOpts.AgentCurrent = version.IsRelease(agentImage)
+	if resourceOpts.AgentImageVolume, err = agentImageVolume(cfg, agentDelivery); err != nil {
+		return err
+	}
 	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithName("events"))
 	if err != nil {
 		return err
@@ -232,4 +240,22 @@ func run() error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// agentImageVolume is resources.Options.AgentImageVolume for --agent-delivery, asking the API server its version
+// only when the flag wants image volumes.
+func agentImageVolume(cfg *rest.Config, delivery string) (bool, error) {
+	server := ""
+	if delivery == resources.AgentDeliveryImageVolume {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return false, fmt.Errorf("--agent-delivery: %w", err)
+		}
+		info, err := dc.ServerVersion()
+		if err != nil {
+			return false, fmt.Errorf("--agent-delivery: ask the API server its version: %w", err)
+		}
+		server = info.GitVersion
+	}
+	return resources.AgentImageVolumeFor(delivery, server)
 }

@@ -115,6 +115,12 @@ type Options struct {
 	// agent lacks them, and a member would then never start: with one, bootstrap members do not wait for DNS and
 	// etcd starts directly, as before.
 	AgentCurrent bool
+	// AgentImageVolume: member Pods mount AgentImage as an image volume and run the agent from it, instead of an
+	// init container copying it into the tools volume (--agent-delivery=image-volume). That saves the init
+	// container's start and the kubelet's noticing its end on every member Pod's start, but needs Kubernetes 1.35
+	// or newer (image volumes on by default) and a runtime that mounts them (containerd 2.1, CRI-O 1.31). A
+	// restored member's Pod installs the agent still: its restore container runs it from the tools volume.
+	AgentImageVolume bool
 	// UpgradeVia are the releases, one per minor, a cluster passes through when its spec.version is more than
 	// one minor ahead (--upgrade-via, checked by plan.ParseUpgradeVia).
 	UpgradeVia []string
@@ -123,6 +129,12 @@ type Options struct {
 // agentRunsEtcd: member Pods start etcd through `steward-agent run-etcd` (guardedEtcdCommand), installed by an
 // init container, and their probes ask it.
 func (o Options) agentRunsEtcd() bool { return o.AgentImage != "" && o.AgentCurrent }
+
+// agentFromImageVolume: member m's etcd container runs the agent from the agent image mounted as a volume
+// (Options.AgentImageVolume), not from the tools volume.
+func (o Options) agentFromImageVolume(m Member) bool {
+	return o.agentRunsEtcd() && o.AgentImageVolume && m.Restore == nil
+}
 
 // DefaultUpgradeVia is --upgrade-via's default: the newest 3.6 release Steward is tested with, which etcd lets a
 // cluster leave for 3.7 (3.6.11 or later).
@@ -366,14 +378,14 @@ func etcdInitialState(m Member) string {
 const EtcdMark = toolsMount + "/etcd-data-dir-held-member"
 
 // guardedEtcdCommand is the etcd container's command (with an agent of this release, Options.AgentCurrent):
-// etcd's, started by `steward-agent run-etcd`, which
+// etcd's, started by `steward-agent run-etcd` (at path agent), which
 // refuses to start it on a data dir that holds no member once the member has run (emptied under it): in this Pod
 // (the mark), or before it (m.HasRun: a Pod re-created on the member's volume). etcd alone would let such a member
 // rejoin under its old identity (a member that joined a running cluster, after one crash, by a snapshot from the
 // leader) or start an empty cluster (a member that bootstrapped alone). It answers the readiness and liveness
 // probes too (ProbePort).
-func guardedEtcdCommand(m Member, etcd []string) []string {
-	cmd := []string{toolsMount + "/steward-agent", "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark,
+func guardedEtcdCommand(m Member, agent string, etcd []string) []string {
+	cmd := []string{agent, "run-etcd", "--guard-data-dir=" + dataDir, "--guard-mark=" + EtcdMark,
 		"--exit-report=" + corev1.TerminationMessagePathDefault,
 		fmt.Sprintf("--probe-listen=0.0.0.0:%d", ProbePort), fmt.Sprintf("--probe-etcd=http://127.0.0.1:%d", MetricsPort),
 		"--probe-start-grace=" + StartGrace.String()}
@@ -507,6 +519,13 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		annotations[AnnotationRestore] = m.Restore.Restore
 		restore, volumes := restoreInitContainers(cluster, m, image, o)
 		initContainers, extraVolumes = append(initContainers, restore...), volumes
+	case o.agentFromImageVolume(m):
+		// The agent comes with its image's volume; the tools volume keeps run-etcd's mark only.
+		if waitsForDNS {
+			initContainers = append(initContainers, awaitDNS)
+		}
+		_, _, toolsVol := agentInstall(o.AgentImage)
+		extraVolumes = []corev1.Volume{toolsVol, agentImageVolume(o.AgentImage)}
 	case o.agentRunsEtcd():
 		// The agent is etcd's entrypoint (guardedEtcdCommand); a restore's init containers install it already.
 		install, tools, toolsVol := agentInstall(o.AgentImage)
@@ -522,7 +541,12 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	command := append([]string{"/usr/local/bin/etcd"}, etcdArgs(cluster, m, o)...)
 	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: dataMount}}
 	if o.agentRunsEtcd() {
-		command = guardedEtcdCommand(m, command)
+		agent := toolsMount + "/steward-agent"
+		if o.agentFromImageVolume(m) {
+			agent = agentImageMount + agentImagePath
+			mounts = append(mounts, corev1.VolumeMount{Name: agentImageVolumeName, MountPath: agentImageMount, ReadOnly: true})
+		}
+		command = guardedEtcdCommand(m, agent, command)
 		mounts = append(mounts, corev1.VolumeMount{Name: toolsVolume, MountPath: toolsMount})
 	}
 	mode := MemberTLSOf(cluster, m)
@@ -731,7 +755,7 @@ func awaitDNSContainer(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) (
 	if m.State != "new" || len(m.InitialCluster) < 2 || !o.AgentCurrent || o.AgentImage == "" {
 		return corev1.Container{}, false
 	}
-	args := []string{"/usr/local/bin/steward-agent", "await-dns", "--data-dir=" + dataDir, "--timeout=1m"}
+	args := []string{agentImagePath, "await-dns", "--data-dir=" + dataDir, "--timeout=1m"}
 	for _, name := range slices.Sorted(maps.Keys(m.InitialCluster)) {
 		if u, err := url.Parse(m.InitialCluster[name]); err == nil && u.Hostname() != "" {
 			args = append(args, "--host="+u.Hostname())

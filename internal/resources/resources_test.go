@@ -413,17 +413,24 @@ func TestQuotaBackendBytes(t *testing.T) {
 	}
 }
 
+// agentMembers are members whose Pods get the agent differently from a bootstrap member of several (boot): the
+// one member of a new cluster, a member joining a running cluster, and a bootstrap member restored from a backup.
+func agentMembers() (single, joining, restored Member) {
+	single = Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}}
+	joining = boot
+	joining.State = "existing"
+	restored = boot
+	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
+		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db/1.db"}}}}}
+	return single, joining, restored
+}
+
 func TestAwaitDNSContainer(t *testing.T) {
 	withAgent := opts
 	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
 	olderAgent := withAgent
 	olderAgent.AgentCurrent = false
-	single := Member{Name: "db-abcde", State: "new", InitialCluster: map[string]string{"db-abcde": boot.InitialCluster["db-abcde"]}}
-	joining := boot
-	joining.State = "existing"
-	restored := boot
-	restored.Restore = &RestoreSource{Restore: "r1", Backup: &etcdv1alpha1.EtcdBackup{Spec: etcdv1alpha1.EtcdBackupSpec{
-		Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db/1.db"}}}}}
+	single, joining, restored := agentMembers()
 	tests := map[string]struct {
 		m    Member
 		o    Options
@@ -621,6 +628,77 @@ func TestBootstrapAfter(t *testing.T) {
 			got, ok := arg(MemberPod(testCluster(), tt.m, withAgent).Spec.Containers[0].Command, "--bootstrap-after")
 			if got != tt.want || ok != (tt.want != "") {
 				t.Errorf("--bootstrap-after=%q (given: %v), want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestAgentFromImageVolume: with AgentImageVolume, a member Pod mounts the agent image read-only and etcd's
+// container runs run-etcd from it, with no init container installing it (a bootstrap member of several still
+// waits for DNS, without --install-to); the tools volume stays, writable, for run-etcd's mark. A restored member
+// installs the agent as before (its restore container runs it from the tools volume), and an agent of an older
+// release (no run-etcd) gets no image volume: etcd starts directly.
+func TestAgentFromImageVolume(t *testing.T) {
+	withVolume := opts
+	withVolume.AgentImage, withVolume.AgentCurrent, withVolume.AgentImageVolume = "steward.local/steward:dev", true, true
+	older := withVolume
+	older.AgentCurrent = false
+	single, joining, restored := agentMembers()
+	for name, tt := range map[string]struct {
+		m      Member
+		o      Options
+		volume bool     // the agent runs from the image volume
+		inits  []string // init container names
+	}{
+		"a one-member bootstrap: no init container":            {single, withVolume, true, nil},
+		"a member joining a running cluster":                   {joining, withVolume, true, nil},
+		"a bootstrap member of two waits for DNS only":         {boot, withVolume, true, []string{AwaitDNSContainer}},
+		"a restored member installs the agent for its restore": {restored, withVolume, false, []string{AwaitDNSContainer, InstallContainer, RestoreContainer}},
+		"an older agent: etcd starts directly":                 {single, older, false, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := MemberPod(testCluster(), tt.m, tt.o)
+			var inits []string
+			for _, c := range p.Spec.InitContainers {
+				inits = append(inits, c.Name)
+				if slices.Contains(c.Command, "--install-to="+toolsMount+"/steward-agent") && tt.volume {
+					t.Errorf("init container %s installs the agent the image volume brings", c.Name)
+				}
+			}
+			if fmt.Sprint(inits) != fmt.Sprint(tt.inits) {
+				t.Errorf("init containers %v, want %v", inits, tt.inits)
+			}
+			var image *corev1.ImageVolumeSource
+			for _, v := range p.Spec.Volumes {
+				if v.Name == agentImageVolumeName {
+					image = v.Image
+				}
+			}
+			etcd := p.Spec.Containers[0]
+			mounted := map[string]corev1.VolumeMount{}
+			for _, vm := range etcd.VolumeMounts {
+				mounted[vm.Name] = vm
+			}
+			if !tt.volume {
+				if image != nil || mounted[agentImageVolumeName].Name != "" || etcd.Command[0] == agentImageMount+agentImagePath {
+					t.Errorf("agent image volume %+v, mounts %+v, command %v: want the agent from the tools volume or none", image, etcd.VolumeMounts, etcd.Command)
+				}
+				return
+			}
+			if image == nil || image.Reference != withVolume.AgentImage || image.PullPolicy != corev1.PullIfNotPresent {
+				t.Fatalf("agent image volume %+v, want %s, pulled if not present", image, withVolume.AgentImage)
+			}
+			if vm := mounted[agentImageVolumeName]; vm.MountPath != agentImageMount || !vm.ReadOnly {
+				t.Errorf("agent image mounted %+v, want read-only at %s", vm, agentImageMount)
+			}
+			if vm := mounted[toolsVolume]; vm.MountPath != toolsMount || vm.ReadOnly {
+				t.Errorf("tools volume mounted %+v, want writable at %s for run-etcd's mark", vm, toolsMount)
+			}
+			if etcd.Command[0] != agentImageMount+agentImagePath || etcd.Command[1] != "run-etcd" {
+				t.Errorf("command %v, want %s run-etcd", etcd.Command, agentImageMount+agentImagePath)
+			}
+			if got, _ := arg(etcd.Command, "--guard-mark"); got != EtcdMark {
+				t.Errorf("--guard-mark = %q, want %q on the tools volume", got, EtcdMark)
 			}
 		})
 	}

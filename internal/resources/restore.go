@@ -32,6 +32,12 @@ const (
 	toolsVolume = "steward-tools"
 	toolsMount  = "/steward"
 
+	// agentImagePath is where the agent is in its image; agentImageVolumeName mounts the image at
+	// agentImageMount (Options.AgentImageVolume).
+	agentImageVolumeName = "steward-image"
+	agentImageMount      = "/steward-image"
+	agentImagePath       = "/usr/local/bin/steward-agent"
+
 	// ReseedBumpRevision is how far a re-seeded cluster's revision is raised above the snapshot's: clients
 	// (watchers, caches) have seen revisions written after the backup, and must never see a revision they saw go
 	// back to different data. etcd's restore guide suggests a margin larger than the revisions a cluster could
@@ -104,6 +110,12 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 	return containers, volumes
 }
 
+// agentImageVolume is the agent image as a read-only volume (Options.AgentImageVolume).
+func agentImageVolume(agentImage string) corev1.Volume {
+	return corev1.Volume{Name: agentImageVolumeName, VolumeSource: corev1.VolumeSource{
+		Image: &corev1.ImageVolumeSource{Reference: agentImage, PullPolicy: corev1.PullIfNotPresent}}}
+}
+
 // agentInstall is the init container that copies steward-agent into the tools volume, so that a container of
 // another image (a member's etcd image, which has no shell) can run it as toolsMount/steward-agent; with the
 // mount and the volume that container needs.
@@ -113,7 +125,7 @@ func agentInstall(agentImage string) (corev1.Container, corev1.VolumeMount, core
 			Name:            InstallContainer,
 			Image:           agentImage,
 			ImagePullPolicy: corev1.PullIfNotPresent,
-			Command:         []string{"/usr/local/bin/steward-agent", "install", "--to=" + toolsMount + "/steward-agent"},
+			Command:         []string{agentImagePath, "install", "--to=" + toolsMount + "/steward-agent"},
 			VolumeMounts:    []corev1.VolumeMount{tools},
 			SecurityContext: restrictedContainer(),
 			Resources:       agentResources(),

@@ -49,6 +49,16 @@ func etcdSet(version string) binarySet {
 		ldflags:  "-s -w", estimate: "about 2 minutes"}
 }
 
+// containerdSet is containerd 2 with its runc shim and ctr, built without cgo: the tags leave out the snapshotters
+// that need it or kernel modules the test bed does not use (it runs overlayfs), as containerd's static release does.
+func containerdSet() binarySet {
+	return binarySet{name: "containerd", version: ContainerdVersion, module: "containerd-v2",
+		packages: []string{"github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+			"github.com/containerd/containerd/v2/cmd/ctr"},
+		ldflags: "-s -w -X github.com/containerd/containerd/v2/version.Version=" + ContainerdVersion,
+		tags:    "no_btrfs,no_devmapper,no_zfs,urfave_cli_no_docs,osusergo,netgo", estimate: "about 5 minutes"}
+}
+
 func coreDNSSet() binarySet {
 	return binarySet{name: "coredns", version: CoreDNSVersion, module: "coredns",
 		packages: []string{"steward.dev/testbed/coredns"}, ldflags: "-s -w", estimate: "about 3 minutes"}

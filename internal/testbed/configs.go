@@ -39,9 +39,17 @@ func (c *Cluster) vars(n Node) map[string]string {
 	}
 }
 
+// containerdConfig is the configuration of the containerd the nodes run, in its format.
+func (c *Cluster) containerdConfig() string {
+	if c.ctrdBin != "" {
+		return containerd2Config
+	}
+	return containerd1Config
+}
+
 // restrict_oom_score_adj: this machine's root lacks CAP_SYS_RESOURCE, so runc could not give Guaranteed pods
 // the negative OOM score the kubelet asks for; containerd clamps it to its own score instead.
-const containerdConfig = `version = 2
+const containerd1Config = `version = 2
 root = "${CONTAINERD_ROOT}"
 state = "${CONTAINERD_STATE}"
 oom_score = 0
@@ -70,6 +78,43 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         Root = "${RUNC_ROOT}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
+    conf_dir = "${CNI_CONF}"
+`
+
+// containerd2Config says what containerd1Config says in containerd 2's format (version 3): the CRI plugin is
+// split into images and runtime, the sandbox image is a pinned image, and the CNI directories a list. The
+// snapshotters containerd1Config disables are not built in (containerdSet).
+const containerd2Config = `version = 3
+root = "${CONTAINERD_ROOT}"
+state = "${CONTAINERD_STATE}"
+oom_score = 0
+
+[grpc]
+  address = "${SOCKET}"
+
+[ttrpc]
+  address = "${SOCKET}.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "${CONTAINERD_ROOT}-opt"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "${PAUSE}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "${RUNC_ROOT}"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "${CNI_CONF}"
 `
 

@@ -44,8 +44,8 @@ func writeImage(out, ref string, files []ociimage.File, entrypoint []string, use
 }
 
 // importImage loads an image tarball into the CRI namespace of the containerd at socket.
-func importImage(ctx context.Context, socket, tarPath string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", socket, "--namespace", "k8s.io",
+func (c *Cluster) importImage(ctx context.Context, socket, tarPath string) error {
+	out, err := exec.CommandContext(ctx, c.containerdBinary("ctr"), "--address", socket, "--namespace", "k8s.io",
 		"images", "import", "--platform", "linux/amd64", tarPath).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("import image %s into containerd at %s: %w: %s", tarPath, socket, err, out)
@@ -57,7 +57,7 @@ func importImage(ctx context.Context, socket, tarPath string) error {
 // containerd, where Pods that name one of its references with pull policy IfNotPresent find it.
 func (c *Cluster) ImportImage(ctx context.Context, tarPath string) error {
 	for _, n := range c.nodes {
-		if err := importImage(ctx, c.containerdSocket(n), tarPath); err != nil {
+		if err := c.importImage(ctx, c.containerdSocket(n), tarPath); err != nil {
 			return err
 		}
 	}

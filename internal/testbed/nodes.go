@@ -108,6 +108,15 @@ func (c *Cluster) node(name string) (Node, error) {
 func (c *Cluster) containerdSocket(n Node) string {
 	return filepath.Join(c.opts.RunDir, "containerd"+n.suffix()+".sock")
 }
+
+// containerdBinary is the path of containerd's command name (containerd, ctr) for the containerd the nodes run.
+func (c *Cluster) containerdBinary(name string) string {
+	if c.ctrdBin == "" {
+		return name
+	}
+	return filepath.Join(c.ctrdBin, name)
+}
+
 func (c *Cluster) containerdState(n Node) string {
 	return filepath.Join(c.opts.RunDir, "containerd"+n.suffix())
 }
@@ -163,13 +172,13 @@ func makeCgroupRoot(root string) error {
 // startContainerd starts node n's containerd and loads the test bed's images into it (once: they stay in its
 // root across StopNode and StartNode, as images stay on a node's disk across a reboot).
 func (c *Cluster) startContainerd(ctx context.Context, n Node, importImages bool) error {
-	p, err := c.spawn("containerd"+n.suffix(), "containerd", "--config", c.state("containerd"+n.suffix()+".toml"))
+	p, err := c.spawn("containerd"+n.suffix(), c.containerdBinary("containerd"), "--config", c.state("containerd"+n.suffix()+".toml"))
 	if err != nil {
 		return err
 	}
 	socket := c.containerdSocket(n)
 	if err := c.waitFor(ctx, p, "containerd answers on "+socket, 30*time.Second, func(ctx context.Context) error {
-		return exec.CommandContext(ctx, "ctr", "--address", socket, "version").Run()
+		return exec.CommandContext(ctx, c.containerdBinary("ctr"), "--address", socket, "version").Run()
 	}); err != nil {
 		return err
 	}
@@ -177,7 +186,7 @@ func (c *Cluster) startContainerd(ctx context.Context, n Node, importImages bool
 		return nil
 	}
 	for _, t := range c.imageTars {
-		if err := importImage(ctx, socket, t); err != nil {
+		if err := c.importImage(ctx, socket, t); err != nil {
 			return err
 		}
 	}

@@ -58,6 +58,18 @@ var KubernetesVersions = []string{KubernetesVersion, "v1.34.4"}
 // Options.KubernetesVersion is empty: a release of KubernetesVersions, its minor ("1.34"), "newest" or "oldest".
 const KubernetesEnv = "STEWARD_TESTBED_KUBERNETES"
 
+// ContainerdVersion is the containerd 2 release the test bed builds from a pinned module
+// (third_party/containerd-v2) and runs instead of the machine's when told to: Options.Containerd or ContainerdEnv.
+const ContainerdVersion = "v2.4.2"
+
+// SystemContainerd names the containerd the machine has installed, the test bed's default: Debian 12's 1.6
+// (hack/prereqs.sh installs it).
+const SystemContainerd = "1.6"
+
+// ContainerdEnv names the environment variable that picks the test bed's containerd when Options.Containerd is
+// empty: "2" (or "2.4", ContainerdVersion) for containerd 2 built from the module, "1.6" for the machine's.
+const ContainerdEnv = "STEWARD_TESTBED_CONTAINERD"
+
 // EtcdVersions are the etcd versions the test bed builds images for; each has a pinned module under
 // third_party/etcd-v<version>. The first is the default: the API server's own etcd, samples and tests run it.
 // Three minor versions and two patches of one, so that patch and minor upgrades, downgrades and a refused
@@ -93,6 +105,11 @@ type Options struct {
 	// KubernetesVersion is the Kubernetes release to build and run, one of KubernetesVersions or its minor.
 	// Default: the environment variable KubernetesEnv, else KubernetesVersion.
 	KubernetesVersion string
+	// Containerd is the container runtime every node runs: SystemContainerd (the machine's, Debian's 1.6) or
+	// ContainerdVersion (built from the module; "2" or "2.4" say the same). Only containerd 2.1 and newer
+	// mount image volumes and answer the kubelet's RuntimeConfig call (which Kubernetes 1.38 requires).
+	// Default: the environment variable ContainerdEnv, else SystemContainerd.
+	Containerd string
 }
 
 // DedicatedTaint is the taint (value "true", effect NoSchedule) of Options.DedicatedNodes, and their label (value
@@ -139,6 +156,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	o.KubernetesVersion = release
+	if o.Containerd == "" {
+		o.Containerd = os.Getenv(ContainerdEnv)
+	}
+	if o.Containerd, err = containerdRelease(o.Containerd); err != nil {
+		return o, err
+	}
 	if o.ModuleRoot == "" {
 		root, err := findModuleRoot()
 		if err != nil {
@@ -204,6 +227,19 @@ func kubernetesRelease(requested string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("the test bed builds Kubernetes %s (or say newest, oldest), not %q (%s)", strings.Join(KubernetesVersions, " or "), requested, KubernetesEnv)
+}
+
+// containerdRelease resolves a requested containerd ("", "1.6", "2", "2.4", "v2.4.2") to SystemContainerd or
+// ContainerdVersion; "" is the default, the machine's.
+func containerdRelease(requested string) (string, error) {
+	want, built := strings.TrimPrefix(strings.TrimSpace(requested), "v"), strings.TrimPrefix(ContainerdVersion, "v")
+	switch {
+	case want == "" || want == SystemContainerd:
+		return SystemContainerd, nil
+	case want == built || strings.HasPrefix(built, want+"."):
+		return ContainerdVersion, nil
+	}
+	return "", fmt.Errorf("the test bed runs containerd %s (the machine's) or %s (built; say 2), not %q (%s)", SystemContainerd, ContainerdVersion, requested, ContainerdEnv)
 }
 
 // kubernetesModule is the directory under third_party that pins release.

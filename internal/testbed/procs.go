@@ -63,9 +63,14 @@ func (c *Cluster) spawnEnv(name string, env []string, bin string, args ...string
 	return p, nil
 }
 
-// path puts the cached binaries first, so components that exec helpers (kubelet, containerd) find ours.
+// path puts the cached binaries first, so components that exec helpers (kubelet, containerd) find ours: a
+// containerd 2 finds its own shim before the machine's.
 func (c *Cluster) path() string {
-	return c.kubeBin + ":" + os.Getenv("PATH") + ":/usr/sbin:/sbin"
+	dirs := c.kubeBin
+	if c.ctrdBin != "" {
+		dirs += ":" + c.ctrdBin
+	}
+	return dirs + ":" + os.Getenv("PATH") + ":/usr/sbin:/sbin"
 }
 
 // waitFor polls check until it returns nil, the process p exits, or timeout. The error names the component and

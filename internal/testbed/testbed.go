@@ -36,6 +36,7 @@ type Cluster struct {
 	s3Bin     string
 	cmBin     string
 	kubeBin   string
+	ctrdBin   string // containerd 2's binaries when the nodes run it; "" for the machine's containerd
 	etcdBins  map[string]string
 	procsMu   sync.Mutex // nodes start at once
 	procs     []*process
@@ -60,6 +61,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	b := &builder{opts: opts}
 	if c.kubeBin, err = b.ensure(ctx, kubernetesSet(c.opts.KubernetesVersion)); err != nil {
 		return nil, err
+	}
+	if opts.Containerd != SystemContainerd {
+		if c.ctrdBin, err = b.ensure(ctx, containerdSet()); err != nil {
+			return nil, err
+		}
 	}
 	for _, v := range EtcdVersions {
 		if c.etcdBins[v], err = b.ensure(ctx, etcdSet(v)); err != nil {
@@ -156,6 +162,9 @@ func (c *Cluster) KubectlPath() string { return filepath.Join(c.kubeBin, "kubect
 
 // KubernetesVersion is the Kubernetes release the cluster runs.
 func (c *Cluster) KubernetesVersion() string { return c.opts.KubernetesVersion }
+
+// Containerd is the containerd the nodes run: SystemContainerd or ContainerdVersion (Options.Containerd).
+func (c *Cluster) Containerd() string { return c.opts.Containerd }
 
 // StateDir is where the cluster's logs (logs/), PIDs and data live.
 func (c *Cluster) StateDir() string { return c.opts.StateDir }
@@ -308,7 +317,7 @@ func (c *Cluster) writeConfigs() error {
 	}
 	for _, n := range c.nodes {
 		files := map[string]string{
-			c.state("containerd" + n.suffix() + ".toml"):          containerdConfig,
+			c.state("containerd" + n.suffix() + ".toml"):          c.containerdConfig(),
 			filepath.Join(c.cniConfDir(n), "10-steward.conflist"): cniConfig,
 			c.state(c.kubeletName(n) + ".yaml"):                   kubeletConfig,
 		}

@@ -75,3 +75,35 @@ func TestClaimedFloorIsTheOldestTested(t *testing.T) {
 		}
 	}
 }
+
+func TestContainerdRelease(t *testing.T) {
+	for _, tc := range []struct {
+		requested, want, err string
+	}{
+		{"", SystemContainerd, ""},
+		{"1.6", SystemContainerd, ""},
+		{"2", ContainerdVersion, ""},
+		{"2.4", ContainerdVersion, ""},
+		{" v2.4.2", ContainerdVersion, ""},
+		{"2.4.2", ContainerdVersion, ""},
+		{"2.1", "", "not \"2.1\""},
+		{"1.7", "", "STEWARD_TESTBED_CONTAINERD"},
+		{"24", "", "not \"24\""},
+	} {
+		got, err := containerdRelease(tc.requested)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("containerdRelease(%q) = %q, %v; want %q, error containing %q", tc.requested, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestContainerdModulePinsItsRelease: containerd 2 builds from a module that requires exactly ContainerdVersion.
+func TestContainerdModulePinsItsRelease(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("third_party", containerdSet().module, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^require github\.com/containerd/containerd/v2 ` + regexp.QuoteMeta(ContainerdVersion) + `$`).Match(data) {
+		t.Errorf("%s/go.mod does not require github.com/containerd/containerd/v2 %s", containerdSet().module, ContainerdVersion)
+	}
+}

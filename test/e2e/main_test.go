@@ -84,7 +84,11 @@ func runWithTestbed(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop test bed: %v\n", err)
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s\n", framework.Bed.KubernetesVersion())
+	// On a runtime that mounts image volumes the operators run the agent from one (--agent-delivery=image-volume),
+	// so that the suite on containerd 2 tests that Pod, and on the default runtime the init container's.
+	framework.OperatorOptions.AgentImageVolume = framework.Bed.Containerd() != testbed.SystemContainerd
+	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s, containerd %s, agent image volume %v\n", framework.Bed.KubernetesVersion(),
+		framework.Bed.Containerd(), framework.OperatorOptions.AgentImageVolume)
 	if framework.K8s, err = client.New(framework.Bed.RESTConfig, client.Options{Scheme: framework.Scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
