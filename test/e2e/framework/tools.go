@@ -78,14 +78,17 @@ func Helm(t *testing.T, args ...string) (string, error) {
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	return BuildOnce(t, "helm", func() (string, error) {
-		cmd := exec.Command("make", "--no-print-directory", "helm")
+		// LOCALBIN named here, because a `make test LOCALBIN=...` passes its own to this make through MAKEFLAGS, and
+		// the Helm would land there rather than in bin/.
+		bin := filepath.Join(RepoRoot(t), "bin")
+		cmd := exec.Command("make", "--no-print-directory", "helm", "LOCALBIN="+bin)
 		cmd.Dir = RepoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("make helm: %w\n%s", err, out)
 		}
-		matches, _ := filepath.Glob(filepath.Join(RepoRoot(t), "bin", "helm-v*"))
+		matches, _ := filepath.Glob(filepath.Join(bin, "helm-v*"))
 		if len(matches) != 1 {
-			return "", fmt.Errorf("make helm left %v in bin/, want one helm-v*", matches)
+			return "", fmt.Errorf("make helm left %v in %s, want one helm-v*", matches, bin)
 		}
 		return matches[0], nil
 	})
