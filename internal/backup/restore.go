@@ -101,50 +101,17 @@ type RestoreDecision struct {
 // DecideRestore chooses a restore's next step. Every check that can refuse happens before the snapshot is
 // verified, and the verification before anything of the cluster is touched: a refused restore changes nothing.
 func DecideRestore(in RestoreInput) RestoreDecision {
-	refuse := func(reason, format string, args ...any) RestoreDecision {
-		return RestoreDecision{Step: RestoreRefuse, Mode: in.Mode, Reason: reason, Message: fmt.Sprintf(format, args...)}
-	}
 	if !in.ClusterFound {
-		return refuse(etcdv1alpha1.ReasonClusterNotFound, "EtcdCluster %s does not exist", in.ClusterName)
+		return refused(in.Mode, etcdv1alpha1.ReasonClusterNotFound, "EtcdCluster %s does not exist", in.ClusterName)
 	}
 	if in.Mode == "" && in.Verify == nil && !in.Verified {
-		b := in.Backup
-		switch {
-		case !b.Found:
-			return refuse(etcdv1alpha1.ReasonBackupNotFound, "EtcdBackup %s does not exist", b.Name)
-		case b.Failed:
-			return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s failed; restore from a Complete backup", b.Name)
-		case !b.Complete:
-			return RestoreDecision{Step: RestoreWait, Reason: etcdv1alpha1.ReasonRestorePending, Message: fmt.Sprintf("waiting for EtcdBackup %s to complete", b.Name)}
-		case b.Location == "" || b.SizeBytes <= 0 || !isHex(b.SHA256, 64):
-			return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s has no complete record (location, size, sha256) to check the snapshot against", b.Name)
+		mode, d := admit(in)
+		if d != nil {
+			return *d
 		}
-		if in.OtherActive != "" {
-			return refuse(etcdv1alpha1.ReasonRestoreInProgress, "restore %s of cluster %s is under way; one restore at a time", in.OtherActive, in.ClusterName)
-		}
-		switch {
-		case in.Bootstrapped:
-			in.Mode = ModeReseed
-		case in.FromBackup == b.Name:
-			in.Mode = ModeNewCluster
-		default:
-			return refuse(etcdv1alpha1.ReasonClusterNotFormed, "cluster %s has not formed and does not name backup %s in spec.bootstrap.fromBackup; to create a cluster from a backup, set that field on a new EtcdCluster", in.ClusterName, b.Name)
-		}
-		if in.Mode == ModeReseed && (b.ClusterName != in.ClusterName || !slices.Contains(in.ClusterIDs, b.ClusterID)) {
-			return refuse(etcdv1alpha1.ReasonWrongCluster, "EtcdBackup %s was taken of cluster %s (etcd cluster ID %s), not of %s (IDs %v); a re-seed only restores the cluster's own backups (create a new cluster with bootstrap.fromBackup to clone another)",
-				b.Name, b.ClusterName, b.ClusterID, in.ClusterName, in.ClusterIDs)
-		}
-		if why := versionProblem(b.EtcdVersion, in.Version); why != "" {
-			return refuse(etcdv1alpha1.ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
-		}
+		in.Mode = mode
 	}
-	// The cluster has quorum when it says so, or when Steward cannot see it but the kubelet can: its member Pods
-	// pass etcd's /readyz. Either refuses a re-seed (or makes it a rollback, with its safety backup).
-	serving := ""
-	if !in.ClusterAvailable && plan.PodsServeQuorum(in.ReadyMembers, in.Members) {
-		serving = plan.ServingMessage(in.ReadyMembers, in.Members, false)
-	}
-	hasQuorum := in.ClusterAvailable || serving != ""
+	serving, hasQuorum := quorumOf(in)
 	mode := in.Mode
 	if mode == "" {
 		// Admitted on an earlier pass whose status write was lost; decided again the same way.
@@ -154,29 +121,99 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		}
 	}
 	if !in.Verified {
-		if mode == ModeReseed {
-			if in.Confirm != in.ClusterName {
-				return RestoreDecision{Step: RestoreWait, Mode: mode, Reason: etcdv1alpha1.ReasonConfirmationRequired,
-					Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
-			}
-			if hasQuorum {
-				rb := in.Rollback
-				rb.ClusterName, rb.BackupName, rb.Serving = in.ClusterName, in.Backup.Name, serving
-				switch phase, reason, msg := decideRollback(rb); phase {
-				case RollbackRefused, RollbackSafetyBackupFailed:
-					return refuse(reason, "%s", msg)
-				case RollbackTakeSafetyBackup:
-					return RestoreDecision{Step: RestoreSafetyBackup, Mode: mode, Reason: reason, Message: msg}
-				}
-			}
-		}
-		switch {
-		case in.Verify == nil:
-			return RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: etcdv1alpha1.ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
-		case !in.Verify.Succeeded:
-			return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: in.Verify.Reason, Message: in.Verify.Message + "; nothing of the cluster was touched"}
+		if d := beforeVerified(in, mode, serving, hasQuorum); d != nil {
+			return *d
 		}
 	}
+	return afterVerified(in, mode, serving, hasQuorum)
+}
+
+// refused is the decision to refuse, in the mode the restore was admitted in (empty before admission).
+func refused(mode, reason, format string, args ...any) RestoreDecision {
+	return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// admit checks a restore not yet admitted against its backup and its cluster, and returns the mode it is
+// admitted in; a non-nil decision (a refusal, or a wait for the backup) when it is not admitted yet.
+func admit(in RestoreInput) (string, *RestoreDecision) {
+	refuse := func(reason, format string, args ...any) (string, *RestoreDecision) {
+		d := refused(in.Mode, reason, format, args...)
+		return "", &d
+	}
+	b := in.Backup
+	switch {
+	case !b.Found:
+		return refuse(etcdv1alpha1.ReasonBackupNotFound, "EtcdBackup %s does not exist", b.Name)
+	case b.Failed:
+		return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s failed; restore from a Complete backup", b.Name)
+	case !b.Complete:
+		return "", &RestoreDecision{Step: RestoreWait, Reason: etcdv1alpha1.ReasonRestorePending, Message: fmt.Sprintf("waiting for EtcdBackup %s to complete", b.Name)}
+	case b.Location == "" || b.SizeBytes <= 0 || !isHex(b.SHA256, 64):
+		return refuse(etcdv1alpha1.ReasonBackupNotComplete, "EtcdBackup %s has no complete record (location, size, sha256) to check the snapshot against", b.Name)
+	}
+	if in.OtherActive != "" {
+		return refuse(etcdv1alpha1.ReasonRestoreInProgress, "restore %s of cluster %s is under way; one restore at a time", in.OtherActive, in.ClusterName)
+	}
+	switch {
+	case in.Bootstrapped:
+		in.Mode = ModeReseed
+	case in.FromBackup == b.Name:
+		in.Mode = ModeNewCluster
+	default:
+		return refuse(etcdv1alpha1.ReasonClusterNotFormed, "cluster %s has not formed and does not name backup %s in spec.bootstrap.fromBackup; to create a cluster from a backup, set that field on a new EtcdCluster", in.ClusterName, b.Name)
+	}
+	if in.Mode == ModeReseed && (b.ClusterName != in.ClusterName || !slices.Contains(in.ClusterIDs, b.ClusterID)) {
+		return refuse(etcdv1alpha1.ReasonWrongCluster, "EtcdBackup %s was taken of cluster %s (etcd cluster ID %s), not of %s (IDs %v); a re-seed only restores the cluster's own backups (create a new cluster with bootstrap.fromBackup to clone another)",
+			b.Name, b.ClusterName, b.ClusterID, in.ClusterName, in.ClusterIDs)
+	}
+	if why := versionProblem(b.EtcdVersion, in.Version); why != "" {
+		return refuse(etcdv1alpha1.ReasonIncompatibleVersion, "EtcdBackup %s: %s", b.Name, why)
+	}
+	return in.Mode, nil
+}
+
+// quorumOf says whether the cluster has quorum: when it says so, or when Steward cannot see it but the kubelet
+// can: its member Pods pass etcd's /readyz (serving then says so). Either refuses a re-seed (or makes it a
+// rollback, with its safety backup).
+func quorumOf(in RestoreInput) (serving string, hasQuorum bool) {
+	if !in.ClusterAvailable && plan.PodsServeQuorum(in.ReadyMembers, in.Members) {
+		serving = plan.ServingMessage(in.ReadyMembers, in.Members, false)
+	}
+	return serving, in.ClusterAvailable || serving != ""
+}
+
+// beforeVerified is the step of an admitted restore whose snapshot is not verified yet: a re-seed's
+// confirmation and rollback checks, then the verification; nil once the verify Job succeeded.
+func beforeVerified(in RestoreInput, mode, serving string, hasQuorum bool) *RestoreDecision {
+	if mode == ModeReseed {
+		if in.Confirm != in.ClusterName {
+			return &RestoreDecision{Step: RestoreWait, Mode: mode, Reason: etcdv1alpha1.ReasonConfirmationRequired,
+				Message: fmt.Sprintf("re-seeding cluster %s replaces its members and loses every write made after the backup; set spec.confirm to %q to go ahead", in.ClusterName, in.ClusterName)}
+		}
+		if hasQuorum {
+			rb := in.Rollback
+			rb.ClusterName, rb.BackupName, rb.Serving = in.ClusterName, in.Backup.Name, serving
+			switch phase, reason, msg := decideRollback(rb); phase {
+			case RollbackRefused, RollbackSafetyBackupFailed:
+				d := refused(in.Mode, reason, "%s", msg)
+				return &d
+			case RollbackTakeSafetyBackup:
+				return &RestoreDecision{Step: RestoreSafetyBackup, Mode: mode, Reason: reason, Message: msg}
+			}
+		}
+	}
+	switch {
+	case in.Verify == nil:
+		return &RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: etcdv1alpha1.ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
+	case !in.Verify.Succeeded:
+		return &RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: in.Verify.Reason, Message: in.Verify.Message + "; nothing of the cluster was touched"}
+	}
+	return nil
+}
+
+// afterVerified is the step of a restore whose snapshot is verified: the cluster's controller replaces the
+// members, and the restore ends when only members started from the snapshot remain and have quorum.
+func afterVerified(in RestoreInput, mode, serving string, hasQuorum bool) RestoreDecision {
 	switch {
 	case in.MemberFailure != "":
 		return RestoreDecision{Step: RestoreRefuse, Mode: mode, Reason: etcdv1alpha1.ReasonRestoreFailed, Message: in.MemberFailure}
@@ -189,9 +226,9 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		// (A rollback goes on: its safety backup was taken of the cluster with quorum.)
 		// The old members regained quorum before the cluster's controller began: it re-seeds nothing then.
 		if serving != "" {
-			return refuse(etcdv1alpha1.ReasonMembersServing, "cluster %s is not re-seeded: %s. Nothing was changed", in.ClusterName, serving)
+			return refused(in.Mode, etcdv1alpha1.ReasonMembersServing, "cluster %s is not re-seeded: %s. Nothing was changed", in.ClusterName, serving)
 		}
-		return refuse(etcdv1alpha1.ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
+		return refused(in.Mode, etcdv1alpha1.ReasonClusterHasQuorum, "cluster %s regained quorum before it was re-seeded; nothing was changed", in.ClusterName)
 	}
 	return RestoreDecision{Step: RestoreHandOver, Mode: mode, Reason: etcdv1alpha1.ReasonRestoring,
 		Message: fmt.Sprintf("snapshot verified; members restored from it: %d, others still present: %d", in.FreshMembers, in.OtherMembers)}

@@ -111,30 +111,52 @@ func (s sample) String() string {
 
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// clusterSamples are the gauges of one EtcdCluster, from its spec and status at time now.
+// clusterSamples are the gauges of one EtcdCluster, from its spec and status at time now, one group after the
+// other in a fixed order (tests compare the list as it is).
 func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
-	ns, name, st := c.Namespace, c.Name, &c.Status
-	var out []sample
-	add := func(f *family, v float64, extra ...string) {
-		out = append(out, sample{f: f, value: v, labels: append([]string{ns, name}, extra...)})
-	}
-	add(desiredMembers, float64(c.Spec.Replicas))
-	add(readyMembers, float64(st.ReadyReplicas))
-	add(voters, float64(st.Voters))
-	add(learners, float64(st.Learners))
-	// status.readyReplicas is the healthy voting members (internal/plan.HealthyVoters): the same count.
-	add(healthyVoters, float64(st.ReadyReplicas))
-	add(quorumNeeded, float64(st.Voters/2+1))
-	add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
-	if st.Leader != "" {
-		add(leaderInfo, 1, st.Leader)
-	}
-	add(versionInfo, 1, c.Spec.Version, st.CurrentVersion, st.ClusterVersion)
+	s := &clusterSampler{c: c}
+	s.addMembership()
+	s.addStep(now)
+	s.addMembers()
+	s.addStorage()
+	s.addChecks()
+	return s.out
+}
 
+// clusterSampler collects one cluster's samples, each labelled with the cluster's namespace and name first.
+type clusterSampler struct {
+	c   *etcdv1alpha1.EtcdCluster
+	out []sample
+}
+
+func (s *clusterSampler) add(f *family, v float64, extra ...string) {
+	s.out = append(s.out, sample{f: f, value: v, labels: append([]string{s.c.Namespace, s.c.Name}, extra...)})
+}
+
+// addMembership: how many members are wanted, ready, voting; quorum; the leader and the versions.
+func (s *clusterSampler) addMembership() {
+	c, st := s.c, &s.c.Status
+	s.add(desiredMembers, float64(c.Spec.Replicas))
+	s.add(readyMembers, float64(st.ReadyReplicas))
+	s.add(voters, float64(st.Voters))
+	s.add(learners, float64(st.Learners))
+	// status.readyReplicas is the healthy voting members (internal/plan.HealthyVoters): the same count.
+	s.add(healthyVoters, float64(st.ReadyReplicas))
+	s.add(quorumNeeded, float64(st.Voters/2+1))
+	s.add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
+	if st.Leader != "" {
+		s.add(leaderInfo, 1, st.Leader)
+	}
+	s.add(versionInfo, 1, c.Spec.Version, st.CurrentVersion, st.ClusterVersion)
+}
+
+// addStep: the step under way and for how long, and the conditions Steward owns.
+func (s *clusterSampler) addStep(now time.Time) {
+	st := &s.c.Status
 	progressing := meta.FindStatusCondition(st.Conditions, etcdv1alpha1.ConditionProgressing)
 	duration := 0.0
 	if progressing != nil && progressing.Status == metav1.ConditionTrue {
-		add(stepInfo, 1, progressing.Reason)
+		s.add(stepInfo, 1, progressing.Reason)
 		// A status written before stepSince existed: Progressing's transition is the closest start known.
 		since := progressing.LastTransitionTime
 		if st.StepSince != nil {
@@ -144,24 +166,32 @@ func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
 			duration = d.Seconds()
 		}
 	}
-	add(stepDuration, duration)
+	s.add(stepDuration, duration)
 	for _, cond := range st.Conditions {
 		if ownedConditions[cond.Type] {
-			add(condition, 1, cond.Type, string(cond.Status), cond.Reason)
+			s.add(condition, 1, cond.Type, string(cond.Status), cond.Reason)
 		}
 	}
+}
 
-	for _, m := range st.Members {
-		add(memberInfo, 1, m.Name, strings.ToLower(string(roleOf(m.Role))), m.Version)
-		add(memberHealthy, boolValue(m.Healthy), m.Name)
+// addMembers: each member's role, version, health and database sizes.
+func (s *clusterSampler) addMembers() {
+	for _, m := range s.c.Status.Members {
+		s.add(memberInfo, 1, m.Name, strings.ToLower(string(roleOf(m.Role))), m.Version)
+		s.add(memberHealthy, boolValue(m.Healthy), m.Name)
 		// Sizes only from a member that answered: 0 would read as an emptied database.
 		if m.DBSizeBytes > 0 {
-			add(memberDBSize, float64(m.DBSizeBytes), m.Name)
+			s.add(memberDBSize, float64(m.DBSizeBytes), m.Name)
 		}
 		if m.DBSizeInUseBytes > 0 {
-			add(memberDBInUse, float64(m.DBSizeInUseBytes), m.Name)
+			s.add(memberDBInUse, float64(m.DBSizeInUseBytes), m.Name)
 		}
 	}
+}
+
+// addStorage: the database quota and the alarms raised.
+func (s *clusterSampler) addStorage() {
+	c, st := s.c, &s.c.Status
 	quota := float64(defaultQuotaBytes)
 	switch q := c.Spec.Etcd.QuotaBackendBytes; {
 	case st.QuotaBackendBytes > 0:
@@ -169,29 +199,33 @@ func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
 	case q != nil:
 		quota = float64(q.Value())
 	}
-	add(dbQuota, quota)
+	s.add(dbQuota, quota)
 	for _, a := range alarmCounts(st.Alarms) {
-		add(alarms, float64(a.members), a.alarm)
+		s.add(alarms, float64(a.members), a.alarm)
 	}
+}
+
+// addChecks: the last hash check and its mismatches, and when the certificates expire.
+func (s *clusterSampler) addChecks() {
+	st := &s.c.Status
 	mismatched := 0
 	if h := st.HashCheck; h != nil {
-		add(hashCheckTime, unix(h.Time.Time))
+		s.add(hashCheckTime, unix(h.Time.Time))
 		if h.Result == "Mismatch" || h.Result == "NoMajority" {
 			mismatched = len(h.MismatchedMembers)
 		}
 	}
-	add(hashMismatch, float64(mismatched))
+	s.add(hashMismatch, float64(mismatched))
 	if t := st.TLS; t != nil {
 		for _, cert := range []struct {
 			kind string
 			at   *metav1.Time
 		}{{"ca", t.CANotAfter}, {"member", t.MemberNotAfter}, {"client", t.ClientNotAfter}} {
 			if cert.at != nil {
-				add(certExpiry, unix(cert.at.Time), cert.kind)
+				s.add(certExpiry, unix(cert.at.Time), cert.kind)
 			}
 		}
 	}
-	return out
 }
 
 func roleOf(r etcdv1alpha1.MemberRole) etcdv1alpha1.MemberRole {

@@ -486,7 +486,8 @@ func ownerRef(cluster *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
 	return *metav1.NewControllerRef(cluster, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
 }
 
-// MemberPod is the Pod of one member.
+// MemberPod is the Pod of one member. It stays one function over 80 lines because most of it is the Pod spec,
+// one literal best read top to bottom beside the values gathered for it just above.
 func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.Pod {
 	labels := map[string]string{}
 	for k, v := range cluster.Spec.Pod.Labels {

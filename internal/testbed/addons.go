@@ -106,7 +106,8 @@ func create(_ context.Context, f func() error) error {
 
 // createCoreDNS runs one CoreDNS replica per node that is not dedicated. Not on the dedicated nodes: a test stops
 // and cuts those off, and a replica there would make a share of every other test's lookups time out until the
-// node is NotReady; their pods reach the other nodes' replicas.
+// node is NotReady; their pods reach the other nodes' replicas. It stays one function over 80 lines because it
+// is CoreDNS's manifests as literals, read top to bottom like the YAML they stand for, then created in order.
 func createCoreDNS(ctx context.Context, cs kubernetes.Interface, replicas int32) error {
 	const ns, name = "kube-system", "coredns"
 	labels := map[string]string{"k8s-app": "kube-dns"}

@@ -79,7 +79,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile runs one pass: observe the schedule's backups, create the due one, prune, write status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	log := ctrl.LoggerFrom(ctx)
 	s := &etcdv1alpha1.EtcdBackupSchedule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -112,7 +111,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	next, err := r.runDue(ctx, s, sched, now, &ready)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	continuous, err := r.keepContinuous(ctx, s, backups, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.prune(ctx, s, backups, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(next, now, continuous != nil)}, nil
+}
 
+// runDue creates the backup due by now (or skips it while the previous one runs and concurrency is
+// forbidden), says in ready when the next one is, and returns that time.
+func (r *Reconciler) runDue(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, sched backup.Schedule, now time.Time, ready *metav1.Condition) (time.Time, error) {
+	log := ctrl.LoggerFrom(ctx)
 	last := s.CreationTimestamp.Time
 	if s.Status.LastScheduleTime != nil {
 		last = s.Status.LastScheduleTime.Time
@@ -132,16 +148,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		b := scheduledBackup(s, due)
 		log.Info("Creating scheduled backup", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b), "due", due)
 		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
+			return next, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
 		}
 		r.Recorder.Eventf(s, corev1.EventTypeNormal, "Created", "created EtcdBackup %s", b.Name)
 		s.Status.LastScheduleTime = &metav1.Time{Time: due}
 		s.Status.Active = append(s.Status.Active, b.Name)
 	}
+	return next, nil
+}
 
+// keepContinuous keeps continuous backup's follower as the spec asks, records its condition, and takes the
+// snapshot its window needs to start from. It returns that condition, nil when continuous backup is off.
+func (r *Reconciler) keepContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup, now time.Time) (*metav1.Condition, error) {
 	needSnapshot, continuous, err := r.reconcileContinuous(ctx, s, backups)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	if continuous != nil {
 		continuous.ObservedGeneration = s.Generation
@@ -151,28 +172,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// The follower's segments start after every snapshot (it just started, or etcd compacted what it had
 		// not read): without a snapshot they restore nothing, so one is taken now rather than at the next time.
 		b := scheduledBackup(s, now)
-		log.Info("Taking a snapshot to start continuous backup's window", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b))
+		ctrl.LoggerFrom(ctx).Info("Taking a snapshot to start continuous backup's window", "EtcdBackupSchedule", klog.KObj(s), "EtcdBackup", klog.KObj(b))
 		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
+			return continuous, fmt.Errorf("create EtcdBackup %s: %w", b.Name, err)
 		}
 		r.Recorder.Eventf(s, corev1.EventTypeNormal, "SnapshotForContinuousBackup", "created EtcdBackup %s: %s", b.Name, continuous.Message)
 		s.Status.Active = append(s.Status.Active, b.Name)
 	}
+	return continuous, nil
+}
 
-	if err := r.prune(ctx, s, backups, now); err != nil {
-		return ctrl.Result{}, err
-	}
+// requeueAfter is when to look again: at the next scheduled time, but no later than requeueMax (a changed
+// clock, a missed event), or requeueContinuous while continuous backup runs (the follower's report is read into
+// status), and never sooner than a second.
+func requeueAfter(next, now time.Time, continuous bool) time.Duration {
 	wait := next.Sub(now)
 	if wait > requeueMax {
 		wait = requeueMax
 	}
-	if continuous != nil && wait > requeueContinuous {
+	if continuous && wait > requeueContinuous {
 		wait = requeueContinuous
 	}
 	if wait < time.Second {
 		wait = time.Second
 	}
-	return ctrl.Result{RequeueAfter: wait}, nil
+	return wait
 }
 
 // observe lists the schedule's backups and fills the status fields that describe them.

@@ -105,7 +105,6 @@ func (r *Reconciler) restoresOf(ctx context.Context, o client.Object) []reconcil
 
 // Reconcile runs one pass: gather, decide, act, and write status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	rs := &etcdv1alpha1.EtcdRestore{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -113,35 +112,85 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !rs.DeletionTimestamp.IsZero() || etcdv1alpha1.Finished(rs.Status.Conditions) {
 		return ctrl.Result{}, nil
 	}
-	var pitBackup string
+	p, err := r.decide(ctx, rs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	before := rs.DeepCopy()
+	now := metav1.NewTime(r.Now())
+	recordInputs(rs, p, now)
+	requeue, ended, err := r.act(ctx, rs, p, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.fillMembers(ctx, rs, p.members); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The write that ends the restore carries the resourceVersion read: if the cache was behind (a previous pass
+	// already ended it), it fails and the retry sees the restore finished. So a restore is counted, and its
+	// Event recorded, once.
+	patch := client.MergeFrom(before)
+	if ended != nil {
+		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, rs, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+	}
+	if ended != nil {
+		ended()
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// restorePass is one pass's decision and what it was made from.
+type restorePass struct {
+	d backup.RestoreDecision
+	// pitBackup names the backup a point-in-time restore starts from, once chosen.
+	pitBackup string
+	cluster   *etcdv1alpha1.EtcdCluster
+	b         *etcdv1alpha1.EtcdBackup
+	members   []string
+}
+
+// decide prepares a point-in-time restore's backup, gathers the input and picks the step, then holds the
+// backup's snapshot for as long as the restore may still read it.
+func (r *Reconciler) decide(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (restorePass, error) {
+	var p restorePass
 	var pitStep *backup.RestoreDecision
 	if rs.Spec.PointInTime != nil {
 		var err error
-		if pitBackup, pitStep, err = r.preparePointInTime(ctx, rs); err != nil {
-			return ctrl.Result{}, err
+		if p.pitBackup, pitStep, err = r.preparePointInTime(ctx, rs); err != nil {
+			return p, err
 		}
 	}
 	in, cluster, b, members, err := r.gather(ctx, rs)
 	if err != nil {
-		return ctrl.Result{}, err
+		return p, err
 	}
+	p.cluster, p.b, p.members = cluster, b, members
 	d := backup.DecideRestore(in)
 	if pitStep != nil {
 		// More precise than DecideRestore's view of a backup just created (not in the cache yet) or failed.
 		d = *pitStep
 	}
-	log.V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
+	p.d = d
+	ctrl.LoggerFrom(ctx).V(1).Info("Restore step", "EtcdRestore", klog.KObj(rs), "step", d.Step, "reason", d.Reason, "message", d.Message)
 	if b != nil && d.Step != backup.RestoreRefuse && d.Step != backup.RestoreDone {
 		// Until this restore ends, its backup's snapshot is neither deleted with the backup nor retired by
 		// retention (the EtcdBackup controller lets go once it has ended, or is gone).
 		if err := etcdbackup.Hold(ctx, r.Client, b); err != nil {
-			return ctrl.Result{}, err
+			return p, err
 		}
 	}
+	return p, nil
+}
 
-	before := rs.DeepCopy()
+// recordInputs writes into status what the pass started from: when, in which mode, from which snapshot, and
+// the cluster ID a reseed replaces (kept from the first pass that saw it, since the reseed changes it).
+func recordInputs(rs *etcdv1alpha1.EtcdRestore, p restorePass, now metav1.Time) {
 	st := &rs.Status
-	now := metav1.NewTime(r.Now())
+	d := p.d
 	if st.StartTime == nil {
 		st.StartTime = &now
 	}
@@ -149,20 +198,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		st.Mode = etcdv1alpha1.RestoreMode(d.Mode)
 	}
 	st.ObservedGeneration = rs.Generation
-	if pitBackup != "" {
-		st.PointInTimeBackup = pitBackup
+	if p.pitBackup != "" {
+		st.PointInTimeBackup = p.pitBackup
 	}
-	if b != nil {
+	if b := p.b; b != nil {
 		st.Location, st.SHA256, st.SizeBytes, st.Revision = b.Status.Location, b.Status.SHA256, b.Status.SizeBytes, b.Status.Revision
 	}
-	if cluster != nil && st.PreviousClusterID == "" && d.Mode == backup.ModeReseed && d.Step != backup.RestoreRefuse {
-		st.PreviousClusterID = cluster.Status.ClusterID
+	if p.cluster != nil && st.PreviousClusterID == "" && d.Mode == backup.ModeReseed && d.Step != backup.RestoreRefuse {
+		st.PreviousClusterID = p.cluster.Status.ClusterID
 	}
+}
+
+// act takes the decided step and sets the conditions that say so. It returns when to look again, and for a
+// restore that ends in this pass, ended: what records the end (metric, Event, log), to run only once the
+// status that says so is written.
+func (r *Reconciler) act(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, p restorePass, now metav1.Time) (time.Duration, func(), error) {
+	log := ctrl.LoggerFrom(ctx)
+	st := &rs.Status
+	d, b, cluster := p.d, p.b, p.cluster
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: rs.Generation, LastTransitionTime: now})
 	}
 	requeue := time.Duration(0)
-	// ended records a restore that ends in this pass, once its status says so.
 	var ended func()
 	switch d.Step {
 	case backup.RestoreWait:
@@ -180,7 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	case backup.RestoreSafetyBackup:
 		if err := r.ensureSafetyBackup(ctx, rs, b); err != nil {
-			return ctrl.Result{}, err
+			return 0, nil, err
 		}
 		st.SafetyBackup = SafetyBackupName(rs)
 		set(etcdv1alpha1.ConditionComplete, metav1.ConditionFalse, d.Reason, d.Message)
@@ -188,7 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		requeue = requeueWaiting
 	case backup.RestoreVerify:
 		if err := r.ensureVerifyJob(ctx, rs, b); err != nil {
-			return ctrl.Result{}, err
+			return 0, nil, err
 		}
 		st.VerifyJobName = resources.VerifyJobName(rs)
 		set(etcdv1alpha1.ConditionVerified, metav1.ConditionFalse, d.Reason, d.Message)
@@ -215,23 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			log.Info("Restore complete", "EtcdRestore", klog.KObj(rs), "cluster", rs.Spec.ClusterName, "clusterID", st.ClusterID)
 		}
 	}
-	if err := r.fillMembers(ctx, rs, members); err != nil {
-		return ctrl.Result{}, err
-	}
-	// The write that ends the restore carries the resourceVersion read: if the cache was behind (a previous pass
-	// already ended it), it fails and the retry sees the restore finished. So a restore is counted, and its
-	// Event recorded, once.
-	patch := client.MergeFrom(before)
-	if ended != nil {
-		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	}
-	if err := r.Client.Status().Patch(ctx, rs, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
-	}
-	if ended != nil {
-		ended()
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return requeue, ended, nil
 }
 
 // gather reads what DecideRestore needs, from the cache (the verify Job's Pod past it).

@@ -176,7 +176,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // sync puts the user's credentials and etcd entries in place and returns what Ready says. An error is returned
-// only for what a retry may cure (the API server, etcd); what the user must fix is a reason.
+// only for what a retry may cure (the API server, etcd); what the user must fix is a reason. The steps run in
+// this order because each needs the one before: the name must be this user's before anything is written, the
+// credentials must exist before etcd is told the password, and status records only what etcd took.
 func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster) (pass, error) {
 	if cluster == nil {
 		return pass{reason: etcdv1alpha1.ReasonClusterNotFound, requeue: requeueWaiting,
@@ -186,17 +188,8 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	if err != nil {
 		return pass{reason: etcdv1alpha1.ReasonInvalidSpec, message: err.Error()}, nil
 	}
-	owner, err := r.owner(ctx, user, want.Name)
-	if err != nil {
-		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
-	}
-	if owner != nil && owner.UID != user.UID {
-		// The owner's record of the role goes with the name: if this user takes over, the role is still
-		// Steward's.
-		user.Status.CreatedRole = roleCreatedBySteward(owner)
-		return pass{reason: etcdv1alpha1.ReasonUserNameConflict, requeue: requeueWaiting,
-			message: fmt.Sprintf("etcd user %s of EtcdCluster %s belongs to EtcdUser %s, created before this one; this one changes nothing in etcd (no password, no roles) until that one is deleted, or set another spec.userName",
-				want.Name, cluster.Name, owner.Name)}, nil
+	if p, err := r.claimName(ctx, user, cluster, want.Name); err != nil || p != nil {
+		return derefPass(p), err
 	}
 	// What the last pass recorded, before this one overwrites it: whether Steward gave the etcd user a password,
 	// and which Secrets it wrote (those the spec no longer asks for go).
@@ -204,92 +197,154 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	if err := r.dropSecrets(ctx, user); err != nil {
 		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
-	var cert *x509.Certificate
+	cred, p, err := r.ensureCredentials(ctx, user, cluster, want.Name)
+	if err != nil || p != nil {
+		return derefPass(p), err
+	}
+	missing, p, err := r.applyToEtcd(ctx, user, cluster, want, cred, hadPassword)
+	if err != nil || p != nil {
+		return derefPass(p), err
+	}
+	return r.applied(user, cluster, want, cred.cert, missing), nil
+}
+
+// claimName stops the pass (a non-nil pass) when another EtcdUser, created before this one, owns the etcd user
+// name: two EtcdUsers writing one etcd user would undo each other's password and roles.
+func (r *Reconciler) claimName(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (*pass, error) {
+	owner, err := r.owner(ctx, user, name)
+	if err != nil {
+		return &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
+	}
+	if owner != nil && owner.UID != user.UID {
+		// The owner's record of the role goes with the name: if this user takes over, the role is still
+		// Steward's.
+		user.Status.CreatedRole = roleCreatedBySteward(owner)
+		return &pass{reason: etcdv1alpha1.ReasonUserNameConflict, requeue: requeueWaiting,
+			message: fmt.Sprintf("etcd user %s of EtcdCluster %s belongs to EtcdUser %s, created before this one; this one changes nothing in etcd (no password, no roles) until that one is deleted, or set another spec.userName",
+				name, cluster.Name, owner.Name)}, nil
+	}
+	return nil, nil
+}
+
+// credentials are what the spec asks Steward to issue for the user: a client certificate, a password (with the
+// Secret that holds it). Each is empty when the spec does not ask for it.
+type credentials struct {
+	cert           *x509.Certificate
+	password       string
+	passwordSecret *corev1.Secret
+}
+
+// ensureCredentials issues (or keeps) the certificate and password the spec asks for and records their Secrets
+// in status. A non-nil pass stops the pass before etcd is touched: a password etcd is told must already be in
+// its Secret, or the user could never read it.
+func (r *Reconciler) ensureCredentials(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, name string) (credentials, *pass, error) {
+	var cred credentials
 	if user.Spec.Certificate != nil {
 		if p, ok := certificateAllowed(cluster); !ok {
-			return p, nil
+			return cred, &p, nil
 		}
 		ensure := r.ensureCertificate
 		if resources.TLSMode(cluster) == etcdv1alpha1.TLSProviderCertManager {
 			ensure = r.ensureCertManagerCertificate
 		}
-		c, p, err := ensure(ctx, user, cluster, want.Name)
+		c, p, err := ensure(ctx, user, cluster, name)
 		if err != nil || p != nil {
-			return derefPass(p), err
+			return cred, p, err
 		}
-		cert = c
+		cred.cert = c
 	}
 	user.Status.CertificateNotAfter = nil
-	if cert != nil {
-		user.Status.CertificateNotAfter = &metav1.Time{Time: cert.NotAfter}
+	if cred.cert != nil {
+		user.Status.CertificateNotAfter = &metav1.Time{Time: cred.cert.NotAfter}
 	}
 	user.Status.CertificateSecretName = ""
 	if user.Spec.Certificate != nil {
 		user.Status.CertificateSecretName = user.Spec.Certificate.SecretName
 	}
-	var password string
-	var passwordSecret *corev1.Secret
 	user.Status.PasswordSecretName = ""
 	if user.Spec.Password != nil {
-		s, p, err := r.ensurePasswordSecret(ctx, user, want.Name)
+		s, p, err := r.ensurePasswordSecret(ctx, user, name)
 		if err != nil || p != nil {
-			return derefPass(p), err
+			return cred, p, err
 		}
-		passwordSecret, password = s, string(s.Data[resources.SecretPasswordKey])
+		cred.passwordSecret, cred.password = s, string(s.Data[resources.SecretPasswordKey])
 		user.Status.PasswordSecretName = s.Name
 	}
+	return cred, nil, nil
+}
 
+// applyToEtcd brings etcd's user and role to want and returns the roles want grants that etcd does not hold.
+// A non-nil pass stops the pass: etcd is unreachable, or holds a role Steward must not touch.
+func (r *Reconciler) applyToEtcd(ctx context.Context, user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster,
+	want etcdauth.User, cred credentials, hadPassword bool) ([]string, *pass, error) {
 	endpoints, err := r.endpoints(ctx, cluster)
 	if err != nil {
-		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
+		return nil, &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	if len(endpoints) == 0 {
-		return pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting,
+		return nil, &pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting,
 			message: fmt.Sprintf("EtcdCluster %s has no healthy member to apply the user to yet", cluster.Name)}, nil
 	}
 	key := client.ObjectKeyFromObject(cluster).String()
 	if err := r.dialWith(ctx, cluster, key); err != nil {
-		return pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting, message: err.Error()}, nil
+		return nil, &pass{reason: etcdv1alpha1.ReasonClusterNotReady, requeue: requeueWaiting, message: err.Error()}, nil
 	}
 	observed, roles, err := r.Etcd.ObserveUser(ctx, key, endpoints, want.Name)
 	if err != nil {
-		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
+		return nil, &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	observed.Password = hadPassword
 	observed.RoleCreated = roleCreatedBySteward(user)
 	if etcdauth.RoleConflict(want, observed) {
-		return pass{reason: etcdv1alpha1.ReasonRoleConflict, requeue: requeueWaiting,
+		return nil, &pass{reason: etcdv1alpha1.ReasonRoleConflict, requeue: requeueWaiting,
 			message: fmt.Sprintf("etcd holds a role %s that Steward did not create; the user's permissions need a role of that name, and Steward neither changes nor deletes one made by hand: delete or rename that role, or grant it with spec.roles instead of spec.permissions", want.Name)}, nil
 	}
 	if observed.UserExists && hadPassword != want.Password {
-		if observed.Password, err = r.recordedPassword(ctx, user, password); err != nil {
-			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
+		if observed.Password, err = r.recordedPassword(ctx, user, cred.password); err != nil {
+			return nil, &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 		}
 	}
-	stale := passwordSecret != nil && passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(password)
+	stale := cred.passwordSecret != nil && cred.passwordSecret.Annotations[annotationPasswordApplied] != passwordDigest(cred.password)
 	ops, missing := etcdauth.Changes(want, observed, roles, stale)
-	if err := r.recordRoleCreation(ctx, user, ops); err != nil {
-		return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
-	}
-	if len(ops) > 0 {
-		if err := r.Etcd.ApplyUser(ctx, key, endpoints, want, ops, password); err != nil {
-			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
-		}
-		described := make([]string, 0, len(ops))
-		for _, op := range ops {
-			described = append(described, op.String())
-		}
-		if slices.ContainsFunc(ops, func(op etcdauth.Op) bool { return op.Kind == etcdauth.DeleteRole }) {
-			user.Status.CreatedRole = false
-		}
-		ctrl.LoggerFrom(ctx).Info("Applied etcd user", "EtcdUser", klog.KObj(user), "user", want.Name, "changes", described)
-		r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserApplied", "Applied etcd user %s: %s", want.Name, strings.Join(described, "; "))
+	if err := r.applyChanges(ctx, user, key, endpoints, want, ops, cred.password); err != nil {
+		return nil, &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 	}
 	if stale {
-		if err := r.markPasswordApplied(ctx, passwordSecret, password); err != nil {
-			return pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
+		if err := r.markPasswordApplied(ctx, cred.passwordSecret, cred.password); err != nil {
+			return nil, &pass{reason: etcdv1alpha1.ReasonEtcdError, message: err.Error()}, err
 		}
 	}
+	return missing, nil, nil
+}
+
+// applyChanges records that Steward creates the user's role before it does (so a crash between the two still
+// deletes it later), then applies ops to etcd and tells the user what changed.
+func (r *Reconciler) applyChanges(ctx context.Context, user *etcdv1alpha1.EtcdUser, key string, endpoints []string,
+	want etcdauth.User, ops []etcdauth.Op, password string) error {
+	if err := r.recordRoleCreation(ctx, user, ops); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := r.Etcd.ApplyUser(ctx, key, endpoints, want, ops, password); err != nil {
+		return err
+	}
+	described := make([]string, 0, len(ops))
+	for _, op := range ops {
+		described = append(described, op.String())
+	}
+	if slices.ContainsFunc(ops, func(op etcdauth.Op) bool { return op.Kind == etcdauth.DeleteRole }) {
+		user.Status.CreatedRole = false
+	}
+	ctrl.LoggerFrom(ctx).Info("Applied etcd user", "EtcdUser", klog.KObj(user), "user", want.Name, "changes", described)
+	r.Recorder.Eventf(user, corev1.EventTypeNormal, "UserApplied", "Applied etcd user %s: %s", want.Name, strings.Join(described, "; "))
+	return nil
+}
+
+// applied records the roles etcd holds and says what Ready reports: RoleNotFound while a granted role is
+// missing, else Applied, requeued no later than the certificate's renewal.
+func (r *Reconciler) applied(user *etcdv1alpha1.EtcdUser, cluster *etcdv1alpha1.EtcdCluster, want etcdauth.User, cert *x509.Certificate, missing []string) pass {
 	user.Status.Roles = nil
 	for _, role := range want.Roles {
 		if !contains(missing, role) {
@@ -298,7 +353,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	}
 	if len(missing) > 0 {
 		return pass{reason: etcdv1alpha1.ReasonRoleNotFound, requeue: requeueWaiting,
-			message: fmt.Sprintf("roles %s do not exist in etcd; Steward grants them once they do (it creates only the user's own role)", strings.Join(missing, ", "))}, nil
+			message: fmt.Sprintf("roles %s do not exist in etcd; Steward grants them once they do (it creates only the user's own role)", strings.Join(missing, ", "))}
 	}
 	msg := fmt.Sprintf("etcd user %s holds roles %s", want.Name, strings.Join(want.Roles, ", "))
 	if cluster.Status.AuthEnabled == nil || !*cluster.Status.AuthEnabled {
@@ -310,7 +365,7 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 			requeue = renew
 		}
 	}
-	return pass{reason: etcdv1alpha1.ReasonApplied, message: msg, requeue: requeue}, nil
+	return pass{reason: etcdv1alpha1.ReasonApplied, message: msg, requeue: requeue}
 }
 
 // owner is the EtcdUser that owns etcd user name on user's cluster (ownerOf), from the cache: an
