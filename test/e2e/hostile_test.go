@@ -251,7 +251,7 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 	if err := framework.K8s.Get(ctx, key, &settled); err != nil {
 		t.Fatal(err)
 	}
-	pods := framework.MemberPodsState(t, &settled)
+	pods, podsBefore := framework.MemberPodsState(t, &settled), framework.MemberPodsOf(t, &settled)
 
 	updates := map[string]struct {
 		mutate func(*etcdv1alpha1.EtcdCluster)
@@ -307,7 +307,7 @@ func TestHostileUpdatesChangeNothing(t *testing.T) {
 		t.Fatalf("stored spec changed by refused updates: generation %d -> %d, %+v", settled.Generation, after.Generation, after.Spec)
 	}
 	if now := framework.MemberPodsState(t, &after); fmt.Sprint(now) != fmt.Sprint(pods) {
-		t.Fatalf("member Pods changed by refused updates: %v -> %v", pods, now)
+		t.Fatalf("member Pods changed by refused updates: %v -> %v\n%s", pods, now, framework.PodChanges(podsBefore, framework.MemberPodsOf(t, &after)))
 	}
 }
 

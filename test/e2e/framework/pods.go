@@ -36,6 +36,39 @@ func MemberPodsState(t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]strin
 	return out
 }
 
+// PodChanges says, for each Pod of after whose resourceVersion differs from its namesake in before, what moved:
+// its generation (a spec change), annotations, labels, each container's restarts and readiness, and the Pod's
+// conditions. A failed "nothing changed" check shows whether Steward wrote the Pod or the kubelet its status.
+func PodChanges(before, after corev1.PodList) string {
+	was := map[string]*corev1.Pod{}
+	for i := range before.Items {
+		was[before.Items[i].Name] = &before.Items[i]
+	}
+	describe := func(p *corev1.Pod) string {
+		var containers, conditions []string
+		for _, cs := range p.Status.ContainerStatuses {
+			containers = append(containers, fmt.Sprintf("%s ready=%t restarts=%d", cs.Name, cs.Ready, cs.RestartCount))
+		}
+		for _, c := range p.Status.Conditions {
+			conditions = append(conditions, fmt.Sprintf("%s=%s@%s", c.Type, c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339)))
+		}
+		return fmt.Sprintf("uid %s rv %s generation %d annotations %v labels %v containers %v conditions %v",
+			p.UID, p.ResourceVersion, p.Generation, p.Annotations, p.Labels, containers, conditions)
+	}
+	var out []string
+	for i := range after.Items {
+		p := &after.Items[i]
+		if old := was[p.Name]; old == nil || old.ResourceVersion != p.ResourceVersion {
+			prev := "none"
+			if old != nil {
+				prev = describe(old)
+			}
+			out = append(out, fmt.Sprintf("%s: before: %s; after: %s", p.Name, prev, describe(p)))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // PodStates says where each member Pod of a cluster is (phase, scheduling, each container's state) and the
 // last Events recorded for it: a failed wait on a status condition shows what the kubelet and scheduler did.
 func PodStates(c *etcdv1alpha1.EtcdCluster) string {
