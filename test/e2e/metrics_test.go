@@ -149,11 +149,11 @@ func requireAccessDeniedAlert(t *testing.T, ns, cut string) {
 		t.Fatalf("requests of a healthy Steward refused: %v (%v); in the last 15 minutes, by method: %v; the operator's log:\n%s",
 			got, err, byMethod, refusalsLogged(t, ns))
 	}
-	var pods corev1.PodList
-	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) != 1 {
-		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
+	pods := framework.OperatorPodsIn(t, ns)
+	if len(pods) != 1 {
+		t.Fatalf("operator Pods in %s: %d, want 1", ns, len(pods))
 	}
-	before := pods.Items[0]
+	before := pods[0]
 	if err := framework.K8s.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: cut, Name: "steward-manager"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +241,11 @@ func requireDashboardData(t *testing.T, ns, cluster string) {
 func requireMetricsRefused(t *testing.T, ns, reader string) {
 	t.Helper()
 	ctx := context.Background()
-	var pods corev1.PodList
-	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "steward"}); err != nil || len(pods.Items) == 0 {
-		t.Fatalf("operator Pods in %s: %d (%v)", ns, len(pods.Items), err)
+	pods := framework.OperatorPodsIn(t, ns)
+	if len(pods) == 0 {
+		t.Fatalf("no operator Pods in %s", ns)
 	}
-	pod := &pods.Items[0]
+	pod := &pods[0]
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}
 	if err := framework.K8s.Create(ctx, sa); err != nil {
 		t.Fatal(err)

@@ -120,8 +120,15 @@ func OperatorLeader(t *testing.T, not string, timeout time.Duration) (holder, po
 // OperatorPods lists the Pods of the installed operator.
 func OperatorPods(t *testing.T) []corev1.Pod {
 	t.Helper()
+	return OperatorPodsIn(t, InstallNamespace)
+}
+
+// OperatorPodsIn lists the Pods of a Steward installed in namespace ns (by kustomize or by Helm as release
+// InstallName).
+func OperatorPodsIn(t *testing.T, ns string) []corev1.Pod {
+	t.Helper()
 	var pods corev1.PodList
-	if err := K8s.List(context.Background(), &pods, client.InNamespace(InstallNamespace),
+	if err := K8s.List(context.Background(), &pods, client.InNamespace(ns),
 		client.MatchingLabels{"app.kubernetes.io/name": InstallName}); err != nil {
 		t.Fatal(err)
 	}
