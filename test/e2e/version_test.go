@@ -11,6 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -285,8 +288,12 @@ func TestDowngradesUnderLoad(t *testing.T) {
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
-// TestUpgradeSurvivesOperatorRestarts stops the operator after every step of a 3.5 -> 3.6 upgrade it takes (a
-// member restarted, leadership moved) and starts a new one, under load.
+// TestUpgradeSurvivesOperatorRestarts stops the operator as soon as it has taken a step of a 3.5 -> 3.6 upgrade
+// (a member's Pod deleted to be switched, or created on the new release) and starts a new one, under load.
+//
+// The steps are seen on a watch of the member Pods, not by polling: a new operator needs seconds before its next
+// step (it must win its Lease, re-observe, and see the switched member healthy), the watch delivers in
+// milliseconds, so every member's switch is interrupted, however slow the machine.
 func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -300,23 +307,49 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	got := framework.WaitSettled(t, key, 4*time.Minute)
 	before := framework.MemberIDs(got)
 	load := framework.StartLoad(t, got)
+	watchCtx, cancelWatch := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancelWatch()
+	w, err := framework.Clientset.CoreV1().Pods(ns).Watch(watchCtx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{resources.LabelCluster: c.Name}).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	framework.SetVersion(t, key, "3.6.16")
-	state := framework.RollState(t, got)
-	restarts := 0
-	deadline := time.Now().Add(6 * time.Minute)
-	for time.Now().Before(deadline) && !strings.HasPrefix(state, "3/3 switched") {
-		if now := framework.RollState(t, got); now != state {
-			stop()
-			restarts++
-			t.Logf("step: %s -> %s; operator restarted (%d)", state, now, restarts)
-			state = now
-			stop = framework.StartOperator(t, ns)
+	// A step is a Pod going away with the old release or a Pod appearing with the new one, each counted once.
+	seen := map[string]bool{}
+	switchedDeleted, switchedCreated, restarts := 0, 0, 0
+	for switchedCreated < 3 {
+		ev, ok := <-w.ResultChan()
+		if !ok {
+			t.Fatalf("upgrade not done after 6m: %d of 3 members' Pods deleted and %d re-created on 3.6.16; %s",
+				switchedDeleted, switchedCreated, framework.RollState(t, got))
 		}
-		time.Sleep(200 * time.Millisecond)
+		pod, isPod := ev.Object.(*corev1.Pod)
+		if !isPod {
+			continue
+		}
+		version := pod.Annotations[resources.AnnotationVersion]
+		step := ""
+		switch {
+		case version != "3.6.16" && (ev.Type == watch.Deleted || pod.DeletionTimestamp != nil) && !seen["deleted "+string(pod.UID)]:
+			step, seen["deleted "+string(pod.UID)] = "deleted "+pod.Name+" on "+version, true
+			switchedDeleted++
+		case version == "3.6.16" && ev.Type == watch.Added && !seen["created "+string(pod.UID)]:
+			step, seen["created "+string(pod.UID)] = "created "+pod.Name+" on 3.6.16", true
+			switchedCreated++
+		}
+		if step == "" {
+			continue
+		}
+		stop()
+		restarts++
+		stop = framework.StartOperator(t, ns)
+		t.Logf("step: %s; operator restarted (%d)", step, restarts)
 	}
 	got = framework.WaitAtVersion(t, key, "3.6.16", before, 4*time.Minute)
-	if restarts < 3 {
-		t.Errorf("only %d operator restarts; want one after each member's switch at least", restarts)
+	if switchedDeleted != 3 {
+		t.Errorf("%d member Pods deleted on the old release; want 3, one per member", switchedDeleted)
 	}
 	framework.RequireNoLostWrites(t, load, "upgrade with operator restarts")
 	framework.DeleteAndCheckNothingLeft(t, got)

@@ -198,7 +198,9 @@ func RequireRefused(t *testing.T, what, endpoint string, cfg *tls.Config) {
 // which the server proves a certificate of the cluster's CA.
 func ReachesEtcd(c *etcdv1alpha1.EtcdCluster, addr string) error {
 	if !resources.TLSEnabled(c) {
-		hc := &http.Client{Timeout: 3 * time.Second}
+		// A connection of its own each time: one kept alive from a try before kube-proxy programmed the
+		// Service would go on reaching whatever answered that try (docs/development/flakes.md).
+		hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		resp, err := hc.Get("http://" + addr + "/version")
 		if err != nil {
 			return err
