@@ -110,6 +110,11 @@ type Options struct {
 	// mount image volumes and answer the kubelet's RuntimeConfig call (which Kubernetes 1.38 requires).
 	// Default: the environment variable ContainerdEnv, else SystemContainerd.
 	Containerd string
+	// ScrapeLabelledNamespacesOnly has the test bed's Prometheus scrape member and operator Pods only in
+	// namespaces labelled ScrapeLabel=true, and the kubelets every 30 s: a test suite whose clusters are mostly not
+	// watched spares the machine the scrapes (a tenth of its CPU on the e2e suite). Default false: everything
+	// every 5 s, as the playground wants.
+	ScrapeLabelledNamespacesOnly bool
 }
 
 // DedicatedTaint is the taint (value "true", effect NoSchedule) of Options.DedicatedNodes, and their label (value

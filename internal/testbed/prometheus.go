@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -46,13 +47,43 @@ func prometheusSet() binarySet {
 // prometheusConfig is the server's configuration: Pods found with kubeconfig, relabelled to the labels Steward's
 // rules and dashboard use (namespace, cluster, member, pod), and the rule files that exist. The operator is
 // scraped over HTTPS with the bearer token in tokenFile (prometheusToken).
-func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, ruleFiles []string) ([]byte, error) {
+//
+// With labelledOnly, Pods are scraped only in namespaces labelled ScrapeLabel=true, and the kubelets every
+// kubeletIntervalLabelledOnly: a suite of many clusters of which few are watched pays for no other scrapes.
+func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, ruleFiles []string, labelledOnly bool) ([]byte, error) {
 	podSD := []map[string]any{{"role": "pod", "kubeconfig_file": kubeconfig}}
 	label := func(source, target string) map[string]any {
 		return map[string]any{"source_labels": []string{source}, "target_label": target}
 	}
 	keep := func(source, regex string) map[string]any {
 		return map[string]any{"source_labels": []string{source}, "regex": regex, "action": "keep"}
+	}
+	var podFilter []map[string]any
+	if labelledOnly {
+		podSD[0]["attach_metadata"] = map[string]any{"namespace": true}
+		podFilter = append(podFilter, keep("__meta_kubernetes_namespace_label_"+promLabelName(ScrapeLabel), "true"))
+	}
+	kubeletJob := map[string]any{
+		// The kubelets' own metrics, for their kubelet_volume_stats_* series (the volume alerts): each node's
+		// kubelet on its HTTPS port, with the test bed's CA and its admin client certificate, which sit
+		// beside the admin kubeconfig. honor_labels, as kube-prometheus-stack scrapes the kubelet: the
+		// series' namespace and persistentvolumeclaim are the claim's.
+		"job_name":              "kubelet",
+		"honor_labels":          true,
+		"scheme":                "https",
+		"kubernetes_sd_configs": []map[string]any{{"role": "node", "kubeconfig_file": kubeconfig}},
+		"tls_config": map[string]any{
+			"ca_file":   filepath.Join(filepath.Dir(kubeconfig), "pki", "ca.crt"),
+			"cert_file": filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.crt"),
+			"key_file":  filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.key"),
+		},
+		"relabel_configs": []map[string]any{label("__meta_kubernetes_node_name", "node")},
+		// Only the volume stats: the kubelet's thousands of other series would cost the test bed's
+		// Prometheus memory and CPU for nothing.
+		"metric_relabel_configs": []map[string]any{keep("__name__", "kubelet_volume_stats_.+")},
+	}
+	if labelledOnly {
+		kubeletJob["scrape_interval"] = kubeletIntervalLabelledOnly.String()
 	}
 	cfg := map[string]any{
 		"global": map[string]any{"scrape_interval": interval.String(), "evaluation_interval": interval.String()},
@@ -61,7 +92,7 @@ func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, rule
 				// As config/prometheus/podmonitor.yaml: member Pods' container port "metrics", job steward-etcd.
 				"job_name":              "steward-etcd",
 				"kubernetes_sd_configs": podSD,
-				"relabel_configs": []map[string]any{
+				"relabel_configs": append(podFilter[:len(podFilter):len(podFilter)],
 					keep("__meta_kubernetes_pod_label_etcd_steward_dev_cluster", ".+"),
 					keep("__meta_kubernetes_pod_label_etcd_steward_dev_member", ".+"),
 					keep("__meta_kubernetes_pod_container_port_name", "metrics"),
@@ -69,7 +100,7 @@ func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, rule
 					label("__meta_kubernetes_pod_label_etcd_steward_dev_cluster", "cluster"),
 					label("__meta_kubernetes_pod_label_etcd_steward_dev_member", "member"),
 					label("__meta_kubernetes_pod_name", "pod"),
-				},
+				),
 			},
 			{
 				// As config/prometheus/servicemonitor.yaml: the operator's port "metrics", job steward, and
@@ -81,38 +112,38 @@ func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, rule
 				"authorization":         map[string]any{"credentials_file": tokenFile},
 				"tls_config":            map[string]any{"insecure_skip_verify": true},
 				"kubernetes_sd_configs": podSD,
-				"relabel_configs": []map[string]any{
+				"relabel_configs": append(podFilter[:len(podFilter):len(podFilter)],
 					keep("__meta_kubernetes_pod_label_app_kubernetes_io_name", "steward"),
 					keep("__meta_kubernetes_pod_container_port_name", "metrics"),
 					label("__meta_kubernetes_namespace", "namespace"),
 					label("__meta_kubernetes_pod_name", "pod"),
-				},
+				),
 			},
-			{
-				// The kubelets' own metrics, for their kubelet_volume_stats_* series (the volume alerts): each node's
-				// kubelet on its HTTPS port, with the test bed's CA and its admin client certificate, which sit
-				// beside the admin kubeconfig. honor_labels, as kube-prometheus-stack scrapes the kubelet: the
-				// series' namespace and persistentvolumeclaim are the claim's.
-				"job_name":              "kubelet",
-				"honor_labels":          true,
-				"scheme":                "https",
-				"kubernetes_sd_configs": []map[string]any{{"role": "node", "kubeconfig_file": kubeconfig}},
-				"tls_config": map[string]any{
-					"ca_file":   filepath.Join(filepath.Dir(kubeconfig), "pki", "ca.crt"),
-					"cert_file": filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.crt"),
-					"key_file":  filepath.Join(filepath.Dir(kubeconfig), "pki", "admin.key"),
-				},
-				"relabel_configs": []map[string]any{label("__meta_kubernetes_node_name", "node")},
-				// Only the volume stats: the kubelet's thousands of other series would cost the test bed's
-				// Prometheus memory and CPU for nothing.
-				"metric_relabel_configs": []map[string]any{keep("__name__", "kubelet_volume_stats_.+")},
-			},
+			kubeletJob,
 		},
 	}
 	if len(ruleFiles) > 0 {
 		cfg["rule_files"] = ruleFiles
 	}
 	return yaml.Marshal(cfg)
+}
+
+// ScrapeLabel, set to "true" on a namespace, has the test bed's Prometheus scrape its Pods when
+// Options.ScrapeLabelledNamespacesOnly is set.
+const ScrapeLabel = "testbed.steward.dev/scrape"
+
+// kubeletIntervalLabelledOnly is how often the kubelets are scraped under Options.ScrapeLabelledNamespacesOnly.
+const kubeletIntervalLabelledOnly = 30 * time.Second
+
+// promLabelName is name as Prometheus's service discovery writes a Kubernetes label into a meta label: every
+// character that is not a letter, digit or underscore becomes an underscore.
+func promLabelName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // startPrometheus starts Prometheus on a free port of the loopback interface, with its data in the state dir.
@@ -134,7 +165,7 @@ func (c *Cluster) startPrometheus(ctx context.Context, bin string) error {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return err
 	}
-	cfg, err := prometheusConfig(c.Kubeconfig, tokenFile, interval, rules)
+	cfg, err := prometheusConfig(c.Kubeconfig, tokenFile, interval, rules, c.opts.ScrapeLabelledNamespacesOnly)
 	if err != nil {
 		return fmt.Errorf("prometheus configuration: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 // their port named metrics, labels them as Steward's rules expect, scrapes the kubelets with the test bed's
 // certificates, and loads the rules it is given.
 func TestPrometheusConfig(t *testing.T) {
-	raw, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"})
+	raw, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, []string{"/repo/config/prometheus/rules.yaml"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,58 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
-	noRules, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, nil)
+	noRules, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, nil, false)
 	if err != nil || strings.Contains(string(noRules), "rule_files") {
 		t.Errorf("without rule files: %v\n%s", err, noRules)
+	}
+}
+
+// TestPrometheusConfigLabelledOnly: with ScrapeLabelledNamespacesOnly, both Pod jobs attach the namespaces'
+// metadata and keep only targets in namespaces labelled ScrapeLabel=true, and the kubelets are scraped every
+// 30 s; without it, no Pod is filtered by its namespace.
+func TestPrometheusConfigLabelledOnly(t *testing.T) {
+	type job struct {
+		JobName        string `json:"job_name"`
+		ScrapeInterval string `json:"scrape_interval"`
+		SD             []struct {
+			AttachMetadata struct {
+				Namespace bool `json:"namespace"`
+			} `json:"attach_metadata"`
+		} `json:"kubernetes_sd_configs"`
+		Relabel []struct {
+			Source []string `json:"source_labels"`
+			Regex  string   `json:"regex"`
+			Action string   `json:"action"`
+		} `json:"relabel_configs"`
+	}
+	for _, labelledOnly := range []bool{false, true} {
+		raw, err := prometheusConfig("/tmp/kubeconfig", "/tmp/token", 5*time.Second, nil, labelledOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			ScrapeConfigs []job `json:"scrape_configs"`
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		for _, sc := range cfg.ScrapeConfigs {
+			if sc.JobName == "kubelet" {
+				if want := map[bool]string{false: "", true: "30s"}[labelledOnly]; sc.ScrapeInterval != want {
+					t.Errorf("labelledOnly %v: kubelet scrape interval %q, want %q", labelledOnly, sc.ScrapeInterval, want)
+				}
+				continue
+			}
+			filtered := false
+			for _, r := range sc.Relabel {
+				if r.Action == "keep" && len(r.Source) == 1 && r.Source[0] == "__meta_kubernetes_namespace_label_testbed_steward_dev_scrape" && r.Regex == "true" {
+					filtered = true
+				}
+			}
+			if filtered != labelledOnly || sc.SD[0].AttachMetadata.Namespace != labelledOnly {
+				t.Errorf("labelledOnly %v: job %s filters by the namespace label %v, attaches namespace metadata %v",
+					labelledOnly, sc.JobName, filtered, sc.SD[0].AttachMetadata.Namespace)
+			}
+		}
 	}
 }

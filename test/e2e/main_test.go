@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 			utilruntime.Must(f.Value.Set("1000"))
 		}
 	}
+	framework.BeforeNamespaceDeletion = gate.leave
 	utilruntime.Must(clientgoscheme.AddToScheme(framework.Scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(framework.Scheme))
 	if !shouldRun() {

@@ -28,8 +28,9 @@ import (
 // bedOptions is the test bed the suite runs on: four nodes in three zones. Every test but the multi-node ones
 // runs on the first node; the other three carry testbed.DedicatedTaint, one per zone, and only clusters that
 // onDedicatedNodes places there run on them, so that a test that stops, cuts off or drains one of them
-// disturbs no other test.
-var bedOptions = testbed.Options{Nodes: 4, Zones: 3, DedicatedNodes: 3}
+// disturbs no other test. Prometheus scrapes only the namespaces of the tests that read it
+// (framework.NewScrapedNamespace).
+var bedOptions = testbed.Options{Nodes: 4, Zones: 3, DedicatedNodes: 3, ScrapeLabelledNamespacesOnly: true}
 
 // dedicatedNodes is held by the test that uses the dedicated nodes: one at a time, since each changes what
 // the nodes can run (a stopped node, a cordon) or counts where members land.

@@ -141,6 +141,8 @@ type scheduler struct {
 	// admitted: names in the order they were given a slot (the order their goroutines then run in is the
 	// runtime's).
 	admitted []string
+	// frees frees an admitted test's slot, by test name (once; see leave).
+	frees sync.Map
 }
 
 type ticket struct {
@@ -186,7 +188,7 @@ func (s *scheduler) enter(t *testing.T, d time.Duration) {
 	<-tk.admit
 	admitted := time.Now()
 	// go test's time for a parallel test includes the wait for a slot: this line gives both.
-	t.Cleanup(func() {
+	free := sync.OnceFunc(func() {
 		t.Logf("ran %s after waiting %s for a slot (-parallel %d)", time.Since(admitted).Round(100*time.Millisecond),
 			admitted.Sub(began).Round(100*time.Millisecond), s.slots)
 		s.mu.Lock()
@@ -194,6 +196,21 @@ func (s *scheduler) enter(t *testing.T, d time.Duration) {
 		s.busy--
 		s.dispatch()
 	})
+	s.frees.Store(t.Name(), free)
+	t.Cleanup(func() {
+		s.frees.Delete(t.Name())
+		free()
+	})
+}
+
+// leave frees t's slot ahead of the rest of its cleanups: framework.NewNamespace calls it (as
+// framework.BeforeNamespaceDeletion) when its test's namespace deletion begins, since a test's Pods are gone
+// at once and the rest (the namespace controller emptying the namespace, 4-30 s) costs the machine little. Only a
+// test's own slot is freed: a subtest's namespace going leaves its parent running.
+func (s *scheduler) leave(t *testing.T) {
+	if free, ok := s.frees.LoadAndDelete(t.Name()); ok {
+		free.(func())()
+	}
 }
 
 // dispatch admits the longest waiting tests into free slots. Called with mu held.

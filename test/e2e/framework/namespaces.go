@@ -16,7 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/testbed"
 )
+
+// BeforeNamespaceDeletion, when set, is called with the test whose namespace is about to be deleted, after the
+// test and its operator are done: the suite frees the test's slot there (the gate in test/e2e).
+var BeforeNamespaceDeletion func(t *testing.T)
 
 // NewNamespace creates a namespace for t alone, named base plus a random suffix (tests, and reruns of one test
 // in one process, never meet in a namespace), and deletes it with everything in it when t ends, waiting until it
@@ -24,9 +29,20 @@ import (
 // failed test's namespaces stay.
 func NewNamespace(t *testing.T, base string) string {
 	t.Helper()
+	return newNamespace(t, base, map[string]string{"e2e.steward.dev/test": LabelValue(t)})
+}
+
+// NewScrapedNamespace is NewNamespace for a namespace whose member and operator Pods the test bed's Prometheus
+// scrapes: the suite's test bed scrapes only the namespaces that ask (testbed.ScrapeLabel).
+func NewScrapedNamespace(t *testing.T, base string) string {
+	t.Helper()
+	return newNamespace(t, base, map[string]string{"e2e.steward.dev/test": LabelValue(t), testbed.ScrapeLabel: "true"})
+}
+
+func newNamespace(t *testing.T, base string, labels map[string]string) string {
+	t.Helper()
 	name := base + "-" + utilrand.String(5)
-	if err := K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"e2e.steward.dev/test": LabelValue(t)}}}); err != nil {
+	if err := K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); err != nil {
 		t.Fatal(err)
 	}
 	// Registered before the test starts its operator, so it runs after the operator stopped (cleanups run last
@@ -36,9 +52,15 @@ func NewNamespace(t *testing.T, base string) string {
 			t.Logf("STEWARD_E2E_KEEP=1: namespace %s kept for diagnosis", name)
 			return
 		}
+		if BeforeNamespaceDeletion != nil {
+			BeforeNamespaceDeletion(t)
+		}
+		began := time.Now()
 		if err := DeleteNamespace(name, 4*time.Minute); err != nil {
 			t.Errorf("clean up after the test: %v", err)
+			return
 		}
+		t.Logf("namespace %s gone %s after its deletion", name, time.Since(began).Round(100*time.Millisecond))
 	})
 	return name
 }
