@@ -44,20 +44,31 @@ func TestRestore(t *testing.T) {
 	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := framework.WriteBackupKeys(t, origin)
 
-	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	startBackup := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
 		b := framework.NewBackup(ns, name, origin.Name, d)
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
+		return b
+	}
+	finished := func(t *testing.T, b *etcdv1alpha1.EtcdBackup) *etcdv1alpha1.EtcdBackup {
+		t.Helper()
 		b = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(b), 2*time.Minute)
 		framework.RequireComplete(t, b, origin)
 		return b
 	}
-	toPVC := backupTo(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := backupTo(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
-	damaged := backupTo(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := backupTo(t, "truncated", framework.S3Destination(ns+"/truncated.db"))
+	backupTo := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		t.Helper()
+		return finished(t, startBackup(t, name, d))
+	}
+	// The four backups the restores start from are taken side by side (Steward runs them one at a time per
+	// cluster or not, as it decides; the test only waits once).
+	toPVC := startBackup(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
+	toS3 := startBackup(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
+	damaged := startBackup(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
+	truncated := startBackup(t, "truncated", framework.S3Destination(ns+"/truncated.db"))
+	toPVC, toS3, damaged, truncated = finished(t, toPVC), finished(t, toS3), finished(t, damaged), finished(t, truncated)
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
@@ -87,81 +98,89 @@ func TestRestore(t *testing.T) {
 		}
 		framework.CheckStatusMatchesEtcd(t, got)
 	}
-	t.Run("NewClusterFromPVC", func(t *testing.T) {
-		restoreInto(t, framework.FromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
-	})
-	t.Run("NewClusterFromS3", func(t *testing.T) {
-		restoreInto(t, framework.FromBackup(ns, "from-s3", 1, toS3.Name), toS3)
-	})
-
-	t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
-		untrusted := framework.NewBackup(ns, "https-untrusted", origin.Name, framework.S3TLSDestination(ns+"/https-untrusted.db", false))
-		if err := framework.K8s.Create(ctx, untrusted); err != nil {
-			t.Fatal(err)
-		}
-		untrusted = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
-		c := meta.FindStatusCondition(untrusted.Status.Conditions, etcdv1alpha1.ConditionFailed)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonUploadFailed || !strings.Contains(c.Message, "certificate") {
-			t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
-		}
-		t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
-		b := backupTo(t, "https-trusted", framework.S3TLSDestination(ns+"/https-trusted.db", true))
-		restoreInto(t, framework.FromBackup(ns, "from-https", 1, b.Name), b)
-	})
-
-	refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
-		t.Helper()
-		c := framework.FromBackup(ns, name, 3, b.Name)
-		if err := framework.K8s.Create(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
-		framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
-		var got etcdv1alpha1.EtcdCluster
-		framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
-			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
-				return err
-			}
-			if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
-				return fmt.Errorf("status: %s", framework.Describe(&got))
-			}
-			return nil
+	// The restores into new clusters and the refused ones are independent of each other: they run side by side.
+	t.Run("NewClusters", func(t *testing.T) {
+		t.Run("NewClusterFromPVC", func(t *testing.T) {
+			t.Parallel()
+			restoreInto(t, framework.FromBackup(ns, "from-pvc", 3, toPVC.Name), toPVC)
 		})
-		if objs := framework.PodAndVolumeUIDs(t, &got); len(objs) != 0 {
-			t.Fatalf("a refused restore created members: %v", objs)
+		t.Run("NewClusterFromS3", func(t *testing.T) {
+			t.Parallel()
+			restoreInto(t, framework.FromBackup(ns, "from-s3", 1, toS3.Name), toS3)
+		})
+
+		t.Run("S3OverHTTPSWithPrivateCA", func(t *testing.T) {
+			t.Parallel()
+			untrusted := framework.NewBackup(ns, "https-untrusted", origin.Name, framework.S3TLSDestination(ns+"/https-untrusted.db", false))
+			if err := framework.K8s.Create(ctx, untrusted); err != nil {
+				t.Fatal(err)
+			}
+			untrusted = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(untrusted), 2*time.Minute)
+			c := meta.FindStatusCondition(untrusted.Status.Conditions, etcdv1alpha1.ConditionFailed)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonUploadFailed || !strings.Contains(c.Message, "certificate") {
+				t.Fatalf("backup to an HTTPS endpoint whose CA is not trusted: %+v", c)
+			}
+			t.Logf("without caBundle: %s: %s", c.Reason, c.Message)
+			b := backupTo(t, "https-trusted", framework.S3TLSDestination(ns+"/https-trusted.db", true))
+			restoreInto(t, framework.FromBackup(ns, "from-https", 1, b.Name), b)
+		})
+
+		refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
+			t.Helper()
+			c := framework.FromBackup(ns, name, 3, b.Name)
+			if err := framework.K8s.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
+			framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
+			var got etcdv1alpha1.EtcdCluster
+			framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
+				if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
+					return err
+				}
+				if d := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || d.Reason != "RestoreFailed" {
+					return fmt.Errorf("status: %s", framework.Describe(&got))
+				}
+				return nil
+			})
+			if objs := framework.PodAndVolumeUIDs(t, &got); len(objs) != 0 {
+				t.Fatalf("a refused restore created members: %v", objs)
+			}
 		}
-	}
-	t.Run("BitFlipRefused", func(t *testing.T) {
-		if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
-			t.Fatal(err)
-		}
-		var pv corev1.PersistentVolume
-		if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(pv.Spec.Local.Path, "origin", "damaged.db")
-		data, err := os.ReadFile(file) //nolint:gosec // the test's own volume
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)/2] ^= 0x01
-		if err := os.WriteFile(file, data, 0o640); err != nil { //nolint:gosec // the test's own volume
-			t.Fatal(err)
-		}
-		refused(t, "from-damaged", damaged)
-	})
-	t.Run("TruncatedRefused", func(t *testing.T) {
-		s3 := framework.S3Client(t)
-		obj, err := s3.GetObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		half := truncated.Status.SizeBytes / 2
-		if _, err := s3.PutObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		_ = obj.Close()
-		refused(t, "from-truncated", truncated)
+		t.Run("BitFlipRefused", func(t *testing.T) {
+			t.Parallel()
+			if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+				t.Fatal(err)
+			}
+			var pv corev1.PersistentVolume
+			if err := framework.K8s.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(pv.Spec.Local.Path, "origin", "damaged.db")
+			data, err := os.ReadFile(file) //nolint:gosec // the test's own volume
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)/2] ^= 0x01
+			if err := os.WriteFile(file, data, 0o640); err != nil { //nolint:gosec // the test's own volume
+				t.Fatal(err)
+			}
+			refused(t, "from-damaged", damaged)
+		})
+		t.Run("TruncatedRefused", func(t *testing.T) {
+			t.Parallel()
+			s3 := framework.S3Client(t)
+			obj, err := s3.GetObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			half := truncated.Status.SizeBytes / 2
+			if _, err := s3.PutObject(ctx, framework.Bed.S3.Bucket, ns+"/truncated.db", io.LimitReader(obj, half), half, minio.PutObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			_ = obj.Close()
+			refused(t, "from-truncated", truncated)
+		})
 	})
 
 	// Writes after the backup: a re-seed loses them, by design and with the user's confirmation.
