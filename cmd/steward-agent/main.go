@@ -56,104 +56,88 @@ func main() {
 	case "run-etcd":
 		os.Exit(runEtcd(os.Args[2:]))
 	}
-	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
-	var (
-		members        memberList
-		resultFile     string
-		timeout        time.Duration
-		pvcRoot        string
-		pvcClaim       string
-		path           string
-		s3             backup.S3Config
-		caFile         string
-		credentialsDir string
-		certFile       string
-		keyFile        string
-	)
-	fs.Var(&members, "member", "name=clientURL of a member to snapshot from, in order of preference (repeatable)")
-	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "where to write the JSON result")
-	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "deadline of the whole operation")
-	fs.StringVar(&pvcRoot, "pvc-root", "", "mount point of the destination volume (PVC destination)")
-	fs.StringVar(&pvcClaim, "pvc-claim", "", "name of the destination PVC, for the reported location")
-	fs.StringVar(&path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint")
-	fs.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint host[:port] (S3 destination)")
-	fs.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket")
-	fs.StringVar(&s3.Region, "s3-region", "", "S3 region")
-	fs.BoolVar(&s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
-	fs.BoolVar(&s3.Insecure, "s3-insecure", false, "plain HTTP")
-	var (
-		want backup.Expected
-		rst  restoreConfig
-	)
-	fs.Int64Var(&want.SizeBytes, "size", 0, "verify/restore: the snapshot's size as its backup recorded it")
-	fs.StringVar(&want.SHA256, "sha256", "", "verify/restore: the snapshot's sha256 as its backup recorded it")
-	fs.StringVar(&rst.dataDir, "data-dir", "", "restore: the member's etcd data dir (must not hold a member yet)")
-	fs.StringVar(&rst.etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "restore: etcdutl of the member's release")
-	fs.StringVar(&rst.name, "name", "", "restore: the member's name")
-	fs.StringVar(&rst.initialCluster, "initial-cluster", "", "restore: the new cluster's --initial-cluster")
-	fs.StringVar(&rst.token, "initial-cluster-token", "", "restore: the new cluster's --initial-cluster-token")
-	fs.StringVar(&rst.peerURLs, "initial-advertise-peer-urls", "", "restore: the member's peer URLs")
-	fs.Uint64Var(&rst.bumpRevision, "bump-revision", 0, "restore: raise the restored revision by this much and mark it compacted (a re-seed: clients have seen later revisions)")
-	fs.StringVar(&caFile, "ca-file", "", "CA certificate members' certificates must chain to (TLS clusters; with --cert-file and --key-file)")
-	fs.StringVar(&certFile, "cert-file", "", "client certificate to authenticate to members with")
-	fs.StringVar(&keyFile, "key-file", "", "key of --cert-file")
-	fs.StringVar(&credentialsDir, "credentials-dir", "", "directory of files username and password: the etcd user to authenticate as (clusters where members do not verify client certificates); missing files: none")
-	var (
-		fc         followConfig
-		endpoints  string
-		listen     string
-		pc         pointInTimeConfig
-		candidates string
-		segments   string
-		targetRev  int64
-		targetTime string
-	)
-	fs.StringVar(&endpoints, "endpoints", "", "follow: the cluster's client URLs, comma-separated (its client Service)")
-	fs.DurationVar(&fc.interval, "interval", 5*time.Second, "follow: how often pending changes are stored as a segment")
-	fs.DurationVar(&fc.heartbeat, "heartbeat", time.Minute, "follow: store an empty segment after this long without changes")
-	fs.IntVar(&fc.maxEvents, "max-events", 10000, "follow: store a segment as soon as this many changes are pending")
-	fs.StringVar(&fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
-	fs.StringVar(&listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
-	fs.StringVar(&candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
-	fs.StringVar(&segments, "segments", "", "point-in-time: the segment directory (PVC path or S3 prefix) of the cluster ID")
-	fs.StringVar(&pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
-	fs.Int64Var(&targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
-	fs.StringVar(&targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
-	fs.StringVar(&pc.etcd, "etcd", "/usr/local/bin/etcd", "point-in-time: etcd of the cluster's release")
-	fs.StringVar(&pc.workDir, "work-dir", os.TempDir(), "point-in-time: scratch space for the snapshot and the throwaway member")
-	fs.DurationVar(&pc.readyTimeout, "ready-timeout", 2*time.Minute, "point-in-time: how long the throwaway member may take to start")
-	fs.IntVar(&pc.maxRequestBytes, "max-request-bytes", 64<<20, "point-in-time: the throwaway member's --max-request-bytes")
-	_ = fs.Parse(os.Args[2:])
-	pc.etcdutl = rst.etcdutl
+	runJob(cmd, os.Args[2:])
+}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer cancel()
-	if cmd == "follow" {
-		timeout = 100 * 365 * 24 * time.Hour // a follower runs until it is stopped
-	}
-	ctx, cancelT := context.WithTimeout(ctx, timeout)
-	defer cancelT()
+// jobFlags are the flags of the Job commands (snapshot, delete, verify, restore, follow, point-in-time): one set,
+// since they share the destination, the members' credentials and the result file.
+type jobFlags struct {
+	members                                   memberList
+	resultFile                                string
+	timeout                                   time.Duration
+	pvcRoot, pvcClaim, path                   string
+	s3                                        backup.S3Config
+	caFile, certFile, keyFile, credentialsDir string
+	want                                      backup.Expected
+	rst                                       restoreConfig
+	fc                                        followConfig
+	endpoints, listen                         string
+	pc                                        pointInTimeConfig
+	candidates, segments                      string
+	targetRev                                 int64
+	targetTime                                string
+}
 
-	// storeAt and dirAt address another file or directory of the same destination.
-	var (
-		storeAt func(path string) (backup.Store, error)
-		dirAt   func(dir string) backup.ObjectDir
-	)
+func (f *jobFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.members, "member", "name=clientURL of a member to snapshot from, in order of preference (repeatable)")
+	fs.StringVar(&f.resultFile, "result-file", "/dev/termination-log", "where to write the JSON result")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "deadline of the whole operation")
+	fs.StringVar(&f.pvcRoot, "pvc-root", "", "mount point of the destination volume (PVC destination)")
+	fs.StringVar(&f.pvcClaim, "pvc-claim", "", "name of the destination PVC, for the reported location")
+	fs.StringVar(&f.path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint")
+	fs.StringVar(&f.s3.Endpoint, "s3-endpoint", "", "S3 endpoint host[:port] (S3 destination)")
+	fs.StringVar(&f.s3.Bucket, "s3-bucket", "", "S3 bucket")
+	fs.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
+	fs.BoolVar(&f.s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
+	fs.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain HTTP")
+	fs.Int64Var(&f.want.SizeBytes, "size", 0, "verify/restore: the snapshot's size as its backup recorded it")
+	fs.StringVar(&f.want.SHA256, "sha256", "", "verify/restore: the snapshot's sha256 as its backup recorded it")
+	fs.StringVar(&f.rst.dataDir, "data-dir", "", "restore: the member's etcd data dir (must not hold a member yet)")
+	fs.StringVar(&f.rst.etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "restore: etcdutl of the member's release")
+	fs.StringVar(&f.rst.name, "name", "", "restore: the member's name")
+	fs.StringVar(&f.rst.initialCluster, "initial-cluster", "", "restore: the new cluster's --initial-cluster")
+	fs.StringVar(&f.rst.token, "initial-cluster-token", "", "restore: the new cluster's --initial-cluster-token")
+	fs.StringVar(&f.rst.peerURLs, "initial-advertise-peer-urls", "", "restore: the member's peer URLs")
+	fs.Uint64Var(&f.rst.bumpRevision, "bump-revision", 0, "restore: raise the restored revision by this much and mark it compacted (a re-seed: clients have seen later revisions)")
+	fs.StringVar(&f.caFile, "ca-file", "", "CA certificate members' certificates must chain to (TLS clusters; with --cert-file and --key-file)")
+	fs.StringVar(&f.certFile, "cert-file", "", "client certificate to authenticate to members with")
+	fs.StringVar(&f.keyFile, "key-file", "", "key of --cert-file")
+	fs.StringVar(&f.credentialsDir, "credentials-dir", "", "directory of files username and password: the etcd user to authenticate as (clusters where members do not verify client certificates); missing files: none")
+	fs.StringVar(&f.endpoints, "endpoints", "", "follow: the cluster's client URLs, comma-separated (its client Service)")
+	fs.DurationVar(&f.fc.interval, "interval", 5*time.Second, "follow: how often pending changes are stored as a segment")
+	fs.DurationVar(&f.fc.heartbeat, "heartbeat", time.Minute, "follow: store an empty segment after this long without changes")
+	fs.IntVar(&f.fc.maxEvents, "max-events", 10000, "follow: store a segment as soon as this many changes are pending")
+	fs.StringVar(&f.fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
+	fs.StringVar(&f.listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
+	fs.StringVar(&f.candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
+	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path or S3 prefix) of the cluster ID")
+	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
+	fs.Int64Var(&f.targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
+	fs.StringVar(&f.targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
+	fs.StringVar(&f.pc.etcd, "etcd", "/usr/local/bin/etcd", "point-in-time: etcd of the cluster's release")
+	fs.StringVar(&f.pc.workDir, "work-dir", os.TempDir(), "point-in-time: scratch space for the snapshot and the throwaway member")
+	fs.DurationVar(&f.pc.readyTimeout, "ready-timeout", 2*time.Minute, "point-in-time: how long the throwaway member may take to start")
+	fs.IntVar(&f.pc.maxRequestBytes, "max-request-bytes", 64<<20, "point-in-time: the throwaway member's --max-request-bytes")
+}
+
+// destination returns how to address a file (storeAt) or a directory (dirAt) of the one destination the flags
+// name, a volume or a bucket; it ends the program when they name none or both, or the bucket is unusable.
+func (f *jobFlags) destination() (storeAt func(path string) (backup.Store, error), dirAt func(dir string) backup.ObjectDir) {
 	switch {
-	case pvcRoot != "" && s3.Endpoint == "":
+	case f.pvcRoot != "" && f.s3.Endpoint == "":
 		storeAt = func(p string) (backup.Store, error) {
-			return backup.FileStore{Root: pvcRoot, Path: p, Claim: pvcClaim}, nil
+			return backup.FileStore{Root: f.pvcRoot, Path: p, Claim: f.pvcClaim}, nil
 		}
-		dirAt = func(d string) backup.ObjectDir { return backup.FileDir{Root: pvcRoot, Dir: d, Claim: pvcClaim} }
-	case s3.Endpoint != "" && pvcRoot == "":
-		s3.AccessKeyID, s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
-		s3.CABundle = os.Getenv(envCABundle)
-		st, err := backup.NewS3Store(s3)
+		dirAt = func(d string) backup.ObjectDir { return backup.FileDir{Root: f.pvcRoot, Dir: d, Claim: f.pvcClaim} }
+	case f.s3.Endpoint != "" && f.pvcRoot == "":
+		f.s3.AccessKeyID, f.s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
+		f.s3.CABundle = os.Getenv(envCABundle)
+		st, err := backup.NewS3Store(f.s3)
 		if err != nil {
-			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
+			finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
 		}
 		storeAt = func(p string) (backup.Store, error) {
-			c := s3
+			c := f.s3
 			c.Key = p
 			return backup.NewS3Store(c)
 		}
@@ -162,51 +146,80 @@ func main() {
 		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root or --s3-endpoint is required")
 		os.Exit(2)
 	}
-	store, err := storeAt(path)
+	return storeAt, dirAt
+}
+
+// memberAccess is how the Job authenticates to members: a client certificate (TLS clusters) and a password
+// (clusters whose members do not verify client certificates), either or neither.
+func (f *jobFlags) memberAccess() (*etcd.TLS, etcd.Password) {
+	pw, err := loadPassword(f.credentialsDir)
 	if err != nil {
-		finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
-	}
-	pw, err := loadPassword(credentialsDir)
-	if err != nil {
-		finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
+		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
 	}
 	var t *etcd.TLS
-	if caFile != "" || certFile != "" || keyFile != "" {
+	if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
 		// No server name override: the agent dials members by their DNS names, which their certificates carry.
-		if t, err = etcd.LoadTLS(caFile, certFile, keyFile, ""); err != nil {
-			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
+		if t, err = etcd.LoadTLS(f.caFile, f.certFile, f.keyFile, ""); err != nil {
+			finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: err.Error()})
 		}
 	}
+	return t, pw
+}
+
+// runJob runs one Job command and ends the program with its result.
+func runJob(cmd string, args []string) {
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	var f jobFlags
+	f.register(fs)
+	_ = fs.Parse(args)
+	f.pc.etcdutl = f.rst.etcdutl
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	timeout := f.timeout
+	if cmd == "follow" {
+		timeout = 100 * 365 * 24 * time.Hour // a follower runs until it is stopped
+	}
+	ctx, cancelT := context.WithTimeout(ctx, timeout)
+	defer cancelT()
+
+	storeAt, dirAt := f.destination()
+	store, err := storeAt(f.path)
+	if err != nil {
+		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
+	}
+	t, pw := f.memberAccess()
 
 	switch cmd {
 	case "snapshot":
-		finish(resultFile, snapshot(ctx, members, store, t, pw))
+		finish(f.resultFile, snapshot(ctx, f.members, store, t, pw))
 	case "follow":
-		os.Exit(runFollow(ctx, fc, endpoints, listen, t, pw, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(path, id)) }))
+		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(f.path, id)) }))
 	case "point-in-time":
-		var err error
-		if pc.candidates, err = parseCandidates(candidates); err != nil {
-			finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: err.Error()})
+		pc := f.pc
+		if pc.candidates, err = parseCandidates(f.candidates); err != nil {
+			finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: err.Error()})
 		}
-		pc.target.Revision = targetRev
-		if targetTime != "" {
-			if pc.target.Time, err = time.Parse(time.RFC3339Nano, targetTime); err != nil {
-				finish(resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
+		pc.target.Revision = f.targetRev
+		if f.targetTime != "" {
+			if pc.target.Time, err = time.Parse(time.RFC3339Nano, f.targetTime); err != nil {
+				finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
 			}
 		}
-		pc.open, pc.segments = storeAt, dirAt(segments)
-		finish(resultFile, pointInTime(ctx, store, pc))
+		pc.open, pc.segments = storeAt, dirAt(f.segments)
+		finish(f.resultFile, pointInTime(ctx, store, pc))
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
 		if err := store.Delete(ctx); err != nil {
 			r = backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 		}
-		finish(resultFile, r)
+		finish(f.resultFile, r)
 	case "verify":
-		finish(resultFile, verify(ctx, store, want))
+		finish(f.resultFile, verify(ctx, store, f.want))
 	case "restore":
-		rst.want = want
-		finish(resultFile, restore(ctx, store, rst))
+		rst := f.rst
+		rst.want = f.want
+		finish(f.resultFile, restore(ctx, store, rst))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
 		os.Exit(2)

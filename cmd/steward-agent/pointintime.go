@@ -126,21 +126,9 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		return fail(etcdv1alpha1.ReasonReplayFailed, "work dir: %v", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	src, err := c.open(cand.Path)
-	if err != nil {
-		return fail(etcdv1alpha1.ReasonSnapshotFailed, "snapshot %s: %v", cand.Name, err)
-	}
-	snapFile := filepath.Join(work, "snapshot.db")
-	f, err := os.Create(snapFile) //nolint:gosec // in our own work dir
-	if err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "create %s: %v", snapFile, err)
-	}
-	_, _, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256}, f)
-	_ = f.Close()
-	if err != nil {
-		r := failed(err)
-		r.Message = fmt.Sprintf("snapshot of backup %s: %s", cand.Name, r.Message)
-		return r, false
+	snapFile, failure := fetchCandidate(ctx, c, cand, work)
+	if failure != nil {
+		return *failure, false
 	}
 
 	peer, client, err := freePorts()
@@ -153,15 +141,11 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	data := filepath.Join(work, "data")
-	var log bytes.Buffer
-	restore := exec.CommandContext(ctx, c.etcdutl, "snapshot", "restore", snapFile, "--data-dir="+data, "--name=pitr", //nolint:gosec // etcdutl of the cluster's image
-		"--initial-cluster=pitr="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster-token=steward-pitr")
-	restore.Stdout, restore.Stderr = &log, &log
-	if err := restore.Run(); err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "etcdutl snapshot restore: %v: %s", err, tail(log.String(), 1500))
+	if err := restoreThrowaway(ctx, c.etcdutl, snapFile, data, peerURL); err != nil {
+		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
 	_ = os.Remove(snapFile)
-	log.Reset()
+	var log bytes.Buffer
 	ectx, stop := context.WithCancel(ctx)
 	defer stop()
 	member := exec.CommandContext(ectx, c.etcd, "--name=pitr", "--data-dir="+data, //nolint:gosec // etcd of the cluster's image
@@ -207,27 +191,69 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	if err != nil {
 		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
+	r := storeReplayed(ctx, out, clientURL, access)
+	if r.Succeeded {
+		r.Revision, r.ClusterID = final, c.clusterID
+		r.Message = fmt.Sprintf("backup %s (revision %d) carried to %s: %d changes in %d revisions replayed from %d segments, revision %d",
+			cand.Name, actual, c.target, len(events), len(groups), len(segs), final)
+	}
+	return r, false
+}
+
+// restoreThrowaway restores snapFile into data, the data dir of the one-member throwaway cluster at peerURL.
+func restoreThrowaway(ctx context.Context, etcdutl, snapFile, data, peerURL string) error {
+	var log bytes.Buffer
+	restore := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", snapFile, "--data-dir="+data, "--name=pitr", //nolint:gosec // etcdutl of the cluster's image
+		"--initial-cluster=pitr="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster-token=steward-pitr")
+	restore.Stdout, restore.Stderr = &log, &log
+	if err := restore.Run(); err != nil {
+		return fmt.Errorf("etcdutl snapshot restore: %w: %s", err, tail(log.String(), 1500))
+	}
+	return nil
+}
+
+// fetchCandidate copies the candidate's snapshot into work, verified against its backup's record, and returns
+// the file; or the result that ends the replay.
+func fetchCandidate(ctx context.Context, c pointInTimeConfig, cand Candidate, work string) (string, *backup.Result) {
+	src, err := c.open(cand.Path)
+	if err != nil {
+		return "", &backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: fmt.Sprintf("snapshot %s: %v", cand.Name, err)}
+	}
+	snapFile := filepath.Join(work, "snapshot.db")
+	f, err := os.Create(snapFile) //nolint:gosec // in our own work dir
+	if err != nil {
+		return "", &backup.Result{Reason: etcdv1alpha1.ReasonReplayFailed, Message: fmt.Sprintf("create %s: %v", snapFile, err)}
+	}
+	_, _, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256}, f)
+	_ = f.Close()
+	if err != nil {
+		r := failed(err)
+		r.Message = fmt.Sprintf("snapshot of backup %s: %s", cand.Name, r.Message)
+		return "", &r
+	}
+	return snapFile, nil
+}
+
+// storeReplayed stores a verified snapshot of the replayed member at out: a result that succeeded, with the
+// location, size, checksum and etcd versions (the caller adds the revision and the account), or why not.
+func storeReplayed(ctx context.Context, out backup.Store, clientURL string, access *etcd.TLS) backup.Result {
 	snap, err := etcd.OpenSnapshot(ctx, clientURL, access, etcd.Password{})
 	if err != nil {
-		return fail(etcdv1alpha1.ReasonSnapshotFailed, "snapshot of the replayed member: %v", err)
+		return backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: fmt.Sprintf("snapshot of the replayed member: %v", err)}
 	}
 	v := backup.NewVerifier(snap.Data)
 	loc, err := out.Put(ctx, v)
 	_ = snap.Data.Close()
 	switch {
 	case errors.Is(err, backup.ErrExists):
-		return fail(etcdv1alpha1.ReasonDestinationExists, "%v", err)
+		return backup.Result{Reason: etcdv1alpha1.ReasonDestinationExists, Message: err.Error()}
 	case err != nil:
-		return fail(etcdv1alpha1.ReasonUploadFailed, "%v", err)
+		return backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 	case !v.Verified():
-		return fail(etcdv1alpha1.ReasonChecksumMismatch, "the snapshot of the replayed member did not verify")
+		return backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: "the snapshot of the replayed member did not verify"}
 	}
-	return backup.Result{
-		Succeeded: true, Member: backup.PointInTimeMember, Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: final,
-		EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion, ClusterID: c.clusterID,
-		Message: fmt.Sprintf("backup %s (revision %d) carried to %s: %d changes in %d revisions replayed from %d segments, revision %d",
-			cand.Name, actual, c.target, len(events), len(groups), len(segs), final),
-	}, false
+	return backup.Result{Succeeded: true, Member: backup.PointInTimeMember, Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(),
+		EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion}
 }
 
 // replayTLS makes a CA of its own for the throwaway member, its serving certificate and a client certificate for

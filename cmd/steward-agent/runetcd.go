@@ -44,69 +44,87 @@ const probeWait = 900 * time.Millisecond
 // crash that means lost data (plan.DataLossEvidence) comes from etcd's own log, read line by line as etcd writes
 // it to stderr (etcdLog), by its structured fields only (plan.ClassifyEtcdLogLine).
 func runEtcd(args []string) int {
-	fs := flag.NewFlagSet("run-etcd", flag.ContinueOnError)
-	var (
-		dataDir string
-		mark    string
-		hasRun  bool
-		probes  string
-		etcdURL string
-		grace   time.Duration
-		after   string
-		limit   time.Duration
-		report  string
-	)
-	fs.StringVar(&dataDir, "guard-data-dir", "", "etcd's data dir")
-	fs.StringVar(&mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
-	fs.BoolVar(&hasRun, "guard-has-run", false, "the member has run before this Pod (a Pod re-created on its volume)")
-	fs.StringVar(&probes, "probe-listen", "", "address to answer the kubelet's readiness and liveness probes on, for etcd (memberProbes); none if empty")
-	fs.StringVar(&etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
-	fs.DurationVar(&grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
-	fs.StringVar(&after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start waits to serve (awaitPeersBootstrapped)")
-	fs.DurationVar(&limit, "bootstrap-wait-limit", 2*time.Second, "how long a first start waits for --bootstrap-after's members at most")
-	fs.StringVar(&report, "exit-report", "/dev/termination-log", "where to write why etcd ended or was not started (plan.ExitReport), the container's termination message file")
-	if err := fs.Parse(args); err != nil {
+	f, ok := parseRunEtcd(args)
+	if !ok {
 		return 2
 	}
-	command := fs.Args()
-	if dataDir == "" || mark == "" || len(command) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent run-etcd --guard-data-dir=DIR --guard-mark=FILE [--guard-has-run] -- ETCD [FLAGS]")
-		return 2
-	}
-	holds := holdsMember(dataDir)
-	marked := fileExists(mark)
-	if why := refuseEmptyDataDir(holds, marked, hasRun); why != "" {
+	holds := holdsMember(f.dataDir)
+	marked := fileExists(f.mark)
+	if why := refuseEmptyDataDir(holds, marked, f.hasRun); why != "" {
 		msg := fmt.Sprintf("%s (%s): refusing to start etcd, which would rejoin under its old member ID without the entries it acknowledged; Steward replaces the member", RefusedEmptyDataDir, why)
 		fmt.Fprintln(os.Stderr, msg)
-		writeExitReport(report, plan.ExitReport{Reason: plan.ExitDataDirEmptied, Message: msg})
+		writeExitReport(f.report, plan.ExitReport{Reason: plan.ExitDataDirEmptied, Message: msg})
 		return 1
 	}
-	if probes != "" {
+	if f.probes != "" {
 		// Listening before etcd starts: the kubelet's first probes then wait for etcd instead of failing.
-		ln, err := net.Listen("tcp", probes)
+		ln, err := net.Listen("tcp", f.probes)
 		if err != nil {
-			msg := fmt.Sprintf("steward-agent: listen for probes on %s: %v", probes, err)
+			msg := fmt.Sprintf("steward-agent: listen for probes on %s: %v", f.probes, err)
 			fmt.Fprintln(os.Stderr, msg)
-			writeExitReport(report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
+			writeExitReport(f.report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
 			return 1
 		}
-		server := &http.Server{Handler: newMemberProbes(etcdURL, probeWait, grace), ReadHeaderTimeout: 5 * time.Second}
+		server := &http.Server{Handler: newMemberProbes(f.etcdURL, probeWait, f.grace), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = server.Serve(ln) }()
 		defer func() { _ = server.Close() }()
 	}
-	if !holds && after != "" {
-		logBootstrapWait(awaitPeersBootstrapped(strings.Split(after, ","), limit, 20*time.Millisecond))
+	if !holds && f.after != "" {
+		logBootstrapWait(awaitPeersBootstrapped(strings.Split(f.after, ","), f.limit, 20*time.Millisecond))
 	}
-	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // the Pod spec's own command
+	return f.superviseEtcd(marked)
+}
+
+// runEtcdFlags are run-etcd's flags, and etcd's command line after them.
+type runEtcdFlags struct {
+	dataDir, mark string
+	hasRun        bool
+	probes        string
+	etcdURL       string
+	grace         time.Duration
+	after         string
+	limit         time.Duration
+	report        string
+	command       []string
+}
+
+// parseRunEtcd reads run-etcd's command line; false when it is unusable (the usage is printed).
+func parseRunEtcd(args []string) (*runEtcdFlags, bool) {
+	f := &runEtcdFlags{}
+	fs := flag.NewFlagSet("run-etcd", flag.ContinueOnError)
+	fs.StringVar(&f.dataDir, "guard-data-dir", "", "etcd's data dir")
+	fs.StringVar(&f.mark, "guard-mark", "", "a file off the data volume that records that the data dir held the member in this Pod")
+	fs.BoolVar(&f.hasRun, "guard-has-run", false, "the member has run before this Pod (a Pod re-created on its volume)")
+	fs.StringVar(&f.probes, "probe-listen", "", "address to answer the kubelet's readiness and liveness probes on, for etcd (memberProbes); none if empty")
+	fs.StringVar(&f.etcdURL, "probe-etcd", "http://127.0.0.1:2381", "etcd's plain HTTP health base URL, which the probes are passed on to")
+	fs.DurationVar(&f.grace, "probe-start-grace", 5*time.Minute, "how long etcd may take to start before the liveness probe goes by its /livez")
+	fs.StringVar(&f.after, "bootstrap-after", "", "peer URLs (comma-separated) of the members of a new cluster ranked before this one, which a first start waits to serve (awaitPeersBootstrapped)")
+	fs.DurationVar(&f.limit, "bootstrap-wait-limit", 2*time.Second, "how long a first start waits for --bootstrap-after's members at most")
+	fs.StringVar(&f.report, "exit-report", "/dev/termination-log", "where to write why etcd ended or was not started (plan.ExitReport), the container's termination message file")
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	f.command = fs.Args()
+	if f.dataDir == "" || f.mark == "" || len(f.command) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: steward-agent run-etcd --guard-data-dir=DIR --guard-mark=FILE [--guard-has-run] -- ETCD [FLAGS]")
+		return nil, false
+	}
+	return f, true
+}
+
+// superviseEtcd starts etcd, passes the signals it gets on to it, writes the mark once the data dir holds the
+// member, and returns etcd's exit code, with an exit report when etcd ended with an error.
+func (f *runEtcdFlags) superviseEtcd(marked bool) int {
+	cmd := exec.Command(f.command[0], f.command[1:]...) //nolint:gosec // the Pod spec's own command
 	etcdStderr := &etcdLog{w: os.Stderr}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, etcdStderr
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
 	if err := cmd.Start(); err != nil {
-		msg := fmt.Sprintf("steward-agent: start %s: %v", command[0], err)
+		msg := fmt.Sprintf("steward-agent: start %s: %v", f.command[0], err)
 		fmt.Fprintln(os.Stderr, msg)
-		writeExitReport(report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
+		writeExitReport(f.report, plan.ExitReport{Reason: plan.ExitAgentFailed, Message: msg})
 		return 1
 	}
 	done := make(chan error, 1)
@@ -117,9 +135,9 @@ func runEtcd(args []string) int {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if !marked && holdsMember(dataDir) {
-			if err := os.WriteFile(mark, []byte("etcd's data dir held the member\n"), 0o600); err != nil {
-				fmt.Fprintf(os.Stderr, "steward-agent: write %s: %v\n", mark, err)
+		if !marked && holdsMember(f.dataDir) {
+			if err := os.WriteFile(f.mark, []byte("etcd's data dir held the member\n"), 0o600); err != nil {
+				fmt.Fprintf(os.Stderr, "steward-agent: write %s: %v\n", f.mark, err)
 			} else {
 				marked = true
 			}
@@ -133,7 +151,7 @@ func runEtcd(args []string) int {
 			// etcd stopped by the signal passed on (the kubelet's SIGTERM) ends by that signal, 143: a stop, no
 			// crash to report.
 			if r, ok := etcdStderr.report(code); ok && (!stopped || code <= 128) {
-				writeExitReport(report, r)
+				writeExitReport(f.report, r)
 			}
 			return code
 		case <-tick.C:

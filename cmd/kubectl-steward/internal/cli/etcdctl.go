@@ -163,23 +163,9 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 		return err
 	}
 	ctx := cmd.Context()
-	cluster, err := getCluster(cmd, c, ns, clusterName)
+	cluster, pod, tlsConfig, err := memberToReach(cmd, c, ns, clusterName, member)
 	if err != nil {
 		return err
-	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
-		return fmt.Errorf("list the Pods of cluster %s: %w", cluster.Name, err)
-	}
-	pod, tlsOn, err := ChooseMember(cluster, pods.Items, member)
-	if err != nil {
-		return err
-	}
-	var tlsConfig *tls.Config
-	if tlsOn {
-		if tlsConfig, err = clientTLS(ctx, c, cluster); err != nil {
-			return err
-		}
 	}
 	cfg, err := o.Flags.ToRESTConfig()
 	if err != nil {
@@ -216,18 +202,10 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 		_ = l.Close()
 		return err
 	}
-	env := EtcdctlEnv(os.Environ())
-	if cluster.Status.OperatorCredentialsSecret != "" && !choseUser(userArgs, env) {
-		// A cluster without TLS where Steward acts as a password user: etcdctl acts as it too, unless told who to
-		// be. The password goes through etcdctl's environment, not its command line, which others may read.
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Status.OperatorCredentialsSecret}, secret); err != nil {
-			_ = l.Close()
-			return fmt.Errorf("read Steward's password (Secret %s; or give etcdctl --user): %w", cluster.Status.OperatorCredentialsSecret, err)
-		}
-		if user, password, ok := resources.OperatorCredentials(secret); ok {
-			env = append(env, "ETCDCTL_USER="+user+":"+password)
-		}
+	env, err := etcdctlEnvFor(ctx, c, ns, cluster, userArgs)
+	if err != nil {
+		_ = l.Close()
+		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -244,6 +222,49 @@ func (o *Options) runEtcdctl(cmd *cobra.Command, clusterName, member, etcdctlPat
 		return exitCodeError{code: code}
 	}
 	return nil
+}
+
+// memberToReach is the cluster, the member Pod etcdctl talks to (ChooseMember), and the client TLS to speak to it
+// with (nil in plaintext).
+func memberToReach(cmd *cobra.Command, c client.Client, ns, clusterName, member string) (*etcdv1alpha1.EtcdCluster, *corev1.Pod, *tls.Config, error) {
+	ctx := cmd.Context()
+	cluster, err := getCluster(cmd, c, ns, clusterName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster.Name}); err != nil {
+		return nil, nil, nil, fmt.Errorf("list the Pods of cluster %s: %w", cluster.Name, err)
+	}
+	pod, tlsOn, err := ChooseMember(cluster, pods.Items, member)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var tlsConfig *tls.Config
+	if tlsOn {
+		if tlsConfig, err = clientTLS(ctx, c, cluster); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return cluster, pod, tlsConfig, nil
+}
+
+// etcdctlEnvFor is etcdctl's environment (EtcdctlEnv), with Steward's password user for a cluster without TLS
+// where Steward acts as one: etcdctl acts as it too, unless told who to be. The password goes through etcdctl's
+// environment, not its command line, which others may read.
+func etcdctlEnvFor(ctx context.Context, c client.Client, ns string, cluster *etcdv1alpha1.EtcdCluster, userArgs []string) ([]string, error) {
+	env := EtcdctlEnv(os.Environ())
+	if cluster.Status.OperatorCredentialsSecret == "" || choseUser(userArgs, env) {
+		return env, nil
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Status.OperatorCredentialsSecret}, secret); err != nil {
+		return nil, fmt.Errorf("read Steward's password (Secret %s; or give etcdctl --user): %w", cluster.Status.OperatorCredentialsSecret, err)
+	}
+	if user, password, ok := resources.OperatorCredentials(secret); ok {
+		env = append(env, "ETCDCTL_USER="+user+":"+password)
+	}
+	return env, nil
 }
 
 // runChild runs etcdctl with the user's terminal and returns its exit code. While it runs, the signals that

@@ -20,6 +20,31 @@ const none = "<none>"
 // backup, the conditions and the step in progress. now is the time relative ages are computed against.
 func WriteStatus(w io.Writer, s Status, now time.Time) error {
 	p := &printer{w: w}
+	p.header(s, now)
+	p.line("")
+	p.members(s, now)
+	p.line("")
+	p.certificates(s, now)
+	if b := s.LastBackup; b != nil {
+		when := "time unknown"
+		if b.Time != nil {
+			when = stamp(b.Time) + " (" + Since(now, b.Time.Time) + ")"
+		}
+		p.line("Last backup:     %s, %s", b.Name, when)
+	} else {
+		p.line("Last backup:     none")
+	}
+	p.line("")
+	p.conditions(s, now)
+	if st := s.Step; st != nil {
+		p.line("")
+		p.line("Step in progress: %s for %s: %s", st.Reason, age(now, st.Since.Time), oneLine(st.Message))
+	}
+	return p.err
+}
+
+// header is the cluster's name, version, member counts, quorum, endpoint, ID and spec generation.
+func (p *printer) header(s Status, now time.Time) {
 	title := s.Namespace + "/" + s.Name
 	if s.Paused {
 		title += " (paused: Steward changes nothing)"
@@ -49,12 +74,14 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 	if s.ObservedGeneration != s.Generation {
 		p.line("Spec:            generation %d, Steward has acted on %d", s.Generation, s.ObservedGeneration)
 	}
+}
 
-	p.line("")
+// members is the members table and the alarms raised.
+func (p *printer) members(s Status, now time.Time) {
 	if len(s.Members) == 0 {
 		p.line("No members yet.")
 	} else {
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
 		p.to(tw, "NAME\tID\tROLE\tVERSION\tHEALTHY\tDB SIZE\tIN USE\tPOD\tNODE")
 		for _, m := range s.Members {
 			healthy := fmt.Sprint(m.Healthy)
@@ -84,52 +111,41 @@ func WriteStatus(w io.Writer, s Status, now time.Time) error {
 		}
 		p.line("Alarms:          %s (etcd refuses writes while NOSPACE is raised; see docs/operations/alerts-and-runbooks.md)", strings.Join(alarms, ", "))
 	}
+}
 
-	p.line("")
+// certificates is the TLS provider and each certificate's Secret and expiry.
+func (p *printer) certificates(s Status, now time.Time) {
 	if s.TLS.Provider == etcdv1alpha1.TLSProviderNone && s.TLS.ClientSecret == "" {
 		p.line("Certificates:    none (plaintext: tls.provider None)")
-	} else {
-		p.line("Certificates:    provider %s", s.TLS.Provider)
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		p.to(tw, "  CERTIFICATE\tSECRET\tEXPIRES")
-		p.to(tw, "  CA\t%s\t%s", dash(s.TLS.CASecret), expiry(now, s.TLS.CANotAfter))
-		// With providers Steward and CertManager each member has its own <member>-tls.
-		perMember := s.TLS.MemberSecret
-		if perMember == "" {
-			perMember = "<member>-tls"
-		}
-		p.to(tw, "  members\t%s\t%s", perMember, expiry(now, s.TLS.NotAfter))
-		p.to(tw, "  client\t%s\t%s", dash(s.TLS.ClientSecret), expiry(now, s.TLS.NotAfter))
-		p.flush(tw)
-		p.line("  (members and client: the first of them to expire; Steward renews each at two thirds of its lifetime)")
+		return
 	}
-
-	if b := s.LastBackup; b != nil {
-		when := "time unknown"
-		if b.Time != nil {
-			when = stamp(b.Time) + " (" + Since(now, b.Time.Time) + ")"
-		}
-		p.line("Last backup:     %s, %s", b.Name, when)
-	} else {
-		p.line("Last backup:     none")
+	p.line("Certificates:    provider %s", s.TLS.Provider)
+	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
+	p.to(tw, "  CERTIFICATE\tSECRET\tEXPIRES")
+	p.to(tw, "  CA\t%s\t%s", dash(s.TLS.CASecret), expiry(now, s.TLS.CANotAfter))
+	// With providers Steward and CertManager each member has its own <member>-tls.
+	perMember := s.TLS.MemberSecret
+	if perMember == "" {
+		perMember = "<member>-tls"
 	}
+	p.to(tw, "  members\t%s\t%s", perMember, expiry(now, s.TLS.NotAfter))
+	p.to(tw, "  client\t%s\t%s", dash(s.TLS.ClientSecret), expiry(now, s.TLS.NotAfter))
+	p.flush(tw)
+	p.line("  (members and client: the first of them to expire; Steward renews each at two thirds of its lifetime)")
+}
 
-	p.line("")
+// conditions is the conditions table.
+func (p *printer) conditions(s Status, now time.Time) {
 	if len(s.Conditions) == 0 {
 		p.line("Conditions:      none yet (Steward has not reconciled the cluster)")
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		p.to(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
-		for _, c := range s.Conditions {
-			p.to(tw, "%s\t%s\t%s\t%s\t%s", c.Type, c.Status, c.Reason, age(now, c.LastTransitionTime.Time), oneLine(c.Message))
-		}
-		p.flush(tw)
+		return
 	}
-	if st := s.Step; st != nil {
-		p.line("")
-		p.line("Step in progress: %s for %s: %s", st.Reason, age(now, st.Since.Time), oneLine(st.Message))
+	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
+	p.to(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
+	for _, c := range s.Conditions {
+		p.to(tw, "%s\t%s\t%s\t%s\t%s", c.Type, c.Status, c.Reason, age(now, c.LastTransitionTime.Time), oneLine(c.Message))
 	}
-	return p.err
+	p.flush(tw)
 }
 
 // printer writes lines and keeps the first error, so that the layout code reads top to bottom.
