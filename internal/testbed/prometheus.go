@@ -128,8 +128,8 @@ func prometheusConfig(kubeconfig, tokenFile string, interval time.Duration, rule
 	return yaml.Marshal(cfg)
 }
 
-// ScrapeLabel, set to "true" on a namespace, has the test bed's Prometheus scrape its Pods when
-// Options.ScrapeLabelledNamespacesOnly is set.
+// ScrapeLabel is the namespace label that, set to "true", has the test bed's Prometheus scrape the namespace's
+// Pods when Options.ScrapeLabelledNamespacesOnly is set.
 const ScrapeLabel = "testbed.steward.dev/scrape"
 
 // kubeletIntervalLabelledOnly is how often the kubelets are scraped under Options.ScrapeLabelledNamespacesOnly.

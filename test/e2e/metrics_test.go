@@ -95,7 +95,7 @@ func TestMetricsAndAlerts(t *testing.T) {
 	t.Logf("EtcdMembersDown raised %s after the member was cut off", time.Since(cut).Round(time.Second))
 	framework.WaitProm(t, "healthy voters down by one", time.Minute, "steward_cluster_healthy_voters"+s, framework.PromValue(2))
 	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
-	got = framework.WaitSettled(t, key, 4*time.Minute)
+	framework.WaitSettled(t, key, 4*time.Minute)
 	healed := time.Now()
 	framework.WaitProm(t, "the replacement counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_members_replaced_total%s) >= 1`, s), framework.PromSeries(1))
 	for _, kind := range []string{"add_learner", "promote_learner"} {

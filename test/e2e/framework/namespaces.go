@@ -19,7 +19,7 @@ import (
 	"steward.dev/steward/internal/testbed"
 )
 
-// BeforeNamespaceDeletion, when set, is called with the test whose namespace is about to be deleted, after the
+// BeforeNamespaceDeletion is called, when set, with the test whose namespace is about to be deleted, after the
 // test and its operator are done: the suite frees the test's slot there (the gate in test/e2e).
 var BeforeNamespaceDeletion func(t *testing.T)
 
