@@ -305,3 +305,37 @@ func TestUnreachableButServingIsNotReseeded(t *testing.T) {
 		t.Fatal("a restore reading its backup does not hold it")
 	}
 }
+
+// TestRestoreOfObjectsNotInTheCacheYet: a restore applied together with its cluster and its backup may be
+// reconciled before the cache has them; the API server has them, so the restore is not refused as if they were
+// missing (a refusal is final).
+func TestRestoreOfObjectsNotInTheCacheYet(t *testing.T) {
+	ctx := context.Background()
+	s := testScheme(t)
+	now := metav1.Now()
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Spec:   etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
+		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
+			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", CreationTimestamp: now},
+		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1"}}
+	cached := fake.NewClientBuilder().WithScheme(s).WithObjects(rs).WithStatusSubresource(rs).Build()
+	live := fake.NewClientBuilder().WithScheme(s).WithObjects(cluster, b, rs.DeepCopy()).Build()
+	r := &Reconciler{Client: cached, APIReader: live, Recorder: record.NewFakeRecorder(10), Now: time.Now}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
+		t.Fatal(err)
+	}
+	var got etcdv1alpha1.EtcdRestore
+	if err := cached.Get(ctx, client.ObjectKeyFromObject(rs), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Reason == etcdv1alpha1.ReasonBackupNotFound || c.Reason == etcdv1alpha1.ReasonClusterNotFound {
+			t.Fatalf("refused as missing what the API server has: %+v", got.Status.Conditions)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 	switch {
 	case apierrors.IsNotFound(err):
 		sched := &etcdv1alpha1.EtcdBackupSchedule{}
-		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
+		switch err := r.getConfirmed(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
 		case apierrors.IsNotFound(err):
 			return "", refuse(etcdv1alpha1.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName)), nil
 		case err != nil:
