@@ -180,13 +180,7 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.AdmitInput, access resources.AgentAccess, err error) {
 	in = backup.AdmitInput{Age: r.Now().Sub(b.CreationTimestamp.Time)}
 	cluster := &etcdv1alpha1.EtcdCluster{}
-	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}
-	err = r.Client.Get(ctx, key, cluster)
-	if apierrors.IsNotFound(err) {
-		// A refusal is final, and a cluster applied together with its backup may not be in the cache yet.
-		err = r.APIReader.Get(ctx, key, cluster)
-	}
-	switch {
+	switch err := GetConfirmed(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, cluster); {
 	case apierrors.IsNotFound(err):
 		return in, access, nil
 	case err != nil:
@@ -205,16 +199,9 @@ func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup)
 
 // destinationProblem says why the destination cannot be used; a Job started anyway would wait forever for a
 // missing volume or Secret instead of failing.
-//
-// A claim the cache does not have is looked up once more on the API server before the backup is refused: a claim
-// and a backup applied together reach the cache in either order, and a refusal is final.
 func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (string, error) {
 	if pvc := b.Spec.Destination.PVC; pvc != nil {
-		key := client.ObjectKey{Namespace: b.Namespace, Name: pvc.ClaimName}
-		err := r.Client.Get(ctx, key, &corev1.PersistentVolumeClaim{})
-		if apierrors.IsNotFound(err) {
-			err = r.APIReader.Get(ctx, key, &corev1.PersistentVolumeClaim{})
-		}
+		err := GetConfirmed(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: b.Namespace, Name: pvc.ClaimName}, &corev1.PersistentVolumeClaim{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Sprintf("PersistentVolumeClaim %s does not exist", pvc.ClaimName), nil
 		}

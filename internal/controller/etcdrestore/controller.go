@@ -275,18 +275,8 @@ func (r *Reconciler) act(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, p re
 	return requeue, ended, nil
 }
 
-// gather reads what DecideRestore needs, from the cache (the verify Job's Pod past it).
-// getConfirmed reads obj from the cache, and from the API server when the cache does not have it: a restore
-// refused for a missing cluster or backup is refused for good, and one applied together with them may reach the
-// cache first.
-func (r *Reconciler) getConfirmed(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	err := r.Client.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, obj)
-	}
-	return err
-}
-
+// gather reads what DecideRestore needs, from the cache (the verify Job's Pod past it; the cluster and the backup
+// from the API server too when the cache does not have them, etcdbackup.GetConfirmed).
 // It also returns the names of the member Pods started from this restore.
 func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (backup.RestoreInput, *etcdv1alpha1.EtcdCluster, *etcdv1alpha1.EtcdBackup, []string, error) {
 	in := backup.RestoreInput{ClusterName: rs.Spec.ClusterName, Confirm: rs.Spec.Confirm, Mode: string(rs.Status.Mode),
@@ -296,7 +286,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		Rollback:          backup.Rollback{Allowed: rs.Spec.AllowRollbackOfHealthyCluster}}
 	var cluster *etcdv1alpha1.EtcdCluster
 	c := &etcdv1alpha1.EtcdCluster{}
-	switch err := r.getConfirmed(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
+	switch err := etcdbackup.GetConfirmed(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.ClusterName}, c); {
 	case err == nil:
 		cluster = c
 		in.ClusterFound = true
@@ -314,7 +304,7 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 	}
 	var b *etcdv1alpha1.EtcdBackup
 	eb := &etcdv1alpha1.EtcdBackup{}
-	switch err := r.getConfirmed(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: etcdv1alpha1.RestoreBackupName(rs)}, eb); {
+	switch err := etcdbackup.GetConfirmed(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: rs.Namespace, Name: etcdv1alpha1.RestoreBackupName(rs)}, eb); {
 	case err == nil:
 		b = eb
 		in.Backup = backup.BackupRecord{Name: eb.Name, Found: true,

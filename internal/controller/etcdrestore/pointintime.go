@@ -15,6 +15,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/resources"
 )
 
@@ -34,7 +35,7 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 	switch {
 	case apierrors.IsNotFound(err):
 		sched := &etcdv1alpha1.EtcdBackupSchedule{}
-		switch err := r.getConfirmed(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
+		switch err := etcdbackup.GetConfirmed(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.PointInTime.ScheduleName}, sched); {
 		case apierrors.IsNotFound(err):
 			return "", refuse(etcdv1alpha1.ReasonScheduleNotFound, fmt.Sprintf("EtcdBackupSchedule %s does not exist", rs.Spec.PointInTime.ScheduleName)), nil
 		case err != nil:
