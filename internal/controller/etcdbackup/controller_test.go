@@ -193,33 +193,31 @@ func TestBackupFailures(t *testing.T) {
 			t.Fatalf("status %+v", b.Status)
 		}
 	})
-	t.Run("PVC not in the cache yet", func(t *testing.T) {
-		// A claim applied together with the backup: the API server has it, the cache not yet. The backup starts.
-		r, c := newReconciler(t, cluster(), pvcBackup(""))
-		live, _ := newReconciler(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
-		r.APIReader = live.Client
-		reconcile(t, r)
-		b := &etcdv1alpha1.EtcdBackup{}
-		get(t, c, b, "b1")
-		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond != nil && cond.Status == metav1.ConditionTrue {
-			t.Fatalf("refused a backup to a claim that exists: %+v", b.Status)
-		}
-		var jobs batchv1.JobList
-		if err := c.List(context.Background(), &jobs); err != nil || len(jobs.Items) != 1 {
-			t.Fatalf("backup Jobs %d (%v), want 1", len(jobs.Items), err)
-		}
-	})
-	t.Run("cluster not in the cache yet", func(t *testing.T) {
-		r, c := newReconciler(t, pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
-		live, _ := newReconciler(t, cluster())
-		r.APIReader = live.Client
-		reconcile(t, r)
-		b := &etcdv1alpha1.EtcdBackup{}
-		get(t, c, b, "b1")
-		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond != nil && cond.Status == metav1.ConditionTrue {
-			t.Fatalf("refused a backup of a cluster that exists: %+v", b.Status)
-		}
-	})
+	// A claim, or a cluster, applied together with the backup: the API server has it, the cache not yet. The
+	// backup starts.
+	claim := func() client.Object {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}}
+	}
+	for name, split := range map[string]struct{ cached, live []client.Object }{
+		"PVC not in the cache yet":     {cached: []client.Object{cluster(), pvcBackup("")}, live: []client.Object{claim()}},
+		"cluster not in the cache yet": {cached: []client.Object{pvcBackup(""), claim()}, live: []client.Object{cluster()}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, c := newReconciler(t, split.cached...)
+			live, _ := newReconciler(t, split.live...)
+			r.APIReader = live.Client
+			reconcile(t, r)
+			b := &etcdv1alpha1.EtcdBackup{}
+			get(t, c, b, "b1")
+			if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond != nil && cond.Status == metav1.ConditionTrue {
+				t.Fatalf("refused a backup whose %s exists on the API server: %+v", name, b.Status)
+			}
+			var jobs batchv1.JobList
+			if err := c.List(context.Background(), &jobs); err != nil || len(jobs.Items) != 1 {
+				t.Fatalf("backup Jobs %d (%v), want 1", len(jobs.Items), err)
+			}
+		})
+	}
 	t.Run("agent reports a failure", func(t *testing.T) {
 		r, c := newReconciler(t, cluster(), pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
 		reconcile(t, r)

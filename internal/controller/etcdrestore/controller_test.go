@@ -39,6 +39,16 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
+// completeBackup is EtcdBackup b1 of cluster c (etcd cluster ID id1), Complete at now: revision 100 of 3.6.16 in
+// pvc://backups/c/b1.db.
+func completeBackup(now metav1.Time) *etcdv1alpha1.EtcdBackup {
+	return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
+		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
+			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
+			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+}
+
 // TestEndedRestoreCountedOnce: a restore that fails is counted, and its Event recorded, on the pass that ends
 // it; passes after that (the restore is finished) count nothing, and neither does a pass that read a stale copy
 // of the restore (its status write conflicts and is retried from the finished object).
@@ -120,11 +130,7 @@ func TestRollbackTakesSafetyBackupFirst(t *testing.T) {
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
 		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
 			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorum", LastTransitionTime: now}}}}
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
-		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
-			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
-			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	b := completeBackup(now)
 	refused := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "no-field", CreationTimestamp: now},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(cluster, b, refused).WithStatusSubresource(cluster, b, refused, &etcdv1alpha1.EtcdRestore{}).Build()
@@ -212,11 +218,7 @@ func TestUnreachableButServingIsNotReseeded(t *testing.T) {
 		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
 		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
 			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "QuorumLost", LastTransitionTime: now}}}}
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
-		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
-			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
-			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	b := completeBackup(now)
 	objs := []client.Object{cluster, b}
 	controller := true
 	for _, name := range []string{"c-a", "c-b", "c-c"} {
@@ -316,11 +318,7 @@ func TestRestoreOfObjectsNotInTheCacheYet(t *testing.T) {
 	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Spec:   etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
 		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1"},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c/b1.db"}}},
-		Status: etcdv1alpha1.EtcdBackupStatus{Location: "pvc://backups/c/b1.db", SizeBytes: 4096, SHA256: strings.Repeat("ab", 32), Revision: 100,
-			ClusterID: "id1", EtcdVersion: "3.6.16", StartTime: &now, CompletionTime: &now,
-			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: now}}}}
+	b := completeBackup(now)
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", CreationTimestamp: now},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1"}}
 	cached := fake.NewClientBuilder().WithScheme(s).WithObjects(rs).WithStatusSubresource(rs).Build()
