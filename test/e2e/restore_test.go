@@ -62,8 +62,8 @@ func TestRestore(t *testing.T) {
 		t.Helper()
 		return finished(t, startBackup(t, name, d))
 	}
-	// The four backups the restores start from are taken side by side (Steward runs them one at a time per
-	// cluster or not, as it decides; the test only waits once).
+	// The four backups the restores start from are all created before the test waits for the first, so that
+	// their Jobs run side by side as far as Steward lets them.
 	toPVC := startBackup(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
 	toS3 := startBackup(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
 	damaged := startBackup(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})

@@ -317,7 +317,6 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 	defer w.Stop()
 	framework.SetVersion(t, key, "3.6.16")
 	switched := map[string]bool{}
-	restarts := 0
 	for len(switched) < 3 {
 		ev, ok := <-w.ResultChan()
 		if !ok {
@@ -329,9 +328,8 @@ func TestUpgradeSurvivesOperatorRestarts(t *testing.T) {
 		}
 		switched[pod.Name] = true
 		stop()
-		restarts++
 		stop = framework.StartOperator(t, ns)
-		t.Logf("member %s switched to 3.6.16; operator restarted (%d)", pod.Name, restarts)
+		t.Logf("member %s switched to 3.6.16; operator restarted (%d)", pod.Name, len(switched))
 	}
 	got = framework.WaitAtVersion(t, key, "3.6.16", before, 4*time.Minute)
 	framework.RequireNoLostWrites(t, load, "upgrade with operator restarts")
