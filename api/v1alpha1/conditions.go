@@ -297,6 +297,9 @@ const (
 	ReasonChecksumMismatch = "ChecksumMismatch"
 	// ReasonUploadFailed: writing to the destination failed; nothing was stored under the final name.
 	ReasonUploadFailed = "UploadFailed"
+	// ReasonDestinationFull: the destination claim ran out of space (or quota) while the snapshot was written;
+	// nothing was stored. status.claimSpace says how much was free; retention or a larger claim makes room.
+	ReasonDestinationFull = "DestinationFull"
 	// ReasonJobFailed: the backup Job failed without reporting a result (killed, deadline exceeded, image
 	// missing); the Job's own condition message says more.
 	ReasonJobFailed = "JobFailed"

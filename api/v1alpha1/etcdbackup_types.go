@@ -218,6 +218,20 @@ type EtcdBackupStatus struct {
 	// JobName is the backup Job.
 	// +optional
 	JobName string `json:"jobName,omitempty"`
+	// ClaimSpace is the destination claim's space as the backup Job found it right after it stored the snapshot,
+	// or failed to (PVC destinations only). Steward exports it per claim, and StewardBackupClaimFillingUp warns
+	// when the next backups will not fit: the kubelet measures a volume only while a Pod mounts it, about once a
+	// minute, which a backup Job of a few seconds mostly misses.
+	// +optional
+	ClaimSpace *ClaimSpace `json:"claimSpace,omitempty"`
+}
+
+// ClaimSpace is a volume's size and free space, as statfs reports them to a non-root process.
+type ClaimSpace struct {
+	// AvailableBytes is the space a new file may still take.
+	AvailableBytes int64 `json:"availableBytes"`
+	// CapacityBytes is the file system's size.
+	CapacityBytes int64 `json:"capacityBytes"`
 }
 
 // EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC or in an S3-compatible bucket.

@@ -149,6 +149,21 @@ func (f *jobFlags) destination() (storeAt func(path string) (backup.Store, error
 	return storeAt, dirAt
 }
 
+// withSpace adds the destination volume's space to a result: a backup that fit and one that did not both say how
+// much room is left for the next. A bucket has no size to report.
+func (f *jobFlags) withSpace(r backup.Result) backup.Result {
+	if f.pvcRoot == "" {
+		return r
+	}
+	sp, err := backup.SpaceOf(f.pvcRoot)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "measure the destination volume: %v\n", err)
+		return r
+	}
+	r.Space = sp
+	return r
+}
+
 // memberAccess is how the Job authenticates to members: a client certificate (TLS clusters) and a password
 // (clusters whose members do not verify client certificates), either or neither.
 func (f *jobFlags) memberAccess() (*etcd.TLS, etcd.Password) {
@@ -192,7 +207,7 @@ func runJob(cmd string, args []string) {
 
 	switch cmd {
 	case "snapshot":
-		finish(f.resultFile, snapshot(ctx, f.members, store, t, pw))
+		finish(f.resultFile, f.withSpace(snapshot(ctx, f.members, store, t, pw)))
 	case "follow":
 		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(f.path, id)) }))
 	case "point-in-time":
@@ -207,7 +222,7 @@ func runJob(cmd string, args []string) {
 			}
 		}
 		pc.open, pc.segments = storeAt, dirAt(f.segments)
-		finish(f.resultFile, pointInTime(ctx, store, pc))
+		finish(f.resultFile, f.withSpace(pointInTime(ctx, store, pc)))
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
 		if err := store.Delete(ctx); err != nil {
@@ -247,6 +262,8 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 		switch {
 		case errors.Is(err, backup.ErrExists):
 			return backup.Result{Reason: etcdv1alpha1.ReasonDestinationExists, Message: err.Error()}
+		case backup.IsNoSpace(err):
+			return backup.Result{Reason: etcdv1alpha1.ReasonDestinationFull, Message: fmt.Sprintf("snapshot from %s: %v", name, err)}
 		case errors.Is(err, backup.ErrDestination):
 			return backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 		case errors.Is(err, backup.ErrChecksumMismatch) || v.Mismatch():

@@ -247,6 +247,8 @@ func storeReplayed(ctx context.Context, out backup.Store, clientURL string, acce
 	switch {
 	case errors.Is(err, backup.ErrExists):
 		return backup.Result{Reason: etcdv1alpha1.ReasonDestinationExists, Message: err.Error()}
+	case backup.IsNoSpace(err):
+		return backup.Result{Reason: etcdv1alpha1.ReasonDestinationFull, Message: err.Error()}
 	case err != nil:
 		return backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()}
 	case !v.Verified():

@@ -176,6 +176,13 @@ func TestResultRoundTrip(t *testing.T) {
 	if err != nil || got != ok {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
+	full := Result{Reason: etcdv1alpha1.ReasonDestinationFull, Message: "no space left on device", Space: Space{Available: 4096, Capacity: 8 << 20}}
+	if got, err := ParseResult(string(Encode(full))); err != nil || got != full {
+		t.Fatalf("round trip of a full claim: %+v %v", got, err)
+	}
+	if strings.Contains(string(Encode(ok)), "space") {
+		t.Errorf("a result without a measured volume encodes a space: %s", Encode(ok))
+	}
 	long := Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: strings.Repeat("é", 5000)}
 	b := Encode(long)
 	if len(b) > MaxResultBytes {
@@ -185,13 +192,16 @@ func TestResultRoundTrip(t *testing.T) {
 		t.Fatalf("long failure: %+v %v", got, err)
 	}
 	for name, msg := range map[string]string{
-		"empty":             "",
-		"not json":          "panic: runtime error",
-		"success no sha":    `{"succeeded":true,"location":"x","sizeBytes":1}`,
-		"success bad sha":   `{"succeeded":true,"location":"x","sizeBytes":1,"sha256":"` + strings.Repeat("z", 64) + `"}`,
-		"failure no reason": `{"succeeded":false}`,
-		"unknown field":     `{"succeeded":false,"reason":"X","password":"p"}`,
-		"trailing":          `{"succeeded":false,"reason":"X"} {}`,
+		"empty":              "",
+		"not json":           "panic: runtime error",
+		"success no sha":     `{"succeeded":true,"location":"x","sizeBytes":1}`,
+		"success bad sha":    `{"succeeded":true,"location":"x","sizeBytes":1,"sha256":"` + strings.Repeat("z", 64) + `"}`,
+		"failure no reason":  `{"succeeded":false}`,
+		"unknown field":      `{"succeeded":false,"reason":"X","password":"p"}`,
+		"trailing":           `{"succeeded":false,"reason":"X"} {}`,
+		"more free than all": `{"succeeded":false,"reason":"X","space":{"available":2,"capacity":1}}`,
+		"no capacity":        `{"succeeded":false,"reason":"X","space":{"available":0,"capacity":0,"x":1}}`,
+		"negative free":      `{"succeeded":false,"reason":"X","space":{"available":-1,"capacity":10}}`,
 	} {
 		if _, err := ParseResult(msg); err == nil {
 			t.Errorf("%s: accepted %q", name, msg)

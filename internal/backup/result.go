@@ -26,6 +26,14 @@ type Result struct {
 	EtcdVersion    string `json:"etcdVersion,omitempty"`
 	StorageVersion string `json:"storageVersion,omitempty"`
 	ClusterID      string `json:"clusterID,omitempty"`
+	// Space is the destination volume's space after the attempt, success or failure (volume destinations).
+	Space Space `json:"space,omitzero"`
+}
+
+// Space is a volume's size and what a new file may still take, in bytes.
+type Space struct {
+	Available int64 `json:"available"`
+	Capacity  int64 `json:"capacity"`
 }
 
 // MaxResultBytes is the most of a termination message Kubernetes keeps.
@@ -71,6 +79,9 @@ func ParseResult(msg string) (Result, error) {
 	}
 	if dec.More() {
 		return Result{}, errors.New("parse termination message: trailing data after the result")
+	}
+	if sp := r.Space; sp != (Space{}) && (sp.Capacity <= 0 || sp.Available < 0 || sp.Available > sp.Capacity) {
+		return Result{}, fmt.Errorf("result reports an impossible volume space (%d of %d bytes free): %q", sp.Available, sp.Capacity, msg)
 	}
 	if r.Succeeded {
 		if r.Location == "" || r.SizeBytes <= 0 || !isHex(r.SHA256, 64) || r.Revision < 0 {

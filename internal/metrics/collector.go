@@ -181,6 +181,7 @@ func samplesOf(o objects, now time.Time) []sample {
 		out = append(out, clusterSamples(c, now)...)
 	}
 	out = append(out, backupSamples(exists, o.backups)...)
+	out = append(out, claimSamples(o.backups)...)
 	for i := range o.schedules {
 		out = append(out, scheduleSamples(&o.schedules[i])...)
 	}

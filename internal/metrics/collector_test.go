@@ -53,6 +53,8 @@ func world() []client.Object {
 	c.Status.HashCheck = &etcdv1alpha1.HashCheck{Time: metav1.NewTime(now), Revision: 7, Result: "Consistent"}
 	t0 := now.Add(-time.Hour)
 	b := backupOf("c", "b", true, t0, t0.Add(time.Second), 10)
+	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/b.db"}
+	b.Status.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: 90, CapacityBytes: 100}
 	s3 := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "to-s3"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c",
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "b", Key: "k", Endpoint: "e",
 			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
@@ -219,9 +221,10 @@ func TestDeletedClusterLeavesNoSeries(t *testing.T) {
 	if err := cl.Delete(ctx, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}); err != nil {
 		t.Fatal(err)
 	}
+	// The schedule's series follow the schedule, and the claim's the backups kept on it, not the cluster.
 	for _, s := range c.samples(ctx) {
 		if s.labels[0] == "ns" && s.f != scheduleNext && s.f != scheduleEvery && s.f != scheduleLast && s.f != scheduleClaim &&
-			s.f != continuousFollowing && s.f != continuousTo && s.f != continuousFrom && s.f != continuousPending {
+			s.f != claimAvailable && s.f != claimCapacity && s.f != continuousFollowing && s.f != continuousTo && s.f != continuousFrom && s.f != continuousPending {
 			t.Errorf("deleted cluster still exports %s", s)
 		}
 	}

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -61,8 +63,13 @@ var (
 	scheduleLast   = newFamily("steward_backup_schedule_last_success_timestamp_seconds", "Completion time of the schedule's newest Complete backup, unix time; absent before the first.",
 		"namespace", "schedule", "cluster")
 	scheduleClaim = newFamily("steward_backup_schedule_claim_info",
-		"1 for a schedule that stores its backups on a PersistentVolumeClaim, with the claim's name (the volume alerts join the kubelet's volume stats on it).",
+		"1 for a schedule that stores its backups on a PersistentVolumeClaim, with the claim's name (the backup claim alert joins the claim's space on it).",
 		"namespace", "schedule", "cluster", "persistentvolumeclaim")
+	claimAvailable = newFamily("steward_backup_claim_available_bytes",
+		"Space left on a backup claim when the newest backup that ended on it (stored or not) was written, as its Job measured it.",
+		"namespace", "persistentvolumeclaim")
+	claimCapacity = newFamily("steward_backup_claim_capacity_bytes",
+		"Size of a backup claim's file system, as the newest backup that ended on it measured it.", "namespace", "persistentvolumeclaim")
 	continuousFollowing = newFamily("steward_continuous_backup_following",
 		"1 while the schedule's continuous backup follows the cluster and a snapshot starts its window (ContinuousBackup True), else 0; no series when it is off.",
 		"namespace", "schedule", "cluster")
@@ -79,7 +86,7 @@ var (
 // families are every gauge, for Describe.
 var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
-	backupLastTime, backupLastSize, backupLastDur, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
+	backupLastTime, backupLastSize, backupLastDur, claimAvailable, claimCapacity, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
 	continuousFollowing, continuousTo, continuousFrom, continuousPending}
 
 // defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
@@ -296,6 +303,38 @@ func backupSamples(clusters map[string]bool, backups []etcdv1alpha1.EtcdBackup) 
 		if b.Status.StartTime != nil {
 			out = append(out, sample{f: backupLastDur, value: b.Status.CompletionTime.Sub(b.Status.StartTime.Time).Seconds(), labels: labels})
 		}
+	}
+	return out
+}
+
+// claimSamples are the space gauges of each claim backups were written to: from the newest backup that ended on
+// it with a measurement (a failed one too: a full claim is measured by the backup that did not fit). They follow
+// the backups, not a cluster: one claim may hold the backups of several.
+func claimSamples(backups []etcdv1alpha1.EtcdBackup) []sample {
+	newest := map[[2]string]*etcdv1alpha1.EtcdBackup{}
+	for i := range backups {
+		b := &backups[i]
+		pvc := b.Spec.Destination.PVC
+		if pvc == nil || b.Status.ClaimSpace == nil || b.Status.CompletionTime == nil {
+			continue
+		}
+		key := [2]string{b.Namespace, pvc.ClaimName}
+		if n := newest[key]; n == nil || n.Status.CompletionTime.Before(b.Status.CompletionTime) ||
+			n.Status.CompletionTime.Equal(b.Status.CompletionTime) && n.Name < b.Name {
+			newest[key] = b
+		}
+	}
+	keys := make([][2]string, 0, len(newest))
+	for k := range newest {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	var out []sample
+	for _, k := range keys {
+		sp := newest[k].Status.ClaimSpace
+		labels := []string{k[0], k[1]}
+		out = append(out, sample{f: claimAvailable, value: float64(sp.AvailableBytes), labels: labels},
+			sample{f: claimCapacity, value: float64(sp.CapacityBytes), labels: labels})
 	}
 	return out
 }

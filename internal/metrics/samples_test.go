@@ -383,3 +383,36 @@ func TestCardinalityBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestClaimSamples(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	onClaim := func(b etcdv1alpha1.EtcdBackup, claim string, free, size int64) etcdv1alpha1.EtcdBackup {
+		b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: claim, Path: b.Name + ".db"}
+		if size > 0 {
+			b.Status.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: free, CapacityBytes: size}
+		}
+		return b
+	}
+	s3 := backupOf("c", "to-a-bucket", true, t0, t0.Add(3*time.Hour), 100)
+	s3.Spec.Destination.S3 = &etcdv1alpha1.S3Destination{Bucket: "b", Key: "k"}
+	backups := []etcdv1alpha1.EtcdBackup{
+		onClaim(backupOf("c", "older", true, t0, t0.Add(time.Minute), 100), "shared", 900, 1000),
+		// The newest on a claim counts even when it failed: it is the one that found the claim full.
+		onClaim(backupOf("c", "did-not-fit", false, t0.Add(time.Hour), t0.Add(time.Hour+time.Second), 0), "shared", 40, 1000),
+		// Another cluster's backup on the same claim, earlier: the claim has one pair of series.
+		onClaim(backupOf("other", "of-another-cluster", true, t0, t0.Add(30*time.Minute), 100), "shared", 500, 1000),
+		// Of a deleted cluster: its claim still fills.
+		onClaim(backupOf("gone", "left-behind", true, t0, t0.Add(time.Minute), 300), "old", 10, 2000),
+		// Measured by no Job (before Steward measured claims, or still running): no series from it.
+		onClaim(backupOf("c", "unmeasured", true, t0.Add(2*time.Hour), t0.Add(2*time.Hour+time.Second), 100), "shared", 0, 0),
+		onClaim(etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "running"}}, "running-only", 1, 2),
+		s3,
+	}
+	backups[len(backups)-2].Status.CompletionTime = nil
+	diff(t, strs(claimSamples(backups)), []string{
+		`steward_backup_claim_available_bytes{namespace="ns",persistentvolumeclaim="old"} 10`,
+		`steward_backup_claim_capacity_bytes{namespace="ns",persistentvolumeclaim="old"} 2000`,
+		`steward_backup_claim_available_bytes{namespace="ns",persistentvolumeclaim="shared"} 40`,
+		`steward_backup_claim_capacity_bytes{namespace="ns",persistentvolumeclaim="shared"} 1000`,
+	})
+}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"steward.dev/steward/internal/testbed/localpath"
 )
 
 // corefile serves only the cluster domain: the test bed has no upstream DNS to forward to, and a query for
@@ -52,6 +54,13 @@ func (c *Cluster) installAddons(ctx context.Context) error {
 	}, {
 		ObjectMeta:           metav1.ObjectMeta{Name: FixedStorageClassName},
 		Provisioner:          ProvisionerName,
+		VolumeBindingMode:    &volumeMode,
+		ReclaimPolicy:        &reclaim,
+		AllowVolumeExpansion: ptr.To(false),
+	}, {
+		ObjectMeta:           metav1.ObjectMeta{Name: SizedStorageClassName},
+		Provisioner:          ProvisionerName,
+		Parameters:           map[string]string{localpath.ParameterMedium: localpath.MediumSized},
 		VolumeBindingMode:    &volumeMode,
 		ReclaimPolicy:        &reclaim,
 		AllowVolumeExpansion: ptr.To(false),

@@ -4,14 +4,50 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"time"
 )
+
+// devicePluginSocket is where a kubelet serves device plugins' registration. The path is compiled into the
+// kubelet, not under its --root-dir, so every kubelet of the test bed uses it: each clears the directory and then
+// listens on the path, and two doing so at once fail one ("bind: address already in use", and that kubelet
+// exits). So kubelets start one at a time, each once the one before has its socket; a later kubelet replaces the
+// file, and the earlier keeps serving on the socket it holds. (No device plugin runs on the test bed.)
+const devicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// startKubeletAlone starts node n's kubelet and returns once it has created its device plugin socket; no other
+// kubelet of the test bed starts meanwhile (nodes restarted by tests running side by side included).
+func (c *Cluster) startKubeletAlone(ctx context.Context, n Node) (*process, error) {
+	c.kubeletStart.Lock()
+	defer c.kubeletStart.Unlock()
+	before := fileVersion(devicePluginSocket)
+	kubelet, err := c.startKubelet(n)
+	if err != nil {
+		return nil, err
+	}
+	return kubelet, c.waitFor(ctx, kubelet, "the kubelet of "+n.Name+" listens on "+devicePluginSocket, time.Minute, func(context.Context) error {
+		if v := fileVersion(devicePluginSocket); v == ([2]int64{}) || v == before {
+			return fmt.Errorf("%s not created by this kubelet yet", devicePluginSocket)
+		}
+		return nil
+	})
+}
+
+// fileVersion tells one creation of a file from another: its inode (which a new file may reuse) and its change
+// time; zero when there is no file.
+func fileVersion(path string) [2]int64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return [2]int64{}
+	}
+	return [2]int64{int64(st.Ino), st.Ctim.Nano()} //nolint:gosec // an inode number, compared only
+}
 
 func (c *Cluster) startNodeAndControllers(ctx context.Context) error {
 	pki := c.state("pki")
 	var kubelets []*process
 	for _, n := range c.nodes {
-		kubelet, err := c.startKubelet(n)
+		kubelet, err := c.startKubeletAlone(ctx, n)
 		if err != nil {
 			return err
 		}

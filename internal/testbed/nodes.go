@@ -285,7 +285,7 @@ func (c *Cluster) StartNode(ctx context.Context, name string) error {
 	if err := c.startContainerd(ctx, n, false); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	kubelet, err := c.startKubelet(n)
+	kubelet, err := c.startKubeletAlone(ctx, n)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}

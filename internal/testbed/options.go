@@ -39,6 +39,9 @@ const (
 	// FixedStorageClassName is a second class of the same provisioner that does not allow volume expansion: a
 	// class to move members to, and one whose volumes cannot grow.
 	FixedStorageClassName = "steward-local-fixed"
+	// SizedStorageClassName is a third class of the same provisioner whose volumes have the size their claim
+	// requests (a tmpfs, in memory): one that fills up, for small claims only.
+	SizedStorageClassName = "steward-local-sized"
 	// ProvisionerName is the provisioner name of StorageClassName.
 	ProvisionerName = "steward.dev/local-path"
 

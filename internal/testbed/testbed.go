@@ -31,17 +31,19 @@ type Cluster struct {
 	// Prometheus scrapes the member and operator Pods and evaluates Steward's alerting rules.
 	Prometheus *PrometheusServer
 
-	opts      Options
-	promBin   string
-	s3Bin     string
-	cmBin     string
-	kubeBin   string
-	ctrdBin   string // containerd 2's binaries when the nodes run it; "" for the machine's containerd
-	etcdBins  map[string]string
-	procsMu   sync.Mutex // nodes start at once
-	procs     []*process
-	imageTars []string
-	nodes     []Node
+	opts     Options
+	promBin  string
+	s3Bin    string
+	cmBin    string
+	kubeBin  string
+	ctrdBin  string // containerd 2's binaries when the nodes run it; "" for the machine's containerd
+	etcdBins map[string]string
+	procsMu  sync.Mutex // nodes start at once
+	// kubeletStart is held while a kubelet starts, until it has its device plugin socket (startKubeletAlone).
+	kubeletStart sync.Mutex
+	procs        []*process
+	imageTars    []string
+	nodes        []Node
 }
 
 // Start builds what is missing, stops any test bed left on this machine, and starts a fresh cluster. It returns

@@ -10,16 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/chaos"
 	"steward.dev/steward/test/e2e/framework"
@@ -29,7 +34,9 @@ import (
 // objects asked for on a cluster without their CRDs: the release installs without them), and follows a cluster
 // through the test bed's Prometheus, which scrapes the operator's Pod and the members' Pods and evaluates the
 // rules Steward ships: a backup sets the last-backup gauges, a member cut off the network makes EtcdMembersDown
-// pending and it resolves once Steward has replaced the member, every dashboard query returns data, a Role removed
+// pending and it resolves once Steward has replaced the member, a schedule that keeps more backups than its claim
+// holds raises StewardBackupClaimFillingUp before a backup fails for lack of space, every dashboard query returns
+// data, a Role removed
 // from a watched namespace raises StewardAPIAccessDenied, and the member gauges follow a scale-down 3 -> 1. Under client load throughout. The operator's metrics are refused to a scrape without a token (401), with
 // the token of a ServiceAccount without the release's metrics-reader ClusterRole (403) and in plain HTTP.
 func TestMetricsAndAlerts(t *testing.T) {
@@ -51,6 +58,11 @@ func TestMetricsAndAlerts(t *testing.T) {
 	framework.WaitProm(t, "the operator scraped", 2*time.Minute, fmt.Sprintf(`up{job="steward",namespace=%q}`, ns), framework.PromValue(1))
 	requireMetricsRefused(t, ns, "steward-"+ns+"-metrics-reader")
 
+	// filler: a quiet cluster whose schedule fills its backup claim, created now to settle beside the other.
+	filler := framework.NewCluster(ns, "filler", 1)
+	if err := framework.K8s.Create(ctx, filler); err != nil {
+		t.Fatal(err)
+	}
 	c := framework.NewCluster(ns, "watched", 3)
 	c.Spec.ReplaceUnhealthyAfter = &metav1.Duration{Duration: 30 * time.Second}
 	key, got := framework.Settle(t, c)
@@ -77,6 +89,9 @@ func TestMetricsAndAlerts(t *testing.T) {
 	framework.WaitProm(t, "last backup size", time.Minute, "steward_backup_last_size_bytes"+s, framework.PromValue(float64(b.Status.SizeBytes)))
 	framework.WaitProm(t, "backup outcome counted", time.Minute, fmt.Sprintf(`sum(steward_backups_total%s)`, framework.PromSelector(ns, c.Name, `result="complete"`)), framework.PromValue(1))
 
+	// Meanwhile a schedule fills a claim that holds fewer backups than it keeps.
+	filling := startFillingClaim(t, filler)
+
 	// A member cut off: etcd's members-down alert goes pending (its for: is 10 minutes; promtool tests cover the
 	// firing), Steward replaces the member after 30 s (a learner added and promoted, counted), and the alert
 	// clears. It must be clear before the cut for the cut to be what raises it.
@@ -102,8 +117,9 @@ func TestMetricsAndAlerts(t *testing.T) {
 		framework.WaitProm(t, kind+" steps counted", time.Minute, fmt.Sprintf(`sum(steward_cluster_steps_total%s) >= 1`, framework.PromSelector(ns, c.Name, fmt.Sprintf("kind=%q", kind))), framework.PromSeries(1))
 	}
 
-	// While the peers' failed sends to the replaced member leave the alert's window: the dashboard, and what a
-	// Steward that lost rights in one namespace reports.
+	// While the peers' failed sends to the replaced member leave the alert's window: the full claim, the
+	// dashboard, and what a Steward that lost rights in one namespace reports.
+	requireClaimAlertBeforeFull(t, filling)
 	requireDashboardData(t, ns, c.Name)
 	requireAccessDeniedAlert(t, ns, refusedNS)
 	framework.WaitProm(t, "EtcdMembersDown resolved", 6*time.Minute, alert, framework.PromSeries(0))
@@ -120,6 +136,93 @@ func TestMetricsAndAlerts(t *testing.T) {
 	framework.RequireNoLostWrites(t, load, "metrics scenario (member replaced, backup, scale-down)")
 	framework.DeleteAndCheckNothingLeft(t, got)
 	framework.WaitProm(t, "the deleted cluster's gauges gone", 2*time.Minute, "steward_cluster_voters"+s, framework.PromSeries(0))
+}
+
+// fillingClaimSize is the filling claim's size: two of the filler's backups (2.6 MB each) fit, the third does not.
+const fillingClaimSize = 6 << 20
+
+// startFillingClaim writes 1.5 MiB of values into the filler cluster, and has a schedule back it up every 30 seconds onto a
+// claim of fillingClaimSize (the test bed's sized class, which fills up as a disk does), keeping ten: more than
+// the claim holds.
+func startFillingClaim(t *testing.T, filler *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.EtcdBackupSchedule {
+	t.Helper()
+	ctx := context.Background()
+	settled := framework.WaitSettled(t, client.ObjectKeyFromObject(filler), 3*time.Minute)
+	cli, _ := framework.MemberClient(t, settled)
+	framework.WriteValues(t, cli, 6, 6)
+	_ = cli.Close()
+	framework.CreateSizedClaim(t, filler.Namespace, "filling", strconv.Itoa(fillingClaimSize))
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: filler.Namespace, Name: "keeps-too-much"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: filler.Name, Schedule: "@every 30s",
+			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "filling", Path: "filler"}},
+			Retention:   etcdv1alpha1.Retention{MaxCount: ptr.To[int32](10)}}}
+	if err := framework.K8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// requireClaimAlertBeforeFull waits for the schedule's first backup that did not fit, and checks that it failed
+// as DestinationFull with the claim's space in its status, that Steward exports the claim's size, and that
+// StewardBackupClaimFillingUp was raised (pending: its for: is 15 minutes, promtool tests cover the firing)
+// before that backup failed. Then it deletes the schedule.
+func requireClaimAlertBeforeFull(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule) {
+	t.Helper()
+	ctx := context.Background()
+	var full *etcdv1alpha1.EtcdBackup
+	var fitted []etcdv1alpha1.EtcdBackup
+	framework.Poll(t, "a scheduled backup that does not fit the claim", 5*time.Minute, func() error {
+		var list etcdv1alpha1.EtcdBackupList
+		if err := framework.K8s.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+			return err
+		}
+		fitted = nil
+		for i := range list.Items {
+			b := &list.Items[i]
+			if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+				fitted = append(fitted, *b)
+			}
+			failed := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+			if failed == nil || failed.Status != metav1.ConditionTrue {
+				continue
+			}
+			if failed.Reason != etcdv1alpha1.ReasonDestinationFull {
+				t.Fatalf("backup %s failed as %s, want %s: %s", b.Name, failed.Reason, etcdv1alpha1.ReasonDestinationFull, failed.Message)
+			}
+			if full == nil || b.Status.CompletionTime.Before(full.Status.CompletionTime) {
+				full = b.DeepCopy()
+			}
+		}
+		if full == nil {
+			return fmt.Errorf("%d of %d backups stored, none failed", len(fitted), len(list.Items))
+		}
+		return nil
+	})
+	if err := framework.K8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(fitted, func(i, j int) bool { return fitted[i].Status.CompletionTime.Before(fitted[j].Status.CompletionTime) })
+	var trail []string
+	for _, b := range fitted {
+		if sp := b.Status.ClaimSpace; sp != nil {
+			trail = append(trail, fmt.Sprintf("%s: %d bytes stored, %d of %d free", b.Name, b.Status.SizeBytes, sp.AvailableBytes, sp.CapacityBytes))
+		}
+	}
+	t.Logf("backups on the claim before the first that did not fit:\n%s", strings.Join(trail, "\n"))
+	sp := full.Status.ClaimSpace
+	if len(fitted) == 0 || sp == nil || sp.CapacityBytes != fillingClaimSize || sp.AvailableBytes >= fitted[len(fitted)-1].Status.SizeBytes {
+		t.Fatalf("backup %s failed with the claim's space %+v after %d backups that fit: want the claim's %d bytes, and less free than a backup",
+			full.Name, sp, len(fitted), fillingClaimSize)
+	}
+	framework.WaitProm(t, "the claim's size exported", time.Minute,
+		fmt.Sprintf(`steward_backup_claim_capacity_bytes{namespace=%q,persistentvolumeclaim="filling"}`, s.Namespace), framework.PromValue(fillingClaimSize))
+	// What the rules had found when the backup failed: the alert's state over the schedule's last minutes.
+	raised := fmt.Sprintf(`max_over_time(ALERTS{alertname="StewardBackupClaimFillingUp",namespace=%q,persistentvolumeclaim="filling"}[3m])`, s.Namespace)
+	got, err := framework.PromQueryAt(ctx, raised, full.Status.CompletionTime.Time)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("StewardBackupClaimFillingUp before backup %s failed at %s: %v (%v), want it raised", full.Name,
+			full.Status.CompletionTime.Format(time.RFC3339), got, err)
+	}
 }
 
 // refusalsLogged returns the lines of the operator's log (namespace ns) that say a request was refused.

@@ -237,9 +237,9 @@ func (r *Reconciler) observeJob(ctx context.Context, b *etcdv1alpha1.EtcdBackup,
 	case res == nil:
 		o.phase = phaseRunning
 	case res.Succeeded:
-		o.phase, o.result = phaseSucceeded, res
+		o.phase, o.result, o.space = phaseSucceeded, res, res.Space
 	default:
-		o.phase, o.reason, o.message = phaseFailed, res.Reason, res.Message
+		o.phase, o.reason, o.message, o.space = phaseFailed, res.Reason, res.Message, res.Space
 	}
 	return nil
 }

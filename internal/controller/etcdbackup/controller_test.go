@@ -114,13 +114,16 @@ func TestBackupSucceeds(t *testing.T) {
 	}
 
 	res := backup.Result{Succeeded: true, Member: "db-b", Location: "pvc://backups/x/b1.db", SizeBytes: 4128, SHA256: strings.Repeat("a", 64),
-		Revision: 7, EtcdVersion: "3.6.16", ClusterID: "c1"}
+		Revision: 7, EtcdVersion: "3.6.16", ClusterID: "c1", Space: backup.Space{Available: 1 << 20, Capacity: 8 << 20}}
 	finishJob(t, c, "b1", batchv1.JobComplete, string(backup.Encode(res)))
 	reconcile(t, r)
 	get(t, c, b, "b1")
 	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || b.Status.SHA256 != res.SHA256 ||
 		b.Status.Revision != 7 || b.Status.Member != "db-b" || b.Status.CompletionTime == nil || b.Status.ObservedGeneration != b.Generation {
 		t.Fatalf("complete status %+v", b.Status)
+	}
+	if sp := b.Status.ClaimSpace; sp == nil || *sp != (etcdv1alpha1.ClaimSpace{AvailableBytes: 1 << 20, CapacityBytes: 8 << 20}) {
+		t.Fatalf("claim space %+v, want the Job's measurement", sp)
 	}
 	cl := &etcdv1alpha1.EtcdCluster{}
 	get(t, c, cl, "db")
@@ -227,6 +230,22 @@ func TestBackupFailures(t *testing.T) {
 		get(t, c, b, "b1")
 		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond.Reason != etcdv1alpha1.ReasonChecksumMismatch || b.Status.Location != "" {
 			t.Fatalf("status %+v", b.Status)
+		}
+	})
+	t.Run("claim full", func(t *testing.T) {
+		r, c := newReconciler(t, cluster(), pvcBackup(""), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})
+		reconcile(t, r)
+		finishJob(t, c, "b1", batchv1.JobFailed, string(backup.Encode(backup.Result{Reason: etcdv1alpha1.ReasonDestinationFull,
+			Message: "snapshot from db-b: write pvc://backups/x/b1.db: no space left on device", Space: backup.Space{Available: 12288, Capacity: 8 << 20}})))
+		reconcile(t, r)
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if cond.Reason != etcdv1alpha1.ReasonDestinationFull || !strings.Contains(cond.Message, "12288 of 8388608 bytes free") {
+			t.Fatalf("Failed condition %+v: want DestinationFull saying what was free", cond)
+		}
+		if sp := b.Status.ClaimSpace; sp == nil || sp.AvailableBytes != 12288 {
+			t.Fatalf("claim space %+v, want the failed Job's measurement", sp)
 		}
 	})
 	t.Run("Job killed without a result", func(t *testing.T) {

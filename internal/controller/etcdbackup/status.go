@@ -33,8 +33,9 @@ type outcome struct {
 	phase           phase
 	reason, message string
 	result          *backup.Result
-	started         bool      // the Job was created in this pass
-	jobStart        time.Time // creation of an existing Job
+	space           backup.Space // the destination claim's, as the Job left it (zero: not measured)
+	started         bool         // the Job was created in this pass
+	jobStart        time.Time    // creation of an existing Job
 	err             error
 }
 
@@ -54,6 +55,9 @@ func conditions(o *outcome) (complete, failed metav1.Condition) {
 		failed.Reason, failed.Message = etcdv1alpha1.ReasonBackupSucceeded, "the backup succeeded"
 	case phaseFailed:
 		failed.Status, failed.Reason, failed.Message = metav1.ConditionTrue, o.reason, o.message
+		if o.reason == etcdv1alpha1.ReasonDestinationFull && o.space.Capacity > 0 {
+			failed.Message += fmt.Sprintf(" (the claim has %d of %d bytes free without this snapshot)", o.space.Available, o.space.Capacity)
+		}
 		complete.Reason, complete.Message = o.reason, "the backup failed: "+o.message
 	case phaseRunning:
 		complete.Reason, complete.Message = etcdv1alpha1.ReasonBackupRunning, "the backup Job is running"
@@ -93,6 +97,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 	if res := o.result; res != nil {
 		st.Location, st.SizeBytes, st.SHA256, st.Revision = res.Location, res.SizeBytes, res.SHA256, res.Revision
 		st.EtcdVersion, st.StorageVersion, st.ClusterID, st.Member = res.EtcdVersion, res.StorageVersion, res.ClusterID, res.Member
+	}
+	if sp := o.space; sp.Capacity > 0 {
+		st.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: sp.Available, CapacityBytes: sp.Capacity}
 	}
 	if o.phase == phaseSucceeded || o.phase == phaseFailed {
 		st.CompletionTime = &now

@@ -5,6 +5,9 @@
 // more than its volume has (the API server admits that only where the class allows expansion), it grows the
 // PersistentVolume and marks the claim FileSystemResizePending; the kubelet then finishes the expansion on the
 // node (a no-op for a directory, which has no size of its own) and records the new capacity on the claim.
+// A class whose parameter "medium" is "tmpfs" gets volumes of the size their claim requests: a tmpfs of that
+// size is mounted on the directory, so a volume fills up and writes fail with ENOSPC as on a real disk (the
+// directory of the other classes shares the host's file system). They hold data in memory: for small claims.
 // One runs per node of the test bed, each serving that node's volumes; it is not part of Steward.
 package localpath
 
@@ -15,10 +18,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +38,12 @@ const (
 	annSelectedNode       = "volume.kubernetes.io/selected-node"
 	annStorageProvisioner = "volume.kubernetes.io/storage-provisioner"
 	annProvisionedBy      = "pv.kubernetes.io/provisioned-by"
+)
+
+// ParameterMedium is the StorageClass parameter that asks for volumes of the claim's size (MediumSized).
+const (
+	ParameterMedium = "medium"
+	MediumSized     = "tmpfs"
 )
 
 // Config is what the provisioner serves.
@@ -131,6 +143,11 @@ func (p *provisioner) provision(ctx context.Context, claim *corev1.PersistentVol
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create volume dir: %w", err)
 	}
+	if class.Parameters[ParameterMedium] == MediumSized {
+		if err := mountSized(dir, claim.Spec.Resources.Requests[corev1.ResourceStorage]); err != nil {
+			return fmt.Errorf("volume of claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
+	}
 	// World-writable like a fresh disk formatted for any user: a `local` volume cannot be chowned to the pod's
 	// fsGroup reliably, and the pods the tests run are non-root.
 	if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // see comment above
@@ -172,6 +189,10 @@ func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) 
 	dir := pv.Spec.Local.Path
 	if filepath.Dir(dir) != filepath.Clean(p.cfg.VolumeDir) {
 		return fmt.Errorf("refusing to delete %s: not under %s", dir, p.cfg.VolumeDir)
+	}
+	// A sized volume's tmpfs goes first (not a mount point: EINVAL, nothing to do).
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("unmount volume dir: %w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete volume dir: %w", err)
@@ -251,5 +272,27 @@ func (p *provisioner) resize(ctx context.Context, claim *corev1.PersistentVolume
 		return fmt.Errorf("grow PersistentVolume %s to %s: %w", pv.Name, want.String(), err)
 	}
 	klog.InfoS("Expanded volume", "pv", pv.Name, "pvc", klog.KObj(claim), "from", have.String(), "to", want.String())
+	return nil
+}
+
+// mountSized mounts a tmpfs of size on dir, unless one is mounted there already (a retried provision).
+func mountSized(dir string, size resource.Quantity) error {
+	bytes, ok := size.AsInt64()
+	if !ok || bytes <= 0 {
+		return fmt.Errorf("a sized volume needs a storage request in bytes, got %q", size.String())
+	}
+	var st, parent syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return err
+	}
+	if err := syscall.Stat(filepath.Dir(dir), &parent); err != nil {
+		return err
+	}
+	if st.Dev != parent.Dev {
+		return nil // mounted by an earlier try
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(bytes, 10)+",mode=0777"); err != nil {
+		return fmt.Errorf("mount a tmpfs of %d bytes on %s: %w", bytes, dir, err)
+	}
 	return nil
 }

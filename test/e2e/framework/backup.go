@@ -16,14 +16,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/testbed"
 )
 
-// CreateBackupClaim creates the ReadWriteOnce claim "backups" of the given size in ns.
+// CreateBackupClaim creates the ReadWriteOnce claim "backups" of the given size in ns, of the default class: its
+// volume shares the host's disk, whatever the size says.
 func CreateBackupClaim(t *testing.T, ns, size string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+	return createClaim(t, ns, "backups", size, "")
+}
+
+// CreateSizedClaim creates a ReadWriteOnce claim whose volume has the size asked for, and fills up (the test
+// bed's sized class, in memory: keep it small).
+func CreateSizedClaim(t *testing.T, ns, name, size string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	return createClaim(t, ns, name, size, testbed.SizedStorageClassName)
+}
+
+func createClaim(t *testing.T, ns, name, size, class string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+	if class != "" {
+		pvc.Spec.StorageClassName = &class
+	}
 	if err := K8s.Create(context.Background(), pvc); err != nil {
 		t.Fatal(err)
 	}

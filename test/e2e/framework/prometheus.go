@@ -16,10 +16,19 @@ import (
 // PromQuery runs an instant PromQL query against the test bed's Prometheus; an invalid query is an error with
 // Prometheus' reason.
 func PromQuery(ctx context.Context, query string) ([]PromSample, error) {
+	return PromQueryAt(ctx, query, time.Time{})
+}
+
+// PromQueryAt runs an instant query evaluated at a past time (now when at is zero): what the rules had found then.
+func PromQueryAt(ctx context.Context, query string, at time.Time) ([]PromSample, error) {
 	if Bed.Prometheus == nil {
 		return nil, fmt.Errorf("the test bed runs no Prometheus")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, Bed.Prometheus.URL+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	params := url.Values{"query": {query}}
+	if !at.IsZero() {
+		params.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, Bed.Prometheus.URL+"/api/v1/query?"+params.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
