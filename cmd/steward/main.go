@@ -112,8 +112,9 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.resourceOpts.ClusterDomain, "cluster-domain", "cluster.local", "the Kubernetes cluster's DNS domain, for member addresses")
 	flag.StringVar(&o.agentImage, "agent-image", version.Image,
 		"image of backup and restore Jobs and of restore init containers: contains /usr/local/bin/steward-agent (built from cmd/steward-agent)")
-	flag.StringVar(&o.agentDelivery, "agent-delivery", resources.AgentDeliveryInitContainer,
-		"how member Pods get steward-agent: init-container (copied by an init container; every release) or image-volume (the agent image mounted as a volume, one init container fewer per member start; Kubernetes 1.35+ with containerd 2.1+ or CRI-O 1.31+ on every node)")
+	flag.StringVar(&o.agentDelivery, "agent-delivery", resources.AgentDeliveryAuto,
+		"how member Pods get steward-agent: image-volume (the agent image mounted as a volume, one init container fewer per member start; Kubernetes 1.35+ with containerd 2.1+ or CRI-O 1.31+ on every node), init-container (copied by an init container; every release), "+
+			"or auto: image-volume where the API server and every node's runtime (read when each member Pod is created) can, else init-container")
 	flag.Var(&o.namespaces, "watch-namespace",
 		"namespace to manage (repeatable or comma-separated); unset: every namespace. Set, Steward's cache and "+
 			"watches are limited to these namespaces and it needs only Roles in them (config/namespaced)")
@@ -184,7 +185,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if o.resourceOpts.AgentImageVolume, err = agentImageVolume(cfg, o.agentDelivery); err != nil {
+	if err := o.resolveAgentDelivery(cfg); err != nil {
 		return err
 	}
 	recorder, stopEvents, err := manager.NewEventRecorder(cfg, scheme, ctrl.Log.WithName("events"))
@@ -266,20 +267,30 @@ func setupControllers(mgr ctrl.Manager, recorder record.EventRecorder, o *option
 	return nil
 }
 
-// agentImageVolume is resources.Options.AgentImageVolume for --agent-delivery, asking the API server its version
-// only when the flag wants image volumes.
-func agentImageVolume(cfg *rest.Config, delivery string) (bool, error) {
+// resolveAgentDelivery sets how member Pods get the agent from --agent-delivery, asking the API server its
+// version unless the flag fixes init containers. A namespace-scoped install may not read Nodes, so there auto is
+// the init container.
+func (o *options) resolveAgentDelivery(cfg *rest.Config) error {
 	server := ""
-	if delivery == resources.AgentDeliveryImageVolume {
+	if o.agentDelivery != resources.AgentDeliveryInitContainer {
 		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {
-			return false, fmt.Errorf("--agent-delivery: %w", err)
+			return fmt.Errorf("--agent-delivery: %w", err)
 		}
 		info, err := dc.ServerVersion()
 		if err != nil {
-			return false, fmt.Errorf("--agent-delivery: ask the API server its version: %w", err)
+			return fmt.Errorf("--agent-delivery: ask the API server its version: %w", err)
 		}
 		server = info.GitVersion
 	}
-	return resources.AgentImageVolumeFor(delivery, server)
+	d, err := resources.ResolveAgentDelivery(o.agentDelivery, server)
+	if err != nil {
+		return err
+	}
+	if d.Auto && len(o.namespaces) > 0 {
+		d = resources.AgentDelivery{Why: "init containers: a namespace-scoped install cannot read the nodes' runtimes (--agent-delivery=image-volume if every node mounts image volumes)"}
+	}
+	o.resourceOpts.AgentImageVolume, o.resourceOpts.AgentDeliveryAuto = d.AgentImageVolume, d.Auto
+	ctrl.Log.WithName("setup").Info("Agent delivery", "flag", o.agentDelivery, "decided", d.Why)
+	return nil
 }

@@ -121,6 +121,10 @@ type Options struct {
 	// or newer (image volumes on by default) and a runtime that mounts them (containerd 2.1, CRI-O 1.31). A
 	// restored member's Pod installs the agent still: its restore container runs it from the tools volume.
 	AgentImageVolume bool
+	// AgentDeliveryAuto (--agent-delivery=auto on Kubernetes 1.35 or newer): AgentImageVolume is decided for each
+	// member Pod as it is created, from the nodes' runtimes (ImageVolumesOnNodes). A Pod keeps how it was made:
+	// a change of choice restarts no member.
+	AgentDeliveryAuto bool
 	// UpgradeVia are the releases, one per minor, a cluster passes through when its spec.version is more than
 	// one minor ahead (--upgrade-via, checked by plan.ParseUpgradeVia).
 	UpgradeVia []string

@@ -62,15 +62,18 @@ var KubernetesVersions = []string{KubernetesVersion, "v1.34.4"}
 const KubernetesEnv = "STEWARD_TESTBED_KUBERNETES"
 
 // ContainerdVersion is the containerd 2 release the test bed builds from a pinned module
-// (third_party/containerd-v2) and runs instead of the machine's when told to: Options.Containerd or ContainerdEnv.
+// (third_party/containerd-v2) and runs by default: it mounts image volumes (which Steward's default agent
+// delivery uses) and answers the kubelet's RuntimeConfig call (which Kubernetes 1.38 requires).
 const ContainerdVersion = "v2.4.2"
 
-// SystemContainerd names the containerd the machine has installed, the test bed's default: Debian 12's 1.6
-// (hack/prereqs.sh installs it).
+// SystemContainerd names the containerd the machine has installed (Debian 12's 1.6, hack/prereqs.sh installs it
+// for its runc): a runtime without image volumes, on which Steward's members get the agent from an init
+// container. Options.Containerd or ContainerdEnv picks it.
 const SystemContainerd = "1.6"
 
 // ContainerdEnv names the environment variable that picks the test bed's containerd when Options.Containerd is
-// empty: "2" (or "2.4", ContainerdVersion) for containerd 2 built from the module, "1.6" for the machine's.
+// empty: "2" (or "2.4", ContainerdVersion, the default) for containerd 2 built from the module, "1.6" for the
+// machine's.
 const ContainerdEnv = "STEWARD_TESTBED_CONTAINERD"
 
 // EtcdVersions are the etcd versions the test bed builds images for; each has a pinned module under
@@ -111,7 +114,7 @@ type Options struct {
 	// Containerd is the container runtime every node runs: SystemContainerd (the machine's, Debian's 1.6) or
 	// ContainerdVersion (built from the module; "2" or "2.4" say the same). Only containerd 2.1 and newer
 	// mount image volumes and answer the kubelet's RuntimeConfig call (which Kubernetes 1.38 requires).
-	// Default: the environment variable ContainerdEnv, else SystemContainerd.
+	// Default: the environment variable ContainerdEnv, else ContainerdVersion.
 	Containerd string
 	// ScrapeLabelledNamespacesOnly has the test bed's Prometheus scrape member and operator Pods only in
 	// namespaces labelled ScrapeLabel=true, and the kubelets every 30 s: a test suite whose clusters are mostly not
@@ -238,13 +241,13 @@ func kubernetesRelease(requested string) (string, error) {
 }
 
 // containerdRelease resolves a requested containerd ("", "1.6", "2", "2.4", "v2.4.2") to SystemContainerd or
-// ContainerdVersion; "" is the default, the machine's.
+// ContainerdVersion; "" is the default, the built one.
 func containerdRelease(requested string) (string, error) {
 	want, built := strings.TrimPrefix(strings.TrimSpace(requested), "v"), strings.TrimPrefix(ContainerdVersion, "v")
 	switch {
-	case want == "" || want == SystemContainerd:
+	case want == SystemContainerd:
 		return SystemContainerd, nil
-	case want == built || strings.HasPrefix(built, want+"."):
+	case want == "" || want == built || strings.HasPrefix(built, want+"."):
 		return ContainerdVersion, nil
 	}
 	return "", fmt.Errorf("the test bed runs containerd %s (the machine's) or %s (built; say 2), not %q (%s)", SystemContainerd, ContainerdVersion, requested, ContainerdEnv)

@@ -80,7 +80,7 @@ func TestContainerdRelease(t *testing.T) {
 	for _, tc := range []struct {
 		requested, want, err string
 	}{
-		{"", SystemContainerd, ""},
+		{"", ContainerdVersion, ""},
 		{"1.6", SystemContainerd, ""},
 		{"2", ContainerdVersion, ""},
 		{"2.4", ContainerdVersion, ""},

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/internal/version"
 	"steward.dev/steward/test/chaos"
@@ -139,6 +140,7 @@ func TestInClusterOperatorHA(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(c)
 	got := framework.WaitSettled(t, key, 4*time.Minute)
+	requireAutoAgentDelivery(t, got)
 	load := framework.StartLoad(t, got)
 
 	// 3 -> 5: the leader crashes once the first step (a learner added) is taken.
@@ -186,4 +188,42 @@ func TestInClusterOperatorHA(t *testing.T) {
 		}
 	}
 	framework.DeleteAndCheckNothingLeft(t, got)
+}
+
+// requireAutoAgentDelivery: an operator installed with the default --agent-delivery (auto) and the right to read
+// Nodes mounts the agent image into member Pods where every node's runtime can (containerd 2 on the test bed),
+// and copies it in with an init container where one cannot (the machine's containerd 1.6).
+func requireAutoAgentDelivery(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
+	t.Helper()
+	want := resources.AgentDeliveryInitContainer
+	if framework.Bed.Containerd() != testbed.SystemContainerd {
+		want = resources.AgentDeliveryImageVolume
+	}
+	pods := framework.MemberPodsOf(t, c)
+	for _, p := range pods.Items {
+		if got := agentDeliveryOf(&p); got != want {
+			t.Errorf("member Pod %s gets the agent by %s on containerd %s, want %s", p.Name, got, framework.Bed.Containerd(), want)
+		}
+	}
+}
+
+// agentDeliveryOf says how a member Pod gets steward-agent: by an image volume, an init container, or both (a
+// restored member's Pod), by the names resources gives them.
+func agentDeliveryOf(p *corev1.Pod) string {
+	image, initContainer := false, false
+	for _, v := range p.Spec.Volumes {
+		image = image || v.Image != nil
+	}
+	for _, c := range p.Spec.InitContainers {
+		initContainer = initContainer || c.Name == resources.InstallContainer
+	}
+	switch {
+	case image && initContainer:
+		return "both"
+	case image:
+		return resources.AgentDeliveryImageVolume
+	case initContainer:
+		return resources.AgentDeliveryInitContainer
+	}
+	return "neither"
 }

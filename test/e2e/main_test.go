@@ -35,6 +35,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/manager"
+	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
 	"steward.dev/steward/test/e2e/framework"
 )
@@ -85,11 +86,17 @@ func runWithTestbed(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop test bed: %v\n", err)
 		}
 	}()
-	// On a runtime that mounts image volumes the operators run the agent from one (--agent-delivery=image-volume),
-	// so that the suite on containerd 2 tests that Pod, and on the default runtime the init container's.
-	framework.OperatorOptions.AgentImageVolume = framework.Bed.Containerd() != testbed.SystemContainerd
-	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s, containerd %s, agent image volume %v\n", framework.Bed.KubernetesVersion(),
-		framework.Bed.Containerd(), framework.OperatorOptions.AgentImageVolume)
+	// The operators deliver the agent as Steward's default (--agent-delivery=auto) does: by image volume where the
+	// nodes' runtime mounts them (containerd 2), so that the suite there tests that Pod, and on the machine's
+	// containerd by the init container. Operators that may not read Nodes use the init container.
+	delivery, err := resources.ResolveAgentDelivery(resources.AgentDeliveryAuto, framework.Bed.KubernetesVersion())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	framework.OperatorOptions.AgentImageVolume, framework.OperatorOptions.AgentDeliveryAuto = delivery.AgentImageVolume, delivery.Auto
+	fmt.Fprintf(os.Stderr, "test bed: Kubernetes %s, containerd %s, agent delivery: %s\n", framework.Bed.KubernetesVersion(),
+		framework.Bed.Containerd(), delivery.Why)
 	if framework.K8s, err = client.New(framework.Bed.RESTConfig, client.Options{Scheme: framework.Scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

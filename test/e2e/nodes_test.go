@@ -220,36 +220,33 @@ func dedicatedClusterUnderLoad(t *testing.T, name string, replicas int32, replac
 // nodes.
 func membersPerDomain(t *testing.T, c *etcdv1alpha1.EtcdCluster, nodes []testbed.Node) (perNode, perZone map[string]int) {
 	t.Helper()
+	pods := framework.MemberPodsOf(t, c)
+	perNode, perZone, stray := podsPerDomain(pods.Items, nodes)
+	for _, p := range stray {
+		t.Errorf("member Pod %s is not on one of the dedicated nodes", p)
+	}
+	return perNode, perZone
+}
+
+// podsPerDomain counts pods per node and per zone of nodes (every node and zone counted), and names the pods on
+// none of them, with the node they are on ("" while unscheduled).
+func podsPerDomain(pods []corev1.Pod, nodes []testbed.Node) (perNode, perZone map[string]int, stray []string) {
 	zoneOf := map[string]string{}
 	perNode, perZone = map[string]int{}, map[string]int{}
 	for _, n := range nodes {
 		zoneOf[n.Name] = n.Zone
 		perNode[n.Name], perZone[n.Zone] = 0, 0
 	}
-	pods := framework.MemberPodsOf(t, c)
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		zone, ok := zoneOf[p.Spec.NodeName]
 		if !ok {
-			t.Errorf("member Pod %s is on node %q, not on one of the dedicated nodes", p.Name, p.Spec.NodeName)
+			stray = append(stray, fmt.Sprintf("%s (on node %q)", p.Name, p.Spec.NodeName))
 			continue
 		}
 		perNode[p.Spec.NodeName]++
 		perZone[zone]++
 	}
-	return perNode, perZone
-}
-
-// unscheduledMembers names the cluster's member Pods that have no node yet.
-func unscheduledMembers(t *testing.T, c *etcdv1alpha1.EtcdCluster) []string {
-	t.Helper()
-	pods := framework.MemberPodsOf(t, c)
-	var out []string
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" {
-			out = append(out, p.Name)
-		}
-	}
-	return out
+	return perNode, perZone, stray
 }
 
 // spreadOf is a domain count as its sorted counts, highest first: "2 2 1".
@@ -442,11 +439,13 @@ func waitRebalanced(t *testing.T, key client.ObjectKey, nodes []testbed.Node, wa
 		}
 		got = c
 		// The next step (a rebalancing learner) may have begun since status read as settled: its Pod, not yet
-		// scheduled, is on no node, which is not yet a spread to judge.
-		if pending := unscheduledMembers(t, c); len(pending) > 0 {
-			return fmt.Errorf("member Pods %v not scheduled yet: %s", pending, framework.Describe(c))
+		// scheduled, is on no node, which is not yet a spread to judge. One list of the Pods for both looks: a
+		// Pod created between two lists was once taken for a member off the dedicated nodes.
+		pods := framework.MemberPodsOf(t, c)
+		perNode, _, stray := podsPerDomain(pods.Items, nodes)
+		if len(stray) > 0 {
+			return fmt.Errorf("member Pods %v not on a dedicated node (yet): %s", stray, framework.Describe(c))
 		}
-		perNode, _ := membersPerDomain(t, c, nodes)
 		if spreadOf(perNode) != want {
 			return fmt.Errorf("members per node %v: %s", perNode, framework.Describe(c))
 		}

@@ -226,8 +226,9 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	if !certsReady {
 		return nil // the next pass looks again (obs.tls.waiting says why in Progressing)
 	}
+	opts := r.memberPodOptions(ctx)
 	for _, m := range members {
-		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, r.Options)); err != nil {
+		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, opts)); err != nil {
 			return fmt.Errorf("create member %s: %w", m.Name, err)
 		}
 		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "MemberCreated", "Created Pod of member %s", m.Name)
@@ -338,4 +339,28 @@ func memberIDOf(cluster *etcdv1alpha1.EtcdCluster, name string) string {
 		}
 	}
 	return "unknown"
+}
+
+// memberPodOptions are the Options member Pods are created with. Under --agent-delivery=auto they mount the agent
+// image only while every node's runtime can (nodes come and go, so this is read at each creation, from the
+// cache); without the right to read Nodes (a namespace-scoped install) or with a node that cannot, the agent is
+// copied in by an init container.
+func (r *Reconciler) memberPodOptions(ctx context.Context) resources.Options {
+	o := r.Options
+	if !o.AgentDeliveryAuto {
+		return o
+	}
+	o.AgentImageVolume = false
+	if r.Nodes == nil {
+		return o
+	}
+	var nodes corev1.NodeList
+	if err := r.Nodes.List(ctx, &nodes); err != nil {
+		ctrl.LoggerFrom(ctx).Info("Cannot read Nodes; member Pods get the agent from an init container", "error", err.Error())
+		return o
+	}
+	var why string
+	o.AgentImageVolume, why = resources.ImageVolumesOnNodes(nodes.Items)
+	ctrl.LoggerFrom(ctx).V(1).Info("Agent delivery for new member Pods", "imageVolume", o.AgentImageVolume, "why", why)
+	return o
 }
