@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,15 +208,17 @@ func requireAutoAgentDelivery(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 	}
 }
 
-// agentDeliveryOf says how a member Pod gets steward-agent: by an image volume, an init container, or both (a
-// restored member's Pod), by the names resources gives them.
+// agentDeliveryOf says how a member Pod gets steward-agent: by an image volume, by an init container copying it
+// (install-agent, or in a bootstrap member's Pod await-dns with --install-to), both (a restored member's Pod), or
+// neither.
 func agentDeliveryOf(p *corev1.Pod) string {
 	image, initContainer := false, false
 	for _, v := range p.Spec.Volumes {
 		image = image || v.Image != nil
 	}
 	for _, c := range p.Spec.InitContainers {
-		initContainer = initContainer || c.Name == resources.InstallContainer
+		initContainer = initContainer || c.Name == resources.InstallContainer ||
+			slices.ContainsFunc(c.Command, func(arg string) bool { return strings.HasPrefix(arg, "--install-to=") })
 	}
 	switch {
 	case image && initContainer:

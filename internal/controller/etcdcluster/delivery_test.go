@@ -21,9 +21,14 @@ func (forbiddenReader) List(context.Context, client.ObjectList, ...client.ListOp
 // TestMemberPodOptions: under --agent-delivery=auto a member Pod mounts the agent image only while every node's
 // runtime can, read at its creation; a fixed choice is kept whatever the nodes run.
 func TestMemberPodOptions(t *testing.T) {
+	// Nodes as the manager's cache holds them (NodeCacheTransform): the runtime must survive it.
 	node := func(name, runtime string) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: runtime}}}
+		n, err := NodeCacheTransform(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: runtime, KernelVersion: "6.1.0"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.(*corev1.Node)
 	}
 	nodes := func(ns ...client.Object) client.Reader {
 		return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ns...).Build()

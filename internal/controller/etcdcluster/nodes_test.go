@@ -108,10 +108,12 @@ func TestNodeCacheTransformKeepsWhatPlacementReads(t *testing.T) {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			Images: []corev1.ContainerImage{{Names: []string{"quay.io/coreos/etcd:v3.6.16"}, SizeBytes: 1 << 24}}}}
+			Images:   []corev1.ContainerImage{{Names: []string{"quay.io/coreos/etcd:v3.6.16"}, SizeBytes: 1 << 24}},
+			NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.4.2", KernelVersion: "6.1.0", OSImage: "Debian"}}}
 	want := n.DeepCopy()
 	want.ManagedFields = nil
 	want.Status.Images = nil
+	want.Status.NodeInfo = corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.4.2"}
 	got, err := NodeCacheTransform(n)
 	if err != nil {
 		t.Fatal(err)
