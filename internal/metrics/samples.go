@@ -284,8 +284,7 @@ func backupSamples(clusters map[string]bool, backups []etcdv1alpha1.EtcdBackup) 
 		if !clusters[key] || b.Status.CompletionTime == nil || !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
 			continue
 		}
-		if n := newest[key]; n == nil || n.Status.CompletionTime.Before(b.Status.CompletionTime) ||
-			n.Status.CompletionTime.Equal(b.Status.CompletionTime) && n.Name < b.Name {
+		if n := newest[key]; n == nil || endedAfter(b, n) {
 			newest[key] = b
 		}
 	}
@@ -307,6 +306,13 @@ func backupSamples(clusters map[string]bool, backups []etcdv1alpha1.EtcdBackup) 
 	return out
 }
 
+// endedAfter reports whether backup b ended after other (both with a completion time), the later name first on
+// a tie: which of two is the newest, the same on every scrape.
+func endedAfter(b, other *etcdv1alpha1.EtcdBackup) bool {
+	return other.Status.CompletionTime.Before(b.Status.CompletionTime) ||
+		other.Status.CompletionTime.Equal(b.Status.CompletionTime) && other.Name < b.Name
+}
+
 // claimSamples are the space gauges of each claim backups were written to: from the newest backup that ended on
 // it with a measurement (a failed one too: a full claim is measured by the backup that did not fit). They follow
 // the backups, not a cluster: one claim may hold the backups of several.
@@ -319,8 +325,7 @@ func claimSamples(backups []etcdv1alpha1.EtcdBackup) []sample {
 			continue
 		}
 		key := [2]string{b.Namespace, pvc.ClaimName}
-		if n := newest[key]; n == nil || n.Status.CompletionTime.Before(b.Status.CompletionTime) ||
-			n.Status.CompletionTime.Equal(b.Status.CompletionTime) && n.Name < b.Name {
+		if n := newest[key]; n == nil || endedAfter(b, n) {
 			newest[key] = b
 		}
 	}

@@ -2,8 +2,6 @@ package resources
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,27 +66,22 @@ func ResolveAgentDelivery(delivery, serverVersion string) (AgentDelivery, error)
 
 // imageVolumeRuntimes are the first releases of each container runtime that mount image volumes, by the name
 // a node reports in status.nodeInfo.containerRuntimeVersion ("containerd://2.4.2").
-var imageVolumeRuntimes = map[string][2]int{"containerd": {2, 1}, "cri-o": {1, 31}}
-
-// leadingVersion is a runtime version's major and minor, with or without a "v", whatever follows them
-// ("1.6.20~ds1", "v2.1.0-rc.1", "1.31.2").
-var leadingVersion = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
+var imageVolumeRuntimes = map[string]*utilversion.Version{
+	"containerd": utilversion.MustParseGeneric("2.1"),
+	"cri-o":      utilversion.MustParseGeneric("1.31"),
+}
 
 // RuntimeMountsImageVolumes reports whether a node's container runtime, as the node reports it, mounts image
-// volumes. An unknown runtime or version does not.
+// volumes. An unknown runtime or version does not; what follows the version's numbers ("1.6.20~ds1",
+// "v2.1.0-rc.1") is ignored.
 func RuntimeMountsImageVolumes(runtimeVersion string) bool {
 	name, ver, ok := strings.Cut(runtimeVersion, "://")
 	since, known := imageVolumeRuntimes[name]
-	m := leadingVersion.FindStringSubmatch(ver)
-	if !ok || !known || m == nil {
+	if !ok || !known {
 		return false
 	}
-	major, err1 := strconv.Atoi(m[1])
-	minor, err2 := strconv.Atoi(m[2])
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return major > since[0] || major == since[0] && minor >= since[1]
+	v, err := utilversion.ParseGeneric(ver)
+	return err == nil && v.AtLeast(since)
 }
 
 // ImageVolumesOnNodes decides auto delivery for a member Pod about to be created: image volumes only when there
