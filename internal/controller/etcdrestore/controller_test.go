@@ -39,6 +39,14 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
+// bootstrappedCluster is EtcdCluster c of the namespace ns: 3 members of 3.6.16, bootstrapped as etcd cluster id1,
+// the cluster completeBackup was taken of. Tests add the status they need.
+func bootstrappedCluster() *etcdv1alpha1.EtcdCluster {
+	return &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Spec:   etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
+		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
+}
+
 // completeBackup is EtcdBackup b1 of cluster c (etcd cluster ID id1), Complete at now: revision 100 of 3.6.16 in
 // pvc://backups/c/b1.db.
 func completeBackup(now metav1.Time) *etcdv1alpha1.EtcdBackup {
@@ -126,10 +134,9 @@ func TestRollbackTakesSafetyBackupFirst(t *testing.T) {
 	ctx := context.Background()
 	s := testScheme(t)
 	now := metav1.Now()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
-		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
-			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorum", LastTransitionTime: now}}}}
+	cluster := bootstrappedCluster()
+	cluster.Status.Revision = 250
+	cluster.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorum", LastTransitionTime: now}}
 	b := completeBackup(now)
 	refused := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "no-field", CreationTimestamp: now},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1", Confirm: "c"}}
@@ -214,10 +221,9 @@ func TestUnreachableButServingIsNotReseeded(t *testing.T) {
 	ctx := context.Background()
 	s := testScheme(t)
 	now := metav1.Now()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "cluster-uid"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
-		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1", Revision: 250,
-			Conditions: []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "QuorumLost", LastTransitionTime: now}}}}
+	cluster := bootstrappedCluster()
+	cluster.UID, cluster.Status.Revision = "cluster-uid", 250
+	cluster.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: "QuorumLost", LastTransitionTime: now}}
 	b := completeBackup(now)
 	objs := []client.Object{cluster, b}
 	controller := true
@@ -315,9 +321,7 @@ func TestRestoreOfObjectsNotInTheCacheYet(t *testing.T) {
 	ctx := context.Background()
 	s := testScheme(t)
 	now := metav1.Now()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
-		Spec:   etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"},
-		Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
+	cluster := bootstrappedCluster()
 	b := completeBackup(now)
 	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", CreationTimestamp: now},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "c", BackupName: "b1"}}

@@ -24,8 +24,7 @@ func TestPointInTimeRestoreMakesItsBackupFirst(t *testing.T) {
 	ctx := context.Background()
 	s := testScheme(t)
 	now := metav1.Now()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}, Status: etcdv1alpha1.EtcdClusterStatus{Bootstrapped: true, ClusterID: "id1"}}
+	cluster := bootstrappedCluster()
 	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@daily", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true},
 			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "c"}}}}
