@@ -166,6 +166,13 @@ const (
 	// ReasonRebalancing: a member moves off a crowded node or zone: a learner joins where members are fewest,
 	// then a member on the most crowded node leaves.
 	ReasonRebalancing = "Rebalancing"
+	// ReasonHibernating: spec.hibernation.enabled is set and members' Pods are being stopped, one at a time, the
+	// leader last (Progressing True; Available False with this reason once the members left lose quorum).
+	ReasonHibernating = "Hibernating"
+	// ReasonHibernated: no member runs: every member's Pod is stopped and its volume, identity and certificates
+	// are kept (Available and Progressing False with this reason). Also the reason an EtcdBackup of a hibernated
+	// cluster fails with, and a schedule's Ready and ContinuousBackup conditions pause with.
+	ReasonHibernated = "Hibernated"
 )
 
 // Reasons of EtcdCluster Progressing: versions. WaitingForSnapshot (see EtcdBackupSchedule) is one of them too:

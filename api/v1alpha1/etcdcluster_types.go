@@ -11,6 +11,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
+// +kubebuilder:validation:XValidation:rule="!has(self.hibernation) || !self.hibernation.enabled || !has(self.storage) || !self.storage.ephemeral",message="hibernation.enabled needs volumes: an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs, which go with its Pods; it cannot hibernate"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.etcd) || !has(self.etcd.quotaBackendBytes) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).compareTo(quantity(string(self.etcd.quotaBackendBytes))) >= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes is below etcd.quotaBackendBytes: the maximum Steward may raise the quota to cannot be below the quota itself"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
@@ -98,6 +99,66 @@ type EtcdClusterSpec struct {
 	// Paused stops Steward from changing anything of the cluster; it still observes and reports status.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Hibernation stops the cluster and keeps everything it needs to come back: with enabled set, Steward stops
+	// every member's Pod, one at a time, the leader last, and keeps their volumes, member identities,
+	// certificates and users; backups of the cluster pause. Unset (or enabled false) again, the same members come
+	// back on their volumes with every key, the same cluster ID and the same revisions. Changes made to the spec
+	// meanwhile (version, replicas, storage) are applied once the members are back. Not for ephemeral storage,
+	// whose data goes with its Pods.
+	// +optional
+	Hibernation *Hibernation `json:"hibernation,omitempty"`
+}
+
+// Hibernation is whether the cluster is to be stopped, keeping its data.
+type Hibernation struct {
+	// Enabled stops the cluster's members (their volumes stay); false brings them back.
+	Enabled bool `json:"enabled"`
+}
+
+// HibernationPhase is where a cluster is in hibernating or resuming.
+// +kubebuilder:validation:Enum=Hibernating;Hibernated;Resuming
+type HibernationPhase string
+
+// Phases of a cluster's hibernation.
+const (
+	// HibernationHibernating: members' Pods are being stopped.
+	HibernationHibernating HibernationPhase = "Hibernating"
+	// HibernationHibernated: no member runs; their volumes are kept.
+	HibernationHibernated HibernationPhase = "Hibernated"
+	// HibernationResuming: spec.hibernation.enabled was unset and the members are coming back on their volumes,
+	// until the cluster is Available again.
+	HibernationResuming HibernationPhase = "Resuming"
+)
+
+// HibernationStatus is what Steward reports of a hibernation, from the moment it is asked for until the cluster
+// is Available again after resuming.
+type HibernationStatus struct {
+	// Phase is Hibernating, Hibernated or Resuming.
+	Phase HibernationPhase `json:"phase"`
+	// Since is when the phase began.
+	Since metav1.Time `json:"since"`
+	// Members are the members whose volumes are kept, to come back.
+	// +optional
+	Members []string `json:"members,omitempty"`
+	// DataSizeBytes is the size of the largest member's database when Steward last read it before the members
+	// stopped: what each member's volume keeps.
+	// +optional
+	DataSizeBytes int64 `json:"dataSizeBytes,omitempty"`
+	// Revision is the cluster's revision when the members stopped: the members come back at it.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// HibernationRequested reports whether c's spec asks for it to hibernate.
+func HibernationRequested(c *EtcdCluster) bool {
+	return c.Spec.Hibernation != nil && c.Spec.Hibernation.Enabled
+}
+
+// Hibernating reports whether c is hibernated or on its way in or out of it: its spec asks for hibernation, or it
+// has not been Available since it resumed. Its backups wait, and alerts meant for running clusters keep quiet.
+func Hibernating(c *EtcdCluster) bool {
+	return HibernationRequested(c) || c.Status.Hibernation != nil
 }
 
 // Maintenance is what Steward does by itself to keep etcd's data compact and sound.
@@ -765,6 +826,11 @@ type EtcdClusterStatus struct {
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
 
+	// Hibernation is the cluster's hibernation (spec.hibernation), from the moment it is asked for until the
+	// cluster is Available again after resuming; empty otherwise.
+	// +optional
+	Hibernation *HibernationStatus `json:"hibernation,omitempty"`
+
 	// LastBackup is the cluster's newest Complete EtcdBackup. Written by the backup controller (only this
 	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".
 	// +optional
@@ -780,6 +846,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Hibernation",type=string,JSONPath=`.status.hibernation.phase`
 // +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.provider`,priority=1
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,55}[a-z0-9])?$')",message="metadata.name must start with a letter, hold only lower-case letters, digits and '-', and be at most 57 characters: members are named <name>-xxxxx (a Pod hostname: a DNS label of at most 63 characters), Services <name> and <name>-peer (DNS-1035 labels)"

@@ -16,7 +16,10 @@ type Member struct {
 // AdmitInput is what admission of a backup looks at.
 type AdmitInput struct {
 	ClusterFound bool
-	Members      []Member
+	// Hibernated names the cluster when it hibernates (or is on its way in or out): no member runs to take a
+	// snapshot from, and none will until a human resumes it, which may be much later than any grace.
+	Hibernated string
+	Members    []Member
 	// DestinationProblem is why the destination cannot be used (PVC or credentials Secret missing), empty if
 	// it can.
 	DestinationProblem string
@@ -51,6 +54,10 @@ type Decision struct {
 func Decide(in AdmitInput) Decision {
 	if !in.ClusterFound {
 		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}
+	}
+	if in.Hibernated != "" {
+		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonHibernated, Message: fmt.Sprintf("EtcdCluster %s is hibernated: no member runs to take a snapshot from; "+
+			"resume it (spec.hibernation.enabled: false) and create the backup again", in.Hibernated)}
 	}
 	if in.DestinationProblem != "" {
 		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: in.DestinationProblem}

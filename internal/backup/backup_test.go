@@ -302,6 +302,9 @@ func TestDecide(t *testing.T) {
 		want Decision
 	}{
 		"no cluster": {in: AdmitInput{}, want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonClusterNotFound, Message: "the EtcdCluster does not exist"}},
+		"a hibernated cluster: refused at once, not waited for": {in: AdmitInput{ClusterFound: true, Hibernated: "db", Age: time.Second},
+			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonHibernated, Message: "EtcdCluster db is hibernated: no member runs to take a snapshot from; " +
+				"resume it (spec.hibernation.enabled: false) and create the backup again"}},
 		"no destination": {in: AdmitInput{ClusterFound: true, DestinationProblem: "PersistentVolumeClaim x does not exist"},
 			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: "PersistentVolumeClaim x does not exist"}},
 		"followers first, leader last, no learner, no unhealthy": {

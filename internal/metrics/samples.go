@@ -36,8 +36,11 @@ var (
 	healthyVoters  = newFamily("steward_cluster_healthy_voters", "Voting members whose status endpoint answered healthy.", "namespace", "cluster")
 	quorumNeeded   = newFamily("steward_cluster_quorum_needed", "Voting members needed for quorum: floor(voters/2)+1.", "namespace", "cluster")
 	hasQuorum      = newFamily("steward_cluster_has_quorum", "1 while a quorum of voting members is healthy (condition Available), else 0.", "namespace", "cluster")
-	leaderInfo     = newFamily("steward_cluster_leader_info", "1 for the member that leads the cluster; no series without a leader.", "namespace", "cluster", "member")
-	versionInfo    = newFamily("steward_cluster_version_info", "1, with the spec's etcd version, the oldest version a member runs and etcd's cluster version.",
+	hibernated     = newFamily("steward_cluster_hibernated",
+		"1 while the cluster hibernates or its members stop to (status.hibernation.phase Hibernating or Hibernated), else 0; alerts meant for running clusters skip it.",
+		"namespace", "cluster")
+	leaderInfo  = newFamily("steward_cluster_leader_info", "1 for the member that leads the cluster; no series without a leader.", "namespace", "cluster", "member")
+	versionInfo = newFamily("steward_cluster_version_info", "1, with the spec's etcd version, the oldest version a member runs and etcd's cluster version.",
 		"namespace", "cluster", "desired_version", "current_version", "cluster_version")
 	stepInfo     = newFamily("steward_cluster_step_info", "1 while Progressing is True, with the step's reason (the Progressing reason).", "namespace", "cluster", "reason")
 	stepDuration = newFamily("steward_cluster_step_duration_seconds", "How long the step under way (the Progressing reason) has lasted; 0 when not progressing.",
@@ -84,7 +87,7 @@ var (
 )
 
 // families are every gauge, for Describe.
-var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, leaderInfo, versionInfo,
+var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
 	backupLastTime, backupLastSize, backupLastDur, claimAvailable, claimCapacity, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
 	continuousFollowing, continuousTo, continuousFrom, continuousPending}
@@ -151,6 +154,8 @@ func (s *clusterSampler) addMembership() {
 	s.add(healthyVoters, float64(st.ReadyReplicas))
 	s.add(quorumNeeded, float64(st.Voters/2+1))
 	s.add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
+	// Not while resuming: a resume that does not bring the cluster back is for the alerts to report.
+	s.add(hibernated, boolValue(st.Hibernation != nil && st.Hibernation.Phase != etcdv1alpha1.HibernationResuming))
 	if st.Leader != "" {
 		s.add(leaderInfo, 1, st.Leader)
 	}

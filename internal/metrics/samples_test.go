@@ -50,6 +50,7 @@ var healthyClusterSamples = []string{
 	`steward_cluster_healthy_voters{namespace="ns",cluster="c"} 3`,
 	`steward_cluster_quorum_needed{namespace="ns",cluster="c"} 2`,
 	`steward_cluster_has_quorum{namespace="ns",cluster="c"} 1`,
+	`steward_cluster_hibernated{namespace="ns",cluster="c"} 0`,
 	`steward_cluster_leader_info{namespace="ns",cluster="c",member="c-a"} 1`,
 	`steward_cluster_version_info{namespace="ns",cluster="c",desired_version="3.6.16",current_version="3.6.16",cluster_version="3.6.0"} 1`,
 	`steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 0`,
@@ -227,6 +228,22 @@ func TestClusterSamples(t *testing.T) {
 				})
 			},
 		},
+		"hibernated: 1, and 0 again while resuming (a resume that fails is for the alerts)": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationHibernated}
+			},
+			func() []string {
+				return replace(healthyClusterSamples, map[string]string{
+					`steward_cluster_hibernated{`: `steward_cluster_hibernated{namespace="ns",cluster="c"} 1`,
+				})
+			},
+		},
+		"resuming": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationResuming}
+			},
+			func() []string { return healthyClusterSamples },
+		},
 		"a new cluster with no status yet": {
 			func(c *etcdv1alpha1.EtcdCluster) { c.Status = etcdv1alpha1.EtcdClusterStatus{} },
 			func() []string {
@@ -238,6 +255,7 @@ func TestClusterSamples(t *testing.T) {
 					`steward_cluster_healthy_voters{namespace="ns",cluster="c"} 0`,
 					`steward_cluster_quorum_needed{namespace="ns",cluster="c"} 1`,
 					`steward_cluster_has_quorum{namespace="ns",cluster="c"} 0`,
+					`steward_cluster_hibernated{namespace="ns",cluster="c"} 0`,
 					`steward_cluster_version_info{namespace="ns",cluster="c",desired_version="3.6.16",current_version="",cluster_version=""} 1`,
 					`steward_cluster_step_duration_seconds{namespace="ns",cluster="c"} 0`,
 					`steward_cluster_db_quota_bytes{namespace="ns",cluster="c"} 2.147483648e+09`,
@@ -372,8 +390,8 @@ func TestCardinalityBounded(t *testing.T) {
 		if len(a) != len(b) {
 			t.Fatalf("%d members: %d series, an hour later %d", size, len(a), len(b))
 		}
-		// 18 per cluster (with a leader, a step, three conditions, two alarms and the hash check), 4 per member.
-		if want := 18 + 4*size; len(a) != want {
+		// 19 per cluster (with a leader, a step, three conditions, two alarms and the hash check), 4 per member.
+		if want := 19 + 4*size; len(a) != want {
 			t.Errorf("%d members: %d series, want %d:\n%s", size, len(a), want, strings.Join(strs(a), "\n"))
 		}
 		for i := range a {

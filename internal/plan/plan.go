@@ -22,6 +22,8 @@ type Spec struct {
 	// Image is the image members of Version run (the spec's image, or the operator's default for Version).
 	Image  string
 	Paused bool
+	// Hibernate: spec.hibernation.enabled is set: the members' Pods are to stop, their volumes to stay.
+	Hibernate bool
 	// SnapshotCount is the spec's etcd --snapshot-count; 0 means etcd's default.
 	SnapshotCount int64
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
@@ -297,6 +299,10 @@ type Action struct {
 
 // Next returns the one step to take now.
 func Next(spec Spec, obs Observation) Action {
+	if spec.Hibernate && !spec.Paused {
+		// Stopping Pods needs neither certificates nor etcd: nothing the TLS step waits for holds it up.
+		return hibernate(spec, obs)
+	}
 	if obs.TLSBlocked != nil {
 		return *obs.TLSBlocked
 	}

@@ -202,6 +202,9 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
 		"pre-release":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
 		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
+		"hibernating an ephemeral cluster": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Storage.Ephemeral, c.Spec.Hibernation = true, &etcdv1alpha1.Hibernation{Enabled: true}
+		}, "an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs"},
 		"TLS Secrets without names": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Secrets"} },
 			"tls.secrets (memberSecretName and clientSecretName) is required when tls.provider is Secrets"},
 		"TLS CertManager without issuer": {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "CertManager"} },

@@ -61,6 +61,7 @@ var expected = map[string]time.Duration{
 	"TestTLSSwitchUnderLoad":                            230 * time.Second,
 	"TestContinuousBackupPointInTime":                   220 * time.Second,
 	"TestRestore":                                       210 * time.Second,
+	"TestHibernationUnderLoad":                          200 * time.Second,
 	"TestStorageExpansionInPlace":                       210 * time.Second,
 	"TestTLSProviderCertManager":                        160 * time.Second,
 	"TestPeerPortRefusesClientCertificates":             160 * time.Second,

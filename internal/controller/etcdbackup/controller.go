@@ -187,6 +187,10 @@ func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup)
 		return in, access, fmt.Errorf("get EtcdCluster: %w", err)
 	}
 	in.ClusterFound = true
+	if etcdv1alpha1.Hibernating(cluster) {
+		in.Hibernated = cluster.Name
+		return in, access, nil
+	}
 	access = resources.AgentAccessFor(cluster)
 	for _, m := range cluster.Status.Members {
 		in.Members = append(in.Members, backup.Member{Name: m.Name, ClientURL: m.ClientURL, Healthy: m.Healthy,

@@ -261,6 +261,70 @@ func TestBackupFailures(t *testing.T) {
 	})
 }
 
+// TestBackupOfHibernatedCluster: a backup of a cluster that hibernates, or has not been Available since it
+// resumed, fails at once with reason Hibernated and starts no Job; one whose Job already runs is left to it.
+func TestBackupOfHibernatedCluster(t *testing.T) {
+	claim := func() client.Object {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}}
+	}
+	for name, hibernate := range map[string]func(c *etcdv1alpha1.EtcdCluster){
+		"asked for, not yet observed": func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: true}
+		},
+		"hibernated": func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: true}
+			c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationHibernated}
+			c.Status.Members = nil
+		},
+		"resuming": func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: false}
+			c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationResuming}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			metrics.Forget("ns", "db")
+			defer metrics.Forget("ns", "db")
+			cl := cluster()
+			hibernate(cl)
+			r, c := newReconciler(t, cl, pvcBackup(""), claim())
+			if res := reconcile(t, r); res != (ctrl.Result{}) {
+				t.Fatalf("a refused backup requeued: %+v", res)
+			}
+			b := &etcdv1alpha1.EtcdBackup{}
+			get(t, c, b, "b1")
+			want := "EtcdCluster db is hibernated: no member runs to take a snapshot from; resume it (spec.hibernation.enabled: false) and create the backup again"
+			if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed); cond == nil || cond.Status != metav1.ConditionTrue ||
+				cond.Reason != etcdv1alpha1.ReasonHibernated || cond.Message != want || b.Status.CompletionTime == nil {
+				t.Fatalf("status %+v", b.Status)
+			}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("a backup of a hibernated cluster started a Job: %v", err)
+			}
+			if got := backupsCounted(t, "db", metrics.ResultFailed, etcdv1alpha1.ReasonHibernated); got != 1 {
+				t.Errorf("steward_backups_total{result=failed,reason=Hibernated} = %v, want 1", got)
+			}
+		})
+	}
+	t.Run("Job already running", func(t *testing.T) {
+		r, c := newReconciler(t, cluster(), pvcBackup(""), claim())
+		reconcile(t, r)
+		cl := &etcdv1alpha1.EtcdCluster{}
+		get(t, c, cl, "db")
+		cl.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: true}
+		if err := c.Update(context.Background(), cl); err != nil {
+			t.Fatal(err)
+		}
+		if res := reconcile(t, r); res.RequeueAfter != requeueRunning {
+			t.Fatalf("running backup: %+v", res)
+		}
+		b := &etcdv1alpha1.EtcdBackup{}
+		get(t, c, b, "b1")
+		if cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionComplete); cond == nil || cond.Reason != etcdv1alpha1.ReasonBackupRunning {
+			t.Fatalf("a running backup was changed when its cluster began to hibernate: %+v", b.Status)
+		}
+	})
+}
+
 func TestDeletePolicyDeletesTheSnapshotFirst(t *testing.T) {
 	r, c := newReconciler(t, cluster(), pvcBackup(etcdv1alpha1.DeletionPolicyDelete),
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}})

@@ -36,21 +36,23 @@ const annotationFollowerSpec = "etcd.steward.dev/follower-spec"
 
 // reconcileContinuous keeps the follower running (or removes it), reads its report into status, and asks for a
 // snapshot at once when no Complete snapshot starts the follower's chain. It returns whether a snapshot is needed
-// now, and the condition to show.
-func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup) (bool, *metav1.Condition, error) {
+// now, and the condition to show. cluster is nil when it does not exist.
+func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup) (bool, *metav1.Condition, error) {
 	if s.Spec.Continuous == nil || !s.Spec.Continuous.Enabled {
 		s.Status.Continuous = nil
 		meta.RemoveStatusCondition(&s.Status.Conditions, etcdv1alpha1.ConditionContinuousBackup)
-		return false, nil, r.removeFollower(ctx, s)
+		return false, nil, r.removeFollower(ctx, s, "continuous backup is off")
 	}
 	cond := &metav1.Condition{Type: etcdv1alpha1.ConditionContinuousBackup, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonFollowerStarting}
-	cluster := &etcdv1alpha1.EtcdCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.ClusterName}, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
-			cond.Message = fmt.Sprintf("EtcdCluster %s does not exist", s.Spec.ClusterName)
-			return false, cond, nil
-		}
-		return false, nil, fmt.Errorf("get EtcdCluster: %w", err)
+	if cluster == nil {
+		cond.Message = fmt.Sprintf("EtcdCluster %s does not exist", s.Spec.ClusterName)
+		return false, cond, nil
+	}
+	if phase, ok := hibernationOf(cluster); ok {
+		// No member runs to follow. status.continuous stays as it was: its window is still recoverable, and no
+		// snapshot is asked for (none could be taken).
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonHibernated, hibernatedContinuousMessage(cluster, phase)
+		return false, cond, r.removeFollower(ctx, s, fmt.Sprintf("EtcdCluster %s is hibernated", cluster.Name))
 	}
 	if err := r.ensureFollower(ctx, s, cluster, resources.AgentAccessFor(cluster), pruneBefore(backups, cluster.Status.ClusterID)); err != nil {
 		return false, nil, err
@@ -194,8 +196,9 @@ func templateHash(t *corev1.PodTemplateSpec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// removeFollower deletes the follower when continuous backup is turned off; the stored segments stay.
-func (r *Reconciler) removeFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) error {
+// removeFollower deletes the follower when continuous backup is turned off, or its cluster hibernates (why says
+// which, for the Event); the stored segments stay.
+func (r *Reconciler) removeFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, why string) error {
 	name := resources.FollowerName(s)
 	dep := &appsv1.Deployment{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, dep); {
@@ -203,7 +206,7 @@ func (r *Reconciler) removeFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 		if err := r.Client.Delete(ctx, dep); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete follower Deployment: %w", err)
 		}
-		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerStopped", "continuous backup is off; Deployment %s deleted, its segments kept", name)
+		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerStopped", "%s; Deployment %s deleted, its segments kept", why, name)
 	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("get follower Deployment: %w", err)
 	}

@@ -3,7 +3,8 @@
 // backups by retention (internal/backup decides which). Backups it creates carry deletionPolicy Delete, so
 // retiring one deletes its stored snapshot too. They are labelled with the schedule but not owned by it:
 // deleting a schedule keeps its backups and their data, because losing every backup is not what anyone
-// deleting a schedule expects.
+// deleting a schedule expects. While its cluster hibernates a schedule pauses: no backups, no follower
+// (hibernation.go).
 package etcdbackupschedule
 
 import (
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -57,7 +59,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
-// SetupWithManager registers the controller: it watches schedules and the backups labelled with them.
+// SetupWithManager registers the controller: it watches schedules, the backups labelled with them, and their
+// clusters' hibernation (which pauses and resumes them).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
@@ -73,6 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdBackupSchedule{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&etcdv1alpha1.EtcdBackup{}, toSchedule).
+		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(schedulesOf(r.Client)), builder.WithPredicates(clusterHibernationChanged)).
 		Named("etcdbackupschedule").
 		Complete(r)
 }
@@ -111,23 +115,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	next, err := r.runDue(ctx, s, sched, now, &ready)
+	cluster, err := r.getCluster(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	continuous, err := r.keepContinuous(ctx, s, backups, now)
+	next, err := r.runDue(ctx, s, sched, cluster, now, &ready)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	continuous, err := r.keepContinuous(ctx, s, cluster, backups, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.prune(ctx, s, backups, now); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(next, now, continuous != nil)}, nil
+	// A hibernated cluster's follower is gone: nothing to read until the cluster's resumption (watched) brings
+	// the next pass.
+	_, hibernating := hibernationOf(cluster)
+	return ctrl.Result{RequeueAfter: requeueAfter(next, now, continuous != nil && !hibernating)}, nil
+}
+
+// getCluster reads the schedule's cluster from the cache; nil when it does not exist.
+func (r *Reconciler) getCluster(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) (*etcdv1alpha1.EtcdCluster, error) {
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.ClusterName}, cluster); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get EtcdCluster %s: %w", s.Spec.ClusterName, err)
+	}
+	return cluster, nil
 }
 
 // runDue creates the backup due by now (or skips it while the previous one runs and concurrency is
-// forbidden), says in ready when the next one is, and returns that time.
-func (r *Reconciler) runDue(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, sched backup.Schedule, now time.Time, ready *metav1.Condition) (time.Time, error) {
+// forbidden, or while the cluster hibernates), says in ready when the next one is, and returns that time.
+// cluster is nil when it does not exist.
+func (r *Reconciler) runDue(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, sched backup.Schedule, cluster *etcdv1alpha1.EtcdCluster, now time.Time, ready *metav1.Condition) (time.Time, error) {
 	log := ctrl.LoggerFrom(ctx)
 	last := s.CreationTimestamp.Time
 	if s.Status.LastScheduleTime != nil {
@@ -136,9 +160,22 @@ func (r *Reconciler) runDue(ctx context.Context, s *etcdv1alpha1.EtcdBackupSched
 	due, isDue, next := sched.Due(last, now)
 	s.Status.NextScheduleTime = &metav1.Time{Time: next}
 	ready.Message = "next backup at " + next.UTC().Format(time.RFC3339)
+	phase, hibernating := hibernationOf(cluster)
 	switch {
 	case s.Spec.Suspend:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonSuspended, "spec.suspend is set"
+	case hibernating:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonHibernated, hibernatedReadyMessage(cluster, phase, next)
+		if c := meta.FindStatusCondition(s.Status.Conditions, etcdv1alpha1.ConditionReady); c == nil || c.Reason != etcdv1alpha1.ReasonHibernated {
+			// One Event when the pause begins; the due times it skips are not announced one by one.
+			r.Recorder.Eventf(s, corev1.EventTypeNormal, etcdv1alpha1.ReasonHibernated, "scheduled backups pause: %s", ready.Message)
+		}
+		if isDue {
+			// Skipped like a forbidden concurrent run: not caught up at resume, which would only add load to a
+			// cluster that is just coming back.
+			log.Info("Skipping a scheduled backup: the cluster is hibernated", "EtcdBackupSchedule", klog.KObj(s), "EtcdCluster", klog.KObj(cluster), "due", due, "phase", phase)
+			s.Status.LastScheduleTime = &metav1.Time{Time: due}
+		}
 	case isDue && len(s.Status.Active) > 0 && s.Spec.ConcurrencyPolicy != etcdv1alpha1.ConcurrencyAllow:
 		// Forbid: skip this time; it is not caught up later.
 		log.Info("Skipping a scheduled backup: the previous one still runs", "EtcdBackupSchedule", klog.KObj(s), "due", due, "active", s.Status.Active)
@@ -159,8 +196,8 @@ func (r *Reconciler) runDue(ctx context.Context, s *etcdv1alpha1.EtcdBackupSched
 
 // keepContinuous keeps continuous backup's follower as the spec asks, records its condition, and takes the
 // snapshot its window needs to start from. It returns that condition, nil when continuous backup is off.
-func (r *Reconciler) keepContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, backups []etcdv1alpha1.EtcdBackup, now time.Time) (*metav1.Condition, error) {
-	needSnapshot, continuous, err := r.reconcileContinuous(ctx, s, backups)
+func (r *Reconciler) keepContinuous(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.EtcdBackup, now time.Time) (*metav1.Condition, error) {
+	needSnapshot, continuous, err := r.reconcileContinuous(ctx, s, cluster, backups)
 	if err != nil {
 		return nil, err
 	}

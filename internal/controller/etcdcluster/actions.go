@@ -111,6 +111,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		return r.removeMember(ctx, cluster, obs, action)
 	case plan.DeleteMemberPod:
 		return r.deleteMemberPod(ctx, cluster, obs, action)
+	case plan.StopMember:
+		return r.stopMember(ctx, cluster, obs, action)
 	case plan.DeleteMemberPVC:
 		return r.deleteMemberPVC(ctx, cluster, action)
 	case plan.RollMember:

@@ -406,7 +406,9 @@ func quorumLostSince(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, obs p
 			ready++
 		}
 	}
-	if !plan.QuorumLost(obs, ready) {
+	// A hibernated cluster (and one resuming, until it is Available again) has no quorum by request: the
+	// quorum-loss policy must not re-seed it from a backup.
+	if !plan.QuorumLost(obs, ready) || etcdv1alpha1.Hibernating(cluster) {
 		return nil
 	}
 	if s := cluster.Status.QuorumLostSince; s != nil {

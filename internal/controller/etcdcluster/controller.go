@@ -72,7 +72,8 @@ func notSettled(refused plan.Action) plan.Action {
 // requeueAfter is how soon the pass after one that planned action looks again.
 func requeueAfter(action plan.Action) time.Duration {
 	switch {
-	case action.Kind == plan.None:
+	case action.Kind == plan.None, action.Reason == etcdv1alpha1.ReasonHibernated:
+		// Nothing runs in a hibernated cluster: the spec's change, or a Pod's event, brings the next pass.
 		return requeueSteady
 	case action.Kind != plan.Wait || waitsOnEtcd[action.Reason]:
 		return requeueInFlight
@@ -295,7 +296,8 @@ func upgradeStages(c *etcdv1alpha1.EtcdCluster, o resources.Options) map[string]
 
 func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	s := plan.Spec{Replicas: int(c.Spec.Replicas), Version: c.Spec.Version, Image: resources.Image(c, o), Paused: c.Spec.Paused,
-		TLS: resources.TLSEnabled(c), ClientCertAuth: resources.ClientCertAuth(c),
+		Hibernate: etcdv1alpha1.HibernationRequested(c),
+		TLS:       resources.TLSEnabled(c), ClientCertAuth: resources.ClientCertAuth(c),
 		PeerCheck: resources.PeerAuthWanted(c), Storage: storageGoal(c), Auth: resources.AuthWanted(c)}
 	if c.Spec.Etcd.SnapshotCount != nil {
 		s.SnapshotCount = *c.Spec.Etcd.SnapshotCount

@@ -80,6 +80,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	statusEtcd(st, obs)
 	r.statusSettings(cluster, obs, passErr)
 	r.setConditions(cluster, obs, action, passErr)
+	r.statusHibernation(cluster, obs, action)
 	if passErr == nil {
 		st.ObservedGeneration = cluster.Generation
 	}
@@ -204,6 +205,9 @@ func (r *Reconciler) setConditions(cluster *etcdv1alpha1.EtcdCluster, obs *obser
 		switch isTrue := c.Status == metav1.ConditionTrue; {
 		case isTrue && !wasAvailable:
 			r.Recorder.Event(cluster, corev1.EventTypeNormal, c.Reason, c.Message)
+		case !isTrue && wasAvailable && (c.Reason == etcdv1alpha1.ReasonHibernating || c.Reason == etcdv1alpha1.ReasonHibernated):
+			// Stopped as asked: not a warning.
+			r.Recorder.Event(cluster, corev1.EventTypeNormal, c.Reason, c.Message)
 		case !isTrue && wasAvailable:
 			r.Recorder.Event(cluster, corev1.EventTypeWarning, c.Reason, c.Message)
 		}
@@ -285,7 +289,7 @@ var progressingWaits = map[string]bool{
 	etcdv1alpha1.ReasonWaitingForClusterVersion: true, etcdv1alpha1.ReasonMovingLeader: true, etcdv1alpha1.ReasonWaitingForSnapshot: true,
 	etcdv1alpha1.ReasonWaitingForRestore: true, etcdv1alpha1.ReasonWaitingForCertificates: true,
 	etcdv1alpha1.ReasonDefragmenting: true, etcdv1alpha1.ReasonRecoveringFromNoSpace: true, etcdv1alpha1.ReasonWaitingForBackup: true,
-	etcdv1alpha1.ReasonExpandingVolume: true,
+	etcdv1alpha1.ReasonExpandingVolume: true, etcdv1alpha1.ReasonHibernating: true,
 }
 
 // humanWaits are the waits only a human ends: the cluster is Degraded with the wait's reason, and a Warning is
@@ -316,6 +320,9 @@ func availableCondition(obs *observation, action plan.Action) metav1.Condition {
 	case obs.plan.EtcdReachable && voters > 0 && healthyVoters >= quorum:
 		available.Status, available.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonQuorumAvailable
 		available.Message = fmt.Sprintf("%d of %d voting members healthy (quorum %d)", healthyVoters, voters, quorum)
+	case hibernationStep(action) && obs.plan.Bootstrapped:
+		// Stopped by request: the reason says so, not a loss of quorum.
+		available.Status, available.Reason, available.Message = metav1.ConditionFalse, action.Reason, action.Message
 	case !obs.plan.Bootstrapped:
 		available.Status, available.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonBootstrapping
 		available.Message = "the cluster has not formed yet"
@@ -408,6 +415,9 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 		set(etcdv1alpha1.ReasonPodStuckTerminating, fmt.Sprintf("Pods of removed members do not go: %s; their node is probably not answering. Steward replaces "+
 			"these members without waiting; their Pods and volumes go when the node answers again, or force-delete the Pods if it is "+
 			"down for good (kubectl delete pod --grace-period=0 --force)", strings.Join(mp.replacedOverdue, ", ")))
+	case hibernationStep(action):
+		// Members stop by request: neither their quorum nor their health is a problem.
+		degraded.Reason, degraded.Message = action.Reason, "no problem found; "+action.Message
 	case obs.plan.Bootstrapped && available.Status != metav1.ConditionTrue:
 		msg := available.Message
 		if problems != "" {

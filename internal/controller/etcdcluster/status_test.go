@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
@@ -65,6 +66,15 @@ func TestConditions(t *testing.T) {
 			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonReconciled, etcdv1alpha1.ReasonReconcileError},
 		"without a member list, Kubernetes' counts": {obsOf(true, false), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers, Message: "w"}, nil,
 			etcdv1alpha1.ReasonQuorumLost, etcdv1alpha1.ReasonWaitingForMembers, etcdv1alpha1.ReasonQuorumLost},
+		"hibernating, quorum kept while followers stop": {obsOf(true, true, "a", "b"),
+			plan.Action{Kind: plan.StopMember, Reason: etcdv1alpha1.ReasonHibernating, Message: "h"}, nil,
+			etcdv1alpha1.ReasonQuorumAvailable, etcdv1alpha1.ReasonHibernating, etcdv1alpha1.ReasonHibernating},
+		"hibernating, the leader alone: stopped as asked, not a lost quorum": {obsOf(true, false, "a"),
+			plan.Action{Kind: plan.StopMember, Reason: etcdv1alpha1.ReasonHibernating, Message: "h"}, nil,
+			etcdv1alpha1.ReasonHibernating, etcdv1alpha1.ReasonHibernating, etcdv1alpha1.ReasonHibernating},
+		"hibernated": {obsOf(true, false),
+			plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonHibernated, Message: "h"}, nil,
+			etcdv1alpha1.ReasonHibernated, etcdv1alpha1.ReasonHibernated, etcdv1alpha1.ReasonHibernated},
 		"a volume deleted under a running member": {func() *observation {
 			o := obsOf(true, true, "a", "b", "c")
 			o.plan.Members[2].VolumeDeleting = true
@@ -214,5 +224,61 @@ func TestPodProblemsAreDegraded(t *testing.T) {
 				t.Errorf("Degraded = %s %s %q, want %s %s %q", got.Status, got.Reason, got.Message, wantStatus, tt.reason, tt.msg)
 			}
 		})
+	}
+}
+
+// TestStatusHibernation follows status.hibernation through a hibernation and a resume, pass by pass: the phase,
+// when it began, what is kept (the size read while members answered stays once they have stopped), and one Event
+// per phase.
+func TestStatusHibernation(t *testing.T) {
+	recorder := record.NewFakeRecorder(10)
+	clock := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	r := &Reconciler{Recorder: recorder, Now: func() time.Time { return clock }}
+	cluster := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Hibernation: &etcdv1alpha1.Hibernation{Enabled: true}}}
+	cluster.Status.Revision = 42
+	pass := func(obs *observation, action plan.Action, available metav1.ConditionStatus) *etcdv1alpha1.HibernationStatus {
+		meta.SetStatusCondition(&cluster.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionAvailable, Status: available, Reason: "R", Message: "m"})
+		r.statusHibernation(cluster, obs, action)
+		return cluster.Status.Hibernation
+	}
+	withPVCs := func(o *observation) *observation {
+		for i := range o.plan.Members {
+			o.plan.Members[i].HasPVC = true
+		}
+		return o
+	}
+	stopping := withPVCs(obsOf(true, true, "a", "b", "c"))
+	stopping.statusOf["a"] = etcd.Status{DBSizeBytes: 4096}
+	stopping.statusOf["b"] = etcd.Status{DBSizeBytes: 8192}
+	h := pass(stopping, plan.Action{Kind: plan.StopMember, Reason: etcdv1alpha1.ReasonHibernating}, metav1.ConditionTrue)
+	if h == nil || h.Phase != etcdv1alpha1.HibernationHibernating || !h.Since.Time.Equal(clock) || h.DataSizeBytes != 8192 || h.Revision != 42 ||
+		strings.Join(h.Members, ",") != "a,b,c" {
+		t.Fatalf("while stopping: %+v", h)
+	}
+	clock = clock.Add(time.Minute)
+	h = pass(withPVCs(obsOf(true, false)), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonHibernated, Message: "hibernated: ..."}, metav1.ConditionFalse)
+	if h.Phase != etcdv1alpha1.HibernationHibernated || !h.Since.Time.Equal(clock) || h.DataSizeBytes != 8192 {
+		t.Fatalf("hibernated: %+v, want the size read before the members stopped", h)
+	}
+	clock = clock.Add(time.Hour)
+	h = pass(withPVCs(obsOf(true, false)), plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonHibernated}, metav1.ConditionFalse)
+	if h.Since.Time.Equal(clock) {
+		t.Fatalf("a later pass moved the phase's start: %+v", h)
+	}
+	cluster.Spec.Hibernation.Enabled = false
+	h = pass(withPVCs(obsOf(true, false)), plan.Action{Kind: plan.RecreateMemberPods, Reason: etcdv1alpha1.ReasonRecreatingMember}, metav1.ConditionFalse)
+	if h == nil || h.Phase != etcdv1alpha1.HibernationResuming || !h.Since.Time.Equal(clock) || strings.Join(h.Members, ",") != "a,b,c" {
+		t.Fatalf("resuming: %+v", h)
+	}
+	if h = pass(obsOf(true, true, "a", "b", "c"), plan.Action{Kind: plan.None}, metav1.ConditionTrue); h != nil {
+		t.Fatalf("Available again: %+v, want no hibernation status", h)
+	}
+	close(recorder.Events)
+	var events []string
+	for e := range recorder.Events {
+		events = append(events, strings.SplitN(e, " ", 3)[1])
+	}
+	if got := strings.Join(events, ","); got != "Hibernating,Hibernated,Resuming,Resumed" {
+		t.Errorf("events %s, want one per phase", got)
 	}
 }

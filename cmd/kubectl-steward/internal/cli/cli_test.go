@@ -473,3 +473,235 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("completed a second cluster argument: %q", r.stdout)
 	}
 }
+
+// hibernation is a status.hibernation of the test cluster.
+func hibernation(phase etcdv1alpha1.HibernationPhase) *etcdv1alpha1.HibernationStatus {
+	return &etcdv1alpha1.HibernationStatus{Phase: phase, Since: metav1.NewTime(now.Add(-time.Hour)),
+		Members: []string{"db-aaaaa"}, DataSizeBytes: 2 << 20, Revision: 1234}
+}
+
+// hibernatedCluster is the test cluster asked to hibernate, with status.hibernation in phase (none when empty).
+func hibernatedCluster(phase etcdv1alpha1.HibernationPhase) *etcdv1alpha1.EtcdCluster {
+	c := testCluster()
+	c.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: true}
+	if phase != "" {
+		c.Status.Hibernation = hibernation(phase)
+	}
+	return c
+}
+
+// playSteward plays Steward for a wait: once ready holds for the cluster, it writes each status change in turn
+// through the status subresource.
+func playSteward(t *testing.T, c client.WithWatch, ready func(*etcdv1alpha1.EtcdCluster) bool, changes ...func(*etcdv1alpha1.EtcdClusterStatus)) {
+	t.Helper()
+	go func() {
+		key := client.ObjectKey{Namespace: "ns", Name: "db"}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			var cl etcdv1alpha1.EtcdCluster
+			if err := c.Get(context.Background(), key, &cl); err != nil {
+				t.Errorf("get: %v", err)
+				return
+			}
+			if !ready(&cl) {
+				continue
+			}
+			for _, change := range changes {
+				change(&cl.Status)
+				if err := c.Status().Update(context.Background(), &cl); err != nil {
+					t.Errorf("update status: %v", err)
+					return
+				}
+			}
+			return
+		}
+		t.Errorf("the command never patched the cluster")
+	}()
+}
+
+func readCluster(t *testing.T, c client.Client) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	var cl etcdv1alpha1.EtcdCluster
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "db"}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	return &cl
+}
+
+func TestHibernateRefusals(t *testing.T) {
+	ephemeral := testCluster()
+	ephemeral.Spec.Storage.Ephemeral = true
+	paused := testCluster()
+	paused.Spec.Paused = true
+	for name, tc := range map[string]struct {
+		cluster *etcdv1alpha1.EtcdCluster
+		want    string
+	}{
+		"ephemeral":              {ephemeral, "cluster db has ephemeral storage (spec.storage.ephemeral)"},
+		"hibernated":             {hibernatedCluster(etcdv1alpha1.HibernationHibernated), "cluster db is already hibernated (status.hibernation.phase Hibernated since 2026-11-23T21:15:30Z)"},
+		"hibernating":            {hibernatedCluster(etcdv1alpha1.HibernationHibernating), "cluster db is already hibernating (status.hibernation.phase Hibernating"},
+		"asked, no phase yet":    {hibernatedCluster(""), "cluster db is already asked to hibernate (spec.hibernation.enabled)"},
+		"paused":                 {paused, "cluster db is paused (spec.paused)"},
+		"enabled while resuming": {hibernatedCluster(etcdv1alpha1.HibernationResuming), "already hibernating (status.hibernation.phase Resuming"},
+	} {
+		c := newFake(t, tc.cluster)
+		before := readCluster(t, c)
+		r := run(t, c, "hibernate", "db")
+		if r.code != ExitError || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want 1 and %q", name, r.code, r.stderr, tc.want)
+		}
+		if after := readCluster(t, c); after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("%s: the refused hibernate patched the cluster", name)
+		}
+	}
+	r := run(t, newFake(t), "hibernate", "db")
+	if r.code != ExitError || !strings.Contains(r.stderr, `no EtcdCluster "db" in namespace "ns"`) {
+		t.Errorf("unknown cluster: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestHibernateResume(t *testing.T) {
+	requested := func(cl *etcdv1alpha1.EtcdCluster) *bool {
+		if cl.Spec.Hibernation == nil {
+			return nil
+		}
+		return &cl.Spec.Hibernation.Enabled
+	}
+
+	t.Run("hibernate, then resume, without waiting", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		r := run(t, c, "hibernate", "db")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"etcdcluster.etcd.steward.dev/db hibernating\n", "one at a time, the leader last", "keeps their volumes",
+			"backups pause", "Bring it back: kubectl steward resume db -n ns"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("hibernate output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if e := requested(readCluster(t, c)); e == nil || !*e {
+			t.Fatalf("spec.hibernation.enabled %v after hibernate", e)
+		}
+		r = run(t, c, "resume", "db")
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "etcdcluster.etcd.steward.dev/db resuming from hibernation\n") ||
+			!strings.Contains(r.stdout, "status.hibernation.phase is Resuming until condition Available is True") {
+			t.Errorf("resume: exit %d, %s %s", r.code, r.stdout, r.stderr)
+		}
+		if cl := readCluster(t, c); requested(cl) == nil || *requested(cl) || cl.Spec.Paused {
+			t.Errorf("spec after resume %+v", cl.Spec)
+		}
+		r = run(t, c, "resume", "db")
+		if r.code != ExitOK || strings.TrimSpace(r.stdout) != "etcdcluster.etcd.steward.dev/db already resumed" {
+			t.Errorf("resume again: exit %d, %q", r.code, r.stdout)
+		}
+	})
+
+	t.Run("resume of a paused, hibernated cluster undoes both", func(t *testing.T) {
+		cl := hibernatedCluster(etcdv1alpha1.HibernationHibernated)
+		cl.Spec.Paused = true
+		c := newFake(t, cl)
+		r := run(t, c, "resume", "db")
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "etcdcluster.etcd.steward.dev/db resumed\netcdcluster.etcd.steward.dev/db resuming from hibernation\n") {
+			t.Errorf("exit %d, %q", r.code, r.stdout)
+		}
+		if cl := readCluster(t, c); cl.Spec.Paused || *requested(cl) {
+			t.Errorf("spec after resume %+v", cl.Spec)
+		}
+	})
+
+	t.Run("resume while resuming", func(t *testing.T) {
+		cl := testCluster()
+		cl.Status.Hibernation = hibernation(etcdv1alpha1.HibernationResuming)
+		r := run(t, newFake(t, cl), "resume", "db")
+		if r.code != ExitOK || strings.TrimSpace(r.stdout) != "etcdcluster.etcd.steward.dev/db already resuming from hibernation (status.hibernation.phase Resuming)" {
+			t.Errorf("exit %d, %q", r.code, r.stdout)
+		}
+	})
+
+	t.Run("hibernate --wait", func(t *testing.T) {
+		c := newFake(t, testCluster())
+		playSteward(t, c, etcdv1alpha1.HibernationRequested,
+			func(s *etcdv1alpha1.EtcdClusterStatus) {
+				s.Hibernation = hibernation(etcdv1alpha1.HibernationHibernating)
+			},
+			func(s *etcdv1alpha1.EtcdClusterStatus) {
+				s.Hibernation = hibernation(etcdv1alpha1.HibernationHibernated)
+			})
+		r := run(t, c, "hibernate", "db", "--wait")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"] phase Hibernated\n", "etcdcluster/db hibernated, volumes kept: db-aaaaa, data 2.0 MiB, revision 1234\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	t.Run("resume --wait -o json", func(t *testing.T) {
+		c := newFake(t, hibernatedCluster(etcdv1alpha1.HibernationHibernated))
+		playSteward(t, c, func(cl *etcdv1alpha1.EtcdCluster) bool { return !etcdv1alpha1.HibernationRequested(cl) },
+			func(s *etcdv1alpha1.EtcdClusterStatus) { s.Hibernation.Phase = etcdv1alpha1.HibernationResuming },
+			func(s *etcdv1alpha1.EtcdClusterStatus) {
+				s.Hibernation = nil
+				s.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue,
+					Reason: etcdv1alpha1.ReasonQuorumAvailable, Message: "3 of 3 voting members healthy", LastTransitionTime: metav1.NewTime(now)}}
+			})
+		r := run(t, c, "resume", "db", "--wait", "-o", "json")
+		if r.code != ExitOK {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var cl etcdv1alpha1.EtcdCluster
+		if err := json.Unmarshal([]byte(r.stdout), &cl); err != nil || cl.Kind != "EtcdCluster" || cl.Status.Hibernation != nil {
+			t.Errorf("stdout is not the resumed cluster: %v\n%s", err, r.stdout)
+		}
+		for _, want := range []string{"resuming from hibernation", "Available=True (QuorumAvailable)", "etcdcluster/db resumed and Available: 3 of 3 voting members healthy"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
+
+	t.Run("hibernate --wait times out", func(t *testing.T) {
+		r := run(t, newFake(t, testCluster()), "hibernate", "db", "--wait", "--timeout", "300ms")
+		if r.code != ExitTimeout || !strings.Contains(r.stderr, "timed out waiting 300ms for EtcdCluster ns/db to hibernate (no phase yet: Steward has not begun") ||
+			!strings.Contains(r.stderr, "Steward carries on: kubectl steward status db -n ns") {
+			t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+		}
+	})
+}
+
+func TestHibernationWaitEnds(t *testing.T) {
+	available := []metav1.Condition{{Type: etcdv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue}}
+	for name, tc := range map[string]struct {
+		cluster    *etcdv1alpha1.EtcdCluster
+		conditions []metav1.Condition
+		done       func(*etcdv1alpha1.EtcdCluster) (bool, error)
+		want       bool
+		wantErr    string
+	}{
+		"hibernate: not begun":   {cluster: hibernatedCluster(""), done: hibernated},
+		"hibernate: hibernating": {cluster: hibernatedCluster(etcdv1alpha1.HibernationHibernating), done: hibernated},
+		"hibernate: hibernated":  {cluster: hibernatedCluster(etcdv1alpha1.HibernationHibernated), done: hibernated, want: true},
+		"hibernate: taken back":  {cluster: testCluster(), done: hibernated, wantErr: "was unset while waiting"},
+		"resume: still hibernated": {cluster: func() *etcdv1alpha1.EtcdCluster {
+			c := testCluster()
+			c.Status.Hibernation = hibernation(etcdv1alpha1.HibernationHibernated)
+			return c
+		}(), done: resumed},
+		"resume: resuming, Available": {cluster: func() *etcdv1alpha1.EtcdCluster {
+			c := testCluster()
+			c.Status.Hibernation = hibernation(etcdv1alpha1.HibernationResuming)
+			return c
+		}(), conditions: available, done: resumed},
+		"resume: not yet Available": {cluster: testCluster(), done: resumed},
+		"resume: back":              {cluster: testCluster(), conditions: available, done: resumed, want: true},
+		"resume: asked again":       {cluster: hibernatedCluster(etcdv1alpha1.HibernationResuming), done: resumed, wantErr: "was set again while waiting"},
+	} {
+		tc.cluster.Status.Conditions = tc.conditions
+		got, err := tc.done(tc.cluster)
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %v, %v; want %v, %q", name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -273,3 +273,62 @@ func TestSummaries(t *testing.T) {
 		t.Errorf("RestoreSummary = %q\nwant %q", got, want)
 	}
 }
+
+func TestHibernation(t *testing.T) {
+	hibernating := func(phase etcdv1alpha1.HibernationPhase) *etcdv1alpha1.HibernationStatus {
+		return &etcdv1alpha1.HibernationStatus{Phase: phase, Since: *at(-2 * time.Hour), Members: []string{"db-aaaaa", "db-bbbbb", "db-ccccc"},
+			DataSizeBytes: 3 << 20, Revision: 1234}
+	}
+	tests := map[string]struct {
+		requested bool
+		status    *etcdv1alpha1.HibernationStatus
+		// header is the Hibernation line of WriteStatus, empty for none.
+		header, progress string
+	}{
+		"running": {progress: "Available=True (QuorumAvailable)"},
+		"asked, not begun": {requested: true,
+			progress: "no phase yet: Steward has not begun to hibernate the cluster"},
+		"hibernating": {requested: true, status: hibernating(etcdv1alpha1.HibernationHibernating),
+			header:   "Hibernation:     Hibernating since 2026-11-23T20:00:00Z (120m ago); volumes kept: db-aaaaa db-bbbbb db-ccccc, data 3.0 MiB, revision 1234",
+			progress: "phase Hibernating: replacing db-ccccc"},
+		"hibernated, nothing read": {requested: true, status: &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationHibernated, Since: *at(-time.Minute)},
+			header: "Hibernation:     Hibernated since 2026-11-23T21:59:00Z (60s ago)\n", progress: "phase Hibernated: replacing db-ccccc"},
+		"resuming": {status: hibernating(etcdv1alpha1.HibernationResuming),
+			header: "Hibernation:     Resuming since", progress: "phase Resuming: replacing db-ccccc"},
+	}
+	for name, tc := range tests {
+		c := cluster()
+		if tc.requested {
+			c.Spec.Hibernation = &etcdv1alpha1.Hibernation{Enabled: true}
+		}
+		c.Status.Hibernation = tc.status
+		s := NewStatus(c, nil)
+		if (s.Hibernation != nil) != (tc.status != nil) {
+			t.Errorf("%s: Status.Hibernation %+v", name, s.Hibernation)
+		}
+		var b bytes.Buffer
+		if err := WriteStatus(&b, s, now); err != nil {
+			t.Fatal(err)
+		}
+		if tc.header == "" && strings.Contains(b.String(), "Hibernation:") {
+			t.Errorf("%s: a Hibernation line without status.hibernation:\n%s", name, b.String())
+		}
+		if !strings.Contains(b.String(), tc.header) {
+			t.Errorf("%s: status lacks %q:\n%s", name, tc.header, b.String())
+		}
+		if got := HibernationProgress(c); got != tc.progress {
+			t.Errorf("%s: HibernationProgress = %q, want %q", name, got, tc.progress)
+		}
+	}
+
+	c := cluster()
+	c.Status.Hibernation = hibernating(etcdv1alpha1.HibernationHibernated)
+	if got, want := HibernatedSummary(c), "etcdcluster/db hibernated, volumes kept: db-aaaaa db-bbbbb db-ccccc, data 3.0 MiB, revision 1234"; got != want {
+		t.Errorf("HibernatedSummary = %q\nwant %q", got, want)
+	}
+	c.Status.Hibernation = nil
+	c.Status.Conditions[1].Message = "3 of 3\nvoting members healthy"
+	if got, want := ResumedSummary(c), "etcdcluster/db resumed and Available: 3 of 3 voting members healthy"; got != want {
+		t.Errorf("ResumedSummary = %q\nwant %q", got, want)
+	}
+}

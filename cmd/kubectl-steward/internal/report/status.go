@@ -42,7 +42,10 @@ type Status struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	// QuorumLostSince is set while the formed cluster has no quorum.
 	QuorumLostSince *metav1.Time `json:"quorumLostSince,omitempty"`
-	Members         []Member     `json:"members"`
+	// Hibernation is status.hibernation: set from the moment spec.hibernation.enabled is seen until the cluster
+	// is Available again after resuming.
+	Hibernation *Hibernation `json:"hibernation,omitempty"`
+	Members     []Member     `json:"members"`
 	// Alarms are the alarms etcd has raised and not disarmed, per member (status.alarms).
 	Alarms []Alarm `json:"alarms,omitempty"`
 	// Certificates is empty for a plaintext cluster.
@@ -95,6 +98,19 @@ type TLS struct {
 type LastBackup struct {
 	Name string       `json:"name"`
 	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// Hibernation is where the cluster is in hibernating or resuming (status.hibernation).
+type Hibernation struct {
+	// Phase is Hibernating, Hibernated or Resuming.
+	Phase string      `json:"phase"`
+	Since metav1.Time `json:"since"`
+	// Members are the members whose volumes are kept, to come back.
+	Members []string `json:"members,omitempty"`
+	// DataSizeBytes is the largest member's database size before the members stopped; Revision the cluster's
+	// revision then.
+	DataSizeBytes int64 `json:"dataSizeBytes,omitempty"`
+	Revision      int64 `json:"revision,omitempty"`
 }
 
 // Condition is a condition of the EtcdCluster.
@@ -184,6 +200,10 @@ func NewStatus(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Status {
 	if t := st.TLS; t != nil {
 		s.TLS.CASecret, s.TLS.MemberSecret, s.TLS.ClientSecret = t.CASecret, t.MemberSecret, t.ClientSecret
 		s.TLS.CANotAfter, s.TLS.NotAfter = t.CANotAfter, t.NotAfter
+	}
+	if h := st.Hibernation; h != nil {
+		s.Hibernation = &Hibernation{Phase: string(h.Phase), Since: h.Since, Members: slices.Clone(h.Members),
+			DataSizeBytes: h.DataSizeBytes, Revision: h.Revision}
 	}
 	if b := st.LastBackup; b != nil {
 		s.LastBackup = &LastBackup{Name: b.Name, Time: b.Time}

@@ -66,6 +66,9 @@ func (p *printer) header(s Status, now time.Time) {
 		leader = "none"
 	}
 	p.line("Members:         %d desired, %d ready, leader %s", s.DesiredMembers, s.ReadyMembers, leader)
+	if h := s.Hibernation; h != nil {
+		p.line("Hibernation:     %s", hibernation(h, now))
+	}
 	if s.QuorumLostSince != nil {
 		p.line("Quorum:          LOST since %s (%s)", stamp(s.QuorumLostSince), Since(now, s.QuorumLostSince.Time))
 	}
@@ -74,6 +77,18 @@ func (p *printer) header(s Status, now time.Time) {
 	if s.ObservedGeneration != s.Generation {
 		p.line("Spec:            generation %d, Steward has acted on %d", s.Generation, s.ObservedGeneration)
 	}
+}
+
+// hibernation is the phase, since when, and what the kept volumes hold.
+func hibernation(h *Hibernation, now time.Time) string {
+	line := h.Phase
+	if !h.Since.IsZero() {
+		line += " since " + stamp(&h.Since) + " (" + Since(now, h.Since.Time) + ")"
+	}
+	if kept := kept(h.Members, h.DataSizeBytes, h.Revision); len(kept) > 0 {
+		line += "; " + strings.Join(kept, ", ")
+	}
+	return line
 }
 
 // members is the members table and the alarms raised.
