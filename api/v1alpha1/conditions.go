@@ -166,6 +166,13 @@ const (
 	// ReasonRebalancing: a member moves off a crowded node or zone: a learner joins where members are fewest,
 	// then a member on the most crowded node leaves.
 	ReasonRebalancing = "Rebalancing"
+	// ReasonMaintenanceDeferred: nothing else is to do, and optional disruptive work (defragmentation, rebalancing,
+	// restarts for a changed quota or authentication, opted-in version changes) waits for the next maintenance
+	// window (spec.maintenance.window; status.maintenanceWindow lists it). Progressing False.
+	ReasonMaintenanceDeferred = "MaintenanceDeferred"
+	// ReasonInvalidMaintenanceWindow: spec.maintenance.window's schedule or time zone cannot be read; optional work
+	// waits as outside a window (Degraded True).
+	ReasonInvalidMaintenanceWindow = "InvalidMaintenanceWindow"
 	// ReasonHibernating: spec.hibernation.enabled is set and members' Pods are being stopped, one at a time, the
 	// leader last (Progressing True; Available False with this reason once the members left lose quorum).
 	ReasonHibernating = "Hibernating"

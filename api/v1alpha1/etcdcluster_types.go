@@ -181,6 +181,58 @@ type Maintenance struct {
 	// finds unless replaceMismatchedMembers is set.
 	// +optional
 	CorruptionCheck *CorruptionCheck `json:"corruptionCheck,omitempty"`
+
+	// Window is when optional disruptive work may run: defragmentation by threshold, moves that rebalance members
+	// across nodes and zones, member restarts for a quota or client or peer authentication change, and (with
+	// versionChanges) version changes. Outside it that work waits (status.maintenanceWindow lists it) and goes on
+	// when the next window opens; work that does not finish in a window stops after the member it is on and goes
+	// on in the next. What keeps data safe never waits: replacing a failed member, re-creating lost Pods, NOSPACE
+	// recovery (its restarts included), certificate renewal. Without a window, optional work runs when it is due.
+	// +optional
+	Window *MaintenanceWindow `json:"window,omitempty"`
+}
+
+// MaintenanceWindow is a recurring time when Steward may do optional disruptive work.
+type MaintenanceWindow struct {
+	// Schedule is when each window opens: five-field cron syntax ("0 2 * * 6": Saturdays at 02:00) or a
+	// descriptor (@daily, @weekly), in timeZone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+
+	// Duration is how long each window stays open.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="maintenance.window.duration must be between 1m and 168h"
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is the IANA time zone the schedule is read in ("Europe/Berlin"); UTC when empty. Windows follow
+	// the zone's daylight saving changes.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// VersionChanges makes version changes (upgrades, downgrades, image changes) wait for the window too; off,
+	// a change of spec.version rolls the members at once.
+	// +optional
+	VersionChanges bool `json:"versionChanges,omitempty"`
+}
+
+// MaintenanceWindowStatus is the maintenance window as Steward last computed it, and the work waiting for it.
+type MaintenanceWindowStatus struct {
+	// Open is whether a window is open now.
+	Open bool `json:"open"`
+	// Closes is when the open window closes; empty while none is open.
+	// +optional
+	Closes *metav1.Time `json:"closes,omitempty"`
+	// NextOpens is when the next window opens.
+	// +optional
+	NextOpens *metav1.Time `json:"nextOpens,omitempty"`
+	// Deferred is the optional work waiting for a window, one entry per kind of work with the step it would take.
+	// +optional
+	Deferred []string `json:"deferred,omitempty"`
+	// Error says why spec.maintenance.window cannot be read (a bad schedule or time zone): optional work then
+	// waits, as outside a window.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // CorruptionCheck is how members' data is checked for silent divergence: a member whose key space differs from
@@ -825,6 +877,11 @@ type EtcdClusterStatus struct {
 	// TLS names the cluster's TLS Secrets and when certificates expire (every provider but None).
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// MaintenanceWindow is spec.maintenance.window as Steward last computed it: whether it is open, when it next
+	// opens, and the work deferred to it. Empty without a window.
+	// +optional
+	MaintenanceWindow *MaintenanceWindowStatus `json:"maintenanceWindow,omitempty"`
 
 	// Hibernation is the cluster's hibernation (spec.hibernation), from the moment it is asked for until the
 	// cluster is Available again after resuming; empty otherwise.

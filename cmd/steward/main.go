@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+	// Maintenance windows name IANA time zones; the image carries no zoneinfo of its own.
+	_ "time/tzdata"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"

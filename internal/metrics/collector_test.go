@@ -51,6 +51,7 @@ func world() []client.Object {
 	c.Status.Conditions[1] = cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "ScalingUp", now)
 	c.Status.StepSince = ts(now)
 	c.Status.HashCheck = &etcdv1alpha1.HashCheck{Time: metav1.NewTime(now), Revision: 7, Result: "Consistent"}
+	c.Status.MaintenanceWindow = &etcdv1alpha1.MaintenanceWindowStatus{Open: true}
 	t0 := now.Add(-time.Hour)
 	b := backupOf("c", "b", true, t0, t0.Add(time.Second), 10)
 	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/b.db"}

@@ -39,6 +39,11 @@ var (
 	hibernated     = newFamily("steward_cluster_hibernated",
 		"1 while the cluster hibernates or its members stop to (status.hibernation.phase Hibernating or Hibernated), else 0; alerts meant for running clusters skip it.",
 		"namespace", "cluster")
+	windowOpen = newFamily("steward_cluster_maintenance_window_open",
+		"1 while the cluster's maintenance window (spec.maintenance.window) is open, else 0; no series without a window.", "namespace", "cluster")
+	windowDeferred = newFamily("steward_cluster_maintenance_deferred",
+		"Kinds of optional disruptive work waiting for the maintenance window (status.maintenanceWindow.deferred); no series without a window.",
+		"namespace", "cluster")
 	leaderInfo  = newFamily("steward_cluster_leader_info", "1 for the member that leads the cluster; no series without a leader.", "namespace", "cluster", "member")
 	versionInfo = newFamily("steward_cluster_version_info", "1, with the spec's etcd version, the oldest version a member runs and etcd's cluster version.",
 		"namespace", "cluster", "desired_version", "current_version", "cluster_version")
@@ -87,7 +92,7 @@ var (
 )
 
 // families are every gauge, for Describe.
-var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, leaderInfo, versionInfo,
+var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, windowOpen, windowDeferred, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
 	backupLastTime, backupLastSize, backupLastDur, claimAvailable, claimCapacity, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
 	continuousFollowing, continuousTo, continuousFrom, continuousPending}
@@ -156,6 +161,10 @@ func (s *clusterSampler) addMembership() {
 	s.add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
 	// Not while resuming: a resume that does not bring the cluster back is for the alerts to report.
 	s.add(hibernated, boolValue(st.Hibernation != nil && st.Hibernation.Phase != etcdv1alpha1.HibernationResuming))
+	if w := st.MaintenanceWindow; w != nil {
+		s.add(windowOpen, boolValue(w.Open))
+		s.add(windowDeferred, float64(len(w.Deferred)))
+	}
 	if st.Leader != "" {
 		s.add(leaderInfo, 1, st.Leader)
 	}

@@ -238,6 +238,22 @@ func TestClusterSamples(t *testing.T) {
 				})
 			},
 		},
+		"a maintenance window, closed, with work waiting for it": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.MaintenanceWindow = &etcdv1alpha1.MaintenanceWindowStatus{Deferred: []string{"maintenance: defragmenting member c-b", "rebalancing: adding a learner"}}
+			},
+			func() []string {
+				out := []string{}
+				for _, l := range healthyClusterSamples {
+					out = append(out, l)
+					if strings.HasPrefix(l, "steward_cluster_hibernated{") {
+						out = append(out, `steward_cluster_maintenance_window_open{namespace="ns",cluster="c"} 0`,
+							`steward_cluster_maintenance_deferred{namespace="ns",cluster="c"} 2`)
+					}
+				}
+				return out
+			},
+		},
 		"resuming": {
 			func(c *etcdv1alpha1.EtcdCluster) {
 				c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationResuming}

@@ -40,6 +40,8 @@ type Maintenance struct {
 	MaxQuota int64
 	// ReplaceMismatched: a member whose key-space hash differs from the majority's is replaced.
 	ReplaceMismatched bool
+	// WindowVersionChanges: version changes wait for the maintenance window too (spec.maintenance.window.versionChanges).
+	WindowVersionChanges bool
 }
 
 // noSpaceDisarmPercent: the alarm is disarmed only when the data in use is below this share of the quota, or

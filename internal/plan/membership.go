@@ -66,24 +66,39 @@ func nextAfterBootstrap(spec Spec, obs Observation) Action {
 		return withoutMemberList(spec, obs)
 	}
 	members := sortedMembers(obs.Members)
-	for _, step := range []func(Spec, Observation, []Member) (Action, bool){
-		startOrReplaceListed,  // 1
-		removeLeftovers,       // 2
-		replaceBroken,         // 3
-		rollUnhealthy,         // 3b
-		tlsRestart,            // 3c
-		settledMembershipStep, // 4 to 6
-		nextVersionStep,       // 7
-		tlsPeerURLStep,        // 8
-		clientAuthRestart,     // 8b
-		peerCheckRestart,      // 8c
-		nextMaintenanceStep,   // 9
-		authStepOf,            // 10
-		rebalanceStepOf,       // 11
+	var deferred []string
+	for _, step := range []struct {
+		take func(Spec, Observation, []Member) (Action, bool)
+		// optional is the work of the step that waits for a maintenance window; nil for steps that never wait.
+		optional *optionalWork
+	}{
+		{startOrReplaceListed, nil},  // 1
+		{removeLeftovers, nil},       // 2
+		{replaceBroken, nil},         // 3
+		{rollUnhealthy, nil},         // 3b
+		{tlsRestart, nil},            // 3c
+		{settledMembershipStep, nil}, // 4 to 6
+		{nextVersionStep, &versionWork},
+		{tlsPeerURLStep, nil},
+		{clientAuthRestart, &clientAuthWork},
+		{peerCheckRestart, &peerCheckWork},
+		{nextMaintenanceStep, &maintenanceWork},
+		{authStepOf, nil},
+		{rebalanceStepOf, &rebalanceWork},
 	} {
-		if a, ok := step(spec, obs, members); ok {
-			return a
+		a, ok := step.take(spec, obs, members)
+		if !ok {
+			continue
 		}
+		if w := step.optional; w != nil && obs.Window != nil && !obs.Window.Open && w.deferrable(spec, obs, a) {
+			deferred = append(deferred, w.what+": "+a.Message)
+			continue
+		}
+		a.Deferred = deferred
+		return a
+	}
+	if len(deferred) > 0 {
+		return deferredWait(obs, deferred)
 	}
 	return Action{Kind: None, Reason: etcdv1alpha1.ReasonReconciled, Message: "all members healthy and as specified"}
 }

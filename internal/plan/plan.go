@@ -238,6 +238,8 @@ type Observation struct {
 	LatestBackup string
 	// AutoRestoreTried names a restore the quorum-loss policy created during the current loss of quorum.
 	AutoRestoreTried string
+	// Window is spec.maintenance.window now; nil without one (optional work runs when it is due).
+	Window *Window
 	// Placement is where new members may go under Steward's default spread (placement.go); nil when the spec
 	// places members itself or nodes cannot be read.
 	Placement *Placement
@@ -292,6 +294,9 @@ type Action struct {
 	Revision int64
 	// Quota is the database quota a RaiseQuota raises to.
 	Quota int64
+	// Deferred is the optional work this pass left for the next maintenance window (what, and the step it would
+	// have taken), whatever step it returns.
+	Deferred []string
 	// Reason is a CamelCase reason for the Progressing condition; Message says it to a human.
 	Reason  string
 	Message string

@@ -8,17 +8,24 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/test/e2e/framework"
 )
 
-// TestDefragmentation: a 3-member cluster with a defragmentation threshold gets 30MiB of old revisions, compacted:
-// under client load, Steward defragments every member once, one at a time, the leader last after handing
-// leadership over; every database file shrinks, status and an Event per member record it, no write is lost.
+// TestDefragmentation: a 3-member cluster with a defragmentation threshold and a maintenance window gets 30MiB of
+// old revisions, compacted, under client load. While the window is closed the defragmentation waits
+// (status.maintenanceWindow lists it, Progressing says MaintenanceDeferred), and a member whose data is lost is
+// still replaced at once. The window is then moved to open a minute later: Steward defragments every member that
+// held the garbage once, one at a time, the leader last after handing leadership over; every database file
+// shrinks, status and an Event per member record it, no write is lost.
 func TestDefragmentation(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -26,9 +33,10 @@ func TestDefragmentation(t *testing.T) {
 	framework.StartOperator(t, ns)
 	c := framework.NewCluster(ns, "tidy", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{
-		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)}}
+		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)},
+		// New Year's Day only, in Tokyo: closed for the first part of the test.
+		Window: &etcdv1alpha1.MaintenanceWindow{Schedule: "0 3 1 1 *", TimeZone: "Asia/Tokyo", Duration: metav1.Duration{Duration: time.Hour}}}
 	key, got := framework.Settle(t, c)
-	ids := framework.MemberIDs(got)
 	load := framework.StartLoad(t, got)
 	cli, eps := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
@@ -40,51 +48,151 @@ func TestDefragmentation(t *testing.T) {
 	if _, err := cli.Compact(ctx, status.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	begin := time.Now()
-	framework.Poll(t, "every member defragmented", 4*time.Minute, func() error {
+	compacted := time.Now()
+	framework.Poll(t, "the defragmentation deferred to the window", 2*time.Minute, func() error {
+		var cur etcdv1alpha1.EtcdCluster
+		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
+			return err
+		}
+		w := cur.Status.MaintenanceWindow
+		if w == nil || w.Open || w.NextOpens == nil || len(w.Deferred) == 0 || !strings.HasPrefix(w.Deferred[0], "maintenance: defragmenting member") {
+			return fmt.Errorf("status.maintenanceWindow %+v", w)
+		}
+		if p := meta.FindStatusCondition(cur.Status.Conditions, etcdv1alpha1.ConditionProgressing); p == nil || p.Reason != etcdv1alpha1.ReasonMaintenanceDeferred {
+			return fmt.Errorf("Progressing %+v", p)
+		}
+		want := time.Date(time.Now().In(tokyo(t)).Year(), 1, 1, 3, 0, 0, 0, tokyo(t))
+		if !want.After(time.Now()) {
+			want = want.AddDate(1, 0, 0)
+		}
+		if !w.NextOpens.Time.Equal(want) {
+			t.Fatalf("the window next opens %s, want %s", w.NextOpens.Time, want)
+		}
+		return nil
+	})
+	if ev := framework.EventsWithin(t, got, "MaintenanceDeferred", compacted, 1); len(ev) != 1 {
+		t.Errorf("MaintenanceDeferred events %v, want one", ev)
+	}
+
+	// What keeps data safe does not wait: a member whose data is lost is replaced with the window closed.
+	victim, victimID := framework.AFollower(t, got)
+	deleteMemberData(t, ns, victim)
+	framework.WaitMemberGone(t, key, victim, victimID, 4*time.Minute)
+	got = framework.WaitAvailable(t, key, 4*time.Minute)
+	framework.Poll(t, "a successor of "+victim, 4*time.Minute, func() error {
+		var err error
+		got, err = framework.Settled(key)
+		if err != nil {
+			return err
+		}
+		if p := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionProgressing); p.Reason != etcdv1alpha1.ReasonMaintenanceDeferred {
+			return fmt.Errorf("Progressing %s: %s", p.Reason, p.Message)
+		}
+		return nil
+	})
+	if ev := framework.EventsOf(t, got, "MemberDefragmented", compacted); len(ev) > 0 {
+		t.Fatalf("defragmented with the window closed: %v", ev)
+	}
+	fragmented := map[string]bool{}
+	for _, m := range got.Status.Members {
+		if m.Name != victim && m.DBSizeBytes-m.DBSizeInUseBytes >= 16<<20 {
+			fragmented[m.Name] = true
+		}
+	}
+	if len(fragmented) != 2 {
+		t.Fatalf("members with the garbage after the replacement: %v, want the two that stayed", fragmented)
+	}
+
+	// The window opens at the next minute but one (cron has minutes): the deferred work runs.
+	opens := time.Now().UTC().Add(time.Minute).Truncate(time.Minute).Add(time.Minute)
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Window.Schedule, c.Spec.Maintenance.Window.TimeZone = fmt.Sprintf("%d %d * * *", opens.Minute(), opens.Hour()), ""
+	})
+	framework.Poll(t, "the members that held the garbage defragmented", 5*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
 		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
 			return err
 		}
 		var todo []string
 		for _, m := range cur.Status.Members {
-			if d := m.LastDefragmentation; d == nil || d.ReclaimedBytes < 16<<20 {
+			if d := m.LastDefragmentation; fragmented[m.Name] && (d == nil || d.ReclaimedBytes < 16<<20) {
 				todo = append(todo, fmt.Sprintf("%s (db %d, in use %d, last %+v)", m.Name, m.DBSizeBytes, m.DBSizeInUseBytes, m.LastDefragmentation))
 			}
 		}
 		if len(todo) > 0 {
-			return fmt.Errorf("not defragmented: %s", strings.Join(todo, "; "))
+			return fmt.Errorf("not defragmented (window %+v): %s", cur.Status.MaintenanceWindow, strings.Join(todo, "; "))
 		}
 		return nil
 	})
-	took := time.Since(begin)
+	began := time.Now()
+	if began.Before(opens) {
+		t.Fatalf("defragmented at %s, before the window opened at %s", began, opens)
+	}
 	got = framework.WaitSettled(t, key, 2*time.Minute)
-	framework.RequireNoLostWrites(t, load, "defragmenting 3 members")
+	framework.RequireNoLostWrites(t, load, "a replacement with the window closed, then defragmenting in the window")
 	var total int64
 	for _, m := range got.Status.Members {
+		if !fragmented[m.Name] {
+			continue
+		}
 		total += m.LastDefragmentation.ReclaimedBytes
 		if m.DBSizeBytes > 24<<20 {
 			t.Errorf("member %s: database file %d bytes after its defragmentation", m.Name, m.DBSizeBytes)
 		}
 	}
-	events := framework.EventsWithin(t, got, "MemberDefragmented", begin, 3)
-	t.Logf("3 members defragmented in %s (from the compaction), %d MiB given back in all; events: %v", took.Round(100*time.Millisecond), total>>20, events)
-	if len(events) != 3 {
-		t.Errorf("%d MemberDefragmented events, want one per member", len(events))
+	if w := got.Status.MaintenanceWindow; w == nil || len(w.Deferred) != 0 {
+		t.Errorf("status.maintenanceWindow %+v after the work ran, want nothing deferred", w)
 	}
-	if moved := framework.EventsWithin(t, got, "LeaderMoved", begin, 1); len(moved) != 1 {
+	events := framework.EventsWithin(t, got, "MemberDefragmented", compacted, 2)
+	t.Logf("%d members defragmented %s after the window opened, %d MiB given back in all; events: %v", len(fragmented),
+		began.Sub(opens).Round(100*time.Millisecond), total>>20, events)
+	if len(events) != 2 {
+		t.Errorf("%d MemberDefragmented events, want one per member that held the garbage", len(events))
+	}
+	if moved := framework.EventsWithin(t, got, "LeaderMoved", compacted, 1); len(moved) != 1 {
 		t.Errorf("LeaderMoved events %v: the leader is defragmented after handing leadership over, once", moved)
 	}
-	if now := framework.MemberIDs(got); fmt.Sprint(now) != fmt.Sprint(ids) {
-		t.Errorf("members changed %v -> %v", ids, now)
-	}
-	filled.Check(t, cli)
+	filled.Check(t, cli2(t, got))
 	// A second pass finds nothing to do: the files are compact now.
 	time.Sleep(10 * time.Second)
-	if again := framework.EventsOf(t, got, "MemberDefragmented", begin); len(again) != 3 {
+	if again := framework.EventsOf(t, got, "MemberDefragmented", compacted); len(again) != 2 {
 		t.Errorf("defragmented again without new garbage: %v", again)
 	}
 	framework.DeleteAndCheckNothingLeft(t, got)
+}
+
+// tokyo is Asia/Tokyo.
+func tokyo(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// cli2 is a client of the cluster's current members, closed with the test.
+func cli2(t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	cli, _ := framework.MemberClient(t, c)
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// deleteMemberData deletes member's volume and Pod: its data is gone.
+func deleteMemberData(t *testing.T, ns, member string) {
+	t.Helper()
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.PVCName(member)}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.K8s.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.K8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{resources.LabelMember: member}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestNoSpaceRecovery fills a 3-member cluster with a 32Mi quota (512Mi volumes) and spec.maintenance

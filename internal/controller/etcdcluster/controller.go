@@ -72,7 +72,7 @@ func notSettled(refused plan.Action) plan.Action {
 // requeueAfter is how soon the pass after one that planned action looks again.
 func requeueAfter(action plan.Action) time.Duration {
 	switch {
-	case action.Kind == plan.None, action.Reason == etcdv1alpha1.ReasonHibernated:
+	case action.Kind == plan.None, action.Reason == etcdv1alpha1.ReasonHibernated, action.Reason == etcdv1alpha1.ReasonMaintenanceDeferred:
 		// Nothing runs in a hibernated cluster: the spec's change, or a Pod's event, brings the next pass.
 		return requeueSteady
 	case action.Kind != plan.Wait || waitsOnEtcd[action.Reason]:
@@ -218,7 +218,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: requeueAfterPass(action, obs.plan)}, nil
+	requeue := requeueAfterPass(action, obs.plan)
+	if until := untilWindow(obs, action, r.Now()); until > 0 && until < requeue {
+		requeue = until
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // keepInStep is the part of act that disrupts no member and runs on every pass: the certificates of the members
@@ -309,6 +313,9 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	s.UpgradeVia = upgradeStages(c, o)
 	s.Maintenance = maintenanceOf(c)
+	if m := c.Spec.Maintenance; m != nil && m.Window != nil {
+		s.Maintenance.WindowVersionChanges = m.Window.VersionChanges
+	}
 	if q := c.Spec.QuorumLossRecovery; q != nil && q.Policy == etcdv1alpha1.QuorumLossRestoreLatestBackup {
 		s.QuorumLossAfter = 10 * time.Minute
 		if q.After != nil {

@@ -52,6 +52,8 @@ type observation struct {
 	operatorSecret string
 	// replaceMismatched: spec.maintenance.corruptionCheck.replaceMismatchedMembers.
 	replaceMismatched bool
+	// window is spec.maintenance.window as this pass computed it, for status; nil without one.
+	window *etcdv1alpha1.MaintenanceWindowStatus
 }
 
 // objects are the cluster's Pods and PVCs as a pass reads them, once, before anything is written: the TLS
@@ -120,6 +122,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
 	r.observePeerIdentity(ctx, cluster, obs)
+	obs.plan.Window, obs.window = maintenanceWindow(cluster, r.Now())
 	return obs, nil
 }
 

@@ -81,6 +81,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	r.statusSettings(cluster, obs, passErr)
 	r.setConditions(cluster, obs, action, passErr)
 	r.statusHibernation(cluster, obs, action)
+	r.statusWindow(cluster, obs, action)
 	if passErr == nil {
 		st.ObservedGeneration = cluster.Generation
 	}
@@ -441,6 +442,9 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 		set(etcdv1alpha1.ReasonMemberPodsFailing, problems)
 	case obs.plan.Bootstrapped && len(mp.unhealthy) > 0:
 		set(etcdv1alpha1.ReasonMembersUnhealthy, fmt.Sprintf("unhealthy members: %v", mp.unhealthy))
+	case obs.window != nil && obs.window.Error != "":
+		set(etcdv1alpha1.ReasonInvalidMaintenanceWindow, fmt.Sprintf("spec.maintenance.window cannot be read (%s): optional disruptive work "+
+			"(defragmentation, rebalancing, restarts for a changed quota or authentication) waits until it can; what keeps data safe does not", obs.window.Error))
 	case obs.tls != nil && obs.tls.sharedIssuer != "":
 		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
 		set(etcdv1alpha1.ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)
