@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,7 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		return section{}, err
 	}
 	endpoint := "http://" + ip + ":2379"
-	dbSize, err := fillEtcd(ctx, endpoint)
+	dbSize, err := fillEtcd(ctx, clientv3.Config{Endpoints: []string{endpoint}}, benchValues)
 	if err != nil {
 		return section{}, fmt.Errorf("write data: %w", err)
 	}
@@ -167,10 +168,11 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		{"`etcdutl snapshot restore` + etcd to healthy", rawStart, rawBytes}}), "Parts": parts})
 }
 
-// fillEtcd writes benchValues random values of benchValueSize bytes to etcd at endpoint, 8 at a time, and
-// returns the database size.
-func fillEtcd(ctx context.Context, endpoint string) (int64, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+// fillEtcd writes values values of benchValueSize bytes (benchValue's, under benchKey's keys) through a client of
+// cfg, 8 at a time, and returns the database size of cfg's first endpoint.
+func fillEtcd(ctx context.Context, cfg clientv3.Config, values int) (int64, error) {
+	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -184,8 +186,8 @@ func fillEtcd(ctx context.Context, endpoint string) (int64, error) {
 			defer wg.Done()
 			value := make([]byte, benchValueSize)
 			for k := range keys {
-				_, _ = rand.Read(value)
-				if _, err := cli.Put(ctx, fmt.Sprintf("/bench/%04d", k), string(value)); err != nil {
+				benchValue(k, value)
+				if _, err := cli.Put(ctx, benchKey(k), string(value)); err != nil {
 					errs <- err
 					return
 				}
@@ -194,7 +196,7 @@ func fillEtcd(ctx context.Context, endpoint string) (int64, error) {
 	}
 	go func() {
 		defer close(keys)
-		for k := 0; k < benchValues; k++ {
+		for k := 0; k < values; k++ {
 			select {
 			case keys <- k:
 			case <-ctx.Done():
@@ -208,11 +210,21 @@ func fillEtcd(ctx context.Context, endpoint string) (int64, error) {
 		return 0, err
 	default:
 	}
-	st, err := cli.Status(ctx, endpoint)
+	st, err := cli.Status(ctx, cfg.Endpoints[0])
 	if err != nil {
 		return 0, err
 	}
 	return st.DbSize, nil
+}
+
+// benchKey is the key of fillEtcd's value k.
+func benchKey(k int) string { return fmt.Sprintf("/bench/%05d", k) }
+
+// benchValue fills value with fillEtcd's value k: pseudo-random bytes (nothing for a file system or a snapshot
+// to compress) of a stream seeded with its key, so that a bench can check any key it reads back without keeping
+// what it wrote.
+func benchValue(k int, value []byte) {
+	_, _ = rand.NewChaCha8(sha256.Sum256([]byte(benchKey(k)))).Read(value)
 }
 
 // agentRun is how long the agent container of Job name ran (Kubernetes timestamps, 1 s resolution): the agent's

@@ -307,14 +307,30 @@ func bareEtcdTLS(dir string) ([]string, *tls.Config, error) {
 // when secure.
 func stewardDataPathCluster(ctx context.Context, c *testbed.Cluster, name, version string, secure bool, extraSpec string) (dataPathTarget, error) {
 	kubectl := kubectlOn(ctx, c)
-	tlsSpec, scheme := "{provider: None}", "http"
+	tlsSpec := "{provider: None}"
 	if secure {
-		tlsSpec, scheme = "{provider: Steward}", "https"
+		tlsSpec = "{provider: Steward}"
 	}
 	manifest := fmt.Sprintf("apiVersion: etcd.steward.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: %s, namespace: default}\n"+
 		"spec: {replicas: 3, version: %q, tls: %s, storage: {size: 2Gi}%s}\n", name, version, tlsSpec, extraSpec)
 	if _, err := kubectl(manifest, "apply", "-f", "-"); err != nil {
 		return dataPathTarget{}, err
+	}
+	target, err := stewardTarget(ctx, c, name, secure)
+	if err != nil {
+		return dataPathTarget{}, err
+	}
+	return target, waitServing(ctx, target)
+}
+
+// stewardTarget waits until the 3-member EtcdCluster name has three ready members and nothing in progress, and
+// returns its members as a target: their Pod IPs, with the client Secret's certificate when secure. It writes
+// nothing.
+func stewardTarget(ctx context.Context, c *testbed.Cluster, name string, secure bool) (dataPathTarget, error) {
+	kubectl := kubectlOn(ctx, c)
+	scheme := "http"
+	if secure {
+		scheme = "https"
 	}
 	ips, err := settledMemberIPs(ctx, kubectl, name)
 	if err != nil {
@@ -343,7 +359,7 @@ func stewardDataPathCluster(ctx context.Context, c *testbed.Cluster, name, versi
 			return dataPathTarget{}, err
 		}
 	}
-	return target, waitServing(ctx, target)
+	return target, nil
 }
 
 // waitServing waits until a put through the target succeeds.
