@@ -202,6 +202,9 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"not a version":     {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release Steward supports"},
 		"pre-release":       {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0-rc.0" }, "version must be an etcd release Steward supports"},
 		"zero size":         {func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("0") }, "size must be greater than zero"},
+		"a maintenance window of 10 seconds": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Window: &etcdv1alpha1.MaintenanceWindow{Schedule: "@daily", Duration: metav1.Duration{Duration: 10 * time.Second}}}
+		}, "maintenance.window.duration must be between 1m and 168h"},
 		"hibernating an ephemeral cluster": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage.Ephemeral, c.Spec.Hibernation = true, &etcdv1alpha1.Hibernation{Enabled: true}
 		}, "an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs"},

@@ -23,7 +23,7 @@ import (
 // TestDefragmentation: a 3-member cluster with a defragmentation threshold and a maintenance window gets 30MiB of
 // old revisions, compacted, under client load. While the window is closed the defragmentation waits
 // (status.maintenanceWindow lists it, Progressing says MaintenanceDeferred), and a member whose data is lost is
-// still replaced at once. The window is then moved to open a minute later: Steward defragments every member that
+// still replaced at once. The window is then moved to one open now: Steward defragments every member that
 // held the garbage once, one at a time, the leader last after handing leadership over; every database file
 // shrinks, status and an Event per member record it, no write is lost.
 func TestDefragmentation(t *testing.T) {
@@ -34,8 +34,7 @@ func TestDefragmentation(t *testing.T) {
 	c := framework.NewCluster(ns, "tidy", 3)
 	c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Defragmentation: &etcdv1alpha1.Defragmentation{
 		MinFreeBytes: ptr.To(resource.MustParse("16Mi")), MinFreePercent: ptr.To[int32](50)},
-		// New Year's Day only, in Tokyo: closed for the first part of the test.
-		Window: &etcdv1alpha1.MaintenanceWindow{Schedule: "0 3 1 1 *", TimeZone: "Asia/Tokyo", Duration: metav1.Duration{Duration: time.Hour}}}
+		Window: closedWindow()}
 	key, got := framework.Settle(t, c)
 	load := framework.StartLoad(t, got)
 	cli, eps := framework.MemberClient(t, got)
@@ -103,11 +102,9 @@ func TestDefragmentation(t *testing.T) {
 		t.Fatalf("members with the garbage after the replacement: %v, want the two that stayed", fragmented)
 	}
 
-	// The window opens at the next minute but one (cron has minutes): the deferred work runs.
-	opens := time.Now().UTC().Add(time.Minute).Truncate(time.Minute).Add(time.Minute)
-	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
-		c.Spec.Maintenance.Window.Schedule, c.Spec.Maintenance.Window.TimeZone = fmt.Sprintf("%d %d * * *", opens.Minute(), opens.Hour()), ""
-	})
+	// The window is moved to today's window that began this minute: open now, and the deferred work runs.
+	opens := time.Now()
+	openWindowNow(t, key)
 	framework.Poll(t, "the members that held the garbage defragmented", 5*time.Minute, func() error {
 		var cur etcdv1alpha1.EtcdCluster
 		if err := framework.K8s.Get(ctx, key, &cur); err != nil {
@@ -159,6 +156,22 @@ func TestDefragmentation(t *testing.T) {
 		t.Errorf("defragmented again without new garbage: %v", again)
 	}
 	framework.DeleteAndCheckNothingLeft(t, got)
+}
+
+// openWindowNow moves the cluster's maintenance window to a daily one that opened at the start of this minute
+// (UTC) for an hour: open from the operator's next pass.
+func openWindowNow(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	now := time.Now().UTC()
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Window = &etcdv1alpha1.MaintenanceWindow{Schedule: fmt.Sprintf("%d %d * * *", now.Minute(), now.Hour()),
+			Duration: metav1.Duration{Duration: time.Hour}}
+	})
+}
+
+// closedWindow is a maintenance window that opens on New Year's Day only, in Tokyo: closed for any test.
+func closedWindow() *etcdv1alpha1.MaintenanceWindow {
+	return &etcdv1alpha1.MaintenanceWindow{Schedule: "0 3 1 1 *", TimeZone: "Asia/Tokyo", Duration: metav1.Duration{Duration: time.Hour}}
 }
 
 // tokyo is Asia/Tokyo.

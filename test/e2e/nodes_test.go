@@ -363,11 +363,33 @@ func TestZoneLossHealsAndRebalances(t *testing.T) {
 		}
 	}
 
+	// Rebalancing is optional work: with the maintenance window closed, the move waits and is listed.
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) {
+		if c.Spec.Maintenance == nil {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{}
+		}
+		c.Spec.Maintenance.Window = closedWindow()
+	})
 	returned := time.Now()
 	if err := framework.Bed.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	started = true
+	framework.Poll(t, "the rebalancing move deferred to the maintenance window", 4*time.Minute, func() error {
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		w := got.Status.MaintenanceWindow
+		if w == nil || len(w.Deferred) != 1 || !strings.HasPrefix(w.Deferred[0], "rebalancing: ") {
+			return fmt.Errorf("status.maintenanceWindow %+v: %s", w, framework.Describe(got))
+		}
+		return nil
+	})
+	if adds := withReason(framework.EventsOf(t, got, "MemberAdded", returned), etcdv1alpha1.ReasonRebalancing); len(adds) > 0 {
+		t.Fatalf("a member moved with the maintenance window closed: %v", adds)
+	}
+	t.Logf("move deferred %s after the node returned: %s", time.Since(returned).Round(time.Second), got.Status.MaintenanceWindow.Deferred[0])
+	openWindowNow(t, key)
 	got = waitRebalanced(t, key, nodes, "[2 2 1]", 6*time.Minute)
 	t.Logf("rebalanced in %s after the node returned: %s", time.Since(returned).Round(time.Second), framework.Describe(got))
 	// One move: a learner added where members are fewest, then the member on the most crowded node removed. A
