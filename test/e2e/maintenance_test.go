@@ -23,9 +23,10 @@ import (
 // TestDefragmentation: a 3-member cluster with a defragmentation threshold and a maintenance window gets 30MiB of
 // old revisions, compacted, under client load. While the window is closed the defragmentation waits
 // (status.maintenanceWindow lists it, Progressing says MaintenanceDeferred), and a member whose data is lost is
-// still replaced at once. The window is then moved to one open now: Steward defragments every member that
-// held the garbage once, one at a time, the leader last after handing leadership over; every database file
-// shrinks, status and an Event per member record it, no write is lost.
+// still replaced at once (its successor joins by a snapshot of the leader's file, garbage and all). The window is
+// then moved to one open now: Steward defragments every member that held the garbage once, one at a time, the
+// leader last after handing leadership over; every database file shrinks, status and an Event per member record
+// it, no write is lost.
 func TestDefragmentation(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -98,8 +99,9 @@ func TestDefragmentation(t *testing.T) {
 			fragmented[m.Name] = true
 		}
 	}
-	if len(fragmented) != 2 {
-		t.Fatalf("members with the garbage after the replacement: %v, want the two that stayed", fragmented)
+	// The successor joined by a snapshot of the leader's database file, free pages and all: it may hold the garbage too.
+	if len(fragmented) < 2 {
+		t.Fatalf("members with the garbage after the replacement: %v, want at least the two that stayed", fragmented)
 	}
 
 	// The window is moved to today's window that began this minute: open now, and the deferred work runs.
@@ -140,11 +142,11 @@ func TestDefragmentation(t *testing.T) {
 	if w := got.Status.MaintenanceWindow; w == nil || len(w.Deferred) != 0 {
 		t.Errorf("status.maintenanceWindow %+v after the work ran, want nothing deferred", w)
 	}
-	events := framework.EventsWithin(t, got, "MemberDefragmented", compacted, 2)
+	events := framework.EventsWithin(t, got, "MemberDefragmented", compacted, len(fragmented))
 	t.Logf("%d members defragmented %s after the window opened, %d MiB given back in all; events: %v", len(fragmented),
 		began.Sub(opens).Round(100*time.Millisecond), total>>20, events)
-	if len(events) != 2 {
-		t.Errorf("%d MemberDefragmented events, want one per member that held the garbage", len(events))
+	if len(events) != len(fragmented) {
+		t.Errorf("%d MemberDefragmented events, want one per member that held the garbage (%d)", len(events), len(fragmented))
 	}
 	if moved := framework.EventsWithin(t, got, "LeaderMoved", compacted, 1); len(moved) != 1 {
 		t.Errorf("LeaderMoved events %v: the leader is defragmented after handing leadership over, once", moved)
@@ -152,7 +154,7 @@ func TestDefragmentation(t *testing.T) {
 	filled.Check(t, cli2(t, got))
 	// A second pass finds nothing to do: the files are compact now.
 	time.Sleep(10 * time.Second)
-	if again := framework.EventsOf(t, got, "MemberDefragmented", compacted); len(again) != 2 {
+	if again := framework.EventsOf(t, got, "MemberDefragmented", compacted); len(again) != len(fragmented) {
 		t.Errorf("defragmented again without new garbage: %v", again)
 	}
 	framework.DeleteAndCheckNothingLeft(t, got)
