@@ -62,6 +62,9 @@ const (
 	// connect as any user. The message names the members and what to do; Steward changes nothing about it on
 	// its own.
 	ReasonSharedIssuerTrusted = "SharedIssuerTrusted"
+	// ReasonClientServiceRefused: the API server refuses the client Service as spec.service shapes it (a node port
+	// taken or out of range, a load balancer class not allowed); clients reach the members as before.
+	ReasonClientServiceRefused = "ClientServiceRefused"
 )
 
 // Reasons of EtcdCluster Degraded: waits for a human. Degraded is True with the reason (and Progressing False with

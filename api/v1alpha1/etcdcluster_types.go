@@ -57,6 +57,14 @@ type EtcdClusterSpec struct {
 	// +optional
 	Pod PodTemplate `json:"pod,omitempty"`
 
+	// Service shapes the client Service, through which clients reach the members: its type (ClusterIP by
+	// default; NodePort or LoadBalancer for clients outside the Kubernetes cluster), its annotations and labels
+	// (a cloud's load balancer settings, an external DNS name) and its traffic policy. Changes apply to the
+	// running Service in place, without restarting a member. A client outside the cluster that verifies the
+	// members' certificates needs the name or address it dials in spec.tls.extraSANs.
+	// +optional
+	Service *ClientServiceTemplate `json:"service,omitempty"`
+
 	// Etcd tunes the etcd server.
 	// +optional
 	Etcd EtcdTuning `json:"etcd,omitempty"`
@@ -331,6 +339,61 @@ type StorageSpec struct {
 	Ephemeral bool `json:"ephemeral"`
 }
 
+// ClientServiceTemplate is what users control of the client Service (<cluster>, port 2379). Steward owns the
+// rest: its name, selector and port, and the fields Kubernetes allocates (cluster IP, a node port not asked for)
+// stay as the API server set them. Fields a cloud's controller adds to the Service (its own annotations, a load
+// balancer's status) are left alone, and a key removed from the template is removed from the Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || self.type != 'ClusterIP'",message="service.nodePort needs service.type NodePort or LoadBalancer"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalTrafficPolicy) || self.type != 'ClusterIP'",message="service.externalTrafficPolicy needs service.type NodePort or LoadBalancer: a ClusterIP Service has no external traffic"
+// +kubebuilder:validation:XValidation:rule="(!has(self.loadBalancerClass) && !has(self.loadBalancerSourceRanges)) || self.type == 'LoadBalancer'",message="service.loadBalancerClass and service.loadBalancerSourceRanges need service.type LoadBalancer"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.loadBalancerClass) || !has(self.loadBalancerClass) || self.loadBalancerClass == oldSelf.loadBalancerClass",message="service.loadBalancerClass cannot change while set: Kubernetes keeps a load balancer's class for its life (unset it, or change the type, first)"
+type ClientServiceTemplate struct {
+	// Type of the client Service: ClusterIP (the default; in-cluster clients only), NodePort (the client port on
+	// every node's address) or LoadBalancer (an address from the cloud's or the cluster's load balancer).
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// Labels added to the client Service (Steward's own labels win on conflict). Keys under etcd.steward.dev/ are
+	// Steward's: refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.steward.dev/'))",message="service labels under etcd.steward.dev/ are Steward's own"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations added to the client Service, for example a cloud's load balancer settings
+	// (service.beta.kubernetes.io/aws-load-balancer-scheme) or external-dns's hostname. Keys under
+	// etcd.steward.dev/ are Steward's: refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('etcd.steward.dev/'))",message="service annotations under etcd.steward.dev/ are Steward's own"
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// NodePort is the node port of the client port (types NodePort and LoadBalancer), within the cluster's
+	// node port range (30000-32767 by default); unset, Kubernetes picks one and Steward keeps it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	NodePort *int32 `json:"nodePort,omitempty"`
+	// ExternalTrafficPolicy (types NodePort and LoadBalancer): Cluster (Kubernetes' default) spreads connections
+	// over every ready member from any node; Local routes only to members on the node a connection arrives at,
+	// keeping the client's source address (for a load balancer's source ranges or etcd's logs).
+	// +kubebuilder:validation:Enum=Cluster;Local
+	// +optional
+	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy `json:"externalTrafficPolicy,omitempty"`
+	// LoadBalancerClass selects the load balancer implementation (type LoadBalancer); unset, the cluster's
+	// default one. Kubernetes does not let it change once set.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	LoadBalancerClass *string `json:"loadBalancerClass,omitempty"`
+	// LoadBalancerSourceRanges are the client CIDRs a load balancer admits (type LoadBalancer), where the load
+	// balancer implementation supports it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(r, isCIDR(r))",message="service.loadBalancerSourceRanges must be CIDRs, such as 10.0.0.0/8 or 2001:db8::/32"
+	// +listType=set
+	// +optional
+	LoadBalancerSourceRanges []string `json:"loadBalancerSourceRanges,omitempty"`
+}
+
 // PodTemplate is what users control of member Pods.
 type PodTemplate struct {
 	// Labels added to member Pods (Steward's own labels win on conflict). Keys under etcd.steward.dev/ are
@@ -455,6 +518,15 @@ type TLSSpec struct {
 	// +optional
 	PeerAuth string `json:"peerAuth,omitempty"`
 
+	// ExtraSANs are DNS names and IP addresses added to every member's certificate besides the cluster's own
+	// in-cluster names, for clients that dial the members by another name: a load balancer's address or DNS
+	// name, a name in an external DNS zone, node addresses of a NodePort Service. Providers Steward and
+	// CertManager issue them: a change re-issues every member's certificate, which members pick up without a
+	// restart. With provider Secrets Steward checks that the member Secret's certificate covers them, and
+	// creates no member while it does not.
+	// +optional
+	ExtraSANs *ExtraSANs `json:"extraSANs,omitempty"`
+
 	// CertificateLifetime is how long the member and client certificates are valid (providers Steward and
 	// CertManager, whose Certificates ask for it as their duration; ignored for Secrets; Steward's CA is valid
 	// for 10 years). Steward (or cert-manager) renews each certificate once two thirds of its lifetime have
@@ -475,6 +547,24 @@ type TLSSpec struct {
 	// it until every member runs plaintext.
 	// +optional
 	CertManager *TLSCertManager `json:"certManager,omitempty"`
+}
+
+// ExtraSANs are subject alternative names added to member certificates (spec.tls.extraSANs).
+type ExtraSANs struct {
+	// DNSNames, each a DNS name or a wildcard of one label (*.etcd.example.com).
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty"`
+	// IPAddresses, IPv4 or IPv6.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="self.all(a, isIP(a))",message="tls.extraSANs.ipAddresses must be IP addresses, such as 192.0.2.10 or 2001:db8::10"
+	// +listType=set
+	// +optional
+	IPAddresses []string `json:"ipAddresses,omitempty"`
 }
 
 // TLSSecrets are the user's own Secrets (provider Secrets), in the cluster's namespace, each of type
@@ -864,6 +954,11 @@ type EtcdClusterStatus struct {
 	// +optional
 	ClientEndpoint string `json:"clientEndpoint,omitempty"`
 
+	// ExternalAccess is how clients outside the Kubernetes cluster reach the client Service (spec.service of type
+	// NodePort or LoadBalancer), as the Service reports it.
+	// +optional
+	ExternalAccess *ExternalAccess `json:"externalAccess,omitempty"`
+
 	// FormerClusterIDs are the etcd cluster IDs the cluster had before it was re-seeded from a backup, oldest
 	// first: backups taken under them are backups of this cluster.
 	// +optional
@@ -945,4 +1040,16 @@ type HashCheck struct {
 	// Message says what was compared and found.
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// ExternalAccess is the client Service's addresses outside the Kubernetes cluster.
+type ExternalAccess struct {
+	// Type of the client Service.
+	Type corev1.ServiceType `json:"type"`
+	// NodePort is the client port on every node's address (types NodePort and LoadBalancer).
+	// +optional
+	NodePort int32 `json:"nodePort,omitempty"`
+	// LoadBalancer are the load balancer's client URLs (type LoadBalancer), empty until it has an address.
+	// +optional
+	LoadBalancer []string `json:"loadBalancer,omitempty"`
 }

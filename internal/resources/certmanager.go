@@ -64,7 +64,7 @@ func CAIssuer(cluster *etcdv1alpha1.EtcdCluster) *unstructured.Unstructured {
 func MemberCertificate(cluster *etcdv1alpha1.EtcdCluster, member string, o Options, ownCA bool) *unstructured.Unstructured {
 	dns := MemberDNSNames(cluster, member, o)
 	var ips []any
-	for _, ip := range MemberIPs() {
+	for _, ip := range MemberIPs(cluster) {
 		ips = append(ips, ip.String())
 	}
 	spec := certificateSpec(cluster, MemberSecretName(member), member, MemberLabels(cluster, member), ownCA, "server auth", "client auth")

@@ -704,21 +704,6 @@ func PeerService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// ClientService is the Service clients use; it routes to ready members only.
-func ClientService(cluster *etcdv1alpha1.EtcdCluster) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ClientServiceName(cluster), Namespace: cluster.Namespace, Labels: ClusterLabels(cluster),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(cluster)},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: ClusterLabels(cluster),
-			Ports:    []corev1.ServicePort{{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort)}},
-		},
-	}
-}
-
 // PodDisruptionBudget keeps a quorum of members available through voluntary disruptions (drains, evictions).
 // For a one-member cluster that means no voluntary disruption at all.
 func PodDisruptionBudget(cluster *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {

@@ -361,6 +361,21 @@ func TestMemberDNSNames(t *testing.T) {
 			t.Errorf("member certificate lacks %s: %s", want, names)
 		}
 	}
+	extra := testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSteward, ExtraSANs: &etcdv1alpha1.ExtraSANs{
+			DNSNames: []string{"etcd.example.com", "*.etcd.example.com"}, IPAddresses: []string{"192.0.2.10", "2001:db8::10", "not-an-ip"}}}
+	})
+	names = strings.Join(MemberDNSNames(extra, "db-abcde", opts), " ")
+	if !strings.HasSuffix(names, " etcd.example.com *.etcd.example.com") || !strings.Contains(names, "db.prod.svc.cluster.local") {
+		t.Errorf("member certificate names with extraSANs: %s", names)
+	}
+	var ips []string
+	for _, ip := range MemberIPs(extra) {
+		ips = append(ips, ip.String())
+	}
+	if got, want := strings.Join(ips, " "), "127.0.0.1 ::1 192.0.2.10 2001:db8::10"; got != want {
+		t.Errorf("member certificate IPs %q, want %q (loopback, then the extra addresses that parse)", got, want)
+	}
 }
 
 // TestQuotaBackendBytes: unset, the quota leaves the volume room for the WAL, snapshots and a second copy of the

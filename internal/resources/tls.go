@@ -179,12 +179,12 @@ func MemberSecretName(member string) string { return member + "-tls" }
 // MemberDNSNames are the names a member's certificate carries: its own DNS names through the peer Service
 // (how peers, the backup agent and in-cluster clients reach it), the client Service's names (how clients reach
 // any member, and how Steward checks a member it dials by Pod IP: it verifies the member's certificate for the
-// client Service's name, which every member of the cluster and nothing else carries), and localhost for
-// etcdctl inside the Pod. No Pod IP: it is not known before the Pod exists and changes when the Pod is
+// client Service's name, which every member of the cluster and nothing else carries), localhost for etcdctl
+// inside the Pod, and spec.tls.extraSANs.dnsNames for clients outside the cluster. No Pod IP: it is not known before the Pod exists and changes when the Pod is
 // re-created.
 func MemberDNSNames(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) []string {
 	peer, ns, svc := PeerServiceName(cluster), cluster.Namespace, ClientServiceName(cluster)
-	return []string{
+	return append([]string{
 		MemberHost(cluster, member, o),
 		member,
 		member + "." + peer,
@@ -196,7 +196,30 @@ func MemberDNSNames(cluster *etcdv1alpha1.EtcdCluster, member string, o Options)
 		ClientServiceHost(cluster, o),
 		"localhost",
 		PeerIdentity(cluster, o),
+	}, ExtraDNSNames(cluster)...)
+}
+
+// ExtraDNSNames are spec.tls.extraSANs.dnsNames: the names clients outside the cluster dial members by.
+func ExtraDNSNames(cluster *etcdv1alpha1.EtcdCluster) []string {
+	if cluster.Spec.TLS == nil || cluster.Spec.TLS.ExtraSANs == nil {
+		return nil
 	}
+	return cluster.Spec.TLS.ExtraSANs.DNSNames
+}
+
+// ExtraIPs are spec.tls.extraSANs.ipAddresses, parsed; admission refuses what is not an address, and what still
+// does not parse is left out here (a certificate cannot carry it).
+func ExtraIPs(cluster *etcdv1alpha1.EtcdCluster) []net.IP {
+	if cluster.Spec.TLS == nil || cluster.Spec.TLS.ExtraSANs == nil {
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range cluster.Spec.TLS.ExtraSANs.IPAddresses {
+		if ip := net.ParseIP(a); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
 }
 
 // PeerIdentity is the DNS name that marks a member's certificate, and only a member's: members started with
@@ -245,8 +268,11 @@ func PodHeldPeerIdentity(cluster *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, o O
 	return pod.Annotations[AnnotationPeerIdentity] == PeerIdentity(cluster, o)
 }
 
-// MemberIPs are the IP addresses a member's certificate carries: loopback, for etcdctl inside the Pod.
-func MemberIPs() []net.IP { return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback} }
+// MemberIPs are the IP addresses a member's certificate carries: loopback, for etcdctl inside the Pod, and
+// spec.tls.extraSANs.ipAddresses.
+func MemberIPs(cluster *etcdv1alpha1.EtcdCluster) []net.IP {
+	return append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, ExtraIPs(cluster)...)
+}
 
 // ClientCommonName is the subject of Steward's own client certificate: root. With authentication on, etcd takes
 // a client certificate's common name as the user; root always exists in an auth-enabled store (etcd refuses to

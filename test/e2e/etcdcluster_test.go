@@ -205,6 +205,24 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 		"a maintenance window of 10 seconds": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{Window: &etcdv1alpha1.MaintenanceWindow{Schedule: "@daily", Duration: metav1.Duration{Duration: 10 * time.Second}}}
 		}, "maintenance.window.duration must be between 1m and 168h"},
+		"a node port on a ClusterIP Service": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Service = &etcdv1alpha1.ClientServiceTemplate{Type: corev1.ServiceTypeClusterIP, NodePort: ptr.To[int32](31000)}
+		}, "service.nodePort needs service.type NodePort or LoadBalancer"},
+		"source ranges on a NodePort Service": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Service = &etcdv1alpha1.ClientServiceTemplate{Type: corev1.ServiceTypeNodePort, LoadBalancerSourceRanges: []string{"10.0.0.0/8"}}
+		}, "need service.type LoadBalancer"},
+		"a source range that is no CIDR": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Service = &etcdv1alpha1.ClientServiceTemplate{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerSourceRanges: []string{"10.0.0.1"}}
+		}, "service.loadBalancerSourceRanges must be CIDRs"},
+		"a Steward annotation on the Service": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Service = &etcdv1alpha1.ClientServiceTemplate{Annotations: map[string]string{"etcd.steward.dev/service-template": "x"}}
+		}, "service annotations under etcd.steward.dev/ are Steward's own"},
+		"an extra SAN that is no IP address": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", ExtraSANs: &etcdv1alpha1.ExtraSANs{IPAddresses: []string{"etcd.example.com"}}}
+		}, "tls.extraSANs.ipAddresses must be IP addresses"},
+		"an extra SAN that is no DNS name": {func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: "Steward", ExtraSANs: &etcdv1alpha1.ExtraSANs{DNSNames: []string{"https://etcd.example.com"}}}
+		}, "spec.tls.extraSANs.dnsNames[0]: Invalid value"},
 		"hibernating an ephemeral cluster": {func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Storage.Ephemeral, c.Spec.Hibernation = true, &etcdv1alpha1.Hibernation{Enabled: true}
 		}, "an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs"},

@@ -81,7 +81,7 @@ func dropPeerIdentity(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 				names = append(names, n)
 			}
 		}
-		kp, err := ca.Issue(pki.Request{CommonName: p.Name, DNSNames: names, IPs: resources.MemberIPs(), Server: true, Client: true,
+		kp, err := ca.Issue(pki.Request{CommonName: p.Name, DNSNames: names, IPs: resources.MemberIPs(c), Server: true, Client: true,
 			Lifetime: resources.CertificateLifetime(c)}, time.Now())
 		if err != nil {
 			t.Fatal(err)

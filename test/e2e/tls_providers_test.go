@@ -40,7 +40,7 @@ func (u *userPKI) memberNamed(t *testing.T, c *etcdv1alpha1.EtcdCluster, lifetim
 	kp, err := u.ca.Issue(pki.Request{CommonName: "etcd-member",
 		DNSNames: append([]string{"*" + resources.MemberHost(c, "", framework.OperatorOptions), svc, svc + "." + ns, svc + "." + ns + ".svc",
 			resources.ClientServiceHost(c, framework.OperatorOptions), "localhost"}, extra...),
-		IPs: resources.MemberIPs(), Server: true, Client: true, Lifetime: lifetime}, now)
+		IPs: resources.MemberIPs(c), Server: true, Client: true, Lifetime: lifetime}, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@
 {{- $checks = append $checks (printf "one of %s" (join ", " $values)) }}
 {{- else if eq $short "Pattern" }}
 {{- $checks = append $checks (printf "matches `%v`" $value) }}
+{{- else if eq $short "items:Pattern" }}
+{{- $checks = append $checks (printf "each item matches `%v`" $value) }}
 {{- else if eq $short "Format" }}
 {{- $checks = append $checks (printf "format `%v`" $value) }}
 {{- else }}

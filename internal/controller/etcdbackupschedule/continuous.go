@@ -2,8 +2,6 @@ package etcdbackupschedule
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -165,7 +163,7 @@ func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 		}
 	}
 	want := resources.FollowerDeployment(s, cluster, access, r.Options)
-	want.Spec.Template.Annotations = map[string]string{annotationFollowerSpec: templateHash(&want.Spec.Template)}
+	want.Spec.Template.Annotations = map[string]string{annotationFollowerSpec: resources.Hash(&want.Spec.Template)}
 	dep := &appsv1.Deployment{}
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), dep); {
 	case apierrors.IsNotFound(err):
@@ -188,12 +186,6 @@ func (r *Reconciler) ensureFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 		r.Recorder.Eventf(s, corev1.EventTypeNormal, "FollowerUpdated", "Deployment %s restarted with new settings; it resumes from its last segment", dep.Name)
 	}
 	return nil
-}
-
-func templateHash(t *corev1.PodTemplateSpec) string {
-	b, _ := json.Marshal(t)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
 }
 
 // removeFollower deletes the follower when continuous backup is turned off, or its cluster hibernates (why says

@@ -20,14 +20,15 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-// ensureServices creates the peer and client Services and the PodDisruptionBudget when missing, and keeps the
-// budget's minAvailable at what the plan decided (plan.BudgetMinAvailable). None of this disrupts members, so it
+// ensureServices creates the peer Service and the PodDisruptionBudget when missing, keeps the client Service as
+// spec.service shapes it (ensureClientService), and keeps the budget's minAvailable at what the plan decided (plan.BudgetMinAvailable). None of this disrupts members, so it
 // runs on every pass.
-func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, minAvailable int) error {
-	for _, svc := range []*corev1.Service{resources.PeerService(cluster), resources.ClientService(cluster)} {
-		if err := r.createIfMissing(ctx, cluster, svc, &corev1.Service{}); err != nil {
-			return err
-		}
+func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, minAvailable int) error {
+	if err := r.createIfMissing(ctx, cluster, resources.PeerService(cluster), &corev1.Service{}); err != nil {
+		return err
+	}
+	if err := r.ensureClientService(ctx, cluster, obs); err != nil {
+		return err
 	}
 	want := resources.PodDisruptionBudget(cluster)
 	budget := intstr.FromInt32(int32(minAvailable)) //nolint:gosec // at most a few members

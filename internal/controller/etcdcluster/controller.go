@@ -107,7 +107,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 // It reads EtcdBackups (the newest for the quorum-loss policy) and EtcdRestores, and creates the EtcdRestore of
 // bootstrap.fromBackup and of the quorum-loss policy.
@@ -235,7 +235,7 @@ func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 	if cluster.Spec.Paused {
 		return nil
 	}
-	if err := r.ensureServices(ctx, cluster, decision.BudgetMinAvailable); err != nil {
+	if err := r.ensureServices(ctx, cluster, obs, decision.BudgetMinAvailable); err != nil {
 		return err
 	}
 	if err := r.recordVolumeTLS(ctx, cluster, decision.VolumeTLS); err != nil {

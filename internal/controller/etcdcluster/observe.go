@@ -54,6 +54,12 @@ type observation struct {
 	replaceMismatched bool
 	// window is spec.maintenance.window as this pass computed it, for status; nil without one.
 	window *etcdv1alpha1.MaintenanceWindowStatus
+	// externalAccess is the client Service's access from outside the cluster, for status, once serviceObserved
+	// (the pass looked at the Service); serviceRefused why the API server refused the Service spec.service asks
+	// for ("" when it did not).
+	serviceObserved bool
+	externalAccess  *etcdv1alpha1.ExternalAccess
+	serviceRefused  string
 }
 
 // objects are the cluster's Pods and PVCs as a pass reads them, once, before anything is written: the TLS

@@ -157,6 +157,9 @@ func statusEtcd(st *etcdv1alpha1.EtcdClusterStatus, obs *observation) {
 func (r *Reconciler) statusSettings(cluster *etcdv1alpha1.EtcdCluster, obs *observation, passErr error) {
 	st := &cluster.Status
 	st.ClientEndpoint = resources.ClientEndpoint(cluster, r.Options)
+	if obs.serviceObserved {
+		st.ExternalAccess = obs.externalAccess
+	}
 	st.QuotaBackendBytes = resources.QuotaBackendBytes(cluster)
 	if st.RaisedQuotaBackendBytes > 0 && st.RaisedQuotaBackendBytes <= resources.SpecQuotaBackendBytes(cluster) {
 		st.RaisedQuotaBackendBytes = 0 // the spec asks for as much now: the raise has served its time
@@ -445,6 +448,8 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 	case obs.window != nil && obs.window.Error != "":
 		set(etcdv1alpha1.ReasonInvalidMaintenanceWindow, fmt.Sprintf("spec.maintenance.window cannot be read (%s): optional disruptive work "+
 			"(defragmentation, rebalancing, restarts for a changed quota or authentication) waits until it can; what keeps data safe does not", obs.window.Error))
+	case obs.serviceRefused != "":
+		set(etcdv1alpha1.ReasonClientServiceRefused, obs.serviceRefused)
 	case obs.tls != nil && obs.tls.sharedIssuer != "":
 		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
 		set(etcdv1alpha1.ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)

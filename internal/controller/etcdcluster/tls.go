@@ -241,7 +241,7 @@ func clientRequest(cluster *etcdv1alpha1.EtcdCluster) pki.Request {
 }
 
 func memberRequest(cluster *etcdv1alpha1.EtcdCluster, member string, o resources.Options) pki.Request {
-	return pki.Request{CommonName: member, DNSNames: resources.MemberDNSNames(cluster, member, o), IPs: resources.MemberIPs(),
+	return pki.Request{CommonName: member, DNSNames: resources.MemberDNSNames(cluster, member, o), IPs: resources.MemberIPs(cluster),
 		Server: true, Client: true, Lifetime: resources.CertificateLifetime(cluster)}
 }
 

@@ -202,14 +202,19 @@ func checkIssued(s *tlsSecret, role string, want pki.Want, trust []byte, now tim
 // memberWant is what every member's certificate must be good for: serving and peer (server and client auth),
 // every member's peer DNS name (peers dial each other by it), the client Service's name (Steward and backup
 // Jobs dial members by Pod IP and check that name, internal/etcd) and the peer identity (members check it on the
-// peer port: resources.PeerIdentity). member "" asks for all members at once (one Secret for every member, the
+// peer port: resources.PeerIdentity), and spec.tls.extraSANs (names and addresses clients outside dial). member "" asks for all members at once (one Secret for every member, the
 // user's: a wildcard), without the peer identity, which checkUserSecrets checks on its own to say what it is for.
 func memberWant(cluster *etcdv1alpha1.EtcdCluster, member string, o resources.Options) pki.Want {
 	host := resources.MemberHost(cluster, member, o)
+	hosts := []string{host, resources.ClientServiceHost(cluster, o), resources.PeerIdentity(cluster, o)}
 	if member == "" {
-		return pki.Want{Hosts: []string{"*" + host, resources.ClientServiceHost(cluster, o)}, Server: true, Client: true}
+		hosts = []string{"*" + host, resources.ClientServiceHost(cluster, o)}
 	}
-	return pki.Want{Hosts: []string{host, resources.ClientServiceHost(cluster, o), resources.PeerIdentity(cluster, o)}, Server: true, Client: true}
+	hosts = append(hosts, resources.ExtraDNSNames(cluster)...)
+	for _, ip := range resources.ExtraIPs(cluster) {
+		hosts = append(hosts, ip.String())
+	}
+	return pki.Want{Hosts: hosts, Server: true, Client: true}
 }
 
 // checkUserSecrets checks the Secrets of provider Secrets: each Secret on its own (checkSecret), and that they

@@ -332,3 +332,30 @@ func TestHibernation(t *testing.T) {
 		t.Errorf("ResumedSummary = %q\nwant %q", got, want)
 	}
 }
+
+// TestExternalAccess: the External line says how clients outside the cluster reach it, and is absent for a
+// ClusterIP Service.
+func TestExternalAccess(t *testing.T) {
+	tests := map[string]struct {
+		access *etcdv1alpha1.ExternalAccess
+		want   string
+	}{
+		"ClusterIP": {},
+		"NodePort":  {&etcdv1alpha1.ExternalAccess{Type: corev1.ServiceTypeNodePort, NodePort: 31379}, "External:        NodePort, port 31379 on every node\n"},
+		"LoadBalancer waiting": {&etcdv1alpha1.ExternalAccess{Type: corev1.ServiceTypeLoadBalancer, NodePort: 31379},
+			"External:        LoadBalancer, no address yet (node port 31379)\n"},
+		"LoadBalancer": {&etcdv1alpha1.ExternalAccess{Type: corev1.ServiceTypeLoadBalancer, NodePort: 31379, LoadBalancer: []string{"https://192.0.2.7:2379"}},
+			"External:        LoadBalancer https://192.0.2.7:2379 (node port 31379)\n"},
+	}
+	for name, tc := range tests {
+		c := cluster()
+		c.Status.ExternalAccess = tc.access
+		var b bytes.Buffer
+		if err := WriteStatus(&b, NewStatus(c, nil), now); err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == "" && strings.Contains(b.String(), "External:") || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: status lacks %q:\n%s", name, tc.want, b.String())
+		}
+	}
+}

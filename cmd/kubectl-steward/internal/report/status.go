@@ -5,9 +5,11 @@
 package report
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,8 @@ type Status struct {
 	Leader          string `json:"leader,omitempty"`
 	ClusterID       string `json:"clusterID,omitempty"`
 	ClientEndpoint  string `json:"clientEndpoint,omitempty"`
+	// External is how clients outside the Kubernetes cluster reach it (spec.service NodePort or LoadBalancer).
+	External string `json:"external,omitempty"`
 	// ObservedGeneration lags Generation while Steward has not yet acted on the newest spec.
 	Generation         int64 `json:"generation"`
 	ObservedGeneration int64 `json:"observedGeneration"`
@@ -162,7 +166,8 @@ func NewStatus(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod) Status {
 		DesiredMembers: cluster.Spec.Replicas, ReadyMembers: st.ReadyReplicas,
 		Version: cluster.Spec.Version, CurrentVersion: st.CurrentVersion, ClusterVersion: st.ClusterVersion,
 		DowngradeTarget: st.DowngradeTarget, Leader: st.Leader, ClusterID: st.ClusterID,
-		ClientEndpoint: st.ClientEndpoint, Generation: cluster.Generation, ObservedGeneration: st.ObservedGeneration,
+		ClientEndpoint: st.ClientEndpoint, External: externalAccess(st.ExternalAccess),
+		Generation: cluster.Generation, ObservedGeneration: st.ObservedGeneration,
 		QuorumLostSince: st.QuorumLostSince,
 		TLS:             TLS{Provider: resources.TLSMode(cluster)},
 		Members:         []Member{},
@@ -257,4 +262,17 @@ func Since(now, t time.Time) string {
 		return "in " + duration.HumanDuration(-d)
 	}
 	return duration.HumanDuration(d) + " ago"
+}
+
+// externalAccess says in one line how clients outside the cluster reach it, "" when they do not.
+func externalAccess(a *etcdv1alpha1.ExternalAccess) string {
+	switch {
+	case a == nil:
+		return ""
+	case len(a.LoadBalancer) > 0:
+		return fmt.Sprintf("%s %s (node port %d)", a.Type, strings.Join(a.LoadBalancer, ", "), a.NodePort)
+	case a.Type == corev1.ServiceTypeLoadBalancer:
+		return fmt.Sprintf("%s, no address yet (node port %d)", a.Type, a.NodePort)
+	}
+	return fmt.Sprintf("%s, port %d on every node", a.Type, a.NodePort)
 }

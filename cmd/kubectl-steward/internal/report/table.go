@@ -73,6 +73,9 @@ func (p *printer) header(s Status, now time.Time) {
 		p.line("Quorum:          LOST since %s (%s)", stamp(s.QuorumLostSince), Since(now, s.QuorumLostSince.Time))
 	}
 	p.line("Client endpoint: %s", orNone(s.ClientEndpoint))
+	if s.External != "" {
+		p.line("External:        %s", s.External)
+	}
 	p.line("Cluster ID:      %s", orNone(s.ClusterID))
 	if s.ObservedGeneration != s.Generation {
 		p.line("Spec:            generation %d, Steward has acted on %d", s.Generation, s.ObservedGeneration)
