@@ -33,7 +33,9 @@ const externalName = "etcd.edge.example"
 // restart, and the client writes under its prefix (and not outside it) by the address and by the name. The
 // Service follows the template's changes (an annotation dropped, one added, a fixed node port) and keeps what
 // others put on it; a node port the API server refuses is reported as Degraded ClientServiceRefused while clients
-// are served as before; back to ClusterIP, the node port is gone. All under client load, no write lost.
+// are served as before. As a LoadBalancer Service, given an address by the test (in a cloud's controller's place),
+// status lists the load balancer's URL and a client reaches the members through it (kube-proxy routes it); back
+// to ClusterIP, the node port is gone. All under client load, no write lost.
 func TestExternalClientThroughServiceTemplate(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -131,6 +133,44 @@ func TestExternalClientThroughServiceTemplate(t *testing.T) {
 	if events := framework.EventsOf(t, c, "ClientServiceUpdated", began); len(events) == 0 {
 		t.Error("no ClientServiceUpdated Event for the template's change")
 	}
+
+	// A load balancer: the test plays the cloud's controller and gives the Service an address, which kube-proxy
+	// routes to the members like a cloud's load balancer would; status lists its client URL, and a client that
+	// resolves the name to that address is served.
+	const loadBalancerIP = "10.245.2.10"
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Service.Type = corev1.ServiceTypeLoadBalancer })
+	framework.Poll(t, "the load balancer's address in the Service's status", time.Minute, func() error {
+		svc := clientService(t, c)
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			return fmt.Errorf("type %s", svc.Spec.Type)
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: loadBalancerIP}}
+		return framework.K8s.Status().Update(ctx, svc)
+	})
+	wantURL := "https://" + net.JoinHostPort(loadBalancerIP, strconv.Itoa(resources.ClientPort))
+	framework.Poll(t, "status.externalAccess with the load balancer's URL", time.Minute, func() error {
+		got := &etcdv1alpha1.EtcdCluster{}
+		if err := framework.K8s.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if a := got.Status.ExternalAccess; a == nil || a.Type != corev1.ServiceTypeLoadBalancer || a.NodePort != nodePort ||
+			len(a.LoadBalancer) != 1 || a.LoadBalancer[0] != wantURL {
+			return fmt.Errorf("status.externalAccess %+v, want LoadBalancer %s on node port %d", a, wantURL, nodePort)
+		}
+		return nil
+	})
+	balanced := net.JoinHostPort(loadBalancerIP, strconv.Itoa(resources.ClientPort))
+	framework.Poll(t, "the load balancer's address routed", time.Minute, func() error {
+		_, err := framework.ServedCertificate(clientTLS(externalName), balanced)
+		return err
+	})
+	lb, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + balanced}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: clientTLS(externalName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.MayWrite(t, "the external client through the load balancer", lb, "/tenant/through-the-load-balancer", true)
+	_ = lb.Close()
 
 	// A node port the API server refuses: reported, and clients are served through the Service as it was.
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Service.NodePort = ptr.To[int32](80) })
