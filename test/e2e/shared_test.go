@@ -64,6 +64,7 @@ var expected = map[string]time.Duration{
 	"TestHibernationUnderLoad":                          200 * time.Second,
 	"TestStorageExpansionInPlace":                       210 * time.Second,
 	"TestTLSProviderCertManager":                        160 * time.Second,
+	"TestExternalClientThroughServiceTemplate":          150 * time.Second,
 	"TestPeerPortRefusesClientCertificates":             160 * time.Second,
 	"TestTLSProviderSecrets":                            160 * time.Second,
 	"TestPodLossThreeMembers":                           150 * time.Second,
