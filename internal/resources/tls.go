@@ -180,8 +180,8 @@ func MemberSecretName(member string) string { return member + "-tls" }
 // (how peers, the backup agent and in-cluster clients reach it), the client Service's names (how clients reach
 // any member, and how Steward checks a member it dials by Pod IP: it verifies the member's certificate for the
 // client Service's name, which every member of the cluster and nothing else carries), localhost for etcdctl
-// inside the Pod, and spec.tls.extraSANs.dnsNames for clients outside the cluster. No Pod IP: it is not known before the Pod exists and changes when the Pod is
-// re-created.
+// inside the Pod, and spec.tls.extraSANs.dnsNames for clients outside the cluster. No Pod IP: it is not known
+// before the Pod exists and changes when the Pod is re-created.
 func MemberDNSNames(cluster *etcdv1alpha1.EtcdCluster, member string, o Options) []string {
 	peer, ns, svc := PeerServiceName(cluster), cluster.Namespace, ClientServiceName(cluster)
 	return append([]string{

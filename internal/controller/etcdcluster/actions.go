@@ -21,8 +21,8 @@ import (
 )
 
 // ensureServices creates the peer Service and the PodDisruptionBudget when missing, keeps the client Service as
-// spec.service shapes it (ensureClientService), and keeps the budget's minAvailable at what the plan decided (plan.BudgetMinAvailable). None of this disrupts members, so it
-// runs on every pass.
+// spec.service shapes it (ensureClientService), and keeps the budget's minAvailable at what the plan decided
+// (plan.BudgetMinAvailable). None of this disrupts members, so it runs on every pass.
 func (r *Reconciler) ensureServices(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, minAvailable int) error {
 	if err := r.createIfMissing(ctx, cluster, resources.PeerService(cluster), &corev1.Service{}); err != nil {
 		return err

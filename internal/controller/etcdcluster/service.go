@@ -40,27 +40,25 @@ func (r *Reconciler) ensureClientService(ctx context.Context, cluster *etcdv1alp
 	if have != nil {
 		why = resources.ClientServiceStale(have, want)
 	}
-	if why == "" {
-		obs.serviceObserved, obs.externalAccess = true, resources.ExternalAccessOf(cluster, have)
-		return nil
+	current := have
+	if why != "" {
+		applied, err := r.applyService(ctx, want)
+		switch {
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsConflict(err):
+			obs.serviceRefused = fmt.Sprintf("the API server refuses the client Service as spec.service shapes it (%v); clients reach the "+
+				"members through the Service as it was. Correct spec.service", err)
+		case err != nil:
+			return fmt.Errorf("apply client Service: %w", err)
+		case have == nil:
+			current = applied
+			ctrl.LoggerFrom(ctx).Info("Created object", "EtcdCluster", klog.KObj(cluster), "kind", "Service", "name", want.Name)
+		default:
+			current = applied
+			ctrl.LoggerFrom(ctx).Info("Updated the client Service", "EtcdCluster", klog.KObj(cluster), "service", want.Name, "why", why, "type", want.Spec.Type)
+			r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ClientServiceUpdated", "Service %s is now of type %s as spec.service asks (%s)", want.Name, want.Spec.Type, why)
+		}
 	}
-	applied, err := r.applyService(ctx, want)
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsConflict(err) {
-		obs.serviceRefused = fmt.Sprintf("the API server refuses the client Service as spec.service shapes it (%v); clients reach the "+
-			"members through the Service as it was. Correct spec.service", err)
-		obs.serviceObserved, obs.externalAccess = true, resources.ExternalAccessOf(cluster, have)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("apply client Service: %w", err)
-	}
-	obs.serviceObserved, obs.externalAccess = true, resources.ExternalAccessOf(cluster, applied)
-	if have == nil {
-		ctrl.LoggerFrom(ctx).Info("Created object", "EtcdCluster", klog.KObj(cluster), "kind", "Service", "name", want.Name)
-		return nil
-	}
-	ctrl.LoggerFrom(ctx).Info("Updated the client Service", "EtcdCluster", klog.KObj(cluster), "service", want.Name, "why", why, "type", want.Spec.Type)
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ClientServiceUpdated", "Service %s is now of type %s as spec.service asks (%s)", want.Name, want.Spec.Type, why)
+	obs.serviceObserved, obs.externalAccess = true, resources.ExternalAccessOf(cluster, current)
 	return nil
 }
 
