@@ -98,6 +98,11 @@ oom_score = 0
 [plugins."io.containerd.internal.v1.opt"]
   path = "${CONTAINERD_ROOT}-opt"
 
+# NRI is not used here, and every node's containerd would bind the one default socket (/var/run/nri/nri.sock):
+# started together, all but one failed with "address already in use".
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
