@@ -306,6 +306,9 @@ const (
 	ReasonClusterUnavailable = "ClusterUnavailable"
 	// ReasonDestinationNotFound: the PVC or the S3 credentials Secret does not exist (or lacks a key).
 	ReasonDestinationNotFound = "DestinationNotFound"
+	// ReasonEncryptionKeyNotFound: spec.encryption names a Secret that does not exist, lacks the key age.key,
+	// or holds no age X25519 identity there. Nothing was written.
+	ReasonEncryptionKeyNotFound = "EncryptionKeyNotFound"
 	// ReasonDestinationExists: a file or object already exists at the destination; backups never overwrite.
 	ReasonDestinationExists = "DestinationExists"
 	// ReasonSnapshotFailed: no member delivered a complete snapshot.
@@ -412,6 +415,9 @@ const (
 	ReasonSnapshotCorrupt = "SnapshotCorrupt"
 	// ReasonSnapshotUnreadable: the stored snapshot could not be read (missing file or object, credentials).
 	ReasonSnapshotUnreadable = "SnapshotUnreadable"
+	// ReasonEncryptionKeyMismatch: the stored snapshot is encrypted, and no key was given or none of the
+	// identities in the backup's key Secret opens it (rotated away?). Nothing of the cluster was touched.
+	ReasonEncryptionKeyMismatch = "EncryptionKeyMismatch"
 	// ReasonRestoreFailed: a member failed to restore the snapshot into its data dir (etcdutl snapshot restore).
 	// The EtcdCluster is Degraded with the same reason until a human acts.
 	ReasonRestoreFailed = "RestoreFailed"

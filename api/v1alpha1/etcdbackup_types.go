@@ -37,7 +37,42 @@ type EtcdBackupSpec struct {
 	// bootstrap.fromBackup). The destination must be on the schedule's claim or bucket.
 	// +optional
 	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
+
+	// Compression of the stored snapshot: Zstd (the default: a standard zstd frame, which `zstd -d` reads) or
+	// None. Restores read both, and backups taken before compression existed.
+	// +kubebuilder:validation:Enum=Zstd;None
+	// +optional
+	Compression BackupCompression `json:"compression,omitempty"`
+
+	// Encryption encrypts the stored snapshot on the client side, before it leaves the backup Job, to the key
+	// in a Secret (age, https://age-encryption.org). Without it the snapshot is stored in the clear: it holds
+	// every key of the cluster (for a Kubernetes control plane, every Secret).
+	// +optional
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
 }
+
+// BackupCompression is how a stored snapshot (and a continuous backup's segments) is compressed.
+type BackupCompression string
+
+// Backup compressions.
+const (
+	CompressionZstd BackupCompression = "Zstd"
+	CompressionNone BackupCompression = "None"
+)
+
+// BackupEncryption names the key backups are encrypted to.
+type BackupEncryption struct {
+	// KeySecret is a Secret in the same namespace whose key "age.key" holds one or more age X25519 identities
+	// (AGE-SECRET-KEY-1..., what `age-keygen` writes; comment lines allowed). New backups are encrypted to the
+	// first; every one of them is tried to read a backup. To rotate, put the new identity first and keep the old
+	// ones after it for as long as backups encrypted to them are kept. Only the Jobs that write or read the
+	// backup mount the Secret; Steward reads it only to check that it holds a key.
+	// +required
+	KeySecret SecretReference `json:"keySecret"`
+}
+
+// EncryptionKeySecretKey is the key of an encryption key Secret that holds the age identities.
+const EncryptionKeySecretKey = "age.key"
 
 // PointInTimeSource is a schedule's continuous backup and the point to restore to: a revision, a time, or
 // (neither) the latest point stored.
@@ -192,13 +227,25 @@ type EtcdBackupStatus struct {
 	// Location is where the snapshot is: pvc://<claim>/<path> or s3://<bucket>/<key> (on spec's endpoint).
 	// +optional
 	Location string `json:"location,omitempty"`
-	// SizeBytes is the size of the stored snapshot file, including etcd's trailing sha256.
+	// SizeBytes is the size of the stored file or object as a whole (compressed and encrypted as it is stored).
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
-	// SHA256 is the hex sha256 of the stored file as a whole, to check a copy before restoring it. (The file
-	// also ends with etcd's own sha256 of the database, which was verified while streaming.)
+	// SHA256 is the hex sha256 of the stored file as a whole, to check a copy before restoring it. (The snapshot
+	// inside also ends with etcd's own sha256 of the database, which was verified while streaming, and is again
+	// after decryption and decompression before every restore.)
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
+	// SnapshotSizeBytes is the size of etcd's snapshot inside the stored file, before compression and
+	// encryption; empty for backups taken before compression existed (whose file is the snapshot itself).
+	// +optional
+	SnapshotSizeBytes int64 `json:"snapshotSizeBytes,omitempty"`
+	// Compression is how the stored file is compressed: Zstd or None.
+	// +optional
+	Compression BackupCompression `json:"compression,omitempty"`
+	// EncryptionRecipient is the public key (age1...) the stored file is encrypted to; empty when it is not
+	// encrypted. A restore needs the identity that belongs to it.
+	// +optional
+	EncryptionRecipient string `json:"encryptionRecipient,omitempty"`
 	// Revision is the etcd revision the member had applied when the snapshot began: the snapshot holds every
 	// write up to it (and possibly later writes made while the snapshot started).
 	// +optional

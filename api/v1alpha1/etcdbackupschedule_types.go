@@ -29,6 +29,16 @@ type EtcdBackupScheduleSpec struct {
 	// +required
 	Destination BackupDestination `json:"destination"`
 
+	// Compression of each backup's snapshot and of the continuous backup's segments: Zstd (the default) or None.
+	// +kubebuilder:validation:Enum=Zstd;None
+	// +optional
+	Compression BackupCompression `json:"compression,omitempty"`
+
+	// Encryption encrypts each backup's snapshot and the continuous backup's segments to the key in a Secret
+	// (see EtcdBackup's spec.encryption). A change applies to the backups and segments written after it.
+	// +optional
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
+
 	// Retention says which successful backups to keep. The newest successful backup is always kept.
 	// +optional
 	Retention Retention `json:"retention,omitempty"`

@@ -74,6 +74,8 @@ type jobFlags struct {
 	endpoints, listen                         string
 	pc                                        pointInTimeConfig
 	candidates, segments                      string
+	compression, encryptionKeyFile            string
+	readKeyFiles                              memberList
 	targetRev                                 int64
 	targetTime                                string
 }
@@ -90,7 +92,11 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
 	fs.BoolVar(&f.s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
 	fs.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain HTTP")
-	fs.Int64Var(&f.want.SizeBytes, "size", 0, "verify/restore: the snapshot's size as its backup recorded it")
+	fs.StringVar(&f.compression, "compression", "Zstd", "how new snapshots and segments are stored: Zstd or None")
+	fs.StringVar(&f.encryptionKeyFile, "encryption-key-file", "", "age identities (AGE-SECRET-KEY-1...): new snapshots and segments are encrypted to the first, stored ones decrypted with any")
+	fs.Var(&f.readKeyFiles, "decryption-key-file", "more age identities to read stored snapshots and segments with (repeatable)")
+	fs.Int64Var(&f.want.SizeBytes, "size", 0, "verify/restore: the stored object's size as its backup recorded it")
+	fs.Int64Var(&f.want.SnapshotSizeBytes, "snapshot-size", 0, "verify/restore: the snapshot's size before compression and encryption as its backup recorded it (0: not recorded)")
 	fs.StringVar(&f.want.SHA256, "sha256", "", "verify/restore: the snapshot's sha256 as its backup recorded it")
 	fs.StringVar(&f.rst.dataDir, "data-dir", "", "restore: the member's etcd data dir (must not hold a member yet)")
 	fs.StringVar(&f.rst.etcdutl, "etcdutl", "/usr/local/bin/etcdutl", "restore: etcdutl of the member's release")
@@ -149,6 +155,39 @@ func (f *jobFlags) destination() (storeAt func(path string) (backup.Store, error
 	return storeAt, dirAt
 }
 
+// codec is how the flags say new objects are stored and stored ones read: the compression, and the keys of the
+// encryption key file (the first encrypts) and of the decryption key files.
+func (f *jobFlags) codec() (backup.Codec, error) {
+	var c backup.Codec
+	if f.encryptionKeyFile != "" {
+		b, err := os.ReadFile(f.encryptionKeyFile) //nolint:gosec // the mounted Secret the Job's spec names
+		if err != nil {
+			return c, fmt.Errorf("read the encryption key: %w", err)
+		}
+		if c, err = backup.ParseKeys(string(b)); err != nil {
+			return c, fmt.Errorf("%s: %w", f.encryptionKeyFile, err)
+		}
+	}
+	for _, file := range f.readKeyFiles {
+		b, err := os.ReadFile(file) //nolint:gosec // a mounted Secret the Job's spec names
+		if err != nil {
+			return c, fmt.Errorf("read a decryption key: %w", err)
+		}
+		more, err := backup.ParseKeys(string(b))
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", file, err)
+		}
+		c.Identities = append(c.Identities, more.Identities...)
+	}
+	switch c.Compression = etcdv1alpha1.BackupCompression(f.compression); c.Compression {
+	case etcdv1alpha1.CompressionZstd, etcdv1alpha1.CompressionNone:
+	default:
+		fmt.Fprintf(os.Stderr, "--compression %q: want Zstd or None\n", f.compression)
+		os.Exit(2)
+	}
+	return c, nil
+}
+
 // withSpace adds the destination volume's space to a result: a backup that fit and one that did not both say how
 // much room is left for the next. A bucket has no size to report.
 func (f *jobFlags) withSpace(r backup.Result) backup.Result {
@@ -204,12 +243,17 @@ func runJob(cmd string, args []string) {
 		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
 	}
 	t, pw := f.memberAccess()
+	codec, err := f.codec()
+	if err != nil {
+		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonEncryptionKeyNotFound, Message: err.Error()})
+	}
+	encodedDirAt := func(d string) backup.ObjectDir { return backup.EncodedDir{ObjectDir: dirAt(d), Codec: codec} }
 
 	switch cmd {
 	case "snapshot":
-		finish(f.resultFile, f.withSpace(snapshot(ctx, f.members, store, t, pw)))
+		finish(f.resultFile, f.withSpace(snapshot(ctx, f.members, store, codec, t, pw)))
 	case "follow":
-		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(f.path, id)) }))
+		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return encodedDirAt(pitr.SegmentsDir(f.path, id)) }))
 	case "point-in-time":
 		pc := f.pc
 		if pc.candidates, err = parseCandidates(f.candidates); err != nil {
@@ -221,7 +265,7 @@ func runJob(cmd string, args []string) {
 				finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonOutsideWindow, Message: fmt.Sprintf("--target-time: %v", err)})
 			}
 		}
-		pc.open, pc.segments = storeAt, dirAt(f.segments)
+		pc.open, pc.segments, pc.codec = storeAt, encodedDirAt(f.segments), codec
 		finish(f.resultFile, f.withSpace(pointInTime(ctx, store, pc)))
 	case "delete":
 		r := backup.Result{Succeeded: true, Location: store.Location()}
@@ -230,10 +274,10 @@ func runJob(cmd string, args []string) {
 		}
 		finish(f.resultFile, r)
 	case "verify":
-		finish(f.resultFile, verify(ctx, store, f.want))
+		finish(f.resultFile, verify(ctx, store, codec, f.want))
 	case "restore":
 		rst := f.rst
-		rst.want = f.want
+		rst.want, rst.codec = f.want, codec
 		finish(f.resultFile, restore(ctx, store, rst))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
@@ -244,7 +288,7 @@ func runJob(cmd string, args []string) {
 // snapshot tries the members in order until one delivers a verified snapshot to the store. A member that fails
 // before any byte is stored is skipped; a checksum mismatch or a destination error ends the attempt (the next
 // member would not fix the destination, and a corrupt stream is worth a human's look).
-func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd.TLS, pw etcd.Password) backup.Result {
+func snapshot(ctx context.Context, members []string, store backup.Store, codec backup.Codec, t *etcd.TLS, pw etcd.Password) backup.Result {
 	var errs []string
 	for _, m := range members {
 		name, url, ok := strings.Cut(m, "=")
@@ -256,8 +300,9 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
+		start := time.Now()
 		v := backup.NewVerifier(snap.Data)
-		loc, err := store.Put(ctx, v)
+		stored, err := backup.PutEncoded(ctx, store, codec, v)
 		_ = snap.Data.Close()
 		switch {
 		case errors.Is(err, backup.ErrExists):
@@ -277,11 +322,11 @@ func snapshot(ctx context.Context, members []string, store backup.Store, t *etcd
 		case !v.Verified():
 			return backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: "the destination stopped reading before the end of the snapshot"}
 		}
-		return backup.Result{
-			Succeeded: true, Member: name, Endpoint: url, Location: loc,
-			SizeBytes: v.Size(), SHA256: v.SHA256(), Revision: snap.Revision,
-			EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion, ClusterID: etcd.FormatID(snap.ClusterID),
-		}
+		r := stored.Succeeded(codec, v.Size())
+		r.Member, r.Endpoint, r.Revision = name, url, snap.Revision
+		r.EtcdVersion, r.StorageVersion, r.ClusterID = snap.Version, snap.StorageVersion, etcd.FormatID(snap.ClusterID)
+		r.Message = backup.Throughput(v.Size(), stored.SizeBytes, time.Since(start))
+		return r
 	}
 	if len(members) == 0 {
 		errs = append(errs, "no member given")

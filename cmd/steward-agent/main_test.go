@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -83,5 +84,20 @@ func TestCredentialsNeverReachOutput(t *testing.T) {
 			}
 			t.Logf("result: %s", msg)
 		})
+	}
+}
+
+// TestKeyFlagsStayApart: the member TLS key (--key-file) and the backup encryption key (--encryption-key-file)
+// are different flags filling different fields; a TLS key given to the codec would fail every backup of a TLS
+// cluster, and an age key given to TLS every connection.
+func TestKeyFlagsStayApart(t *testing.T) {
+	var f jobFlags
+	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--key-file=/tls/tls.key", "--encryption-key-file=/enc/age.key", "--decryption-key-file=/a", "--decryption-key-file=/b", "--compression=None"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.keyFile != "/tls/tls.key" || f.encryptionKeyFile != "/enc/age.key" || strings.Join(f.readKeyFiles, ",") != "/a,/b" || f.compression != "None" {
+		t.Fatalf("flags: key %q, encryption key %q, decryption keys %v, compression %q", f.keyFile, f.encryptionKeyFile, f.readKeyFiles, f.compression)
 	}
 }

@@ -31,7 +31,9 @@ type pointInTimeConfig struct {
 	// open returns the store of a candidate's snapshot (same destination, another path).
 	open     func(path string) (backup.Store, error)
 	segments backup.ObjectDir
-	target   pitr.Target
+	// codec reads the candidates and writes the result (the segments' directory decodes by itself).
+	codec  backup.Codec
+	target pitr.Target
 	// clusterID is the source cluster's, recorded in the result so that the backup stays one of that cluster.
 	clusterID       string
 	etcd, etcdutl   string
@@ -74,6 +76,9 @@ func pointInTime(ctx context.Context, out backup.Store, c pointInTimeConfig) bac
 				continue
 			}
 			seg, err := readSegment(ctx, c.segments, r, c.clusterID)
+			if errors.Is(err, backup.ErrNoKey) || errors.Is(err, backup.ErrWrongKey) {
+				return backup.Result{Reason: etcdv1alpha1.ReasonEncryptionKeyMismatch, Message: err.Error() + " (the schedule's spec.encryption names the key Secret segments are read with)"}
+			}
 			if err != nil {
 				return backup.Result{Reason: etcdv1alpha1.ReasonSegmentCorrupt, Message: err.Error()}
 			}
@@ -191,7 +196,7 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 	if err != nil {
 		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
 	}
-	r := storeReplayed(ctx, out, clientURL, access)
+	r := storeReplayed(ctx, out, c.codec, clientURL, access)
 	if r.Succeeded {
 		r.Revision, r.ClusterID = final, c.clusterID
 		r.Message = fmt.Sprintf("backup %s (revision %d) carried to %s: %d changes in %d revisions replayed from %d segments, revision %d",
@@ -224,7 +229,7 @@ func fetchCandidate(ctx context.Context, c pointInTimeConfig, cand Candidate, wo
 	if err != nil {
 		return "", &backup.Result{Reason: etcdv1alpha1.ReasonReplayFailed, Message: fmt.Sprintf("create %s: %v", snapFile, err)}
 	}
-	_, _, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256}, f)
+	_, err = backup.CopyVerified(ctx, src, backup.Expected{SizeBytes: cand.SizeBytes, SHA256: cand.SHA256, SnapshotSizeBytes: cand.SnapshotSizeBytes}, c.codec, f)
 	_ = f.Close()
 	if err != nil {
 		r := failed(err)
@@ -236,13 +241,13 @@ func fetchCandidate(ctx context.Context, c pointInTimeConfig, cand Candidate, wo
 
 // storeReplayed stores a verified snapshot of the replayed member at out: a result that succeeded, with the
 // location, size, checksum and etcd versions (the caller adds the revision and the account), or why not.
-func storeReplayed(ctx context.Context, out backup.Store, clientURL string, access *etcd.TLS) backup.Result {
+func storeReplayed(ctx context.Context, out backup.Store, codec backup.Codec, clientURL string, access *etcd.TLS) backup.Result {
 	snap, err := etcd.OpenSnapshot(ctx, clientURL, access, etcd.Password{})
 	if err != nil {
 		return backup.Result{Reason: etcdv1alpha1.ReasonSnapshotFailed, Message: fmt.Sprintf("snapshot of the replayed member: %v", err)}
 	}
 	v := backup.NewVerifier(snap.Data)
-	loc, err := out.Put(ctx, v)
+	stored, err := backup.PutEncoded(ctx, out, codec, v)
 	_ = snap.Data.Close()
 	switch {
 	case errors.Is(err, backup.ErrExists):
@@ -254,8 +259,9 @@ func storeReplayed(ctx context.Context, out backup.Store, clientURL string, acce
 	case !v.Verified():
 		return backup.Result{Reason: etcdv1alpha1.ReasonChecksumMismatch, Message: "the snapshot of the replayed member did not verify"}
 	}
-	return backup.Result{Succeeded: true, Member: backup.PointInTimeMember, Location: loc, SizeBytes: v.Size(), SHA256: v.SHA256(),
-		EtcdVersion: snap.Version, StorageVersion: snap.StorageVersion}
+	r := stored.Succeeded(codec, v.Size())
+	r.Member, r.EtcdVersion, r.StorageVersion = backup.PointInTimeMember, snap.Version, snap.StorageVersion
+	return r
 }
 
 // replayTLS makes a CA of its own for the throwaway member, its serving certificate and a client certificate for

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
@@ -20,6 +21,7 @@ import (
 // its etcd is started with, because etcdutl writes it into the restored data.
 type restoreConfig struct {
 	want                                  backup.Expected
+	codec                                 backup.Codec
 	dataDir, etcdutl                      string
 	name, initialCluster, token, peerURLs string
 	bumpRevision                          uint64
@@ -68,17 +70,21 @@ func copyFile(from, to string, mode os.FileMode) error {
 }
 
 // verify reads the stored snapshot to the end and checks it against the backup's record and etcd's checksum.
-func verify(ctx context.Context, store backup.Store, want backup.Expected) backup.Result {
-	size, sha, err := backup.CopyVerified(ctx, store, want, io.Discard)
+func verify(ctx context.Context, store backup.Store, codec backup.Codec, want backup.Expected) backup.Result {
+	start := time.Now()
+	c, err := backup.CopyVerified(ctx, store, want, codec, io.Discard)
 	if err != nil {
 		return failed(err)
 	}
-	return backup.Result{Succeeded: true, Location: store.Location(), SizeBytes: size, SHA256: sha}
+	return backup.Result{Succeeded: true, Location: store.Location(), SizeBytes: c.SizeBytes, SHA256: c.SHA256, SnapshotSizeBytes: c.SnapshotSizeBytes,
+		Message: backup.ReadThroughput(c, time.Since(start))}
 }
 
 func failed(err error) backup.Result {
 	reason := etcdv1alpha1.ReasonRestoreFailed
 	switch {
+	case errors.Is(err, backup.ErrNoKey) || errors.Is(err, backup.ErrWrongKey):
+		reason = etcdv1alpha1.ReasonEncryptionKeyMismatch
 	case errors.Is(err, backup.ErrCorrupt):
 		reason = etcdv1alpha1.ReasonSnapshotCorrupt
 	case errors.Is(err, backup.ErrUnreadable):
@@ -116,7 +122,7 @@ func restore(ctx context.Context, store backup.Store, c restoreConfig) backup.Re
 	if err != nil {
 		return backup.Result{Reason: etcdv1alpha1.ReasonRestoreFailed, Message: fmt.Sprintf("create %s: %v", snap, err)}
 	}
-	_, _, err = backup.CopyVerified(ctx, store, c.want, f)
+	_, err = backup.CopyVerified(ctx, store, c.want, c.codec, f)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -23,6 +23,8 @@ type AdmitInput struct {
 	// DestinationProblem is why the destination cannot be used (PVC or credentials Secret missing), empty if
 	// it can.
 	DestinationProblem string
+	// KeyProblem is why spec.encryption's key cannot be used, empty if it can (or none is asked for).
+	KeyProblem string
 	// Age of the EtcdBackup: a cluster that is not available yet gets UnavailableGrace to become so (a backup
 	// created together with its cluster, or during a member restart).
 	Age time.Duration
@@ -61,6 +63,9 @@ func Decide(in AdmitInput) Decision {
 	}
 	if in.DestinationProblem != "" {
 		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: in.DestinationProblem}
+	}
+	if in.KeyProblem != "" {
+		return Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonEncryptionKeyNotFound, Message: in.KeyProblem + "; nothing was written"}
 	}
 	var followers, leaders []string
 	for _, m := range in.Members {

@@ -307,6 +307,9 @@ func TestDecide(t *testing.T) {
 				"resume it (spec.hibernation.enabled: false) and create the backup again"}},
 		"no destination": {in: AdmitInput{ClusterFound: true, DestinationProblem: "PersistentVolumeClaim x does not exist"},
 			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonDestinationNotFound, Message: "PersistentVolumeClaim x does not exist"}},
+		"no usable encryption key: refused before a byte is written": {
+			in:   AdmitInput{ClusterFound: true, Members: []Member{m("a", true, true, false)}, KeyProblem: "encryption key Secret k does not exist"},
+			want: Decision{Verdict: Refuse, Reason: etcdv1alpha1.ReasonEncryptionKeyNotFound, Message: "encryption key Secret k does not exist; nothing was written"}},
 		"followers first, leader last, no learner, no unhealthy": {
 			in: AdmitInput{ClusterFound: true, Members: []Member{m("a", true, true, false), m("b", true, false, false), m("c", false, false, false),
 				m("d", true, false, true), m("e", true, false, false)}},

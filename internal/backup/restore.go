@@ -37,6 +37,9 @@ type RestoreInput struct {
 
 	// Verify is the verify Job's result, nil while there is none (not started, or running).
 	Verify *Result
+	// KeyProblem is why the backup's encryption key Secret cannot decrypt it, empty if it can (or the backup
+	// is not encrypted): the verify Job is not started without a key.
+	KeyProblem string
 	// Verified: the Verified condition is already True.
 	Verified bool
 
@@ -203,6 +206,9 @@ func beforeVerified(in RestoreInput, mode, serving string, hasQuorum bool) *Rest
 		}
 	}
 	switch {
+	case in.Verify == nil && in.KeyProblem != "":
+		d := refused(mode, etcdv1alpha1.ReasonEncryptionKeyNotFound, "EtcdBackup %s is encrypted and its key cannot be read: %s; nothing of the cluster was touched", in.Backup.Name, in.KeyProblem)
+		return &d
 	case in.Verify == nil:
 		return &RestoreDecision{Step: RestoreVerify, Mode: mode, Reason: etcdv1alpha1.ReasonVerifying, Message: fmt.Sprintf("verifying the snapshot of EtcdBackup %s", in.Backup.Name)}
 	case !in.Verify.Succeeded:

@@ -36,6 +36,17 @@ func TestDecideRestore(t *testing.T) {
 			in: with(fresh, func(in *RestoreInput) { in.FromBackup = "" }), step: RestoreRefuse, reason: etcdv1alpha1.ReasonClusterNotFormed,
 		},
 		"new cluster: verify without confirmation": {in: fresh, step: RestoreVerify, reason: etcdv1alpha1.ReasonVerifying, mode: ModeNewCluster},
+		"encrypted backup without a usable key: refused, no verify Job": {
+			in: with(fresh, func(in *RestoreInput) { in.KeyProblem = "encryption key Secret k has no key age.key" }), step: RestoreRefuse,
+			reason: etcdv1alpha1.ReasonEncryptionKeyNotFound, mode: ModeNewCluster,
+		},
+		"re-seed without a usable key: the confirmation is asked first, then refused": {
+			in: with(formed, func(in *RestoreInput) { in.KeyProblem = "encryption key Secret k does not exist"; in.Confirm = "c" }), step: RestoreRefuse,
+			reason: etcdv1alpha1.ReasonEncryptionKeyNotFound, mode: ModeReseed,
+		},
+		"a verify that already ran is not refused for a key deleted since": {
+			in: with(fresh, func(in *RestoreInput) { in.KeyProblem = "gone"; in.Verify = &Result{Succeeded: true} }), step: RestoreHandOver, mode: ModeNewCluster,
+		},
 		"new cluster: any cluster's backup": {
 			in: with(fresh, func(in *RestoreInput) { in.Backup.ClusterName, in.Backup.ClusterID = "other", "id9" }), step: RestoreVerify, mode: ModeNewCluster,
 		},

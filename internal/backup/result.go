@@ -26,6 +26,11 @@ type Result struct {
 	EtcdVersion    string `json:"etcdVersion,omitempty"`
 	StorageVersion string `json:"storageVersion,omitempty"`
 	ClusterID      string `json:"clusterID,omitempty"`
+	// SnapshotSizeBytes is the snapshot's size before compression and encryption (SizeBytes and SHA256 are of
+	// the stored object); Compression and EncryptionRecipient how it was stored.
+	SnapshotSizeBytes   int64  `json:"snapshotSizeBytes,omitempty"`
+	Compression         string `json:"compression,omitempty"`
+	EncryptionRecipient string `json:"encryptionRecipient,omitempty"`
 	// Space is the destination volume's space after the attempt, success or failure (volume destinations).
 	Space Space `json:"space,omitzero"`
 }

@@ -88,7 +88,7 @@ func TestCopyVerified(t *testing.T) {
 				}
 			}
 			var out bytes.Buffer
-			_, _, err := CopyVerified(context.Background(), FileStore{Root: root, Path: "s.db", Claim: "c"}, want, &out)
+			_, err := CopyVerified(context.Background(), FileStore{Root: root, Path: "s.db", Claim: "c"}, want, Codec{}, &out)
 			if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
 				t.Fatalf("CopyVerified: %v, want %v", err, tt.err)
 			}

@@ -24,11 +24,13 @@ type Snapshot struct {
 type Candidate struct {
 	Name string `json:"name"`
 	// Path of the snapshot on the destination (PVC path or S3 key).
-	Path      string    `json:"path"`
-	SizeBytes int64     `json:"size"`
-	SHA256    string    `json:"sha256"`
-	Revision  int64     `json:"revision"`
-	Time      time.Time `json:"time"`
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+	// SnapshotSizeBytes is the snapshot's size inside the stored object (0: not recorded).
+	SnapshotSizeBytes int64     `json:"snapshotSize,omitempty"`
+	Revision          int64     `json:"revision"`
+	Time              time.Time `json:"time"`
 }
 
 // Target is the point to restore to: a revision, a time, or (both zero) the latest point the segments reach.

@@ -53,6 +53,7 @@ func BackupJob(b *etcdv1alpha1.EtcdBackup, members []string, agentImage string, 
 	job := agentJob(b, BackupJobName(b), agentImage, nil)
 	spec := &job.Spec.Template.Spec
 	spec.Containers[0].Args = append(access.addTo(args, spec), destinationArgs(b)...)
+	withCodec(job, b.Spec.Compression, b.Spec.Encryption, nil)
 	return job
 }
 
@@ -152,4 +153,48 @@ func oneShotJob(namespace, name string, labels map[string]string, owner metav1.O
 			},
 		},
 	}
+}
+
+// Where a container finds the keys of a backup's stored format.
+const (
+	encryptionKeyVolume = "encryption-key"
+	encryptionKeyMount  = "/etc/steward/encryption-key"
+	decryptionKeyVolume = "decryption-key"
+	decryptionKeyMount  = "/etc/steward/decryption-key"
+)
+
+// codecAccess is what a container needs to write and read a backup's stored format: the compression, the
+// encryption key Secret (write: new objects are encrypted to its first key, and stored ones read with all) and
+// the key Secret of what it only reads (read, nil for none; a point-in-time backup reads its schedule's
+// snapshots and segments). Both Secrets are mounted read-only; only the key age.key is projected.
+func codecAccess(compression etcdv1alpha1.BackupCompression, write, read *etcdv1alpha1.BackupEncryption) (args []string, volumes []corev1.Volume, mounts []corev1.VolumeMount) {
+	if compression == "" {
+		compression = etcdv1alpha1.CompressionZstd
+	}
+	args = []string{"--compression=" + string(compression)}
+	add := func(enc *etcdv1alpha1.BackupEncryption, volume, mount, flag string) {
+		if enc == nil {
+			return
+		}
+		v := secretVolume(volume, enc.KeySecret.Name)
+		v.Secret.Items = []corev1.KeyToPath{{Key: etcdv1alpha1.EncryptionKeySecretKey, Path: etcdv1alpha1.EncryptionKeySecretKey}}
+		volumes = append(volumes, v)
+		mounts = append(mounts, corev1.VolumeMount{Name: volume, MountPath: mount, ReadOnly: true})
+		args = append(args, flag+"="+mount+"/"+etcdv1alpha1.EncryptionKeySecretKey)
+	}
+	add(write, encryptionKeyVolume, encryptionKeyMount, "--encryption-key-file")
+	if read != nil && (write == nil || read.KeySecret != write.KeySecret) {
+		add(read, decryptionKeyVolume, decryptionKeyMount, "--decryption-key-file")
+	}
+	return args, volumes, mounts
+}
+
+// withCodec adds codecAccess to the Job's one container.
+func withCodec(job *batchv1.Job, compression etcdv1alpha1.BackupCompression, write, read *etcdv1alpha1.BackupEncryption) {
+	args, volumes, mounts := codecAccess(compression, write, read)
+	spec := &job.Spec.Template.Spec
+	c := &spec.Containers[0]
+	c.Args = append(c.Args, args...)
+	c.VolumeMounts = append(c.VolumeMounts, mounts...)
+	spec.Volumes = append(spec.Volumes, volumes...)
 }

@@ -116,6 +116,9 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 		fmt.Sprintf("--listen=:%d", FollowerStatusPort),
 		"--prune-file=" + path.Join(followerConfigMount, FollowerPruneKey),
 	}, sourceArgs(d)...)
+	codecArgs, codecVolumes, codecMounts := codecAccess(s.Spec.Compression, s.Spec.Encryption, nil)
+	args = append(args, codecArgs...)
+	volumes, mounts = append(volumes, codecVolumes...), append(mounts, codecMounts...)
 	volumes = append(volumes, corev1.Volume{Name: followerConfigVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: FollowerName(s)}}}})
 	mounts = append(mounts, corev1.VolumeMount{Name: followerConfigVolume, MountPath: followerConfigMount, ReadOnly: true})
@@ -190,6 +193,7 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 		args = append(args, "--target-time="+at.UTC().Format(time.RFC3339Nano))
 	}
 	job := agentJob(b, BackupJobName(b), etcdImage, args)
+	withCodec(job, b.Spec.Compression, b.Spec.Encryption, s.Spec.Encryption)
 	spec := &job.Spec.Template.Spec
 	install, tools, toolsVol := agentInstall(agentImage)
 	spec.Volumes = append(spec.Volumes, toolsVol,

@@ -718,3 +718,73 @@ func TestAgentFromImageVolume(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupStorageFlags: every agent that writes or reads a backup gets its compression and the key Secret it
+// needs, mounted read-only with only the key age.key: the backup Job writes with the backup's key, the verify
+// Job and a restoring member only read with it, a point-in-time Job writes with its own and reads with the
+// schedule's, and the follower writes segments with the schedule's.
+func TestBackupStorageFlags(t *testing.T) {
+	enc := func(name string) *etcdv1alpha1.BackupEncryption {
+		return &etcdv1alpha1.BackupEncryption{KeySecret: etcdv1alpha1.SecretReference{Name: name}}
+	}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
+			PVC: &etcdv1alpha1.PVCDestination{ClaimName: "c", Path: "p"}}, Compression: etcdv1alpha1.CompressionNone, Encryption: enc("bk")}}
+	plain := b.DeepCopy()
+	plain.Spec.Compression, plain.Spec.Encryption = "", nil
+	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Destination: b.Spec.Destination, Encryption: enc("sk")}}
+	pit := b.DeepCopy()
+	pit.Spec.PointInTime = &etcdv1alpha1.PointInTimeSource{ScheduleName: "s"}
+	pitJob, err := PointInTimeJob(pit, s, nil, "abc", "etcd", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}}
+	follower := FollowerDeployment(s, testCluster(), AgentAccess{}, opts)
+	tests := map[string]struct {
+		spec            corev1.PodSpec
+		args            []string
+		want            string
+		secrets, absent []string
+	}{
+		"backup Job": {spec: BackupJob(b, nil, "agent", AgentAccess{}).Spec.Template.Spec, want: "--compression=None --encryption-key-file=/etc/steward/encryption-key/age.key", secrets: []string{"bk"}, absent: []string{"--decryption-key-file"}},
+		"backup Job, defaults": {spec: BackupJob(plain, nil, "agent", AgentAccess{}).Spec.Template.Spec, want: "--compression=Zstd",
+			absent: []string{"--encryption-key-file", "--decryption-key-file"}},
+		"verify Job":        {spec: VerifyJob(rs, b, "agent").Spec.Template.Spec, want: "--decryption-key-file=/etc/steward/decryption-key/age.key", secrets: []string{"bk"}, absent: []string{"--encryption-key-file"}},
+		"point-in-time Job": {spec: pitJob.Spec.Template.Spec, want: "--encryption-key-file=/etc/steward/encryption-key/age.key --decryption-key-file=/etc/steward/decryption-key/age.key", secrets: []string{"bk", "sk"}},
+		"follower":          {spec: follower.Spec.Template.Spec, want: "--compression=Zstd --encryption-key-file=/etc/steward/encryption-key/age.key", secrets: []string{"sk"}, absent: []string{"--decryption-key-file"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := tt.spec.Containers[0]
+			args := strings.Join(append(c.Command, c.Args...), " ")
+			if !strings.Contains(args, tt.want) {
+				t.Errorf("args %s, want %s", args, tt.want)
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(args, a) {
+					t.Errorf("args %s hold %s", args, a)
+				}
+			}
+			var secrets []string
+			for _, v := range tt.spec.Volumes {
+				if v.Secret == nil || !strings.Contains(v.Name, "cryption-key") {
+					continue
+				}
+				secrets = append(secrets, v.Secret.SecretName)
+				if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != etcdv1alpha1.EncryptionKeySecretKey {
+					t.Errorf("volume %s projects %v, want only %s", v.Name, v.Secret.Items, etcdv1alpha1.EncryptionKeySecretKey)
+				}
+			}
+			for _, m := range c.VolumeMounts {
+				if strings.Contains(m.Name, "cryption-key") && !m.ReadOnly {
+					t.Errorf("mount %s is writable", m.Name)
+				}
+			}
+			if strings.Join(secrets, ",") != strings.Join(tt.secrets, ",") {
+				t.Errorf("key Secrets %v, want %v", secrets, tt.secrets)
+			}
+		})
+	}
+}

@@ -64,12 +64,18 @@ func VerifyJobName(r *etcdv1alpha1.EtcdRestore) string { return jobName(r.Name, 
 func VerifyJob(r *etcdv1alpha1.EtcdRestore, b *etcdv1alpha1.EtcdBackup, agentImage string) *batchv1.Job {
 	args := append([]string{"verify"}, sourceArgs(b.Spec.Destination)...)
 	args = append(args, expectedArgs(b)...)
-	return oneShotJob(r.Namespace, VerifyJobName(r), map[string]string{LabelRestore: r.Name},
+	job := oneShotJob(r.Namespace, VerifyJobName(r), map[string]string{LabelRestore: r.Name},
 		*metav1.NewControllerRef(r, etcdv1alpha1.GroupVersion.WithKind("EtcdRestore")), b.Spec.Destination, true, agentImage, args)
+	withCodec(job, b.Spec.Compression, nil, b.Spec.Encryption)
+	return job
 }
 
 func expectedArgs(b *etcdv1alpha1.EtcdBackup) []string {
-	return []string{"--size=" + strconv.FormatInt(b.Status.SizeBytes, 10), "--sha256=" + b.Status.SHA256}
+	args := []string{"--size=" + strconv.FormatInt(b.Status.SizeBytes, 10), "--sha256=" + b.Status.SHA256}
+	if b.Status.SnapshotSizeBytes > 0 {
+		args = append(args, "--snapshot-size="+strconv.FormatInt(b.Status.SnapshotSizeBytes, 10))
+	}
+	return args
 }
 
 // restoreInitContainers fetch, verify and restore the snapshot into member m's data dir before etcd starts.
@@ -89,6 +95,9 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 		"--initial-advertise-peer-urls=" + PeerURLWith(cluster, m.Name, SchemeOf(MemberTLSOf(cluster, m)), o),
 	}, sourceArgs(src.Backup.Spec.Destination)...)
 	args = append(args, expectedArgs(src.Backup)...)
+	codecArgs, codecVolumes, codecMounts := codecAccess(src.Backup.Spec.Compression, nil, src.Backup.Spec.Encryption)
+	args = append(args, codecArgs...)
+	volumes, mounts = append(volumes, codecVolumes...), append(mounts, codecMounts...)
 	if src.BumpRevision > 0 {
 		args = append(args, "--bump-revision="+strconv.FormatUint(src.BumpRevision, 10))
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,7 +35,7 @@ import (
 )
 
 // verifySnapshot checks a copied-out snapshot file independently of Steward: size and sha256 as recorded,
-// `etcdutl snapshot status` agrees on the revision, and a restore into a throwaway etcd serves every key.
+// a standard zstd frame holding a snapshot of the recorded size, `etcdutl snapshot status` agrees on the revision, and a restore into a throwaway etcd serves every key.
 func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys map[string]string) {
 	t.Helper()
 	data, err := os.ReadFile(file)
@@ -43,6 +45,27 @@ func verifySnapshot(t *testing.T, file string, b *etcdv1alpha1.EtcdBackup, keys 
 	sum := sha256.Sum256(data)
 	if int64(len(data)) != b.Status.SizeBytes || hex.EncodeToString(sum[:]) != b.Status.SHA256 {
 		t.Fatalf("stored snapshot is %d bytes sha256 %x; status says %d bytes sha256 %s", len(data), sum, b.Status.SizeBytes, b.Status.SHA256)
+	}
+	// Compressed by default: a standard zstd frame, read here with the zstd library, not Steward's reader.
+	if b.Status.Compression != etcdv1alpha1.CompressionZstd || !bytes.HasPrefix(data, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		t.Fatalf("status says compression %q; the stored file begins with %x", b.Status.Compression, data[:min(8, len(data))])
+	}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := dec.DecodeAll(data, nil)
+	dec.Close()
+	if err != nil {
+		t.Fatalf("zstd: %v", err)
+	}
+	if int64(len(snap)) != b.Status.SnapshotSizeBytes {
+		t.Fatalf("the snapshot is %d bytes; status says %d", len(snap), b.Status.SnapshotSizeBytes)
+	}
+	t.Logf("%s: snapshot of %d bytes stored as %d (ratio %.2f)", b.Name, len(snap), len(data), float64(len(snap))/float64(len(data)))
+	file += ".decompressed"
+	if err := os.WriteFile(file, snap, 0o600); err != nil { //nolint:gosec // next to the test's own copy
+		t.Fatal(err)
 	}
 	bin := framework.Bed.EtcdBinDir(testbed.EtcdVersions[0])
 	out, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "status", file, "--write-out=json").Output()

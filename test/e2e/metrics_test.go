@@ -155,6 +155,8 @@ func startFillingClaim(t *testing.T, filler *etcdv1alpha1.EtcdCluster) *etcdv1al
 	s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: filler.Namespace, Name: "keeps-too-much"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: filler.Name, Schedule: "@every 30s",
 			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "filling", Path: "filler"}},
+			// Uncompressed, so that each backup takes the snapshot's size and three do not fit.
+			Compression: etcdv1alpha1.CompressionNone,
 			Retention:   etcdv1alpha1.Retention{MaxCount: ptr.To[int32](10)}}}
 	if err := framework.K8s.Create(ctx, s); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	batchv1 "k8s.io/api/batch/v1"
@@ -44,13 +49,16 @@ func TestRestore(t *testing.T) {
 	origin = framework.WaitSettled(t, client.ObjectKeyFromObject(origin), 3*time.Minute)
 	keys := framework.WriteBackupKeys(t, origin)
 
-	startBackup := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+	createBackup := func(t *testing.T, b *etcdv1alpha1.EtcdBackup) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
-		b := framework.NewBackup(ns, name, origin.Name, d)
 		if err := framework.K8s.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		return b
+	}
+	startBackup := func(t *testing.T, name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackup {
+		t.Helper()
+		return createBackup(t, framework.NewBackup(ns, name, origin.Name, d))
 	}
 	finished := func(t *testing.T, b *etcdv1alpha1.EtcdBackup) *etcdv1alpha1.EtcdBackup {
 		t.Helper()
@@ -62,13 +70,54 @@ func TestRestore(t *testing.T) {
 		t.Helper()
 		return finished(t, startBackup(t, name, d))
 	}
-	// The four backups the restores start from are all created before the test waits for the first, so that
-	// their Jobs run side by side as far as Steward lets them.
+	// The backups the restores start from are all created before the test waits for the first, so that their
+	// Jobs run side by side as far as Steward lets them. to-s3 is compressed (the default) and encrypted;
+	// truncated is stored as backups were before compression existed (None: the snapshot as etcd wrote it);
+	// rotated-away is encrypted to a key its Secret no longer holds by the time it is restored.
+	key := framework.CreateEncryptionKeySecret(t, ns, "backup-key")
+	framework.CreateEncryptionKeySecret(t, ns, "rotated-key")
+	encrypted := func(b *etcdv1alpha1.EtcdBackup, secret string) *etcdv1alpha1.EtcdBackup {
+		b.Spec.Encryption = framework.EncryptedTo(secret)
+		return b
+	}
 	toPVC := startBackup(t, "to-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/1.db"}})
-	toS3 := startBackup(t, "to-s3", framework.S3Destination(ns+"/origin-1.db"))
+	toS3 := createBackup(t, encrypted(framework.NewBackup(ns, "to-s3", origin.Name, framework.S3Destination(ns+"/origin-1.db")), "backup-key"))
 	damaged := startBackup(t, "damaged", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "origin/damaged.db"}})
-	truncated := startBackup(t, "truncated", framework.S3Destination(ns+"/truncated.db"))
-	toPVC, toS3, damaged, truncated = finished(t, toPVC), finished(t, toS3), finished(t, damaged), finished(t, truncated)
+	uncompressed := framework.NewBackup(ns, "truncated", origin.Name, framework.S3Destination(ns+"/truncated.db"))
+	uncompressed.Spec.Compression = etcdv1alpha1.CompressionNone
+	truncated := createBackup(t, uncompressed)
+	rotatedAway := createBackup(t, encrypted(framework.NewBackup(ns, "rotated-away", origin.Name, framework.S3Destination(ns+"/rotated-away.db")), "rotated-key"))
+	// A key Secret that does not exist: refused before a Job starts, nothing written.
+	noKey := createBackup(t, encrypted(framework.NewBackup(ns, "no-key", origin.Name, framework.S3Destination(ns+"/no-key.db")), "missing-key"))
+	toPVC, toS3, damaged, truncated, rotatedAway = finished(t, toPVC), finished(t, toS3), finished(t, damaged), finished(t, truncated), finished(t, rotatedAway)
+	noKey = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(noKey), time.Minute)
+	if c := meta.FindStatusCondition(noKey.Status.Conditions, etcdv1alpha1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != etcdv1alpha1.ReasonEncryptionKeyNotFound || noKey.Status.JobName != "" {
+		t.Fatalf("backup encrypted to a missing key Secret: %+v, Job %q", c, noKey.Status.JobName)
+	}
+	if got := framework.S3Keys(t, ns+"/no-key"); len(got) != 0 {
+		t.Fatalf("a backup refused for its key wrote %v", got)
+	}
+	if toS3.Status.EncryptionRecipient != key.Recipient().String() || toS3.Status.Compression != etcdv1alpha1.CompressionZstd {
+		t.Fatalf("encrypted backup's status: recipient %q (want %s), compression %q", toS3.Status.EncryptionRecipient, key.Recipient(), toS3.Status.Compression)
+	}
+	requireEncryptedObject(t, ns+"/origin-1.db", key, toS3)
+	if truncated.Status.Compression != etcdv1alpha1.CompressionNone || truncated.Status.SizeBytes != truncated.Status.SnapshotSizeBytes {
+		t.Fatalf("uncompressed backup: compression %q, %d bytes stored for a snapshot of %d", truncated.Status.Compression, truncated.Status.SizeBytes, truncated.Status.SnapshotSizeBytes)
+	}
+	// The key rotated the wrong way: the Secret now holds only a new key, none that opens rotated-away.
+	var rotated corev1.Secret
+	if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotated-key"}, &rotated); err != nil {
+		t.Fatal(err)
+	}
+	newID, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated.Data[etcdv1alpha1.EncryptionKeySecretKey] = []byte(newID.String() + "\n")
+	if err := framework.K8s.Update(ctx, &rotated); err != nil {
+		t.Fatal(err)
+	}
 
 	restoreInto := func(t *testing.T, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup) {
 		t.Helper()
@@ -125,14 +174,15 @@ func TestRestore(t *testing.T) {
 			restoreInto(t, framework.FromBackup(ns, "from-https", 1, b.Name), b)
 		})
 
-		refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup) {
+		refused := func(t *testing.T, name string, b *etcdv1alpha1.EtcdBackup, reason string) {
 			t.Helper()
 			c := framework.FromBackup(ns, name, 3, b.Name)
 			if err := framework.K8s.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 			r := framework.WaitRestoreFinished(t, client.ObjectKey{Namespace: ns, Name: etcdcluster.FromBackupRestoreName(c)}, 2*time.Minute)
-			framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, etcdv1alpha1.ReasonSnapshotCorrupt)
+			framework.RequireRestoreReason(t, r, etcdv1alpha1.ConditionFailed, reason)
+			t.Logf("%s refused: %s", name, meta.FindStatusCondition(r.Status.Conditions, etcdv1alpha1.ConditionFailed).Message)
 			var got etcdv1alpha1.EtcdCluster
 			framework.Poll(t, name+" reports the refused restore", time.Minute, func() error {
 				if err := framework.K8s.Get(ctx, client.ObjectKeyFromObject(c), &got); err != nil {
@@ -165,7 +215,7 @@ func TestRestore(t *testing.T) {
 			if err := os.WriteFile(file, data, 0o640); err != nil { //nolint:gosec // the test's own volume
 				t.Fatal(err)
 			}
-			refused(t, "from-damaged", damaged)
+			refused(t, "from-damaged", damaged, etcdv1alpha1.ReasonSnapshotCorrupt)
 		})
 		t.Run("TruncatedRefused", func(t *testing.T) {
 			t.Parallel()
@@ -179,7 +229,11 @@ func TestRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = obj.Close()
-			refused(t, "from-truncated", truncated)
+			refused(t, "from-truncated", truncated, etcdv1alpha1.ReasonSnapshotCorrupt)
+		})
+		t.Run("KeyRotatedAwayRefused", func(t *testing.T) {
+			t.Parallel()
+			refused(t, "from-rotated-away", rotatedAway, etcdv1alpha1.ReasonEncryptionKeyMismatch)
 		})
 	})
 
@@ -332,4 +386,41 @@ func TestRestore(t *testing.T) {
 		framework.RequireSameKeys(t, "origin re-seeded by the policy", read, keys)
 		framework.DeleteAndCheckNothingLeft(t, got)
 	})
+}
+
+// requireEncryptedObject checks object key of the test bed's bucket independently of Steward: the size and
+// sha256 the backup recorded, an age file that the age library opens with id, holding a standard zstd frame
+// that holds a snapshot of the recorded size, and no key of the cluster readable in the clear.
+func requireEncryptedObject(t *testing.T, key string, id age.Identity, b *etcdv1alpha1.EtcdBackup) {
+	t.Helper()
+	obj, err := framework.S3Client(t).GetObject(context.Background(), framework.Bed.S3.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = obj.Close() }()
+	stored, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(stored)
+	if int64(len(stored)) != b.Status.SizeBytes || hex.EncodeToString(sum[:]) != b.Status.SHA256 {
+		t.Fatalf("%s: %d bytes sha256 %x stored; status says %d bytes sha256 %s", key, len(stored), sum, b.Status.SizeBytes, b.Status.SHA256)
+	}
+	if bytes.Contains(stored, []byte(framework.BackupKeyPrefix)) {
+		t.Fatalf("%s holds the cluster's keys in the clear", key)
+	}
+	plain, err := age.Decrypt(bytes.NewReader(stored), id)
+	if err != nil {
+		t.Fatalf("age: %v", err)
+	}
+	dec, err := zstd.NewReader(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	n, err := io.Copy(io.Discard, dec)
+	if err != nil || n != b.Status.SnapshotSizeBytes {
+		t.Fatalf("%s: decrypted and decompressed %d bytes (%v); status says a snapshot of %d", key, n, err, b.Status.SnapshotSizeBytes)
+	}
+	t.Logf("%s: age(zstd(snapshot of %d bytes)) stored as %d bytes", key, n, len(stored))
 }

@@ -197,7 +197,11 @@ func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup)
 			Leader: m.Role == etcdv1alpha1.RoleLeader, Learner: m.Role == etcdv1alpha1.RoleLearner})
 	}
 	problem, err := r.destinationProblem(ctx, b)
+	if err != nil {
+		return in, access, err
+	}
 	in.DestinationProblem = problem
+	in.KeyProblem, err = EncryptionKeyProblem(ctx, r.Client, r.APIReader, b.Namespace, b.Spec.Encryption)
 	return in, access, err
 }
 

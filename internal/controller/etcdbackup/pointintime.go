@@ -102,7 +102,7 @@ func (r *Reconciler) pointInTimeInput(ctx context.Context, b *etcdv1alpha1.EtcdB
 		}
 		in.Snapshots = append(in.Snapshots, backup.SnapshotRecord{ClusterID: sb.Status.ClusterID, EtcdVersion: sb.Status.EtcdVersion, Candidate: pitr.Candidate{
 			Name: sb.Name, Path: resources.DestinationPath(sb.Spec.Destination), SizeBytes: sb.Status.SizeBytes,
-			SHA256: sb.Status.SHA256, Revision: sb.Status.Revision, Time: sb.Status.StartTime.Time,
+			SHA256: sb.Status.SHA256, SnapshotSizeBytes: sb.Status.SnapshotSizeBytes, Revision: sb.Status.Revision, Time: sb.Status.StartTime.Time,
 		}})
 	}
 	return in, cluster, sched, nil

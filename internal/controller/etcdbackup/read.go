@@ -2,9 +2,14 @@ package etcdbackup
 
 import (
 	"context"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
 )
 
 // GetConfirmed reads obj from cached and, when cached does not have it, once more from live (the API server):
@@ -17,4 +22,31 @@ func GetConfirmed(ctx context.Context, cached, live client.Reader, key client.Ob
 		err = live.Get(ctx, key, obj)
 	}
 	return err
+}
+
+// EncryptionKeyProblem says why enc's key Secret cannot encrypt or decrypt backups (missing, without age.key,
+// or not an age X25519 identity there), empty when it can or enc is nil. A Job started without a usable key
+// would wait for the Secret's volume forever or fail late; this refuses early with the reason. The key is
+// parsed and dropped: Steward keeps no copy.
+func EncryptionKeyProblem(ctx context.Context, cached, live client.Reader, namespace string, enc *etcdv1alpha1.BackupEncryption) (string, error) {
+	if enc == nil {
+		return "", nil
+	}
+	name := enc.KeySecret.Name
+	secret := &corev1.Secret{}
+	switch err := GetConfirmed(ctx, cached, live, client.ObjectKey{Namespace: namespace, Name: name}, secret); {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("encryption key Secret %s does not exist", name), nil
+	case err != nil:
+		return "", fmt.Errorf("get encryption key Secret %s: %w", name, err)
+	}
+	key := secret.Data[etcdv1alpha1.EncryptionKeySecretKey]
+	if len(key) == 0 {
+		return fmt.Sprintf("encryption key Secret %s has no key %s", name, etcdv1alpha1.EncryptionKeySecretKey), nil
+	}
+	if _, err := backup.ParseKeys(string(key)); err != nil {
+		return fmt.Sprintf("encryption key Secret %s, key %s: %v (want the output of age-keygen: AGE-SECRET-KEY-1... lines)",
+			name, etcdv1alpha1.EncryptionKeySecretKey, err), nil
+	}
+	return "", nil
 }

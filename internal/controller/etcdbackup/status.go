@@ -3,6 +3,7 @@ package etcdbackup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,21 @@ type outcome struct {
 	err             error
 }
 
+// storedAs says how a snapshot was stored when it was not in the clear and uncompressed.
+func storedAs(r *backup.Result) string {
+	var how []string
+	if r.Compression == string(etcdv1alpha1.CompressionZstd) {
+		how = append(how, "zstd-compressed")
+	}
+	if r.EncryptionRecipient != "" {
+		how = append(how, "encrypted to "+r.EncryptionRecipient)
+	}
+	if len(how) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(how, ", ") + ")"
+}
+
 // conditions computes Complete and Failed from the outcome; both are always written.
 func conditions(o *outcome) (complete, failed metav1.Condition) {
 	complete = metav1.Condition{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionFalse}
@@ -46,8 +62,11 @@ func conditions(o *outcome) (complete, failed metav1.Condition) {
 	switch o.phase {
 	case phaseSucceeded:
 		complete.Status, complete.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonBackupSucceeded
-		complete.Message = fmt.Sprintf("%d bytes at revision %d from %s stored at %s, etcd checksum verified",
-			o.result.SizeBytes, o.result.Revision, o.result.Member, o.result.Location)
+		complete.Message = fmt.Sprintf("%d bytes at revision %d from %s stored at %s%s, etcd checksum verified",
+			o.result.SizeBytes, o.result.Revision, o.result.Member, o.result.Location, storedAs(o.result))
+		if o.result.Message != "" {
+			complete.Message += ": " + o.result.Message
+		}
 		if o.result.Member == backup.PointInTimeMember {
 			// The agent says which snapshot it carried forward and how far.
 			complete.Message = fmt.Sprintf("%d bytes stored at %s, etcd checksum verified: %s", o.result.SizeBytes, o.result.Location, o.result.Message)
@@ -97,6 +116,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 	if res := o.result; res != nil {
 		st.Location, st.SizeBytes, st.SHA256, st.Revision = res.Location, res.SizeBytes, res.SHA256, res.Revision
 		st.EtcdVersion, st.StorageVersion, st.ClusterID, st.Member = res.EtcdVersion, res.StorageVersion, res.ClusterID, res.Member
+		st.SnapshotSizeBytes, st.Compression, st.EncryptionRecipient = res.SnapshotSizeBytes, etcdv1alpha1.BackupCompression(res.Compression), res.EncryptionRecipient
 	}
 	if sp := o.space; sp.Capacity > 0 {
 		st.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: sp.Available, CapacityBytes: sp.Capacity}

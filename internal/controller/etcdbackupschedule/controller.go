@@ -338,6 +338,7 @@ func scheduledBackup(s *etcdv1alpha1.EtcdBackupSchedule, t time.Time) *etcdv1alp
 			Name: backup.ScheduledBackupName(s.Name, t), Namespace: s.Namespace,
 			Labels: map[string]string{resources.LabelSchedule: s.Name, resources.LabelCluster: s.Spec.ClusterName},
 		},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: s.Spec.ClusterName, Destination: d, DeletionPolicy: etcdv1alpha1.DeletionPolicyDelete},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: s.Spec.ClusterName, Destination: d, DeletionPolicy: etcdv1alpha1.DeletionPolicyDelete,
+			Compression: s.Spec.Compression, Encryption: s.Spec.Encryption.DeepCopy()},
 	}
 }

@@ -313,6 +313,9 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 			ClusterName: eb.Spec.ClusterName, ClusterID: eb.Status.ClusterID, EtcdVersion: eb.Status.EtcdVersion,
 			Location: eb.Status.Location, SHA256: eb.Status.SHA256, SizeBytes: eb.Status.SizeBytes}
 		in.Rollback.BackupRevision = eb.Status.Revision
+		if in.KeyProblem, err = etcdbackup.EncryptionKeyProblem(ctx, r.Client, r.APIReader, eb.Namespace, eb.Spec.Encryption); err != nil {
+			return in, nil, nil, nil, err
+		}
 		switch {
 		case eb.Status.StartTime != nil:
 			in.Rollback.BackupTime = eb.Status.StartTime.Time
@@ -486,7 +489,9 @@ func (r *Reconciler) ensureSafetyBackup(ctx context.Context, rs *etcdv1alpha1.Et
 	}
 	eb := &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: SafetyBackupName(rs)},
-		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: rs.Spec.ClusterName, Destination: dest},
+		// Stored like the backup restored: a safety copy of encrypted data is encrypted to the same key.
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: rs.Spec.ClusterName, Destination: dest,
+			Compression: restored.Spec.Compression, Encryption: restored.Spec.Encryption.DeepCopy()},
 	}
 	if err := controllerutil.SetControllerReference(rs, eb, r.Client.Scheme()); err != nil {
 		return fmt.Errorf("own safety backup: %w", err)

@@ -53,7 +53,8 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 				Labels: map[string]string{resources.LabelCluster: sched.Spec.ClusterName}},
 			// Retain: the snapshot the cluster was restored from stays, like any backup restored.
 			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: sched.Spec.ClusterName, Destination: dest,
-				DeletionPolicy: etcdv1alpha1.DeletionPolicyRetain, PointInTime: rs.Spec.PointInTime.DeepCopy()},
+				DeletionPolicy: etcdv1alpha1.DeletionPolicyRetain, PointInTime: rs.Spec.PointInTime.DeepCopy(),
+				Compression: sched.Spec.Compression, Encryption: sched.Spec.Encryption.DeepCopy()},
 		}
 		if err := controllerutil.SetControllerReference(rs, eb, r.Client.Scheme()); err != nil {
 			return "", nil, fmt.Errorf("own point-in-time backup: %w", err)

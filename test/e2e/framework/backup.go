@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
@@ -69,7 +70,9 @@ func RequireComplete(t *testing.T, b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.E
 		t.Fatalf("backup %s did not complete: %+v", b.Name, b.Status.Conditions)
 	}
 	st := b.Status
-	if st.SizeBytes <= 0 || len(st.SHA256) != 64 || st.Revision <= 0 || st.Location == "" || st.Member == "" ||
+	if st.SizeBytes <= 0 || len(st.SHA256) != 64 || st.Revision <= 0 || st.Location == "" || st.Member == "" || st.SnapshotSizeBytes <= 0 ||
+		st.Compression != b.Spec.Compression && (b.Spec.Compression != "" || st.Compression != etcdv1alpha1.CompressionZstd) ||
+		(b.Spec.Encryption != nil) != (st.EncryptionRecipient != "") ||
 		st.EtcdVersion != c.Spec.Version || st.ClusterID != c.Status.ClusterID || st.StartTime == nil || st.CompletionTime == nil {
 		t.Fatalf("backup %s status incomplete: %+v (cluster ID %s)", b.Name, st, c.Status.ClusterID)
 	}
@@ -154,4 +157,25 @@ func WaitContinuous(t *testing.T, key client.ObjectKey, what string, ok func(*et
 		return nil
 	})
 	return &s
+}
+
+// CreateEncryptionKeySecret creates Secret ns/name holding a new age identity under age.key, as age-keygen
+// writes it, and returns the identity.
+func CreateEncryptionKeySecret(t *testing.T, ns, name string) *age.X25519Identity {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("# created: %s\n# public key: %s\n%s\n", time.Now().UTC().Format(time.RFC3339), id.Recipient(), id)
+	if err := K8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Data: map[string][]byte{etcdv1alpha1.EncryptionKeySecretKey: []byte(key)}}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// EncryptedTo is spec.encryption with the key in Secret name.
+func EncryptedTo(name string) *etcdv1alpha1.BackupEncryption {
+	return &etcdv1alpha1.BackupEncryption{KeySecret: etcdv1alpha1.SecretReference{Name: name}}
 }

@@ -78,7 +78,10 @@ type BackupRequest struct {
 	S3Opts S3Options
 	// DeletionPolicy is Retain (the API's default when empty) or Delete.
 	DeletionPolicy string
-	Now            time.Time
+	// Compression and Encryption are the backup's spec.compression and spec.encryption.
+	Compression etcdv1alpha1.BackupCompression
+	Encryption  *etcdv1alpha1.BackupEncryption
+	Now         time.Time
 }
 
 // Backup is the EtcdBackup for r. The snapshot's file or object is named like a scheduled one
@@ -159,7 +162,7 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 			Labels:      map[string]string{resources.LabelCluster: r.Cluster},
 			Annotations: map[string]string{AnnotationCreatedBy: CreatedBy}},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: r.Cluster, Destination: d,
-			DeletionPolicy: etcdv1alpha1.DeletionPolicy(r.DeletionPolicy)},
+			DeletionPolicy: etcdv1alpha1.DeletionPolicy(r.DeletionPolicy), Compression: r.Compression, Encryption: r.Encryption},
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 type backupOptions struct {
 	name, from, pvc, s3, deletionPolicy string
+	compression, encryptionKeySecret    string
 	s3Opts                              build.S3Options
 	follow                              followOptions
 }
@@ -49,6 +50,8 @@ A directory (a path ending in "/", or none) or key prefix gets a file named <clu
 	f.BoolVar(&b.s3Opts.ForcePathStyle, "s3-force-path-style", false, "Address the bucket as endpoint/bucket (with --s3)")
 	f.BoolVar(&b.s3Opts.Insecure, "s3-insecure", false, "Plain HTTP to the S3 endpoint (with --s3; tests and trusted networks only)")
 	f.StringVar(&b.deletionPolicy, "deletion-policy", "", "Retain (the default) or Delete: what happens to the stored snapshot when the EtcdBackup is deleted")
+	f.StringVar(&b.compression, "compression", "", "Zstd (the default) or None (default with --destination-from or a schedule: theirs)")
+	f.StringVar(&b.encryptionKeySecret, "encryption-key-secret", "", "Encrypt the snapshot to the age key in this Secret's key age.key (default with --destination-from or a schedule: theirs)")
 	followFlags(cmd, &b.follow, "backup", 10*time.Minute)
 	return cmd
 }
@@ -56,6 +59,9 @@ A directory (a path ending in "/", or none) or key prefix gets a file named <clu
 func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOptions) error {
 	if err := checkOutput(b.follow.format); err != nil {
 		return err
+	}
+	if b.compression != "" && b.compression != string(etcdv1alpha1.CompressionZstd) && b.compression != string(etcdv1alpha1.CompressionNone) {
+		return fmt.Errorf("--compression %q: Zstd or None", b.compression)
 	}
 	if b.deletionPolicy != "" && b.deletionPolicy != string(etcdv1alpha1.DeletionPolicyRetain) && b.deletionPolicy != string(etcdv1alpha1.DeletionPolicyDelete) {
 		return fmt.Errorf("--deletion-policy %q: Retain or Delete", b.deletionPolicy)
@@ -77,9 +83,19 @@ func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOpti
 			return err
 		}
 		req.From, req.FromIs = d, kind
+		// A backup next to a schedule's or another backup's files is stored the way they are, unless told.
+		if req.Compression, req.Encryption, err = storageOf(ctx, c, ns, kind, name); err != nil {
+			return err
+		}
 		if b.from == "" {
 			fmt.Fprintf(msg, "Using the destination of %s %s, the cluster's backup schedule.\n", kind, name)
 		}
+	}
+	if b.compression != "" {
+		req.Compression = etcdv1alpha1.BackupCompression(b.compression)
+	}
+	if b.encryptionKeySecret != "" {
+		req.Encryption = &etcdv1alpha1.BackupEncryption{KeySecret: etcdv1alpha1.SecretReference{Name: b.encryptionKeySecret}}
 	}
 	backup, err := build.Backup(req)
 	if err != nil {
@@ -153,4 +169,22 @@ func destinationFrom(ctx context.Context, c client.Client, ns, cluster, ref stri
 		return nil, "", "", fmt.Errorf("--destination-from %s: both %s exist; say which", ref, strings.Join(found, " and "))
 	}
 	return dest, foundKind, name, nil
+}
+
+// storageOf is how the EtcdBackup or EtcdBackupSchedule kind/name stores its snapshots: compression and
+// encryption.
+func storageOf(ctx context.Context, c client.Client, ns, kind, name string) (etcdv1alpha1.BackupCompression, *etcdv1alpha1.BackupEncryption, error) {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	if kind == "EtcdBackup" {
+		var b etcdv1alpha1.EtcdBackup
+		if err := c.Get(ctx, key, &b); err != nil {
+			return "", nil, fmt.Errorf("get EtcdBackup %s/%s: %w", ns, name, err)
+		}
+		return b.Spec.Compression, b.Spec.Encryption, nil
+	}
+	var s etcdv1alpha1.EtcdBackupSchedule
+	if err := c.Get(ctx, key, &s); err != nil {
+		return "", nil, fmt.Errorf("get EtcdBackupSchedule %s/%s: %w", ns, name, err)
+	}
+	return s.Spec.Compression, s.Spec.Encryption, nil
 }

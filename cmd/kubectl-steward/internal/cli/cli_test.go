@@ -250,6 +250,32 @@ func TestBackupCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("stored like the schedule's backups unless told", func(t *testing.T) {
+		encrypted := schedule.DeepCopy()
+		encrypted.Spec.Compression = etcdv1alpha1.CompressionNone
+		encrypted.Spec.Encryption = &etcdv1alpha1.BackupEncryption{KeySecret: etcdv1alpha1.SecretReference{Name: "sched-key"}}
+		c := newFake(t, testCluster(), encrypted)
+		for args, want := range map[string]string{ //nolint:gosec // Secret names, not credentials
+			"backup db --name s1 --dry-run -o json":                                                 "None/sched-key",
+			"backup db --name s2 --dry-run -o json --compression Zstd --encryption-key-secret mine": "Zstd/mine",
+			"backup db --name s3 --dry-run -o json --pvc backups/ --encryption-key-secret mine":     "/mine",
+			"backup db --name s4 --dry-run -o json --pvc backups/":                                  "/",
+		} {
+			r := run(t, c, strings.Fields(args)...)
+			var b etcdv1alpha1.EtcdBackup
+			if err := json.Unmarshal([]byte(r.stdout), &b); err != nil || r.code != ExitOK {
+				t.Fatalf("%s: exit %d, %v: %s %s", args, r.code, err, r.stdout, r.stderr)
+			}
+			got := string(b.Spec.Compression) + "/"
+			if b.Spec.Encryption != nil {
+				got += b.Spec.Encryption.KeySecret.Name
+			}
+			if got != want {
+				t.Errorf("%s: stored as %s, want %s", args, got, want)
+			}
+		}
+	})
+
 	t.Run("dry run creates nothing", func(t *testing.T) {
 		c := newFake(t, testCluster())
 		r := run(t, c, "backup", "db", "--name", "b4", "--pvc", "backups/", "--dry-run")
@@ -271,6 +297,7 @@ func TestBackupCommand(t *testing.T) {
 		"unknown source":              {[]client.Object{testCluster()}, []string{"backup", "db", "--destination-from", "x"}, `no EtcdBackup or EtcdBackupSchedule "x"`},
 		"unknown cluster":             {nil, []string{"backup", "db", "--pvc", "b/"}, `no EtcdCluster "db"`},
 		"bad policy":                  {[]client.Object{testCluster()}, []string{"backup", "db", "--pvc", "b/", "--deletion-policy", "Keep"}, "Retain or Delete"},
+		"bad compression":             {[]client.Object{testCluster()}, []string{"backup", "db", "--pvc", "b/", "--compression", "gzip"}, "Zstd or None"},
 	} {
 		r := run(t, newFake(t, tc.objs...), tc.args...)
 		if r.code != ExitError || !strings.Contains(r.stderr, tc.want) {
