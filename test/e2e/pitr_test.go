@@ -3,13 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,17 +98,20 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 	}
 	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
 	continuous := &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: time.Second}}
-	schedule := func(name string, d etcdv1alpha1.BackupDestination) *etcdv1alpha1.EtcdBackupSchedule {
+	schedule := func(name string, d etcdv1alpha1.BackupDestination, enc *etcdv1alpha1.BackupEncryption) *etcdv1alpha1.EtcdBackupSchedule {
 		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 6h", Destination: d, Continuous: continuous}}
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 6h", Destination: d, Continuous: continuous, Encryption: enc}}
 		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	begin := time.Now()
-	onPVC := schedule("on-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "src"}})
-	onS3 := schedule("on-s3", framework.S3Destination(ns+"/src"))
+	onPVC := schedule("on-pvc", etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "src"}}, nil)
+	// The S3 schedule encrypts its snapshots and segments: the point-in-time restores from it read both with the
+	// key, and its point-in-time backups are encrypted to it too.
+	framework.CreateEncryptionKeySecret(t, ns, "pitr-key")
+	onS3 := schedule("on-s3", framework.S3Destination(ns+"/src"), framework.EncryptedTo("pitr-key"))
 	// No scheduled time is due for hours: the first snapshot is the one continuous backup takes to start its window.
 	for _, s := range []*etcdv1alpha1.EtcdBackupSchedule{onPVC, onS3} {
 		got := framework.WaitContinuous(t, client.ObjectKeyFromObject(s), "following with a window", func(s *etcdv1alpha1.EtcdBackupSchedule) bool {
@@ -177,6 +183,7 @@ func TestContinuousBackupPointInTime(t *testing.T) {
 		framework.WaitContinuous(t, client.ObjectKeyFromObject(s), fmt.Sprintf("segments through revision %d", r5), reachesRevision(r5))
 	}
 	src = framework.WaitSettled(t, client.ObjectKeyFromObject(src), 3*time.Minute)
+	requireEncryptedSegments(t, ns+"/src")
 
 	// Point-in-time backups, each restored into a new cluster: exactly the key space at that point.
 	restoreAt := func(name string, b *etcdv1alpha1.EtcdBackup, wantRev int64) {
@@ -379,4 +386,30 @@ func requirePrefix(t *testing.T, restored map[string]string, prefix string, acke
 		t.Fatalf("%d writes restored, only %d acknowledged", n, acked)
 	}
 	return min(n, acked)
+}
+
+// requireEncryptedSegments checks, through the S3 API, that the segments under prefix written since the
+// schedule asked for encryption are age files: at least one, and the newest.
+func requireEncryptedSegments(t *testing.T, prefix string) {
+	t.Helper()
+	var segs []string
+	for _, k := range framework.S3Keys(t, prefix) {
+		if strings.HasSuffix(k, ".seg") {
+			segs = append(segs, k)
+		}
+	}
+	if len(segs) == 0 {
+		t.Fatalf("no segment under %s", prefix)
+	}
+	slices.Sort(segs)
+	obj, err := framework.S3Client(t).GetObject(context.Background(), framework.Bed.S3.Bucket, segs[len(segs)-1], minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = obj.Close() }()
+	head := make([]byte, 22)
+	if _, err := io.ReadFull(obj, head); err != nil || string(head) != "age-encryption.org/v1\n" {
+		t.Fatalf("segment %s begins with %q (%v), want an age file", segs[len(segs)-1], head, err)
+	}
+	t.Logf("%d segments under %s, the newest encrypted", len(segs), prefix)
 }
