@@ -171,6 +171,11 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 // fillEtcd writes values values of benchValueSize bytes (benchValue's, under benchKey's keys) through a client of
 // cfg, 8 at a time, and returns the database size of cfg's first endpoint.
 func fillEtcd(ctx context.Context, cfg clientv3.Config, values int) (int64, error) {
+	return fillEtcdWith(ctx, cfg, values, benchValue)
+}
+
+// fillEtcdWith is fillEtcd with the values value(k) fills in.
+func fillEtcdWith(ctx context.Context, cfg clientv3.Config, values int, value func(k int, value []byte)) (int64, error) {
 	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
@@ -184,10 +189,10 @@ func fillEtcd(ctx context.Context, cfg clientv3.Config, values int) (int64, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			value := make([]byte, benchValueSize)
+			buf := make([]byte, benchValueSize)
 			for k := range keys {
-				benchValue(k, value)
-				if _, err := cli.Put(ctx, benchKey(k), string(value)); err != nil {
+				value(k, buf)
+				if _, err := cli.Put(ctx, benchKey(k), string(buf)); err != nil {
 					errs <- err
 					return
 				}

@@ -8,12 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"filippo.io/age"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/backup"
@@ -52,7 +50,7 @@ func benchBackupFormats(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		return section{}, err
 	}
 	fillStart := time.Now()
-	dbSize, err := fillMixed(ctx, clientv3.Config{Endpoints: []string{clientURL}}, formatValues)
+	dbSize, err := fillEtcdWith(ctx, clientv3.Config{Endpoints: []string{clientURL}}, formatValues, mixedValue)
 	if err != nil {
 		return section{}, fmt.Errorf("write data: %w", err)
 	}
@@ -111,51 +109,14 @@ func benchBackupFormats(ctx context.Context, c *testbed.Cluster, runs int) (sect
 		"FillTook": round(fillTook), "Runs": runs, "Table": table})
 }
 
-// fillMixed writes values values of benchValueSize bytes: even keys pseudo-random (benchValue), odd keys JSON
-// shaped like Kubernetes objects (kubeLikeValue). It returns the database size.
-func fillMixed(ctx context.Context, cfg clientv3.Config, values int) (int64, error) {
-	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return 0, err
+// mixedValue is value k of the backup-formats database: even keys pseudo-random (benchValue), odd keys JSON
+// shaped like Kubernetes objects (kubeLikeValue).
+func mixedValue(k int, value []byte) {
+	if k%2 == 0 {
+		benchValue(k, value)
+		return
 	}
-	defer func() { _ = cli.Close() }()
-	keys := make(chan int)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			value := make([]byte, benchValueSize)
-			for k := range keys {
-				if k%2 == 0 {
-					benchValue(k, value)
-				} else {
-					kubeLikeValue(k, value)
-				}
-				if _, err := cli.Put(ctx, benchKey(k), string(value)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for k := 0; k < values && ctx.Err() == nil; k++ {
-		keys <- k
-	}
-	close(keys)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
-	st, err := cli.Status(ctx, cfg.Endpoints[0])
-	if err != nil {
-		return 0, err
-	}
-	return st.DbSize, nil
+	kubeLikeValue(k, value)
 }
 
 // kubeLikeValue fills value with JSON objects like a ConfigMap's or a Pod's: the same field names and shapes,
