@@ -304,7 +304,8 @@ const (
 	ReasonClusterNotFound = "ClusterNotFound"
 	// ReasonClusterUnavailable: the cluster has no healthy member to take a snapshot from.
 	ReasonClusterUnavailable = "ClusterUnavailable"
-	// ReasonDestinationNotFound: the PVC or the S3 credentials Secret does not exist (or lacks a key).
+	// ReasonDestinationNotFound: the PVC or the S3 or GCS credentials Secret does not exist (or lacks
+	// a key).
 	ReasonDestinationNotFound = "DestinationNotFound"
 	// ReasonEncryptionKeyNotFound: spec.encryption names a Secret that does not exist, lacks the key age.key,
 	// or holds no age X25519 identity there. Nothing was written.

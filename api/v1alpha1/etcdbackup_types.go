@@ -118,7 +118,7 @@ const (
 )
 
 // BackupDestination is exactly one place to store a snapshot.
-// +kubebuilder:validation:XValidation:rule="has(self.pvc) != has(self.s3)",message="exactly one of pvc or s3 must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.pvc) ? 1 : 0) + (has(self.s3) ? 1 : 0) + (has(self.gcs) ? 1 : 0) == 1",message="exactly one of pvc, s3 or gcs must be set"
 type BackupDestination struct {
 	// PVC stores the snapshot as a file on a PersistentVolumeClaim in the backup's namespace.
 	// +optional
@@ -126,6 +126,9 @@ type BackupDestination struct {
 	// S3 stores the snapshot as an object in an S3-compatible bucket.
 	// +optional
 	S3 *S3Destination `json:"s3,omitempty"`
+	// GCS stores the snapshot as an object in a Google Cloud Storage bucket.
+	// +optional
+	GCS *GCSDestination `json:"gcs,omitempty"`
 }
 
 // PVCDestination is a file on a PersistentVolumeClaim. The claim must exist; the backup Job mounts it.
@@ -200,6 +203,53 @@ type SecretReference struct {
 	Name string `json:"name"`
 }
 
+// GCSDestination is an object in a Google Cloud Storage bucket.
+//
+// Credentials: with credentialsSecret, the Jobs authenticate with the service account key in it; without, with
+// the Google client's default chain, which on GKE is Workload Identity: the Jobs (and a restoring member's Pod)
+// run as serviceAccountName, the Kubernetes ServiceAccount bound to a Google service account that may use the
+// bucket. An http:// endpoint (an emulator) is sent no credentials at all.
+// +kubebuilder:validation:XValidation:rule="self.key.size() > 0 && !self.key.startsWith('/')",message="key must not be empty or start with '/'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.endpoint) && self.endpoint.startsWith('http://') && has(self.credentialsSecret))",message="credentialsSecret cannot be combined with an http:// endpoint: credentials are never sent over plain HTTP"
+type GCSDestination struct {
+	// Bucket must exist. Google Cloud Storage's naming rules: 3-63 characters of lowercase letters, digits,
+	// '-', '_' and '.', starting and ending with a letter or digit (names with dots up to 222 characters).
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=222
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`
+	// +kubebuilder:validation:XValidation:rule="self.contains('.') || self.size() <= 63",message="a bucket name without dots has at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('goog')",message="bucket names must not start with goog"
+	// +required
+	Bucket string `json:"bucket"`
+	// Key is the object name, for example "etcd/prod-20260101T000000Z.db". On an EtcdBackupSchedule it is the
+	// prefix each backup's object name starts with. An existing object is never overwritten: the backup fails
+	// instead.
+	// +kubebuilder:validation:MaxLength=900
+	// +required
+	Key string `json:"key"`
+	// Endpoint is the JSON API's base URL, for an emulator or a private endpoint: for example
+	// "http://fake-gcs.test:4443" or "https://storage-example.p.googleapis.com". Empty: Google's public endpoint.
+	// A plain http:// endpoint is for emulators and tests only: the Jobs send it no credentials.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/?# ]+(/[^?# ]*)?$')",message="endpoint is an http:// or https:// URL without query"
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialsSecret is a Secret in the backup's namespace with key serviceAccount.json, a Google service
+	// account key file. Only the Jobs read it (as an environment variable); Steward never copies it. Absent:
+	// the Google client's default chain (Workload Identity through serviceAccountName).
+	// +optional
+	CredentialsSecret *SecretReference `json:"credentialsSecret,omitempty"`
+	// ServiceAccountName is the Kubernetes ServiceAccount the Jobs that reach this bucket run as (and a member's
+	// Pod while it restores from it), for Workload Identity. Empty: the namespace's default ServiceAccount.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// GCSServiceAccountKey is the key of a GCS credentials Secret: a service account key file (JSON).
+const GCSServiceAccountKey = "serviceAccount.json"
+
 // Keys of an S3 credentials Secret.
 const (
 	S3AccessKeyIDKey     = "accessKeyID"
@@ -224,7 +274,8 @@ type EtcdBackupStatus struct {
 	// CompletionTime is when the backup reached Complete or Failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Location is where the snapshot is: pvc://<claim>/<path> or s3://<bucket>/<key> (on spec's endpoint).
+	// Location is where the snapshot is: pvc://<claim>/<path>, s3://<bucket>/<key> (on spec's endpoint) or
+	// gs://<bucket>/<key>.
 	// +optional
 	Location string `json:"location,omitempty"`
 	// SizeBytes is the size of the stored file or object as a whole (compressed and encrypted as it is stored).
@@ -281,7 +332,8 @@ type ClaimSpace struct {
 	CapacityBytes int64 `json:"capacityBytes"`
 }
 
-// EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC or in an S3-compatible bucket.
+// EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC, in an S3-compatible bucket or in
+// Google Cloud Storage.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=etcdbackup,categories=steward

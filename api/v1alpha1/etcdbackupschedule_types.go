@@ -24,7 +24,7 @@ type EtcdBackupScheduleSpec struct {
 	Schedule string `json:"schedule"`
 
 	// Destination is the template of each backup's destination: for pvc, path is the directory the backup files
-	// go to; for s3, key is the prefix of the backup objects. Each backup is named
+	// go to; for s3 and gcs, key is the prefix of the backup objects. Each backup is named
 	// <cluster>-<UTC time of the schedule, 20060102T150405Z>.db inside it.
 	// +required
 	Destination BackupDestination `json:"destination"`
@@ -160,7 +160,7 @@ type ContinuousBackupStatus struct {
 	// Follower is the Deployment that follows the cluster.
 	Follower string `json:"follower"`
 	// Location is where the segments of the current etcd cluster ID are: pvc://<claim>/<dir> or
-	// s3://<bucket>/<prefix>.
+	// s3://<bucket>/<prefix> or gs://<bucket>/<prefix>.
 	// +optional
 	Location string `json:"location,omitempty"`
 	// ClusterID (hex) of the etcd cluster followed.

@@ -1,6 +1,6 @@
 // Command steward-agent is the program of Steward's backup and restore Jobs and init containers.
 // `steward-agent snapshot` streams a snapshot from the first healthy member it is given to a file on a mounted
-// volume or an S3-compatible bucket, verifying etcd's checksum on the way and committing only a verified
+// volume, an S3-compatible bucket or a Google Cloud Storage bucket, verifying etcd's checksum on the way and committing only a verified
 // snapshot; `delete` deletes a stored snapshot; `verify` reads a stored snapshot back and checks it against its
 // backup's record; `install` copies the agent into a shared volume, and `restore` (run from there inside the
 // member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
@@ -35,6 +35,8 @@ const (
 	envAccessKeyID     = "STEWARD_S3_ACCESS_KEY_ID"
 	envSecretAccessKey = "STEWARD_S3_SECRET_ACCESS_KEY" //nolint:gosec // the name of a variable, not a credential
 	envCABundle        = "STEWARD_S3_CA_BUNDLE"
+	// envGCSCredentials is a Google service account key file (JSON); unset: the client's default chain.
+	envGCSCredentials = "STEWARD_GCS_CREDENTIALS" //nolint:gosec // the name of a variable, not a credential
 )
 
 type memberList []string
@@ -67,6 +69,7 @@ type jobFlags struct {
 	timeout                                   time.Duration
 	pvcRoot, pvcClaim, path                   string
 	s3                                        backup.S3Config
+	gcs                                       backup.GCSConfig
 	caFile, certFile, keyFile, credentialsDir string
 	want                                      backup.Expected
 	rst                                       restoreConfig
@@ -86,12 +89,14 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "deadline of the whole operation")
 	fs.StringVar(&f.pvcRoot, "pvc-root", "", "mount point of the destination volume (PVC destination)")
 	fs.StringVar(&f.pvcClaim, "pvc-claim", "", "name of the destination PVC, for the reported location")
-	fs.StringVar(&f.path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint")
+	fs.StringVar(&f.path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint or --gcs-bucket")
 	fs.StringVar(&f.s3.Endpoint, "s3-endpoint", "", "S3 endpoint host[:port] (S3 destination)")
 	fs.StringVar(&f.s3.Bucket, "s3-bucket", "", "S3 bucket")
 	fs.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
 	fs.BoolVar(&f.s3.ForcePathStyle, "s3-path-style", false, "path-style bucket addressing")
 	fs.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain HTTP")
+	fs.StringVar(&f.gcs.Bucket, "gcs-bucket", "", "Google Cloud Storage bucket (GCS destination; --path is the object name)")
+	fs.StringVar(&f.gcs.Endpoint, "gcs-endpoint", "", "GCS JSON API URL of an emulator or private endpoint (default: Google's)")
 	fs.StringVar(&f.compression, "compression", "Zstd", "how new snapshots and segments are stored: Zstd or None")
 	fs.StringVar(&f.encryptionKeyFile, "encryption-key-file", "", "age identities (AGE-SECRET-KEY-1...): new snapshots and segments are encrypted to the first, stored ones decrypted with any")
 	fs.Var(&f.readKeyFiles, "decryption-key-file", "more age identities to read stored snapshots and segments with (repeatable)")
@@ -116,7 +121,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
 	fs.StringVar(&f.listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
 	fs.StringVar(&f.candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
-	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path or S3 prefix) of the cluster ID")
+	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path, S3 or GCS prefix) of the cluster ID")
 	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
 	fs.Int64Var(&f.targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
 	fs.StringVar(&f.targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
@@ -127,30 +132,26 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 }
 
 // destination returns how to address a file (storeAt) or a directory (dirAt) of the one destination the flags
-// name, a volume or a bucket; it ends the program when they name none or both, or the bucket is unusable.
-func (f *jobFlags) destination() (storeAt func(path string) (backup.Store, error), dirAt func(dir string) backup.ObjectDir) {
-	switch {
-	case f.pvcRoot != "" && f.s3.Endpoint == "":
-		storeAt = func(p string) (backup.Store, error) {
-			return backup.FileStore{Root: f.pvcRoot, Path: p, Claim: f.pvcClaim}, nil
-		}
-		dirAt = func(d string) backup.ObjectDir { return backup.FileDir{Root: f.pvcRoot, Dir: d, Claim: f.pvcClaim} }
-	case f.s3.Endpoint != "" && f.pvcRoot == "":
-		f.s3.AccessKeyID, f.s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
-		f.s3.CABundle = os.Getenv(envCABundle)
-		st, err := backup.NewS3Store(f.s3)
-		if err != nil {
-			finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
-		}
-		storeAt = func(p string) (backup.Store, error) {
-			c := f.s3
-			c.Key = p
-			return backup.NewS3Store(c)
-		}
-		dirAt = func(d string) backup.ObjectDir { return st.Dir(d) }
-	default:
-		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root or --s3-endpoint is required")
+// name, a volume or a bucket; it ends the program when they name none or more than one, or the bucket is
+// unusable. Each kind of destination is one provider function below.
+func (f *jobFlags) destination(ctx context.Context) (storeAt func(path string) (backup.Store, error), dirAt func(dir string) backup.ObjectDir) {
+	var given []func(context.Context) (func(string) (backup.Store, error), func(string) backup.ObjectDir, error)
+	if f.pvcRoot != "" {
+		given = append(given, f.pvcDestination)
+	}
+	if f.s3.Endpoint != "" {
+		given = append(given, f.s3Destination)
+	}
+	if f.gcs.Bucket != "" {
+		given = append(given, f.gcsDestination)
+	}
+	if len(given) != 1 {
+		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root, --s3-endpoint or --gcs-bucket is required")
 		os.Exit(2)
+	}
+	storeAt, dirAt, err := given[0](ctx)
+	if err != nil {
+		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})
 	}
 	return storeAt, dirAt
 }
@@ -186,6 +187,40 @@ func (f *jobFlags) codec() (backup.Codec, error) {
 		os.Exit(2)
 	}
 	return c, nil
+}
+
+func (f *jobFlags) pvcDestination(context.Context) (func(string) (backup.Store, error), func(string) backup.ObjectDir, error) {
+	return func(p string) (backup.Store, error) {
+			return backup.FileStore{Root: f.pvcRoot, Path: p, Claim: f.pvcClaim}, nil
+		}, func(d string) backup.ObjectDir {
+			return backup.FileDir{Root: f.pvcRoot, Dir: d, Claim: f.pvcClaim}
+		}, nil
+}
+
+func (f *jobFlags) s3Destination(context.Context) (func(string) (backup.Store, error), func(string) backup.ObjectDir, error) {
+	f.s3.AccessKeyID, f.s3.SecretAccessKey = os.Getenv(envAccessKeyID), os.Getenv(envSecretAccessKey)
+	f.s3.CABundle = os.Getenv(envCABundle)
+	st, err := backup.NewS3Store(f.s3)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(p string) (backup.Store, error) {
+		c := f.s3
+		c.Key = p
+		return backup.NewS3Store(c)
+	}, func(d string) backup.ObjectDir { return st.Dir(d) }, nil
+}
+
+// gcsDestination is one client of the bucket for every object: the client holds the credentials (a key file,
+// or the default chain's token source), found once.
+func (f *jobFlags) gcsDestination(ctx context.Context) (func(string) (backup.Store, error), func(string) backup.ObjectDir, error) {
+	f.gcs.CredentialsJSON = []byte(os.Getenv(envGCSCredentials))
+	b, err := backup.NewGCSBucket(ctx, f.gcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(p string) (backup.Store, error) { return b.Store(p), nil },
+		func(d string) backup.ObjectDir { return b.Dir(d) }, nil
 }
 
 // withSpace adds the destination volume's space to a result: a backup that fit and one that did not both say how
@@ -237,7 +272,7 @@ func runJob(cmd string, args []string) {
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
 
-	storeAt, dirAt := f.destination()
+	storeAt, dirAt := f.destination(ctx)
 	store, err := storeAt(f.path)
 	if err != nil {
 		finish(f.resultFile, backup.Result{Reason: etcdv1alpha1.ReasonUploadFailed, Message: err.Error()})

@@ -26,7 +26,7 @@ const (
 	JobFailed
 )
 
-// DirectState is the outcome of deleting an S3 object from the operator itself, in this pass.
+// DirectState is the outcome of deleting a bucket's object from the operator itself, in this pass.
 type DirectState int
 
 // Direct deletion outcomes.
@@ -40,11 +40,15 @@ const (
 type DeletionInput struct {
 	// Location of the committed snapshot (status.location); empty when the backup never committed one.
 	Location string
-	// S3: the destination is a bucket; otherwise a PVC.
-	S3 bool
-	// DestinationName is the claim (PVC) or credentials Secret (S3) the deletion needs.
+	// Bucket: the destination is a bucket (S3, GCS); otherwise a PVC.
+	Bucket bool
+	// Ambient: the bucket is reached with the Jobs' own identity (GCS Workload Identity), not a credentials
+	// Secret, so the operator cannot delete the object itself.
+	Ambient bool
+	// DestinationName is the claim (PVC) or credentials Secret (bucket) the deletion needs.
 	DestinationName string
-	// DestinationPresent: the claim exists and is not being deleted, or the Secret exists with both keys.
+	// DestinationPresent: the claim exists and is not being deleted, or the Secret exists with its keys (always,
+	// for Ambient).
 	DestinationPresent bool
 	// NamespaceTerminating: the namespace is being deleted, so the API server refuses new Jobs in it (and the
 	// namespace's deletion stops those that run).
@@ -74,7 +78,7 @@ const (
 	WaitDeleteJob
 	// RetryDeleteJob removes the failed delete Job; a later pass starts another.
 	RetryDeleteJob
-	// DeleteDirect deletes the S3 object from the operator, with the credentials Secret's keys, then decides again.
+	// DeleteDirect deletes the bucket's object from the operator, with the credentials Secret, then decides again.
 	DeleteDirect
 	// Release removes the finalizer; Outcome says what became of the snapshot.
 	Release
@@ -111,8 +115,8 @@ const (
 )
 
 // DecideDeletion decides the next step of the finalizer of a backup with deletionPolicy Delete. It deletes the
-// snapshot the way that still works (a delete Job while the namespace takes new Jobs; the S3 object directly
-// from the operator once it does not, while the credentials Secret is still there), never waits on what cannot
+// snapshot the way that still works (a delete Job while the namespace takes new Jobs; a bucket's object
+// directly from the operator once it does not, while the credentials Secret is still there), never waits on what cannot
 // come (a Job in a namespace being deleted, a claim or Secret that is gone), and never waits longer than
 // DeletionGiveUpAfter: whatever it could not delete it reports (SnapshotLeftBehind with the reason) and releases.
 func DecideDeletion(in DeletionInput) DeletionStep {
@@ -142,18 +146,21 @@ func DecideDeletion(in DeletionInput) DeletionStep {
 	case in.Direct == DirectFailed:
 		return left(fmt.Sprintf("deleting it directly failed: %s", in.DirectError))
 	}
-	canDirect := in.S3 && in.DestinationPresent
+	canDirect := in.Bucket && !in.Ambient && in.DestinationPresent
 	if in.NamespaceTerminating {
 		if canDirect {
 			return DeletionStep{Action: DeleteDirect}
 		}
-		if in.S3 {
+		if in.Bucket && in.Ambient {
+			return left("the namespace is being deleted, so no delete Job can run, and the bucket is reached with the Jobs' Workload Identity, which the operator does not hold")
+		}
+		if in.Bucket {
 			return left(fmt.Sprintf("the namespace is being deleted, so no delete Job can run, and the credentials Secret %s is gone", in.DestinationName))
 		}
 		return left(fmt.Sprintf("the namespace is being deleted, so no delete Job can mount claim %s; the file goes with the claim's volume if its reclaim policy is Delete", in.DestinationName))
 	}
 	if !in.DestinationPresent {
-		if in.S3 {
+		if in.Bucket {
 			return left(fmt.Sprintf("the credentials Secret %s is gone or lacks a key", in.DestinationName))
 		}
 		return left(fmt.Sprintf("claim %s is gone or being deleted; the file goes with the claim's volume if its reclaim policy is Delete", in.DestinationName))

@@ -9,7 +9,7 @@ import (
 func TestDecideDeletion(t *testing.T) {
 	const loc = "s3://bkt/etcd/a.db"
 	s3 := func(mod func(*DeletionInput)) DeletionInput {
-		in := DeletionInput{Location: loc, S3: true, DestinationName: "creds", DestinationPresent: true, SinceDeletion: time.Second}
+		in := DeletionInput{Location: loc, Bucket: true, DestinationName: "creds", DestinationPresent: true, SinceDeletion: time.Second}
 		if mod != nil {
 			mod(&in)
 		}
@@ -66,6 +66,9 @@ func TestDecideDeletion(t *testing.T) {
 		{"terminating namespace, PVC", pvc(func(in *DeletionInput) { in.NamespaceTerminating = true }), Release, SnapshotLeftBehind, "no delete Job can mount claim backups"},
 		{"claim gone", pvc(func(in *DeletionInput) { in.DestinationPresent = false }), Release, SnapshotLeftBehind, "claim backups is gone"},
 		{"Secret gone", s3(func(in *DeletionInput) { in.DestinationPresent = false }), Release, SnapshotLeftBehind, "Secret creds is gone"},
+		{"Workload Identity: a delete Job", s3(func(in *DeletionInput) { in.Ambient = true }), CreateDeleteJob, 0, ""},
+		{"Workload Identity, terminating namespace: no direct deletion", s3(func(in *DeletionInput) { in.Ambient, in.NamespaceTerminating = true, true }),
+			Release, SnapshotLeftBehind, "Workload Identity, which the operator does not hold"},
 		{"Steward back long after: the bound has passed, the namespace is terminating", pvc(func(in *DeletionInput) {
 			in.NamespaceTerminating, in.SinceDeletion = true, time.Hour
 		}), Release, SnapshotLeftBehind, "namespace is being deleted"},
@@ -101,7 +104,7 @@ func TestDecideDeletionIsBounded(t *testing.T) {
 					for _, term := range []bool{false, true} {
 						for _, loc := range []string{"", "x"} {
 							for _, since := range []time.Duration{0, time.Minute, DeletionGiveUpAfter - time.Second, DeletionGiveUpAfter} {
-								in := DeletionInput{Location: loc, S3: s3, DestinationName: "d", DestinationPresent: present,
+								in := DeletionInput{Location: loc, Bucket: s3, Ambient: s3 && !present, DestinationName: "d", DestinationPresent: present,
 									NamespaceTerminating: term, SnapshotJob: snap, DeleteJob: del, SinceDeletion: since}
 								step := DecideDeletion(in)
 								if step.Action == DeleteDirect {

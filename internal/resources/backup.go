@@ -66,8 +66,11 @@ func destinationArgs(b *etcdv1alpha1.EtcdBackup) []string { return sourceArgs(b.
 
 // sourceArgs are the agent flags that address a backup's stored snapshot.
 func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
-	if d.PVC != nil {
+	switch {
+	case d.PVC != nil:
 		return []string{"--pvc-root=" + backupMount, "--pvc-claim=" + d.PVC.ClaimName, "--path=" + d.PVC.Path}
+	case d.GCS != nil:
+		return gcsArgs(d.GCS)
 	}
 	args := []string{"--s3-endpoint=" + d.S3.Endpoint, "--s3-bucket=" + d.S3.Bucket, "--path=" + d.S3.Key}
 	if d.S3.Region != "" {
@@ -82,8 +85,8 @@ func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
 	return args
 }
 
-// destinationAccess is what a container needs to reach a backup destination: the S3 credentials as environment
-// variables from the Secret (they never pass through Steward), or the PVC mounted at backupMount.
+// destinationAccess is what a container needs to reach a backup destination: the S3 or GCS credentials as
+// environment variables from the Secret (they never pass through Steward), or the PVC mounted at backupMount.
 func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) {
 	if s3 := d.S3; s3 != nil {
 		ref := func(key string) *corev1.EnvVarSource {
@@ -98,6 +101,9 @@ func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []c
 			// Public certificates, from the spec: an environment variable, not a volume.
 			env = append(env, corev1.EnvVar{Name: "STEWARD_S3_CA_BUNDLE", Value: s3.CABundle})
 		}
+	}
+	if g := d.GCS; g != nil {
+		env = gcsEnv(g)
 	}
 	if pvc := d.PVC; pvc != nil {
 		volumes = []corev1.Volume{{Name: backupVolume, VolumeSource: corev1.VolumeSource{
@@ -132,6 +138,7 @@ func oneShotJob(namespace, name string, labels map[string]string, owner metav1.O
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           DestinationServiceAccount(d),
 					EnableServiceLinks:           ptr.To(false),
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext:              restrictedPod(),

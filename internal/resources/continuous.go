@@ -54,10 +54,14 @@ func FollowerLabels(s *etcdv1alpha1.EtcdBackupSchedule) map[string]string {
 	return map[string]string{LabelSchedule: s.Name, LabelComponent: ComponentFollower, LabelManagedBy: "steward"}
 }
 
-// DestinationPath is the path (PVC) or key (S3) of d: a schedule's directory or prefix, a backup's file or object.
+// DestinationPath is the path (PVC) or key (S3, GCS) of d: a schedule's directory or prefix, a backup's file or
+// object.
 func DestinationPath(d etcdv1alpha1.BackupDestination) string {
-	if d.PVC != nil {
+	switch {
+	case d.PVC != nil:
 		return d.PVC.Path
+	case d.GCS != nil:
+		return d.GCS.Key
 	}
 	return d.S3.Key
 }
@@ -67,12 +71,15 @@ func SegmentsBase(s *etcdv1alpha1.EtcdBackupSchedule) string {
 	return pitr.SegmentsBase(DestinationPath(s.Spec.Destination), s.Spec.ClusterName)
 }
 
-// withPath is destination d addressing p instead of its own path or key.
-func withPath(d etcdv1alpha1.BackupDestination, p string) etcdv1alpha1.BackupDestination {
+// WithPath is destination d addressing p instead of its own path or key.
+func WithPath(d etcdv1alpha1.BackupDestination, p string) etcdv1alpha1.BackupDestination {
 	d = *d.DeepCopy()
-	if d.PVC != nil {
+	switch {
+	case d.PVC != nil:
 		d.PVC.Path = p
-	} else {
+	case d.GCS != nil:
+		d.GCS.Key = p
+	default:
 		d.S3.Key = p
 	}
 	return d
@@ -106,7 +113,7 @@ func FollowerConfigMap(s *etcdv1alpha1.EtcdBackupSchedule, pruneBefore int64) *c
 // FollowerDeployment runs `steward-agent follow` for schedule s of cluster: one Pod (Recreate: two followers
 // would write the same chain), dialing the client Service with the cluster's access (AgentAccessFor), writing to the schedule's destination, reporting at GET :8080/status.
 func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha1.EtcdCluster, access AgentAccess, o Options) *appsv1.Deployment {
-	d := withPath(s.Spec.Destination, SegmentsBase(s))
+	d := WithPath(s.Spec.Destination, SegmentsBase(s))
 	env, volumes, mounts := destinationAccess(d, false)
 	args := append([]string{"follow",
 		"--endpoints=" + ClientEndpoint(cluster, o),
@@ -137,6 +144,7 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
+					ServiceAccountName:           DestinationServiceAccount(d),
 					EnableServiceLinks:           ptr.To(false),
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext:              restrictedPod(),

@@ -612,6 +612,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 		Spec: corev1.PodSpec{
 			Hostname:                     m.Name,
 			Subdomain:                    PeerServiceName(cluster),
+			ServiceAccountName:           restoreServiceAccount(m),
 			EnableServiceLinks:           ptr.To(false),
 			AutomountServiceAccountToken: ptr.To(false),
 			NodeSelector:                 cluster.Spec.Pod.NodeSelector,

@@ -156,3 +156,56 @@ func TestAdmissionOfNames(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionOfGCSDestinations: the rules of a GCS destination, offline (TestHostileSpecsAreRefused sends some
+// to a real API server): exactly one destination, GCS bucket names, an endpoint URL, and no key file sent over
+// plain HTTP.
+func TestAdmissionOfGCSDestinations(t *testing.T) {
+	a := loadCRDs(t)
+	gcs := func(mutate func(map[string]any)) map[string]any {
+		g := map[string]any{"bucket": "etcd-backups", "key": "prod/main"}
+		mutate(g)
+		return map[string]any{"gcs": g}
+	}
+	tests := map[string]struct {
+		destination map[string]any
+		want        string // "" admitted, else part of the refusal
+	}{
+		"Workload Identity":        {gcs(func(g map[string]any) { g["serviceAccountName"] = "etcd-backup" }), ""},
+		"key file":                 {gcs(func(g map[string]any) { g["credentialsSecret"] = map[string]any{"name": "gcs-key"} }), ""},
+		"emulator":                 {gcs(func(g map[string]any) { g["endpoint"] = "http://10.0.0.1:4443" }), ""},
+		"private endpoint":         {gcs(func(g map[string]any) { g["endpoint"] = "https://storage-x.p.googleapis.com/storage/v1/" }), ""},
+		"dotted bucket of 100":     {gcs(func(g map[string]any) { g["bucket"] = strings.Repeat("a", 50) + "." + strings.Repeat("b", 49) }), ""},
+		"bucket with underscore":   {gcs(func(g map[string]any) { g["bucket"] = "etcd_backups" }), ""},
+		"bucket uppercase":         {gcs(func(g map[string]any) { g["bucket"] = "Etcd" }), "spec.destination.gcs.bucket"},
+		"bucket too short":         {gcs(func(g map[string]any) { g["bucket"] = "ab" }), "spec.destination.gcs.bucket"},
+		"bucket of 64 without dot": {gcs(func(g map[string]any) { g["bucket"] = strings.Repeat("a", 64) }), "without dots has at most 63"},
+		"bucket goog":              {gcs(func(g map[string]any) { g["bucket"] = "goog-etcd" }), "must not start with goog"},
+		"empty key":                {gcs(func(g map[string]any) { g["key"] = "" }), "key must not be empty"},
+		"absolute key":             {gcs(func(g map[string]any) { g["key"] = "/etcd" }), "key must not be empty"},
+		"endpoint without scheme":  {gcs(func(g map[string]any) { g["endpoint"] = "storage.example.com" }), "http:// or https:// URL"},
+		"endpoint with query":      {gcs(func(g map[string]any) { g["endpoint"] = "https://storage.example.com/?a=b" }), "http:// or https:// URL"},
+		"key file over plain HTTP": {gcs(func(g map[string]any) {
+			g["endpoint"], g["credentialsSecret"] = "http://10.0.0.1:4443", map[string]any{"name": "gcs-key"}
+		}), "never sent over plain HTTP"},
+		"bad service account": {gcs(func(g map[string]any) { g["serviceAccountName"] = "Etcd Backup" }), "serviceAccountName"},
+		"gcs and pvc": {map[string]any{"gcs": map[string]any{"bucket": "etcd-backups", "key": "k"}, "pvc": map[string]any{"claimName": "c", "path": "p"}},
+			"exactly one of pvc, s3 or gcs"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, obj := range []map[string]any{
+				object("EtcdBackup", "b", map[string]any{"clusterName": "main", "destination": tt.destination}),
+				object("EtcdBackupSchedule", "s", map[string]any{"clusterName": "main", "schedule": "@hourly", "destination": tt.destination}),
+			} {
+				got := a.errors(t, obj)
+				switch {
+				case tt.want == "" && got != "":
+					t.Fatalf("%s refused: %s", obj["kind"], got)
+				case tt.want != "" && !strings.Contains(got, tt.want):
+					t.Fatalf("%s: refusal %q does not say %q", obj["kind"], got, tt.want)
+				}
+			}
+		})
+	}
+}

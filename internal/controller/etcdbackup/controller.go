@@ -54,6 +54,8 @@ type Reconciler struct {
 	// DeleteObject deletes an S3 object from the operator, where no delete Job can run any more (injected for
 	// tests; deleteS3Object when nil).
 	DeleteObject func(ctx context.Context, cfg backup.S3Config) error
+	// DeleteGCSObject deletes a GCS object the same way (deleteGCSObject when nil).
+	DeleteGCSObject func(ctx context.Context, cfg backup.GCSConfig, key string) error
 }
 
 // The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status
@@ -218,7 +220,16 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 		}
 		return "", nil
 	}
-	name := b.Spec.Destination.S3.CredentialsSecret.Name
+	var name string
+	keys := []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey}
+	switch g := b.Spec.Destination.GCS; {
+	case g != nil && g.CredentialsSecret == nil:
+		return "", nil // Workload Identity: the Job's own identity, nothing to look up
+	case g != nil:
+		name, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
+	default:
+		name = b.Spec.Destination.S3.CredentialsSecret.Name
+	}
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
@@ -227,7 +238,7 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 	if err != nil {
 		return "", fmt.Errorf("get credentials Secret %s: %w", name, err)
 	}
-	for _, k := range []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey} {
+	for _, k := range keys {
 		if len(secret.Data[k]) == 0 {
 			return fmt.Sprintf("credentials Secret %s has no key %s", name, k), nil
 		}

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,13 +109,16 @@ func (r *Reconciler) pointInTimeInput(ctx context.Context, b *etcdv1alpha1.EtcdB
 	return in, cluster, sched, nil
 }
 
-// sameStorage: a and b are on the same claim, or the same endpoint and bucket.
+// sameStorage: a and b are on the same claim, or the same endpoint and bucket reached with the same credentials.
 func sameStorage(a, b etcdv1alpha1.BackupDestination) bool {
 	switch {
 	case a.PVC != nil && b.PVC != nil:
 		return a.PVC.ClaimName == b.PVC.ClaimName
 	case a.S3 != nil && b.S3 != nil:
 		return a.S3.Endpoint == b.S3.Endpoint && a.S3.Bucket == b.S3.Bucket && a.S3.CredentialsSecret == b.S3.CredentialsSecret
+	case a.GCS != nil && b.GCS != nil:
+		return a.GCS.Endpoint == b.GCS.Endpoint && a.GCS.Bucket == b.GCS.Bucket &&
+			ptr.Equal(a.GCS.CredentialsSecret, b.GCS.CredentialsSecret) && a.GCS.ServiceAccountName == b.GCS.ServiceAccountName
 	}
 	return false
 }

@@ -20,7 +20,7 @@ import (
 	"steward.dev/steward/internal/resources"
 )
 
-// directDeleteTimeout bounds one direct deletion of an S3 object by the operator: an unreachable endpoint must
+// directDeleteTimeout bounds one direct deletion of a bucket's object by the operator: an unreachable endpoint must
 // not hold the pass (nor the namespace's deletion) longer.
 const directDeleteTimeout = 20 * time.Second
 
@@ -29,8 +29,8 @@ const directDeleteTimeout = 20 * time.Second
 // A running snapshot Job is stopped first (its agent removes its temporary file or aborts its upload on SIGTERM),
 // so that no snapshot lands after the deletion. While the namespace takes new Jobs, a delete Job removes the
 // snapshot, retried while it fails; once the namespace is being deleted (the API server refuses the Job, saying
-// so), the operator deletes an S3 object itself with the credentials Secret, if that is still there. Nothing is
-// waited for longer than backup.DeletionGiveUpAfter.
+// so), the operator deletes a bucket's object itself with the credentials Secret, if that is still there (not
+// with Workload Identity, which only the Jobs hold). Nothing is waited for longer than backup.DeletionGiveUpAfter.
 func (r *Reconciler) reconcileDelete(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return ctrl.Result{}, nil
@@ -108,7 +108,7 @@ func (r *Reconciler) reportRelease(ctx context.Context, b *etcdv1alpha1.EtcdBack
 
 // deletionInput gathers what the finalizer decides on, with the Jobs and the credentials Secret it acts on.
 func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (in backup.DeletionInput, snapJob, delJob *batchv1.Job, secret *corev1.Secret, err error) {
-	in = backup.DeletionInput{Location: b.Status.Location, S3: b.Spec.Destination.S3 != nil, SinceDeletion: r.Now().Sub(b.DeletionTimestamp.Time)}
+	in = backup.DeletionInput{Location: b.Status.Location, Bucket: b.Spec.Destination.PVC == nil, SinceDeletion: r.Now().Sub(b.DeletionTimestamp.Time)}
 	snapJob, in.SnapshotJob, err = r.jobState(ctx, b, resources.BackupJobName(b))
 	if err != nil {
 		return in, nil, nil, nil, err
@@ -137,14 +137,26 @@ func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBack
 		in.DestinationPresent = err == nil && claim.DeletionTimestamp.IsZero()
 		return in, snapJob, delJob, nil, nil
 	}
-	in.DestinationName = b.Spec.Destination.S3.CredentialsSecret.Name
+	keys := []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey}
+	if g := b.Spec.Destination.GCS; g != nil {
+		if g.CredentialsSecret == nil {
+			// Workload Identity: nothing of the destination's can go missing, and only a Job can delete.
+			in.Ambient, in.DestinationPresent, in.DestinationName = true, true, g.ServiceAccountName
+			return in, snapJob, delJob, nil, nil
+		}
+		in.DestinationName, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
+	} else {
+		in.DestinationName = b.Spec.Destination.S3.CredentialsSecret.Name
+	}
 	secret = &corev1.Secret{}
 	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: in.DestinationName}, secret)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return in, nil, nil, nil, fmt.Errorf("get credentials Secret %s: %w", in.DestinationName, err)
 	}
-	in.DestinationPresent = err == nil && secret.DeletionTimestamp.IsZero() &&
-		len(secret.Data[etcdv1alpha1.S3AccessKeyIDKey]) > 0 && len(secret.Data[etcdv1alpha1.S3SecretAccessKeyKey]) > 0
+	in.DestinationPresent = err == nil && secret.DeletionTimestamp.IsZero()
+	for _, k := range keys {
+		in.DestinationPresent = in.DestinationPresent && len(secret.Data[k]) > 0
+	}
 	if !in.DestinationPresent {
 		secret = nil
 	}
@@ -170,16 +182,27 @@ func (r *Reconciler) jobState(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n
 	return job, backup.JobSucceeded, nil
 }
 
-// deleteDirect deletes the backup's S3 object from the operator, with the keys of the credentials Secret. Only
-// where no Job can run any more (the namespace is being deleted): the values are used for this one request, never
-// stored, logged or copied, and are cut out of any error the server sends back.
+// deleteDirect deletes the backup's object from the operator, with the credentials Secret. Only where no Job can
+// run any more (the namespace is being deleted): the values are used for this one request, never stored, logged or
+// copied, and S3 keys are cut out of any error the server sends back.
 func (r *Reconciler) deleteDirect(ctx context.Context, b *etcdv1alpha1.EtcdBackup, secret *corev1.Secret) error {
+	ctx, cancel := context.WithTimeout(ctx, directDeleteTimeout)
+	defer cancel()
+	if g := b.Spec.Destination.GCS; g != nil {
+		del := r.DeleteGCSObject
+		if del == nil {
+			del = deleteGCSObject
+		}
+		cfg := backup.GCSConfig{Bucket: g.Bucket, Endpoint: g.Endpoint, CredentialsJSON: secret.Data[etcdv1alpha1.GCSServiceAccountKey]}
+		if err := del(ctx, cfg, g.Key); err != nil {
+			return fmt.Errorf("delete %s: %w", b.Status.Location, err)
+		}
+		return nil
+	}
 	d := b.Spec.Destination.S3
 	id, key := string(secret.Data[etcdv1alpha1.S3AccessKeyIDKey]), string(secret.Data[etcdv1alpha1.S3SecretAccessKeyKey])
 	cfg := backup.S3Config{Endpoint: d.Endpoint, Bucket: d.Bucket, Key: d.Key, Region: d.Region, ForcePathStyle: d.ForcePathStyle,
 		Insecure: d.Insecure, CABundle: d.CABundle, AccessKeyID: id, SecretAccessKey: key}
-	ctx, cancel := context.WithTimeout(ctx, directDeleteTimeout)
-	defer cancel()
 	del := r.DeleteObject
 	if del == nil {
 		del = deleteS3Object
@@ -198,6 +221,16 @@ func deleteS3Object(ctx context.Context, cfg backup.S3Config) error {
 		return err
 	}
 	return store.Delete(ctx)
+}
+
+// deleteGCSObject deletes key of cfg's bucket (a missing object counts as deleted).
+func deleteGCSObject(ctx context.Context, cfg backup.GCSConfig, key string) error {
+	b, err := backup.NewGCSBucket(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	return b.Store(key).Delete(ctx)
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {

@@ -40,9 +40,19 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"},
 		Data: map[string][]byte{etcdv1alpha1.S3AccessKeyIDKey: []byte("AKIAEXAMPLE"), etcdv1alpha1.S3SecretAccessKeyKey: []byte("s3cr3t")}}
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}}
+	gcsKey := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gcs-key"},
+		Data: map[string][]byte{etcdv1alpha1.GCSServiceAccountKey: []byte(`{"type":"service_account","private_key":"s3cr3t"}`)}}
+	gcsDest := func(secret bool) etcdv1alpha1.BackupDestination {
+		d := etcdv1alpha1.BackupDestination{GCS: &etcdv1alpha1.GCSDestination{Bucket: "bkt", Key: "etcd/b1.db", ServiceAccountName: "etcd-backup"}}
+		if secret {
+			d.GCS.CredentialsSecret = &etcdv1alpha1.SecretReference{Name: "gcs-key"}
+		}
+		return d
+	}
 	tests := []struct {
 		name        string
 		s3          bool
+		gcs         string // "key" (a credentials Secret) or "ambient" (Workload Identity)
 		objs        []client.Object
 		terminating bool
 		deleteErr   error
@@ -56,6 +66,10 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 		{name: "terminating namespace, S3 unreachable", s3: true, objs: []client.Object{creds}, terminating: true,
 			deleteErr: errors.New("dial tcp s3:9000: connection refused (key s3cr3t)"), wantEvent: "SnapshotLeftBehind", wantDirect: true},
 		{name: "terminating namespace, S3 Secret gone", s3: true, terminating: true, wantEvent: "SnapshotLeftBehind"},
+		{name: "terminating namespace, GCS with its key file: deleted directly", gcs: "key", objs: []client.Object{gcsKey}, terminating: true,
+			wantEvent: "SnapshotDeleted", wantDirect: true},
+		{name: "terminating namespace, GCS key file gone", gcs: "key", terminating: true, wantEvent: "SnapshotLeftBehind"},
+		{name: "terminating namespace, GCS through Workload Identity", gcs: "ambient", terminating: true, wantEvent: "SnapshotLeftBehind"},
 		{name: "terminating namespace, PVC", objs: []client.Object{claim}, terminating: true, wantEvent: "SnapshotLeftBehind"},
 		{name: "claim gone", wantEvent: "SnapshotLeftBehind"},
 		{name: "Secret gone", s3: true, wantEvent: "SnapshotLeftBehind"},
@@ -68,6 +82,9 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 			b := pvcBackup(etcdv1alpha1.DeletionPolicyDelete)
 			if tt.s3 {
 				b.Spec.Destination = *s3Dest.DeepCopy()
+			}
+			if tt.gcs != "" {
+				b.Spec.Destination = gcsDest(tt.gcs == "key")
 			}
 			b.Finalizers = []string{Finalizer}
 			b.Status.Location = "somewhere://b1.db"
@@ -95,6 +112,13 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 					direct++
 					if cfg.Bucket != "bkt" || cfg.Key != "etcd/b1.db" || cfg.SecretAccessKey != "s3cr3t" {
 						t.Errorf("direct deletion of %+v", cfg)
+					}
+					return tt.deleteErr
+				},
+				DeleteGCSObject: func(_ context.Context, cfg backup.GCSConfig, key string) error {
+					direct++
+					if cfg.Bucket != "bkt" || key != "etcd/b1.db" || !strings.Contains(string(cfg.CredentialsJSON), "s3cr3t") {
+						t.Errorf("direct deletion of %s in %+v", key, cfg)
 					}
 					return tt.deleteErr
 				}}

@@ -325,14 +325,8 @@ func item(b *etcdv1alpha1.EtcdBackup) backup.Item {
 
 // scheduledBackup is the EtcdBackup of schedule s for due time t.
 func scheduledBackup(s *etcdv1alpha1.EtcdBackupSchedule, t time.Time) *etcdv1alpha1.EtcdBackup {
-	d := *s.Spec.Destination.DeepCopy()
-	artifact := backup.ArtifactName(s.Spec.ClusterName, t)
-	if d.PVC != nil {
-		d.PVC.Path = backup.JoinPrefix(d.PVC.Path, artifact)
-	}
-	if d.S3 != nil {
-		d.S3.Key = backup.JoinPrefix(d.S3.Key, artifact)
-	}
+	d := resources.WithPath(s.Spec.Destination,
+		backup.JoinPrefix(resources.DestinationPath(s.Spec.Destination), backup.ArtifactName(s.Spec.ClusterName, t)))
 	return &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: backup.ScheduledBackupName(s.Name, t), Namespace: s.Namespace,

@@ -479,14 +479,8 @@ func (r *Reconciler) observeSafetyBackup(ctx context.Context, rs *etcdv1alpha1.E
 // of the cluster as it is, owned by the restore, to the destination of the backup restored (next to it, under
 // a name of its own: a destination's existing file is never overwritten).
 func (r *Reconciler) ensureSafetyBackup(ctx context.Context, rs *etcdv1alpha1.EtcdRestore, restored *etcdv1alpha1.EtcdBackup) error {
-	dest := *restored.Spec.Destination.DeepCopy()
 	file := fmt.Sprintf("%s-safety-%s.db", rs.Name, string(rs.UID)[:min(8, len(rs.UID))])
-	switch {
-	case dest.PVC != nil:
-		dest.PVC.Path = path.Join(path.Dir(dest.PVC.Path), file)
-	case dest.S3 != nil:
-		dest.S3.Key = path.Join(path.Dir(dest.S3.Key), file)
-	}
+	dest := resources.WithPath(restored.Spec.Destination, path.Join(path.Dir(resources.DestinationPath(restored.Spec.Destination)), file))
 	eb := &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: SafetyBackupName(rs)},
 		// Stored like the backup restored: a safety copy of encrypted data is encrypted to the same key.

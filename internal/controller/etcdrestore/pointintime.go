@@ -42,12 +42,7 @@ func (r *Reconciler) preparePointInTime(ctx context.Context, rs *etcdv1alpha1.Et
 			return "", nil, fmt.Errorf("get EtcdBackupSchedule: %w", err)
 		}
 		file := fmt.Sprintf("%s-pit-%s.db", rs.Name, string(rs.UID)[:min(8, len(rs.UID))])
-		dest := *sched.Spec.Destination.DeepCopy()
-		if dest.PVC != nil {
-			dest.PVC.Path = backup.JoinPrefix(dest.PVC.Path, file)
-		} else {
-			dest.S3.Key = backup.JoinPrefix(dest.S3.Key, file)
-		}
+		dest := resources.WithPath(sched.Spec.Destination, backup.JoinPrefix(resources.DestinationPath(sched.Spec.Destination), file))
 		eb = &etcdv1alpha1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name,
 				Labels: map[string]string{resources.LabelCluster: sched.Spec.ClusterName}},

@@ -55,6 +55,27 @@ func ParseS3(s string) (bucket, key string, dir bool, err error) {
 	return bucket, key, key == "" || strings.HasSuffix(key, "/"), nil
 }
 
+// ParseGCS reads a GCS destination "gs://<bucket>[/<key>]" (the form of status.location), like ParseS3.
+func ParseGCS(s string) (bucket, key string, dir bool, err error) {
+	rest, ok := strings.CutPrefix(s, "gs://")
+	if !ok {
+		return "", "", false, fmt.Errorf("GCS destination %q: want gs://<bucket>[/<object or prefix/>]", s)
+	}
+	bucket, key, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", false, fmt.Errorf("GCS destination %q: no bucket", s)
+	}
+	return bucket, key, key == "" || strings.HasSuffix(key, "/"), nil
+}
+
+// GCSOptions are the flags that complete a gs:// destination; all optional (Google's endpoint, Workload
+// Identity through the namespace's default ServiceAccount).
+type GCSOptions struct {
+	Endpoint          string
+	CredentialsSecret string
+	ServiceAccount    string
+}
+
 // S3Options are the flags that complete an s3:// destination: where the S3 API is and how to reach it.
 type S3Options struct {
 	Endpoint          string
@@ -70,12 +91,15 @@ type BackupRequest struct {
 	// Name of the EtcdBackup; empty gives <cluster>-<UTC time>.
 	Name string
 	// Exactly one destination: From (the destination of an existing EtcdBackup or EtcdBackupSchedule, whose
-	// directory or prefix the new snapshot goes to), PVC ("<claim>/<path>") or S3 ("s3://<bucket>/<key>").
-	From   *etcdv1alpha1.BackupDestination
-	FromIs string // "EtcdBackup" or "EtcdBackupSchedule": an EtcdBackup's destination names a file, a schedule's a directory
-	PVC    string
-	S3     string
-	S3Opts S3Options
+	// directory or prefix the new snapshot goes to), PVC ("<claim>/<path>"), S3 ("s3://<bucket>/<key>") or GCS
+	// ("gs://<bucket>/<key>").
+	From    *etcdv1alpha1.BackupDestination
+	FromIs  string // "EtcdBackup" or "EtcdBackupSchedule": an EtcdBackup's destination names a file, a schedule's a directory
+	PVC     string
+	S3      string
+	S3Opts  S3Options
+	GCS     string
+	GCSOpts GCSOptions
 	// DeletionPolicy is Retain (the API's default when empty) or Delete.
 	DeletionPolicy string
 	// Compression and Encryption are the backup's spec.compression and spec.encryption.
@@ -91,13 +115,16 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 		return nil, errors.New("a cluster name is required")
 	}
 	set := 0
-	for _, given := range []bool{r.From != nil, r.PVC != "", r.S3 != ""} {
+	for _, given := range []bool{r.From != nil, r.PVC != "", r.S3 != "", r.GCS != ""} {
 		if given {
 			set++
 		}
 	}
 	if set != 1 {
-		return nil, errors.New("give exactly one destination: --destination-from <EtcdBackup or EtcdBackupSchedule>, --pvc <claim>/<path> or --s3 s3://<bucket>/<key>")
+		return nil, errors.New("give exactly one destination: --destination-from <EtcdBackup or EtcdBackupSchedule>, --pvc <claim>/<path>, --s3 s3://<bucket>/<key> or --gcs gs://<bucket>/<key>")
+	}
+	if r.GCS == "" && (r.GCSOpts != GCSOptions{}) {
+		return nil, errors.New("--gcs-endpoint, --gcs-credentials-secret and --gcs-service-account go with --gcs")
 	}
 	if r.S3 == "" && (r.S3Opts != S3Options{}) {
 		return nil, errors.New("--s3-endpoint, --s3-credentials-secret, --s3-region, --s3-force-path-style and --s3-insecure go with --s3")
@@ -118,15 +145,10 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 			}
 			return ""
 		}
-		if d.PVC != nil {
-			d.PVC.Path = backup.JoinPrefix(dirOf(d.PVC.Path), artifact)
-		}
-		if d.S3 != nil {
-			d.S3.Key = backup.JoinPrefix(dirOf(d.S3.Key), artifact)
-		}
-		if d.PVC == nil && d.S3 == nil {
+		if d.PVC == nil && d.S3 == nil && d.GCS == nil {
 			return nil, fmt.Errorf("the %s has no destination to copy", r.FromIs)
 		}
+		d = resources.WithPath(d, backup.JoinPrefix(dirOf(resources.DestinationPath(d)), artifact))
 	case r.PVC != "":
 		claim, p, dir, err := ParsePVC(r.PVC)
 		if err != nil {
@@ -136,6 +158,18 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 			p = backup.JoinPrefix(p, artifact)
 		}
 		d.PVC = &etcdv1alpha1.PVCDestination{ClaimName: claim, Path: p}
+	case r.GCS != "":
+		bucket, key, dir, err := ParseGCS(r.GCS)
+		if err != nil {
+			return nil, err
+		}
+		if dir {
+			key = backup.JoinPrefix(key, artifact)
+		}
+		d.GCS = &etcdv1alpha1.GCSDestination{Bucket: bucket, Key: key, Endpoint: r.GCSOpts.Endpoint, ServiceAccountName: r.GCSOpts.ServiceAccount}
+		if r.GCSOpts.CredentialsSecret != "" {
+			d.GCS.CredentialsSecret = &etcdv1alpha1.SecretReference{Name: r.GCSOpts.CredentialsSecret}
+		}
 	default:
 		bucket, key, dir, err := ParseS3(r.S3)
 		if err != nil {

@@ -123,6 +123,16 @@ func TestBackup(t *testing.T) {
 			want: pvcDest("backups", "etcd/"+artifact)},
 		"under a schedule's prefix": {req: BackupRequest{From: s3Dest("prod/"), FromIs: "EtcdBackupSchedule"}, want: s3Dest("prod/" + artifact)},
 		"an empty source":           {req: BackupRequest{From: &etcdv1alpha1.BackupDestination{}, FromIs: "EtcdBackup"}, wantErr: "no destination"},
+		"gcs prefix, Workload Identity": {req: BackupRequest{GCS: "gs://etcd/prod/", GCSOpts: GCSOptions{ServiceAccount: "etcd-backup"}},
+			want: &etcdv1alpha1.BackupDestination{GCS: &etcdv1alpha1.GCSDestination{Bucket: "etcd", Key: "prod/" + artifact, ServiceAccountName: "etcd-backup"}}},
+		"gcs object, key file": {req: BackupRequest{GCS: "gs://etcd/one.db", GCSOpts: GCSOptions{CredentialsSecret: "gcs-key", Endpoint: "https://storage.example.com"}},
+			want: &etcdv1alpha1.BackupDestination{GCS: &etcdv1alpha1.GCSDestination{Bucket: "etcd", Key: "one.db", Endpoint: "https://storage.example.com",
+				CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "gcs-key"}}}},
+		"gcs flags alone":   {req: BackupRequest{PVC: "b", GCSOpts: GCSOptions{Endpoint: "http://x"}}, wantErr: "go with --gcs"},
+		"gcs and s3":        {req: BackupRequest{GCS: "gs://etcd/k", S3: "s3://etcd/k", S3Opts: s3}, wantErr: "exactly one destination"},
+		"gcs without gs://": {req: BackupRequest{GCS: "etcd/k"}, wantErr: "want gs://"},
+		"under a GCS schedule's prefix": {req: BackupRequest{From: &etcdv1alpha1.BackupDestination{GCS: &etcdv1alpha1.GCSDestination{Bucket: "etcd", Key: "prod"}},
+			FromIs: "EtcdBackupSchedule"}, want: &etcdv1alpha1.BackupDestination{GCS: &etcdv1alpha1.GCSDestination{Bucket: "etcd", Key: "prod/" + artifact}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -15,10 +15,11 @@ import (
 )
 
 type backupOptions struct {
-	name, from, pvc, s3, deletionPolicy string
-	compression, encryptionKeySecret    string
-	s3Opts                              build.S3Options
-	follow                              followOptions
+	name, from, pvc, s3, gcs, deletionPolicy string
+	compression, encryptionKeySecret         string
+	s3Opts                                   build.S3Options
+	gcsOpts                                  build.GCSOptions
+	follow                                   followOptions
 }
 
 func newBackupCommand(o *Options) *cobra.Command {
@@ -28,13 +29,14 @@ func newBackupCommand(o *Options) *cobra.Command {
 		Short: "Take a backup now: create an EtcdBackup and wait for it to complete",
 		Long: `Create an EtcdBackup of the cluster and, unless --wait=false, follow it until it is Complete or Failed,
 printing its progress. The destination is the one of an existing EtcdBackup or EtcdBackupSchedule
-(--destination-from: the new snapshot goes to the same directory or key prefix), a PVC (--pvc) or an S3
-bucket (--s3). Without any of them, the destination of the cluster's only EtcdBackupSchedule is used.
+(--destination-from: the new snapshot goes to the same directory or key prefix), a PVC (--pvc), an S3
+bucket (--s3) or a Google Cloud Storage bucket (--gcs). Without any of them, the destination of the cluster's only EtcdBackupSchedule is used.
 A directory (a path ending in "/", or none) or key prefix gets a file named <cluster>-<UTC time>.db.`,
 		Example: `  kubectl steward backup example                                  # to where the cluster's schedule writes
   kubectl steward backup example --destination-from nightly       # next to an EtcdBackup or schedule's files
   kubectl steward backup example --pvc backups/etcd/              # PVC "backups", directory etcd/
   kubectl steward backup example --s3 s3://etcd-backups/prod/ --s3-endpoint s3.example.com --s3-credentials-secret s3-creds
+  kubectl steward backup example --gcs gs://etcd-backups/prod/ --gcs-service-account etcd-backup   # Workload Identity
   kubectl steward backup example --dry-run -o yaml                # print the EtcdBackup, create nothing`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.runBackup(cmd, args[0], b) },
@@ -49,6 +51,10 @@ A directory (a path ending in "/", or none) or key prefix gets a file named <clu
 	f.StringVar(&b.s3Opts.Region, "s3-region", "", "Bucket region (with --s3)")
 	f.BoolVar(&b.s3Opts.ForcePathStyle, "s3-force-path-style", false, "Address the bucket as endpoint/bucket (with --s3)")
 	f.BoolVar(&b.s3Opts.Insecure, "s3-insecure", false, "Plain HTTP to the S3 endpoint (with --s3; tests and trusted networks only)")
+	f.StringVar(&b.gcs, "gcs", "", "Store in Google Cloud Storage: gs://<bucket>/<object>, or gs://<bucket>/<prefix>/ for a generated name")
+	f.StringVar(&b.gcsOpts.Endpoint, "gcs-endpoint", "", "JSON API URL of a GCS emulator or private endpoint (with --gcs; default Google's)")
+	f.StringVar(&b.gcsOpts.CredentialsSecret, "gcs-credentials-secret", "", "Secret with serviceAccount.json, a service account key (with --gcs; default: Workload Identity)")
+	f.StringVar(&b.gcsOpts.ServiceAccount, "gcs-service-account", "", "ServiceAccount the Jobs run as, for Workload Identity (with --gcs)")
 	f.StringVar(&b.deletionPolicy, "deletion-policy", "", "Retain (the default) or Delete: what happens to the stored snapshot when the EtcdBackup is deleted")
 	f.StringVar(&b.compression, "compression", "", "Zstd (the default) or None (default with --destination-from or a schedule: theirs)")
 	f.StringVar(&b.encryptionKeySecret, "encryption-key-secret", "", "Encrypt the snapshot to the age key in this Secret's key age.key (default with --destination-from or a schedule: theirs)")
@@ -76,8 +82,9 @@ func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOpti
 	}
 	msg := o.messages(b.follow.format)
 	req := build.BackupRequest{Namespace: ns, Cluster: clusterName, Name: b.name, PVC: b.pvc, S3: b.s3, S3Opts: b.s3Opts,
+		GCS: b.gcs, GCSOpts: b.gcsOpts,
 		DeletionPolicy: b.deletionPolicy, Now: o.Now()}
-	if b.from != "" || (b.pvc == "" && b.s3 == "") {
+	if b.from != "" || (b.pvc == "" && b.s3 == "" && b.gcs == "") {
 		d, kind, name, err := destinationFrom(ctx, c, ns, clusterName, b.from)
 		if err != nil {
 			return err
@@ -122,7 +129,7 @@ func destinationFrom(ctx context.Context, c client.Client, ns, cluster, ref stri
 		case 1:
 			return &mine[0].Spec.Destination, "EtcdBackupSchedule", mine[0].Name, nil
 		case 0:
-			return nil, "", "", fmt.Errorf("cluster %s has no EtcdBackupSchedule to take the destination from: give --pvc, --s3 or --destination-from", cluster)
+			return nil, "", "", fmt.Errorf("cluster %s has no EtcdBackupSchedule to take the destination from: give --pvc, --s3, --gcs or --destination-from", cluster)
 		default:
 			names := make([]string, 0, len(mine))
 			for _, s := range mine {
