@@ -28,12 +28,15 @@ type Cluster struct {
 
 	// S3 is the S3-compatible server backups are tested against.
 	S3 *S3Server
+	// GCS is the Google Cloud Storage emulator backups are tested against.
+	GCS *GCSServer
 	// Prometheus scrapes the member and operator Pods and evaluates Steward's alerting rules.
 	Prometheus *PrometheusServer
 
 	opts     Options
 	promBin  string
 	s3Bin    string
+	gcsBin   string
 	cmBin    string
 	kubeBin  string
 	ctrdBin  string // containerd 2's binaries when the nodes run it; "" for the machine's containerd
@@ -79,6 +82,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if c.s3Bin, err = b.ensure(ctx, versityGWSet()); err != nil {
+		return nil, err
+	}
+	if c.gcsBin, err = b.ensure(ctx, fakeGCSSet()); err != nil {
 		return nil, err
 	}
 	if c.cmBin, err = b.ensure(ctx, certManagerSet()); err != nil {
@@ -143,6 +149,7 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 		{"local-path provisioner", c.startProvisioners},
 		{"CoreDNS and the default StorageClass", c.installAddons},
 		{"S3-compatible server (versitygw)", c.startS3},
+		{"Google Cloud Storage emulator (fake-gcs-server)", c.startGCS},
 		{"cert-manager and its issuers", func(ctx context.Context) error { return c.startCertManager(ctx, c.cmBin) }},
 		{"Prometheus", func(ctx context.Context) error { return c.startPrometheus(ctx, c.promBin) }},
 	}
