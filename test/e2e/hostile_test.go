@@ -119,6 +119,11 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		mutate(d)
 		return etcdv1alpha1.BackupDestination{S3: d}
 	}
+	gcs := func(mutate func(*etcdv1alpha1.GCSDestination)) etcdv1alpha1.BackupDestination {
+		d := &etcdv1alpha1.GCSDestination{Bucket: "backups", Key: "etcd/"}
+		mutate(d)
+		return etcdv1alpha1.BackupDestination{GCS: d}
+	}
 	destinations := map[string]struct {
 		d    etcdv1alpha1.BackupDestination
 		want string
@@ -128,8 +133,18 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		"absolute path":          {pvc("/etc/shadow"), "path must be relative"},
 		"path with newline":      {pvc("a\nb.db"), "path must be relative"},
 		"huge path":              {pvc(huge), "Too long"},
-		"both destinations":      {etcdv1alpha1.BackupDestination{PVC: pvc("x.db").PVC, S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3}, "exactly one of pvc or s3"},
-		"no destination":         {etcdv1alpha1.BackupDestination{}, "exactly one of pvc or s3"},
+		"both destinations":      {etcdv1alpha1.BackupDestination{PVC: pvc("x.db").PVC, S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3}, "exactly one of pvc, s3 or gcs"},
+		"no destination":         {etcdv1alpha1.BackupDestination{}, "exactly one of pvc, s3 or gcs"},
+		"s3 and gcs":             {etcdv1alpha1.BackupDestination{S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3, GCS: gcs(func(*etcdv1alpha1.GCSDestination) {}).GCS}, "exactly one of pvc, s3 or gcs"},
+		"gcs bucket uppercase":   {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = "Backups" }), "spec.destination.gcs.bucket"},
+		"gcs bucket goog":        {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = "google-backups" }), "must not start with goog"},
+		"gcs bucket too long":    {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = strings.Repeat("b", 64) }), "without dots has at most 63"},
+		"gcs key absolute":       {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Key = "/etcd" }), "key must not be empty or start with '/'"},
+		"gcs endpoint no scheme": {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Endpoint = "storage.example.com" }), "endpoint is an http:// or https:// URL"},
+		"gcs endpoint query":     {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Endpoint = "https://storage.example.com/?x=1" }), "endpoint is an http:// or https:// URL"},
+		"gcs key over plain HTTP": {gcs(func(d *etcdv1alpha1.GCSDestination) {
+			d.Endpoint, d.CredentialsSecret = "http://fake-gcs:4443", &etcdv1alpha1.SecretReference{Name: "key"}
+		}), "never sent over plain HTTP"},
 		"endpoint with scheme":   {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "https://s3.example.com" }), "endpoint is host[:port]"},
 		"endpoint with path":     {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "s3.example.com/bucket" }), "endpoint is host[:port]"},
 		"endpoint with userinfo": {s3(func(d *etcdv1alpha1.S3Destination) { d.Endpoint = "admin:secret@s3.example.com" }), "endpoint is host[:port]"},

@@ -71,6 +71,7 @@ var expected = map[string]time.Duration{
 	"TestHashMismatchIsFoundAndReplaced":                140 * time.Second,
 	"TestStorageClassMigration":                         130 * time.Second,
 	"TestBackup":                                        130 * time.Second,
+	"TestGCSBackups":                                    120 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":         120 * time.Second,
 	"TestEmptiedVolumeOfJoinedMemberAfterPodLoss":       110 * time.Second,
 	"TestEtcdUsersAndAuth":                              110 * time.Second,
