@@ -236,7 +236,7 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 		}
 		t.Logf("%s: %s", name, res.Message)
 		restored := filepath.Join(t.TempDir(), "restored")
-		cmd := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", filepath.Join(root, out), "--data-dir="+restored)
+		cmd := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", readBackStored(t, root, out, res), "--data-dir="+restored) //nolint:gosec // the test's own files
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: restore the point-in-time snapshot: %v: %s", name, err, b)
 		}
@@ -467,8 +467,9 @@ func TestPointInTimeWithAuth(t *testing.T) {
 	if !res.Succeeded || res.Revision != latest {
 		t.Fatalf("point-in-time backup of an auth-enabled cluster: %+v, want revision %d", res, latest)
 	}
+	snapFile := readBackStored(t, root, "backups/auth-pit.db", res)
 	restored := filepath.Join(t.TempDir(), "restored")
-	if b, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", filepath.Join(root, "backups/auth-pit.db"), //nolint:gosec // the test's own files
+	if b, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", snapFile, //nolint:gosec // the test's own files
 		"--data-dir="+restored).CombinedOutput(); err != nil {
 		t.Fatalf("restore the point-in-time snapshot: %v: %s", err, b)
 	}
@@ -480,4 +481,22 @@ func TestPointInTimeWithAuth(t *testing.T) {
 	if st, err := rc.AuthStatus(ctx); err != nil || !st.Enabled {
 		t.Fatalf("the restored store's auth: %+v, %v; want it on, as in the source", st, err)
 	}
+}
+
+// readBackStored reads the snapshot a point-in-time backup stored at root/path (compressed: the default) as a
+// restore reads it, checked against the result's record, into a file of its own, and returns that file.
+func readBackStored(t *testing.T, root, path string, res backup.Result) string {
+	t.Helper()
+	snapFile := filepath.Join(t.TempDir(), "snapshot.db")
+	out, err := os.Create(snapFile) //nolint:gosec // the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := backup.CopyVerified(context.Background(), backup.FileStore{Root: root, Path: path, Claim: "c"},
+		backup.Expected{SizeBytes: res.SizeBytes, SHA256: res.SHA256, SnapshotSizeBytes: res.SnapshotSizeBytes}, backup.Codec{}, out)
+	_ = out.Close()
+	if err != nil || !c.Compressed || res.Compression != "Zstd" {
+		t.Fatalf("read back the point-in-time snapshot %s: %v (layers %+v, result says %q)", path, err, c.Layers, res.Compression)
+	}
+	return snapFile
 }
