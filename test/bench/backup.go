@@ -103,7 +103,7 @@ func benchBackupRestore(ctx context.Context, c *testbed.Cluster, runs int) (sect
 			return section{}, err
 		}
 		backup = append(backup, time.Since(begin))
-		out, err := kubectl("", "get", "etcdbackup", b, "-o", "jsonpath={.status.sizeBytes}/{.status.jobName}")
+		out, err := kubectl("", "get", "etcdbackup", b, "-o", "jsonpath={.status.snapshotSizeBytes}/{.status.jobName}")
 		if err != nil {
 			return section{}, err
 		}
