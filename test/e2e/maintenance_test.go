@@ -227,6 +227,15 @@ func TestNoSpaceRecovery(t *testing.T) {
 	cli, _ := framework.MemberClient(t, got)
 	defer func() { _ = cli.Close() }()
 	begin := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			framework.LogEvents(t, got, begin)
+			var now etcdv1alpha1.EtcdCluster
+			if err := framework.K8s.Get(ctx, key, &now); err == nil {
+				t.Logf("cluster at the end: %s", framework.Describe(&now))
+			}
+		}
+	})
 	filled := framework.Overwrite(t, cli, 1000)
 	if filled.NoSpaceKey == "" {
 		t.Fatal("1000 writes of 256KiB and no NOSPACE")

@@ -79,6 +79,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	got = framework.WaitSettled(t, key, 2*time.Minute)
 	if after := framework.MemberPodsFingerprint(t, got); after != before {
 		t.Errorf("member Pods changed across the operator upgrade:\nbefore %s\nafter  %s", before, after)
+		framework.LogEvents(t, got, upgraded)
 	}
 	if now := fmt.Sprint(framework.MemberIDs(got)); now != members {
 		t.Errorf("members %s after the upgrade, %s before", now, members)

@@ -243,10 +243,10 @@ func BuildPreviousSteward(t *testing.T, commit string) (image, tree string) {
 	return image, tree
 }
 
-// PreviousSteward is the Steward users ran before this tree's release: the last commit before the install
-// manifests of issue 16 (2026-11-23). Its image is built from that commit of this repository (git history is
-// part of a clone).
-const PreviousSteward = "de5f5c9"
+// PreviousSteward is the Steward users ran before this tree's release: the last one that landed (stop 53,
+// 2026-11-29). Its image is built from that commit of this repository (git history is part of a clone). Move it
+// to the newest landed commit when a release changes what an upgrade from it must do.
+const PreviousSteward = "66f4dbe"
 
 // MemberPodsFingerprint is what an operator upgrade must not change: each member Pod's UID and its etcd
 // container's restart count.
