@@ -190,9 +190,19 @@ type S3Destination struct {
 	// +optional
 	CABundle string `json:"caBundle,omitempty"`
 	// CredentialsSecret is a Secret in the backup's namespace with keys accessKeyID and secretAccessKey. Only
-	// the backup Job reads the values (as environment variables); Steward never copies them.
-	// +required
-	CredentialsSecret SecretReference `json:"credentialsSecret"`
+	// the Jobs read the values (as environment variables); Steward never copies them. Absent: the AWS default
+	// chain of the Pod, that is IAM Roles for Service Accounts (a web identity token the EKS webhook mounts for
+	// serviceAccountName), EKS Pod Identity, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set by an injector, or
+	// the node's instance profile.
+	// +optional
+	CredentialsSecret *SecretReference `json:"credentialsSecret,omitempty"`
+	// ServiceAccountName is the Kubernetes ServiceAccount the Jobs that reach this bucket run as (and a member's
+	// Pod while it restores from it): for IAM Roles for Service Accounts, the one annotated with the role.
+	// Empty: the namespace's default ServiceAccount.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // SecretReference names a Secret in the same namespace.

@@ -42,8 +42,8 @@ type DeletionInput struct {
 	Location string
 	// Bucket: the destination is a bucket (S3, GCS); otherwise a PVC.
 	Bucket bool
-	// Ambient: the bucket is reached with the Jobs' own identity (GCS Workload Identity), not a credentials
-	// Secret, so the operator cannot delete the object itself.
+	// Ambient: the bucket is reached with the Jobs' own identity (GCS Workload Identity, S3 through the AWS
+	// default chain), not a credentials Secret, so the operator cannot delete the object itself.
 	Ambient bool
 	// DestinationName is the claim (PVC) or credentials Secret (bucket) the deletion needs.
 	DestinationName string
@@ -152,7 +152,7 @@ func DecideDeletion(in DeletionInput) DeletionStep {
 			return DeletionStep{Action: DeleteDirect}
 		}
 		if in.Bucket && in.Ambient {
-			return left("the namespace is being deleted, so no delete Job can run, and the bucket is reached with the Jobs' Workload Identity, which the operator does not hold")
+			return left("the namespace is being deleted, so no delete Job can run, and the bucket is reached with the Jobs' own identity (Workload Identity or IAM roles), which the operator does not hold")
 		}
 		if in.Bucket {
 			return left(fmt.Sprintf("the namespace is being deleted, so no delete Job can run, and the credentials Secret %s is gone", in.DestinationName))

@@ -68,7 +68,7 @@ func TestDecideDeletion(t *testing.T) {
 		{"Secret gone", s3(func(in *DeletionInput) { in.DestinationPresent = false }), Release, SnapshotLeftBehind, "Secret creds is gone"},
 		{"Workload Identity: a delete Job", s3(func(in *DeletionInput) { in.Ambient = true }), CreateDeleteJob, 0, ""},
 		{"Workload Identity, terminating namespace: no direct deletion", s3(func(in *DeletionInput) { in.Ambient, in.NamespaceTerminating = true, true }),
-			Release, SnapshotLeftBehind, "Workload Identity, which the operator does not hold"},
+			Release, SnapshotLeftBehind, "(Workload Identity or IAM roles), which the operator does not hold"},
 		{"Steward back long after: the bound has passed, the namespace is terminating", pvc(func(in *DeletionInput) {
 			in.NamespaceTerminating, in.SinceDeletion = true, time.Hour
 		}), Release, SnapshotLeftBehind, "namespace is being deleted"},

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +198,50 @@ func TestS3StoreConcurrentWritersOneKey(t *testing.T) {
 	for u := range s.client.ListIncompleteUploads(ctx, cfg.Bucket, "race/", true) {
 		if u.Err == nil {
 			t.Fatalf("the loser's upload was left behind: %s", u.Key)
+		}
+	}
+}
+
+// TestS3AmbientCredentials: without keys from a Secret the store signs with the Pod's own AWS credentials (here
+// the environment's, the first link of the default chain); with keys, with those, whatever the environment has.
+func TestS3AmbientCredentials(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAAMBIENTEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "ambient-secret")
+	endpoint := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		name, keyID, want string
+	}{
+		{"no Secret: the Pod's credentials", "", "Credential=AKIAAMBIENTEXAMPLE/"},
+		{"a Secret's keys win", "AKIASECRETEXAMPLE", "Credential=AKIASECRETEXAMPLE/"},
+	} {
+		cfg := S3Config{Endpoint: endpoint, Bucket: "bkt", Key: "k", Region: "us-east-1", ForcePathStyle: true, Insecure: true, AccessKeyID: tc.keyID}
+		if tc.keyID != "" {
+			cfg.SecretAccessKey = "secret"
+		}
+		s, err := NewS3Store(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		if err := s.Delete(context.Background()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		mu.Lock()
+		got := strings.Join(seen, " | ")
+		mu.Unlock()
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s: signed %q, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -170,7 +170,7 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 		lookup = minio.BucketLookupPath
 	}
 	opts := &minio.Options{
-		Creds:        credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, ""),
+		Creds:        s3Credentials(cfg),
 		Secure:       !cfg.Insecure,
 		Region:       cfg.Region,
 		BucketLookup: lookup,
@@ -187,6 +187,17 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
 	}
 	return &S3Store{cfg: cfg, client: c}, nil
+}
+
+// s3Credentials are cfg's static keys, or without them (no credentials Secret) the AWS default chain of the
+// Pod: keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then IAM, which covers IAM Roles for Service Accounts
+// (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, exchanged at the region's STS), EKS Pod Identity and ECS
+// (AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI) and the node's instance profile.
+func s3Credentials(cfg S3Config) *credentials.Credentials {
+	if cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" {
+		return credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, "")
+	}
+	return credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.IAM{}})
 }
 
 // transportTrusting is minio's default HTTPS transport trusting the system's CAs and those in bundle.

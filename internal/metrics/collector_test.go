@@ -58,7 +58,7 @@ func world() []client.Object {
 	b.Status.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: 90, CapacityBytes: 100}
 	s3 := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "to-s3"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "c",
 		Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Bucket: "b", Key: "k", Endpoint: "e",
-			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
+			CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "c", Schedule: "@hourly", Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true},
 			Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd"}}}}

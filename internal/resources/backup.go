@@ -88,7 +88,7 @@ func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
 // destinationAccess is what a container needs to reach a backup destination: the S3 or GCS credentials as
 // environment variables from the Secret (they never pass through Steward), or the PVC mounted at backupMount.
 func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) {
-	if s3 := d.S3; s3 != nil {
+	if s3 := d.S3; s3 != nil && s3.CredentialsSecret != nil {
 		ref := func(key string) *corev1.EnvVarSource {
 			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: s3.CredentialsSecret.Name}, Key: key}}
@@ -97,6 +97,8 @@ func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []c
 			{Name: "STEWARD_S3_ACCESS_KEY_ID", ValueFrom: ref(etcdv1alpha1.S3AccessKeyIDKey)},
 			{Name: "STEWARD_S3_SECRET_ACCESS_KEY", ValueFrom: ref(etcdv1alpha1.S3SecretAccessKeyKey)},
 		}
+	}
+	if s3 := d.S3; s3 != nil {
 		if s3.CABundle != "" {
 			// Public certificates, from the spec: an environment variable, not a volume.
 			env = append(env, corev1.EnvVar{Name: "STEWARD_S3_CA_BUNDLE", Value: s3.CABundle})

@@ -27,11 +27,15 @@ func gcsEnv(g *etcdv1alpha1.GCSDestination) []corev1.EnvVar {
 }
 
 // DestinationServiceAccount is the ServiceAccount the Pods that reach d run as: the one a GCS destination names
-// for Workload Identity, else "" (the namespace's default). The Pods still mount no token: GKE's metadata server
-// gives a Pod its ServiceAccount's Google identity without one.
+// for Workload Identity or an S3 destination for IAM Roles for Service Accounts, else "" (the namespace's
+// default). The Pods still mount no API token: GKE's metadata server gives a Pod its ServiceAccount's Google
+// identity without one, and EKS's webhook mounts a token of its own audience (sts.amazonaws.com) only.
 func DestinationServiceAccount(d etcdv1alpha1.BackupDestination) string {
-	if d.GCS != nil {
+	switch {
+	case d.GCS != nil:
 		return d.GCS.ServiceAccountName
+	case d.S3 != nil:
+		return d.S3.ServiceAccountName
 	}
 	return ""
 }

@@ -76,3 +76,22 @@ func TestGCSDestinationJobs(t *testing.T) {
 		t.Error("DestinationPath/WithPath do not address the GCS key, or WithPath changed its argument")
 	}
 }
+
+// TestS3AmbientDestinationJobs: an S3 destination without a credentials Secret passes no key variables, and its
+// ServiceAccount (IAM Roles for Service Accounts) becomes the Jobs' ServiceAccount, still without an API token.
+func TestS3AmbientDestinationJobs(t *testing.T) {
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+			Endpoint: "s3.eu-central-1.amazonaws.com", Bucket: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}}}}
+	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{}), DeleteJob(b, "agent")} {
+		spec := job.Spec.Template.Spec
+		if spec.ServiceAccountName != "etcd-backup" || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("Job %s: ServiceAccount %q, token mounted %v", job.Name, spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+		}
+		for _, e := range spec.Containers[0].Env {
+			if e.Name == "STEWARD_S3_ACCESS_KEY_ID" || e.Name == "STEWARD_S3_SECRET_ACCESS_KEY" {
+				t.Errorf("Job %s: %s without a credentials Secret", job.Name, e.Name)
+			}
+		}
+	}
+}

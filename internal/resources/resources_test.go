@@ -288,7 +288,7 @@ func TestInitialClusterRoundTrip(t *testing.T) {
 func TestBackupJobIsNotAMember(t *testing.T) {
 	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: strings.Repeat("b", 70)},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
-			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
+			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{ClientSecret: "db-client"}), DeleteJob(b, "agent")} {
 		if _, ok := job.Spec.Template.Labels[LabelCluster]; ok {
 			t.Errorf("Job %s Pods carry %s: the cluster controller would take them for members", job.Name, LabelCluster)

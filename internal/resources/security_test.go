@@ -22,7 +22,7 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 			PVC: &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "db/1.db"}}}}
 	s3Backup := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "b2", UID: "uid-b2"},
 		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{
-			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}}}
+			S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "k", CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}}}}
 	restore := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "r1", UID: "uid-r"},
 		Spec: etcdv1alpha1.EtcdRestoreSpec{ClusterName: "db", BackupName: "b1"}}
 	schedule := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "s1", UID: "uid-s"},

@@ -115,7 +115,7 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 	}
 	s3 := func(mutate func(*etcdv1alpha1.S3Destination)) etcdv1alpha1.BackupDestination {
 		d := &etcdv1alpha1.S3Destination{Endpoint: "s3.example.com", Bucket: "backups", Key: "etcd/",
-			CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}
+			CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}
 		mutate(d)
 		return etcdv1alpha1.BackupDestination{S3: d}
 	}

@@ -227,6 +227,8 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 		return "", nil // Workload Identity: the Job's own identity, nothing to look up
 	case g != nil:
 		name, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
+	case b.Spec.Destination.S3.CredentialsSecret == nil:
+		return "", nil // the AWS default chain: the Job's own identity, nothing to look up
 	default:
 		name = b.Spec.Destination.S3.CredentialsSecret.Name
 	}

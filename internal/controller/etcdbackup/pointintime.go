@@ -115,7 +115,7 @@ func sameStorage(a, b etcdv1alpha1.BackupDestination) bool {
 	case a.PVC != nil && b.PVC != nil:
 		return a.PVC.ClaimName == b.PVC.ClaimName
 	case a.S3 != nil && b.S3 != nil:
-		return a.S3.Endpoint == b.S3.Endpoint && a.S3.Bucket == b.S3.Bucket && a.S3.CredentialsSecret == b.S3.CredentialsSecret
+		return a.S3.Endpoint == b.S3.Endpoint && a.S3.Bucket == b.S3.Bucket && ptr.Equal(a.S3.CredentialsSecret, b.S3.CredentialsSecret) && a.S3.ServiceAccountName == b.S3.ServiceAccountName
 	case a.GCS != nil && b.GCS != nil:
 		return a.GCS.Endpoint == b.GCS.Endpoint && a.GCS.Bucket == b.GCS.Bucket &&
 			ptr.Equal(a.GCS.CredentialsSecret, b.GCS.CredentialsSecret) && a.GCS.ServiceAccountName == b.GCS.ServiceAccountName

@@ -145,8 +145,12 @@ func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBack
 			return in, snapJob, delJob, nil, nil
 		}
 		in.DestinationName, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
+	} else if s3 := b.Spec.Destination.S3; s3.CredentialsSecret == nil {
+		// The AWS default chain: as for Workload Identity, only a Job can delete.
+		in.Ambient, in.DestinationPresent, in.DestinationName = true, true, s3.ServiceAccountName
+		return in, snapJob, delJob, nil, nil
 	} else {
-		in.DestinationName = b.Spec.Destination.S3.CredentialsSecret.Name
+		in.DestinationName = s3.CredentialsSecret.Name
 	}
 	secret = &corev1.Secret{}
 	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: in.DestinationName}, secret)

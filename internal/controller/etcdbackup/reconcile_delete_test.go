@@ -36,7 +36,7 @@ func terminatingNamespace(obj client.Object) error {
 // and reporting what it leaves behind, within the passes a controller makes, without a human.
 func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 	s3Dest := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "etcd/b1.db",
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}
+		CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}}
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"},
 		Data: map[string][]byte{etcdv1alpha1.S3AccessKeyIDKey: []byte("AKIAEXAMPLE"), etcdv1alpha1.S3SecretAccessKeyKey: []byte("s3cr3t")}}
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}}

@@ -36,7 +36,7 @@ func TestCredentialsAreReferencedNeverCopied(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := pvcBackup(etcdv1alpha1.DeletionPolicyRetain)
 			b.Spec.Destination = etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "etcd/",
-				CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}}
+				CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}}
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: tt.data}
 			r, c := newReconciler(t, cluster(), b, secret)
 			events := record.NewFakeRecorder(100)

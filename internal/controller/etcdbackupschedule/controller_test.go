@@ -87,7 +87,7 @@ func schedule(policy etcdv1alpha1.ConcurrencyPolicy) *etcdv1alpha1.EtcdBackupSch
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Schedule: "*/10 * * * *", ConcurrencyPolicy: policy,
 			Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "s3:9000", Bucket: "bkt", Key: "prod/",
-				CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}}},
+				CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}}},
 			Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}},
 	}
 }

@@ -93,7 +93,7 @@ func S3Client(t *testing.T) *minio.Client {
 func S3Destination(key string) etcdv1alpha1.BackupDestination {
 	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
 		Endpoint: Bed.S3.Endpoint, Bucket: Bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true, Insecure: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: S3SecretName}}}
+		CredentialsSecret: &etcdv1alpha1.SecretReference{Name: S3SecretName}}}
 }
 
 // S3Keys lists the object keys under prefix.
@@ -117,7 +117,7 @@ const S3SecretName = "s3-credentials"
 func S3TLSDestination(key string, trustCA bool) etcdv1alpha1.BackupDestination {
 	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
 		Endpoint: Bed.S3.TLSEndpoint, Bucket: Bed.S3.Bucket, Key: key, Region: "us-east-1", ForcePathStyle: true,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: S3SecretName}}}
+		CredentialsSecret: &etcdv1alpha1.SecretReference{Name: S3SecretName}}}
 	if trustCA {
 		d.S3.CABundle = Bed.S3.CABundle
 	}

@@ -80,9 +80,11 @@ type GCSOptions struct {
 type S3Options struct {
 	Endpoint          string
 	CredentialsSecret string
-	Region            string
-	ForcePathStyle    bool
-	Insecure          bool
+	// ServiceAccount is the ServiceAccount the Jobs run as (IAM Roles for Service Accounts), without a Secret.
+	ServiceAccount string
+	Region         string
+	ForcePathStyle bool
+	Insecure       bool
 }
 
 // BackupRequest is what `kubectl steward backup` was asked for.
@@ -127,7 +129,7 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 		return nil, errors.New("--gcs-endpoint, --gcs-credentials-secret and --gcs-service-account go with --gcs")
 	}
 	if r.S3 == "" && (r.S3Opts != S3Options{}) {
-		return nil, errors.New("--s3-endpoint, --s3-credentials-secret, --s3-region, --s3-force-path-style and --s3-insecure go with --s3")
+		return nil, errors.New("--s3-endpoint, --s3-credentials-secret, --s3-service-account, --s3-region, --s3-force-path-style and --s3-insecure go with --s3")
 	}
 	artifact := backup.ArtifactName(r.Cluster, r.Now)
 	var d etcdv1alpha1.BackupDestination
@@ -175,15 +177,17 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.S3Opts.Endpoint == "" || r.S3Opts.CredentialsSecret == "" {
-			return nil, errors.New("--s3 needs --s3-endpoint <host[:port]> and --s3-credentials-secret <Secret with accessKeyID and secretAccessKey>")
+		if r.S3Opts.Endpoint == "" {
+			return nil, errors.New("--s3 needs --s3-endpoint <host[:port]>, and --s3-credentials-secret <Secret with accessKeyID and secretAccessKey> unless the Jobs have AWS credentials of their own (--s3-service-account)")
 		}
 		if dir {
 			key = backup.JoinPrefix(key, artifact)
 		}
 		d.S3 = &etcdv1alpha1.S3Destination{Endpoint: r.S3Opts.Endpoint, Bucket: bucket, Key: key, Region: r.S3Opts.Region,
-			ForcePathStyle: r.S3Opts.ForcePathStyle, Insecure: r.S3Opts.Insecure,
-			CredentialsSecret: etcdv1alpha1.SecretReference{Name: r.S3Opts.CredentialsSecret}}
+			ForcePathStyle: r.S3Opts.ForcePathStyle, Insecure: r.S3Opts.Insecure, ServiceAccountName: r.S3Opts.ServiceAccount}
+		if r.S3Opts.CredentialsSecret != "" {
+			d.S3.CredentialsSecret = &etcdv1alpha1.SecretReference{Name: r.S3Opts.CredentialsSecret}
+		}
 	}
 	name := r.Name
 	if name == "" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -93,7 +94,7 @@ func pvcDest(claim, p string) *etcdv1alpha1.BackupDestination {
 
 func s3Dest(key string) *etcdv1alpha1.BackupDestination {
 	return &etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "s3.example.com", Bucket: "etcd", Key: key,
-		CredentialsSecret: etcdv1alpha1.SecretReference{Name: "creds"}, ForcePathStyle: true}}
+		CredentialsSecret: &etcdv1alpha1.SecretReference{Name: "creds"}, ForcePathStyle: true}}
 }
 
 func TestBackup(t *testing.T) {
@@ -177,7 +178,7 @@ func equalDest(a, b etcdv1alpha1.BackupDestination) bool {
 	if a.PVC != nil && *a.PVC != *b.PVC {
 		return false
 	}
-	return a.S3 == nil || *a.S3 == *b.S3
+	return a.S3 == nil || equality.Semantic.DeepEqual(a.S3, b.S3)
 }
 
 func TestValidateRestore(t *testing.T) {
