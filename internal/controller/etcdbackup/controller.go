@@ -203,7 +203,7 @@ func (r *Reconciler) admitInput(ctx context.Context, b *etcdv1alpha1.EtcdBackup)
 		return in, access, err
 	}
 	in.DestinationProblem = problem
-	in.KeyProblem, err = EncryptionKeyProblem(ctx, r.Client, r.APIReader, b.Namespace, b.Spec.Encryption)
+	in.KeyProblem, err = EncryptionKeyProblem(ctx, r.APIReader, b.Namespace, b.Spec.Encryption)
 	return in, access, err
 }
 
@@ -232,20 +232,8 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 	default:
 		name = b.Spec.Destination.S3.CredentialsSecret.Name
 	}
-	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, secret)
-	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("credentials Secret %s does not exist", name), nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("get credentials Secret %s: %w", name, err)
-	}
-	for _, k := range keys {
-		if len(secret.Data[k]) == 0 {
-			return fmt.Sprintf("credentials Secret %s has no key %s", name, k), nil
-		}
-	}
-	return "", nil
+	problem, _, err := secretProblem(ctx, r.APIReader, b.Namespace, name, "credentials", keys...)
+	return problem, err
 }
 
 // observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.

@@ -27,26 +27,40 @@ func GetConfirmed(ctx context.Context, cached, live client.Reader, key client.Ob
 // EncryptionKeyProblem says why enc's key Secret cannot encrypt or decrypt backups (missing, without age.key,
 // or not an age X25519 identity there), empty when it can or enc is nil. A Job started without a usable key
 // would wait for the Secret's volume forever or fail late; this refuses early with the reason. The key is
-// parsed and dropped: Steward keeps no copy.
-func EncryptionKeyProblem(ctx context.Context, cached, live client.Reader, namespace string, enc *etcdv1alpha1.BackupEncryption) (string, error) {
+// parsed and dropped: Steward keeps no copy. live is an uncached reader: the operator's cache holds only the
+// Secrets Steward manages.
+func EncryptionKeyProblem(ctx context.Context, live client.Reader, namespace string, enc *etcdv1alpha1.BackupEncryption) (string, error) {
 	if enc == nil {
 		return "", nil
 	}
 	name := enc.KeySecret.Name
-	secret := &corev1.Secret{}
-	switch err := GetConfirmed(ctx, cached, live, client.ObjectKey{Namespace: namespace, Name: name}, secret); {
-	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("encryption key Secret %s does not exist", name), nil
-	case err != nil:
-		return "", fmt.Errorf("get encryption key Secret %s: %w", name, err)
+	problem, secret, err := secretProblem(ctx, live, namespace, name, "encryption key", etcdv1alpha1.EncryptionKeySecretKey)
+	if problem != "" || err != nil {
+		return problem, err
 	}
-	key := secret.Data[etcdv1alpha1.EncryptionKeySecretKey]
-	if len(key) == 0 {
-		return fmt.Sprintf("encryption key Secret %s has no key %s", name, etcdv1alpha1.EncryptionKeySecretKey), nil
-	}
-	if _, err := backup.ParseKeys(string(key)); err != nil {
+	if _, err := backup.ParseKeys(string(secret.Data[etcdv1alpha1.EncryptionKeySecretKey])); err != nil {
 		return fmt.Sprintf("encryption key Secret %s, key %s: %v (want the output of age-keygen: AGE-SECRET-KEY-1... lines)",
 			name, etcdv1alpha1.EncryptionKeySecretKey, err), nil
 	}
 	return "", nil
+}
+
+// secretProblem reads Secret namespace/name of a user's (what it is for, in the message: "credentials",
+// "encryption key") with one uncached get, and says why it cannot serve: missing, or without one of keys.
+// The Secret is returned when there is no problem.
+func secretProblem(ctx context.Context, live client.Reader, namespace, name, what string, keys ...string) (string, *corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("%s Secret %s does not exist", what, name), nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("get %s Secret %s: %w", what, name, err)
+	}
+	for _, k := range keys {
+		if len(secret.Data[k]) == 0 {
+			return fmt.Sprintf("%s Secret %s has no key %s", what, name, k), nil, nil
+		}
+	}
+	return "", secret, nil
 }

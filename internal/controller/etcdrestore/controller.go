@@ -313,9 +313,6 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 			ClusterName: eb.Spec.ClusterName, ClusterID: eb.Status.ClusterID, EtcdVersion: eb.Status.EtcdVersion,
 			Location: eb.Status.Location, SHA256: eb.Status.SHA256, SizeBytes: eb.Status.SizeBytes}
 		in.Rollback.BackupRevision = eb.Status.Revision
-		if in.KeyProblem, err = etcdbackup.EncryptionKeyProblem(ctx, r.Client, r.APIReader, eb.Namespace, eb.Spec.Encryption); err != nil {
-			return in, nil, nil, nil, err
-		}
 		switch {
 		case eb.Status.StartTime != nil:
 			in.Rollback.BackupTime = eb.Status.StartTime.Time
@@ -338,6 +335,12 @@ func (r *Reconciler) gather(ctx context.Context, rs *etcdv1alpha1.EtcdRestore) (
 		return in, nil, nil, nil, err
 	}
 	in.Verify = res
+	if b != nil && res == nil && !in.Verified {
+		// Only until the verify Job has a result: an uncached read of a user's Secret, not one on every pass after.
+		if in.KeyProblem, err = etcdbackup.EncryptionKeyProblem(ctx, r.APIReader, b.Namespace, b.Spec.Encryption); err != nil {
+			return in, nil, nil, nil, err
+		}
+	}
 	members, err := r.countMembers(ctx, rs, cluster, &in)
 	if err != nil {
 		return in, nil, nil, nil, err
