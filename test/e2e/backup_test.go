@@ -295,26 +295,7 @@ func TestBackup(t *testing.T) {
 		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		seen := map[string]bool{}
-		var current []etcdv1alpha1.EtcdBackup
-		framework.Poll(t, "four scheduled backups taken, two kept", 4*time.Minute, func() error {
-			var list etcdv1alpha1.EtcdBackupList
-			if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
-				return err
-			}
-			complete := 0
-			for _, b := range list.Items {
-				seen[b.Name] = true
-				if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() {
-					complete++
-				}
-			}
-			if len(seen) < 4 || len(list.Items) != 2 || complete != 2 {
-				return fmt.Errorf("%d backups seen, %d now, %d complete", len(seen), len(list.Items), complete)
-			}
-			current = list.Items
-			return nil
-		})
+		current, taken := waitFourTakenTwoKept(t, s, 4*time.Minute)
 		// Stop the schedule before looking at the bucket, so that no new backup races the check.
 		if err := framework.K8s.Delete(ctx, s); err != nil {
 			t.Fatal(err)
@@ -341,7 +322,7 @@ func TestBackup(t *testing.T) {
 			current = list.Items
 			return nil
 		})
-		t.Logf("schedule took %d backups, kept %v", len(seen), want)
+		t.Logf("schedule took %d backups, kept %v", taken, want)
 
 		// Deleting the kept backups (deletionPolicy Delete) deletes their objects.
 		for i := range current {
@@ -425,4 +406,30 @@ func requireSameContent(t *testing.T, a, b string) {
 	if string(da) != string(db) {
 		t.Fatalf("%s changed: a refused backup overwrote it", a)
 	}
+}
+
+// waitFourTakenTwoKept waits until schedule s (retention maxCount 2) has taken at least four backups and keeps
+// exactly two, both Complete, and returns those two and how many it took.
+func waitFourTakenTwoKept(t *testing.T, s *etcdv1alpha1.EtcdBackupSchedule, timeout time.Duration) (kept []etcdv1alpha1.EtcdBackup, taken int) {
+	t.Helper()
+	seen := map[string]bool{}
+	framework.Poll(t, "four scheduled backups taken, two kept", timeout, func() error {
+		var list etcdv1alpha1.EtcdBackupList
+		if err := framework.K8s.List(context.Background(), &list, client.InNamespace(s.Namespace), client.MatchingLabels{resources.LabelSchedule: s.Name}); err != nil {
+			return err
+		}
+		complete := 0
+		for _, b := range list.Items {
+			seen[b.Name] = true
+			if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() {
+				complete++
+			}
+		}
+		if len(seen) < 4 || len(list.Items) != 2 || complete != 2 {
+			return fmt.Errorf("%d backups seen, %d now, %d complete", len(seen), len(list.Items), complete)
+		}
+		kept = list.Items
+		return nil
+	})
+	return kept, len(seen)
 }

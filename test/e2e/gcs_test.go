@@ -139,24 +139,7 @@ func TestGCSBackups(t *testing.T) {
 	// Retention: at least four scheduled backups taken, two kept, and the prefix holds only the snapshots of the
 	// backups that remain (the kept ones and the point-in-time backup, which goes next to them; the segments
 	// live under their own prefix).
-	seen := map[string]bool{}
-	framework.Poll(t, "four scheduled backups taken, two kept", 3*time.Minute, func() error {
-		var list etcdv1alpha1.EtcdBackupList
-		if err := framework.K8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelSchedule: sched.Name}); err != nil {
-			return err
-		}
-		complete := 0
-		for _, b := range list.Items {
-			seen[b.Name] = true
-			if meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) && b.DeletionTimestamp.IsZero() {
-				complete++
-			}
-		}
-		if len(seen) < 4 || len(list.Items) != 2 || complete != 2 {
-			return fmt.Errorf("%d backups seen, %d now, %d complete", len(seen), len(list.Items), complete)
-		}
-		return nil
-	})
+	_, taken := waitFourTakenTwoKept(t, sched, 3*time.Minute)
 	if err := framework.K8s.Delete(ctx, sched); err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +170,5 @@ func TestGCSBackups(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("schedule took %d backups, kept 2, pruned the others' objects", len(seen))
+	t.Logf("schedule took %d backups, kept 2, pruned the others' objects", taken)
 }

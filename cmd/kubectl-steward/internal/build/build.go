@@ -44,26 +44,23 @@ func ParsePVC(s string) (claim, p string, dir bool, err error) {
 // ParseS3 reads an S3 destination "s3://<bucket>[/<key>]" (the form of status.location). A key that is empty
 // or ends in "/" is a prefix: dir reports it, and the caller appends the object's name.
 func ParseS3(s string) (bucket, key string, dir bool, err error) {
-	rest, ok := strings.CutPrefix(s, "s3://")
-	if !ok {
-		return "", "", false, fmt.Errorf("S3 destination %q: want s3://<bucket>[/<key or prefix/>]", s)
-	}
-	bucket, key, _ = strings.Cut(rest, "/")
-	if bucket == "" {
-		return "", "", false, fmt.Errorf("S3 destination %q: no bucket", s)
-	}
-	return bucket, key, key == "" || strings.HasSuffix(key, "/"), nil
+	return parseBucketURL(s, "S3", "s3://", "key")
 }
 
 // ParseGCS reads a GCS destination "gs://<bucket>[/<key>]" (the form of status.location), like ParseS3.
 func ParseGCS(s string) (bucket, key string, dir bool, err error) {
-	rest, ok := strings.CutPrefix(s, "gs://")
+	return parseBucketURL(s, "GCS", "gs://", "object")
+}
+
+// parseBucketURL reads "<scheme><bucket>[/<key>]" of a store called kind, whose keys are called item.
+func parseBucketURL(s, kind, scheme, item string) (bucket, key string, dir bool, err error) {
+	rest, ok := strings.CutPrefix(s, scheme)
 	if !ok {
-		return "", "", false, fmt.Errorf("GCS destination %q: want gs://<bucket>[/<object or prefix/>]", s)
+		return "", "", false, fmt.Errorf("%s destination %q: want %s<bucket>[/<%s or prefix/>]", kind, s, scheme, item)
 	}
 	bucket, key, _ = strings.Cut(rest, "/")
 	if bucket == "" {
-		return "", "", false, fmt.Errorf("GCS destination %q: no bucket", s)
+		return "", "", false, fmt.Errorf("%s destination %q: no bucket", kind, s)
 	}
 	return bucket, key, key == "" || strings.HasSuffix(key, "/"), nil
 }
