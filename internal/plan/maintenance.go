@@ -100,7 +100,7 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 	var due []Member
 	for _, mem := range members {
 		// After a compaction, any free page is worth taking back: the cluster refuses writes until then.
-		if mem.InEtcd && fragmented(mem, noSpaceMinFree, noSpaceMinFreePercent) {
+		if mem.InEtcd && (fragmented(mem, noSpaceMinFree, noSpaceMinFreePercent) || notDefragmentedSince(mem, obs.CompactRevision)) {
 			due = append(due, mem)
 		}
 	}
@@ -109,8 +109,16 @@ func noSpaceStep(spec Spec, obs Observation, members []Member) Action {
 		if wait, ok := leaderLast(obs, members, next, noSpaceMinFree, noSpaceMinFreePercent, etcdv1alpha1.ReasonRecoveringFromNoSpace); ok {
 			return wait
 		}
-		return defragStep(obs, members, next, etcdv1alpha1.ReasonRecoveringFromNoSpace, fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction",
-			byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize)))
+		why := fmt.Sprintf("NOSPACE: %s of its %s database file is free after the compaction", byteSize(next.DBSize-next.DBSizeInUse), byteSize(next.DBSize))
+		if !fragmented(next, noSpaceMinFree, noSpaceMinFreePercent) {
+			why = fmt.Sprintf("NOSPACE: not defragmented since the compaction to revision %d (etcd reports %s of %s in use, which counts the pages "+
+				"the compaction freed until its next write, and NOSPACE refuses writes)", obs.CompactRevision, byteSize(next.DBSizeInUse), byteSize(next.DBSize))
+		}
+		a := defragStep(obs, members, next, etcdv1alpha1.ReasonRecoveringFromNoSpace, why)
+		if a.Kind == Defragment {
+			a.Revision = obs.CompactRevision
+		}
+		return a
 	}
 	var full []string
 	for _, mem := range members {
@@ -191,6 +199,16 @@ func defragStep(obs Observation, members []Member, m Member, reason, why string)
 	}
 	return Action{Kind: Defragment, Members: []string{m.Name}, MemberID: m.ID, Reason: reason,
 		Message: fmt.Sprintf("defragmenting member %s: %s", m.Name, why)}
+}
+
+// notDefragmentedSince reports whether member m, on a volume that records its defragmentations, was not
+// defragmented by Steward since the cluster was compacted to revision compacted. Such a member's data in use
+// cannot be trusted under NOSPACE: etcd counts the pages a compaction freed as in use until its backend commits
+// its next write, and the alarm refuses writes, so the number can stay as high as before the compaction for as
+// long as the alarm lasts. Its defragmentation rewrites the file and counts again. Members without a volume
+// (ephemeral storage) keep no record, and are judged by the free pages etcd reports alone.
+func notDefragmentedSince(m Member, compacted int64) bool {
+	return m.HasPVC && compacted > 0 && m.DefragmentedAtCompaction < compacted
 }
 
 // fragmented reports whether at least minFree bytes and minPercent of member m's database file are free pages.

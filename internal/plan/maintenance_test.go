@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -35,6 +36,18 @@ func raisingSpec(quota, max int64) Spec {
 	s.Maintenance.Quota, s.Maintenance.MaxQuota = quota*mib, max*mib
 	s.Storage.Size = 4 << 30
 	return s
+}
+
+// defragmentedAt is m with its volume's record of a defragmentation after the cluster was compacted to rev.
+func defragmentedAt(rev int64, m Member) Member {
+	m.DefragmentedAtCompaction = rev
+	return m
+}
+
+// ephemeral is m without a volume (spec.storage.ephemeral): no record of its defragmentations.
+func ephemeral(m Member) Member {
+	m.HasPVC = false
+	return m
 }
 
 func withQuota(m Member, quota int64) Member {
@@ -121,29 +134,41 @@ func TestNextMaintenance(t *testing.T) {
 		"NOSPACE: compacted, members defragmented followers first (below the usual thresholds too)": {
 			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 288, 20), sized("c-c", 3, 40, 20)), Defragment, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-b", "after the compaction",
 		},
+		"NOSPACE: compacted, data in use as before (etcd counts freed pages as used until its next write): every member defragmented once, followers first": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Defragment, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-b", "not defragmented since the compaction to revision 4900",
+		},
+		"NOSPACE: a member defragmented before this compaction is defragmented again": {
+			recoverySpec(), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 21, 20)), defragmentedAt(4900, sized("c-b", 2, 21, 20)), defragmentedAt(1200, sized("c-c", 3, 280, 275))), Defragment, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-c", "compaction to revision 4900",
+		},
+		"NOSPACE: the leader's turn once the followers are defragmented: leadership moves first": {
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), defragmentedAt(4900, sized("c-b", 2, 21, 20)), defragmentedAt(4900, sized("c-c", 3, 21, 20))), MoveLeader, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-a", "",
+		},
+		"NOSPACE: members without a volume are judged by the free pages etcd reports": {
+			recoverySpec(), noSpace(5000, 4900, ephemeral(sized("c-a", 1, 21, 20)), ephemeral(sized("c-b", 2, 21, 20)), ephemeral(sized("c-c", 3, 21, 20))), DisarmNoSpace, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "",
+		},
 		"NOSPACE: the leader last": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), MoveLeader, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-a", "",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), defragmentedAt(4900, sized("c-b", 2, 21, 20)), defragmentedAt(4900, sized("c-c", 3, 21, 20))), MoveLeader, etcdv1alpha1.ReasonRecoveringFromNoSpace, "c-a", "",
 		},
 		"NOSPACE: the leader last, after the followers have freed the compacted pages": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 288, 280)), Wait, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "c-c has 280.0 MiB in use",
+			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 288, 20), defragmentedAt(4900, sized("c-b", 2, 21, 20)), ephemeral(sized("c-c", 3, 288, 280))), Wait, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "c-c has 280.0 MiB in use",
 		},
 		"NOSPACE: defragmented and room again: disarm": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 21, 20), sized("c-b", 2, 21, 20), sized("c-c", 3, 21, 20)), DisarmNoSpace, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "",
+			recoverySpec(), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 21, 20)), defragmentedAt(4900, sized("c-b", 2, 21, 20)), defragmentedAt(4900, sized("c-c", 3, 21, 20))), DisarmNoSpace, etcdv1alpha1.ReasonRecoveringFromNoSpace, "", "",
 		},
 		"NOSPACE: live data fills the quota: a human must act": {
-			recoverySpec(), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
+			recoverySpec(), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 280, 275)), defragmentedAt(4900, sized("c-b", 2, 280, 275)), defragmentedAt(4900, sized("c-c", 3, 280, 275))), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "raise spec.etcd.quotaBackendBytes",
 		},
 		"NOSPACE: live data fills the quota, a maximum allows more: the quota doubles": {
-			raisingSpec(288, 1024), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
+			raisingSpec(288, 1024), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 280, 275)), defragmentedAt(4900, sized("c-b", 2, 280, 275)), defragmentedAt(4900, sized("c-c", 3, 280, 275))), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 576.0 MiB",
 		},
 		"NOSPACE: more than twice when the data in use needs it, in whole MiB": {
-			raisingSpec(32, 1024), noSpace(5000, 4900, sized("c-a", 1, 61, 60), sized("c-b", 2, 61, 60), sized("c-c", 3, 61, 60)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 67.0 MiB",
+			raisingSpec(32, 1024), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 61, 60)), defragmentedAt(4900, sized("c-b", 2, 61, 60)), defragmentedAt(4900, sized("c-c", 3, 61, 60))), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 67.0 MiB",
 		},
 		"NOSPACE: doubling is capped at the maximum": {
-			raisingSpec(288, 400), noSpace(5000, 4900, sized("c-a", 1, 280, 275), sized("c-b", 2, 280, 275), sized("c-c", 3, 280, 275)), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
+			raisingSpec(288, 400), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 280, 275)), defragmentedAt(4900, sized("c-b", 2, 280, 275)), defragmentedAt(4900, sized("c-c", 3, 280, 275))), RaiseQuota, etcdv1alpha1.ReasonRaisingQuota, "", "raising the quota to 400.0 MiB",
 		},
 		"NOSPACE: the quota is at the maximum: a human must act": {
-			raisingSpec(400, 400), noSpace(5000, 4900, sized("c-a", 1, 390, 385), sized("c-b", 2, 390, 385), sized("c-c", 3, 390, 385)), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "",
+			raisingSpec(400, 400), noSpace(5000, 4900, defragmentedAt(4900, sized("c-a", 1, 390, 385)), defragmentedAt(4900, sized("c-b", 2, 390, 385)), defragmentedAt(4900, sized("c-c", 3, 390, 385))), Wait, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall, "", "",
 		},
 		"a raised quota: followers restart with it first": {
 			raisingSpec(576, 1024), clusterAt("3.6.0", withQuota(sized("c-a", 1, 20, 20), 288), withQuota(sized("c-b", 2, 20, 20), 288), withQuota(sized("c-c", 3, 20, 20), 576)),
@@ -240,4 +265,43 @@ func TestDefragmentationAfterCompactionLag(t *testing.T) {
 	if got, want := replayDefragmentation(t, obs, oneFollowerCompacts), "wait, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
+}
+
+// TestNoSpaceRecoveryWithStaleDataInUse replays a NOSPACE recovery in which etcd goes on reporting the data in
+// use as it was before the compaction: it counts the freed pages as used until its backend commits a write, and
+// NOSPACE refuses writes. Every member is still defragmented once (recording the compaction it followed), the
+// leader last, and the alarm disarmed; no pass judges the quota too small on the stale numbers.
+func TestNoSpaceRecoveryWithStaleDataInUse(t *testing.T) {
+	obs := noSpace(5000, 0, sized("c-a", 1, 288, 280), sized("c-b", 2, 288, 280), sized("c-c", 3, 288, 280))
+	var steps []string
+	for pass := 0; pass < 20; pass++ {
+		a := Next(recoverySpec(), obs)
+		switch a.Kind {
+		case DisarmNoSpace:
+			steps = append(steps, "disarm")
+			if got, want := strings.Join(steps, ", "), "compact 4900, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a, disarm"; got != want {
+				t.Fatalf("steps %s, want %s", got, want)
+			}
+			return
+		case CompactForSpace:
+			steps = append(steps, fmt.Sprintf("compact %d", a.Revision))
+			obs.CompactRevision = a.Revision // the data in use etcd reports stays as it was
+		case Defragment:
+			if a.Revision != obs.CompactRevision {
+				t.Fatalf("pass %d: defragmentation of %s records compaction %d, want %d", pass, a.Members[0], a.Revision, obs.CompactRevision)
+			}
+			steps = append(steps, "defrag "+a.Members[0])
+			for i := range obs.Members {
+				if obs.Members[i].Name == a.Members[0] {
+					obs.Members[i].DBSize, obs.Members[i].DBSizeInUse, obs.Members[i].DefragmentedAtCompaction = 20*mib, 20*mib, a.Revision
+				}
+			}
+		case MoveLeader:
+			steps = append(steps, "move "+a.Members[0]+"->"+a.Members[1])
+			obs.LeaderID = a.TargetID
+		default:
+			t.Fatalf("pass %d after %v: %s/%s (%s)", pass, steps, a.Kind, a.Reason, a.Message)
+		}
+	}
+	t.Fatalf("no disarm after 20 passes: %v", steps)
 }

@@ -165,6 +165,9 @@ type Member struct {
 	// pages a defragmentation gives back), as its status endpoint reports them.
 	DBSize      int64
 	DBSizeInUse int64
+	// DefragmentedAtCompaction is the revision the cluster was compacted to when Steward last defragmented the
+	// member (recorded on its volume), 0 when unknown or never.
+	DefragmentedAtCompaction int64
 	// PodStuck is why the member's Pod cannot start in a way that replacing the member would not fix (the
 	// kubelet's reason: its image cannot be pulled, its container cannot be created); empty otherwise. A successor
 	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits
@@ -290,7 +293,8 @@ type Action struct {
 	// PeerURL the peer URL of an AddLearner or UpdatePeerURL.
 	TLS     string
 	PeerURL string
-	// Revision is the revision a CompactForSpace compacts to.
+	// Revision is the revision a CompactForSpace compacts to; for a Defragment, the revision the cluster is
+	// compacted to (recorded with the defragmentation; 0 when not known).
 	Revision int64
 	// Quota is the database quota a RaiseQuota raises to.
 	Quota int64

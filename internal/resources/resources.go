@@ -82,7 +82,9 @@ const (
 	// list says so.
 	AnnotationRemovedMember = "etcd.steward.dev/removed-member"
 	// AnnotationLastDefragmentation is on a member's PVC: when Steward last defragmented the member and by how
-	// many bytes its database file shrank, "<RFC 3339 time> <bytes>" (status.members[].lastDefragmentation).
+	// many bytes its database file shrank, "<RFC 3339 time> <bytes>" (status.members[].lastDefragmentation),
+	// followed by " <revision>" when the revision the cluster was compacted to then is known (a NOSPACE
+	// recovery defragments each member once after its compaction).
 	AnnotationLastDefragmentation = "etcd.steward.dev/last-defragmentation"
 	// AnnotationHasRun is on a member's PVC: the etcd member ID (hex) the member has run under, written once
 	// Steward sees it started (for a volume from before Steward wrote it, once status or the bootstrap shows it

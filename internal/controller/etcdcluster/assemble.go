@@ -109,8 +109,8 @@ func (a *assembly) addVolumes(pvcs []corev1.PersistentVolumeClaim) {
 		m.Removed = pvc.Annotations[resources.AnnotationRemovedMember] != ""
 		m.RetiredBy = pvc.Annotations[resources.AnnotationRetiredBy]
 		m.PVC, m.VolumeHasRun = pvc.Name, pvc.Annotations[resources.AnnotationHasRun] != ""
-		if d := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
-			a.obs.defragmented[m.Name] = d
+		if d, compacted := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
+			a.obs.defragmented[m.Name], m.DefragmentedAtCompaction = d, compacted
 		}
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
 			m.Restore = r

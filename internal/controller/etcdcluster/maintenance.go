@@ -89,21 +89,32 @@ func backupRunning(cluster *etcdv1alpha1.EtcdCluster, backups []etcdv1alpha1.Etc
 	return false
 }
 
-// parseDefragmented reads AnnotationLastDefragmentation; nil when absent or malformed.
-func parseDefragmented(s string) *etcdv1alpha1.Defragmented {
-	at, bytes, ok := strings.Cut(s, " ")
-	if !ok {
-		return nil
+// parseDefragmented reads AnnotationLastDefragmentation: when, how many bytes it gave back, and the revision
+// the cluster was compacted to then (absent from marks written before it was recorded: 0). Nil when absent or
+// malformed.
+func parseDefragmented(s string) (*etcdv1alpha1.Defragmented, int64) {
+	fields := strings.Fields(s)
+	if len(fields) < 2 || len(fields) > 3 {
+		return nil, 0
 	}
-	t, err := time.Parse(time.RFC3339, at)
-	n, err2 := strconv.ParseInt(bytes, 10, 64)
+	t, err := time.Parse(time.RFC3339, fields[0])
+	n, err2 := strconv.ParseInt(fields[1], 10, 64)
 	if err != nil || err2 != nil {
-		return nil
+		return nil, 0
 	}
-	return &etcdv1alpha1.Defragmented{Time: metav1.NewTime(t), ReclaimedBytes: n}
+	var compacted int64
+	if len(fields) == 3 {
+		if compacted, err = strconv.ParseInt(fields[2], 10, 64); err != nil {
+			return nil, 0
+		}
+	}
+	return &etcdv1alpha1.Defragmented{Time: metav1.NewTime(t), ReclaimedBytes: n}, compacted
 }
 
-func formatDefragmented(t time.Time, reclaimed int64) string {
+func formatDefragmented(t time.Time, reclaimed, compacted int64) string {
+	if compacted > 0 {
+		return fmt.Sprintf("%s %d %d", t.UTC().Format(time.RFC3339), reclaimed, compacted)
+	}
 	return fmt.Sprintf("%s %d", t.UTC().Format(time.RFC3339), reclaimed)
 }
 
@@ -124,7 +135,7 @@ func (r *Reconciler) maintain(ctx context.Context, cluster *etcdv1alpha1.EtcdClu
 			return fmt.Errorf("defragment member %s: %w", name, err)
 		}
 		took := time.Since(begin)
-		if err := r.markVolume(ctx, cluster, name, resources.AnnotationLastDefragmentation, formatDefragmented(r.Now(), before-after)); err != nil {
+		if err := r.markVolume(ctx, cluster, name, resources.AnnotationLastDefragmentation, formatDefragmented(r.Now(), before-after, action.Revision)); err != nil {
 			return err
 		}
 		r.tookStep(ctx, cluster, action, "Defragmented member", corev1.EventTypeNormal, "MemberDefragmented",
