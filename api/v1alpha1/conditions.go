@@ -247,7 +247,7 @@ const (
 	ReasonRestartingForPeerAuth = "RestartingForPeerAuth"
 	// ReasonWaitingForPeerIdentity: spec.tls.peerAuth asks members to check the peer identity, and the
 	// certificate a member holds does not carry it yet (the kubelet brings a renewed Secret into a running Pod
-	// within a minute or two).
+	// within seconds: Steward annotates the Pod, etcd.steward.dev/certificates, which makes the kubelet sync it).
 	ReasonWaitingForPeerIdentity = "WaitingForPeerIdentity"
 	// ReasonWaitingForCertificates: provider CertManager, and a Secret cert-manager is to write is missing or
 	// not yet usable; Steward creates no member Pod before its Secret is.

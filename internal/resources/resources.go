@@ -170,6 +170,9 @@ type Member struct {
 	// ClusterCA: the member holding certificates of provider CertManager trusts only the cluster's own CA
 	// (TrustSecretName's ca.crt), not the ca.crt cert-manager wrote into its Secret.
 	ClusterCA bool
+	// Certificates is CertificatesDigest of the TLS Secrets the pass saw or wrote, by name: the new Pod's
+	// AnnotationCertificates comes from it, so that the Pod is not annotated again right after its creation.
+	Certificates map[string]string
 }
 
 // release is the version and image member m runs.
@@ -563,6 +566,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	}
 	delete(annotations, AnnotationPeerIdentity) // Steward's to say, never spec.pod.annotations'
 	delete(annotations, AnnotationTrust)
+	delete(annotations, AnnotationCertificates)
 	if trustsClusterCA(cluster, m) {
 		annotations[AnnotationTrust] = TrustClusterCA
 	}
@@ -594,6 +598,10 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	startup := probe("/livez", MetricsPort, 1, int32(StartGrace/time.Second))
 	if o.agentRunsEtcd() {
 		readiness, liveness, startup = probe("/readyz", ProbePort, 1, 6), probe("/livez", ProbePort, 2, 15), nil
+	}
+	volumes := append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m)...), extraVolumes...)
+	if v := certificatesOf(volumes, m.Certificates); v != "" {
+		annotations[AnnotationCertificates] = v
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -638,7 +646,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: etcdTerminationMessage(o),
 			}},
-			Volumes: append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m)...), extraVolumes...),
+			Volumes: volumes,
 		},
 	}
 }

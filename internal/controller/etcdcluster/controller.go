@@ -226,14 +226,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // keepInStep is the part of act that disrupts no member and runs on every pass: the certificates of the members
-// with a Pod, and (unless paused) the Services and the budget, and the marks on members' volumes the plan asked
-// for.
+// with a Pod, and (unless paused) the kubelet's refresh of their volumes, the Services and the budget, and the
+// marks on members' volumes the plan asked for.
 func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation, decision plan.Decision) error {
 	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
 		return err
 	}
 	if cluster.Spec.Paused {
 		return nil
+	}
+	if err := r.refreshCertificates(ctx, cluster, ts, obs); err != nil {
+		return err
 	}
 	if err := r.ensureServices(ctx, cluster, obs, decision.BudgetMinAvailable); err != nil {
 		return err

@@ -228,6 +228,8 @@ func (r *Reconciler) createMembers(ctx context.Context, cluster *etcdv1alpha1.Et
 	}
 	opts := r.memberPodOptions(ctx)
 	for _, m := range members {
+		// The certificates as the pass saw or issued them: a new Pod's volume starts with the Secret as it is.
+		m.Certificates = obs.tls.certificates()
 		if err := r.create(ctx, cluster, resources.MemberPod(cluster, m, opts)); err != nil {
 			return fmt.Errorf("create member %s: %w", m.Name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -66,6 +67,46 @@ type tlsState struct {
 	// and what to do (Degraded, ReasonSharedIssuerTrusted).
 	trust        []byte
 	sharedIssuer string
+	// seen is resources.CertificatesDigest of each TLS Secret the pass read (a member Pod's volume may mount
+	// it), by name; written, those of them the pass itself wrote. A member Pod is annotated with a change only
+	// from what was read (refreshCertificates): a Secret written this pass is left to the pass its own watch
+	// event brings, by when the kubelet's watch of it has most likely delivered it too.
+	seen    map[string]string
+	written map[string]bool
+}
+
+// saw records the certificates of a TLS Secret the pass read, or wrote (wrote).
+func (ts *tlsState) saw(s *corev1.Secret, wrote bool) {
+	if ts == nil || s == nil {
+		return
+	}
+	if ts.seen == nil {
+		ts.seen, ts.written = map[string]string{}, map[string]bool{}
+	}
+	ts.seen[s.Name] = resources.CertificatesDigest(s)
+	ts.written[s.Name] = ts.written[s.Name] || wrote
+}
+
+// readOnly is seen without the Secrets the pass wrote: what refreshCertificates may annotate Pods with.
+func (ts *tlsState) readOnly() map[string]string {
+	if ts == nil {
+		return nil
+	}
+	out := make(map[string]string, len(ts.seen))
+	for name, d := range ts.seen {
+		if !ts.written[name] {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// certificates is seen as it stands, for the Pods the pass creates (nil for a cluster without TLS).
+func (ts *tlsState) certificates() map[string]string {
+	if ts == nil {
+		return nil
+	}
+	return ts.seen
 }
 
 // ownCA reports whether the cluster's certificates come from its own CA (provider CertManager).
@@ -271,6 +312,7 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 		if c, err := pki.ParseCertificate(secret.Data[resources.SecretCertKey]); err == nil {
 			ts.note(certKind(req), c.NotAfter)
 		}
+		ts.saw(secret, false)
 		return secret, nil
 	}
 	if !exists {
@@ -283,6 +325,7 @@ func (r *Reconciler) ensureCert(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 		return nil, err
 	}
 	ts.note(certKind(req), kp.Cert.NotAfter)
+	ts.saw(secret, true)
 	return secret, nil
 }
 
@@ -425,10 +468,58 @@ func (r *Reconciler) markPlaintextPods(ctx context.Context, cluster *etcdv1alpha
 	return nil
 }
 
+// refreshCertificates annotates the member Pods whose TLS Secrets the pass saw with content their annotation
+// does not record (resources.CertificatesRefresh): the Pod update makes the kubelet sync the Pod and write the
+// Secrets' current content into its volume now, instead of on its periodic sync a minute or more later (etcd
+// reads the files on each new handshake). It changes one annotation and nothing else: no member restarts. A pass
+// that sees the same Secrets again writes nothing. Not while the provider's material is unusable (tlsState.wait:
+// Steward changes nothing then, and hurries no invalid certificate into the members; the kubelet's own sync
+// still comes).
+func (r *Reconciler) refreshCertificates(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation) error {
+	if ts == nil || ts.wait != nil {
+		return nil
+	}
+	seen := ts.readOnly()
+	if len(seen) == 0 {
+		return nil
+	}
+	var refreshed []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
+		pod := obs.pods[name]
+		if !memberPodOf(cluster, pod) {
+			continue
+		}
+		value, refresh := resources.CertificatesRefresh(pod, seen)
+		if !refresh {
+			continue
+		}
+		// A merge patch of the one key, without the resourceVersion: the kubelet's status writes would make an
+		// optimistic lock fail often, and the key is Steward's alone.
+		p := pod.DeepCopy()
+		patch := client.MergeFrom(pod)
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[resources.AnnotationCertificates] = value
+		if err := r.Client.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("annotate member %s with its certificates: %w", name, err))
+			continue
+		}
+		refreshed = append(refreshed, name)
+	}
+	if len(refreshed) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Refreshed member certificate volumes", "EtcdCluster", klog.KObj(cluster), "members", refreshed)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "CertificateVolumesRefreshed",
+			"Annotated the Pods of members %v with their certificates' new digest: the kubelet writes the new certificate files into their volumes now, without a restart", refreshed)
+	}
+	return errors.Join(errs...)
+}
+
 // observePeerIdentity looks, while the spec asks members to check the peer identity, at the certificate each
 // member serving TLS presents whose Pod is not known to hold the identity (a Pod created before Steward put it
 // into member certificates): its Secret was renewed with it, and the kubelet brings the renewal into the running
-// Pod within a minute or two. The client port serves the same certificate file as the peer port. Only those Pods
+// Pod within seconds (refreshCertificates). The client port serves the same certificate file as the peer port. Only those Pods
 // are dialed, so a settled cluster costs no handshake.
 func (r *Reconciler) observePeerIdentity(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
 	if !resources.PeerAuthWanted(cluster) {

@@ -67,6 +67,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		if err != nil {
 			return ts, err
 		}
+		ts.saw(member.secret, false)
 		checked, err := checkUserSecrets(cluster, member, clientSecret, r.Options, r.Now())
 		if err != nil {
 			ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonTLSSecretInvalid, Message: err.Error() +
@@ -87,7 +88,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 			return ts, nil
 		}
 		if len(shared) == 0 {
-			trust, wait, err := r.ensureClusterCA(ctx, cluster, holding)
+			trust, wait, err := r.ensureClusterCA(ctx, cluster, ts, holding)
 			if err != nil || wait != nil {
 				ts.wait = wait
 				return ts, err
@@ -318,7 +319,7 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, cluster *etcdv1alpha
 // user's issuer, a namespaced CA Issuer on its Secret, and the Secret members and Steward take their only
 // trusted CA from (TrustSecretName). It returns that CA's certificate, or the Wait to take while cert-manager
 // has not issued it (no member Pod is created before), or while it would replace a CA running members trust.
-func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, holding bool) ([]byte, *plan.Action, error) {
+func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, holding bool) ([]byte, *plan.Action, error) {
 	if err := r.ensureCertificate(ctx, cluster, resources.CACertificate(cluster)); err != nil {
 		return nil, nil, err
 	}
@@ -346,6 +347,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 		if err := r.Client.Create(ctx, trust); err != nil {
 			return nil, nil, fmt.Errorf("create Secret %s: %w", trust.Name, err)
 		}
+		ts.saw(trust, true)
 		return ca, nil, nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("get Secret %s: %w", resources.TrustSecretName(cluster), err)
@@ -354,6 +356,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 	}
 	have := trust.Data[resources.SecretCAKey]
 	if string(have) == string(ca) {
+		ts.saw(trust, false)
 		return ca, nil, nil
 	}
 	if holding && !samePublicKey(have, ca) {
@@ -362,6 +365,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 			name, trust.Name)}, nil
 	}
 	if cluster.Spec.Paused {
+		ts.saw(trust, false)
 		return have, nil, nil
 	}
 	// A renewal keeps the key (rotationPolicy Never): members that loaded the previous certificate verify
@@ -370,6 +374,7 @@ func (r *Reconciler) ensureClusterCA(ctx context.Context, cluster *etcdv1alpha1.
 	if err := r.Client.Update(ctx, trust); err != nil {
 		return nil, nil, fmt.Errorf("update Secret %s: %w", trust.Name, err)
 	}
+	ts.saw(trust, true)
 	return ca, nil, nil
 }
 
@@ -485,6 +490,7 @@ func (r *Reconciler) memberCertificateReady(ctx context.Context, cluster *etcdv1
 	if err != nil {
 		return "", err
 	}
+	ts.saw(s.secret, false)
 	if _, err := checkIssued(s, "Secret", memberWant(cluster, member, r.Options), ts.trust, r.Now()); err != nil {
 		return r.certificatePending(ctx, cluster, name, err), nil
 	}
@@ -515,6 +521,7 @@ func (r *Reconciler) ensureProvidedMemberCerts(ctx context.Context, cluster *etc
 			errs = append(errs, err)
 			continue
 		}
+		ts.saw(s.secret, false)
 		if p, err := checkIssued(s, "Secret", memberWant(cluster, m.Name, r.Options), ts.trust, r.Now()); err == nil {
 			ts.noteProvided(certMember, p)
 		}

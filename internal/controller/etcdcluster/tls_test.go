@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -331,5 +332,133 @@ func TestTLSSecretOf(t *testing.T) {
 				t.Fatalf("tlsSecretOf = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRefreshCertificates replays passes over a member whose Pod predates the annotation: the pass that issues
+// its certificate leaves the Pod alone (the Secret's own watch event brings the next pass), the next pass
+// annotates it, passes that see the same Secret write nothing, and a re-issue (a new lifetime) is annotated the
+// pass after; nothing is annotated while the TLS material waits (tlsState.wait) or the cluster is paused. Only
+// the annotation moves: the Pod's spec stays as created.
+func TestRefreshCertificates(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := testCluster()
+	pod := resources.MemberPod(cluster, resources.Member{Name: "db-aaaaa", State: "new",
+		InitialCluster: map[string]string{"db-aaaaa": resources.PeerURL(cluster, "db-aaaaa", testOpts)}}, testOpts)
+	r, c := tlsReconciler(t, &now, cluster, pod)
+	rec := r.Recorder.(*record.FakeRecorder)
+	var created corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &created); err != nil {
+		t.Fatal(err)
+	}
+
+	pass := func() corev1.Pod {
+		t.Helper()
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := r.ensureTLS(ctx, cluster, "Steward", true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := &observation{pods: map[string]*corev1.Pod{p.Name: &p},
+			plan: plan.Observation{Members: []plan.Member{{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true}}}}
+		if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.refreshCertificates(ctx, cluster, ts, obs); err != nil {
+			t.Fatal(err)
+		}
+		var after corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &after); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(after.Spec, created.Spec) {
+			t.Fatal("the Pod's spec changed")
+		}
+		return after
+	}
+	refreshed := func() int {
+		n := 0
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, "CertificateVolumesRefreshed") {
+				n++
+			}
+		}
+		return n
+	}
+	certificates := func(p corev1.Pod) string { return p.Annotations[resources.AnnotationCertificates] }
+
+	if p := pass(); certificates(p) != "" || p.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("the pass that issued the certificate annotated the Pod: %q", certificates(p))
+	}
+	first := pass()
+	if certificates(first) == "" || refreshed() != 1 {
+		t.Fatal("the pass that saw the issued Secret did not annotate the Pod once")
+	}
+	for range 3 {
+		if p := pass(); p.ResourceVersion != first.ResourceVersion || refreshed() != 0 {
+			t.Fatalf("a pass that saw the same Secret wrote the Pod again: %q", certificates(p))
+		}
+	}
+
+	cluster.Spec.TLS = &etcdv1alpha1.TLSSpec{CertificateLifetime: &metav1.Duration{Duration: 24 * time.Hour}}
+	if p := pass(); certificates(p) != certificates(first) {
+		t.Fatalf("the pass that re-issued the certificate annotated the Pod: %q", certificates(p))
+	}
+	second := pass()
+	if certificates(second) == "" || certificates(second) == certificates(first) || refreshed() != 1 {
+		t.Fatalf("the re-issued certificate was not annotated once: %q after %q", certificates(second), certificates(first))
+	}
+	if p := pass(); p.ResourceVersion != second.ResourceVersion {
+		t.Fatal("a pass after the refresh wrote the Pod again")
+	}
+
+	// While the provider's material is unusable (a Wait), Steward annotates nothing.
+	cluster.Spec.TLS.CertificateLifetime = &metav1.Duration{Duration: 48 * time.Hour}
+	pass() // re-issues
+	ts, err := r.ensureTLS(ctx, cluster, "Steward", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiting corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &waiting); err != nil {
+		t.Fatal(err)
+	}
+	obsWait := &observation{pods: map[string]*corev1.Pod{waiting.Name: &waiting},
+		plan: plan.Observation{Members: []plan.Member{{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true}}}}
+	if err := r.ensureMemberCerts(ctx, cluster, ts, obsWait); err != nil {
+		t.Fatal(err)
+	}
+	ts.wait = &plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonTLSSecretInvalid}
+	if err := r.refreshCertificates(ctx, cluster, ts, obsWait); err != nil || refreshed() != 0 {
+		t.Fatalf("annotated while the TLS material waits (%v)", err)
+	}
+	ts.wait = nil
+	if err := r.refreshCertificates(ctx, cluster, ts, obsWait); err != nil || refreshed() != 1 {
+		t.Fatalf("not annotated once the wait is gone (%v)", err)
+	}
+
+	cluster.Spec.Paused = true
+	var p corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+		t.Fatal(err)
+	}
+	delete(p.Annotations, resources.AnnotationCertificates)
+	if err := c.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err = r.ensureTLS(ctx, cluster, "Steward", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	obs := &observation{pods: map[string]*corev1.Pod{p.Name: &p},
+		plan: plan.Observation{Members: []plan.Member{{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true}}}}
+	if err := r.keepInStep(ctx, cluster, ts, obs, plan.Decision{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.readOnly()) == 0 || refreshed() != 0 {
+		t.Error("a paused cluster's Pod was annotated")
 	}
 }
