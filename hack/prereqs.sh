@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test bed needs (containerd, runc, CNI plugins, iptables tooling) when they are
-# missing. Quick and silent when everything is present, so `make demo` and `make test` can always call it.
+# Installs the Debian packages the test bed needs (containerd, runc, CNI plugins, iptables tooling, Node.js and npm
+# for Azurite) when they are missing. Quick and silent when everything is present, so `make demo` and `make test` can always call it.
 set -euo pipefail
 
 declare -A need=(
@@ -9,6 +9,7 @@ declare -A need=(
   [/usr/lib/cni/loopback]=containernetworking-plugins [/usr/lib/cni/portmap]=containernetworking-plugins
   [iptables]=iptables [iptables-save]=iptables [ip]=iproute2 [conntrack]=conntrack [ethtool]=ethtool
   [socat]=socat [ebtables]=ebtables [nsenter]=util-linux [mount]=mount [git]=git [make]=make
+  [node]=nodejs [npm]=npm
 )
 missing=()
 for bin in "${!need[@]}"; do

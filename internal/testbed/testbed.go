@@ -30,6 +30,8 @@ type Cluster struct {
 	S3 *S3Server
 	// GCS is the Google Cloud Storage emulator backups are tested against.
 	GCS *GCSServer
+	// Azure is the Azure Blob Storage emulator backups are tested against.
+	Azure *AzureServer
 	// Prometheus scrapes the member and operator Pods and evaluates Steward's alerting rules.
 	Prometheus *PrometheusServer
 
@@ -37,6 +39,7 @@ type Cluster struct {
 	promBin  string
 	s3Bin    string
 	gcsBin   string
+	azureDir string
 	cmBin    string
 	kubeBin  string
 	ctrdBin  string // containerd 2's binaries when the nodes run it; "" for the machine's containerd
@@ -85,6 +88,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if c.gcsBin, err = b.ensure(ctx, fakeGCSSet()); err != nil {
+		return nil, err
+	}
+	if c.azureDir, err = b.ensureAzurite(ctx); err != nil {
 		return nil, err
 	}
 	if c.cmBin, err = b.ensure(ctx, certManagerSet()); err != nil {
@@ -150,6 +156,7 @@ func (c *Cluster) start(ctx context.Context, b *builder, dnsBin string) error {
 		{"CoreDNS and the default StorageClass", c.installAddons},
 		{"S3-compatible server (versitygw)", c.startS3},
 		{"Google Cloud Storage emulator (fake-gcs-server)", c.startGCS},
+		{"Azure Blob Storage emulator (Azurite)", c.startAzure},
 		{"cert-manager and its issuers", func(ctx context.Context) error { return c.startCertManager(ctx, c.cmBin) }},
 		{"Prometheus", func(ctx context.Context) error { return c.startPrometheus(ctx, c.promBin) }},
 	}
@@ -207,7 +214,7 @@ func checkPrerequisites() error {
 	for bin, pkg := range map[string]string{
 		"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "ctr": "containerd", "runc": "runc",
 		"iptables": "iptables", "iptables-save": "iptables", "ip": "iproute2", "conntrack": "conntrack",
-		"mount": "mount", "go": "the Go toolchain",
+		"mount": "mount", "go": "the Go toolchain", "node": "nodejs", "npm": "npm",
 	} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, fmt.Sprintf("%s (install %s)", bin, pkg))
