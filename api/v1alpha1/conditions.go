@@ -304,7 +304,7 @@ const (
 	ReasonClusterNotFound = "ClusterNotFound"
 	// ReasonClusterUnavailable: the cluster has no healthy member to take a snapshot from.
 	ReasonClusterUnavailable = "ClusterUnavailable"
-	// ReasonDestinationNotFound: the PVC or the S3 or GCS credentials Secret does not exist (or lacks
+	// ReasonDestinationNotFound: the PVC or the S3, GCS or Azure credentials Secret does not exist (or lacks
 	// a key).
 	ReasonDestinationNotFound = "DestinationNotFound"
 	// ReasonEncryptionKeyNotFound: spec.encryption names a Secret that does not exist, lacks the key age.key,

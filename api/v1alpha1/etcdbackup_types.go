@@ -118,7 +118,7 @@ const (
 )
 
 // BackupDestination is exactly one place to store a snapshot.
-// +kubebuilder:validation:XValidation:rule="(has(self.pvc) ? 1 : 0) + (has(self.s3) ? 1 : 0) + (has(self.gcs) ? 1 : 0) == 1",message="exactly one of pvc, s3 or gcs must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.pvc) ? 1 : 0) + (has(self.s3) ? 1 : 0) + (has(self.gcs) ? 1 : 0) + (has(self.azure) ? 1 : 0) == 1",message="exactly one of pvc, s3, gcs or azure must be set"
 type BackupDestination struct {
 	// PVC stores the snapshot as a file on a PersistentVolumeClaim in the backup's namespace.
 	// +optional
@@ -129,6 +129,9 @@ type BackupDestination struct {
 	// GCS stores the snapshot as an object in a Google Cloud Storage bucket.
 	// +optional
 	GCS *GCSDestination `json:"gcs,omitempty"`
+	// Azure stores the snapshot as a block blob in an Azure Blob Storage container.
+	// +optional
+	Azure *AzureDestination `json:"azure,omitempty"`
 }
 
 // PVCDestination is a file on a PersistentVolumeClaim. The claim must exist; the backup Job mounts it.
@@ -257,6 +260,71 @@ type GCSDestination struct {
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
+// AzureDestination is a block blob in an Azure Blob Storage container.
+//
+// Credentials: with credentialsSecret, the Jobs authenticate with the storage account's shared key or a SAS token
+// from it; without, with the Azure SDK's default chain, which on AKS is Azure workload identity: the Jobs (and a
+// restoring member's Pod) run as serviceAccountName, the Kubernetes ServiceAccount federated with a managed
+// identity or application that may use the container, and carry the label azure.workload.identity/use=true so
+// that the workload identity webhook mounts its token. An http:// endpoint is sent no credentials, except those
+// of Azurite's well-known development account devstoreaccount1, whose key is published.
+// +kubebuilder:validation:XValidation:rule="self.key.size() > 0 && !self.key.startsWith('/')",message="key must not be empty or start with '/'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.endpoint) && self.endpoint.startsWith('http://') && has(self.credentialsSecret) && self.storageAccount != 'devstoreaccount1')",message="credentialsSecret cannot be combined with an http:// endpoint: credentials are never sent over plain HTTP (only Azurite's published development account devstoreaccount1 may be)"
+type AzureDestination struct {
+	// StorageAccount is the storage account's name: 3-24 lowercase letters and digits.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+$`
+	// +required
+	StorageAccount string `json:"storageAccount"`
+	// Container must exist. Azure's naming rules: 3-63 lowercase letters, digits and '-', starting and ending
+	// with a letter or digit, no two '-' in a row.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](-?[a-z0-9])*$`
+	// +required
+	Container string `json:"container"`
+	// Key is the blob name, for example "etcd/prod-20260101T000000Z.db". On an EtcdBackupSchedule it is the
+	// prefix each backup's blob name starts with. An existing blob is never overwritten: the backup fails
+	// instead.
+	// +kubebuilder:validation:MaxLength=900
+	// +required
+	Key string `json:"key"`
+	// Endpoint is the storage account's Blob service URL, for a private endpoint, a sovereign cloud or an
+	// emulator: for example "https://prodbackups.privatelink.blob.core.windows.net" or, for Azurite (which
+	// puts the account in the path), "http://azurite.test:10000/devstoreaccount1". Empty:
+	// https://<storageAccount>.blob.core.windows.net. A plain http:// endpoint is for emulators and tests only.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/?# ]+(/[^?# ]*)?$')",message="endpoint is an http:// or https:// URL without query"
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialsSecret is a Secret in the backup's namespace with either key accountKey (the storage account's
+	// shared key, base64 as the portal shows it) or key sasToken (a shared access signature's query string,
+	// with or without the leading '?', allowing at least read, create, write, list and delete on the
+	// container); accountKey wins when both are set. Only the Jobs read it (as environment variables); Steward
+	// never copies it. Absent: the Azure SDK's default chain (workload identity through serviceAccountName, or
+	// a managed identity).
+	// +optional
+	CredentialsSecret *SecretReference `json:"credentialsSecret,omitempty"`
+	// ServiceAccountName is the Kubernetes ServiceAccount the Jobs that reach this container run as (and a
+	// member's Pod while it restores from it), for Azure workload identity. Empty: the namespace's default
+	// ServiceAccount.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// Keys of an Azure credentials Secret: one of them.
+const (
+	AzureAccountKeyKey = "accountKey"
+	AzureSASTokenKey   = "sasToken"
+)
+
+// AzureDevelopmentAccount is Azurite's well-known development storage account. Its shared key is published
+// with the emulator, so sending it over plain HTTP reveals nothing.
+const AzureDevelopmentAccount = "devstoreaccount1"
+
 // GCSServiceAccountKey is the key of a GCS credentials Secret: a service account key file (JSON).
 const GCSServiceAccountKey = "serviceAccount.json"
 
@@ -284,8 +352,8 @@ type EtcdBackupStatus struct {
 	// CompletionTime is when the backup reached Complete or Failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Location is where the snapshot is: pvc://<claim>/<path>, s3://<bucket>/<key> (on spec's endpoint) or
-	// gs://<bucket>/<key>.
+	// Location is where the snapshot is: pvc://<claim>/<path>, s3://<bucket>/<key> (on spec's endpoint),
+	// gs://<bucket>/<key> or azure://<storageAccount>/<container>/<key>.
 	// +optional
 	Location string `json:"location,omitempty"`
 	// SizeBytes is the size of the stored file or object as a whole (compressed and encrypted as it is stored).
@@ -342,8 +410,8 @@ type ClaimSpace struct {
 	CapacityBytes int64 `json:"capacityBytes"`
 }
 
-// EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC, in an S3-compatible bucket or in
-// Google Cloud Storage.
+// EtcdBackup is one snapshot of an EtcdCluster, taken by a Job and stored on a PVC, in an S3-compatible bucket, in
+// Google Cloud Storage or in Azure Blob Storage.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=etcdbackup,categories=steward

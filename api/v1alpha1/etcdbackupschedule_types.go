@@ -24,7 +24,7 @@ type EtcdBackupScheduleSpec struct {
 	Schedule string `json:"schedule"`
 
 	// Destination is the template of each backup's destination: for pvc, path is the directory the backup files
-	// go to; for s3 and gcs, key is the prefix of the backup objects. Each backup is named
+	// go to; for s3, gcs and azure, key is the prefix of the backup objects. Each backup is named
 	// <cluster>-<UTC time of the schedule, 20060102T150405Z>.db inside it.
 	// +required
 	Destination BackupDestination `json:"destination"`

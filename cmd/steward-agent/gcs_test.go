@@ -81,7 +81,7 @@ func TestGCSDestination(t *testing.T) {
 	}
 
 	_, code, out = runAgent(t, nil, "delete", "--gcs-bucket=bkt", "--s3-endpoint=s3:9000", "--path=x")
-	if code != 2 || !strings.Contains(out, "exactly one of --pvc-root, --s3-endpoint or --gcs-bucket") {
+	if code != 2 || !strings.Contains(out, "exactly one of --pvc-root, --s3-endpoint, --gcs-bucket or --azure-container") {
 		t.Fatalf("two destinations: exit %d: %s", code, out)
 	}
 }

@@ -1,15 +1,15 @@
-// Command steward-agent is the program of Steward's backup and restore Jobs and init containers.
-// `steward-agent snapshot` streams a snapshot from the first healthy member it is given to a file on a mounted
-// volume, an S3-compatible bucket or a Google Cloud Storage bucket, verifying etcd's checksum on the way and committing only a verified
-// snapshot; `delete` deletes a stored snapshot; `verify` reads a stored snapshot back and checks it against its
-// backup's record; `install` copies the agent into a shared volume, and `restore` (run from there inside the
-// member's etcd image, next to the etcdutl of the member's release) fetches and verifies the snapshot and
-// restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the cluster
-// DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
+// Command steward-agent is the program of Steward's backup and restore Jobs and init containers. `steward-agent
+// snapshot` streams a snapshot from the first healthy member it is given to a file on a mounted volume, an
+// S3-compatible bucket, a Google Cloud Storage bucket or an Azure Blob Storage container, verifying etcd's checksum on
+// the way and committing only a verified snapshot; `delete` deletes a stored snapshot; `verify` reads a stored snapshot
+// back and checks it against its backup's record; `install` copies the agent into a shared volume, and `restore` (run
+// from there inside the member's etcd image, next to the etcdutl of the member's release) fetches and verifies the
+// snapshot and restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the
+// cluster DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
 // container's entrypoint, starts etcd unless its data dir was emptied after the member had run, and answers the
-// member's readiness and liveness probes for it. The Jobs and
-// restore containers report their result as one line of JSON in the container's termination message, which the
-// controllers read into status. It never holds a whole snapshot in memory and never prints credentials.
+// member's readiness and liveness probes for it. The Jobs and restore containers report their result as one line of
+// JSON in the container's termination message, which the controllers read into status. It never holds a whole snapshot
+// in memory and never prints credentials.
 package main
 
 import (
@@ -37,6 +37,10 @@ const (
 	envCABundle        = "STEWARD_S3_CA_BUNDLE"
 	// envGCSCredentials is a Google service account key file (JSON); unset: the client's default chain.
 	envGCSCredentials = "STEWARD_GCS_CREDENTIALS" //nolint:gosec // the name of a variable, not a credential
+	// envAzureAccountKey and envAzureSASToken are an Azure storage account's shared key or a SAS token; both
+	// unset: the Azure SDK's default chain (workload identity).
+	envAzureAccountKey = "STEWARD_AZURE_ACCOUNT_KEY" //nolint:gosec // the name of a variable, not a credential
+	envAzureSASToken   = "STEWARD_AZURE_SAS_TOKEN"   //nolint:gosec // the name of a variable, not a credential
 )
 
 type memberList []string
@@ -70,6 +74,7 @@ type jobFlags struct {
 	pvcRoot, pvcClaim, path                   string
 	s3                                        backup.S3Config
 	gcs                                       backup.GCSConfig
+	azure                                     backup.AzureConfig
 	caFile, certFile, keyFile, credentialsDir string
 	want                                      backup.Expected
 	rst                                       restoreConfig
@@ -89,7 +94,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "deadline of the whole operation")
 	fs.StringVar(&f.pvcRoot, "pvc-root", "", "mount point of the destination volume (PVC destination)")
 	fs.StringVar(&f.pvcClaim, "pvc-claim", "", "name of the destination PVC, for the reported location")
-	fs.StringVar(&f.path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint or --gcs-bucket")
+	fs.StringVar(&f.path, "path", "", "file path under --pvc-root, or the object key with --s3-endpoint, --gcs-bucket or --azure-container")
 	fs.StringVar(&f.s3.Endpoint, "s3-endpoint", "", "S3 endpoint host[:port] (S3 destination)")
 	fs.StringVar(&f.s3.Bucket, "s3-bucket", "", "S3 bucket")
 	fs.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
@@ -97,6 +102,9 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain HTTP")
 	fs.StringVar(&f.gcs.Bucket, "gcs-bucket", "", "Google Cloud Storage bucket (GCS destination; --path is the object name)")
 	fs.StringVar(&f.gcs.Endpoint, "gcs-endpoint", "", "GCS JSON API URL of an emulator or private endpoint (default: Google's)")
+	fs.StringVar(&f.azure.Account, "azure-account", "", "Azure storage account (Azure destination, with --azure-container)")
+	fs.StringVar(&f.azure.Container, "azure-container", "", "Azure Blob Storage container (Azure destination; --path is the blob name)")
+	fs.StringVar(&f.azure.Endpoint, "azure-endpoint", "", "Azure Blob service URL of the account (default https://<account>.blob.core.windows.net)")
 	fs.StringVar(&f.compression, "compression", "Zstd", "how new snapshots and segments are stored: Zstd or None")
 	fs.StringVar(&f.encryptionKeyFile, "encryption-key-file", "", "age identities (AGE-SECRET-KEY-1...): new snapshots and segments are encrypted to the first, stored ones decrypted with any")
 	fs.Var(&f.readKeyFiles, "decryption-key-file", "more age identities to read stored snapshots and segments with (repeatable)")
@@ -121,7 +129,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
 	fs.StringVar(&f.listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
 	fs.StringVar(&f.candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
-	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path, S3 or GCS prefix) of the cluster ID")
+	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path, S3, GCS or Azure prefix) of the cluster ID")
 	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
 	fs.Int64Var(&f.targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
 	fs.StringVar(&f.targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
@@ -145,8 +153,11 @@ func (f *jobFlags) destination(ctx context.Context) (storeAt func(path string) (
 	if f.gcs.Bucket != "" {
 		given = append(given, f.gcsDestination)
 	}
+	if f.azure.Container != "" {
+		given = append(given, f.azureDestination)
+	}
 	if len(given) != 1 {
-		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root, --s3-endpoint or --gcs-bucket is required")
+		fmt.Fprintln(os.Stderr, "exactly one of --pvc-root, --s3-endpoint, --gcs-bucket or --azure-container is required")
 		os.Exit(2)
 	}
 	storeAt, dirAt, err := given[0](ctx)
@@ -221,6 +232,18 @@ func (f *jobFlags) gcsDestination(ctx context.Context) (func(string) (backup.Sto
 	}
 	return func(p string) (backup.Store, error) { return b.Store(p), nil },
 		func(d string) backup.ObjectDir { return b.Dir(d) }, nil
+}
+
+// azureDestination is one client of the container for every blob, with the shared key or SAS token from the
+// environment, or else the default chain (workload identity), found once.
+func (f *jobFlags) azureDestination(context.Context) (func(string) (backup.Store, error), func(string) backup.ObjectDir, error) {
+	f.azure.AccountKey, f.azure.SASToken = os.Getenv(envAzureAccountKey), os.Getenv(envAzureSASToken)
+	c, err := backup.NewAzureContainer(f.azure)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(p string) (backup.Store, error) { return c.Store(p), nil },
+		func(d string) backup.ObjectDir { return c.Dir(d) }, nil
 }
 
 // withSpace adds the destination volume's space to a result: a backup that fit and one that did not both say how

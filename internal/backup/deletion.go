@@ -40,9 +40,9 @@ const (
 type DeletionInput struct {
 	// Location of the committed snapshot (status.location); empty when the backup never committed one.
 	Location string
-	// Bucket: the destination is a bucket (S3, GCS); otherwise a PVC.
+	// Bucket: the destination is a bucket (S3, GCS) or a container (Azure); otherwise a PVC.
 	Bucket bool
-	// Ambient: the bucket is reached with the Jobs' own identity (GCS Workload Identity, S3 through the AWS
+	// Ambient: the bucket is reached with the Jobs' own identity (GCS or Azure workload identity, S3 through the AWS
 	// default chain), not a credentials Secret, so the operator cannot delete the object itself.
 	Ambient bool
 	// DestinationName is the claim (PVC) or credentials Secret (bucket) the deletion needs.

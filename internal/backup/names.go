@@ -16,8 +16,8 @@ func ArtifactName(cluster string, t time.Time) string {
 	return fmt.Sprintf("%s-%s.db", cluster, t.UTC().Format(TimeFormat))
 }
 
-// JoinPrefix puts name under prefix, which is a directory (PVC) or a key prefix (S3, GCS): "a/b" and "a/b/" both give
-// "a/b/<name>"; an empty prefix gives name.
+// JoinPrefix puts name under prefix, which is a directory (PVC) or a key prefix (S3, GCS, Azure): "a/b" and "a/b/"
+// both give "a/b/<name>"; an empty prefix gives name.
 func JoinPrefix(prefix, name string) string {
 	prefix = strings.TrimRight(prefix, "/")
 	if prefix == "" {

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// SegmentsBase is the directory (PVC) or key prefix (S3, GCS), next to a schedule's snapshots, that holds a cluster's
-// segments; SegmentsDir the part of it for one etcd cluster ID: a restored cluster has a new ID and starts a new
-// chain.
+// SegmentsBase is the directory (PVC) or key prefix (S3, GCS, Azure), next to a schedule's snapshots, that holds a
+// cluster's segments; SegmentsDir the part of it for one etcd cluster ID: a restored cluster has a new ID and starts a
+// new chain.
 func SegmentsBase(destination, cluster string) string {
 	return path.Join(destination, cluster+"-segments")
 }

@@ -23,7 +23,7 @@ type Snapshot struct {
 // operator passes them to the agent (as JSON), which plans with them and reads the chosen one.
 type Candidate struct {
 	Name string `json:"name"`
-	// Path of the snapshot on the destination (PVC path, S3 or GCS key).
+	// Path of the snapshot on the destination (PVC path, S3, GCS or Azure key).
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size"`
 	SHA256    string `json:"sha256"`

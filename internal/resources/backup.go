@@ -71,6 +71,8 @@ func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
 		return []string{"--pvc-root=" + backupMount, "--pvc-claim=" + d.PVC.ClaimName, "--path=" + d.PVC.Path}
 	case d.GCS != nil:
 		return gcsArgs(d.GCS)
+	case d.Azure != nil:
+		return azureArgs(d.Azure)
 	}
 	args := []string{"--s3-endpoint=" + d.S3.Endpoint, "--s3-bucket=" + d.S3.Bucket, "--path=" + d.S3.Key}
 	if d.S3.Region != "" {
@@ -85,7 +87,7 @@ func sourceArgs(d etcdv1alpha1.BackupDestination) []string {
 	return args
 }
 
-// destinationAccess is what a container needs to reach a backup destination: the S3 or GCS credentials as
+// destinationAccess is what a container needs to reach a backup destination: the S3, GCS or Azure credentials as
 // environment variables from the Secret (they never pass through Steward), or the PVC mounted at backupMount.
 func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) {
 	if s3 := d.S3; s3 != nil && s3.CredentialsSecret != nil {
@@ -106,6 +108,9 @@ func destinationAccess(d etcdv1alpha1.BackupDestination, readOnly bool) (env []c
 	}
 	if g := d.GCS; g != nil {
 		env = gcsEnv(g)
+	}
+	if a := d.Azure; a != nil {
+		env = azureEnv(a)
 	}
 	if pvc := d.PVC; pvc != nil {
 		volumes = []corev1.Volume{{Name: backupVolume, VolumeSource: corev1.VolumeSource{
@@ -137,7 +142,7 @@ func oneShotJob(namespace, name string, labels map[string]string, owner metav1.O
 			BackoffLimit:          ptr.To[int32](0),
 			ActiveDeadlineSeconds: ptr.To[int64](BackupJobDeadline),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: destinationPodLabels(d, labels)},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					ServiceAccountName:           DestinationServiceAccount(d),

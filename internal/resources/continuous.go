@@ -54,7 +54,7 @@ func FollowerLabels(s *etcdv1alpha1.EtcdBackupSchedule) map[string]string {
 	return map[string]string{LabelSchedule: s.Name, LabelComponent: ComponentFollower, LabelManagedBy: "steward"}
 }
 
-// DestinationPath is the path (PVC) or key (S3, GCS) of d: a schedule's directory or prefix, a backup's file or
+// DestinationPath is the path (PVC) or key (S3, GCS, Azure) of d: a schedule's directory or prefix, a backup's file or
 // object.
 func DestinationPath(d etcdv1alpha1.BackupDestination) string {
 	switch {
@@ -62,6 +62,8 @@ func DestinationPath(d etcdv1alpha1.BackupDestination) string {
 		return d.PVC.Path
 	case d.GCS != nil:
 		return d.GCS.Key
+	case d.Azure != nil:
+		return d.Azure.Key
 	}
 	return d.S3.Key
 }
@@ -79,6 +81,8 @@ func WithPath(d etcdv1alpha1.BackupDestination, p string) etcdv1alpha1.BackupDes
 		d.PVC.Path = p
 	case d.GCS != nil:
 		d.GCS.Key = p
+	case d.Azure != nil:
+		d.Azure.Key = p
 	default:
 		d.S3.Key = p
 	}
@@ -142,7 +146,7 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: destinationPodLabels(d, labels)},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           DestinationServiceAccount(d),
 					EnableServiceLinks:           ptr.To(false),

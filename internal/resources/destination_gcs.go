@@ -27,13 +27,16 @@ func gcsEnv(g *etcdv1alpha1.GCSDestination) []corev1.EnvVar {
 }
 
 // DestinationServiceAccount is the ServiceAccount the Pods that reach d run as: the one a GCS destination names
-// for Workload Identity or an S3 destination for IAM Roles for Service Accounts, else "" (the namespace's
-// default). The Pods still mount no API token: GKE's metadata server gives a Pod its ServiceAccount's Google
-// identity without one, and EKS's webhook mounts a token of its own audience (sts.amazonaws.com) only.
+// for Workload Identity, an Azure destination for workload identity or an S3 destination for IAM Roles for
+// Service Accounts, else "" (the namespace's default). The Pods still mount no API token: GKE's metadata server
+// gives a Pod its ServiceAccount's Google identity without one, and EKS's and Azure's webhooks mount a token of
+// their own audience (sts.amazonaws.com, api://AzureADTokenExchange) only.
 func DestinationServiceAccount(d etcdv1alpha1.BackupDestination) string {
 	switch {
 	case d.GCS != nil:
 		return d.GCS.ServiceAccountName
+	case d.Azure != nil:
+		return d.Azure.ServiceAccountName
 	case d.S3 != nil:
 		return d.S3.ServiceAccountName
 	}
@@ -41,7 +44,7 @@ func DestinationServiceAccount(d etcdv1alpha1.BackupDestination) string {
 }
 
 // restoreServiceAccount is the ServiceAccount of member m's Pod: the backup destination's while the Pod restores
-// from it, so that the restore container reaches a bucket through Workload Identity.
+// from it, so that the restore container reaches a bucket through Workload Identity (GCS, Azure) or IRSA (S3).
 func restoreServiceAccount(m Member) string {
 	if m.Restore == nil || m.Restore.Backup == nil {
 		return ""

@@ -505,6 +505,9 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	for k, v := range MemberLabels(cluster, m.Name) {
 		labels[k] = v
 	}
+	if m.Restore != nil && m.Restore.Backup != nil {
+		labels = destinationPodLabels(m.Restore.Backup.Spec.Destination, labels)
+	}
 	annotations := map[string]string{}
 	for k, v := range cluster.Spec.Pod.Annotations {
 		annotations[k] = v

@@ -190,8 +190,68 @@ func TestAdmissionOfGCSDestinations(t *testing.T) {
 		}), "never sent over plain HTTP"},
 		"bad service account": {gcs(func(g map[string]any) { g["serviceAccountName"] = "Etcd Backup" }), "serviceAccountName"},
 		"gcs and pvc": {map[string]any{"gcs": map[string]any{"bucket": "etcd-backups", "key": "k"}, "pvc": map[string]any{"claimName": "c", "path": "p"}},
-			"exactly one of pvc, s3 or gcs"},
+			"exactly one of pvc, s3, gcs or azure"},
 	}
+	checkDestinationAdmission(t, a, tests)
+}
+
+// TestAdmissionOfAzureDestinations: Azure's naming rules for accounts and containers, the key and endpoint rules
+// GCS has, and no credentials over plain HTTP except Azurite's published development account.
+func TestAdmissionOfAzureDestinations(t *testing.T) {
+	a := loadCRDs(t)
+	azure := func(mutate func(map[string]any)) map[string]any {
+		g := map[string]any{"storageAccount": "prodbackups", "container": "etcd-backups", "key": "prod/main"}
+		mutate(g)
+		return map[string]any{"azure": g}
+	}
+	secret := map[string]any{"name": "azure-key"}
+	tests := map[string]struct {
+		destination map[string]any
+		want        string // "" admitted, else part of the refusal
+	}{
+		"workload identity":  {azure(func(g map[string]any) { g["serviceAccountName"] = "etcd-backup" }), ""},
+		"shared key":         {azure(func(g map[string]any) { g["credentialsSecret"] = secret }), ""},
+		"private endpoint":   {azure(func(g map[string]any) { g["endpoint"] = "https://prodbackups.privatelink.blob.core.windows.net" }), ""},
+		"Azurite, anonymous": {azure(func(g map[string]any) { g["endpoint"] = "http://10.0.0.1:10000/prodbackups" }), ""},
+		"Azurite's development account with its key": {azure(func(g map[string]any) {
+			g["storageAccount"], g["endpoint"], g["credentialsSecret"] = "devstoreaccount1", "http://10.0.0.1:10000/devstoreaccount1", secret
+		}), ""},
+		"container of 63":             {azure(func(g map[string]any) { g["container"] = strings.Repeat("a", 63) }), ""},
+		"container of 3 with hyphen":  {azure(func(g map[string]any) { g["container"] = "a-b" }), ""},
+		"account uppercase":           {azure(func(g map[string]any) { g["storageAccount"] = "ProdBackups" }), "spec.destination.azure.storageAccount"},
+		"account with hyphen":         {azure(func(g map[string]any) { g["storageAccount"] = "prod-backups" }), "spec.destination.azure.storageAccount"},
+		"account of 25":               {azure(func(g map[string]any) { g["storageAccount"] = strings.Repeat("a", 25) }), "spec.destination.azure.storageAccount"},
+		"account of 2":                {azure(func(g map[string]any) { g["storageAccount"] = "ab" }), "spec.destination.azure.storageAccount"},
+		"container of 64":             {azure(func(g map[string]any) { g["container"] = strings.Repeat("a", 64) }), "spec.destination.azure.container"},
+		"container of 2":              {azure(func(g map[string]any) { g["container"] = "ab" }), "spec.destination.azure.container"},
+		"container uppercase":         {azure(func(g map[string]any) { g["container"] = "Etcd" }), "spec.destination.azure.container"},
+		"container with two hyphens":  {azure(func(g map[string]any) { g["container"] = "etcd--backups" }), "spec.destination.azure.container"},
+		"container ending in hyphen":  {azure(func(g map[string]any) { g["container"] = "etcd-" }), "spec.destination.azure.container"},
+		"container starting with '-'": {azure(func(g map[string]any) { g["container"] = "-etcd" }), "spec.destination.azure.container"},
+		"empty key":                   {azure(func(g map[string]any) { g["key"] = "" }), "key must not be empty"},
+		"absolute key":                {azure(func(g map[string]any) { g["key"] = "/etcd" }), "key must not be empty"},
+		"endpoint without scheme":     {azure(func(g map[string]any) { g["endpoint"] = "prodbackups.blob.core.windows.net" }), "http:// or https:// URL"},
+		"endpoint with a SAS query":   {azure(func(g map[string]any) { g["endpoint"] = "https://prodbackups.blob.core.windows.net/?sig=x" }), "http:// or https:// URL"},
+		"a key over plain HTTP": {azure(func(g map[string]any) {
+			g["endpoint"], g["credentialsSecret"] = "http://10.0.0.1:10000/prodbackups", secret
+		}), "never sent over plain HTTP"},
+		"bad service account": {azure(func(g map[string]any) { g["serviceAccountName"] = "Etcd Backup" }), "serviceAccountName"},
+		"azure and gcs": {map[string]any{"azure": map[string]any{"storageAccount": "prodbackups", "container": "etcd", "key": "k"},
+			"gcs": map[string]any{"bucket": "etcd-backups", "key": "k"}}, "exactly one of pvc, s3, gcs or azure"},
+	}
+	checkDestinationAdmission(t, a, tests)
+}
+
+// destinationCase is a destination and how admission answers it on an EtcdBackup and an EtcdBackupSchedule: ""
+// admitted, else part of the refusal.
+type destinationCase = struct {
+	destination map[string]any
+	want        string
+}
+
+// checkDestinationAdmission offers each case's destination to the CRDs in a, on a backup and on a schedule.
+func checkDestinationAdmission(t *testing.T, a *admission, tests map[string]destinationCase) {
+	t.Helper()
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			for _, obj := range []map[string]any{

@@ -56,6 +56,8 @@ type Reconciler struct {
 	DeleteObject func(ctx context.Context, cfg backup.S3Config) error
 	// DeleteGCSObject deletes a GCS object the same way (deleteGCSObject when nil).
 	DeleteGCSObject func(ctx context.Context, cfg backup.GCSConfig, key string) error
+	// DeleteAzureBlob deletes an Azure blob the same way (deleteAzureBlob when nil).
+	DeleteAzureBlob func(ctx context.Context, cfg backup.AzureConfig, key string) error
 }
 
 // The least this controller's code uses: update and patch of EtcdBackups add and remove its finalizer; status
@@ -220,19 +222,11 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 		}
 		return "", nil
 	}
-	var name string
-	keys := []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey}
-	switch g := b.Spec.Destination.GCS; {
-	case g != nil && g.CredentialsSecret == nil:
-		return "", nil // Workload Identity: the Job's own identity, nothing to look up
-	case g != nil:
-		name, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
-	case b.Spec.Destination.S3.CredentialsSecret == nil:
-		return "", nil // the AWS default chain: the Job's own identity, nothing to look up
-	default:
-		name = b.Spec.Destination.S3.CredentialsSecret.Name
+	name, need, _ := destinationCredentials(b.Spec.Destination)
+	if name == "" {
+		return "", nil // ambient credentials (workload identity, the AWS default chain): the Job's own, nothing to look up
 	}
-	problem, _, err := secretProblem(ctx, r.APIReader, b.Namespace, name, "credentials", keys...)
+	problem, _, err := secretProblem(ctx, r.APIReader, b.Namespace, name, "credentials", need)
 	return problem, err
 }
 

@@ -119,6 +119,9 @@ func sameStorage(a, b etcdv1alpha1.BackupDestination) bool {
 	case a.GCS != nil && b.GCS != nil:
 		return a.GCS.Endpoint == b.GCS.Endpoint && a.GCS.Bucket == b.GCS.Bucket &&
 			ptr.Equal(a.GCS.CredentialsSecret, b.GCS.CredentialsSecret) && a.GCS.ServiceAccountName == b.GCS.ServiceAccountName
+	case a.Azure != nil && b.Azure != nil:
+		return a.Azure.Endpoint == b.Azure.Endpoint && a.Azure.StorageAccount == b.Azure.StorageAccount && a.Azure.Container == b.Azure.Container &&
+			ptr.Equal(a.Azure.CredentialsSecret, b.Azure.CredentialsSecret) && a.Azure.ServiceAccountName == b.Azure.ServiceAccountName
 	}
 	return false
 }

@@ -34,7 +34,7 @@ func EncryptionKeyProblem(ctx context.Context, live client.Reader, namespace str
 		return "", nil
 	}
 	name := enc.KeySecret.Name
-	problem, secret, err := secretProblem(ctx, live, namespace, name, "encryption key", etcdv1alpha1.EncryptionKeySecretKey)
+	problem, secret, err := secretProblem(ctx, live, namespace, name, "encryption key", secretKeys{keys: []string{etcdv1alpha1.EncryptionKeySecretKey}})
 	if problem != "" || err != nil {
 		return problem, err
 	}
@@ -46,9 +46,9 @@ func EncryptionKeyProblem(ctx context.Context, live client.Reader, namespace str
 }
 
 // secretProblem reads Secret namespace/name of a user's (what it is for, in the message: "credentials",
-// "encryption key") with one uncached get, and says why it cannot serve: missing, or without one of keys.
+// "encryption key") with one uncached get, and says why it cannot serve: missing, or without the keys it needs.
 // The Secret is returned when there is no problem.
-func secretProblem(ctx context.Context, live client.Reader, namespace, name, what string, keys ...string) (string, *corev1.Secret, error) {
+func secretProblem(ctx context.Context, live client.Reader, namespace, name, what string, need secretKeys) (string, *corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	err := live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
@@ -57,10 +57,8 @@ func secretProblem(ctx context.Context, live client.Reader, namespace, name, wha
 	if err != nil {
 		return "", nil, fmt.Errorf("get %s Secret %s: %w", what, name, err)
 	}
-	for _, k := range keys {
-		if len(secret.Data[k]) == 0 {
-			return fmt.Sprintf("%s Secret %s has no key %s", what, name, k), nil, nil
-		}
+	if m := need.missing(secret.Data); m != "" {
+		return fmt.Sprintf("%s Secret %s %s", what, name, m), nil, nil
 	}
 	return "", secret, nil
 }

@@ -137,30 +137,20 @@ func (r *Reconciler) deletionInput(ctx context.Context, b *etcdv1alpha1.EtcdBack
 		in.DestinationPresent = err == nil && claim.DeletionTimestamp.IsZero()
 		return in, snapJob, delJob, nil, nil
 	}
-	keys := []string{etcdv1alpha1.S3AccessKeyIDKey, etcdv1alpha1.S3SecretAccessKeyKey}
-	if g := b.Spec.Destination.GCS; g != nil {
-		if g.CredentialsSecret == nil {
-			// Workload Identity: nothing of the destination's can go missing, and only a Job can delete.
-			in.Ambient, in.DestinationPresent, in.DestinationName = true, true, g.ServiceAccountName
-			return in, snapJob, delJob, nil, nil
-		}
-		in.DestinationName, keys = g.CredentialsSecret.Name, []string{etcdv1alpha1.GCSServiceAccountKey}
-	} else if s3 := b.Spec.Destination.S3; s3.CredentialsSecret == nil {
-		// The AWS default chain: as for Workload Identity, only a Job can delete.
-		in.Ambient, in.DestinationPresent, in.DestinationName = true, true, s3.ServiceAccountName
+	name, need, serviceAccount := destinationCredentials(b.Spec.Destination)
+	if name == "" {
+		// Ambient credentials (workload identity, the AWS default chain): nothing of the destination's can go
+		// missing, and only a Job can delete.
+		in.Ambient, in.DestinationPresent, in.DestinationName = true, true, serviceAccount
 		return in, snapJob, delJob, nil, nil
-	} else {
-		in.DestinationName = s3.CredentialsSecret.Name
 	}
+	in.DestinationName = name
 	secret = &corev1.Secret{}
 	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: in.DestinationName}, secret)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return in, nil, nil, nil, fmt.Errorf("get credentials Secret %s: %w", in.DestinationName, err)
 	}
-	in.DestinationPresent = err == nil && secret.DeletionTimestamp.IsZero()
-	for _, k := range keys {
-		in.DestinationPresent = in.DestinationPresent && len(secret.Data[k]) > 0
-	}
+	in.DestinationPresent = err == nil && secret.DeletionTimestamp.IsZero() && need.missing(secret.Data) == ""
 	if !in.DestinationPresent {
 		secret = nil
 	}
@@ -203,6 +193,19 @@ func (r *Reconciler) deleteDirect(ctx context.Context, b *etcdv1alpha1.EtcdBacku
 		}
 		return nil
 	}
+	if a := b.Spec.Destination.Azure; a != nil {
+		del := r.DeleteAzureBlob
+		if del == nil {
+			del = deleteAzureBlob
+		}
+		// The SDK never puts a shared key or a SAS signature into an error (it redacts the query).
+		cfg := backup.AzureConfig{Account: a.StorageAccount, Container: a.Container, Endpoint: a.Endpoint,
+			AccountKey: string(secret.Data[etcdv1alpha1.AzureAccountKeyKey]), SASToken: string(secret.Data[etcdv1alpha1.AzureSASTokenKey])}
+		if err := del(ctx, cfg, a.Key); err != nil {
+			return fmt.Errorf("delete %s: %w", b.Status.Location, err)
+		}
+		return nil
+	}
 	d := b.Spec.Destination.S3
 	id, key := string(secret.Data[etcdv1alpha1.S3AccessKeyIDKey]), string(secret.Data[etcdv1alpha1.S3SecretAccessKeyKey])
 	cfg := backup.S3Config{Endpoint: d.Endpoint, Bucket: d.Bucket, Key: d.Key, Region: d.Region, ForcePathStyle: d.ForcePathStyle,
@@ -235,6 +238,15 @@ func deleteGCSObject(ctx context.Context, cfg backup.GCSConfig, key string) erro
 	}
 	defer func() { _ = b.Close() }()
 	return b.Store(key).Delete(ctx)
+}
+
+// deleteAzureBlob deletes key of cfg's container (a missing blob counts as deleted).
+func deleteAzureBlob(ctx context.Context, cfg backup.AzureConfig, key string) error {
+	c, err := backup.NewAzureContainer(cfg)
+	if err != nil {
+		return err
+	}
+	return c.Store(key).Delete(ctx)
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {

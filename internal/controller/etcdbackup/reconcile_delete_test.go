@@ -49,10 +49,20 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 		}
 		return d
 	}
+	azureKey := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "azure-key"},
+		Data: map[string][]byte{etcdv1alpha1.AzureSASTokenKey: []byte("sv=2021-08-06&sig=s3cr3t")}}
+	azureDest := func(secret bool) etcdv1alpha1.BackupDestination {
+		d := etcdv1alpha1.BackupDestination{Azure: &etcdv1alpha1.AzureDestination{StorageAccount: "acct", Container: "bkt", Key: "etcd/b1.db", ServiceAccountName: "etcd-backup"}}
+		if secret {
+			d.Azure.CredentialsSecret = &etcdv1alpha1.SecretReference{Name: "azure-key"}
+		}
+		return d
+	}
 	tests := []struct {
 		name        string
 		s3          bool
 		gcs         string // "key" (a credentials Secret) or "ambient" (Workload Identity)
+		azure       string // the same for Azure
 		objs        []client.Object
 		terminating bool
 		deleteErr   error
@@ -70,6 +80,12 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 			wantEvent: "SnapshotDeleted", wantDirect: true},
 		{name: "terminating namespace, GCS key file gone", gcs: "key", terminating: true, wantEvent: "SnapshotLeftBehind"},
 		{name: "terminating namespace, GCS through Workload Identity", gcs: "ambient", terminating: true, wantEvent: "SnapshotLeftBehind"},
+		{name: "terminating namespace, Azure with its SAS token: deleted directly", azure: "key", objs: []client.Object{azureKey}, terminating: true,
+			wantEvent: "SnapshotDeleted", wantDirect: true},
+		{name: "terminating namespace, Azure Secret without either key", azure: "key", terminating: true,
+			objs:      []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "azure-key"}, Data: map[string][]byte{"key": []byte("s3cr3t")}}},
+			wantEvent: "SnapshotLeftBehind"},
+		{name: "terminating namespace, Azure through workload identity", azure: "ambient", terminating: true, wantEvent: "SnapshotLeftBehind"},
 		{name: "terminating namespace, PVC", objs: []client.Object{claim}, terminating: true, wantEvent: "SnapshotLeftBehind"},
 		{name: "claim gone", wantEvent: "SnapshotLeftBehind"},
 		{name: "Secret gone", s3: true, wantEvent: "SnapshotLeftBehind"},
@@ -85,6 +101,9 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 			}
 			if tt.gcs != "" {
 				b.Spec.Destination = gcsDest(tt.gcs == "key")
+			}
+			if tt.azure != "" {
+				b.Spec.Destination = azureDest(tt.azure == "key")
 			}
 			b.Finalizers = []string{Finalizer}
 			b.Status.Location = "somewhere://b1.db"
@@ -118,6 +137,13 @@ func TestFinalizerNeverHoldsTheObject(t *testing.T) {
 				DeleteGCSObject: func(_ context.Context, cfg backup.GCSConfig, key string) error {
 					direct++
 					if cfg.Bucket != "bkt" || key != "etcd/b1.db" || !strings.Contains(string(cfg.CredentialsJSON), "s3cr3t") {
+						t.Errorf("direct deletion of %s in %+v", key, cfg)
+					}
+					return tt.deleteErr
+				},
+				DeleteAzureBlob: func(_ context.Context, cfg backup.AzureConfig, key string) error {
+					direct++
+					if cfg.Account != "acct" || cfg.Container != "bkt" || key != "etcd/b1.db" || cfg.SASToken != "sv=2021-08-06&sig=s3cr3t" || cfg.AccountKey != "" {
 						t.Errorf("direct deletion of %s in %+v", key, cfg)
 					}
 					return tt.deleteErr

@@ -133,7 +133,7 @@ func backupNotMountable(cluster *etcdv1alpha1.EtcdCluster, claim string, pv *cor
 		}
 		mountable = append(mountable, nodes[i].Name)
 	}
-	fix := "restore from a copy of the backup in a bucket (S3 or GCS), or on a claim that the cluster's nodes can mount"
+	fix := "restore from a copy of the backup in a bucket (S3, GCS or Azure), or on a claim that the cluster's nodes can mount"
 	if len(mountable) == 0 {
 		return fmt.Sprintf("the backup's claim %s is on PersistentVolume %s, which no existing node can mount; %s", claim, pv.Name, fix), nil
 	}

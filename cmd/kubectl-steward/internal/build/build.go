@@ -52,6 +52,20 @@ func ParseGCS(s string) (bucket, key string, dir bool, err error) {
 	return parseBucketURL(s, "GCS", "gs://", "object")
 }
 
+// ParseAzure reads an Azure destination "azure://<account>/<container>[/<key>]" (the form of status.location),
+// like ParseS3.
+func ParseAzure(s string) (account, container, key string, dir bool, err error) {
+	account, rest, _, err := parseBucketURL(s, "Azure", "azure://", "container>/<blob")
+	if err != nil {
+		return "", "", "", false, err
+	}
+	container, key, _ = strings.Cut(rest, "/")
+	if container == "" {
+		return "", "", "", false, fmt.Errorf("destination %q has no container: want azure://<account>/<container>/<blob or prefix/>", s)
+	}
+	return account, container, key, key == "" || strings.HasSuffix(key, "/"), nil
+}
+
 // parseBucketURL reads "<scheme><bucket>[/<key>]" of a store called kind, whose keys are called item.
 func parseBucketURL(s, kind, scheme, item string) (bucket, key string, dir bool, err error) {
 	rest, ok := strings.CutPrefix(s, scheme)
@@ -65,12 +79,20 @@ func parseBucketURL(s, kind, scheme, item string) (bucket, key string, dir bool,
 	return bucket, key, key == "" || strings.HasSuffix(key, "/"), nil
 }
 
-// GCSOptions are the flags that complete a gs:// destination; all optional (Google's endpoint, Workload
-// Identity through the namespace's default ServiceAccount).
-type GCSOptions struct {
+// CloudOptions are the flags that complete a gs:// or azure:// destination; all optional (the provider's public
+// endpoint, workload identity through the namespace's default ServiceAccount).
+type CloudOptions struct {
 	Endpoint          string
 	CredentialsSecret string
 	ServiceAccount    string
+}
+
+// secret is the reference the credentials flag names, nil without one.
+func (o CloudOptions) secret() *etcdv1alpha1.SecretReference {
+	if o.CredentialsSecret == "" {
+		return nil
+	}
+	return &etcdv1alpha1.SecretReference{Name: o.CredentialsSecret}
 }
 
 // S3Options are the flags that complete an s3:// destination: where the S3 API is and how to reach it.
@@ -90,15 +112,17 @@ type BackupRequest struct {
 	// Name of the EtcdBackup; empty gives <cluster>-<UTC time>.
 	Name string
 	// Exactly one destination: From (the destination of an existing EtcdBackup or EtcdBackupSchedule, whose
-	// directory or prefix the new snapshot goes to), PVC ("<claim>/<path>"), S3 ("s3://<bucket>/<key>") or GCS
-	// ("gs://<bucket>/<key>").
-	From    *etcdv1alpha1.BackupDestination
-	FromIs  string // "EtcdBackup" or "EtcdBackupSchedule": an EtcdBackup's destination names a file, a schedule's a directory
-	PVC     string
-	S3      string
-	S3Opts  S3Options
-	GCS     string
-	GCSOpts GCSOptions
+	// directory or prefix the new snapshot goes to), PVC ("<claim>/<path>"), S3 ("s3://<bucket>/<key>"), GCS
+	// ("gs://<bucket>/<key>") or Azure ("azure://<account>/<container>/<key>").
+	From      *etcdv1alpha1.BackupDestination
+	FromIs    string // "EtcdBackup" or "EtcdBackupSchedule": an EtcdBackup's destination names a file, a schedule's a directory
+	PVC       string
+	S3        string
+	S3Opts    S3Options
+	GCS       string
+	GCSOpts   CloudOptions
+	Azure     string
+	AzureOpts CloudOptions
 	// DeletionPolicy is Retain (the API's default when empty) or Delete.
 	DeletionPolicy string
 	// Compression and Encryption are the backup's spec.compression and spec.encryption.
@@ -114,16 +138,19 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 		return nil, errors.New("a cluster name is required")
 	}
 	set := 0
-	for _, given := range []bool{r.From != nil, r.PVC != "", r.S3 != "", r.GCS != ""} {
+	for _, given := range []bool{r.From != nil, r.PVC != "", r.S3 != "", r.GCS != "", r.Azure != ""} {
 		if given {
 			set++
 		}
 	}
 	if set != 1 {
-		return nil, errors.New("give exactly one destination: --destination-from <EtcdBackup or EtcdBackupSchedule>, --pvc <claim>/<path>, --s3 s3://<bucket>/<key> or --gcs gs://<bucket>/<key>")
+		return nil, errors.New("give exactly one destination: --destination-from <EtcdBackup or EtcdBackupSchedule>, --pvc <claim>/<path>, --s3 s3://<bucket>/<key>, --gcs gs://<bucket>/<key> or --azure azure://<account>/<container>/<key>")
 	}
-	if r.GCS == "" && (r.GCSOpts != GCSOptions{}) {
+	if r.GCS == "" && (r.GCSOpts != CloudOptions{}) {
 		return nil, errors.New("--gcs-endpoint, --gcs-credentials-secret and --gcs-service-account go with --gcs")
+	}
+	if r.Azure == "" && (r.AzureOpts != CloudOptions{}) {
+		return nil, errors.New("--azure-endpoint, --azure-credentials-secret and --azure-service-account go with --azure")
 	}
 	if r.S3 == "" && (r.S3Opts != S3Options{}) {
 		return nil, errors.New("--s3-endpoint, --s3-credentials-secret, --s3-service-account, --s3-region, --s3-force-path-style and --s3-insecure go with --s3")
@@ -144,7 +171,7 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 			}
 			return ""
 		}
-		if d.PVC == nil && d.S3 == nil && d.GCS == nil {
+		if d.PVC == nil && d.S3 == nil && d.GCS == nil && d.Azure == nil {
 			return nil, fmt.Errorf("the %s has no destination to copy", r.FromIs)
 		}
 		d = resources.WithPath(d, backup.JoinPrefix(dirOf(resources.DestinationPath(d)), artifact))
@@ -165,10 +192,18 @@ func Backup(r BackupRequest) (*etcdv1alpha1.EtcdBackup, error) {
 		if dir {
 			key = backup.JoinPrefix(key, artifact)
 		}
-		d.GCS = &etcdv1alpha1.GCSDestination{Bucket: bucket, Key: key, Endpoint: r.GCSOpts.Endpoint, ServiceAccountName: r.GCSOpts.ServiceAccount}
-		if r.GCSOpts.CredentialsSecret != "" {
-			d.GCS.CredentialsSecret = &etcdv1alpha1.SecretReference{Name: r.GCSOpts.CredentialsSecret}
+		d.GCS = &etcdv1alpha1.GCSDestination{Bucket: bucket, Key: key, Endpoint: r.GCSOpts.Endpoint,
+			ServiceAccountName: r.GCSOpts.ServiceAccount, CredentialsSecret: r.GCSOpts.secret()}
+	case r.Azure != "":
+		account, container, key, dir, err := ParseAzure(r.Azure)
+		if err != nil {
+			return nil, err
 		}
+		if dir {
+			key = backup.JoinPrefix(key, artifact)
+		}
+		d.Azure = &etcdv1alpha1.AzureDestination{StorageAccount: account, Container: container, Key: key, Endpoint: r.AzureOpts.Endpoint,
+			ServiceAccountName: r.AzureOpts.ServiceAccount, CredentialsSecret: r.AzureOpts.secret()}
 	default:
 		bucket, key, dir, err := ParseS3(r.S3)
 		if err != nil {

@@ -15,11 +15,11 @@ import (
 )
 
 type backupOptions struct {
-	name, from, pvc, s3, gcs, deletionPolicy string
-	compression, encryptionKeySecret         string
-	s3Opts                                   build.S3Options
-	gcsOpts                                  build.GCSOptions
-	follow                                   followOptions
+	name, from, pvc, s3, gcs, azure, deletionPolicy string
+	compression, encryptionKeySecret                string
+	s3Opts                                          build.S3Options
+	gcsOpts, azureOpts                              build.CloudOptions
+	follow                                          followOptions
 }
 
 func newBackupCommand(o *Options) *cobra.Command {
@@ -30,13 +30,16 @@ func newBackupCommand(o *Options) *cobra.Command {
 		Long: `Create an EtcdBackup of the cluster and, unless --wait=false, follow it until it is Complete or Failed,
 printing its progress. The destination is the one of an existing EtcdBackup or EtcdBackupSchedule
 (--destination-from: the new snapshot goes to the same directory or key prefix), a PVC (--pvc), an S3
-bucket (--s3) or a Google Cloud Storage bucket (--gcs). Without any of them, the destination of the cluster's only EtcdBackupSchedule is used.
+bucket (--s3), a Google Cloud Storage bucket (--gcs) or an Azure Blob Storage container (--azure). Without
+any of them, the destination of the cluster's only EtcdBackupSchedule is used.
 A directory (a path ending in "/", or none) or key prefix gets a file named <cluster>-<UTC time>.db.`,
 		Example: `  kubectl steward backup example                                  # to where the cluster's schedule writes
   kubectl steward backup example --destination-from nightly       # next to an EtcdBackup or schedule's files
   kubectl steward backup example --pvc backups/etcd/              # PVC "backups", directory etcd/
   kubectl steward backup example --s3 s3://etcd-backups/prod/ --s3-endpoint s3.example.com --s3-credentials-secret s3-creds
   kubectl steward backup example --gcs gs://etcd-backups/prod/ --gcs-service-account etcd-backup   # Workload Identity
+  kubectl steward backup example --azure azure://prodbackups/etcd/prod/ --azure-credentials-secret azure-key
+  kubectl steward backup example --azure azure://prodbackups/etcd/prod/ --azure-service-account etcd-backup   # workload identity
   kubectl steward backup example --dry-run -o yaml                # print the EtcdBackup, create nothing`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.runBackup(cmd, args[0], b) },
@@ -56,6 +59,10 @@ A directory (a path ending in "/", or none) or key prefix gets a file named <clu
 	f.StringVar(&b.gcsOpts.Endpoint, "gcs-endpoint", "", "JSON API URL of a GCS emulator or private endpoint (with --gcs; default Google's)")
 	f.StringVar(&b.gcsOpts.CredentialsSecret, "gcs-credentials-secret", "", "Secret with serviceAccount.json, a service account key (with --gcs; default: Workload Identity)")
 	f.StringVar(&b.gcsOpts.ServiceAccount, "gcs-service-account", "", "ServiceAccount the Jobs run as, for Workload Identity (with --gcs)")
+	f.StringVar(&b.azure, "azure", "", "Store in Azure Blob Storage: azure://<account>/<container>/<blob>, or azure://<account>/<container>/<prefix>/ for a generated name")
+	f.StringVar(&b.azureOpts.Endpoint, "azure-endpoint", "", "Blob service URL of the account, for Azurite or a private endpoint (with --azure; default https://<account>.blob.core.windows.net)")
+	f.StringVar(&b.azureOpts.CredentialsSecret, "azure-credentials-secret", "", "Secret with accountKey or sasToken (with --azure; default: workload identity)")
+	f.StringVar(&b.azureOpts.ServiceAccount, "azure-service-account", "", "ServiceAccount the Jobs run as, for Azure workload identity (with --azure)")
 	f.StringVar(&b.deletionPolicy, "deletion-policy", "", "Retain (the default) or Delete: what happens to the stored snapshot when the EtcdBackup is deleted")
 	f.StringVar(&b.compression, "compression", "", "Zstd (the default) or None (default with --destination-from or a schedule: theirs)")
 	f.StringVar(&b.encryptionKeySecret, "encryption-key-secret", "", "Encrypt the snapshot to the age key in this Secret's key age.key (default with --destination-from or a schedule: theirs)")
@@ -83,9 +90,9 @@ func (o *Options) runBackup(cmd *cobra.Command, clusterName string, b backupOpti
 	}
 	msg := o.messages(b.follow.format)
 	req := build.BackupRequest{Namespace: ns, Cluster: clusterName, Name: b.name, PVC: b.pvc, S3: b.s3, S3Opts: b.s3Opts,
-		GCS: b.gcs, GCSOpts: b.gcsOpts,
+		GCS: b.gcs, GCSOpts: b.gcsOpts, Azure: b.azure, AzureOpts: b.azureOpts,
 		DeletionPolicy: b.deletionPolicy, Now: o.Now()}
-	if b.from != "" || (b.pvc == "" && b.s3 == "" && b.gcs == "") {
+	if b.from != "" || (b.pvc == "" && b.s3 == "" && b.gcs == "" && b.azure == "") {
 		d, kind, name, err := destinationFrom(ctx, c, ns, clusterName, b.from)
 		if err != nil {
 			return err
@@ -130,7 +137,7 @@ func destinationFrom(ctx context.Context, c client.Client, ns, cluster, ref stri
 		case 1:
 			return &mine[0].Spec.Destination, "EtcdBackupSchedule", mine[0].Name, nil
 		case 0:
-			return nil, "", "", fmt.Errorf("cluster %s has no EtcdBackupSchedule to take the destination from: give --pvc, --s3, --gcs or --destination-from", cluster)
+			return nil, "", "", fmt.Errorf("cluster %s has no EtcdBackupSchedule to take the destination from: give --pvc, --s3, --gcs, --azure or --destination-from", cluster)
 		default:
 			names := make([]string, 0, len(mine))
 			for _, s := range mine {
