@@ -72,6 +72,7 @@ var expected = map[string]time.Duration{
 	"TestStorageClassMigration":                         130 * time.Second,
 	"TestBackup":                                        130 * time.Second,
 	"TestGCSBackups":                                    120 * time.Second,
+	"TestAzureBackups":                                  120 * time.Second,
 	"TestHostileSpecsCELCannotCatchAreReported":         120 * time.Second,
 	"TestEmptiedVolumeOfJoinedMemberAfterPodLoss":       110 * time.Second,
 	"TestEtcdUsersAndAuth":                              110 * time.Second,
