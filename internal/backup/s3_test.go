@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -243,5 +244,81 @@ func TestS3AmbientCredentials(t *testing.T) {
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%s: signed %q, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestS3AmbientCredentialsFromIAM signs without a Secret with what the AWS default chain gets from the Pod's
+// environment on EKS, against fake credential services: IAM Roles for Service Accounts (the projected web
+// identity token exchanged at STS, here the endpoint AWS_ENDPOINT_URL_STS names) and EKS Pod Identity (the
+// agent's URL and its authorization token file). The request is signed with the temporary keys and carries
+// their session token.
+func TestS3AmbientCredentialsFromIAM(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("projected-sa-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expiry := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	sts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "AssumeRoleWithWebIdentity" ||
+			r.Form.Get("WebIdentityToken") != "projected-sa-token" || r.Form.Get("RoleArn") != "arn:aws:iam::111122223333:role/etcd-backups" {
+			http.Error(w, "unexpected STS request "+r.Form.Encode(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>`+
+			`<Credentials><AccessKeyId>ASIAIRSAEXAMPLE</AccessKeyId><SecretAccessKey>irsa-secret</SecretAccessKey>`+
+			`<SessionToken>irsa-session</SessionToken><Expiration>%s</Expiration></Credentials>`+
+			`</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`, expiry)
+	}))
+	defer sts.Close()
+	podIdentity := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "projected-sa-token" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, `{"AccessKeyId":"ASIAPODIDEXAMPLE","SecretAccessKey":"podid-secret","Token":"podid-session","Expiration":"%s"}`, expiry)
+	}))
+	defer podIdentity.Close()
+
+	var mu sync.Mutex
+	var auth, session string
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth, session = r.Header.Get("Authorization"), r.Header.Get("X-Amz-Security-Token")
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer s3.Close()
+
+	for _, tc := range []struct {
+		name                string
+		env                 map[string]string
+		wantKey, wantSession string
+	}{
+		{"IAM Roles for Service Accounts", map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile,
+			"AWS_ROLE_ARN": "arn:aws:iam::111122223333:role/etcd-backups", "AWS_ENDPOINT_URL_STS": sts.URL},
+			"ASIAIRSAEXAMPLE", "irsa-session"},
+		{"EKS Pod Identity", map[string]string{"AWS_CONTAINER_CREDENTIALS_FULL_URI": podIdentity.URL,
+			"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": tokenFile}, "ASIAPODIDEXAMPLE", "podid-session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SESSION_TOKEN",
+				"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS", "AWS_REGION",
+				"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"} {
+				t.Setenv(k, tc.env[k])
+			}
+			s, err := NewS3Store(S3Config{Endpoint: strings.TrimPrefix(s3.URL, "http://"), Bucket: "bkt", Key: "k", Region: "us-east-1", ForcePathStyle: true, Insecure: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(auth, "Credential="+tc.wantKey+"/") || session != tc.wantSession {
+				t.Errorf("signed %q with session token %q, want the key %s and the session token %s", auth, session, tc.wantKey, tc.wantSession)
+			}
+		})
 	}
 }

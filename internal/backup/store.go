@@ -191,13 +191,20 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 
 // s3Credentials are cfg's static keys, or without them (no credentials Secret) the AWS default chain of the
 // Pod: keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then IAM, which covers IAM Roles for Service Accounts
-// (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, exchanged at the region's STS), EKS Pod Identity and ECS
-// (AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI) and the node's instance profile.
+// (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, exchanged at the region's STS, or at AWS_ENDPOINT_URL_STS when
+// set), EKS Pod Identity and ECS (AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI) and the node's instance
+// profile.
 func s3Credentials(cfg S3Config) *credentials.Credentials {
 	if cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" {
 		return credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, "")
 	}
-	return credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.IAM{}})
+	iam := &credentials.IAM{}
+	if os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
+		// The AWS SDKs' variable for a private (VPC) or FIPS STS endpoint, which minio's provider does not read
+		// itself. Only for the web identity: the same field would redirect the instance profile's requests too.
+		iam.Endpoint = os.Getenv("AWS_ENDPOINT_URL_STS")
+	}
+	return credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, iam})
 }
 
 // transportTrusting is minio's default HTTPS transport trusting the system's CAs and those in bundle.
