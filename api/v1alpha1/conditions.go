@@ -305,7 +305,7 @@ const (
 	// ReasonClusterUnavailable: the cluster has no healthy member to take a snapshot from.
 	ReasonClusterUnavailable = "ClusterUnavailable"
 	// ReasonDestinationNotFound: the PVC or the S3, GCS or Azure credentials Secret does not exist (or lacks
-	// a key).
+	// a key), or the ServiceAccount the destination names (serviceAccountName) does not exist.
 	ReasonDestinationNotFound = "DestinationNotFound"
 	// ReasonEncryptionKeyNotFound: spec.encryption names a Secret that does not exist, lacks the key age.key,
 	// or holds no age X25519 identity there. Nothing was written.

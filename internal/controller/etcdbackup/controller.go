@@ -76,6 +76,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 
 // SetupWithManager registers the controller: it watches EtcdBackups, their Jobs and the Jobs' Pods.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -222,7 +223,18 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 		}
 		return "", nil
 	}
-	name, need, _ := destinationCredentials(b.Spec.Destination)
+	name, need, serviceAccount := destinationCredentials(b.Spec.Destination)
+	if serviceAccount != "" {
+		// The Jobs run as it: without it the Job controller creates no Pod, and the backup would wait for its
+		// deadline. Whether the identity may reach the bucket only the Job can find out.
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: serviceAccount}, &corev1.ServiceAccount{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("ServiceAccount %s (serviceAccountName, the identity the backup Jobs run as) does not exist", serviceAccount), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("get ServiceAccount %s: %w", serviceAccount, err)
+		}
+	}
 	if name == "" {
 		return "", nil // ambient credentials (workload identity, the AWS default chain): the Job's own, nothing to look up
 	}

@@ -196,6 +196,34 @@ func TestBackupFailures(t *testing.T) {
 			t.Fatalf("status %+v", b.Status)
 		}
 	})
+	t.Run("missing ServiceAccount", func(t *testing.T) {
+		for i, d := range []etcdv1alpha1.BackupDestination{
+			{S3: &etcdv1alpha1.S3Destination{Endpoint: "s3.example", Bucket: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}},
+			{GCS: &etcdv1alpha1.GCSDestination{Bucket: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}},
+			{Azure: &etcdv1alpha1.AzureDestination{StorageAccount: "acct", Container: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}},
+		} {
+			b := pvcBackup("")
+			b.Spec.Destination = d
+			r, c := newReconciler(t, cluster(), b)
+			reconcile(t, r)
+			get(t, c, b, "b1")
+			cond := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionFailed)
+			if cond == nil || cond.Reason != etcdv1alpha1.ReasonDestinationNotFound || !strings.Contains(cond.Message, "ServiceAccount etcd-backup") {
+				t.Fatalf("destination %d: Failed %+v, want DestinationNotFound naming the ServiceAccount", i, cond)
+			}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("a backup without its ServiceAccount started a Job: %v", err)
+			}
+			// With the ServiceAccount the same backup starts its Job.
+			b = pvcBackup("")
+			b.Spec.Destination = d
+			r, c = newReconciler(t, cluster(), b, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "etcd-backup"}})
+			reconcile(t, r)
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1"}, &batchv1.Job{}); err != nil {
+				t.Fatalf("destination %d: no Job with the ServiceAccount there: %v", i, err)
+			}
+		}
+	})
 	// A claim, or a cluster, applied together with the backup: the API server has it, the cache not yet. The
 	// backup starts.
 	claim := func() client.Object {
