@@ -89,6 +89,10 @@ func TestRestore(t *testing.T) {
 	rotatedAway := createBackup(t, encrypted(framework.NewBackup(ns, "rotated-away", origin.Name, framework.S3Destination(ns+"/rotated-away.db")), "rotated-key"))
 	// A key Secret that does not exist: refused before a Job starts, nothing written.
 	noKey := createBackup(t, encrypted(framework.NewBackup(ns, "no-key", origin.Name, framework.S3Destination(ns+"/no-key.db")), "missing-key"))
+	// A ServiceAccount for the Jobs that does not exist: refused the same way (the Job would get no Pod).
+	noIdentity := framework.NewBackup(ns, "no-identity", origin.Name, framework.S3Destination(ns+"/no-identity.db"))
+	noIdentity.Spec.Destination.S3.ServiceAccountName = "missing-sa"
+	noIdentity = createBackup(t, noIdentity)
 	toPVC, toS3, damaged, truncated, rotatedAway = finished(t, toPVC), finished(t, toS3), finished(t, damaged), finished(t, truncated), finished(t, rotatedAway)
 	noKey = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(noKey), time.Minute)
 	if c := meta.FindStatusCondition(noKey.Status.Conditions, etcdv1alpha1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue ||
@@ -97,6 +101,11 @@ func TestRestore(t *testing.T) {
 	}
 	if got := framework.S3Keys(t, ns+"/no-key"); len(got) != 0 {
 		t.Fatalf("a backup refused for its key wrote %v", got)
+	}
+	noIdentity = framework.WaitBackupFinished(t, client.ObjectKeyFromObject(noIdentity), time.Minute)
+	if c := meta.FindStatusCondition(noIdentity.Status.Conditions, etcdv1alpha1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != etcdv1alpha1.ReasonDestinationNotFound || !strings.Contains(c.Message, "ServiceAccount missing-sa") || noIdentity.Status.JobName != "" {
+		t.Fatalf("backup whose Jobs' ServiceAccount does not exist: %+v, Job %q", c, noIdentity.Status.JobName)
 	}
 	if toS3.Status.EncryptionRecipient != key.Recipient().String() || toS3.Status.Compression != etcdv1alpha1.CompressionZstd {
 		t.Fatalf("encrypted backup's status: recipient %q (want %s), compression %q", toS3.Status.EncryptionRecipient, key.Recipient(), toS3.Status.Compression)
