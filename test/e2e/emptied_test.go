@@ -129,6 +129,7 @@ func TestEmptiedVolumeOfJoinedMemberAfterPodLoss(t *testing.T) {
 			what = "operator stopped"
 		}
 		if !t.Run(what, func(t *testing.T) {
+			framework.LogMemberOutputOnFailure(t, got, 40)
 			victim, victimID := aJoinedMember(t, got)
 			pods := map[string]types.UID{}
 			for _, m := range got.Status.Members {

@@ -124,18 +124,30 @@ func TestHostileSpecsAreRefused(t *testing.T) {
 		mutate(d)
 		return etcdv1alpha1.BackupDestination{GCS: d}
 	}
+	azure := func(mutate func(*etcdv1alpha1.AzureDestination)) etcdv1alpha1.BackupDestination {
+		d := &etcdv1alpha1.AzureDestination{StorageAccount: "acmebackups", Container: "etcd", Key: "etcd/"}
+		mutate(d)
+		return etcdv1alpha1.BackupDestination{Azure: d}
+	}
 	destinations := map[string]struct {
 		d    etcdv1alpha1.BackupDestination
 		want string
 	}{
-		"path traversal":         {pvc("../../etc/passwd"), "without '..'"},
-		"path traversal inside":  {pvc("backups/../../x.db"), "without '..'"},
-		"absolute path":          {pvc("/etc/shadow"), "path must be relative"},
-		"path with newline":      {pvc("a\nb.db"), "path must be relative"},
-		"huge path":              {pvc(huge), "Too long"},
-		"both destinations":      {etcdv1alpha1.BackupDestination{PVC: pvc("x.db").PVC, S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3}, "exactly one of pvc, s3 or gcs"},
-		"no destination":         {etcdv1alpha1.BackupDestination{}, "exactly one of pvc, s3 or gcs"},
-		"s3 and gcs":             {etcdv1alpha1.BackupDestination{S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3, GCS: gcs(func(*etcdv1alpha1.GCSDestination) {}).GCS}, "exactly one of pvc, s3 or gcs"},
+		"path traversal":                {pvc("../../etc/passwd"), "without '..'"},
+		"path traversal inside":         {pvc("backups/../../x.db"), "without '..'"},
+		"absolute path":                 {pvc("/etc/shadow"), "path must be relative"},
+		"path with newline":             {pvc("a\nb.db"), "path must be relative"},
+		"huge path":                     {pvc(huge), "Too long"},
+		"both destinations":             {etcdv1alpha1.BackupDestination{PVC: pvc("x.db").PVC, S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3}, "exactly one of pvc, s3, gcs or azure"},
+		"no destination":                {etcdv1alpha1.BackupDestination{}, "exactly one of pvc, s3, gcs or azure"},
+		"s3 and gcs":                    {etcdv1alpha1.BackupDestination{S3: s3(func(*etcdv1alpha1.S3Destination) {}).S3, GCS: gcs(func(*etcdv1alpha1.GCSDestination) {}).GCS}, "exactly one of pvc, s3, gcs or azure"},
+		"gcs and azure":                 {etcdv1alpha1.BackupDestination{GCS: gcs(func(*etcdv1alpha1.GCSDestination) {}).GCS, Azure: azure(func(*etcdv1alpha1.AzureDestination) {}).Azure}, "exactly one of pvc, s3, gcs or azure"},
+		"azure account uppercase":       {azure(func(d *etcdv1alpha1.AzureDestination) { d.StorageAccount = "AcmeBackups" }), "spec.destination.azure.storageAccount"},
+		"azure container double hyphen": {azure(func(d *etcdv1alpha1.AzureDestination) { d.Container = "etcd--backups" }), "spec.destination.azure.container"},
+		"azure key absolute":            {azure(func(d *etcdv1alpha1.AzureDestination) { d.Key = "/etcd" }), "key must not be empty or start with '/'"},
+		"azure key over plain HTTP": {azure(func(d *etcdv1alpha1.AzureDestination) {
+			d.Endpoint, d.CredentialsSecret = "http://blob.example.com:10000/acmebackups", &etcdv1alpha1.SecretReference{Name: "key"}
+		}), "never sent over plain HTTP"},
 		"gcs bucket uppercase":   {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = "Backups" }), "spec.destination.gcs.bucket"},
 		"gcs bucket goog":        {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = "google-backups" }), "must not start with goog"},
 		"gcs bucket too long":    {gcs(func(d *etcdv1alpha1.GCSDestination) { d.Bucket = strings.Repeat("b", 64) }), "without dots has at most 63"},

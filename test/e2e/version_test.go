@@ -406,7 +406,7 @@ func TestVersionChangeOfMind(t *testing.T) {
 		})
 	}
 	setVersion(t, key, "3.6.16")
-	waitSomeMemberAt(t, key, "3.6.16")
+	waitFirstPodAt(t, got, "3.6.16")
 	setVersion(t, key, "3.7.3")
 	framework.Poll(t, "3.7.3 refused in status", time.Minute, func() error {
 		if err := framework.K8s.Get(ctx, key, got); err != nil {
@@ -450,21 +450,24 @@ func TestVersionChangeOfMind(t *testing.T) {
 	framework.DeleteAndCheckNothingLeft(t, got)
 }
 
-// waitSomeMemberAt waits until at least one member reports version.
-func waitSomeMemberAt(t *testing.T, key client.ObjectKey, version string) {
+// waitFirstPodAt waits, looking often, until Steward has re-created a member's Pod for version: the moment a
+// roll has begun and its first member is still starting, so that a change made now comes mid-roll. Waiting for a
+// member to report the version in status instead let a quick roll finish first (run 70: all three members on
+// the new release, the cluster version raised, before the test's change was seen).
+func waitFirstPodAt(t *testing.T, c *etcdv1alpha1.EtcdCluster, version string) {
 	t.Helper()
-	framework.Poll(t, "a member at "+version, 3*time.Minute, func() error {
-		var c etcdv1alpha1.EtcdCluster
-		if err := framework.K8s.Get(context.Background(), key, &c); err != nil {
-			return err
-		}
-		for _, m := range c.Status.Members {
-			if m.Version == version {
+	err := testbed.Eventually(context.Background(), 3*time.Minute, 100*time.Millisecond, func() error {
+		pods := framework.MemberPodsOf(t, c)
+		for _, p := range pods.Items {
+			if p.Annotations[resources.AnnotationVersion] == version {
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet: %s", framework.Describe(&c))
+		return fmt.Errorf("no member Pod at %s yet: %s", version, podReleases(t, c))
 	})
+	if err != nil {
+		t.Fatalf("a member Pod at %s: %v", version, err)
+	}
 }
 
 // podReleases lists each member Pod's version annotation and etcd image.

@@ -236,3 +236,26 @@ func RequireOwnedStateFor(t *testing.T, c *etcdv1alpha1.EtcdCluster, before map[
 		}
 	}
 }
+
+// LogMemberOutputOnFailure registers a clean-up that, when t has failed, logs the last lines of each of the
+// cluster's member Pods' etcd output (what etcd said about its peers: refused streams, removed members), which is
+// gone with the namespace afterwards. Register it after the cluster exists.
+func LogMemberOutputOnFailure(t *testing.T, c *etcdv1alpha1.EtcdCluster, lines int64) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pods := MemberPodsOf(t, c)
+		for _, p := range pods.Items {
+			out, err := Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: resources.EtcdContainer, TailLines: &lines}).DoRaw(ctx)
+			if err != nil {
+				t.Logf("etcd output of %s: %v", p.Name, err)
+				continue
+			}
+			t.Logf("last %d lines of the etcd output of %s:\n%s", lines, p.Name, out)
+		}
+	})
+}
