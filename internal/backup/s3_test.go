@@ -291,8 +291,8 @@ func TestS3AmbientCredentialsFromIAM(t *testing.T) {
 	defer s3.Close()
 
 	for _, tc := range []struct {
-		name                string
-		env                 map[string]string
+		name                 string
+		env                  map[string]string
 		wantKey, wantSession string
 	}{
 		{"IAM Roles for Service Accounts", map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile,
