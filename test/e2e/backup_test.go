@@ -289,8 +289,8 @@ func TestBackup(t *testing.T) {
 	})
 
 	t.Run("ScheduleWithRetention", func(t *testing.T) {
-		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
-			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 20s", Destination: framework.S3Destination(ns + "/scheduled"),
+		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-10s"},
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "@every 10s", Destination: framework.S3Destination(ns + "/scheduled"),
 				Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}}}
 		if err := framework.K8s.Create(ctx, s); err != nil {
 			t.Fatal(err)

@@ -72,8 +72,8 @@ func testObjectStore(t *testing.T, ns string, store objectStore) {
 
 	// The schedule first: its backups and its follower's segments accumulate while the one-shot backup runs.
 	prefix := ns + "/scheduled"
-	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-20s"},
-		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 20s", Destination: store.destination(prefix),
+	sched := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "every-10s"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: src.Name, Schedule: "@every 10s", Destination: store.destination(prefix),
 			Retention: etcdv1alpha1.Retention{MaxCount: ptr.To[int32](2)}, Encryption: framework.EncryptedTo("backup-key"),
 			Continuous: &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: time.Second}}}}
 	if err := framework.K8s.Create(ctx, sched); err != nil {
