@@ -451,9 +451,9 @@ func TestVersionChangeOfMind(t *testing.T) {
 }
 
 // waitFirstPodAt waits, looking often, until Steward has re-created a member's Pod for version: the moment a
-// roll has begun and its first member is still starting, so that a change made now comes mid-roll. Waiting for a
-// member to report the version in status instead let a quick roll finish first (run 70: all three members on
-// the new release, the cluster version raised, before the test's change was seen).
+// roll has begun and its first member is still starting, so that a change made now comes mid-roll. A member
+// reporting the version in status comes too late: a quick roll can have finished, and etcd raised the cluster
+// version, by then.
 func waitFirstPodAt(t *testing.T, c *etcdv1alpha1.EtcdCluster, version string) {
 	t.Helper()
 	err := testbed.Eventually(context.Background(), 3*time.Minute, 100*time.Millisecond, func() error {
