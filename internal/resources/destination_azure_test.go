@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -28,19 +27,8 @@ func TestAzureDestinationJobs(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
-				Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{Azure: tt.azure}}}
-			for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{}), DeleteJob(b, "agent")} {
-				spec := job.Spec.Template.Spec
-				c := spec.Containers[0]
-				for _, a := range tt.wantArgs {
-					if !slices.Contains(c.Args, a) {
-						t.Errorf("Job %s: args %v lack %s", job.Name, c.Args, a)
-					}
-				}
-				if spec.ServiceAccountName != tt.wantSA || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-					t.Errorf("Job %s: ServiceAccount %q (want %q), token mounted %v", job.Name, spec.ServiceAccountName, tt.wantSA, spec.AutomountServiceAccountToken)
-				}
+			for _, job := range destinationJobs(t, etcdv1alpha1.BackupDestination{Azure: tt.azure}, tt.wantArgs, tt.wantSA) {
+				c := job.Spec.Template.Spec.Containers[0]
 				if got, want := job.Spec.Template.Labels[AzureWorkloadIdentityLabel], map[bool]string{true: "", false: "true"}[tt.azure.CredentialsSecret != nil]; got != want {
 					t.Errorf("Job %s: workload identity label %q, want %q", job.Name, got, want)
 				}

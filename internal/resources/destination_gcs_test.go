@@ -11,14 +11,32 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
+// destinationJobs builds the backup and delete Jobs of a backup to d and checks what every bucket destination
+// gives them: each of wantArgs among the agent's arguments, and the ServiceAccount wantSA without a mounted API
+// token. It returns the Jobs for the provider's own checks.
+func destinationJobs(t *testing.T, d etcdv1alpha1.BackupDestination, wantArgs []string, wantSA string) []*batchv1.Job {
+	t.Helper()
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: d}}
+	jobs := []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{}), DeleteJob(b, "agent")}
+	for _, job := range jobs {
+		spec := job.Spec.Template.Spec
+		for _, a := range wantArgs {
+			if !slices.Contains(spec.Containers[0].Args, a) {
+				t.Errorf("Job %s: args %v lack %s", job.Name, spec.Containers[0].Args, a)
+			}
+		}
+		if spec.ServiceAccountName != wantSA || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("Job %s: ServiceAccount %q (want %q), token mounted %v", job.Name, spec.ServiceAccountName, wantSA, spec.AutomountServiceAccountToken)
+		}
+	}
+	return jobs
+}
+
 // TestGCSDestinationJobs: a GCS destination reaches the agent as flags, its key file only by reference, and its
 // ServiceAccount (Workload Identity) becomes the ServiceAccount of every Pod that reaches the bucket, which still
 // mounts no token.
 func TestGCSDestinationJobs(t *testing.T) {
-	backupTo := func(g *etcdv1alpha1.GCSDestination) *etcdv1alpha1.EtcdBackup {
-		return &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
-			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{GCS: g}}}
-	}
 	tests := map[string]struct {
 		gcs      *etcdv1alpha1.GCSDestination
 		wantArgs []string
@@ -34,20 +52,9 @@ func TestGCSDestinationJobs(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			b := backupTo(tt.gcs)
-			for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{}), DeleteJob(b, "agent")} {
-				spec := job.Spec.Template.Spec
-				c := spec.Containers[0]
-				for _, a := range tt.wantArgs {
-					if !slices.Contains(c.Args, a) {
-						t.Errorf("Job %s: args %v lack %s", job.Name, c.Args, a)
-					}
-				}
-				if spec.ServiceAccountName != tt.wantSA || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-					t.Errorf("Job %s: ServiceAccount %q (want %q), token mounted %v", job.Name, spec.ServiceAccountName, tt.wantSA, spec.AutomountServiceAccountToken)
-				}
+			for _, job := range destinationJobs(t, etcdv1alpha1.BackupDestination{GCS: tt.gcs}, tt.wantArgs, tt.wantSA) {
 				var env []corev1.EnvVar
-				for _, e := range c.Env {
+				for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 					if e.Name == "STEWARD_GCS_CREDENTIALS" {
 						env = append(env, e)
 					}
@@ -80,15 +87,10 @@ func TestGCSDestinationJobs(t *testing.T) {
 // TestS3AmbientDestinationJobs: an S3 destination without a credentials Secret passes no key variables, and its
 // ServiceAccount (IAM Roles for Service Accounts) becomes the Jobs' ServiceAccount, still without an API token.
 func TestS3AmbientDestinationJobs(t *testing.T) {
-	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
-		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
-			Endpoint: "s3.eu-central-1.amazonaws.com", Bucket: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}}}}
-	for _, job := range []*batchv1.Job{BackupJob(b, []string{"m=https://m:2379"}, "agent", AgentAccess{}), DeleteJob(b, "agent")} {
-		spec := job.Spec.Template.Spec
-		if spec.ServiceAccountName != "etcd-backup" || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-			t.Errorf("Job %s: ServiceAccount %q, token mounted %v", job.Name, spec.ServiceAccountName, spec.AutomountServiceAccountToken)
-		}
-		for _, e := range spec.Containers[0].Env {
+	d := etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+		Endpoint: "s3.eu-central-1.amazonaws.com", Bucket: "bkt", Key: "k", ServiceAccountName: "etcd-backup"}}
+	for _, job := range destinationJobs(t, d, nil, "etcd-backup") {
+		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 			if e.Name == "STEWARD_S3_ACCESS_KEY_ID" || e.Name == "STEWARD_S3_SECRET_ACCESS_KEY" {
 				t.Errorf("Job %s: %s without a credentials Secret", job.Name, e.Name)
 			}

@@ -49,43 +49,26 @@ func (b *builder) ensureAzurite(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("hash %s: %w", modDir, err)
 	}
-	dir := filepath.Join(b.opts.CacheDir, "bin", fmt.Sprintf("azurite-%s-%s", AzuriteVersion, sum[:12]))
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
-		return dir, nil
-	}
-	b.progress("installing azurite %s from npm (about half a minute; cached in %s afterwards)", AzuriteVersion, dir)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		data, err := os.ReadFile(filepath.Join(modDir, f))
-		if err != nil {
-			return "", err
+	key := fmt.Sprintf("azurite-%s-%s", AzuriteVersion, sum[:12])
+	return b.cached(key, fmt.Sprintf("installing azurite %s from npm", AzuriteVersion), "about half a minute", func(tmp string) error {
+		for _, f := range []string{"package.json", "package-lock.json"} {
+			data, err := os.ReadFile(filepath.Join(modDir, f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(tmp, f), data, 0o644); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(filepath.Join(tmp, f), data, 0o644); err != nil {
-			return "", err
+		// npm ci installs exactly the lock file's versions. Azurite asks for Node 22 but runs its blob service on
+		// the Node 20 Debian ships, so the engine check stays a warning.
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("npm ci azurite %s: %w\n%s", AzuriteVersion, err, out)
 		}
-	}
-	// npm ci installs exactly the lock file's versions. Azurite asks for Node 22 but runs its blob service on the
-	// Node 20 Debian ships, so the engine check stays a warning.
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci azurite %s: %w\n%s", AzuriteVersion, err, out)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	_ = os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("move install into cache: %w", err)
-	}
-	return dir, nil
+		return nil
+	})
 }
 
 // AzuriteBlobCommand is the blob service's program in an Azurite install (ensureAzurite's directory).

@@ -86,11 +86,34 @@ func (b *builder) ensure(ctx context.Context, set binarySet) (string, error) {
 		t := sha256.Sum256([]byte(set.tags))
 		key += "-" + hex.EncodeToString(t[:])[:8]
 	}
+	return b.cached(key, fmt.Sprintf("building %s %s from Go modules", set.name, set.version), set.estimate, func(tmp string) error {
+		args := []string{"build", "-trimpath", "-ldflags", set.ldflags, "-o", tmp + "/"}
+		if set.tags != "" {
+			args = append(args, "-tags", set.tags)
+		}
+		args = append(args, set.packages...)
+		if err := b.goCommand(ctx, modDir, fmt.Sprintf("%s %s", set.name, set.version), args...); err != nil {
+			return err
+		}
+		if set.name == "etcd" {
+			if err := os.Rename(filepath.Join(tmp, "server"), filepath.Join(tmp, "etcd")); err != nil {
+				return fmt.Errorf("rename etcd server binary: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// cached returns the cache directory bin/key, filling it first unless a complete one is there: fill writes into
+// a fresh temporary directory beside it, which is marked complete and moved into place only once fill succeeded,
+// so an interrupted build never passes for a cached one. doing and estimate (what a fill does and how long it
+// takes) are for the progress line.
+func (b *builder) cached(key, doing, estimate string, fill func(tmp string) error) (string, error) {
 	dir := filepath.Join(b.opts.CacheDir, "bin", key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil
 	}
-	b.progress("building %s %s from Go modules (%s; cached in %s afterwards)", set.name, set.version, set.estimate, dir)
+	b.progress("%s (%s; cached in %s afterwards)", doing, estimate, dir)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
 	}
@@ -99,25 +122,15 @@ func (b *builder) ensure(ctx context.Context, set binarySet) (string, error) {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	args := []string{"build", "-trimpath", "-ldflags", set.ldflags, "-o", tmp + "/"}
-	if set.tags != "" {
-		args = append(args, "-tags", set.tags)
-	}
-	args = append(args, set.packages...)
-	if err := b.goCommand(ctx, modDir, fmt.Sprintf("%s %s", set.name, set.version), args...); err != nil {
+	if err := fill(tmp); err != nil {
 		return "", err
-	}
-	if set.name == "etcd" {
-		if err := os.Rename(filepath.Join(tmp, "server"), filepath.Join(tmp, "etcd")); err != nil {
-			return "", fmt.Errorf("rename etcd server binary: %w", err)
-		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	_ = os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("move build into cache: %w", err)
+		return "", fmt.Errorf("move %s into the cache: %w", key, err)
 	}
 	return dir, nil
 }
