@@ -110,7 +110,8 @@ func TestMemberResources(t *testing.T) {
 // window (period x failures) is what it was at a 2 s period: 6 s before a member is taken out of the client
 // Service, 30 s of a wedged process before a restart, 5 minutes to start. With an agent of this release as etcd's
 // entrypoint, the probes ask it and it keeps the 5 minutes to start (StartGrace, a flag of run-etcd): no startup
-// probe, whose next tick delayed Ready. Without one, a startup probe does that.
+// probe, whose next tick delayed Ready. Without one, a startup probe does that. A member killed by its liveness
+// probe gets LivenessKillGrace, not the Pod's 30 s.
 func TestMemberProbes(t *testing.T) {
 	withAgent := opts
 	withAgent.AgentImage, withAgent.AgentCurrent = "steward.local/steward:dev", true
@@ -155,6 +156,11 @@ func TestMemberProbes(t *testing.T) {
 			}
 			if p.PeriodSeconds != w.period || p.PeriodSeconds*p.FailureThreshold != w.window {
 				t.Errorf("%s: %s probe every %ds, window %ds, want every %ds, window %ds", o.name, tc.name, p.PeriodSeconds, p.PeriodSeconds*p.FailureThreshold, w.period, w.window)
+			}
+			// Only a liveness kill shortens the grace: the others restart nothing.
+			wantGrace := tc.name == "liveness"
+			if got := p.TerminationGracePeriodSeconds; (got != nil) != wantGrace || wantGrace && *got != LivenessKillGrace {
+				t.Errorf("%s: %s probe's termination grace %v, want %v", o.name, tc.name, got, wantGrace)
 			}
 		}
 		guarded := slices.Contains(c.Command, "run-etcd")

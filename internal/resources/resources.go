@@ -40,6 +40,10 @@ const (
 // its liveness probe goes by etcd's /livez.
 const StartGrace = 5 * time.Minute
 
+// LivenessKillGrace is the termination grace, in seconds, of a member whose liveness probe failed (the Pod's own
+// grace, 30 s, is for deletions and drains).
+const LivenessKillGrace int64 = 5
+
 // Labels and annotations Steward puts on the objects it owns.
 const (
 	LabelCluster = "etcd.steward.dev/cluster"
@@ -602,6 +606,11 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	if o.agentRunsEtcd() {
 		readiness, liveness, startup = probe("/readyz", ProbePort, 1, 6), probe("/livez", ProbePort, 2, 15), nil
 	}
+	// A member the liveness probe gives up on has answered nothing for 30 s: it cannot hand its leadership over or
+	// act on SIGTERM (a hung disk, a stopped process), so the Pod's 30 s grace would only double its time down.
+	// etcd needs no clean stop to keep its data (every write is in its fsynced WAL); deletions and drains keep the
+	// Pod's grace.
+	liveness.TerminationGracePeriodSeconds = ptr.To(LivenessKillGrace)
 	volumes := append(append([]corev1.Volume{data}, memberTLSVolumes(cluster, m)...), extraVolumes...)
 	if v := certificatesOf(volumes, m.Certificates); v != "" {
 		annotations[AnnotationCertificates] = v
