@@ -4,7 +4,8 @@
 #   unit         go test -short ./..., then the nested modules test/bundle (OLM bundle), test/chart (Helm chart) and
 #                test/monitoring (alerting rules with the pinned promtool, dashboard queries)
 #   integration  the test bed's acceptance test, then the S3 agent against the test bed's S3 gateway build, and
-#                continuous backup and point-in-time replay against etcd processes of the test bed's releases
+#                continuous backup, point-in-time replay and membership calls against etcd processes of the test
+#                bed's releases
 #   e2e          test/e2e on the test bed, E2E_PARALLEL tests at a time (docs/development/testing.md says why that many)
 # Budget on this project's 2-core machines: 40 minutes warm (docs/development/testing.md, "Budgets"). Logs: $TEST_LOG_DIR (default _output/test).
 set -uo pipefail
@@ -46,9 +47,9 @@ unit() {
 
 integration() {
   go test -count=1 -timeout 60m ./internal/testbed/ &&
-    # After the test bed's build: the S3 tests use its versitygw binary, the point-in-time test its etcd (they
-    # skip without them).
-    go test -count=1 -timeout 10m ./internal/backup/ ./cmd/steward-agent/
+    # After the test bed's build: the S3 tests use its versitygw binary, the point-in-time and membership tests
+    # its etcd (they skip without them).
+    go test -count=1 -timeout 10m ./internal/backup/ ./cmd/steward-agent/ ./internal/etcd/
 }
 
 tier unit unit

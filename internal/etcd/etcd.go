@@ -122,7 +122,12 @@ type Pool struct {
 	passwords map[string]Password
 	// rejected: when etcd refused the cluster's password, as its pooled client was created (absent: it did not).
 	rejected map[string]time.Time
+	// refusals: the run of ErrClusterNotSettled refusals of each cluster's learner adds, as this process saw it.
+	refusals map[string]refusalRun
 }
+
+// refusalRun is a run of refused adds: when it began and when the last one was.
+type refusalRun struct{ since, last time.Time }
 
 // PasswordRetry is how long a client dialed without its refused password is used before the password is tried
 // again: another controller may have made the user meanwhile (Steward's own, through its certificate).
@@ -131,7 +136,7 @@ const PasswordRetry = 10 * time.Second
 // NewPool returns an empty pool.
 func NewPool() *Pool {
 	return &Pool{clients: map[string]*clientv3.Client{}, tls: map[string]*TLS{}, configs: map[string]*tls.Config{},
-		passwords: map[string]Password{}, rejected: map[string]time.Time{}}
+		passwords: map[string]Password{}, rejected: map[string]time.Time{}, refusals: map[string]refusalRun{}}
 }
 
 // SetPassword sets the password user the cluster under key is dialed as, besides its TLS (the zero Password:
@@ -296,6 +301,7 @@ func (p *Pool) Forget(key string) {
 	delete(p.tls, key)
 	delete(p.configs, key)
 	delete(p.passwords, key)
+	delete(p.refusals, key)
 }
 
 // Observe reads the member list (through any endpoint) and every endpoint's status, concurrently.
@@ -534,10 +540,40 @@ func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, c
 	return call(ctx, c)
 }
 
-// AddLearner adds a learner with peerURL and returns its member ID.
+// AskEachAfter is how long a cluster's learner adds are refused as ErrClusterNotSettled through the balanced client
+// before each member is asked on its own. etcd's own window is 5 s after a peer (re)connects; past it, a member
+// that still refuses has a peer it counts as not connected although they replicate (a peer marked inactive by a
+// failed send stays so until its stream reconnects: etcd-io/etcd#14523), and another member may not.
+const AskEachAfter = 10 * time.Second
+
+// refusalGap is how long after the last refusal a new one starts a new run.
+const refusalGap = 30 * time.Second
+
+// RefusedError is an ErrClusterNotSettled refusal of a learner's add, with what asking each member found.
+type RefusedError struct {
+	// Since is when this run of refusals began, as this process saw it.
+	Since time.Time
+	// Refusing are the endpoints that refused when asked on their own; Unreachable those that could not be
+	// asked. Both empty while the run is younger than AskEachAfter.
+	Refusing, Unreachable []string
+}
+
+func (e *RefusedError) Error() string {
+	if len(e.Refusing) == 0 {
+		return ErrClusterNotSettled.Error()
+	}
+	return fmt.Sprintf("%s: refused by %s asked on their own", ErrClusterNotSettled, strings.Join(e.Refusing, ", "))
+}
+
+// Is makes a RefusedError an ErrClusterNotSettled.
+func (e *RefusedError) Is(target error) bool { return target == ErrClusterNotSettled }
+
+// AddLearner adds a learner with peerURL and returns its member ID. Each member judges an add by its own view of
+// its peers' connections, so once the balanced client's adds have been refused for AskEachAfter, every member is
+// asked on its own until one accepts: a *RefusedError says which refused.
 func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, peerURL string) (uint64, error) {
 	var id uint64
-	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+	add := func(ctx context.Context, c *clientv3.Client) error {
 		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
 		if err != nil {
 			if refusedUntilSettled(err) {
@@ -547,8 +583,59 @@ func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, p
 		}
 		id = resp.Member.ID
 		return nil
-	})
-	return id, err
+	}
+	err := p.withClient(ctx, key, endpoints, add)
+	if !errors.Is(err, ErrClusterNotSettled) {
+		p.endRefusals(key)
+		return id, err
+	}
+	refused := &RefusedError{Since: p.refused(key, time.Now())}
+	if time.Since(refused.Since) < AskEachAfter {
+		return 0, refused
+	}
+	for _, ep := range balancedEndpoints(endpoints) {
+		c, derr := p.dialOne(ctx, key, ep)
+		if derr != nil {
+			// Nothing was sent: the next member may take it.
+			refused.Unreachable = append(refused.Unreachable, ep)
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		err = add(actx, c)
+		cancel()
+		_ = c.Close()
+		switch {
+		case err == nil:
+			p.endRefusals(key)
+			return id, nil
+		case errors.Is(err, ErrClusterNotSettled):
+			refused.Refusing = append(refused.Refusing, ep)
+		default:
+			// The add may have been proposed: the next pass sees from the member list whether it was.
+			return 0, fmt.Errorf("asking %s on its own: %w", ep, err)
+		}
+	}
+	return 0, refused
+}
+
+// refused records a refused add of the cluster at now and returns when the run of refusals began.
+func (p *Pool) refused(key string, now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	run, ok := p.refusals[key]
+	if !ok || now.Sub(run.last) > refusalGap {
+		run.since = now
+	}
+	run.last = now
+	p.refusals[key] = run
+	return run.since
+}
+
+// endRefusals ends the cluster's run of refused adds.
+func (p *Pool) endRefusals(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.refusals, key)
 }
 
 // PromoteLearner makes learner id a voter. etcd refuses until the learner has caught up: ErrLearnerNotReady.

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,11 +65,35 @@ var waitsOnEtcd = map[string]bool{
 
 // notSettled is the wait that replaces a membership change etcd refused because a member has not been
 // connected long enough (etcd.ErrClusterNotSettled). It names no new member, so that its status is the same on
-// every pass until etcd accepts.
-func notSettled(refused plan.Action) plan.Action {
+// every pass until etcd accepts. An add every member has refused on its own since longer than refusedReportAfter
+// is a wait for a human (MembershipChangeRefused) naming those members; its message gives the run's start, not its
+// length, for the same reason.
+func notSettled(refused plan.Action, err error, memberAt map[string]string, now time.Time) plan.Action {
+	var run *etcd.RefusedError
+	if errors.As(err, &run) && len(run.Refusing) > 0 && len(run.Unreachable) == 0 && now.Sub(run.Since) >= refusedReportAfter {
+		names := make([]string, 0, len(run.Refusing))
+		for _, ep := range run.Refusing {
+			if name := memberAt[ep]; name != "" {
+				names = append(names, name)
+			} else {
+				names = append(names, ep)
+			}
+		}
+		sort.Strings(names)
+		return plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonMembershipChangeRefused, Message: fmt.Sprintf(
+			"etcd has refused to add a member (%s) since %s: every member, asked on its own (%s), answers \"unhealthy cluster\", "+
+				"counting one of its peers as not connected for the last 5 s although the cluster serves. etcd can keep a peer "+
+				"marked inactive after a failed send until one of the two restarts (etcd-io/etcd#14523); restarting one of these "+
+				"members (kubectl delete pod) reconnects its peers. Steward does not restart it itself: while the cluster has no "+
+				"member to spare, writes stop until it is back", refused.Reason, run.Since.UTC().Format(time.RFC3339), strings.Join(names, ", "))}
+	}
 	return plan.Action{Kind: plan.Wait, Reason: refused.Reason,
 		Message: "waiting for etcd to accept a membership change: it refuses them until every member has been connected to the leader for a few seconds"}
 }
+
+// refusedReportAfter is how long every member may refuse an add on its own before the wait is a human's: etcd's
+// window is 5 s after a peer (re)connects, and the members are asked on their own from etcd.AskEachAfter.
+const refusedReportAfter = time.Minute
 
 // requeueAfter is how soon the pass after one that planned action looks again.
 func requeueAfter(action plan.Action) time.Duration {
@@ -207,7 +233,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			// and nothing to retry at once. Status says so without the new member's name, which each pass draws
 			// afresh: a message that changed on every pass would wake the next pass at once, a spin.
 			log.V(1).Info("Membership change refused until members settle", "EtcdCluster", klog.KObj(cluster), "action", action.Kind)
-			action = notSettled(action)
+			action = notSettled(action, err, obs.memberAt(), r.Now())
+			if waitStarts(cluster.Status.Conditions, action.Reason) {
+				r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
+			}
+			var run *etcd.RefusedError
+			if errors.As(err, &run) && len(run.Refusing) > 0 {
+				// Each member was dialed on its own (an authentication each, with a password): not four times a second.
+				return ctrl.Result{RequeueAfter: requeueProgressing}, nil
+			}
 			return ctrl.Result{RequeueAfter: requeueRefused}, nil
 		}
 		return ctrl.Result{}, err

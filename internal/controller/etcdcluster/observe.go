@@ -311,3 +311,12 @@ func podConditionSince(p *corev1.Pod, t corev1.PodConditionType, status corev1.C
 	}
 	return time.Time{}
 }
+
+// memberAt maps each member's client URL, as its status answer was asked at, to its name.
+func (obs *observation) memberAt() map[string]string {
+	at := make(map[string]string, len(obs.statusOf))
+	for name, s := range obs.statusOf {
+		at[s.Endpoint] = name
+	}
+	return at
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/plan"
 )
 
@@ -58,18 +59,47 @@ func TestRequeueAfterUpgradeTail(t *testing.T) {
 }
 
 // TestNotSettledIsTheSameOnEveryPass: a learner etcd refuses to add is drawn under a new name on every pass; the
-// wait that replaces it must not carry that name, or each pass would change status and wake the next at once.
+// wait that replaces it must not carry that name (nor the time since), or each pass would change status and wake
+// the next at once. Once every member has refused it on its own for a minute, the wait is a human's, naming them.
 func TestNotSettledIsTheSameOnEveryPass(t *testing.T) {
 	a := plan.Action{Kind: plan.AddLearner, Members: []string{"db-x7k2p"}, Reason: etcdv1alpha1.ReasonScalingUp,
 		Message: "adding member db-x7k2p as a learner (3 of 5 voters)"}
 	b := a
 	b.Members, b.Message = []string{"db-q9w4r"}, "adding member db-q9w4r as a learner (3 of 5 voters)"
-	wa, wb := notSettled(a), notSettled(b)
-	if wa.Kind != plan.Wait || wa.Reason != etcdv1alpha1.ReasonScalingUp {
-		t.Fatalf("refused add became %s/%s, want a Wait that keeps its reason", wa.Kind, wa.Reason)
+	since := time.Unix(1000, 0)
+	members := map[string]string{"https://10.0.0.1:2379": "db-a", "https://10.0.0.2:2379": "db-b"}
+	both := []string{"https://10.0.0.2:2379", "https://10.0.0.1:2379"}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		now      time.Time
+		reason   string
+		mentions []string
+	}{
+		{"through the balanced client", etcd.ErrClusterNotSettled, since.Add(time.Hour), etcdv1alpha1.ReasonScalingUp, nil},
+		{"a young run", &etcd.RefusedError{Since: since}, since.Add(5 * time.Second), etcdv1alpha1.ReasonScalingUp, nil},
+		{"every member refusing, under a minute", &etcd.RefusedError{Since: since, Refusing: both}, since.Add(59 * time.Second), etcdv1alpha1.ReasonScalingUp, nil},
+		{"a member not asked", &etcd.RefusedError{Since: since, Refusing: both[:1], Unreachable: both[1:]}, since.Add(time.Hour), etcdv1alpha1.ReasonScalingUp, nil},
+		{"every member refusing for a minute", &etcd.RefusedError{Since: since, Refusing: both}, since.Add(time.Minute), etcdv1alpha1.ReasonMembershipChangeRefused,
+			[]string{"(ScalingUp) since 1970-01-01T00:16:40Z", "(db-a, db-b)", "etcd-io/etcd#14523", "kubectl delete pod"}},
+		{"an hour later, the same", &etcd.RefusedError{Since: since, Refusing: both}, since.Add(time.Hour), etcdv1alpha1.ReasonMembershipChangeRefused,
+			[]string{"(ScalingUp) since 1970-01-01T00:16:40Z", "(db-a, db-b)"}},
+	} {
+		wa, wb := notSettled(a, tc.err, members, tc.now), notSettled(b, tc.err, members, tc.now)
+		if wa.Kind != plan.Wait || wa.Reason != tc.reason {
+			t.Errorf("%s: refused add became %s/%s, want a Wait with reason %s", tc.name, wa.Kind, wa.Reason, tc.reason)
+		}
+		if wa.Message != wb.Message || strings.Contains(wa.Message, "db-x7k2p") || strings.Contains(wa.Message, "db-q9w4r") {
+			t.Errorf("%s: messages %q and %q: they must be the same and name no new member", tc.name, wa.Message, wb.Message)
+		}
+		for _, m := range tc.mentions {
+			if !strings.Contains(wa.Message, m) {
+				t.Errorf("%s: message %q does not say %q", tc.name, wa.Message, m)
+			}
+		}
 	}
-	if wa.Message != wb.Message || strings.Contains(wa.Message, "db-") {
-		t.Fatalf("messages %q and %q: they must be the same and name no member", wa.Message, wb.Message)
+	if !humanWaits[etcdv1alpha1.ReasonMembershipChangeRefused] {
+		t.Error("MembershipChangeRefused is not a human wait: Degraded would not say it, and no Warning would be recorded")
 	}
 }
 

@@ -303,6 +303,7 @@ var humanWaits = map[string]bool{
 	etcdv1alpha1.ReasonRestoreFailed: true, etcdv1alpha1.ReasonRestoreRefused: true, etcdv1alpha1.ReasonBackupNotMountable: true, etcdv1alpha1.ReasonNoBackupToRestore: true, etcdv1alpha1.ReasonAutoRestoreFailed: true,
 	etcdv1alpha1.ReasonQuorumUnrecoverable: true, etcdv1alpha1.ReasonTLSProviderMismatch: true, etcdv1alpha1.ReasonTLSSecretInvalid: true, etcdv1alpha1.ReasonCertManagerNotInstalled: true,
 	etcdv1alpha1.ReasonVolumeResizeFailed: true, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall: true, etcdv1alpha1.ReasonOperatorPasswordRejected: true, etcdv1alpha1.ReasonClusterCAChanged: true,
+	etcdv1alpha1.ReasonMembershipChangeRefused: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
