@@ -57,7 +57,7 @@ var gate = &scheduler{slots: 1}
 // unknown test is more likely long than short.
 var expected = map[string]time.Duration{
 	"TestMetricsAndAlerts":                              280 * time.Second,
-	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 240 * time.Second,
+	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 150 * time.Second,
 	"TestTLSSwitchUnderLoad":                            230 * time.Second,
 	"TestContinuousBackupPointInTime":                   220 * time.Second,
 	"TestRestore":                                       210 * time.Second,
