@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
@@ -66,7 +67,7 @@ func nextMaintenanceStep(spec Spec, obs Observation, members []Member) (Action, 
 	}
 	var due []Member
 	for _, mem := range members {
-		if mem.InEtcd && !mem.IsLearner && fragmented(mem, m.DefragMinFreeBytes, m.DefragMinFreePercent) {
+		if mem.InEtcd && !mem.IsLearner && fragmented(mem, m.DefragMinFreeBytes, m.DefragMinFreePercent) && !resting(mem) {
 			due = append(due, mem)
 		}
 	}
@@ -199,6 +200,19 @@ func defragStep(obs Observation, members []Member, m Member, reason, why string)
 	}
 	return Action{Kind: Defragment, Members: []string{m.Name}, MemberID: m.ID, Reason: reason,
 		Message: fmt.Sprintf("defragmenting member %s: %s", m.Name, why)}
+}
+
+// DefragRest is how long a member Steward defragmented by the threshold rests before the threshold may have it
+// defragmented again. A large compaction goes on freeing pages in batches for a while after it was asked for, so
+// a member defragmented meanwhile is soon past the threshold again: without a rest the planner, which picks the
+// due members in the same order every pass, would defragment that one member again and again (each time blocking
+// it) while the others waited. NOSPACE recovery does not rest: writes are refused until it ends.
+const DefragRest = 5 * time.Minute
+
+// resting reports whether member m was defragmented by Steward within DefragRest, as its volume records it.
+// Members without a volume keep no record and never rest.
+func resting(m Member) bool {
+	return m.DefragmentRecorded && m.DefragmentedAgo >= 0 && m.DefragmentedAgo < DefragRest
 }
 
 // notDefragmentedSince reports whether member m, on a volume that records its defragmentations, was not

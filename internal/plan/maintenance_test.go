@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
@@ -209,12 +210,18 @@ func TestNextMaintenance(t *testing.T) {
 	}
 }
 
-// replayDefragmentation runs the planner pass by pass on obs, applying each defragmentation (the file shrinks to
-// its data in use) and leadership move to it, and lets between change it after each pass; it returns the steps.
+// replayDefragmentation runs the planner pass by pass on obs, a second apart, applying each defragmentation (the
+// file shrinks to its data in use, and the volume records it) and leadership move to it, and lets between change
+// it after each pass; it returns the steps.
 func replayDefragmentation(t *testing.T, obs Observation, between func(*Observation)) string {
 	t.Helper()
 	var steps []string
 	for pass := 0; pass < 20; pass++ {
+		for i := range obs.Members {
+			if obs.Members[i].DefragmentRecorded {
+				obs.Members[i].DefragmentedAgo += time.Second
+			}
+		}
 		a := Next(defragSpec(), obs)
 		switch a.Kind {
 		case None:
@@ -226,6 +233,7 @@ func replayDefragmentation(t *testing.T, obs Observation, between func(*Observat
 			for i := range obs.Members {
 				if obs.Members[i].Name == a.Members[0] {
 					obs.Members[i].DBSize = obs.Members[i].DBSizeInUse
+					obs.Members[i].DefragmentedAgo, obs.Members[i].DefragmentRecorded = 0, true
 				}
 			}
 		case MoveLeader:
@@ -264,6 +272,37 @@ func TestDefragmentationAfterCompactionLag(t *testing.T) {
 	}
 	if got, want := replayDefragmentation(t, obs, oneFollowerCompacts), "wait, defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
 		t.Fatalf("steps %s, want %s", got, want)
+	}
+}
+
+// TestDefragmentationDuringALargeCompaction replays a threshold defragmentation while a large compaction is still
+// freeing pages in batches (a 4.6 GB database compacted to 40 MB): every member keeps getting emptier pass after
+// pass. Each member is defragmented once, the leader last, and none again within DefragRest; without the rest the
+// first member was defragmented again on every pass while the others waited.
+func TestDefragmentationDuringALargeCompaction(t *testing.T) {
+	obs := clusterAt("3.6.0", sized("c-a", 1, 4600, 1200), sized("c-b", 2, 4600, 1200), sized("c-c", 3, 4600, 1200))
+	compactionGoesOn := func(obs *Observation) {
+		for i := range obs.Members {
+			if in := obs.Members[i].DBSizeInUse; in > 40*mib {
+				obs.Members[i].DBSizeInUse = max(40*mib, in-150*mib)
+			}
+		}
+	}
+	if got, want := replayDefragmentation(t, obs, compactionGoesOn), "defrag c-b, defrag c-c, move c-a->c-b, defrag c-a"; got != want {
+		t.Fatalf("steps %s, want %s", got, want)
+	}
+	// Past the rest, a member the compaction left fragmented again is due again.
+	again := clusterAt("3.6.0", sized("c-a", 1, 300, 40), sized("c-b", 2, 40, 40), sized("c-c", 3, 40, 40))
+	again.LeaderID = 2
+	again.Members[0].DefragmentRecorded = true
+	for _, tc := range []struct {
+		ago  time.Duration
+		want ActionKind
+	}{{DefragRest - time.Second, None}, {DefragRest, Defragment}} {
+		again.Members[0].DefragmentedAgo = tc.ago
+		if a := Next(defragSpec(), again); a.Kind != tc.want {
+			t.Errorf("defragmented %s ago, fragmented again: %s (%s), want %s", tc.ago, a.Kind, a.Message, tc.want)
+		}
 	}
 }
 

@@ -168,6 +168,10 @@ type Member struct {
 	// DefragmentedAtCompaction is the revision the cluster was compacted to when Steward last defragmented the
 	// member (recorded on its volume), 0 when unknown or never.
 	DefragmentedAtCompaction int64
+	// DefragmentedAgo is how long ago Steward last defragmented the member, as its volume records it; meaningful
+	// only with DefragmentRecorded.
+	DefragmentedAgo    time.Duration
+	DefragmentRecorded bool
 	// PodStuck is why the member's Pod cannot start in a way that replacing the member would not fix (the
 	// kubelet's reason: its image cannot be pulled, its container cannot be created); empty otherwise. A successor
 	// would be built from the same spec, so such a member is not replaced however long it is down: Steward waits

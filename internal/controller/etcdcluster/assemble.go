@@ -111,6 +111,7 @@ func (a *assembly) addVolumes(pvcs []corev1.PersistentVolumeClaim) {
 		m.PVC, m.VolumeHasRun = pvc.Name, pvc.Annotations[resources.AnnotationHasRun] != ""
 		if d, compacted := parseDefragmented(pvc.Annotations[resources.AnnotationLastDefragmentation]); d != nil {
 			a.obs.defragmented[m.Name], m.DefragmentedAtCompaction = d, compacted
+			m.DefragmentedAgo, m.DefragmentRecorded = a.now.Sub(d.Time.Time), true
 		}
 		if r := pvc.Annotations[resources.AnnotationRestore]; r != "" {
 			m.Restore = r
