@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,16 +37,7 @@ func etcdBin(t *testing.T) string {
 	return filepath.Dir(bins[len(bins)-1])
 }
 
-func port(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
+func port(t *testing.T) string { return testbed.FreeLoopbackPort(t) }
 
 // startEtcd runs one etcd member on loopback, from dataDir (restored or new), until the test ends.
 func startEtcd(t *testing.T, bin, dataDir string, as ...etcd.Password) (*clientv3.Client, string) {

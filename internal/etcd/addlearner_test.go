@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -115,13 +114,4 @@ func TestAddLearnerAsksEachMemberOnItsOwn(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
+func freePort(t *testing.T) string { return testbed.FreeLoopbackPort(t) }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,6 +219,22 @@ func CachedBinaries(pattern string) []string {
 	bins, _ := filepath.Glob(filepath.Join(o.CacheDir, "bin", pattern))
 	sort.Strings(bins)
 	return bins
+}
+
+// FreeLoopbackPort is a TCP port on 127.0.0.1 that was free a moment ago, for tests that start processes (etcd)
+// on loopback; t (a *testing.T) fails when there is none.
+func FreeLoopbackPort(t interface {
+	Helper()
+	Fatal(args ...any)
+}) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
 }
 
 // kubernetesRelease resolves a requested Kubernetes release ("", "v1.34.4", "1.34.4", "1.34", "v1.34", "newest",
