@@ -24,7 +24,6 @@ var contractMetrics = mustReadContract()
 // suffixes.
 var etcdMetrics = map[string]bool{
 	"etcd_server_has_leader":                           true,
-	"etcd_server_id":                                   true,
 	"etcd_server_is_leader":                            true,
 	"etcd_server_is_learner":                           true,
 	"etcd_server_leader_changes_seen_total":            true,
