@@ -204,7 +204,11 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 		}
 		args = append(args, "--target-time="+at.UTC().Format(time.RFC3339Nano))
 	}
+	// The agent's own deadline (--timeout, 30 minutes unless given) and the Job's are the same.
+	deadline := PointInTimeJobDeadline(ReplayBound(candidates, pit.Revision, s))
+	args = append(args, "--timeout="+(time.Duration(deadline)*time.Second).String())
 	job := agentJob(b, BackupJobName(b), etcdImage, args)
+	job.Spec.ActiveDeadlineSeconds = ptr.To(deadline)
 	withCodec(job, b.Spec.Compression, b.Spec.Encryption, s.Spec.Encryption)
 	spec := &job.Spec.Template.Spec
 	install, tools, toolsVol := agentInstall(agentImage)
@@ -215,4 +219,40 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 	c.Command = []string{toolsMount + "/steward-agent"}
 	c.VolumeMounts = append(c.VolumeMounts, tools, corev1.VolumeMount{Name: workVolume, MountPath: workMount})
 	return job, nil
+}
+
+// ReplayPerChange is the time a point-in-time Job is given for each change it may replay: about three times what
+// one took on the project's 2-core machines (6 minutes per million, docs/user/restore.md), for slower disks.
+const ReplayPerChange = time.Millisecond
+
+// maxPointInTimeDeadline caps a point-in-time Job's deadline: a replay that needs longer is better served by a
+// newer snapshot, and a bound read from a wrong revision must not keep a Job for weeks.
+const maxPointInTimeDeadline = 48 * 60 * 60
+
+// ReplayBound is at most how many changes a point-in-time Job replays: from the oldest candidate snapshot (the
+// agent falls back to older ones when a newer one fails its checks) to the target revision, or for a time target
+// to the end of the newest stored segment the schedule reports; 0 when neither end is known.
+func ReplayBound(candidates []pitr.Candidate, targetRevision int64, s *etcdv1alpha1.EtcdBackupSchedule) int64 {
+	end := targetRevision
+	if end <= 0 && s.Status.Continuous != nil && s.Status.Continuous.RecoverableTo != nil {
+		end = s.Status.Continuous.RecoverableTo.Revision
+	}
+	var from int64
+	for _, c := range candidates {
+		if from == 0 || c.Revision < from {
+			from = c.Revision
+		}
+	}
+	if end <= 0 || from <= 0 || end <= from {
+		return 0
+	}
+	return end - from
+}
+
+// PointInTimeJobDeadline is a point-in-time Job's activeDeadlineSeconds for a replay of up to changes changes: the
+// backup Jobs' deadline (the Job's start, the snapshot read and verified, the result's snapshot) plus
+// ReplayPerChange for each, at most two days.
+func PointInTimeJobDeadline(changes int64) int64 {
+	replay := changes / int64(time.Second/ReplayPerChange) // in seconds; no product that could overflow
+	return min(BackupJobDeadline+max(replay, 0), maxPointInTimeDeadline)
 }

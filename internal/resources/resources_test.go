@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pitr"
 )
 
 var opts = Options{ImageRepository: "steward.local/etcd", ClusterDomain: "cluster.local"}
@@ -786,5 +788,52 @@ func TestBackupStorageFlags(t *testing.T) {
 				t.Errorf("key Secrets %v, want %v", secrets, tt.secrets)
 			}
 		})
+	}
+}
+
+// TestPointInTimeJobDeadline: a point-in-time Job's deadline grows with the changes it may replay, from the oldest
+// candidate snapshot (the agent falls back to older ones) to the target revision, or for a time target to the
+// newest stored revision; the backup Jobs' 30 minutes when neither end is known; never more than two days, and
+// never negative, whatever the revisions say.
+func TestPointInTimeJobDeadline(t *testing.T) {
+	sched := func(to int64) *etcdv1alpha1.EtcdBackupSchedule {
+		s := &etcdv1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
+			Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "c", Path: "p"}}}}
+		if to > 0 {
+			s.Status.Continuous = &etcdv1alpha1.ContinuousBackupStatus{RecoverableTo: &etcdv1alpha1.RecoveryPoint{Revision: to}}
+		}
+		return s
+	}
+	cands := []pitr.Candidate{{Name: "new", Revision: 9_000_000}, {Name: "old", Revision: 1_000_000}}
+	for _, tc := range []struct {
+		name       string
+		candidates []pitr.Candidate
+		revision   int64
+		schedule   *etcdv1alpha1.EtcdBackupSchedule
+		want       int64
+	}{
+		{"revision target, from the oldest candidate", cands, 11_000_000, sched(0), BackupJobDeadline + 10_000},
+		{"time target, to the newest stored revision", cands, 0, sched(2_000_000), BackupJobDeadline + 1_000},
+		{"a revision target wins over the stored end", cands, 1_500_000, sched(50_000_000), BackupJobDeadline + 500},
+		{"no end known", cands, 0, sched(0), BackupJobDeadline},
+		{"no candidate", nil, 11_000_000, sched(0), BackupJobDeadline},
+		{"a target before every candidate", cands, 500, sched(0), BackupJobDeadline},
+		{"a day of 1,000 writes a second", []pitr.Candidate{{Revision: 1}}, 86_400_001, sched(0), BackupJobDeadline + 86_400},
+		{"capped", []pitr.Candidate{{Revision: 1}}, 1 << 62, sched(0), 48 * 60 * 60},
+	} {
+		b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "c", Path: "p"}},
+				PointInTime: &etcdv1alpha1.PointInTimeSource{ScheduleName: "s", Revision: tc.revision}}}
+		job, err := PointInTimeJob(b, tc.schedule, tc.candidates, "abc", "etcd", "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := job.Spec.ActiveDeadlineSeconds; got == nil || *got != tc.want {
+			t.Errorf("%s: deadline %v s, want %d s", tc.name, got, tc.want)
+		}
+		timeout := "--timeout=" + (time.Duration(tc.want) * time.Second).String()
+		if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, timeout) {
+			t.Errorf("%s: agent arguments %v, want %s (the agent's own deadline)", tc.name, args, timeout)
+		}
 	}
 }
