@@ -122,11 +122,12 @@ const (
 	// so Steward has no identity in etcd: it changes nothing until a human gives it one. Available is Unknown with
 	// this reason: without an identity etcd reports no member's health.
 	ReasonOperatorPasswordRejected = "OperatorPasswordRejected"
-	// ReasonMembershipChangeRefused: etcd has refused to add a member for over a minute, every member asked on
-	// its own answering "unhealthy cluster" (its strict reconfiguration check: it has not counted its peers
-	// connected for the last 5 s) while the cluster serves. etcd can keep a peer marked inactive after a failed
-	// send although their stream replicates, until one of the two restarts; the message names the members, and a
-	// human restarts one of them. The add is tried again on every pass and the wait ends when etcd takes it.
+	// ReasonMembershipChangeRefused: etcd has refused a membership change (a learner's add, a voter's removal)
+	// for over a minute, every member asked on its own answering "unhealthy cluster" (its strict reconfiguration
+	// check: it has not counted its peers connected for the last 5 s) while the cluster serves. etcd can keep a
+	// peer marked inactive after a failed send although their stream replicates, until one of the two restarts;
+	// the message names the members, and a human restarts one of them. The change is tried again on every pass
+	// and the wait ends when etcd takes it.
 	ReasonMembershipChangeRefused = "MembershipChangeRefused"
 )
 

@@ -122,11 +122,11 @@ type Pool struct {
 	passwords map[string]Password
 	// rejected: when etcd refused the cluster's password, as its pooled client was created (absent: it did not).
 	rejected map[string]time.Time
-	// refusals: the run of ErrClusterNotSettled refusals of each cluster's learner adds, as this process saw it.
+	// refusals: the run of ErrClusterNotSettled refusals of each cluster's membership changes, as this process saw it.
 	refusals map[string]refusalRun
 }
 
-// refusalRun is a run of refused adds: when it began and when the last one was.
+// refusalRun is a run of refused membership changes: when it began and when the last one was.
 type refusalRun struct{ since, last time.Time }
 
 // PasswordRetry is how long a client dialed without its refused password is used before the password is tried
@@ -540,8 +540,8 @@ func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, c
 	return call(ctx, c)
 }
 
-// AskEachAfter is how long a cluster's learner adds are refused as ErrClusterNotSettled through the balanced client
-// before each member is asked on its own. etcd's own window is 5 s after a peer (re)connects; past it, a member
+// AskEachAfter is how long a cluster's membership changes are refused as ErrClusterNotSettled through the balanced
+// client before each member is asked on its own. etcd's own window is 5 s after a peer (re)connects; past it, a member
 // that still refuses has a peer it counts as not connected although they replicate (a peer marked inactive by a
 // failed send stays so until its stream reconnects: etcd-io/etcd#14523), and another member may not.
 const AskEachAfter = 10 * time.Second
@@ -549,7 +549,7 @@ const AskEachAfter = 10 * time.Second
 // refusalGap is how long after the last refusal a new one starts a new run.
 const refusalGap = 30 * time.Second
 
-// RefusedError is an ErrClusterNotSettled refusal of a learner's add, with what asking each member found.
+// RefusedError is an ErrClusterNotSettled refusal of a membership change, with what asking each member found.
 type RefusedError struct {
 	// Since is when this run of refusals began, as this process saw it.
 	Since time.Time
@@ -568,12 +568,10 @@ func (e *RefusedError) Error() string {
 // Is makes a RefusedError an ErrClusterNotSettled.
 func (e *RefusedError) Is(target error) bool { return target == ErrClusterNotSettled }
 
-// AddLearner adds a learner with peerURL and returns its member ID. Each member judges an add by its own view of
-// its peers' connections, so once the balanced client's adds have been refused for AskEachAfter, every member is
-// asked on its own until one accepts: a *RefusedError says which refused.
+// AddLearner adds a learner with peerURL and returns its member ID, asked as changeMembership asks.
 func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, peerURL string) (uint64, error) {
 	var id uint64
-	add := func(ctx context.Context, c *clientv3.Client) error {
+	err := p.changeMembership(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
 		if err != nil {
 			if refusedUntilSettled(err) {
@@ -583,15 +581,26 @@ func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, p
 		}
 		id = resp.Member.ID
 		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	err := p.withClient(ctx, key, endpoints, add)
+	return id, nil
+}
+
+// changeMembership makes a membership change (an add or a removal) through the cluster's balanced client. Each
+// member judges a change by its own view of its peers' connections, so once the cluster's changes have been
+// refused as ErrClusterNotSettled for AskEachAfter, every member is asked on its own until one accepts: a
+// *RefusedError says which refused.
+func (p *Pool) changeMembership(ctx context.Context, key string, endpoints []string, change func(context.Context, *clientv3.Client) error) error {
+	err := p.withClient(ctx, key, endpoints, change)
 	if !errors.Is(err, ErrClusterNotSettled) {
 		p.endRefusals(key)
-		return id, err
+		return err
 	}
 	refused := &RefusedError{Since: p.refused(key, time.Now())}
 	if time.Since(refused.Since) < AskEachAfter {
-		return 0, refused
+		return refused
 	}
 	for _, ep := range balancedEndpoints(endpoints) {
 		c, derr := p.dialOne(ctx, key, ep)
@@ -601,24 +610,24 @@ func (p *Pool) AddLearner(ctx context.Context, key string, endpoints []string, p
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, RequestTimeout)
-		err = add(actx, c)
+		err = change(actx, c)
 		cancel()
 		_ = c.Close()
 		switch {
 		case err == nil:
 			p.endRefusals(key)
-			return id, nil
+			return nil
 		case errors.Is(err, ErrClusterNotSettled):
 			refused.Refusing = append(refused.Refusing, ep)
 		default:
-			// The add may have been proposed: the next pass sees from the member list whether it was.
-			return 0, fmt.Errorf("asking %s on its own: %w", ep, err)
+			// The change may have been proposed: the next pass sees from the member list whether it was.
+			return fmt.Errorf("asking %s on its own: %w", ep, err)
 		}
 	}
-	return 0, refused
+	return refused
 }
 
-// refused records a refused add of the cluster at now and returns when the run of refusals began.
+// refused records a refused membership change of the cluster at now and returns when the run of refusals began.
 func (p *Pool) refused(key string, now time.Time) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -631,7 +640,7 @@ func (p *Pool) refused(key string, now time.Time) time.Time {
 	return run.since
 }
 
-// endRefusals ends the cluster's run of refused adds.
+// endRefusals ends the cluster's run of refused membership changes.
 func (p *Pool) endRefusals(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -651,10 +660,10 @@ func (p *Pool) PromoteLearner(ctx context.Context, key string, endpoints []strin
 	})
 }
 
-// RemoveMember removes member id from the cluster. etcd refuses a voter's removal for a few seconds after members
-// (re)connect: ErrClusterNotSettled.
+// RemoveMember removes member id from the cluster, asked as changeMembership asks. etcd refuses a voter's removal
+// for a few seconds after members (re)connect: ErrClusterNotSettled.
 func (p *Pool) RemoveMember(ctx context.Context, key string, endpoints []string, id uint64) error {
-	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+	return p.changeMembership(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		return confirmRemoved(id, func() error {
 			_, err := c.MemberRemove(ctx, id)
 			if refusedUntilSettled(err) {

@@ -65,7 +65,7 @@ var waitsOnEtcd = map[string]bool{
 
 // notSettled is the wait that replaces a membership change etcd refused because a member has not been
 // connected long enough (etcd.ErrClusterNotSettled). It names no new member, so that its status is the same on
-// every pass until etcd accepts. An add every member has refused on its own since longer than refusedReportAfter
+// every pass until etcd accepts. A change every member has refused on its own since longer than refusedReportAfter
 // is a wait for a human (MembershipChangeRefused) naming those members; its message gives the run's start, not its
 // length, for the same reason.
 func notSettled(refused plan.Action, err error, memberAt map[string]string, now time.Time) plan.Action {
@@ -81,7 +81,7 @@ func notSettled(refused plan.Action, err error, memberAt map[string]string, now 
 		}
 		sort.Strings(names)
 		return plan.Action{Kind: plan.Wait, Reason: etcdv1alpha1.ReasonMembershipChangeRefused, Message: fmt.Sprintf(
-			"etcd has refused to add a member (%s) since %s: every member, asked on its own (%s), answers \"unhealthy cluster\", "+
+			"etcd has refused a membership change (%s) since %s: every member, asked on its own (%s), answers \"unhealthy cluster\", "+
 				"counting one of its peers as not connected for the last 5 s although the cluster serves. etcd can keep a peer "+
 				"marked inactive after a failed send until one of the two restarts (etcd-io/etcd#14523); restarting one of these "+
 				"members (kubectl delete pod) reconnects its peers. Steward does not restart it itself: while the cluster has no "+
@@ -91,7 +91,7 @@ func notSettled(refused plan.Action, err error, memberAt map[string]string, now 
 		Message: "waiting for etcd to accept a membership change: it refuses them until every member has been connected to the leader for a few seconds"}
 }
 
-// refusedReportAfter is how long every member may refuse an add on its own before the wait is a human's: etcd's
+// refusedReportAfter is how long every member may refuse a change on its own before the wait is a human's: etcd's
 // window is 5 s after a peer (re)connects, and the members are asked on their own from etcd.AskEachAfter.
 const refusedReportAfter = time.Minute
 
