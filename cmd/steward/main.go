@@ -246,9 +246,10 @@ func setupControllers(mgr ctrl.Manager, recorder record.EventRecorder, o *option
 		return fmt.Errorf("set up EtcdRestore controller: %w", err)
 	}
 	if err := (&etcdbackupschedule.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: recorder,
-		Options:  o.resourceOpts,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  recorder,
+		Options:   o.resourceOpts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up EtcdBackupSchedule controller: %w", err)
 	}

@@ -223,23 +223,34 @@ func (r *Reconciler) destinationProblem(ctx context.Context, b *etcdv1alpha1.Etc
 		}
 		return "", nil
 	}
-	name, need, serviceAccount := destinationCredentials(b.Spec.Destination)
-	if serviceAccount != "" {
-		// The Jobs run as it: without it the Job controller creates no Pod, and the backup would wait for its
-		// deadline. Whether the identity may reach the bucket only the Job can find out.
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: serviceAccount}, &corev1.ServiceAccount{})
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("ServiceAccount %s (serviceAccountName, the identity the backup Jobs run as) does not exist", serviceAccount), nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("get ServiceAccount %s: %w", serviceAccount, err)
-		}
+	// The Jobs run as the ServiceAccount: without it the Job controller creates no Pod, and the backup would wait
+	// for its deadline. Whether the identity may reach the bucket only the Job can find out.
+	if problem, err := MissingServiceAccount(ctx, r.APIReader, b.Namespace, b.Spec.Destination, "the backup Jobs"); problem != "" || err != nil {
+		return problem, err
 	}
+	name, need, _ := destinationCredentials(b.Spec.Destination)
 	if name == "" {
 		return "", nil // ambient credentials (workload identity, the AWS default chain): the Job's own, nothing to look up
 	}
 	problem, _, err := secretProblem(ctx, r.APIReader, b.Namespace, name, "credentials", need)
 	return problem, err
+}
+
+// MissingServiceAccount says that the ServiceAccount destination d names (serviceAccountName, for ambient
+// credentials) does not exist in namespace, "" when it does or none is named; who says what runs as it.
+func MissingServiceAccount(ctx context.Context, reader client.Reader, namespace string, d etcdv1alpha1.BackupDestination, who string) (string, error) {
+	_, _, serviceAccount := destinationCredentials(d)
+	if serviceAccount == "" {
+		return "", nil
+	}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: serviceAccount}, &corev1.ServiceAccount{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("ServiceAccount %s (serviceAccountName, the identity %s run as) does not exist", serviceAccount, who), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get ServiceAccount %s: %w", serviceAccount, err)
+	}
+	return "", nil
 }
 
 // observeJob turns a Job's state into the backup's outcome: running, or finished with the agent's result.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
 )
@@ -63,6 +64,18 @@ func (r *Reconciler) reconcileContinuous(ctx context.Context, s *etcdv1alpha1.Et
 	rep, err := r.readFollower(ctx, s)
 	if err != nil {
 		cond.Message = err.Error()
+		// Without its ServiceAccount the Deployment gets no Pod, and the follower would only be "starting".
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		missing, err := etcdbackup.MissingServiceAccount(ctx, reader, s.Namespace, s.Spec.Destination, "the follower and the backup Jobs")
+		if err != nil {
+			return false, nil, err
+		}
+		if missing != "" {
+			cond.Reason, cond.Message = etcdv1alpha1.ReasonDestinationNotFound, missing
+		}
 		return false, cond, nil
 	}
 	next := *cs

@@ -213,3 +213,35 @@ func TestWindowAndPrune(t *testing.T) {
 		t.Fatalf("pruneBefore without a snapshot of the identity: %d", got)
 	}
 }
+
+// TestFollowerWithoutItsServiceAccount: a destination whose ambient identity (serviceAccountName) does not exist
+// gets the follower's Deployment no Pod; the condition says so (DestinationNotFound, naming it) instead of
+// "starting", and once it exists the follower is waited for as usual.
+func TestFollowerWithoutItsServiceAccount(t *testing.T) {
+	s := schedule(etcdv1alpha1.ConcurrencyForbid)
+	s.Spec.Schedule = "@every 6h"
+	s.Spec.Destination.S3.CredentialsSecret, s.Spec.Destination.S3.ServiceAccountName = nil, "backup-irsa"
+	s.Spec.Continuous = &etcdv1alpha1.ContinuousBackup{Enabled: true}
+	e := newEnv(t, s)
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}, Status: etcdv1alpha1.EtcdClusterStatus{ClusterID: "c1"}}
+	if err := e.c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	e.r.Options = resources.Options{ClusterDomain: "cluster.local", AgentImage: "agent:test"}
+	e.pass(t)
+	if c := e.condition(t); c == nil || c.Reason != etcdv1alpha1.ReasonDestinationNotFound || !strings.Contains(c.Message, "ServiceAccount backup-irsa") {
+		t.Fatalf("without its ServiceAccount: %+v", c)
+	}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "nightly-follower"}, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the follower's Deployment is kept, to run once the ServiceAccount exists: %v", err)
+	}
+	if err := e.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backup-irsa"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(t)
+	if c := e.condition(t); c == nil || c.Reason != etcdv1alpha1.ReasonFollowerStarting {
+		t.Fatalf("with its ServiceAccount, before the follower is ready: %+v", c)
+	}
+}

@@ -40,8 +40,10 @@ const requeueMax = 5 * time.Minute
 
 // Reconciler reconciles EtcdBackupSchedules.
 type Reconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
+	Client client.Client
+	// APIReader reads ServiceAccounts, which the cache does not hold (the Client when nil).
+	APIReader client.Reader
+	Recorder  record.EventRecorder
 	// Options address the cluster's client Service and name the agent image, for the continuous-backup follower.
 	Options resources.Options
 	// ReadFollower reads a follower Pod's report (default: GET http://<podIP>:8080/status; injected for tests).
@@ -58,6 +60,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 
 // SetupWithManager registers the controller: it watches schedules, the backups labelled with them, and their
 // clusters' hibernation (which pauses and resumes them).
