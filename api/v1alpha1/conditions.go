@@ -192,6 +192,55 @@ const (
 	ReasonHibernated = "Hibernated"
 )
 
+// Reasons of EtcdCluster Progressing: adoption of a running etcd (spec.bootstrap.fromExisting). The preflight's
+// refusals (Source...) change nothing on the source; Steward checks again on its next pass.
+const (
+	// ReasonSourceUnreachable: no endpoint of the source answered with a member list.
+	ReasonSourceUnreachable = "SourceUnreachable"
+	// ReasonSourceCredentialsRejected: the source refused Steward's credentials, or spec.bootstrap.fromExisting
+	// .credentialsSecret is missing or lacks its keys.
+	ReasonSourceCredentialsRejected = "SourceCredentialsRejected"
+	// ReasonSourceMembershipChanging: a source member has not started yet, a learner is in the source (someone
+	// else is changing its membership), or the source has more voters than Steward's largest cluster.
+	ReasonSourceMembershipChanging = "SourceMembershipChanging"
+	// ReasonSourceUnhealthy: a source member does not answer healthy, or the source keeps an alarm raised.
+	ReasonSourceUnhealthy = "SourceUnhealthy"
+	// ReasonSourceVersionUnsupported: the source's members run different releases, a release Steward does not
+	// support, or a minor other than spec.version's.
+	ReasonSourceVersionUnsupported = "SourceVersionUnsupported"
+	// ReasonSourceTooBig: the source's database is larger than the quota Steward's members would run with.
+	ReasonSourceTooBig = "SourceTooBig"
+	// ReasonSourceTLSUnsupported: the source's peer or client URLs speak TLS, a source member advertises more than
+	// one peer URL, or spec.tls does not match the source (a plaintext source is adopted with spec.tls.provider
+	// None).
+	ReasonSourceTLSUnsupported = "SourceTLSUnsupported"
+	// ReasonSourceAuthUnsupported: the source has etcd's authentication on, which adoption does not carry over
+	// yet.
+	ReasonSourceAuthUnsupported = "SourceAuthUnsupported"
+	// ReasonSourceChanged: the source's endpoints answer for another etcd cluster than the one admitted, or a
+	// member neither Steward's nor the source's appeared: Steward stops the adoption and changes nothing.
+	ReasonSourceChanged = "SourceChanged"
+	// ReasonSourceAdmitted: the preflight admitted the source; its members are recorded as external members.
+	ReasonSourceAdmitted = "SourceAdmitted"
+	// ReasonAdopting: Steward's members join the adopted cluster (a learner added, started, promoted) while the
+	// source's members stay.
+	ReasonAdopting = "Adopting"
+	// ReasonAdoptionWaitingForHandover: Steward's members are all voters; the source's stay until
+	// spec.bootstrap.fromExisting.handover is Retire (Progressing False).
+	ReasonAdoptionWaitingForHandover = "AdoptionWaitingForHandover"
+	// ReasonRetiringSourceMember: a source member is removed from etcd (leadership moved off it first); its
+	// process is the user's to stop (status.adoption.retired).
+	ReasonRetiringSourceMember = "RetiringSourceMember"
+	// ReasonAbortingAdoption: Steward's members leave the source again (spec.bootstrap.fromExisting.handover
+	// Abort).
+	ReasonAbortingAdoption = "AbortingAdoption"
+	// ReasonAdoptionAborted: Steward's members have left; the source is as Steward found it (Progressing False).
+	ReasonAdoptionAborted = "AdoptionAborted"
+	// ReasonAdoptionAbortTooLate: handover Abort after a source member left: the source cannot be restored as it
+	// was, so Steward refuses and changes nothing; set handover back to Retire or Keep.
+	ReasonAdoptionAbortTooLate = "AdoptionAbortTooLate"
+)
+
 // Reasons of EtcdCluster Progressing: versions. WaitingForSnapshot (see EtcdBackupSchedule) is one of them too:
 // the wait for members' raft snapshots before a minor step.
 const (

@@ -8,7 +8,8 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.etcd.quotaBackendBytes)).add(quantity(string(self.etcd.quotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="etcd.quotaBackendBytes does not fit storage.size: the volume must hold twice the quota (a defragmentation, or a snapshot from the leader, writes a second copy of the database) plus 448Mi for WAL segments and snapshots; raise storage.size or lower the quota (or leave it unset: Steward derives it from the size)"
-// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap is immutable: it only applies when the cluster is created"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || (has(self.bootstrap.fromBackup) == has(oldSelf.bootstrap.fromBackup) && (!has(self.bootstrap.fromBackup) || self.bootstrap.fromBackup == oldSelf.bootstrap.fromBackup) && has(self.bootstrap.fromExisting) == has(oldSelf.bootstrap.fromExisting)))",message="bootstrap is immutable: it only applies when the cluster is created (of fromExisting, only handover may change)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.fromExisting) || !has(self.hibernation) || !self.hibernation.enabled",message="a cluster adopting a running etcd (bootstrap.fromExisting) cannot hibernate: the source's members are not Steward's to stop"
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || !self.version.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.version.matches('^3[.][0-9]+[.][0-9]+$') || int(self.version.split('.')[1]) - int(oldSelf.version.split('.')[1]) <= 1",message="with spec.image set, version may go up by at most one minor version at a time: Steward cannot know the image of the releases in between; set the next minor's release and its image first, or unset image"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
 // +kubebuilder:validation:XValidation:rule="!has(self.hibernation) || !self.hibernation.enabled || !has(self.storage) || !self.storage.ephemeral",message="hibernation.enabled needs volumes: an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs, which go with its Pods; it cannot hibernate"
@@ -81,7 +82,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
-	// Bootstrap says how a new cluster gets its first data: empty (the default) or from a backup. Immutable.
+	// Bootstrap says how a new cluster gets its first data: empty (the default), from a backup, or by adopting a
+	// running etcd (fromExisting). Immutable, except fromExisting.handover.
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
@@ -671,12 +673,134 @@ type TLSStatus struct {
 }
 
 // BootstrapSpec is where a new cluster's data comes from.
+// +kubebuilder:validation:XValidation:rule="!(has(self.fromBackup) && has(self.fromExisting))",message="set at most one of fromBackup or fromExisting: a cluster starts from a backup or adopts a running etcd"
 type BootstrapSpec struct {
 	// FromBackup seeds every member from one snapshot: Steward creates an EtcdRestore named
 	// <cluster>-from-backup, which verifies the stored snapshot before any member is created, and each first
 	// member restores it into its data dir before etcd starts.
 	// +optional
 	FromBackup *BackupSource `json:"fromBackup,omitempty"`
+	// FromExisting adopts an etcd cluster that already runs outside Steward, without downtime and keeping its
+	// cluster ID, data and revisions: Steward checks the source (reading only), then its members join the running
+	// cluster one at a time as learners and are promoted once caught up; the source's members leave, one at a
+	// time and the leader last, when handover says so. Steward never stops a process it did not start: it removes
+	// a source member from etcd and says which process to stop. See docs/user/adoption.md.
+	// +optional
+	FromExisting *ExistingSource `json:"fromExisting,omitempty"`
+}
+
+// ExistingSource is a running etcd cluster Steward is to adopt.
+// +kubebuilder:validation:XValidation:rule="self.endpoints == oldSelf.endpoints && has(self.credentialsSecret) == has(oldSelf.credentialsSecret) && (!has(self.credentialsSecret) || self.credentialsSecret == oldSelf.credentialsSecret)",message="fromExisting is immutable except handover: the source is chosen when the cluster is created"
+type ExistingSource struct {
+	// Endpoints are client URLs of the source's members (http:// or https://host:port): Steward reads the member
+	// list and every member's status through them, and must reach them from where it runs. One is enough; the
+	// member list names the rest.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^https?://[^\s/?#]+$`
+	// +listType=set
+	// +required
+	Endpoints []string `json:"endpoints"`
+	// CredentialsSecret is a Secret in the cluster's namespace with what Steward presents to the source: a
+	// client certificate (tls.crt and tls.key), or a user (username and password), or both, and the CA to trust
+	// for https endpoints (ca.crt). Not needed for a plaintext source without authentication.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+	// Handover says what happens to the source's members: Keep (the default) keeps them while Steward's members
+	// join; Retire removes them from etcd one at a time, followers first and the leader last after moving
+	// leadership to one of Steward's members, once Steward's members are all voters and healthy; Abort, only
+	// before the first source member left, removes Steward's members again and leaves the source as Steward
+	// found it.
+	// +kubebuilder:default=Keep
+	// +optional
+	Handover Handover `json:"handover,omitempty"`
+}
+
+// Handover is what Steward does with the source's members of an adoption.
+// +kubebuilder:validation:Enum=Keep;Retire;Abort
+type Handover string
+
+// Handovers.
+const (
+	// HandoverKeep: Steward's members join and the source's stay.
+	HandoverKeep Handover = "Keep"
+	// HandoverRetire: the source's members leave once Steward's are in place.
+	HandoverRetire Handover = "Retire"
+	// HandoverAbort: Steward's members leave again (only before the first source member left).
+	HandoverAbort Handover = "Abort"
+)
+
+// AdoptionPhase is where an adoption is.
+// +kubebuilder:validation:Enum=Checking;Migrating;Retiring;Complete;Aborting;Aborted
+type AdoptionPhase string
+
+// Adoption phases.
+const (
+	// AdoptionChecking: the preflight has not admitted the source yet (Progressing says why).
+	AdoptionChecking AdoptionPhase = "Checking"
+	// AdoptionMigrating: the source is admitted; Steward's members join, the source's stay.
+	AdoptionMigrating AdoptionPhase = "Migrating"
+	// AdoptionRetiring: the source's members leave one at a time.
+	AdoptionRetiring AdoptionPhase = "Retiring"
+	// AdoptionComplete: no source member is left; the cluster is Steward's.
+	AdoptionComplete AdoptionPhase = "Complete"
+	// AdoptionAborting: Steward's members leave again.
+	AdoptionAborting AdoptionPhase = "Aborting"
+	// AdoptionAborted: Steward's members have left; the source is as Steward found it.
+	AdoptionAborted AdoptionPhase = "Aborted"
+)
+
+// AdoptionStatus is an adoption of a running etcd (spec.bootstrap.fromExisting).
+type AdoptionStatus struct {
+	// Phase is where the adoption is.
+	Phase AdoptionPhase `json:"phase"`
+	// ClusterID is the source's etcd cluster ID (hex) as the preflight admitted it: the controller's memory, so
+	// that endpoints answering for another cluster later stop the adoption instead of joining members to it.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// AdmittedTime is when the preflight admitted the source.
+	// +optional
+	AdmittedTime *metav1.Time `json:"admittedTime,omitempty"`
+	// ExternalMembers are the source's members, recorded when the preflight admitted it (the controller's memory:
+	// a member etcd lists under one of these IDs is the source's, never a stray Steward removes), with what the
+	// last pass observed of those still in etcd.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	ExternalMembers []ExternalMember `json:"externalMembers,omitempty"`
+	// Retired are the source's members Steward removed from etcd (the controller's memory: after an abort is too
+	// late). Their processes still run until someone stops them: Steward never stops a process it did not
+	// start.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	Retired []ExternalMember `json:"retired,omitempty"`
+}
+
+// ExternalMember is a member of an adopted cluster that Steward did not create.
+type ExternalMember struct {
+	// ID is etcd's member ID in hex.
+	ID string `json:"id"`
+	// Name is the member's etcd name.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// PeerURLs and ClientURLs are the URLs etcd lists for the member.
+	// +optional
+	PeerURLs []string `json:"peerURLs,omitempty"`
+	// +optional
+	ClientURLs []string `json:"clientURLs,omitempty"`
+	// Role of the member in raft, as last observed.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+	// Version of etcd the member runs, as last observed.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Healthy: the member answered its last status request healthy.
+	// +optional
+	Healthy bool `json:"healthy,omitempty"`
 }
 
 // BackupSource names a backup to restore from, or a point of a schedule's continuous backup.
@@ -943,6 +1067,11 @@ type EtcdClusterStatus struct {
 	// +listMapKey=name
 	// +optional
 	Members []MemberStatus `json:"members,omitempty"`
+
+	// Adoption is the adoption of a running etcd (spec.bootstrap.fromExisting): its phase, the source's members
+	// (external members) and those Steward retired. Empty for clusters Steward created.
+	// +optional
+	Adoption *AdoptionStatus `json:"adoption,omitempty"`
 
 	// Bootstrapped is the controller's memory that the cluster has formed (every bootstrap member started).
 	// From then on a member without Pod and volume has lost data and is never re-created under its old

@@ -269,3 +269,61 @@ func checkDestinationAdmission(t *testing.T, a *admission, tests map[string]dest
 		})
 	}
 }
+
+// TestAdmissionOfAdoptions: the rules of spec.bootstrap.fromExisting (an adoption of a running etcd), offline:
+// client URLs only, 1 to 9 of them, not beside fromBackup, no hibernation, a known handover. (The transition
+// rules, which keep the source fixed and let handover change, need a real API server.)
+func TestAdmissionOfAdoptions(t *testing.T) {
+	a := loadCRDs(t)
+	adopt := func(fromExisting map[string]any, extra func(spec map[string]any)) map[string]any {
+		spec := map[string]any{"replicas": int64(3), "version": "3.6.16", "bootstrap": map[string]any{"fromExisting": fromExisting}}
+		if extra != nil {
+			extra(spec)
+		}
+		return object("EtcdCluster", "db", spec)
+	}
+	endpoints := func(eps ...string) map[string]any {
+		list := make([]any, 0, len(eps))
+		for _, e := range eps {
+			list = append(list, e)
+		}
+		return map[string]any{"endpoints": list}
+	}
+	var ten []string
+	for i := range 10 {
+		ten = append(ten, "http://10.0.0."+string(rune('0'+i))+":2379")
+	}
+	tests := map[string]struct {
+		obj  map[string]any
+		want string
+	}{
+		"plaintext endpoints":       {adopt(endpoints("http://10.0.0.1:2379", "http://etcd-b.example:2379"), nil), ""},
+		"TLS endpoint":              {adopt(endpoints("https://10.0.0.1:2379"), nil), ""},
+		"no endpoint":               {adopt(endpoints(), nil), "spec.bootstrap.fromExisting.endpoints"},
+		"ten endpoints":             {adopt(endpoints(ten...), nil), "spec.bootstrap.fromExisting.endpoints"},
+		"endpoint with a path":      {adopt(endpoints("http://10.0.0.1:2379/v3"), nil), "spec.bootstrap.fromExisting.endpoints"},
+		"endpoint without a scheme": {adopt(endpoints("10.0.0.1:2379"), nil), "spec.bootstrap.fromExisting.endpoints"},
+		"unknown scheme":            {adopt(endpoints("unix:///run/etcd.sock"), nil), "spec.bootstrap.fromExisting.endpoints"},
+		"handover Retire":           {adopt(map[string]any{"endpoints": []any{"http://10.0.0.1:2379"}, "handover": "Retire"}, nil), ""},
+		"unknown handover":          {adopt(map[string]any{"endpoints": []any{"http://10.0.0.1:2379"}, "handover": "Now"}, nil), "handover"},
+		"fromExisting and fromBackup": {adopt(endpoints("http://10.0.0.1:2379"), func(spec map[string]any) {
+			spec["bootstrap"].(map[string]any)["fromBackup"] = map[string]any{"backupName": "b"}
+		}), "at most one of fromBackup or fromExisting"},
+		"hibernation of an adopting cluster": {adopt(endpoints("http://10.0.0.1:2379"), func(spec map[string]any) {
+			spec["hibernation"] = map[string]any{"enabled": true}
+		}), "cannot hibernate"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := a.errors(t, tt.obj)
+			switch {
+			case tt.want == "" && got != "":
+				t.Fatalf("refused: %s", got)
+			case tt.want != "" && got == "":
+				t.Fatalf("admitted, want a refusal saying %q", tt.want)
+			case !strings.Contains(got, tt.want):
+				t.Fatalf("refusal %q does not say %q", got, tt.want)
+			}
+		})
+	}
+}
