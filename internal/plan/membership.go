@@ -459,9 +459,13 @@ func currentCluster(members []Member, peerURL func(string) string) map[string]st
 		if !m.InEtcd {
 			continue
 		}
-		out[m.Name] = m.PeerURL
+		name := m.Name
+		if m.EtcdName != "" {
+			name = m.EtcdName // a source member of an adoption, under the name etcd lists
+		}
+		out[name] = m.PeerURL
 		if m.PeerURL == "" {
-			out[m.Name] = peerURL(m.Name)
+			out[name] = peerURL(m.Name)
 		}
 	}
 	return out

@@ -52,6 +52,8 @@ type Spec struct {
 	Storage StorageGoal
 	// Maintenance is what spec.maintenance asks Steward to do by itself (see maintenance.go).
 	Maintenance Maintenance
+	// Adopt is spec.bootstrap.fromExisting: the cluster adopts a running etcd (see adoption.go); nil otherwise.
+	Adopt *Adopt
 }
 
 // Release is an etcd release and the image members run it from.
@@ -189,6 +191,12 @@ type Member struct {
 	// PodQuota is the --quota-backend-bytes the member's Pod runs with; 0 when it sets none (etcd's default, or a
 	// Pod from before Steward set one: left as it is).
 	PodQuota int64
+	// External: a member of an adopted source (recorded in status.adoption when the preflight admitted it), which
+	// Steward did not create: never started, restarted, replaced or stopped by Steward, removed from etcd only by
+	// a retirement (adoption.go). Its Name is ExternalMemberName's; EtcdName is the name etcd lists it under,
+	// which a joining member's --initial-cluster must carry.
+	External bool
+	EtcdName string
 }
 
 // PodStuckImageNotStarted is the PodStuck of a Pod switched to an image its container has not run yet, as far as
@@ -250,6 +258,8 @@ type Observation struct {
 	// Placement is where new members may go under Steward's default spread (placement.go); nil when the spec
 	// places members itself or nodes cannot be read.
 	Placement *Placement
+	// Adoption is the adoption of a running etcd (spec.bootstrap.fromExisting) as observed; nil without one.
+	Adoption *Adoption
 }
 
 // ActionKind is the kind of step.
@@ -352,6 +362,11 @@ func next(spec Spec, obs Observation) Action {
 	// Missing Pods of members whose volumes are intact come back before anything else: it changes no
 	// membership, needs no member list, and it is how a cluster that lost its Pods regains its quorum.
 	if a, ok := recreatePods(spec, obs, sortedMembers(obs.Members)); ok {
+		return a
+	}
+	// An adoption decides its own steps until no source member is left: the source's members have no Pod, and
+	// every rule below that reads a member without one as lost (or as a stray) must never see them.
+	if a, ok := adoption(spec, obs); ok {
 		return a
 	}
 	if a, ok := quorumLossRecovery(spec, obs); ok {
