@@ -106,6 +106,8 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		return r.retireVolumes(ctx, cluster, action)
 	case plan.AddLearner:
 		return r.addLearner(ctx, cluster, obs, action)
+	case plan.AdoptSource:
+		return r.adoptSource(ctx, cluster, obs, action)
 	case plan.PromoteLearner:
 		return r.promoteLearner(ctx, cluster, obs, action)
 	case plan.RemoveMember:

@@ -19,13 +19,14 @@ import (
 // health. Pure: newNames supplies unused member names given the names already in use.
 func assemble(cluster *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim, view etcd.ClusterView,
 	o resources.Options, now time.Time, newNames func(used map[string]bool) []string) *observation {
-	a := &assembly{cluster: cluster, o: o, now: now, members: map[string]*plan.Member{}, pinned: map[string]bool{},
+	a := &assembly{cluster: cluster, o: o, now: now, members: map[string]*plan.Member{}, pinned: map[string]bool{}, recorded: recordedSource(cluster),
 		obs: &observation{pods: map[string]*corev1.Pod{}, statusOf: map[string]etcd.Status{}, nameOf: map[uint64]string{}, view: view,
 			defragmented: map[string]*etcdv1alpha1.Defragmented{}}}
 	a.addPods(pods)
 	a.addVolumes(pvcs)
 	a.addStatuses(pods, view)
 	a.addMemberList(view)
+	a.addExternalStatuses(view)
 	a.addMemory(view)
 	a.addHealth()
 	a.finish(pods, newNames)
@@ -41,6 +42,8 @@ type assembly struct {
 	members map[string]*plan.Member
 	// pinned: members whose volume exists (is bound), which may tie their Pod to a node.
 	pinned map[string]bool
+	// recorded are the IDs of an adopted source's members, as status records them (adoption.go).
+	recorded map[uint64]bool
 }
 
 // get is the member of that name, new when no source has named it yet.
@@ -190,8 +193,17 @@ func (a *assembly) addMemberList(view etcd.ClusterView) {
 		}
 		listed[em.ID] = true
 		name := etcdNames[em.ID]
+		external := a.externalOf(em, name)
+		if external {
+			// A member of the source Steward adopts: under a name of its own, so that no rule for Steward's
+			// members (a member without a Pod has lost its data; an unknown one is a stray) applies to it.
+			name = plan.ExternalMemberName(em.Name, em.ID)
+		}
 		m := a.get(name)
 		m.InEtcd, m.Started, m.ID, m.IsLearner = true, em.Name != "", em.ID, em.IsLearner
+		if external {
+			m.External, m.EtcdName = true, em.Name
+		}
 		if len(em.PeerURLs) > 0 {
 			m.PeerURL = em.PeerURLs[0]
 		}

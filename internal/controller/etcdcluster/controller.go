@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -129,7 +130,7 @@ type Reconciler struct {
 // (removed members, UID-preconditioned); it only creates Services and creates or patches the budget (garbage
 // collection deletes them with the cluster). Its objects carry blockOwnerDeletion owner references to the
 // EtcdCluster, which needs update on etcdclusters/finalizers where OwnerReferencesPermissionEnforcement is on.
-// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
@@ -185,8 +186,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, fmt.Errorf("get EtcdCluster: %w", err)
 	}
-	if !cluster.DeletionTimestamp.IsZero() {
+	deleting := !cluster.DeletionTimestamp.IsZero()
+	if deleting && !controllerutil.ContainsFinalizer(cluster, AdoptionFinalizer) {
 		return ctrl.Result{}, nil
+	}
+	// An adoption under way holds the cluster's deletion until Steward's members have left the source again
+	// (AdoptionFinalizer); the passes of such a deletion plan an abort.
+	if changed, err := r.keepAdoptionFinalizer(ctx, cluster, false); changed || err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// observe, the Kubernetes side: the cluster's Pods and PVCs, read once, read only.
@@ -211,7 +218,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	obs.tls, obs.operator, obs.operatorSecret = ts, operator, operatorSecret
 	obs.plan.TLSBlocked = tlsBlocked(tlsDecision, ts)
 	// plan: the one step, and what the pass keeps in step besides.
-	decision := plan.Decide(specOf(cluster, r.Options), obs.plan)
+	spec := specOf(cluster, r.Options)
+	if deleting && spec.Adopt != nil {
+		spec.Adopt.Handover = plan.HandoverAbort
+	}
+	decision := plan.Decide(spec, obs.plan)
 	action := decision.Action
 	// status, whatever happens from here on.
 	defer func() {
@@ -221,6 +232,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	if accessErr != nil {
 		return ctrl.Result{}, accessErr
+	}
+	if deleting {
+		// Only the abort's steps: nothing is kept in step for a cluster on its way out.
+		return r.abortForDeletion(ctx, cluster, obs, action)
 	}
 	// act: the members' certificates and the objects that disrupt nothing, then the step.
 	if err := r.keepInStep(ctx, cluster, ts, obs, decision); err != nil {
@@ -347,6 +362,12 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 		s.ReplaceUnhealthyAfter = c.Spec.ReplaceUnhealthyAfter.Duration
 	}
 	s.FromBackup = etcdv1alpha1.BootstrapBackupName(c)
+	if fe := fromExisting(c); fe != nil {
+		s.Adopt = &plan.Adopt{Handover: string(fe.Handover), Quota: resources.QuotaBackendBytes(c)}
+		if s.Adopt.Handover == "" {
+			s.Adopt.Handover = plan.HandoverKeep
+		}
+	}
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	s.UpgradeVia = upgradeStages(c, o)
 	s.Maintenance = maintenanceOf(c)

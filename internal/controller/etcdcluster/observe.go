@@ -46,6 +46,8 @@ type observation struct {
 	hashCheck *etcdv1alpha1.HashCheck
 	// users is this pass's comparison of etcd's users with the cluster's EtcdUsers, nil when none was made.
 	users *userCheck
+	// admitted: this pass's step admitted an adopted source (plan.AdoptSource), for status to record.
+	admitted bool
 	// operator is the password Steward keeps for its password user, from the Secret operatorSecret names (both
 	// empty when there is no such Secret).
 	operator       etcd.Password
@@ -92,11 +94,24 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	for ep := range endpoints {
 		list = append(list, ep)
 	}
+	for _, ep := range sourceEndpoints(cluster) {
+		if _, ok := endpoints[ep]; !ok {
+			list = append(list, ep)
+		}
+	}
 	sort.Strings(list)
 	key := client.ObjectKeyFromObject(cluster).String()
 	view, err := r.Etcd.Observe(ctx, key, list)
 	if err != nil {
 		return nil, err
+	}
+	if more := unaskedSourceURLs(cluster, view, list); len(more) > 0 {
+		// An adoption's preflight asks every source member, also those the spec's endpoints do not name.
+		list = append(list, more...)
+		sort.Strings(list)
+		if view, err = r.Etcd.Observe(ctx, key, list); err != nil {
+			return nil, err
+		}
 	}
 	taken := map[string]bool{}
 	for _, m := range cluster.Status.Members {
@@ -129,6 +144,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	r.observeAuth(ctx, cluster, obs)
 	r.observePeerIdentity(ctx, cluster, obs)
 	obs.plan.Window, obs.window = maintenanceWindow(cluster, r.Now())
+	observeAdoption(cluster, obs)
 	return obs, nil
 }
 

@@ -82,6 +82,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	r.setConditions(cluster, obs, action, passErr)
 	r.statusHibernation(cluster, obs, action)
 	r.statusWindow(cluster, obs, action)
+	r.statusAdoption(cluster, obs, action)
 	if passErr == nil {
 		st.ObservedGeneration = cluster.Generation
 	}
@@ -122,6 +123,11 @@ func (r *Reconciler) statusMembers(cluster *etcdv1alpha1.EtcdCluster, obs *obser
 		}
 	}
 	st.CurrentVersion = lowestVersion(versions)
+	for _, m := range obs.plan.Members {
+		if m.External && m.InEtcd && m.ID != 0 && m.ID == obs.plan.LeaderID && st.Leader == "" {
+			st.Leader = m.Name // a member of an adopted source leads
+		}
+	}
 }
 
 // statusEtcd writes what etcd reports of the cluster as a whole: its versions, identity, revision, and since
@@ -304,6 +310,11 @@ var humanWaits = map[string]bool{
 	etcdv1alpha1.ReasonQuorumUnrecoverable: true, etcdv1alpha1.ReasonTLSProviderMismatch: true, etcdv1alpha1.ReasonTLSSecretInvalid: true, etcdv1alpha1.ReasonCertManagerNotInstalled: true,
 	etcdv1alpha1.ReasonVolumeResizeFailed: true, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall: true, etcdv1alpha1.ReasonOperatorPasswordRejected: true, etcdv1alpha1.ReasonClusterCAChanged: true,
 	etcdv1alpha1.ReasonMembershipChangeRefused: true,
+	// An adoption's refusals: the source, or the spec, must change.
+	etcdv1alpha1.ReasonSourceUnreachable: true, etcdv1alpha1.ReasonSourceCredentialsRejected: true, etcdv1alpha1.ReasonSourceMembershipChanging: true,
+	etcdv1alpha1.ReasonSourceUnhealthy: true, etcdv1alpha1.ReasonSourceVersionUnsupported: true, etcdv1alpha1.ReasonSourceTooBig: true,
+	etcdv1alpha1.ReasonSourceTLSUnsupported: true, etcdv1alpha1.ReasonSourceAuthUnsupported: true, etcdv1alpha1.ReasonSourceChanged: true,
+	etcdv1alpha1.ReasonAdoptionAbortTooLate: true,
 }
 
 // conditions are computed from the pass alone; every condition is written on every pass.
@@ -508,6 +519,9 @@ func memberStatuses(cluster *etcdv1alpha1.EtcdCluster, obs *observation, o resou
 	}
 	var out []etcdv1alpha1.MemberStatus
 	for _, m := range obs.plan.Members {
+		if m.External {
+			continue // an adopted source's: status.adoption.externalMembers
+		}
 		ms := etcdv1alpha1.MemberStatus{Name: m.Name, Healthy: m.Healthy, Role: etcdv1alpha1.RoleUnknown}
 		if t, ok := obs.unhealthySince[m.Name]; ok {
 			since := metav1.NewTime(t)

@@ -1,0 +1,389 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+)
+
+// Adoption of a running etcd (spec.bootstrap.fromExisting; the decisions are internal/plan's adoption.go). This
+// file reads the source for the planner and keeps the adoption's memory in status: the source's cluster ID and
+// members recorded when the preflight admitted it, and those since retired. A member etcd lists under a recorded
+// ID is the source's (plan.Member.External), never a stray.
+
+// fromExisting is the cluster's spec.bootstrap.fromExisting, nil without one.
+func fromExisting(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.ExistingSource {
+	if b := c.Spec.Bootstrap; b != nil {
+		return b.FromExisting
+	}
+	return nil
+}
+
+// adopting reports whether the cluster adopts a running etcd and the adoption is not complete.
+func adopting(c *etcdv1alpha1.EtcdCluster) bool {
+	return fromExisting(c) != nil && (c.Status.Adoption == nil || c.Status.Adoption.Phase != etcdv1alpha1.AdoptionComplete)
+}
+
+// admittedSource reports whether status records the admitted source.
+func admittedSource(c *etcdv1alpha1.EtcdCluster) bool {
+	a := c.Status.Adoption
+	return a != nil && a.ClusterID != ""
+}
+
+// recordedSource are the IDs of the source's members status records (still members, or retired).
+func recordedSource(c *etcdv1alpha1.EtcdCluster) map[uint64]bool {
+	out := map[uint64]bool{}
+	if a := c.Status.Adoption; a != nil {
+		for _, list := range [][]etcdv1alpha1.ExternalMember{a.ExternalMembers, a.Retired} {
+			for _, m := range list {
+				if id, err := etcd.ParseID(m.ID); err == nil {
+					out[id] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sourceEndpoints are the endpoints a pass asks besides the member Pods': the spec's until the source is
+// admitted, then the client URLs of the recorded source members not retired.
+func sourceEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
+	fe := fromExisting(c)
+	if fe == nil || !adopting(c) {
+		return nil
+	}
+	if !admittedSource(c) {
+		return fe.Endpoints
+	}
+	var out []string
+	for _, m := range c.Status.Adoption.ExternalMembers {
+		for _, u := range m.ClientURLs {
+			if !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// externalOf decides, in assemble, whether etcd's member em (named name by etcdMemberNames) is the source's: one
+// of the recorded IDs once the source is admitted; before that, any member that is not one of Steward's (which
+// has none then).
+func (a *assembly) externalOf(em etcd.Member, name string) bool {
+	if !adopting(a.cluster) {
+		return false
+	}
+	if admittedSource(a.cluster) {
+		return a.recorded[em.ID]
+	}
+	_, ours := a.members[name]
+	return !ours
+}
+
+// addExternalStatuses gives the source's members their status answers: by the member ID an answer carries, or,
+// for an endpoint that did not answer, by the client URLs etcd lists for the member.
+func (a *assembly) addExternalStatuses(view etcd.ClusterView) {
+	obs := a.obs
+	byURL := map[string]string{}
+	for _, em := range view.Members {
+		if name := obs.nameOf[em.ID]; a.members[name] != nil && a.members[name].External {
+			for _, u := range em.ClientURLs {
+				byURL[u] = name
+			}
+		}
+	}
+	endpoints := make([]string, 0, len(view.Statuses))
+	for ep := range view.Statuses {
+		endpoints = append(endpoints, ep)
+	}
+	sort.Strings(endpoints)
+	for _, ep := range endpoints {
+		s := view.Statuses[ep]
+		name := byURL[ep]
+		if s.Err == nil {
+			name = obs.nameOf[s.MemberID]
+		}
+		m := a.members[name]
+		if m == nil || !m.External {
+			continue
+		}
+		if prev, ok := obs.statusOf[name]; ok && prev.Err == nil {
+			continue // answered at another of its endpoints
+		}
+		obs.statusOf[name] = s
+		m.Healthy = s.Healthy()
+		if s.Err == nil {
+			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
+			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
+			m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
+			obs.plan.Revision = max(obs.plan.Revision, s.Revision)
+		}
+		if s.Healthy() {
+			obs.plan.LeaderID = s.LeaderID
+		}
+	}
+}
+
+// observeAdoption gives the planner the adoption (plan.Observation.Adoption), and the pass the status it
+// records: the source as the preflight reads it until it is admitted, then the recorded cluster ID and which
+// recorded members have left etcd.
+func observeAdoption(cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
+	fe := fromExisting(cluster)
+	if fe == nil || !adopting(cluster) {
+		return
+	}
+	ad := &plan.Adoption{Admitted: admittedSource(cluster), ObservedClusterID: obs.view.ClusterID}
+	obs.plan.Adoption = ad
+	if !ad.Admitted {
+		ad.Source = sourceOf(fe, obs)
+		return
+	}
+	obs.plan.Bootstrapped = true // the source formed long ago
+	ad.ClusterID, _ = etcd.ParseID(cluster.Status.Adoption.ClusterID)
+	ad.Retired = len(cluster.Status.Adoption.Retired) > 0
+	if obs.view.ListErr == nil {
+		listed := map[uint64]bool{}
+		for _, em := range obs.view.Members {
+			listed[em.ID] = true
+		}
+		for _, m := range cluster.Status.Adoption.ExternalMembers {
+			if id, err := etcd.ParseID(m.ID); err == nil && !listed[id] && ad.ObservedClusterID == ad.ClusterID {
+				ad.Retired = true
+			}
+		}
+	}
+}
+
+// sourceOf is what the preflight decides on: the source's member list with each member's status answer, its
+// alarms and auth state.
+func sourceOf(fe *etcdv1alpha1.ExistingSource, obs *observation) plan.Source {
+	src := plan.Source{ClusterID: obs.view.ClusterID}
+	if fe.CredentialsSecret != "" {
+		src.CredentialsProblem = fmt.Sprintf("spec.bootstrap.fromExisting.credentialsSecret %s: this version adopts plaintext sources without authentication only, and uses no credentials", fe.CredentialsSecret)
+	}
+	if obs.view.ListErr != nil {
+		src.ListErr = obs.view.ListErr.Error()
+		return src
+	}
+	for _, m := range obs.plan.Members {
+		if !m.External || !m.InEtcd {
+			continue
+		}
+		sm := plan.SourceMember{ID: m.ID, Name: m.EtcdName, IsLearner: m.IsLearner, Healthy: m.Healthy, Version: m.RunningVersion, DBSize: m.DBSize}
+		for _, em := range obs.view.Members {
+			if em.ID == m.ID {
+				sm.PeerURLs, sm.ClientURLs = em.PeerURLs, em.ClientURLs
+			}
+		}
+		if s, ok := obs.statusOf[m.Name]; ok {
+			sm.Answered = s.Err == nil
+			switch {
+			case s.Err != nil:
+				sm.StatusErr = s.Err.Error()
+			case len(s.Errors) > 0:
+				sm.StatusErr = strings.Join(s.Errors, "; ")
+			case s.LeaderID == 0:
+				sm.StatusErr = "it knows no leader"
+			}
+		} else {
+			sm.StatusErr = "none of its client URLs was asked: list them in spec.bootstrap.fromExisting.endpoints"
+		}
+		src.Members = append(src.Members, sm)
+	}
+	if obs.view.AlarmErr != nil {
+		src.Alarms = append(src.Alarms, "unreadable: "+obs.view.AlarmErr.Error())
+	}
+	for _, al := range obs.view.Alarms {
+		src.Alarms = append(src.Alarms, fmt.Sprintf("%s on member %s", al.Type, etcd.FormatID(al.MemberID)))
+	}
+	if e := obs.plan.AuthEnabled; e != nil {
+		src.AuthKnown, src.AuthEnabled = true, *e
+	}
+	return src
+}
+
+// adoptSource carries out plan.AdoptSource: the admitted source's cluster ID and members go into status (written
+// at the end of the pass, statusAdoption); nothing on the source changes.
+func (r *Reconciler) adoptSource(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	obs.admitted = true
+	obs.plan.Bootstrapped = true
+	r.tookStep(ctx, cluster, action, "Admitted source cluster", corev1.EventTypeNormal, etcdv1alpha1.ReasonSourceAdmitted, action.Message,
+		"clusterID", etcd.FormatID(obs.view.ClusterID))
+	return nil
+}
+
+// statusAdoption writes status.adoption: the memory (cluster ID and recorded members, kept whatever a pass
+// reads), the source's members as last observed, those retired, and the phase.
+func (r *Reconciler) statusAdoption(cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) {
+	fe := fromExisting(cluster)
+	if fe == nil {
+		return
+	}
+	st := &cluster.Status
+	if st.Adoption == nil {
+		st.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionChecking}
+	}
+	ad := st.Adoption
+	if ad.Phase == etcdv1alpha1.AdoptionComplete {
+		return
+	}
+	if obs.admitted {
+		now := metav1.NewTime(r.Now())
+		ad.ClusterID, ad.AdmittedTime = etcd.FormatID(obs.view.ClusterID), &now
+		ad.ExternalMembers, ad.Retired = nil, nil
+		for _, em := range obs.view.Members {
+			ad.ExternalMembers = append(ad.ExternalMembers, etcdv1alpha1.ExternalMember{ID: etcd.FormatID(em.ID), Name: em.Name,
+				PeerURLs: em.PeerURLs, ClientURLs: em.ClientURLs})
+		}
+	}
+	if ad.ClusterID == "" {
+		ad.Phase = etcdv1alpha1.AdoptionChecking
+		if action.Reason == etcdv1alpha1.ReasonAdoptionAborted {
+			ad.Phase = etcdv1alpha1.AdoptionAborted
+		}
+		return
+	}
+	if obs.view.ListErr == nil && obs.view.ClusterID != 0 && etcd.FormatID(obs.view.ClusterID) == ad.ClusterID {
+		ad.ExternalMembers, ad.Retired = observedExternals(obs, ad)
+	}
+	handover := fe.Handover
+	if !cluster.DeletionTimestamp.IsZero() {
+		handover = etcdv1alpha1.HandoverAbort // a deletion aborts (AdoptionFinalizer)
+	}
+	ad.Phase = adoptionPhase(handover, ad, obs, action)
+}
+
+// observedExternals splits the recorded source members into those etcd still lists (with what this pass saw of
+// them) and those gone from its list (retired, by Steward or by hand).
+func observedExternals(obs *observation, ad *etcdv1alpha1.AdoptionStatus) (listed, retired []etcdv1alpha1.ExternalMember) {
+	byID := map[uint64]plan.Member{}
+	for _, m := range obs.plan.Members {
+		if m.External && m.InEtcd {
+			byID[m.ID] = m
+		}
+	}
+	retired = append(retired, ad.Retired...)
+	for _, em := range ad.ExternalMembers {
+		id, err := etcd.ParseID(em.ID)
+		if err != nil {
+			continue
+		}
+		m, ok := byID[id]
+		if !ok {
+			em.Role, em.Healthy, em.Version = "", false, ""
+			retired = append(retired, em)
+			continue
+		}
+		em.Healthy, em.Version, em.Role = m.Healthy, m.RunningVersion, etcdv1alpha1.RoleFollower
+		switch {
+		case m.IsLearner:
+			em.Role = etcdv1alpha1.RoleLearner
+		case m.ID == obs.plan.LeaderID:
+			em.Role = etcdv1alpha1.RoleLeader
+		case obs.plan.LeaderID == 0:
+			em.Role = etcdv1alpha1.RoleUnknown
+		}
+		listed = append(listed, em)
+	}
+	return listed, retired
+}
+
+// adoptionPhase is the phase status reports, from the recorded adoption and the pass's step.
+func adoptionPhase(handover etcdv1alpha1.Handover, ad *etcdv1alpha1.AdoptionStatus, obs *observation, action plan.Action) etcdv1alpha1.AdoptionPhase {
+	switch {
+	case len(ad.ExternalMembers) == 0 && len(ad.Retired) > 0:
+		return etcdv1alpha1.AdoptionComplete
+	case handover == etcdv1alpha1.HandoverAbort && len(ad.Retired) == 0:
+		if action.Reason == etcdv1alpha1.ReasonAdoptionAborted {
+			return etcdv1alpha1.AdoptionAborted
+		}
+		return etcdv1alpha1.AdoptionAborting
+	case len(ad.Retired) > 0 || action.Reason == etcdv1alpha1.ReasonRetiringSourceMember:
+		return etcdv1alpha1.AdoptionRetiring
+	}
+	return etcdv1alpha1.AdoptionMigrating
+}
+
+// AdoptionFinalizer holds an EtcdCluster that adopts a running etcd while Steward's members vote beside the
+// source's and no source member has left: garbage collection deleting Steward's Pods then would leave the source
+// with dead voters (3 of 6: no quorum). Deleting such a cluster aborts the adoption first (Steward's members are
+// removed from etcd one at a time), and only then lets its objects go.
+const AdoptionFinalizer = "etcd.steward.dev/abort-adoption"
+
+// adoptionHolds reports whether the cluster's deletion must wait for an abort: an adoption under way, before any
+// source member left. Once one has, the cluster is mostly Steward's and is deleted as any other.
+func adoptionHolds(c *etcdv1alpha1.EtcdCluster) bool {
+	if !adopting(c) {
+		return false
+	}
+	a := c.Status.Adoption
+	return a == nil || (len(a.Retired) == 0 && a.Phase != etcdv1alpha1.AdoptionAborted)
+}
+
+// keepAdoptionFinalizer adds the finalizer while adoptionHolds, and takes it away once it does not (or, for a
+// cluster being deleted, once the abort the deletion asked for is done, abortDone). It reports whether it
+// changed the object; the pass then ends and the update brings the next.
+func (r *Reconciler) keepAdoptionFinalizer(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, abortDone bool) (bool, error) {
+	has := controllerutil.ContainsFinalizer(cluster, AdoptionFinalizer)
+	want := adoptionHolds(cluster) && !abortDone
+	if has == want {
+		return false, nil
+	}
+	patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want {
+		controllerutil.AddFinalizer(cluster, AdoptionFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(cluster, AdoptionFinalizer)
+	}
+	if err := r.Client.Patch(ctx, cluster, patch); err != nil {
+		return false, fmt.Errorf("update the adoption's finalizer: %w", err)
+	}
+	return true, nil
+}
+
+// abortForDeletion is a deleting cluster's pass: the abort's step, and the finalizer taken away once Steward's
+// members have left the source (the plan's AdoptionAborted), or once a source member has left after all.
+func (r *Reconciler) abortForDeletion(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) (ctrl.Result, error) {
+	done := action.Reason == etcdv1alpha1.ReasonAdoptionAborted || action.Reason == etcdv1alpha1.ReasonAdoptionAbortTooLate
+	if done {
+		_, err := r.keepAdoptionFinalizer(ctx, cluster, true)
+		return ctrl.Result{}, err
+	}
+	if err := r.act(ctx, cluster, obs, action); err != nil {
+		if errors.Is(err, etcd.ErrClusterNotSettled) {
+			return ctrl.Result{RequeueAfter: requeueRefused}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(action)}, nil
+}
+
+// unaskedSourceURLs are, before the preflight admitted a source, the client URLs its member list names that the
+// pass did not ask (asked): the preflight needs every member's status, and the spec may name one endpoint.
+func unaskedSourceURLs(c *etcdv1alpha1.EtcdCluster, view etcd.ClusterView, asked []string) []string {
+	if !adopting(c) || admittedSource(c) || view.ListErr != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range view.Members {
+		for _, u := range m.ClientURLs {
+			if !slices.Contains(asked, u) && !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}

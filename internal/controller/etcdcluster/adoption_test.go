@@ -1,0 +1,128 @@
+package etcdcluster
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
+)
+
+// adoptingCluster is cluster db adopting the source at srcEndpoints, with nothing recorded yet.
+func adoptingCluster() *etcdv1alpha1.EtcdCluster {
+	c := testCluster()
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: srcEndpoints,
+		Handover: etcdv1alpha1.HandoverKeep}}
+	return c
+}
+
+var srcEndpoints = []string{"http://10.245.0.1:12379", "http://10.245.0.1:12389"}
+
+// sourceView is etcd's answer for a two-member source (IDs 0xa0, leading, and 0xa1), plus Steward's members.
+func sourceView(steward ...etcd.Member) etcd.ClusterView {
+	view := etcd.ClusterView{ClusterID: 0xc1, Members: []etcd.Member{
+		{ID: 0xa0, Name: "infra0", PeerURLs: []string{"http://10.245.0.1:12380"}, ClientURLs: []string{srcEndpoints[0]}},
+		{ID: 0xa1, Name: "infra1", PeerURLs: []string{"http://10.245.0.1:12390"}, ClientURLs: []string{srcEndpoints[1]}},
+	}, Statuses: map[string]etcd.Status{
+		srcEndpoints[0]: {Endpoint: srcEndpoints[0], MemberID: 0xa0, LeaderID: 0xa0, Version: "3.6.16", DBSizeBytes: 5 << 20},
+		srcEndpoints[1]: {Endpoint: srcEndpoints[1], Err: errors.New("connection refused")},
+	}}
+	view.Members = append(view.Members, steward...)
+	return view
+}
+
+func TestAssembleAdoption(t *testing.T) {
+	t.Run("before admission every member is the source's, and the preflight sees each one's answer", func(t *testing.T) {
+		c := adoptingCluster()
+		if got := sourceEndpoints(c); !slices.Equal(got, srcEndpoints) {
+			t.Errorf("observes %v, want the spec's endpoints", got)
+		}
+		obs := assemble(c, nil, nil, sourceView(), testOpts, time.Unix(1000, 0), noNames)
+		observeAdoption(c, obs)
+		for _, m := range obs.plan.Members {
+			if !m.External || !plan.IsExternal(m.Name) || m.EtcdName == "" {
+				t.Errorf("member %+v not observed as the source's", m)
+			}
+		}
+		if obs.plan.LeaderID != 0xa0 {
+			t.Errorf("leader %x, want a0 (from the source's answer)", obs.plan.LeaderID)
+		}
+		ad := obs.plan.Adoption
+		if ad == nil || ad.Admitted || len(ad.Source.Members) != 2 {
+			t.Fatalf("adoption %+v", ad)
+		}
+		m1 := ad.Source.Members[1]
+		if m1.Name != "infra1" || m1.Healthy || m1.StatusErr != "connection refused" {
+			t.Errorf("infra1 in the preflight: %+v", m1)
+		}
+		if reason, _ := plan.AdmitSource(specOf(c, testOpts), ad.Source); reason != etcdv1alpha1.ReasonSourceUnhealthy {
+			t.Errorf("preflight %s, want SourceUnhealthy for infra1", reason)
+		}
+	})
+
+	t.Run("after admission recorded IDs are external, Steward's learner is its own, and a retired member counts", func(t *testing.T) {
+		c := adoptingCluster()
+		c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionMigrating, ClusterID: "c1",
+			ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a0", Name: "infra0", ClientURLs: srcEndpoints[:1]},
+				{ID: "a1", Name: "infra1", ClientURLs: srcEndpoints[1:]}, {ID: "a2", Name: "infra2"}}}
+		learner := etcd.Member{ID: 5, PeerURLs: []string{resources.PeerURL(c, "db-lllll", testOpts)}, IsLearner: true}
+		obs := assemble(c, nil, nil, sourceView(learner), testOpts, time.Unix(1000, 0), noNames)
+		observeAdoption(c, obs)
+		byName := map[string]plan.Member{}
+		for _, m := range obs.plan.Members {
+			byName[m.Name] = m
+		}
+		if m := byName["db-lllll"]; m.External || !m.InEtcd || !m.IsLearner {
+			t.Errorf("Steward's learner %+v", m)
+		}
+		if m := byName[plan.ExternalMemberName("infra0", 0xa0)]; !m.External || !m.Healthy || m.PeerURL != "http://10.245.0.1:12380" {
+			t.Errorf("source member infra0 %+v", m)
+		}
+		ad := obs.plan.Adoption
+		if ad == nil || !ad.Admitted || ad.ClusterID != 0xc1 || !ad.Retired || !obs.plan.Bootstrapped {
+			t.Fatalf("adoption %+v (bootstrapped %v), want admitted c1 with infra2 retired", ad, obs.plan.Bootstrapped)
+		}
+		listed, retired := observedExternals(obs, c.Status.Adoption)
+		if len(listed) != 2 || len(retired) != 1 || retired[0].Name != "infra2" || listed[0].Role != etcdv1alpha1.RoleLeader {
+			t.Errorf("listed %+v, retired %+v", listed, retired)
+		}
+		// The learner etcd lists without a Pod starts, knowing the source's members by their etcd names.
+		a := plan.Next(specOf(c, testOpts), obs.plan)
+		if a.Kind != plan.CreateMemberPods || a.InitialCluster["infra0"] != "http://10.245.0.1:12380" || a.InitialCluster["infra1"] == "" ||
+			a.InitialCluster["db-lllll"] == "" || len(a.InitialCluster) != 3 {
+			t.Errorf("got %s %v (%s), want the learner's Pod with the source's members in --initial-cluster", a.Kind, a.InitialCluster, a.Message)
+		}
+	})
+
+	t.Run("the preflight asks every member the source's list names", func(t *testing.T) {
+		c := adoptingCluster()
+		view := sourceView()
+		view.Members[1].ClientURLs = []string{"http://10.245.0.1:12399", srcEndpoints[1]}
+		if got := unaskedSourceURLs(c, view, srcEndpoints[:1]); !slices.Equal(got, []string{"http://10.245.0.1:12399", srcEndpoints[1]}) {
+			t.Errorf("asks %v besides", got)
+		}
+		c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{ClusterID: "c1"}
+		if got := unaskedSourceURLs(c, view, nil); got != nil {
+			t.Errorf("after admission asks %v besides the recorded members", got)
+		}
+	})
+
+	t.Run("a cluster that adopts nothing sees no external member", func(t *testing.T) {
+		c := testCluster()
+		obs := assemble(c, nil, nil, sourceView(), testOpts, time.Unix(1000, 0), noNames)
+		observeAdoption(c, obs)
+		for _, m := range obs.plan.Members {
+			if m.External {
+				t.Errorf("member %+v external", m)
+			}
+		}
+		if obs.plan.Adoption != nil || sourceEndpoints(c) != nil {
+			t.Error("an adoption without spec.bootstrap.fromExisting")
+		}
+	})
+}
