@@ -117,6 +117,7 @@ var expected = map[string]time.Duration{
 	"TestThreeMemberCluster":                            20 * time.Second,
 	"TestHostileUpdatesChangeNothing":                   20 * time.Second,
 	"TestStrayMembersAreRemoved":                        10 * time.Second,
+	"TestAdoptRunningEtcd":                              150 * time.Second,
 	"TestNamespaceScopedInstallWithLeastPrivilege":      10 * time.Second,
 	"TestEtcdUserNameConflict":                          10 * time.Second,
 	"TestOneMemberCluster":                              10 * time.Second,

@@ -1,0 +1,127 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"steward.dev/steward/internal/testbed"
+)
+
+// HostEtcd is an etcd cluster of processes the test started on the test bed's host, outside Kubernetes and not
+// by Steward: a source for an adoption (spec.bootstrap.fromExisting).
+type HostEtcd struct {
+	// Names, PeerURLs and ClientURLs of its members, in order.
+	Names, PeerURLs, ClientURLs []string
+	procs                       []*exec.Cmd
+	dir                         string
+}
+
+// StartHostEtcd starts an n-member plaintext etcd cluster of release version on the host, each member listening
+// on the first node's address (testbed.NodeIP, which Pods reach), and waits until every member is healthy; the
+// processes stop when t ends. Each process resolves names through cluster DNS, in a mount namespace of its own
+// with a resolv.conf naming the cluster's DNS Service: a source's members must reach Steward's members by their
+// peer URLs, DNS names of the peer Service, which the host's own resolver does not know
+// (docs/user/adoption.md#network-both-sides-must-reach-each-others-peer-urls).
+func StartHostEtcd(t *testing.T, name string, n int, version string) *HostEtcd {
+	t.Helper()
+	dir := t.TempDir()
+	resolv := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver "+testbed.DNSServiceIP+"\noptions ndots:1 timeout:1 attempts:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &HostEtcd{dir: dir}
+	var initial []string
+	for i := range n {
+		h.Names = append(h.Names, fmt.Sprintf("%s%d", name, i))
+		h.PeerURLs = append(h.PeerURLs, "http://"+freeAddress(t))
+		h.ClientURLs = append(h.ClientURLs, "http://"+freeAddress(t))
+		initial = append(initial, h.Names[i]+"="+h.PeerURLs[i])
+	}
+	bin := filepath.Join(Bed.EtcdBinDir(version), "etcd")
+	t.Cleanup(h.stop)
+	for i := range n {
+		args := []string{"--name", h.Names[i], "--data-dir", filepath.Join(dir, h.Names[i]),
+			"--listen-peer-urls", h.PeerURLs[i], "--initial-advertise-peer-urls", h.PeerURLs[i],
+			"--listen-client-urls", h.ClientURLs[i], "--advertise-client-urls", h.ClientURLs[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", name,
+			"--snapshot-count", "10000"}
+		script := fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s \"$@\"", resolv, bin)
+		cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "etcd"}, args...)...)
+		logFile, err := os.Create(filepath.Join(dir, h.Names[i]+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start source member %s: %v", h.Names[i], err)
+		}
+		_ = logFile.Close()
+		h.procs = append(h.procs, cmd)
+	}
+	cli := h.Client(t)
+	Poll(t, "source members healthy", time.Minute, func() error {
+		for _, ep := range h.ClientURLs {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := cli.Status(ctx, ep)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s: %w", ep, err)
+			}
+		}
+		return nil
+	})
+	return h
+}
+
+// Client is a client of every member's client URL, closed when t ends.
+func (h *HostEtcd) Client(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: h.ClientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// Log is the end of member i's log, for a failing test's report.
+func (h *HostEtcd) Log(i int) string {
+	b, _ := os.ReadFile(filepath.Join(h.dir, h.Names[i]+".log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// stop stops the processes the test started, by their process IDs.
+func (h *HostEtcd) stop() {
+	for _, p := range h.procs {
+		if p.Process != nil {
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	}
+}
+
+// freeAddress is a free TCP address on the first node's address.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", testbed.NodeIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
