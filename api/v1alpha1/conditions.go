@@ -197,9 +197,9 @@ const (
 const (
 	// ReasonSourceUnreachable: no endpoint of the source answered with a member list.
 	ReasonSourceUnreachable = "SourceUnreachable"
-	// ReasonSourceCredentialsRejected: the source refused Steward's credentials, or spec.bootstrap.fromExisting
+	// ReasonSourceAccessRejected: the source refused Steward's credentials, or spec.bootstrap.fromExisting
 	// .credentialsSecret is missing or lacks its keys.
-	ReasonSourceCredentialsRejected = "SourceCredentialsRejected"
+	ReasonSourceAccessRejected = "SourceAccessRejected"
 	// ReasonSourceMembershipChanging: a source member has not started yet, a learner is in the source (someone
 	// else is changing its membership), or the source has more voters than Steward's largest cluster.
 	ReasonSourceMembershipChanging = "SourceMembershipChanging"

@@ -118,7 +118,7 @@ const defaultQuota = 2 << 30
 func AdmitSource(spec Spec, src Source) (reason, message string) {
 	switch {
 	case src.CredentialsProblem != "":
-		return etcdv1alpha1.ReasonSourceCredentialsRejected, src.CredentialsProblem
+		return etcdv1alpha1.ReasonSourceAccessRejected, src.CredentialsProblem
 	case src.ListErr != "":
 		return etcdv1alpha1.ReasonSourceUnreachable, "no endpoint of the source gave a member list: " + src.ListErr
 	case len(src.Members) == 0:

@@ -41,7 +41,7 @@ func TestAdmitSource(t *testing.T) {
 			"context deadline exceeded"},
 		"empty member list": {adoptSpec(HandoverKeep), Source{AuthKnown: true}, etcdv1alpha1.ReasonSourceUnreachable, "empty"},
 		"credentials come first": {adoptSpec(HandoverKeep), change(func(s *Source) { s.CredentialsProblem = "Secret src has no password" }),
-			etcdv1alpha1.ReasonSourceCredentialsRejected, "no password"},
+			etcdv1alpha1.ReasonSourceAccessRejected, "no password"},
 		"member not started": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[1].Name = "" }),
 			etcdv1alpha1.ReasonSourceMembershipChanging, "has not started"},
 		"learner in the source": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[2].IsLearner = true }),

@@ -311,7 +311,7 @@ var humanWaits = map[string]bool{
 	etcdv1alpha1.ReasonVolumeResizeFailed: true, etcdv1alpha1.ReasonNoSpaceQuotaTooSmall: true, etcdv1alpha1.ReasonOperatorPasswordRejected: true, etcdv1alpha1.ReasonClusterCAChanged: true,
 	etcdv1alpha1.ReasonMembershipChangeRefused: true,
 	// An adoption's refusals: the source, or the spec, must change.
-	etcdv1alpha1.ReasonSourceUnreachable: true, etcdv1alpha1.ReasonSourceCredentialsRejected: true, etcdv1alpha1.ReasonSourceMembershipChanging: true,
+	etcdv1alpha1.ReasonSourceUnreachable: true, etcdv1alpha1.ReasonSourceAccessRejected: true, etcdv1alpha1.ReasonSourceMembershipChanging: true,
 	etcdv1alpha1.ReasonSourceUnhealthy: true, etcdv1alpha1.ReasonSourceVersionUnsupported: true, etcdv1alpha1.ReasonSourceTooBig: true,
 	etcdv1alpha1.ReasonSourceTLSUnsupported: true, etcdv1alpha1.ReasonSourceAuthUnsupported: true, etcdv1alpha1.ReasonSourceChanged: true,
 	etcdv1alpha1.ReasonAdoptionAbortTooLate: true,
