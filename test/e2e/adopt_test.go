@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,11 +139,17 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	if err != nil || len(old.Kvs) != 1 || old.Kvs[0].ModRevision != put.Header.Revision {
 		t.Fatalf("key written to the source: %v %v (want mod revision %d)", old, err, put.Header.Revision)
 	}
+	removed := framework.EventsOf(t, got, "MemberRemoved", begin)
 	for _, name := range src.Names {
-		if msgs := framework.EventsOf(t, got, "MemberRemoved", begin); !anyContains(msgs, plan.ExternalMemberName(name, 0)) {
-			t.Errorf("no MemberRemoved Event for source member %s: %v", name, msgs)
+		if !anyContains(removed, plan.ExternalMemberName(name, 0)) {
+			t.Errorf("no MemberRemoved Event for source member %s: %v", name, removed)
 		}
 	}
+	// The source's leader led throughout (nothing else moved leadership): it left last, after handing over.
+	if moved := framework.EventsOf(t, got, "LeaderMoved", retireFrom); !anyContains(moved, "from source:") {
+		t.Errorf("leadership never moved off the source's leader before it left: %v", moved)
+	}
+	t.Logf("retirement: %v", removed)
 	// The watch opened on the source before the adoption delivers a write made through Steward's Service.
 	if _, err := stw.Put(ctx, "adopt/watched", "after"); err != nil {
 		t.Fatal(err)
@@ -193,4 +201,117 @@ func anyContains(msgs []string, part string) bool {
 		}
 	}
 	return false
+}
+
+// TestAdoptionRefusedThenAborted: a source whose minor is not spec.version's is refused (SourceVersionUnsupported,
+// Degraded) with nothing changed on it; with the version fixed Steward's members join, and handover Abort removes
+// them again, the leader's role handed back to the source: the source ends with its own members and cluster ID,
+// Steward's Pods and volumes are gone, and no acknowledged write is lost.
+func TestAdoptionRefusedThenAborted(t *testing.T) {
+	parallel(t)
+	ns := framework.NewNamespace(t, "adopt-abort")
+	framework.StartOperator(t, ns)
+	ctx := context.Background()
+	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
+	srcCli := src.Client(t)
+	before, err := srcCli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(ns, "aborted", 3)
+	c.Spec.Version = "3.7.3" // the source runs 3.6
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: src.ClientURLs[:1]}}
+	if err := framework.K8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	waitAdoption(t, key, "the source refused", 2*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
+		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Reason != etcdv1alpha1.ReasonSourceVersionUnsupported || c.Status.Adoption == nil || c.Status.Adoption.Phase != etcdv1alpha1.AdoptionChecking {
+			return fmt.Errorf("degraded %+v, adoption %+v", d, c.Status.Adoption)
+		}
+		return nil
+	}, src)
+	sameMembers := func(when string) {
+		t.Helper()
+		list, err := srcCli.MemberList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list.Header.ClusterId != before.Header.ClusterId || len(list.Members) != len(before.Members) {
+			t.Fatalf("%s: the source has %d members in cluster %x, had %d in %x", when, len(list.Members), list.Header.ClusterId,
+				len(before.Members), before.Header.ClusterId)
+		}
+		for i, m := range list.Members {
+			if m.ID != before.Members[i].ID || m.IsLearner {
+				t.Fatalf("%s: member %s (%x), was %x", when, m.Name, m.ID, before.Members[i].ID)
+			}
+		}
+	}
+	sameMembers("refused")
+
+	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = testbed.EtcdVersions[0] })
+	waitAdoption(t, key, "Steward's members joined", 6*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
+		if p := progressing(c); p.Reason != etcdv1alpha1.ReasonAdoptionWaitingForHandover {
+			return fmt.Errorf("progressing %s: %s", p.Reason, p.Message)
+		}
+		return nil
+	}, src)
+	// Leadership on one of Steward's members, so that the abort has to hand it back.
+	list, err := srcCli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target uint64
+	for _, m := range list.Members {
+		if !m.IsLearner && !slices.Contains(src.Names, m.Name) {
+			target = m.ID
+			break
+		}
+	}
+	framework.Poll(t, "leadership on one of Steward's members", time.Minute, func() error {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for _, ep := range src.ClientURLs {
+			st, err := srcCli.Status(mctx, ep)
+			if err != nil || st.Leader == target {
+				return err
+			}
+			if st.Leader != st.Header.MemberId {
+				continue
+			}
+			// etcd takes a leadership transfer only from the leader itself.
+			leader, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = leader.Close() }()
+			if _, err := leader.MoveLeader(mctx, target); err != nil {
+				return fmt.Errorf("move leadership to %x: %w", target, err)
+			}
+			return errors.New("leadership transfer asked for; looking again")
+		}
+		return errors.New("no source member leads")
+	})
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Bootstrap.FromExisting.Handover = etcdv1alpha1.HandoverAbort })
+	got := waitAdoption(t, key, "the adoption aborted", 4*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
+		if a := c.Status.Adoption; a == nil || a.Phase != etcdv1alpha1.AdoptionAborted {
+			return fmt.Errorf("adoption %+v", a)
+		}
+		return nil
+	}, src)
+	sameMembers("aborted")
+	var pods corev1.PodList
+	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: got.Name}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("Pods left after the abort: %d (%v)", len(pods.Items), err)
+	}
+	if moved := framework.EventsOf(t, got, "LeaderMoved", time.Time{}); !anyContains(moved, "to source:") {
+		t.Errorf("leadership not handed back to the source: %v", moved)
+	}
+	framework.RequireNoLostWrites(t, load, "an adoption aborted")
 }
