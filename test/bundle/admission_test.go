@@ -74,6 +74,20 @@ func (a *admission) errors(t *testing.T, obj map[string]any) string {
 	return errs.ToAggregate().Error()
 }
 
+// check fails t unless the API server would admit obj (want "") or refuse it saying want.
+func (a *admission) check(t *testing.T, obj map[string]any, want string) {
+	t.Helper()
+	got := a.errors(t, obj)
+	switch {
+	case want == "" && got != "":
+		t.Fatalf("refused: %s", got)
+	case want != "" && got == "":
+		t.Fatalf("admitted, want a refusal saying %q", want)
+	case !strings.Contains(got, want):
+		t.Fatalf("refusal %q does not say %q", got, want)
+	}
+}
+
 func object(kind, name string, spec map[string]any) map[string]any {
 	return map[string]any{"apiVersion": "etcd.steward.dev/v1alpha1", "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": "ns"}, "spec": spec}
@@ -143,17 +157,7 @@ func TestAdmissionOfNames(t *testing.T) {
 		}(), "spec.bootstrap.fromBackup.backupName"},
 	}
 	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			got := a.errors(t, tt.obj)
-			switch {
-			case tt.want == "" && got != "":
-				t.Fatalf("refused: %s", got)
-			case tt.want != "" && got == "":
-				t.Fatalf("admitted, want a refusal saying %q", tt.want)
-			case !strings.Contains(got, tt.want):
-				t.Fatalf("refusal %q does not say %q", got, tt.want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { a.check(t, tt.obj, tt.want) })
 	}
 }
 
@@ -314,16 +318,6 @@ func TestAdmissionOfAdoptions(t *testing.T) {
 		}), "cannot hibernate"},
 	}
 	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			got := a.errors(t, tt.obj)
-			switch {
-			case tt.want == "" && got != "":
-				t.Fatalf("refused: %s", got)
-			case tt.want != "" && got == "":
-				t.Fatalf("admitted, want a refusal saying %q", tt.want)
-			case !strings.Contains(got, tt.want):
-				t.Fatalf("refusal %q does not say %q", got, tt.want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { a.check(t, tt.obj, tt.want) })
 	}
 }

@@ -123,17 +123,7 @@ func (a *assembly) addExternalStatuses(view etcd.ClusterView) {
 		if prev, ok := obs.statusOf[name]; ok && prev.Err == nil {
 			continue // answered at another of its endpoints
 		}
-		obs.statusOf[name] = s
-		m.Healthy = s.Healthy()
-		if s.Err == nil {
-			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
-			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
-			m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
-			obs.plan.Revision = max(obs.plan.Revision, s.Revision)
-		}
-		if s.Healthy() {
-			obs.plan.LeaderID = s.LeaderID
-		}
+		a.takeStatus(name, m, s)
 	}
 }
 

@@ -138,21 +138,10 @@ func (a *assembly) addStatuses(pods []corev1.Pod, view etcd.ClusterView) {
 		if !ok {
 			continue
 		}
-		obs.statusOf[name] = s
 		if s.Err == nil {
 			obs.nameOf[s.MemberID] = name
 		}
-		m := a.get(name)
-		m.Healthy = s.Healthy()
-		if s.Err == nil {
-			m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
-			m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
-			m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
-			obs.plan.Revision = max(obs.plan.Revision, s.Revision)
-		}
-		if s.Healthy() {
-			obs.plan.LeaderID = s.LeaderID
-		}
+		a.takeStatus(name, a.get(name), s)
 	}
 	obs.plan.EtcdReachable = view.ListErr == nil
 	obs.plan.ClusterVersion, obs.plan.DowngradeTarget = view.ClusterVersion, view.DowngradeTarget
@@ -165,6 +154,23 @@ func (a *assembly) addStatuses(pods []corev1.Pod, view etcd.ClusterView) {
 	obs.versionMark = clusterVersionMark(a.cluster.Status.ClusterVersionSince, view.ClusterVersion, leaderCommit)
 	if m := obs.versionMark; m != nil && m.Version == view.ClusterVersion && m.RaftIndex > 0 {
 		obs.plan.ClusterVersionSince = uint64(m.RaftIndex)
+	}
+}
+
+// takeStatus gives member m (of name) the status answer s: its health and what it reports, and the cluster's
+// revision and leader as far as s tells them.
+func (a *assembly) takeStatus(name string, m *plan.Member, s etcd.Status) {
+	obs := a.obs
+	obs.statusOf[name] = s
+	m.Healthy = s.Healthy()
+	if s.Err == nil {
+		m.RunningVersion, m.StorageVersion = s.Version, s.StorageVersion
+		m.AppliedIndex, m.CommitIndex = s.AppliedIndex, s.RaftIndex
+		m.DBSize, m.DBSizeInUse = s.DBSizeBytes, s.DBSizeInUseBytes
+		obs.plan.Revision = max(obs.plan.Revision, s.Revision)
+	}
+	if s.Healthy() {
+		obs.plan.LeaderID = s.LeaderID
 	}
 }
 
