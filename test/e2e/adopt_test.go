@@ -315,3 +315,64 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 	}
 	framework.RequireNoLostWrites(t, load, "an adoption aborted")
 }
+
+// TestAdoptionDeletedMidway: deleting an EtcdCluster whose members vote beside a source's aborts the adoption
+// first (the finalizer etcd.steward.dev/abort-adoption): Steward's members leave the source's cluster before their
+// Pods go, so the source keeps its quorum and ends with its own members, and no acknowledged write is lost.
+func TestAdoptionDeletedMidway(t *testing.T) {
+	parallel(t)
+	ns := framework.NewNamespace(t, "adopt-delete")
+	framework.StartOperator(t, ns)
+	ctx := context.Background()
+	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
+	srcCli := src.Client(t)
+	before, err := srcCli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(ns, "deleted", 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: src.ClientURLs}}
+	if err := framework.K8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitAdoption(t, key, "Steward's members joined", 6*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
+		if p := progressing(c); p.Reason != etcdv1alpha1.ReasonAdoptionWaitingForHandover {
+			return fmt.Errorf("progressing %s: %s", p.Reason, p.Message)
+		}
+		if !slices.Contains(c.Finalizers, "etcd.steward.dev/abort-adoption") {
+			return fmt.Errorf("finalizers %v", c.Finalizers)
+		}
+		return nil
+	}, src)
+	if err := framework.K8s.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	framework.Poll(t, "EtcdCluster gone", 4*time.Minute, func() error {
+		var c etcdv1alpha1.EtcdCluster
+		if err := framework.K8s.Get(ctx, key, &c); err == nil {
+			return fmt.Errorf("still there: %s", framework.Describe(&c))
+		} else if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		return nil
+	})
+	framework.Poll(t, "the source with its own members alone", 2*time.Minute, func() error {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		list, err := srcCli.MemberList(mctx)
+		if err != nil {
+			return err
+		}
+		if list.Header.ClusterId != before.Header.ClusterId || len(list.Members) != len(before.Members) {
+			return fmt.Errorf("%d members in cluster %x, had %d in %x", len(list.Members), list.Header.ClusterId, len(before.Members), before.Header.ClusterId)
+		}
+		return nil
+	})
+	framework.RequireNoLostWrites(t, load, "an adopting cluster deleted")
+}

@@ -119,6 +119,7 @@ var expected = map[string]time.Duration{
 	"TestStrayMembersAreRemoved":                        10 * time.Second,
 	"TestAdoptRunningEtcd":                              45 * time.Second,
 	"TestAdoptionRefusedThenAborted":                    60 * time.Second,
+	"TestAdoptionDeletedMidway":                         50 * time.Second,
 	"TestNamespaceScopedInstallWithLeastPrivilege":      10 * time.Second,
 	"TestEtcdUserNameConflict":                          10 * time.Second,
 	"TestOneMemberCluster":                              10 * time.Second,

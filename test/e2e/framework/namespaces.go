@@ -69,7 +69,7 @@ func newNamespace(t *testing.T, base string, labels map[string]string) string {
 // the test is over, and a test may have held some with a finalizer of its own), and the finalizers of
 // EtcdBackups and EtcdUsers are dropped, since no operator runs any more to delete their snapshots (those live
 // under the namespace's own key prefix or volume, and go with the test bed) or their etcd users (which go with
-// the namespace's clusters).
+// the namespace's clusters), and those of EtcdClusters (an adoption's abort, whose source the test stopped).
 func DeleteNamespace(ns string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -114,6 +114,17 @@ func DeleteNamespace(ns string, timeout time.Duration) error {
 					patch := client.MergeFrom(u.DeepCopy())
 					u.Finalizers = nil
 					_ = K8s.Patch(ctx, u, patch) // their etcd users go with the cluster
+				}
+			}
+		}
+		var clusters etcdv1alpha1.EtcdClusterList
+		if err := K8s.List(ctx, &clusters, client.InNamespace(ns)); err == nil {
+			for i := range clusters.Items {
+				c := &clusters.Items[i]
+				if len(c.Finalizers) > 0 {
+					patch := client.MergeFrom(c.DeepCopy())
+					c.Finalizers = nil
+					_ = K8s.Patch(ctx, c, patch) // an adoption's: the test's source processes are gone with it
 				}
 			}
 		}
