@@ -967,7 +967,8 @@ type EtcdClusterStatus struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// ReadyReplicas is the number of healthy voting members.
+	// ReadyReplicas is the number of healthy voting members (during an adoption, the source's too: the count
+	// etcd's quorum and Steward's metrics and alerts go by).
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
@@ -1128,6 +1129,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Hibernation",type=string,JSONPath=`.status.hibernation.phase`
+// +kubebuilder:printcolumn:name="Adoption",type=string,JSONPath=`.status.adoption.phase`,priority=1
 // +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.provider`,priority=1
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]{0,55}[a-z0-9])?$')",message="metadata.name must start with a letter, hold only lower-case letters, digits and '-', and be at most 57 characters: members are named <name>-xxxxx (a Pod hostname: a DNS label of at most 63 characters), Services <name> and <name>-peer (DNS-1035 labels)"
