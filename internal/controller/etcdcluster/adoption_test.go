@@ -1,10 +1,18 @@
 package etcdcluster
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
@@ -125,4 +133,59 @@ func TestAssembleAdoption(t *testing.T) {
 			t.Error("an adoption without spec.bootstrap.fromExisting")
 		}
 	})
+}
+
+// TestAdoptionFinalizer: the finalizer is added while an adoption is under way and no source member left, taken
+// away once one has, and a deletion before any of Steward's members joined lets the cluster go after the abort's
+// pass (there is nothing of Steward's in the source to remove).
+func TestAdoptionFinalizer(t *testing.T) {
+	ctx := context.Background()
+	newReconciler := func(c *etcdv1alpha1.EtcdCluster) *Reconciler {
+		cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
+		return &Reconciler{Client: cl, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts,
+			Now: func() time.Time { return time.Unix(1000, 0) }}
+	}
+	pass := func(r *Reconciler, c *etcdv1alpha1.EtcdCluster) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)}); err != nil {
+			t.Fatalf("reconcile: %v", err)
+		}
+	}
+	get := func(r *Reconciler, c *etcdv1alpha1.EtcdCluster) (*etcdv1alpha1.EtcdCluster, error) {
+		var got etcdv1alpha1.EtcdCluster
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(c), &got)
+		return &got, err
+	}
+
+	c := adoptingCluster()
+	c.Spec.Bootstrap.FromExisting.Endpoints = []string{"http://127.0.0.1:1"} // refused at once
+	r := newReconciler(c)
+	pass(r, c)
+	got, err := get(r, c)
+	if err != nil || !controllerutil.ContainsFinalizer(got, AdoptionFinalizer) {
+		t.Fatalf("after the first pass: finalizers %v (%v)", got.Finalizers, err)
+	}
+
+	// A source member has left: the cluster is Steward's from here on, and is deleted as any other.
+	retired := got.DeepCopy()
+	retired.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionRetiring, ClusterID: "c1",
+		Retired: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}}}
+	r2 := newReconciler(retired)
+	pass(r2, retired)
+	if got, err := get(r2, retired); err != nil || controllerutil.ContainsFinalizer(got, AdoptionFinalizer) {
+		t.Fatalf("after a retirement: finalizers %v (%v), want none", got.Finalizers, err)
+	}
+
+	// Deleted before admission: the abort has nothing to remove, and the finalizer goes.
+	if err := r.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	deleting, err := get(r, c)
+	if err != nil || deleting.DeletionTimestamp.IsZero() {
+		t.Fatalf("deleting: %+v (%v)", deleting.ObjectMeta, err)
+	}
+	pass(r, c)
+	if _, err := get(r, c); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the abort's pass the cluster is still there (%v)", err)
+	}
 }

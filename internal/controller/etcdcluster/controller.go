@@ -226,7 +226,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	action := decision.Action
 	// status, whatever happens from here on.
 	defer func() {
-		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil {
+		// A deletion's last pass may have let the cluster go (its finalizer removed): no status to write then.
+		if err := r.writeStatus(ctx, cluster, obs, action, retErr); err != nil && retErr == nil && (!deleting || !apierrors.IsNotFound(err)) {
 			retErr = err
 		}
 	}()
