@@ -732,3 +732,46 @@ func TestHibernationWaitEnds(t *testing.T) {
 		}
 	}
 }
+
+func TestHandover(t *testing.T) {
+	adopting := testCluster()
+	adopting.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: []string{"http://10.0.0.1:2379"},
+		Handover: etcdv1alpha1.HandoverKeep}}
+	retiring := adopting.DeepCopy()
+	retiring.Name = "moving"
+	retiring.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionRetiring, Retired: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}}}
+	c := newFake(t, adopting, retiring)
+	handover := func(name string) etcdv1alpha1.Handover {
+		var cl etcdv1alpha1.EtcdCluster
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Spec.Bootstrap == nil || cl.Spec.Bootstrap.FromExisting == nil {
+			return ""
+		}
+		return cl.Spec.Bootstrap.FromExisting.Handover
+	}
+	for _, s := range []struct {
+		args []string
+		code int
+		says string
+		want etcdv1alpha1.Handover
+	}{
+		{[]string{"db", "retire"}, ExitOK, "handover Retire", etcdv1alpha1.HandoverRetire},
+		{[]string{"db", "Retire"}, ExitOK, "handover already Retire", etcdv1alpha1.HandoverRetire},
+		{[]string{"db", "abort"}, ExitOK, "handover Abort", etcdv1alpha1.HandoverAbort},
+		{[]string{"db", "now"}, ExitError, "want keep, retire or abort", etcdv1alpha1.HandoverAbort},
+		{[]string{"moving", "abort"}, ExitError, "source member infra1 has already left", etcdv1alpha1.HandoverKeep},
+	} {
+		r := run(t, c, append([]string{"handover"}, s.args...)...)
+		name := s.args[0]
+		if r.code != s.code || !strings.Contains(r.stdout+r.stderr, s.says) || handover(name) != s.want {
+			t.Errorf("handover %v: exit %d, %q %q, handover %s; want exit %d saying %q, handover %s", s.args, r.code, r.stdout, r.stderr,
+				handover(name), s.code, s.says, s.want)
+		}
+	}
+	plain := newFake(t, testCluster())
+	if r := run(t, plain, "handover", "db", "retire"); r.code != ExitError || !strings.Contains(r.stderr, "adopts no running etcd") {
+		t.Errorf("a cluster adopting nothing: exit %d, %q", r.code, r.stderr)
+	}
+}
