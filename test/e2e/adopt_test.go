@@ -31,15 +31,8 @@ import (
 // opened on the source before the adoption still delivers afterwards, and no acknowledged write is lost.
 func TestAdoptRunningEtcd(t *testing.T) {
 	parallel(t)
-	ns := framework.NewNamespace(t, "adopt")
-	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
-	srcCli := src.Client(t)
-	before, err := srcCli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, src, srcCli, before := adoptionSource(t, "adopt")
 	clusterID := before.Header.ClusterId
 	put, err := srcCli.Put(ctx, "adopt/before", "source")
 	if err != nil {
@@ -50,13 +43,8 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	defer wcancel()
 	watch := srcCli.Watch(wctx, "adopt/watched", clientv3.WithRev(put.Header.Revision))
 
-	c := framework.NewCluster(ns, "adopted", 3)
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: src.ClientURLs}}
-	if err := framework.K8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
+	c := framework.AdoptingCluster(ns, "adopted", src.ClientURLs)
+	key := create(t, c)
 	// Clients of the source, which move on to Steward's client Service once the source's endpoints fail (they
 	// stop serving when their members are retired): what an application that lists both does.
 	var svcIP string
@@ -165,6 +153,30 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	framework.RequireNoLostWrites(t, load, "adopting a running etcd")
 }
 
+// adoptionSource starts the test's namespace and operator and a 3-member source of etcd processes on the host,
+// and returns them with a client of the source and its member list as it was before the adoption.
+func adoptionSource(t *testing.T, base string) (string, *framework.HostEtcd, *clientv3.Client, *clientv3.MemberListResponse) {
+	t.Helper()
+	ns := framework.NewNamespace(t, base)
+	framework.StartOperator(t, ns)
+	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
+	srcCli := src.Client(t)
+	before, err := srcCli.MemberList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, src, srcCli, before
+}
+
+// create creates cluster c and returns its key.
+func create(t *testing.T, c *etcdv1alpha1.EtcdCluster) client.ObjectKey {
+	t.Helper()
+	if err := framework.K8s.Create(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return client.ObjectKeyFromObject(c)
+}
+
 // waitAdoption polls the cluster until check passes, logging the source's logs if it does not.
 func waitAdoption(t *testing.T, key client.ObjectKey, what string, timeout time.Duration, check func(*etcdv1alpha1.EtcdCluster) error,
 	src *framework.HostEtcd) *etcdv1alpha1.EtcdCluster {
@@ -209,23 +221,11 @@ func anyContains(msgs []string, part string) bool {
 // Steward's Pods and volumes are gone, and no acknowledged write is lost.
 func TestAdoptionRefusedThenAborted(t *testing.T) {
 	parallel(t)
-	ns := framework.NewNamespace(t, "adopt-abort")
-	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
-	srcCli := src.Client(t)
-	before, err := srcCli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := framework.NewCluster(ns, "aborted", 3)
+	ns, src, srcCli, before := adoptionSource(t, "adopt-abort")
+	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs[:1])
 	c.Spec.Version = "3.7.3" // the source runs 3.6
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: src.ClientURLs[:1]}}
-	if err := framework.K8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
+	key := create(t, c)
 	waitAdoption(t, key, "the source refused", 2*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
 		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
 		if d == nil || d.Reason != etcdv1alpha1.ReasonSourceVersionUnsupported || c.Status.Adoption == nil || c.Status.Adoption.Phase != etcdv1alpha1.AdoptionChecking {
@@ -321,22 +321,10 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 // Pods go, so the source keeps its quorum and ends with its own members, and no acknowledged write is lost.
 func TestAdoptionDeletedMidway(t *testing.T) {
 	parallel(t)
-	ns := framework.NewNamespace(t, "adopt-delete")
-	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
-	srcCli := src.Client(t)
-	before, err := srcCli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := framework.NewCluster(ns, "deleted", 3)
-	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
-	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: src.ClientURLs}}
-	if err := framework.K8s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(c)
+	ns, src, srcCli, before := adoptionSource(t, "adopt-delete")
+	c := framework.AdoptingCluster(ns, "deleted", src.ClientURLs)
+	key := create(t, c)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/testbed"
 )
 
@@ -83,6 +84,15 @@ func StartHostEtcd(t *testing.T, name string, n int, version string) *HostEtcd {
 		return nil
 	})
 	return h
+}
+
+// AdoptingCluster is a 3-member NewCluster ns/name adopting the source at endpoints (spec.bootstrap.fromExisting),
+// in plaintext as the source runs; the caller creates it.
+func AdoptingCluster(ns, name string, endpoints []string) *etcdv1alpha1.EtcdCluster {
+	c := NewCluster(ns, name, 3)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderNone}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{FromExisting: &etcdv1alpha1.ExistingSource{Endpoints: endpoints}}
+	return c
 }
 
 // Client is a client of every member's client URL, closed when t ends.
