@@ -38,10 +38,12 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A watch opened on the source before the adoption, through every endpoint the client will have.
+	// A watch opened on the source before the adoption, by a client of its own that will list Steward's client
+	// Service too (srcCli stays on the source's members, for the checks of their member list).
+	watchCli := src.Client(t)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	watch := srcCli.Watch(wctx, "adopt/watched", clientv3.WithRev(put.Header.Revision))
+	watch := watchCli.Watch(wctx, "adopt/watched", clientv3.WithRev(put.Header.Revision))
 
 	c := framework.AdoptingCluster(ns, "adopted", src.ClientURLs)
 	key := create(t, c)
@@ -57,7 +59,7 @@ func TestAdoptRunningEtcd(t *testing.T) {
 		return nil
 	})
 	svcURL := fmt.Sprintf("http://%s:%d", svcIP, resources.ClientPort)
-	srcCli.SetEndpoints(append(append([]string(nil), src.ClientURLs...), svcURL)...) // the watch's client too
+	watchCli.SetEndpoints(append(append([]string(nil), src.ClientURLs...), svcURL)...)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,
 		Alternates: []linearizability.Target{{Endpoints: []string{svcURL}}}})
 	if err != nil {
