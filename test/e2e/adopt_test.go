@@ -77,6 +77,9 @@ func TestAdoptRunningEtcd(t *testing.T) {
 		return nil
 	}, src)
 	joined := time.Since(begin)
+	// Steward's members serve now: the clients' way to the client Service must be programmed before the source's
+	// members leave (docs/development/flakes.md, 2026-11-26: until kube-proxy has, the egress proxy answers).
+	framework.WaitServiceRouted(t, got, fmt.Sprintf("%s:%d", svcIP, resources.ClientPort))
 	list, err := srcCli.MemberList(ctx)
 	if err != nil {
 		t.Fatal(err)
