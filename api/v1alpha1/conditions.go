@@ -197,8 +197,9 @@ const (
 const (
 	// ReasonSourceUnreachable: no endpoint of the source answered with a member list.
 	ReasonSourceUnreachable = "SourceUnreachable"
-	// ReasonSourceAccessRejected: the source refused Steward's credentials, or spec.bootstrap.fromExisting
-	// .credentialsSecret is missing or lacks its keys.
+	// ReasonSourceAccessRejected: the source refused the user of spec.bootstrap.fromExisting.credentialsSecret,
+	// that user lacks the root role, or the Secret is missing, lacks its keys, or is needed (the source has
+	// authentication on) and not given.
 	ReasonSourceAccessRejected = "SourceAccessRejected"
 	// ReasonSourceMembershipChanging: a source member has not started yet, a learner is in the source (someone
 	// else is changing its membership), or the source has more voters than Steward's largest cluster.
@@ -210,16 +211,23 @@ const (
 	ReasonSourceVersionUnsupported = "SourceVersionUnsupported"
 	// ReasonSourceTooBig: the source's database is larger than the quota Steward's members would run with.
 	ReasonSourceTooBig = "SourceTooBig"
-	// ReasonSourceTLSUnsupported: the source's peer or client URLs speak TLS, a source member advertises more than
-	// one peer URL, or spec.tls does not match the source (a plaintext source is adopted with spec.tls.provider
-	// None).
+	// ReasonSourceTLSUnsupported: the source's endpoints, peer or client URLs speak TLS (not adopted yet), a source
+	// member advertises more than one peer URL, or spec.tls does not match the source (a plaintext source is
+	// adopted with spec.tls.provider None).
 	ReasonSourceTLSUnsupported = "SourceTLSUnsupported"
-	// ReasonSourceAuthUnsupported: the source has etcd's authentication on, which adoption does not carry over
-	// yet.
+	// ReasonSourceAuthUnsupported: Steward could not tell whether the source has etcd's authentication on, or it
+	// has and spec.auth.enabled is false (Steward would turn it off for the source's clients).
 	ReasonSourceAuthUnsupported = "SourceAuthUnsupported"
 	// ReasonSourceChanged: the source's endpoints answer for another etcd cluster than the one admitted, or a
 	// member neither Steward's nor the source's appeared: Steward stops the adoption and changes nothing.
 	ReasonSourceChanged = "SourceChanged"
+	// ReasonAddingOperatorUser: Steward adds its own etcd user (steward:operator, root role) to an admitted source
+	// with authentication on, through spec.bootstrap.fromExisting.credentialsSecret's user, before its first
+	// member joins; the source's users and roles stay as they are.
+	ReasonAddingOperatorUser = "AddingOperatorUser"
+	// ReasonRemovingOperatorUser: an aborted adoption deletes the etcd user Steward added to the source, once
+	// Steward's members have left.
+	ReasonRemovingOperatorUser = "RemovingOperatorUser"
 	// ReasonSourceAdmitted: the preflight admitted the source; its members are recorded as external members.
 	ReasonSourceAdmitted = "SourceAdmitted"
 	// ReasonAdopting: Steward's members join the adopted cluster (a learner added, started, promoted) while the

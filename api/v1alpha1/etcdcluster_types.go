@@ -702,9 +702,12 @@ type ExistingSource struct {
 	// +listType=set
 	// +required
 	Endpoints []string `json:"endpoints"`
-	// CredentialsSecret is a Secret in the cluster's namespace with what Steward presents to the source: a
-	// client certificate (tls.crt and tls.key), or a user (username and password), or both, and the CA to trust
-	// for https endpoints (ca.crt). Not needed for a plaintext source without authentication.
+	// CredentialsSecret is a Secret in the cluster's namespace with the user (keys username and password) Steward
+	// acts as on a source with etcd's authentication on: a user with the root role. Steward reads the source and
+	// changes its membership as that user until it has added its own, steward:operator (status.adoption
+	// .operatorUser); keep the Secret valid until then. Not needed for a source without authentication. A
+	// client certificate (tls.crt, tls.key, ca.crt) for a TLS source is not supported yet: TLS sources are
+	// refused (docs/user/adoption.md).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
@@ -778,6 +781,12 @@ type AdoptionStatus struct {
 	// +listMapKey=id
 	// +optional
 	Retired []ExternalMember `json:"retired,omitempty"`
+	// OperatorUser is the etcd user Steward added to a source with authentication on (steward:operator, with the
+	// root role and the password of status.operatorCredentialsSecret) and acts as from then on, instead of
+	// spec.bootstrap.fromExisting.credentialsSecret's user. The controller's memory: an abort deletes it again,
+	// so that the source ends as Steward found it.
+	// +optional
+	OperatorUser string `json:"operatorUser,omitempty"`
 }
 
 // ExternalMember is a member of an adopted cluster that Steward did not create.

@@ -222,3 +222,18 @@ func (p *Pool) UserNames(ctx context.Context, key string, endpoints []string) ([
 	})
 	return names, err
 }
+
+// UserRoles lists the roles of etcd user name. etcd answers a user about itself without the root role, so this
+// tells whether the user the pool acts as holds it.
+func (p *Pool) UserRoles(ctx context.Context, key string, endpoints []string, name string) ([]string, error) {
+	var roles []string
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.UserGet(ctx, name)
+		if err != nil {
+			return fmt.Errorf("get user %s: %w", name, err)
+		}
+		roles = resp.Roles
+		return nil
+	})
+	return roles, err
+}

@@ -26,6 +26,11 @@ const (
 	// AdoptSource records the source the preflight admitted (its cluster ID and members, as external members) in
 	// status: the controller's memory, from which later passes tell the source's members from strays.
 	AdoptSource ActionKind = "AdoptSource"
+	// AddSourceOperatorUser adds Steward's own etcd user (the operator credentials, with the root role) to an
+	// admitted source with authentication on, through the user of the adoption's credentials Secret.
+	AddSourceOperatorUser ActionKind = "AddSourceOperatorUser"
+	// RemoveSourceOperatorUser deletes that user again, the last step of an abort.
+	RemoveSourceOperatorUser ActionKind = "RemoveSourceOperatorUser"
 )
 
 // Handovers, as spec.bootstrap.fromExisting.handover has them.
@@ -57,6 +62,8 @@ type Adopt struct {
 	Handover string
 	// Quota is the --quota-backend-bytes Steward's members run with; 0 when etcd's default (2 GiB) applies.
 	Quota int64
+	// Endpoints are the source's client URLs as the spec names them.
+	Endpoints []string
 }
 
 // Source is what the preflight read of the source (reads only: member list, statuses, alarms, auth state).
@@ -73,6 +80,10 @@ type Source struct {
 	// AuthEnabled: etcd's authentication is on; AuthKnown: Steward could tell.
 	AuthEnabled bool
 	AuthKnown   bool
+	// User is the etcd user of the adoption's credentials Secret, which the preflight read as ("" without one);
+	// UserIsRoot: etcd lists the root role among its roles (read only while authentication is on).
+	User       string
+	UserIsRoot bool
 }
 
 // SourceMember is one member of the source's member list, with its status answer.
@@ -104,6 +115,11 @@ type Adoption struct {
 	// Retired: status records a source member Steward removed: from then on the cluster cannot go back to the
 	// source as it was, and an abort is refused.
 	Retired bool
+	// CredentialsInUse: the pass read etcd as the user of the adoption's credentials Secret (Steward has not added
+	// its own to the source yet), so a refused password (Observation.PasswordRejected) is that user's.
+	CredentialsInUse bool
+	// OperatorUser is the etcd user status records Steward added to the source ("" while it added none).
+	OperatorUser string
 }
 
 // maxSourceVoters is the most voters a source may have: Steward's largest cluster.
@@ -116,6 +132,14 @@ const defaultQuota = 2 << 30
 // an empty reason when the source is admitted, else a reason of etcdv1alpha1 (the Source... reasons) and a
 // message for a human; a refusal changes nothing, and the next pass reads the source again.
 func AdmitSource(spec Spec, src Source) (reason, message string) {
+	if spec.Adopt != nil {
+		for _, ep := range spec.Adopt.Endpoints {
+			if strings.HasPrefix(ep, "https://") {
+				return etcdv1alpha1.ReasonSourceTLSUnsupported,
+					fmt.Sprintf("endpoint %s serves TLS: this version adopts plaintext sources only (a client certificate and the source's CA are not used yet); switch the source to plaintext first, or move its data with a backup and a restore", ep)
+			}
+		}
+	}
 	switch {
 	case src.CredentialsProblem != "":
 		return etcdv1alpha1.ReasonSourceAccessRejected, src.CredentialsProblem
@@ -159,12 +183,8 @@ func AdmitSource(spec Spec, src Source) (reason, message string) {
 	if reason, msg := admitTLS(spec, members); reason != "" {
 		return reason, msg
 	}
-	if !src.AuthKnown {
-		return etcdv1alpha1.ReasonSourceAuthUnsupported, "could not tell whether the source has authentication on"
-	}
-	if src.AuthEnabled {
-		return etcdv1alpha1.ReasonSourceAuthUnsupported,
-			"the source has etcd's authentication on; Steward does not carry a source's users and roles over yet (docs/user/adoption.md)"
+	if reason, msg := admitAuth(spec, src); reason != "" {
+		return reason, msg
 	}
 	quota := spec.AdoptQuota()
 	for _, m := range members {
@@ -216,6 +236,30 @@ func admitVersions(spec Spec, members []SourceMember) (string, string) {
 	return "", ""
 }
 
+// admitAuth: with etcd's authentication on at the source, Steward keeps it on (spec.auth.enabled: false would
+// turn it off under the source's clients) and acts as the credentials Secret's user, which must hold the root
+// role: etcd allows membership changes, leadership moves and its own user's creation to root alone. The source's
+// users and roles are never touched. A source without authentication needs no credentials; spec.auth.enabled
+// true turns authentication on once the adoption is complete, as for any cluster.
+func admitAuth(spec Spec, src Source) (string, string) {
+	switch {
+	case !src.AuthKnown:
+		return etcdv1alpha1.ReasonSourceAuthUnsupported, "could not tell whether the source has authentication on"
+	case !src.AuthEnabled:
+		return "", ""
+	case !spec.Auth:
+		return etcdv1alpha1.ReasonSourceAuthUnsupported,
+			"the source has etcd's authentication on and spec.auth.enabled is false, which would turn it off for the source's clients: set spec.auth.enabled to true (its users and roles stay)"
+	case src.User == "":
+		return etcdv1alpha1.ReasonSourceAccessRejected,
+			"the source has etcd's authentication on: name a Secret with the username and password of a user with the root role in spec.bootstrap.fromExisting.credentialsSecret"
+	case !src.UserIsRoot:
+		return etcdv1alpha1.ReasonSourceAccessRejected,
+			fmt.Sprintf("etcd user %s (spec.bootstrap.fromExisting.credentialsSecret) lacks the root role, which membership changes need: grant it (etcdctl user grant-role %s root) or give a user that holds it", src.User, src.User)
+	}
+	return "", ""
+}
+
 // admitTLS: Steward's members must speak what the source's do. This version adopts plaintext sources, with
 // spec.tls provider None; TLS follows after the adoption with the live switch.
 func admitTLS(spec Spec, members []SourceMember) (string, string) {
@@ -250,6 +294,10 @@ func adoption(spec Spec, obs Observation) (Action, bool) {
 	if !ad.Admitted {
 		return admit(spec, ad)
 	}
+	if ad.CredentialsInUse && obs.PasswordRejected {
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonSourceAccessRejected,
+			Message: "the source refuses the password of spec.bootstrap.fromExisting.credentialsSecret's user, which Steward acts as until its own user is added: put the password etcd knows into the Secret"}, true
+	}
 	if !obs.EtcdReachable {
 		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonWaitingForMembers,
 			Message: "no member list from the adopted cluster: no membership change without one"}, true
@@ -273,6 +321,12 @@ func adoption(spec Spec, obs Observation) (Action, bool) {
 	}
 	if spec.Adopt.Handover == HandoverAbort {
 		return abortAdoption(obs, members, ad), true
+	}
+	if obs.AuthEnabled != nil && *obs.AuthEnabled && ad.OperatorUser == "" {
+		// Before the first change to the source's membership: from here on Steward acts as its own user, and the
+		// credentials Secret may be rotated or deleted without stopping the adoption.
+		return Action{Kind: AddSourceOperatorUser, Reason: etcdv1alpha1.ReasonAddingOperatorUser,
+			Message: "adding Steward's etcd user steward:operator (root role) to the source, through the credentials Secret's user; the source's users and roles stay"}, true
 	}
 	if a, ok := removeLeftovers(spec, obs, members); ok {
 		return a, true
@@ -421,6 +475,10 @@ func abortAdoption(obs Observation, members []Member, ad *Adoption) Action {
 	if a, ok := removeLeftovers(Spec{}, obs, members); ok {
 		a.Reason = etcdv1alpha1.ReasonAbortingAdoption
 		return a
+	}
+	if ad.OperatorUser != "" {
+		return Action{Kind: RemoveSourceOperatorUser, Reason: etcdv1alpha1.ReasonRemovingOperatorUser,
+			Message: fmt.Sprintf("deleting etcd user %s, which Steward added to the source: adoption aborted", ad.OperatorUser)}
 	}
 	return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonAdoptionAborted,
 		Message: "Steward's members have left and their Pods and volumes are gone: the source is as Steward found it; delete the EtcdCluster"}

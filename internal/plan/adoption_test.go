@@ -20,6 +20,21 @@ func healthySource() Source {
 	return src
 }
 
+// authSource is healthySource with etcd's authentication on, read as the credentials' user admin, holding the
+// root role or not.
+func authSource(root bool) Source {
+	src := healthySource()
+	src.AuthEnabled, src.User, src.UserIsRoot = true, "admin", root
+	return src
+}
+
+// authSpec is adoptSpec(Keep) with spec.auth.enabled.
+func authSpec() Spec {
+	s := adoptSpec(HandoverKeep)
+	s.Auth = true
+	return s
+}
+
 func adoptSpec(handover string) Spec {
 	return Spec{Replicas: 3, Version: "3.6.15", Adopt: &Adopt{Handover: handover, Quota: 1 << 30}}
 }
@@ -76,7 +91,23 @@ func TestAdmitSource(t *testing.T) {
 			etcdv1alpha1.ReasonSourceTLSUnsupported, "advertises 2 peer URLs"},
 		"spec asks for TLS for a plaintext source": {func() Spec { s := adoptSpec(HandoverKeep); s.TLS = true; return s }(), healthySource(),
 			etcdv1alpha1.ReasonSourceTLSUnsupported, "provider None"},
-		"auth on":            {adoptSpec(HandoverKeep), change(func(s *Source) { s.AuthEnabled = true }), etcdv1alpha1.ReasonSourceAuthUnsupported, "authentication on"},
+		"auth on with spec.auth.enabled false": {adoptSpec(HandoverKeep), authSource(true), etcdv1alpha1.ReasonSourceAuthUnsupported, "set spec.auth.enabled to true"},
+		"auth on with a root user is admitted": {authSpec(), authSource(true), "", ""},
+		"auth on without credentials": {authSpec(), change(func(s *Source) { s.AuthEnabled = true }), etcdv1alpha1.ReasonSourceAccessRejected,
+			"name a Secret with the username and password"},
+		"auth on with a user lacking the root role": {authSpec(), authSource(false), etcdv1alpha1.ReasonSourceAccessRejected,
+			"etcd user admin (spec.bootstrap.fromExisting.credentialsSecret) lacks the root role"},
+		"a refused password comes before the auth state": {authSpec(), func() Source {
+			s := authSource(true)
+			s.CredentialsProblem = "the source refuses the password of etcd user admin"
+			return s
+		}(), etcdv1alpha1.ReasonSourceAccessRejected, "refuses the password"},
+		"auth off needs no credentials, whatever spec.auth says": {authSpec(), healthySource(), "", ""},
+		"an https endpoint is refused before anything is read": {func() Spec {
+			s := adoptSpec(HandoverKeep)
+			s.Adopt.Endpoints = []string{"http://10.245.0.1:12379", "https://10.245.0.1:12381"}
+			return s
+		}(), Source{ListErr: "tls: first record does not look like a TLS handshake"}, etcdv1alpha1.ReasonSourceTLSUnsupported, "endpoint https://10.245.0.1:12381 serves TLS"},
 		"auth state unknown": {adoptSpec(HandoverKeep), change(func(s *Source) { s.AuthKnown = false }), etcdv1alpha1.ReasonSourceAuthUnsupported, "could not tell"},
 		"database larger than Steward's quota": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[1].DBSize = 1<<30 + 1 }),
 			etcdv1alpha1.ReasonSourceTooBig, "infra1's database is 1073741825 bytes"},
@@ -187,6 +218,33 @@ func TestNextAdoption(t *testing.T) {
 		"Abort deletes the Pods of removed members": {adoptSpec(HandoverAbort), admitted(0xa0, x0, x1, x2, gone(s1)), DeleteMemberPod,
 			etcdv1alpha1.ReasonAbortingAdoption, "c-s1", 0},
 		"Abort done": {adoptSpec(HandoverAbort), admitted(0xa0, x0, x1, x2), Wait, etcdv1alpha1.ReasonAdoptionAborted, "", 0},
+		"a source with auth on gets Steward's user before anything joins": {authSpec(), authOn(admitted(0xa0, x0, x1, x2), ""), AddSourceOperatorUser,
+			etcdv1alpha1.ReasonAddingOperatorUser, "", 0},
+		"then Steward's members join as its own user": {authSpec(), authOn(admitted(0xa0, x0, x1, x2), "steward:operator"), AddLearner,
+			etcdv1alpha1.ReasonAdopting, "c-new", 0},
+		"the credentials' password refused after admission: no change": {authSpec(), func() Observation {
+			o := authOn(admitted(0xa0, x0, x1, x2), "")
+			o.Adoption.CredentialsInUse, o.PasswordRejected = true, true
+			return o
+		}(), Wait, etcdv1alpha1.ReasonSourceAccessRejected, "", 0},
+		"a refused password before admission is the preflight's": {authSpec(), func() Observation {
+			src := authSource(true)
+			src.CredentialsProblem = "the source refuses the password of etcd user admin"
+			o := preflight(src)
+			o.Adoption.CredentialsInUse, o.PasswordRejected = true, true
+			return o
+		}(), Wait, etcdv1alpha1.ReasonSourceAccessRejected, "", 0},
+		"Steward's own password refused: the operator's wait": {authSpec(), func() Observation {
+			o := authOn(admitted(0xa0, x0, x1, x2, s1), "steward:operator")
+			o.PasswordRejected = true
+			return o
+		}(), Wait, etcdv1alpha1.ReasonOperatorPasswordRejected, "", 0},
+		"Abort never adds Steward's user": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+			authOn(admitted(0xa0, x0, x1, x2), ""), Wait, etcdv1alpha1.ReasonAdoptionAborted, "", 0},
+		"Abort deletes Steward's user once its members have left": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+			authOn(admitted(0xa0, x0, x1, x2), "steward:operator"), RemoveSourceOperatorUser, etcdv1alpha1.ReasonRemovingOperatorUser, "", 0},
+		"and not before": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+			authOn(admitted(0xa0, x0, x1, x2, s1), "steward:operator"), RemoveMember, etcdv1alpha1.ReasonAbortingAdoption, "c-s1", 1},
 		"Abort after a retirement is refused": {adoptSpec(HandoverAbort), retired(admitted(0xa0, x0, x1, gone(x2), s1, s2, s3)), Wait,
 			etcdv1alpha1.ReasonAdoptionAbortTooLate, "", 0},
 	}
@@ -204,6 +262,13 @@ func TestNextAdoption(t *testing.T) {
 			}
 		})
 	}
+}
+
+// authOn is o with etcd's authentication on and operatorUser as the user status records Steward added.
+func authOn(o Observation, operatorUser string) Observation {
+	on := true
+	o.AuthEnabled, o.Adoption.OperatorUser = &on, operatorUser
+	return o
 }
 
 func TestAdoptionJoinCarriesTheSourceNames(t *testing.T) {

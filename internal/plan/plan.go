@@ -353,7 +353,7 @@ func next(spec Spec, obs Observation) Action {
 	if spec.Paused {
 		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonPaused, Message: "spec.paused is true: Steward observes but changes nothing"}
 	}
-	if obs.PasswordRejected {
+	if obs.PasswordRejected && (obs.Adoption == nil || !obs.Adoption.CredentialsInUse) {
 		return operatorPasswordStep(obs)
 	}
 	if r := obs.Restore; r != nil && r.Reseed && r.Ready && obs.Bootstrapped {

@@ -108,6 +108,10 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 		return r.addLearner(ctx, cluster, obs, action)
 	case plan.AdoptSource:
 		return r.adoptSource(ctx, cluster, obs, action)
+	case plan.AddSourceOperatorUser:
+		return r.addSourceOperatorUser(ctx, cluster, obs, action)
+	case plan.RemoveSourceOperatorUser:
+		return r.removeSourceOperatorUser(ctx, cluster, obs, action)
 	case plan.PromoteLearner:
 		return r.promoteLearner(ctx, cluster, obs, action)
 	case plan.RemoveMember:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +17,9 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/plan"
+	"steward.dev/steward/internal/resources"
 )
 
 // Adoption of a running etcd (spec.bootstrap.fromExisting; the decisions are internal/plan's adoption.go). This
@@ -35,6 +38,11 @@ func fromExisting(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.ExistingSource {
 // adopting reports whether the cluster adopts a running etcd and the adoption is not complete.
 func adopting(c *etcdv1alpha1.EtcdCluster) bool {
 	return fromExisting(c) != nil && (c.Status.Adoption == nil || c.Status.Adoption.Phase != etcdv1alpha1.AdoptionComplete)
+}
+
+// checkingSource reports whether the cluster adopts a source the preflight has not admitted yet.
+func checkingSource(c *etcdv1alpha1.EtcdCluster) bool {
+	return adopting(c) && !admittedSource(c)
 }
 
 // admittedSource reports whether status records the admitted source.
@@ -135,7 +143,10 @@ func observeAdoption(cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
 	if fe == nil || !adopting(cluster) {
 		return
 	}
-	ad := &plan.Adoption{Admitted: admittedSource(cluster), ObservedClusterID: obs.view.ClusterID}
+	ad := &plan.Adoption{Admitted: admittedSource(cluster), ObservedClusterID: obs.view.ClusterID, CredentialsInUse: obs.source.password.User != ""}
+	if a := cluster.Status.Adoption; a != nil {
+		ad.OperatorUser = a.OperatorUser
+	}
 	obs.plan.Adoption = ad
 	if !ad.Admitted {
 		ad.Source = sourceOf(fe, obs)
@@ -160,9 +171,11 @@ func observeAdoption(cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
 // sourceOf is what the preflight decides on: the source's member list with each member's status answer, its
 // alarms and auth state.
 func sourceOf(fe *etcdv1alpha1.ExistingSource, obs *observation) plan.Source {
-	src := plan.Source{ClusterID: obs.view.ClusterID}
-	if fe.CredentialsSecret != "" {
-		src.CredentialsProblem = fmt.Sprintf("spec.bootstrap.fromExisting.credentialsSecret %s: this version adopts plaintext sources without authentication only, and uses no credentials", fe.CredentialsSecret)
+	src := plan.Source{ClusterID: obs.view.ClusterID, CredentialsProblem: obs.source.problem, User: obs.source.password.User,
+		UserIsRoot: obs.source.isRoot}
+	if src.User != "" && obs.plan.PasswordRejected {
+		src.CredentialsProblem = fmt.Sprintf("the source refuses the password of etcd user %s (Secret %s): put the password etcd knows into the Secret",
+			src.User, fe.CredentialsSecret)
 	}
 	if obs.view.ListErr != nil {
 		src.ListErr = obs.view.ListErr.Error()
@@ -205,6 +218,86 @@ func sourceOf(fe *etcdv1alpha1.ExistingSource, obs *observation) plan.Source {
 	return src
 }
 
+// sourceAccess is how a pass reads an adopted source: as the user of spec.bootstrap.fromExisting
+// .credentialsSecret until Steward has added its own user to the source (status.adoption.operatorUser).
+type sourceAccess struct {
+	// password is the Secret's user and password the pool is dialed with this pass (zero: the operator's, or none).
+	password etcd.Password
+	// problem says why the Secret cannot serve (missing, without a username and password).
+	problem string
+	// isRoot: etcd lists the root role among the user's roles (asked only before admission, with auth on).
+	isRoot bool
+}
+
+// sourceCredentials reads the adoption's credentials Secret while Steward acts as its user: an adoption not
+// complete whose source holds no user of Steward's yet. A Secret that cannot serve is the preflight's refusal
+// (or, after admission, a wait), never an error of the pass.
+func (r *Reconciler) sourceCredentials(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (sourceAccess, error) {
+	fe := fromExisting(cluster)
+	if fe == nil || fe.CredentialsSecret == "" || !adopting(cluster) || (cluster.Status.Adoption != nil && cluster.Status.Adoption.OperatorUser != "") {
+		return sourceAccess{}, nil
+	}
+	secret := &corev1.Secret{}
+	err := r.reader().Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: fe.CredentialsSecret}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return sourceAccess{problem: fmt.Sprintf("Secret %s (spec.bootstrap.fromExisting.credentialsSecret) does not exist", fe.CredentialsSecret)}, nil
+	case err != nil:
+		return sourceAccess{}, fmt.Errorf("get Secret %s: %w", fe.CredentialsSecret, err)
+	}
+	user, password, ok := resources.OperatorCredentials(secret)
+	if !ok {
+		return sourceAccess{problem: fmt.Sprintf("Secret %s (spec.bootstrap.fromExisting.credentialsSecret) holds no %s and %s; this version authenticates to a source with a user's password only",
+			fe.CredentialsSecret, resources.SecretUsernameKey, resources.SecretPasswordKey)}, nil
+	}
+	return sourceAccess{password: etcd.Password{User: user, Password: password}}, nil
+}
+
+// observeSourceUser asks, before admission, whether the credentials Secret's user holds the root role on a source
+// with authentication on (plan.Source.UserIsRoot).
+func (r *Reconciler) observeSourceUser(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) {
+	user := obs.source.password.User
+	if user == "" || !checkingSource(cluster) || obs.plan.PasswordRejected || obs.plan.AuthEnabled == nil || !*obs.plan.AuthEnabled || len(obs.endpoints) == 0 {
+		return
+	}
+	roles, err := r.Etcd.UserRoles(ctx, client.ObjectKeyFromObject(cluster).String(), obs.endpoints, user)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("Could not read the roles of the source's user", "user", user, "error", err.Error())
+		return
+	}
+	obs.source.isRoot = slices.Contains(roles, etcdauth.RootRole)
+}
+
+// addSourceOperatorUser carries out plan.AddSourceOperatorUser: Steward's password user, with the root role,
+// made on the source through the credentials Secret's user (the pool's this pass); status records it, and the
+// next pass acts as it.
+func (r *Reconciler) addSourceOperatorUser(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	if obs.operator == (etcd.Password{}) {
+		return fmt.Errorf("no operator credentials to add to the source (Secret %s)", resources.OperatorCredentialsSecretName(cluster))
+	}
+	if err := r.Etcd.EnsureOperatorUser(ctx, client.ObjectKeyFromObject(cluster).String(), obs.endpoints, obs.operator); err != nil {
+		return err
+	}
+	obs.operatorUserAdded = true
+	r.tookStep(ctx, cluster, action, "Added operator user to the source", corev1.EventTypeNormal, etcdv1alpha1.ReasonAddingOperatorUser,
+		fmt.Sprintf("Added etcd user %s with the root role to the source (password in Secret %s); Steward acts as it from now on, and the source's users and roles stay as they were",
+			obs.operator.User, obs.operatorSecret), "user", obs.operator.User)
+	return nil
+}
+
+// removeSourceOperatorUser carries out plan.RemoveSourceOperatorUser: the user Steward added is deleted again
+// (acting as that very user, which holds the root role), the source as Steward found it.
+func (r *Reconciler) removeSourceOperatorUser(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
+	user := cluster.Status.Adoption.OperatorUser
+	if err := r.Etcd.DeleteUser(ctx, client.ObjectKeyFromObject(cluster).String(), obs.endpoints, user, false); err != nil {
+		return err
+	}
+	obs.operatorUserRemoved = true
+	r.tookStep(ctx, cluster, action, "Removed operator user from the source", corev1.EventTypeNormal, etcdv1alpha1.ReasonRemovingOperatorUser,
+		fmt.Sprintf("Deleted etcd user %s, which Steward had added to the source: adoption aborted", user), "user", user)
+	return nil
+}
+
 // adoptSource carries out plan.AdoptSource: the admitted source's cluster ID and members go into status (written
 // at the end of the pass, statusAdoption); nothing on the source changes.
 func (r *Reconciler) adoptSource(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, action plan.Action) error {
@@ -229,6 +322,12 @@ func (r *Reconciler) statusAdoption(cluster *etcdv1alpha1.EtcdCluster, obs *obse
 	ad := st.Adoption
 	if ad.Phase == etcdv1alpha1.AdoptionComplete {
 		return
+	}
+	switch {
+	case obs.operatorUserAdded:
+		ad.OperatorUser = obs.operator.User
+	case obs.operatorUserRemoved:
+		ad.OperatorUser = ""
 	}
 	if obs.admitted {
 		now := metav1.NewTime(r.Now())

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,5 +190,57 @@ func TestAdoptionFinalizer(t *testing.T) {
 	pass(r, c)
 	if _, err := get(r, c); !apierrors.IsNotFound(err) {
 		t.Fatalf("after the abort's pass the cluster is still there (%v)", err)
+	}
+}
+
+// TestSourceCredentials: Steward acts as the credentials Secret's user until status records its own user on the
+// source; a Secret that cannot serve is the preflight's reason, not an error of the pass.
+func TestSourceCredentials(t *testing.T) {
+	withSecret := func(name string) *etcdv1alpha1.EtcdCluster {
+		c := adoptingCluster()
+		c.Spec.Bootstrap.FromExisting.CredentialsSecret = name
+		return c
+	}
+	secret := func(name string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testCluster().Namespace, Name: name}, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	admin := secret("src-admin", map[string]string{"username": "admin", "password": "pw"})
+	certOnly := secret("src-cert", map[string]string{"tls.crt": "x", "tls.key": "y"})
+	tests := map[string]struct {
+		cluster *etcdv1alpha1.EtcdCluster
+		want    etcd.Password
+		problem string
+	}{
+		"no Secret named":     {adoptingCluster(), etcd.Password{}, ""},
+		"the Secret's user":   {withSecret("src-admin"), etcd.Password{User: "admin", Password: "pw"}, ""},
+		"a missing Secret":    {withSecret("absent"), etcd.Password{}, "Secret absent (spec.bootstrap.fromExisting.credentialsSecret) does not exist"},
+		"a certificate alone": {withSecret("src-cert"), etcd.Password{}, "holds no username and password"},
+		"Steward's own user once added": {func() *etcdv1alpha1.EtcdCluster {
+			c := withSecret("src-admin")
+			c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionMigrating, ClusterID: "c1", OperatorUser: "steward:operator"}
+			return c
+		}(), etcd.Password{}, ""},
+		"after the adoption": {func() *etcdv1alpha1.EtcdCluster {
+			c := withSecret("src-admin")
+			c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionComplete, ClusterID: "c1"}
+			return c
+		}(), etcd.Password{}, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(admin.DeepCopy(), certOnly.DeepCopy()).Build()
+			r := &Reconciler{Client: cl}
+			got, err := r.sourceCredentials(context.Background(), tc.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.password != tc.want || !strings.Contains(got.problem, tc.problem) || (tc.problem == "" && got.problem != "") {
+				t.Errorf("got %+v, want %+v and a problem containing %q", got, tc.want, tc.problem)
+			}
+		})
 	}
 }

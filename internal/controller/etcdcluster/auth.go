@@ -30,7 +30,8 @@ func (r *Reconciler) observeAuth(ctx context.Context, cluster *etcdv1alpha1.Etcd
 		obs.plan.AuthEnabled = &on
 		return
 	}
-	if known := cluster.Status.AuthEnabled; known != nil && *known == resources.AuthWanted(cluster) {
+	// An adoption's preflight asks every pass: the source is someone else's until it is admitted.
+	if known := cluster.Status.AuthEnabled; known != nil && *known == resources.AuthWanted(cluster) && !checkingSource(cluster) {
 		obs.plan.AuthEnabled = known
 		return
 	}
@@ -114,12 +115,19 @@ func (r *Reconciler) ensureOperatorUser(ctx context.Context, cluster *etcdv1alph
 // switched to TLS, while members may still listen in plaintext, and harmless otherwise (etcd takes any password
 // while auth is off, and where it refuses one the certificate acts). A Secret of that name the user made
 // (with a password of their choosing, the one a restored store knows) is used as it is. It returns the Secret's
-// name ("" when there is none) and the password.
-func (r *Reconciler) prepareOperatorCredentials(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) (string, etcd.Password, error) {
+// name ("" when there is none) and the password. With a source password (an adoption's, sourceCredentials) the
+// pool is dialed with that instead, while the operator's Secret is still made.
+func (r *Reconciler) prepareOperatorCredentials(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, source etcd.Password) (string, etcd.Password, error) {
 	key := client.ObjectKeyFromObject(cluster).String()
+	setPassword := func(pw etcd.Password) {
+		if source != (etcd.Password{}) {
+			pw = source
+		}
+		r.Etcd.SetPassword(key, pw)
+	}
 	access := resources.AgentAccessFor(cluster)
 	if access.CredentialsSecret == "" {
-		r.Etcd.SetPassword(key, etcd.Password{})
+		setPassword(etcd.Password{})
 		return "", etcd.Password{}, nil
 	}
 	name := access.CredentialsSecret
@@ -149,14 +157,14 @@ func (r *Reconciler) prepareOperatorCredentials(ctx context.Context, cluster *et
 	}
 	user, password, ok := resources.OperatorCredentials(secret)
 	if !ok {
-		r.Etcd.SetPassword(key, etcd.Password{})
+		setPassword(etcd.Password{})
 		if secret != nil {
 			return name, etcd.Password{}, fmt.Errorf("the Secret %s holds no %s and %s: delete it for Steward to generate one, or write them", name, resources.SecretUsernameKey, resources.SecretPasswordKey)
 		}
 		return "", etcd.Password{}, nil
 	}
 	pw := etcd.Password{User: user, Password: password}
-	r.Etcd.SetPassword(key, pw)
+	setPassword(pw)
 	return name, pw, nil
 }
 

@@ -208,10 +208,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// has) and report, but not act.
 	tlsDecision := plan.DecideTLS(tlsSpecOf(cluster), tlsPodsOf(cluster, objs.pods))
 	ts, accessErr := r.ensureTLSMaterial(ctx, cluster, objs.pods, tlsDecision)
-	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster)
-	accessErr = errors.Join(accessErr, credsErr)
+	source, sourceErr := r.sourceCredentials(ctx, cluster)
+	operatorSecret, operator, credsErr := r.prepareOperatorCredentials(ctx, cluster, source.password)
+	accessErr = errors.Join(accessErr, sourceErr, credsErr)
 	// observe, etcd's side, joined with the objects read above.
-	obs, err := r.observe(ctx, cluster, objs)
+	obs, err := r.observe(ctx, cluster, objs, source)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(accessErr, err)
 	}
@@ -364,7 +365,7 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	}
 	s.FromBackup = etcdv1alpha1.BootstrapBackupName(c)
 	if fe := fromExisting(c); fe != nil {
-		s.Adopt = &plan.Adopt{Handover: string(fe.Handover), Quota: resources.QuotaBackendBytes(c)}
+		s.Adopt = &plan.Adopt{Handover: string(fe.Handover), Quota: resources.QuotaBackendBytes(c), Endpoints: fe.Endpoints}
 		if s.Adopt.Handover == "" {
 			s.Adopt.Handover = plan.HandoverKeep
 		}

@@ -48,6 +48,11 @@ type observation struct {
 	users *userCheck
 	// admitted: this pass's step admitted an adopted source (plan.AdoptSource), for status to record.
 	admitted bool
+	// source is how the pass reads an adopted source (as the credentials Secret's user, or not);
+	// operatorUserAdded and operatorUserRemoved: this pass's step added or deleted Steward's own user on it, for
+	// status to record.
+	source                                 sourceAccess
+	operatorUserAdded, operatorUserRemoved bool
 	// operator is the password Steward keeps for its password user, from the Secret operatorSecret names (both
 	// empty when there is no such Secret).
 	operator       etcd.Password
@@ -87,7 +92,7 @@ func (r *Reconciler) observeObjects(ctx context.Context, cluster *etcdv1alpha1.E
 
 // observe asks etcd (through the client certificate the first act stage ensured) and joins its answers with the
 // cluster's objects into the pass's observation. It writes nothing.
-func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, objs objects) (*observation, error) {
+func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, objs objects, source sourceAccess) (*observation, error) {
 	pods, pvcs := objs.pods, objs.pvcs
 	endpoints := resources.MemberClientEndpoints(cluster, pods)
 	list := make([]string, 0, len(endpoints))
@@ -125,6 +130,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	})
 	// Read after Observe, which dialed: etcd refuses a password only while auth is on.
 	obs.plan.PasswordRejected = r.Etcd.PasswordRejected(key)
+	obs.source = source
 	obs.endpoints = view.VoterEndpoints
 	if len(obs.endpoints) == 0 {
 		obs.endpoints = list
@@ -142,6 +148,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)
+	r.observeSourceUser(ctx, cluster, obs)
 	r.observePeerIdentity(ctx, cluster, obs)
 	obs.plan.Window, obs.window = maintenanceWindow(cluster, r.Now())
 	observeAdoption(cluster, obs)
