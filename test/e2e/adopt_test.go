@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,15 +25,17 @@ import (
 	"steward.dev/steward/test/linearizability"
 )
 
-// TestAdoptRunningEtcd adopts three etcd processes the test started on the test bed's host (not Steward) into a
-// 3-member Steward cluster under client load (docs/user/adoption.md): the preflight admits the source, Steward's
-// members join one learner at a time, the source's members are listed as external members and stay until
-// handover Retire, then leave one at a time, the leader last. The cluster keeps its ID and revisions, a watch
-// opened on the source before the adoption still delivers afterwards, and no acknowledged write is lost.
+// TestAdoptRunningEtcd adopts three etcd processes the test started on the test bed's host (not Steward), with
+// etcd's authentication on, into a 3-member Steward cluster under client load (docs/user/adoption.md): the
+// preflight refuses a wrong password and a user without the root role, touching nothing, then admits the source;
+// Steward adds its own user and acts as it, its members join one learner at a time, the source's members are
+// listed as external members and stay until handover Retire, then leave one at a time, the leader last. The
+// cluster keeps its ID, revisions, users and roles, a watch opened on the source before the adoption still
+// delivers afterwards, the application's user kept writing throughout, and no acknowledged write is lost.
 func TestAdoptRunningEtcd(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt")
+	ns, src, srcCli, before := adoptionSource(t, "adopt", true)
 	clusterID := before.Header.ClusterId
 	put, err := srcCli.Put(ctx, "adopt/before", "source")
 	if err != nil {
@@ -45,8 +48,32 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	defer wcancel()
 	watch := watchCli.Watch(wctx, "adopt/watched", clientv3.WithRev(put.Header.Revision))
 
+	// The credentials Secret first holds a wrong password, then a user without the root role: both refused, the
+	// source as it was.
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source-admin"},
+		Data: map[string][]byte{"username": []byte("root"), "password": []byte("wrong")}}
+	if err := framework.K8s.Create(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
 	c := framework.AdoptingCluster(ns, "adopted", src.ClientURLs)
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	c.Spec.Bootstrap.FromExisting.CredentialsSecret = creds.Name
 	key := create(t, c)
+	for _, refusal := range []struct{ user, password, says string }{
+		{"root", "wrong", "refuses the password of etcd user root"},
+		{framework.SourceAppUser, framework.SourceAppPassword, "lacks the root role"},
+	} {
+		creds.Data = map[string][]byte{"username": []byte(refusal.user), "password": []byte(refusal.password)}
+		if err := framework.K8s.Update(ctx, creds); err != nil {
+			t.Fatal(err)
+		}
+		waitRefused(t, key, etcdv1alpha1.ReasonSourceAccessRejected, refusal.says, src)
+		requireSourceUnchanged(t, srcCli, before, "refused: "+refusal.says)
+	}
+	creds.Data = map[string][]byte{"username": []byte("root"), "password": []byte(framework.SourceRootPassword)}
+	if err := framework.K8s.Update(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
 	// Clients of the source, which move on to Steward's client Service once the source's endpoints fail (they
 	// stop serving when their members are retired): what an application that lists both does.
 	var svcIP string
@@ -60,8 +87,10 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	})
 	svcURL := fmt.Sprintf("http://%s:%d", svcIP, resources.ClientPort)
 	watchCli.SetEndpoints(append(append([]string(nil), src.ClientURLs...), svcURL)...)
+	// The load is an application of the source's, as its own user all along.
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,
-		Alternates: []linearizability.Target{{Endpoints: []string{svcURL}}}})
+		Username: framework.SourceAppUser, Password: framework.SourceAppPassword,
+		Alternates: []linearizability.Target{{Endpoints: []string{svcURL}, Username: framework.SourceAppUser, Password: framework.SourceAppPassword}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +102,9 @@ func TestAdoptRunningEtcd(t *testing.T) {
 		}
 		if p := progressing(c); p.Reason != etcdv1alpha1.ReasonAdoptionWaitingForHandover {
 			return fmt.Errorf("progressing %s: %s", p.Reason, p.Message)
+		}
+		if a.OperatorUser != "steward:operator" {
+			return fmt.Errorf("status.adoption.operatorUser %q, want Steward's own user", a.OperatorUser)
 		}
 		return nil
 	}, src)
@@ -116,7 +148,8 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	t.Logf("the source's 3 members retired in %s", time.Since(retireFrom).Round(time.Second))
 	got = framework.WaitSettled(t, key, 2*time.Minute)
 	svc := framework.ClientServiceURL(t, got)
-	stw, err := clientv3.New(clientv3.Config{Endpoints: []string{svc}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	stw, err := clientv3.New(clientv3.Config{Endpoints: []string{svc}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: "root", Password: framework.SourceRootPassword})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +161,7 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	if after.Header.ClusterId != clusterID || len(after.Members) != 3 {
 		t.Fatalf("after the adoption: cluster %x with %d members, want %x with 3", after.Header.ClusterId, len(after.Members), clusterID)
 	}
+	requireUsersKept(t, stw)
 	old, err := stw.Get(ctx, "adopt/before")
 	if err != nil || len(old.Kvs) != 1 || old.Kvs[0].ModRevision != put.Header.Revision {
 		t.Fatalf("key written to the source: %v %v (want mod revision %d)", old, err, put.Header.Revision)
@@ -158,13 +192,66 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	framework.RequireNoLostWrites(t, load, "adopting a running etcd")
 }
 
-// adoptionSource starts the test's namespace and operator and a 3-member source of etcd processes on the host,
-// and returns them with a client of the source and its member list as it was before the adoption.
-func adoptionSource(t *testing.T, base string) (string, *framework.HostEtcd, *clientv3.Client, *clientv3.MemberListResponse) {
+// requireUsersKept checks that the adopted cluster holds the source's users and roles as EnableAuth made them,
+// and Steward's own user with the root role beside them.
+func requireUsersKept(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	ctx := context.Background()
+	for user, role := range map[string]string{"root": "root", framework.SourceAppUser: framework.SourceAppUser, "steward:operator": "root"} {
+		u, err := cli.UserGet(ctx, user)
+		if err != nil || !slices.Contains(u.Roles, role) {
+			t.Errorf("user %s after the adoption: %v (%v), want role %s", user, u, err, role)
+		}
+	}
+	r, err := cli.RoleGet(ctx, framework.SourceAppUser)
+	if err != nil || len(r.Perm) != 1 {
+		t.Errorf("role %s after the adoption: %v (%v), want its one permission", framework.SourceAppUser, r, err)
+	}
+}
+
+// waitRefused waits until the preflight refuses the source with reason (Degraded, its message containing says),
+// the adoption still Checking.
+func waitRefused(t *testing.T, key client.ObjectKey, reason, says string, src *framework.HostEtcd) {
+	t.Helper()
+	waitAdoption(t, key, "the source refused: "+reason, 2*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
+		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
+		if d == nil || d.Reason != reason || !strings.Contains(d.Message, says) || c.Status.Adoption == nil ||
+			c.Status.Adoption.Phase != etcdv1alpha1.AdoptionChecking {
+			return fmt.Errorf("degraded %+v, adoption %+v", d, c.Status.Adoption)
+		}
+		return nil
+	}, src)
+}
+
+// requireSourceUnchanged checks that the source has the members and cluster ID it had before (none a learner).
+func requireSourceUnchanged(t *testing.T, srcCli *clientv3.Client, before *clientv3.MemberListResponse, when string) {
+	t.Helper()
+	list, err := srcCli.MemberList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Header.ClusterId != before.Header.ClusterId || len(list.Members) != len(before.Members) {
+		t.Fatalf("%s: the source has %d members in cluster %x, had %d in %x", when, len(list.Members), list.Header.ClusterId,
+			len(before.Members), before.Header.ClusterId)
+	}
+	for i, m := range list.Members {
+		if m.ID != before.Members[i].ID || m.IsLearner {
+			t.Fatalf("%s: member %s (%x), was %x", when, m.Name, m.ID, before.Members[i].ID)
+		}
+	}
+}
+
+// adoptionSource starts the test's namespace and operator and a 3-member source of etcd processes on the host
+// (with etcd's authentication on, if auth), and returns them with a client of the source and its member list as
+// it was before the adoption.
+func adoptionSource(t *testing.T, base string, auth bool) (string, *framework.HostEtcd, *clientv3.Client, *clientv3.MemberListResponse) {
 	t.Helper()
 	ns := framework.NewNamespace(t, base)
 	framework.StartOperator(t, ns)
 	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
+	if auth {
+		src.EnableAuth(t)
+	}
 	srcCli := src.Client(t)
 	before, err := srcCli.MemberList(context.Background())
 	if err != nil {
@@ -220,47 +307,47 @@ func anyContains(msgs []string, part string) bool {
 	return false
 }
 
-// TestAdoptionRefusedThenAborted: a source whose minor is not spec.version's is refused (SourceVersionUnsupported,
-// Degraded) with nothing changed on it; with the version fixed Steward's members join, and handover Abort removes
-// them again, the leader's role handed back to the source: the source ends with its own members and cluster ID,
-// Steward's Pods and volumes are gone, and no acknowledged write is lost.
+// TestAdoptionRefusedThenAborted: the preflight's refusals, each with nothing changed on the source: an endpoint
+// nothing listens on (SourceUnreachable; that cluster is then deleted before admission), a source whose minor is
+// not spec.version's (SourceVersionUnsupported), a database larger than the quota (SourceTooBig). With the spec
+// fixed Steward's members join, and handover Abort removes them again, the leader's role handed back to the
+// source: the source ends with its own members and cluster ID, Steward's Pods and volumes are gone, and no
+// acknowledged write is lost.
 func TestAdoptionRefusedThenAborted(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt-abort")
+	ns, src, srcCli, before := adoptionSource(t, "adopt-abort", false)
+	nowhere := framework.AdoptingCluster(ns, "nowhere", []string{"http://" + framework.FreeAddress(t)})
+	nowhereKey := create(t, nowhere)
 	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs[:1])
 	c.Spec.Version = "3.7.3" // the source runs 3.6
+	tiny := resource.MustParse("1Ki")
+	c.Spec.Etcd.QuotaBackendBytes = &tiny // below any etcd database
 	key := create(t, c)
-	waitAdoption(t, key, "the source refused", 2*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
-		d := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionDegraded)
-		if d == nil || d.Reason != etcdv1alpha1.ReasonSourceVersionUnsupported || c.Status.Adoption == nil || c.Status.Adoption.Phase != etcdv1alpha1.AdoptionChecking {
-			return fmt.Errorf("degraded %+v, adoption %+v", d, c.Status.Adoption)
+	waitRefused(t, nowhereKey, etcdv1alpha1.ReasonSourceUnreachable, "no endpoint of the source gave a member list", src)
+	if err := framework.K8s.Delete(ctx, nowhere); err != nil {
+		t.Fatal(err)
+	}
+	waitRefused(t, key, etcdv1alpha1.ReasonSourceVersionUnsupported, "set spec.version to a 3.6 release", src)
+	requireSourceUnchanged(t, srcCli, before, "refused: version")
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = testbed.EtcdVersions[0] })
+	waitRefused(t, key, etcdv1alpha1.ReasonSourceTooBig, "more than the quota of 1024 bytes", src)
+	requireSourceUnchanged(t, srcCli, before, "refused: too big")
+	framework.Poll(t, "the unreachable source's EtcdCluster deleted before admission", time.Minute, func() error {
+		var gone etcdv1alpha1.EtcdCluster
+		if err := framework.K8s.Get(ctx, nowhereKey, &gone); err == nil {
+			return fmt.Errorf("still there: %s", framework.Describe(&gone))
+		} else if client.IgnoreNotFound(err) != nil {
+			return err
 		}
 		return nil
-	}, src)
-	sameMembers := func(when string) {
-		t.Helper()
-		list, err := srcCli.MemberList(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if list.Header.ClusterId != before.Header.ClusterId || len(list.Members) != len(before.Members) {
-			t.Fatalf("%s: the source has %d members in cluster %x, had %d in %x", when, len(list.Members), list.Header.ClusterId,
-				len(before.Members), before.Header.ClusterId)
-		}
-		for i, m := range list.Members {
-			if m.ID != before.Members[i].ID || m.IsLearner {
-				t.Fatalf("%s: member %s (%x), was %x", when, m.Name, m.ID, before.Members[i].ID)
-			}
-		}
-	}
-	sameMembers("refused")
+	})
 
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = testbed.EtcdVersions[0] })
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.QuotaBackendBytes = nil })
 	waitAdoption(t, key, "Steward's members joined", 6*time.Minute, func(c *etcdv1alpha1.EtcdCluster) error {
 		if p := progressing(c); p.Reason != etcdv1alpha1.ReasonAdoptionWaitingForHandover {
 			return fmt.Errorf("progressing %s: %s", p.Reason, p.Message)
@@ -310,7 +397,7 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 		}
 		return nil
 	}, src)
-	sameMembers("aborted")
+	requireSourceUnchanged(t, srcCli, before, "aborted")
 	var pods corev1.PodList
 	if err := framework.K8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: got.Name}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("Pods left after the abort: %d (%v)", len(pods.Items), err)
@@ -327,7 +414,7 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 func TestAdoptionDeletedMidway(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt-delete")
+	ns, src, srcCli, before := adoptionSource(t, "adopt-delete", false)
 	c := framework.AdoptingCluster(ns, "deleted", src.ClientURLs)
 	key := create(t, c)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})

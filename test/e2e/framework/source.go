@@ -24,8 +24,45 @@ import (
 type HostEtcd struct {
 	// Names, PeerURLs and ClientURLs of its members, in order.
 	Names, PeerURLs, ClientURLs []string
-	procs                       []*exec.Cmd
-	dir                         string
+	// Username and Password of the user Client authenticates as (empty while authentication is off).
+	Username, Password string
+	procs              []*exec.Cmd
+	dir                string
+}
+
+// Source users EnableAuth makes: root, and an application's user with a role of its own.
+const (
+	SourceRootPassword = "source-root"
+	SourceAppUser      = "app"
+	SourceAppPassword  = "source-app"
+)
+
+// EnableAuth turns etcd's authentication on in the source the way an administrator would: user root (password
+// SourceRootPassword, role root), user SourceAppUser (password SourceAppPassword) with role SourceAppUser, which
+// may read and write every key, then auth enable. Client authenticates as root from then on.
+func (h *HostEtcd) EnableAuth(t *testing.T) {
+	t.Helper()
+	cli := h.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	steps := []func() error{
+		func() error { _, err := cli.UserAdd(ctx, "root", SourceRootPassword); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, SourceAppUser); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, SourceAppUser, "\x00", clientv3.GetPrefixRangeEnd(""), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, SourceAppUser, SourceAppPassword); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, SourceAppUser, SourceAppUser); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("enable auth on the source, step %d: %v", i, err)
+		}
+	}
+	h.Username, h.Password = "root", SourceRootPassword
 }
 
 // StartHostEtcd starts an n-member plaintext etcd cluster of release version on the host, each member listening
@@ -45,8 +82,8 @@ func StartHostEtcd(t *testing.T, name string, n int, version string) *HostEtcd {
 	var initial []string
 	for i := range n {
 		h.Names = append(h.Names, fmt.Sprintf("%s%d", name, i))
-		h.PeerURLs = append(h.PeerURLs, "http://"+freeAddress(t))
-		h.ClientURLs = append(h.ClientURLs, "http://"+freeAddress(t))
+		h.PeerURLs = append(h.PeerURLs, "http://"+FreeAddress(t))
+		h.ClientURLs = append(h.ClientURLs, "http://"+FreeAddress(t))
 		initial = append(initial, h.Names[i]+"="+h.PeerURLs[i])
 	}
 	bin := filepath.Join(Bed.EtcdBinDir(version), "etcd")
@@ -95,10 +132,11 @@ func AdoptingCluster(ns, name string, endpoints []string) *etcdv1alpha1.EtcdClus
 	return c
 }
 
-// Client is a client of every member's client URL, closed when t ends.
+// Client is a client of every member's client URL (authenticated as Username, if set), closed when t ends.
 func (h *HostEtcd) Client(t *testing.T) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: h.ClientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: h.ClientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: h.Username, Password: h.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +163,8 @@ func (h *HostEtcd) stop() {
 	}
 }
 
-// freeAddress is a free TCP address on the first node's address.
-func freeAddress(t *testing.T) string {
+// FreeAddress is a free TCP address on the first node's address (nothing listens there once it returns).
+func FreeAddress(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", testbed.NodeIP+":0")
 	if err != nil {
