@@ -17,6 +17,12 @@ func (p *Pool) AuthEnabled(ctx context.Context, key string, endpoints []string) 
 	var enabled bool
 	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		resp, err := c.AuthStatus(ctx)
+		if isPermissionDenied(err) {
+			// etcd answers AuthStatus to root alone while authentication is on, and checks no permission while
+			// it is off: a user without the root role (an adoption source's credentials) learns it this way.
+			enabled = true
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("auth status: %w", err)
 		}
@@ -236,4 +242,9 @@ func (p *Pool) UserRoles(ctx context.Context, key string, endpoints []string, na
 		return nil
 	})
 	return roles, err
+}
+
+// isPermissionDenied reports whether err is etcd's refusal of a call the authenticated user may not make.
+func isPermissionDenied(err error) bool {
+	return err != nil && (errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrPermissionDenied))
 }
