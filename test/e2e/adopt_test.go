@@ -410,14 +410,23 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 
 // TestAdoptionDeletedMidway: deleting an EtcdCluster whose members vote beside a source's aborts the adoption
 // first (the finalizer etcd.steward.dev/abort-adoption): Steward's members leave the source's cluster before their
-// Pods go, so the source keeps its quorum and ends with its own members, and no acknowledged write is lost.
+// Pods go, so the source keeps its quorum and ends with its own members, and no acknowledged write is lost. The
+// source has etcd's authentication on: the user Steward added to it is deleted again, and the source's users stay.
 func TestAdoptionDeletedMidway(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt-delete", false)
+	ns, src, srcCli, before := adoptionSource(t, "adopt-delete", true)
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source-admin"},
+		Data: map[string][]byte{"username": []byte("root"), "password": []byte(framework.SourceRootPassword)}}
+	if err := framework.K8s.Create(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
 	c := framework.AdoptingCluster(ns, "deleted", src.ClientURLs)
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	c.Spec.Bootstrap.FromExisting.CredentialsSecret = creds.Name
 	key := create(t, c)
-	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
+	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,
+		Username: framework.SourceAppUser, Password: framework.SourceAppPassword})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,5 +463,9 @@ func TestAdoptionDeletedMidway(t *testing.T) {
 		}
 		return nil
 	})
+	users, err := srcCli.UserList(ctx)
+	if err != nil || !slices.Equal(users.Users, []string{framework.SourceAppUser, "root"}) {
+		t.Errorf("the source's users after the abort: %v (%v), want its own alone", users, err)
+	}
 	framework.RequireNoLostWrites(t, load, "an adopting cluster deleted")
 }
