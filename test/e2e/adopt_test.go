@@ -242,13 +242,13 @@ func requireSourceUnchanged(t *testing.T, srcCli *clientv3.Client, before *clien
 }
 
 // adoptionSource starts the test's namespace and operator and a 3-member source of etcd processes on the host
-// (with etcd's authentication on, if auth), and returns them with a client of the source and its member list as
-// it was before the adoption.
-func adoptionSource(t *testing.T, base string, auth bool) (string, *framework.HostEtcd, *clientv3.Client, *clientv3.MemberListResponse) {
+// (with etcd's authentication on, if auth; started with opts), and returns them with a client of the source and
+// its member list as it was before the adoption.
+func adoptionSource(t *testing.T, base string, auth bool, opts ...framework.HostEtcdOption) (string, *framework.HostEtcd, *clientv3.Client, *clientv3.MemberListResponse) {
 	t.Helper()
 	ns := framework.NewNamespace(t, base)
 	framework.StartOperator(t, ns)
-	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0])
+	src := framework.StartHostEtcd(t, "src", 3, testbed.EtcdVersions[0], opts...)
 	if auth {
 		src.EnableAuth(t)
 	}
@@ -312,14 +312,20 @@ func anyContains(msgs []string, part string) bool {
 // not spec.version's (SourceVersionUnsupported), a database larger than the quota (SourceTooBig). With the spec
 // fixed Steward's members join, and handover Abort removes them again, the leader's role handed back to the
 // source: the source ends with its own members and cluster ID, Steward's Pods and volumes are gone, and no
-// acknowledged write is lost.
+// acknowledged write is lost. The source's members advertise client URLs nothing listens on: Steward reads them
+// through the spec's endpoints alone, before and after admission.
 func TestAdoptionRefusedThenAborted(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt-abort", false)
+	ns, src, srcCli, before := adoptionSource(t, "adopt-abort", false, framework.UnreachableClientURLs())
+	for _, m := range before.Members {
+		if slices.ContainsFunc(m.ClientURLs, func(u string) bool { return slices.Contains(src.ClientURLs, u) }) {
+			t.Fatalf("source member %s advertises %v, where it listens", m.Name, m.ClientURLs)
+		}
+	}
 	nowhere := framework.AdoptingCluster(ns, "nowhere", []string{"http://" + framework.FreeAddress(t)})
 	nowhereKey := create(t, nowhere)
-	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs[:1])
+	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs)
 	c.Spec.Version = "3.7.3" // the source runs 3.6
 	tiny := resource.MustParse("1Ki")
 	c.Spec.Etcd.QuotaBackendBytes = &tiny // below any etcd database

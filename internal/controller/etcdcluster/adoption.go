@@ -66,8 +66,12 @@ func recordedSource(c *etcdv1alpha1.EtcdCluster) map[uint64]bool {
 	return out
 }
 
-// sourceEndpoints are the endpoints a pass asks besides the member Pods': the spec's until the source is
-// admitted, then the client URLs of the recorded source members not retired.
+// sourceEndpoints are the endpoints a pass asks besides the member Pods': the spec's, and once the source is
+// admitted the client URLs of the recorded source members not retired too. The spec's stay because the client
+// URLs a source advertises may not be reachable from Steward (a source behind NAT, or advertising addresses of
+// its own network): each answer names the member that gave it, so an endpoint of any address serves. A spec
+// endpoint that is a retired member's recorded client URL is left out; one reaching a retired member under
+// another address answers for a member etcd no longer lists, which assemble ignores.
 func sourceEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
 	fe := fromExisting(c)
 	if fe == nil || !adopting(c) {
@@ -76,15 +80,20 @@ func sourceEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
 	if !admittedSource(c) {
 		return fe.Endpoints
 	}
-	var out []string
+	var out, retired []string
+	for _, m := range c.Status.Adoption.Retired {
+		retired = append(retired, m.ClientURLs...)
+	}
 	for _, m := range c.Status.Adoption.ExternalMembers {
-		for _, u := range m.ClientURLs {
-			if !slices.Contains(out, u) {
-				out = append(out, u)
-			}
+		out = append(out, m.ClientURLs...)
+	}
+	for _, u := range fe.Endpoints {
+		if !slices.Contains(retired, u) {
+			out = append(out, u)
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // externalOf decides, in assemble, whether etcd's member em (named name by etcdMemberNames) is the source's: one

@@ -123,6 +123,24 @@ func TestAssembleAdoption(t *testing.T) {
 		}
 	})
 
+	t.Run("the spec's endpoints stay after admission, and an answer through one counts for the member that gave it", func(t *testing.T) {
+		c := adoptingCluster()
+		natted := "http://192.0.2.7:2379" // the spec's way to infra1, whose advertised client URL Steward cannot reach
+		c.Spec.Bootstrap.FromExisting.Endpoints = []string{srcEndpoints[0], natted}
+		c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionRetiring, ClusterID: "c1",
+			ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1", ClientURLs: srcEndpoints[1:]}},
+			Retired:         []etcdv1alpha1.ExternalMember{{ID: "a0", Name: "infra0", ClientURLs: srcEndpoints[:1]}}}
+		if got := sourceEndpoints(c); !slices.Equal(got, []string{srcEndpoints[1], natted}) {
+			t.Errorf("observes %v, want the recorded member's client URL and the spec's endpoint that is no retired member's", got)
+		}
+		view := sourceView()
+		view.Statuses[natted] = etcd.Status{Endpoint: natted, MemberID: 0xa1, LeaderID: 0xa0, Version: "3.6.16"}
+		obs := assemble(c, nil, nil, view, testOpts, time.Unix(1000, 0), noNames)
+		if m := obs.plan.Members; !slices.ContainsFunc(m, func(m plan.Member) bool { return m.EtcdName == "infra1" && m.External && m.Healthy }) {
+			t.Errorf("members %+v, want infra1 healthy through the spec's endpoint", m)
+		}
+	})
+
 	t.Run("a cluster that adopts nothing sees no external member", func(t *testing.T) {
 		c := testCluster()
 		obs := assemble(c, nil, nil, sourceView(), testOpts, time.Unix(1000, 0), noNames)

@@ -22,12 +22,27 @@ import (
 // HostEtcd is an etcd cluster of processes the test started on the test bed's host, outside Kubernetes and not
 // by Steward: a source for an adoption (spec.bootstrap.fromExisting).
 type HostEtcd struct {
-	// Names, PeerURLs and ClientURLs of its members, in order.
-	Names, PeerURLs, ClientURLs []string
+	// Names, PeerURLs and ClientURLs (where they listen) of its members, in order; AdvertisedClientURLs are the
+	// client URLs its member list names (ClientURLs, unless UnreachableClientURLs).
+	Names, PeerURLs, ClientURLs, AdvertisedClientURLs []string
 	// Username and Password of the user Client authenticates as (empty while authentication is off).
 	Username, Password string
 	procs              []*exec.Cmd
 	dir                string
+}
+
+// HostEtcdOption changes how StartHostEtcd starts a source.
+type HostEtcdOption func(*hostEtcdOptions)
+
+type hostEtcdOptions struct {
+	unreachableClientURLs bool
+}
+
+// UnreachableClientURLs makes each member advertise a client URL nothing listens on (as a source behind NAT, or
+// advertising addresses of a network Steward is not on, would): Steward reaches it through the endpoints the
+// spec names alone.
+func UnreachableClientURLs() HostEtcdOption {
+	return func(o *hostEtcdOptions) { o.unreachableClientURLs = true }
 }
 
 // Source users EnableAuth makes: root, and an application's user with a role of its own.
@@ -71,8 +86,12 @@ func (h *HostEtcd) EnableAuth(t *testing.T) {
 // with a resolv.conf naming the cluster's DNS Service: a source's members must reach Steward's members by their
 // peer URLs, DNS names of the peer Service, which the host's own resolver does not know
 // (docs/user/adoption.md#network-both-sides-must-reach-each-others-peer-urls).
-func StartHostEtcd(t *testing.T, name string, n int, version string) *HostEtcd {
+func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...HostEtcdOption) *HostEtcd {
 	t.Helper()
+	var o hostEtcdOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	dir := t.TempDir()
 	resolv := filepath.Join(dir, "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver "+testbed.DNSServiceIP+"\noptions ndots:1 timeout:1 attempts:2\n"), 0o644); err != nil {
@@ -85,13 +104,18 @@ func StartHostEtcd(t *testing.T, name string, n int, version string) *HostEtcd {
 		h.PeerURLs = append(h.PeerURLs, "http://"+FreeAddress(t))
 		h.ClientURLs = append(h.ClientURLs, "http://"+FreeAddress(t))
 		initial = append(initial, h.Names[i]+"="+h.PeerURLs[i])
+		advertised := h.ClientURLs[i]
+		if o.unreachableClientURLs {
+			advertised = "http://" + FreeAddress(t)
+		}
+		h.AdvertisedClientURLs = append(h.AdvertisedClientURLs, advertised)
 	}
 	bin := filepath.Join(Bed.EtcdBinDir(version), "etcd")
 	t.Cleanup(h.stop)
 	for i := range n {
 		args := []string{"--name", h.Names[i], "--data-dir", filepath.Join(dir, h.Names[i]),
 			"--listen-peer-urls", h.PeerURLs[i], "--initial-advertise-peer-urls", h.PeerURLs[i],
-			"--listen-client-urls", h.ClientURLs[i], "--advertise-client-urls", h.ClientURLs[i],
+			"--listen-client-urls", h.ClientURLs[i], "--advertise-client-urls", h.AdvertisedClientURLs[i],
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", name,
 			"--snapshot-count", "10000"}
 		script := fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s \"$@\"", resolv, bin)
