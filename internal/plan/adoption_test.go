@@ -29,8 +29,11 @@ func authSource(root bool) Source {
 }
 
 // authSpec is adoptSpec(Keep) with spec.auth.enabled.
-func authSpec() Spec {
-	s := adoptSpec(HandoverKeep)
+func authSpec() Spec { return authSpecHandover(HandoverKeep) }
+
+// authSpecHandover is adoptSpec(handover) with spec.auth.enabled.
+func authSpecHandover(handover string) Spec {
+	s := adoptSpec(handover)
 	s.Auth = true
 	return s
 }
@@ -239,11 +242,11 @@ func TestNextAdoption(t *testing.T) {
 			o.PasswordRejected = true
 			return o
 		}(), Wait, etcdv1alpha1.ReasonOperatorPasswordRejected, "", 0},
-		"Abort never adds Steward's user": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+		"Abort never adds Steward's user": {authSpecHandover(HandoverAbort),
 			authOn(admitted(0xa0, x0, x1, x2), ""), Wait, etcdv1alpha1.ReasonAdoptionAborted, "", 0},
-		"Abort deletes Steward's user once its members have left": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+		"Abort deletes Steward's user once its members have left": {authSpecHandover(HandoverAbort),
 			authOn(admitted(0xa0, x0, x1, x2), "steward:operator"), RemoveSourceOperatorUser, etcdv1alpha1.ReasonRemovingOperatorUser, "", 0},
-		"and not before": {func() Spec { s := authSpec(); s.Adopt.Handover = HandoverAbort; return s }(),
+		"and not before": {authSpecHandover(HandoverAbort),
 			authOn(admitted(0xa0, x0, x1, x2, s1), "steward:operator"), RemoveMember, etcdv1alpha1.ReasonAbortingAdoption, "c-s1", 1},
 		"Abort after a retirement is refused": {adoptSpec(HandoverAbort), retired(admitted(0xa0, x0, x1, gone(x2), s1, s2, s3)), Wait,
 			etcdv1alpha1.ReasonAdoptionAbortTooLate, "", 0},

@@ -50,30 +50,16 @@ func TestAdoptRunningEtcd(t *testing.T) {
 
 	// The credentials Secret first holds a wrong password, then a user without the root role: both refused, the
 	// source as it was.
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source-admin"},
-		Data: map[string][]byte{"username": []byte("root"), "password": []byte("wrong")}}
-	if err := framework.K8s.Create(ctx, creds); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.AdoptingCluster(ns, "adopted", src.ClientURLs)
-	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	c.Spec.Bootstrap.FromExisting.CredentialsSecret = creds.Name
-	key := create(t, c)
+	c, creds, key := authAdoption(t, ns, "adopted", src, "wrong")
 	for _, refusal := range []struct{ user, password, says string }{
 		{"root", "wrong", "refuses the password of etcd user root"},
 		{framework.SourceAppUser, framework.SourceAppPassword, "lacks the root role"},
 	} {
-		creds.Data = map[string][]byte{"username": []byte(refusal.user), "password": []byte(refusal.password)}
-		if err := framework.K8s.Update(ctx, creds); err != nil {
-			t.Fatal(err)
-		}
+		setCredentials(t, creds, refusal.user, refusal.password)
 		waitRefused(t, key, etcdv1alpha1.ReasonSourceAccessRejected, refusal.says, src)
 		requireSourceUnchanged(t, srcCli, before, "refused: "+refusal.says)
 	}
-	creds.Data = map[string][]byte{"username": []byte("root"), "password": []byte(framework.SourceRootPassword)}
-	if err := framework.K8s.Update(ctx, creds); err != nil {
-		t.Fatal(err)
-	}
+	setCredentials(t, creds, "root", framework.SourceRootPassword)
 	// Clients of the source, which move on to Steward's client Service once the source's endpoints fail (they
 	// stop serving when their members are retired): what an application that lists both does.
 	var svcIP string
@@ -190,6 +176,30 @@ func TestAdoptRunningEtcd(t *testing.T) {
 		t.Error("the watch opened before the adoption delivered nothing after it")
 	}
 	framework.RequireNoLostWrites(t, load, "adopting a running etcd")
+}
+
+// authAdoption creates the credentials Secret source-admin (user root, password) and EtcdCluster ns/name
+// adopting src, which has etcd's authentication on, with it and spec.auth.enabled.
+func authAdoption(t *testing.T, ns, name string, src *framework.HostEtcd, password string) (*etcdv1alpha1.EtcdCluster, *corev1.Secret, client.ObjectKey) {
+	t.Helper()
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source-admin"},
+		Data: map[string][]byte{"username": []byte("root"), "password": []byte(password)}}
+	if err := framework.K8s.Create(context.Background(), creds); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.AdoptingCluster(ns, name, src.ClientURLs)
+	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
+	c.Spec.Bootstrap.FromExisting.CredentialsSecret = creds.Name
+	return c, creds, create(t, c)
+}
+
+// setCredentials writes user and password into the credentials Secret creds.
+func setCredentials(t *testing.T, creds *corev1.Secret, user, password string) {
+	t.Helper()
+	creds.Data = map[string][]byte{"username": []byte(user), "password": []byte(password)}
+	if err := framework.K8s.Update(context.Background(), creds); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // requireUsersKept checks that the adopted cluster holds the source's users and roles as EnableAuth made them,
@@ -422,15 +432,7 @@ func TestAdoptionDeletedMidway(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns, src, srcCli, before := adoptionSource(t, "adopt-delete", true)
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source-admin"},
-		Data: map[string][]byte{"username": []byte("root"), "password": []byte(framework.SourceRootPassword)}}
-	if err := framework.K8s.Create(ctx, creds); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.AdoptingCluster(ns, "deleted", src.ClientURLs)
-	c.Spec.Auth = &etcdv1alpha1.AuthSpec{Enabled: true}
-	c.Spec.Bootstrap.FromExisting.CredentialsSecret = creds.Name
-	key := create(t, c)
+	_, _, key := authAdoption(t, ns, "deleted", src, framework.SourceRootPassword)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,
 		Username: framework.SourceAppUser, Password: framework.SourceAppPassword})
 	if err != nil {
