@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -21,9 +22,15 @@ import (
 // and IPs are not in member certificates (unknown before a Pod exists, and they change). Every member's
 // certificate carries the client Service's name, and only certificates of this cluster's CA are trusted, so
 // checking that name proves the peer is a member of this cluster, like a DNS name would.
+//
+// SourceHosts are the hosts of an adopted source's endpoints (spec.bootstrap.fromExisting): the source's members
+// were issued certificates for their own addresses, not the client Service's name, so a certificate of the
+// cluster's CA for one of these hosts is taken too. (The handshake does not tell which address was dialed: no
+// SNI is sent for an IP.) It proves the same: the peer holds a member certificate of the cluster's CA.
 type TLS struct {
 	CA, Cert, Key []byte
 	ServerName    string
+	SourceHosts   []string
 }
 
 // Config builds the client TLS configuration.
@@ -51,7 +58,7 @@ func (t *TLS) Config() (*tls.Config, error) {
 	// gRPC sets tls.Config.ServerName to the address dialed (a Pod IP) on every handshake, whatever the config
 	// says, so Go's own check would look for the IP. It is replaced by the same check, chain to the cluster's
 	// CA and the name, done in VerifyConnection against the fixed name: no certificate goes unverified.
-	name := t.ServerName
+	name, sources := t.ServerName, slices.Clone(t.SourceHosts)
 	cfg.InsecureSkipVerify = true //nolint:gosec // verified in VerifyConnection: chain to RootCAs and the fixed server name
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
@@ -62,7 +69,17 @@ func (t *TLS) Config() (*tls.Config, error) {
 		for _, c := range cs.PeerCertificates[1:] {
 			opts.Intermediates.AddCert(c)
 		}
-		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		_, err := cs.PeerCertificates[0].Verify(opts)
+		for _, host := range sources {
+			if err == nil {
+				break
+			}
+			opts.DNSName = host
+			if _, e := cs.PeerCertificates[0].Verify(opts); e == nil {
+				err = nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("TLS: verify member certificate for %s: %w", name, err)
 		}
 		return nil
@@ -75,7 +92,8 @@ func (t *TLS) Equal(o *TLS) bool {
 	if t == nil || o == nil {
 		return t == o
 	}
-	return bytes.Equal(t.CA, o.CA) && bytes.Equal(t.Cert, o.Cert) && bytes.Equal(t.Key, o.Key) && t.ServerName == o.ServerName
+	return bytes.Equal(t.CA, o.CA) && bytes.Equal(t.Cert, o.Cert) && bytes.Equal(t.Key, o.Key) && t.ServerName == o.ServerName &&
+		slices.Equal(t.SourceHosts, o.SourceHosts)
 }
 
 // LoadTLS reads a CA, certificate and key from files (the backup agent's mounted client Secret). serverName

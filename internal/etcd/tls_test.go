@@ -12,7 +12,8 @@ import (
 )
 
 // TestTLSChecksTheFixedName: members are dialed by IP, and gRPC overwrites tls.Config.ServerName with the
-// address; the config must still accept only a certificate of the cluster's CA that carries the fixed name.
+// address; the config must still accept only a certificate of the cluster's CA that carries the fixed name, or,
+// at the host of an adopted source's endpoint, that host.
 func TestTLSChecksTheFixedName(t *testing.T) {
 	now := time.Now()
 	ca, err := pki.NewCA("ca", now)
@@ -32,14 +33,20 @@ func TestTLSChecksTheFixedName(t *testing.T) {
 		return kp
 	}
 	clientCert := issue(ca, pki.Request{CommonName: "steward", Client: true})
+	local := []net.IP{net.ParseIP("127.0.0.1")}
 	tests := map[string]struct {
 		server  *pki.KeyPair
+		sources []string
 		wantErr string
 	}{
-		"member certificate with the name":    {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), ""},
-		"certificate for another name":        {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"other.ns.svc"}, Server: true}), "verify member certificate"},
-		"certificate of another CA":           {issue(other, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), "verify member certificate"},
-		"client-only certificate as a server": {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Client: true}), "verify member certificate"},
+		"member certificate with the name":                {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), nil, ""},
+		"certificate for another name":                    {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"other.ns.svc"}, Server: true}), nil, "verify member certificate"},
+		"certificate of another CA":                       {issue(other, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Server: true}), nil, "verify member certificate"},
+		"client-only certificate as a server":             {issue(ca, pki.Request{CommonName: "m", DNSNames: []string{"db.ns.svc.cluster.local"}, Client: true}), nil, "verify member certificate"},
+		"an adopted source's certificate for its address": {issue(ca, pki.Request{CommonName: "src", IPs: local, Server: true}), []string{"10.0.0.9", "127.0.0.1"}, ""},
+		"a certificate for the address of no source":      {issue(ca, pki.Request{CommonName: "src", IPs: local, Server: true}), []string{"10.0.0.9"}, "verify member certificate"},
+		"a source's address, another CA":                  {issue(other, pki.Request{CommonName: "src", IPs: local, Server: true}), []string{"127.0.0.1"}, "verify member certificate"},
+		"a source's address, a certificate for another":   {issue(ca, pki.Request{CommonName: "src", DNSNames: []string{"other.ns.svc"}, Server: true}), []string{"127.0.0.1"}, "verify member certificate"},
 	}
 	for name, tt := range tests {
 		for _, withCert := range []bool{true, false} {
@@ -63,7 +70,7 @@ func TestTLSChecksTheFixedName(t *testing.T) {
 						_ = c.Close()
 					}
 				}()
-				access := &TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local"}
+				access := &TLS{CA: ca.CertPEM, Cert: clientCert.CertPEM, Key: clientCert.KeyPEM, ServerName: "db.ns.svc.cluster.local", SourceHosts: tt.sources}
 				if !withCert {
 					// Members that ask for no client certificate (tls.clientAuth Password): checked all the same.
 					access.Cert, access.Key = nil, nil

@@ -64,12 +64,17 @@ type Adopt struct {
 	Quota int64
 	// Endpoints are the source's client URLs as the spec names them.
 	Endpoints []string
+	// StewardCA: spec.tls.provider is Steward, whose own CA no source trusts.
+	StewardCA bool
 }
 
 // Source is what the preflight read of the source (reads only: member list, statuses, alarms, auth state).
 type Source struct {
 	// ListErr says why no member list could be read; empty when one was.
 	ListErr string
+	// TLSProblem says why a TLS handshake with the source failed (its certificate not of the CA Steward trusts,
+	// or Steward's refused); empty when none did.
+	TLSProblem string
 	// CredentialsProblem says why Steward's credentials for the source cannot serve (its Secret missing or
 	// lacking keys, or refused by etcd); empty when there is none.
 	CredentialsProblem string
@@ -132,15 +137,13 @@ const defaultQuota = 2 << 30
 // an empty reason when the source is admitted, else a reason of etcdv1alpha1 (the Source... reasons) and a
 // message for a human; a refusal changes nothing, and the next pass reads the source again.
 func AdmitSource(spec Spec, src Source) (reason, message string) {
-	if spec.Adopt != nil {
-		for _, ep := range spec.Adopt.Endpoints {
-			if strings.HasPrefix(ep, "https://") {
-				return etcdv1alpha1.ReasonSourceTLSUnsupported,
-					fmt.Sprintf("endpoint %s serves TLS: this version adopts plaintext sources only (a client certificate and the source's CA are not used yet); switch the source to plaintext first, or move its data with a backup and a restore", ep)
-			}
-		}
+	if reason, msg := admitEndpoints(spec); reason != "" {
+		return reason, msg
 	}
 	switch {
+	case src.TLSProblem != "":
+		return etcdv1alpha1.ReasonSourceTLSUnsupported,
+			"the TLS handshake with the source failed (" + src.TLSProblem + "): Steward's client certificate and CA (spec.tls's client Secret) must be issued by the CA the source's members use, and their certificates must name the addresses Steward dials"
 	case src.CredentialsProblem != "":
 		return etcdv1alpha1.ReasonSourceAccessRejected, src.CredentialsProblem
 	case src.ListErr != "":
@@ -250,6 +253,11 @@ func admitAuth(spec Spec, src Source) (string, string) {
 	case !spec.Auth:
 		return etcdv1alpha1.ReasonSourceAuthUnsupported,
 			"the source has etcd's authentication on and spec.auth.enabled is false, which would turn it off for the source's clients: set spec.auth.enabled to true (its users and roles stay)"
+	case spec.TLS:
+		// With TLS Steward's identity is its client certificate's common name, not a password user; carrying that
+		// over (the source's user of that name holding the root role) is not built.
+		return etcdv1alpha1.ReasonSourceAuthUnsupported,
+			"the source serves TLS and has etcd's authentication on: this version adopts sources with authentication in plaintext only"
 	case src.User == "":
 		return etcdv1alpha1.ReasonSourceAccessRejected,
 			"the source has etcd's authentication on: name a Secret with the username and password of a user with the root role in spec.bootstrap.fromExisting.credentialsSecret"
@@ -260,9 +268,33 @@ func admitAuth(spec Spec, src Source) (string, string) {
 	return "", ""
 }
 
-// admitTLS: Steward's members must speak what the source's do. This version adopts plaintext sources, with
-// spec.tls provider None; TLS follows after the adoption with the live switch.
+// admitEndpoints: the spec's endpoints speak what spec.tls says Steward speaks (one scheme for all: the pool
+// dials them with one configuration).
+func admitEndpoints(spec Spec) (string, string) {
+	if spec.Adopt == nil {
+		return "", ""
+	}
+	for _, ep := range spec.Adopt.Endpoints {
+		switch {
+		case PeerTLS(ep) && !spec.TLS:
+			return etcdv1alpha1.ReasonSourceTLSUnsupported,
+				fmt.Sprintf("endpoint %s serves TLS and spec.tls.provider is None: adopt a TLS source with provider Secrets (or CertManager) holding certificates of the source's CA (docs/user/adoption.md)", ep)
+		case !PeerTLS(ep) && spec.TLS:
+			return etcdv1alpha1.ReasonSourceTLSUnsupported,
+				fmt.Sprintf("endpoint %s is plaintext and spec.tls asks for TLS: a plaintext source is adopted with spec.tls.provider None (switch to TLS after the adoption), a TLS source through https endpoints", ep)
+		}
+	}
+	return "", ""
+}
+
+// admitTLS: Steward's members must speak what the source's do, and each side must trust the other's
+// certificates. A plaintext source is adopted with spec.tls.provider None (TLS follows after the adoption with
+// the live switch). A TLS source is adopted with certificates of its own CA (provider Secrets, or CertManager
+// with an issuer of that CA): the source's members then trust Steward's members' peer certificates and its client
+// certificate, and Steward's members trust theirs. Its peer certificates do not carry Steward's peer identity
+// name, so peerAuth must be AnyCertificate.
 func admitTLS(spec Spec, members []SourceMember) (string, string) {
+	tlsMembers := 0
 	for _, m := range members {
 		// A joining member's --initial-cluster must list every member's peer URLs as etcd lists them, and Steward
 		// keeps one per member.
@@ -270,16 +302,35 @@ func admitTLS(spec Spec, members []SourceMember) (string, string) {
 			return etcdv1alpha1.ReasonSourceTLSUnsupported,
 				fmt.Sprintf("source member %s advertises %d peer URLs; Steward adopts members with exactly one", m.Name, len(m.PeerURLs))
 		}
-		for _, u := range append(append([]string(nil), m.PeerURLs...), m.ClientURLs...) {
-			if strings.HasPrefix(u, "https://") {
+		peerTLS := PeerTLS(m.PeerURLs[0])
+		for _, u := range m.ClientURLs {
+			if PeerTLS(u) != peerTLS {
 				return etcdv1alpha1.ReasonSourceTLSUnsupported,
-					fmt.Sprintf("source member %s serves TLS (%s); this version adopts plaintext sources only", m.Name, u)
+					fmt.Sprintf("source member %s serves its peer URL %s and client URL %s in different schemes; Steward adopts members that use TLS on both or on neither", m.Name, m.PeerURLs[0], u)
 			}
 		}
+		if peerTLS {
+			tlsMembers++
+		}
 	}
-	if spec.TLS {
+	switch {
+	case tlsMembers > 0 && tlsMembers < len(members):
+		return etcdv1alpha1.ReasonSourceTLSUnsupported,
+			fmt.Sprintf("%d of the source's %d members serve TLS: finish the source's switch first", tlsMembers, len(members))
+	case tlsMembers == 0 && spec.TLS:
 		return etcdv1alpha1.ReasonSourceTLSUnsupported,
 			"the source runs plaintext: set spec.tls.provider None to adopt it, and switch to TLS once the adoption is complete"
+	case tlsMembers == 0:
+		return "", ""
+	case !spec.TLS:
+		return etcdv1alpha1.ReasonSourceTLSUnsupported,
+			"the source serves TLS: set spec.tls.provider Secrets (or CertManager) with certificates issued by the source's CA"
+	case spec.Adopt != nil && spec.Adopt.StewardCA:
+		return etcdv1alpha1.ReasonSourceTLSUnsupported,
+			"the source serves TLS and spec.tls.provider is Steward, whose own CA the source's members do not trust: use provider Secrets (or CertManager) with certificates issued by the source's CA"
+	case spec.PeerCheck:
+		return etcdv1alpha1.ReasonSourceTLSUnsupported,
+			"spec.tls.peerAuth is MemberIdentity, and the source's peer certificates do not carry Steward's peer identity name: set peerAuth AnyCertificate to adopt it"
 	}
 	return "", ""
 }

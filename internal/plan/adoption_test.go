@@ -20,6 +20,26 @@ func healthySource() Source {
 	return src
 }
 
+// tlsSource is healthySource serving TLS on its peer and client URLs.
+func tlsSource() Source {
+	src := healthySource()
+	for i := range src.Members {
+		m := &src.Members[i]
+		m.PeerURLs = []string{withScheme(m.PeerURLs[0], "https")}
+		m.ClientURLs = []string{withScheme(m.ClientURLs[0], "https")}
+	}
+	return src
+}
+
+// tlsAdoptSpec adopts a TLS source through an https endpoint with certificates of the source's CA (provider Secrets,
+// peerAuth AnyCertificate).
+func tlsAdoptSpec() Spec {
+	s := adoptSpec(HandoverKeep)
+	s.TLS, s.ClientCertAuth = true, true
+	s.Adopt.Endpoints = []string{"https://10.245.0.1:12379"}
+	return s
+}
+
 // authSource is healthySource with etcd's authentication on, read as the credentials' user admin, holding the
 // root role or not.
 func authSource(root bool) Source {
@@ -89,7 +109,27 @@ func TestAdmitSource(t *testing.T) {
 		"members on different releases": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[2].Version = "3.6.15" }),
 			etcdv1alpha1.ReasonSourceVersionUnsupported, "different releases"},
 		"peer TLS": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[0].PeerURLs = []string{"https://10.245.0.1:12380"} }),
-			etcdv1alpha1.ReasonSourceTLSUnsupported, "serves TLS"},
+			etcdv1alpha1.ReasonSourceTLSUnsupported, "in different schemes"},
+		"a TLS source with certificates of its CA is admitted": {tlsAdoptSpec(), tlsSource(), "", ""},
+		"a TLS source with spec.tls None":                      {adoptSpec(HandoverKeep), tlsSource(), etcdv1alpha1.ReasonSourceTLSUnsupported, "set spec.tls.provider Secrets"},
+		"a TLS source with Steward's own CA": {func() Spec { s := tlsAdoptSpec(); s.Adopt.StewardCA = true; return s }(), tlsSource(),
+			etcdv1alpha1.ReasonSourceTLSUnsupported, "whose own CA the source's members do not trust"},
+		"a TLS source with peerAuth MemberIdentity": {func() Spec { s := tlsAdoptSpec(); s.PeerCheck = true; return s }(), tlsSource(),
+			etcdv1alpha1.ReasonSourceTLSUnsupported, "set peerAuth AnyCertificate"},
+		"a source half switched to TLS": {tlsAdoptSpec(), func() Source { s := tlsSource(); s.Members[1] = healthySource().Members[1]; return s }(),
+			etcdv1alpha1.ReasonSourceTLSUnsupported, "2 of the source's 3 members serve TLS"},
+		"a failed handshake comes first": {tlsAdoptSpec(), func() Source {
+			s := tlsSource()
+			s.ListErr, s.TLSProblem = "x509: certificate signed by unknown authority", "x509: certificate signed by unknown authority"
+			return s
+		}(), etcdv1alpha1.ReasonSourceTLSUnsupported, "must be issued by the CA the source's members use"},
+		"a plaintext endpoint with spec.tls": {func() Spec { s := tlsAdoptSpec(); s.Adopt.Endpoints = []string{"http://10.245.0.1:12379"}; return s }(), tlsSource(),
+			etcdv1alpha1.ReasonSourceTLSUnsupported, "endpoint http://10.245.0.1:12379 is plaintext"},
+		"a TLS source with auth on": {func() Spec { s := tlsAdoptSpec(); s.Auth = true; return s }(), func() Source {
+			s := tlsSource()
+			s.AuthEnabled, s.User, s.UserIsRoot = true, "admin", true
+			return s
+		}(), etcdv1alpha1.ReasonSourceAuthUnsupported, "in plaintext only"},
 		"two peer URLs": {adoptSpec(HandoverKeep), change(func(s *Source) { s.Members[2].PeerURLs = append(s.Members[2].PeerURLs, "http://10.0.0.9:2380") }),
 			etcdv1alpha1.ReasonSourceTLSUnsupported, "advertises 2 peer URLs"},
 		"spec asks for TLS for a plaintext source": {func() Spec { s := adoptSpec(HandoverKeep); s.TLS = true; return s }(), healthySource(),
@@ -106,7 +146,7 @@ func TestAdmitSource(t *testing.T) {
 			return s
 		}(), etcdv1alpha1.ReasonSourceAccessRejected, "refuses the password"},
 		"auth off needs no credentials, whatever spec.auth says": {authSpec(), healthySource(), "", ""},
-		"an https endpoint is refused before anything is read": {func() Spec {
+		"an https endpoint with spec.tls None is refused before anything is read": {func() Spec {
 			s := adoptSpec(HandoverKeep)
 			s.Adopt.Endpoints = []string{"http://10.245.0.1:12379", "https://10.245.0.1:12381"}
 			return s
@@ -441,5 +481,21 @@ func TestAdoptionAbortReplay(t *testing.T) {
 	}
 	if !slices.Contains(w.steps, "MoveLeader c-s2,source:infra0") {
 		t.Errorf("leadership never moved back to the source: %v", w.steps)
+	}
+}
+
+// TestAdoptionJoinsATLSSourceOverTLS: Steward's learners join a TLS source with https peer URLs and start serving
+// TLS, the source's https peer URLs in their --initial-cluster.
+func TestAdoptionJoinsATLSSourceOverTLS(t *testing.T) {
+	x0, x1 := ext("infra0", 0xa0), ext("infra1", 0xa1)
+	x0.PeerURL, x1.PeerURL = withScheme(x0.PeerURL, "https"), withScheme(x1.PeerURL, "https")
+	a := Next(tlsAdoptSpec(), admitted(0xa0, x0, x1))
+	if a.Kind != AddLearner || !PeerTLS(a.PeerURL) {
+		t.Fatalf("got %s with peer URL %q, want an https learner", a.Kind, a.PeerURL)
+	}
+	learner := Member{Name: "c-s1", InEtcd: true, IsLearner: true, ID: 1, PeerURL: a.PeerURL}
+	a = Next(tlsAdoptSpec(), admitted(0xa0, x0, x1, learner))
+	if a.Kind != CreateMemberPods || a.TLS != TLSOn || a.InitialCluster["infra0"] != x0.PeerURL {
+		t.Fatalf("got %s in TLS mode %q with %v, want the learner's Pod serving TLS", a.Kind, a.TLS, a.InitialCluster)
 	}
 }

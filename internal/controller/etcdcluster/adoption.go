@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -90,6 +91,19 @@ func sourceEndpoints(c *etcdv1alpha1.EtcdCluster) []string {
 	for _, u := range fe.Endpoints {
 		if !slices.Contains(retired, u) {
 			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// sourceHosts are the hosts of the adopted source's endpoints and of its recorded members' client URLs, while
+// the adoption is under way (etcd.TLS.SourceHosts): their certificates name their own addresses.
+func sourceHosts(c *etcdv1alpha1.EtcdCluster) []string {
+	var out []string
+	for _, ep := range sourceEndpoints(c) {
+		if u, err := url.Parse(ep); err == nil && u.Hostname() != "" {
+			out = append(out, u.Hostname())
 		}
 	}
 	slices.Sort(out)
@@ -188,6 +202,7 @@ func sourceOf(fe *etcdv1alpha1.ExistingSource, obs *observation) plan.Source {
 	}
 	if obs.view.ListErr != nil {
 		src.ListErr = obs.view.ListErr.Error()
+		src.TLSProblem = handshakeProblem(src.ListErr)
 		return src
 	}
 	for _, m := range obs.plan.Members {
@@ -225,6 +240,21 @@ func sourceOf(fe *etcdv1alpha1.ExistingSource, obs *observation) plan.Source {
 		src.AuthKnown, src.AuthEnabled = true, *e
 	}
 	return src
+}
+
+// handshakeProblem is the part of a dial error that says a TLS handshake failed (gRPC hands it over as text, in
+// its status message), "" for any other error.
+func handshakeProblem(err string) string {
+	at := -1
+	for _, mark := range []string{"x509: ", "tls: "} {
+		if i := strings.Index(err, mark); i >= 0 && (at < 0 || i < at) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return ""
+	}
+	return strings.TrimRight(err[at:], `"`)
 }
 
 // sourceAccess is how a pass reads an adopted source: as the user of spec.bootstrap.fromExisting

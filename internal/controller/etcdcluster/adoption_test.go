@@ -262,3 +262,16 @@ func TestSourceCredentials(t *testing.T) {
 		})
 	}
 }
+
+func TestHandshakeProblem(t *testing.T) {
+	tests := map[string]string{
+		`create etcd client: context deadline exceeded`: "",
+		`rpc error: code = Unavailable desc = connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`: "tls: failed to verify certificate: x509: certificate signed by unknown authority",
+		`x509: certificate is valid for 10.0.0.1, not 10.245.0.1`: "x509: certificate is valid for 10.0.0.1, not 10.245.0.1",
+	}
+	for err, want := range tests {
+		if got := handshakeProblem(err); got != want {
+			t.Errorf("handshakeProblem(%q) = %q, want %q", err, got, want)
+		}
+	}
+}

@@ -365,7 +365,8 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 	}
 	s.FromBackup = etcdv1alpha1.BootstrapBackupName(c)
 	if fe := fromExisting(c); fe != nil {
-		s.Adopt = &plan.Adopt{Handover: string(fe.Handover), Quota: resources.QuotaBackendBytes(c), Endpoints: fe.Endpoints}
+		s.Adopt = &plan.Adopt{Handover: string(fe.Handover), Quota: resources.QuotaBackendBytes(c), Endpoints: fe.Endpoints,
+			StewardCA: resources.TLSMode(c) == etcdv1alpha1.TLSProviderSteward}
 		if s.Adopt.Handover == "" {
 			s.Adopt.Handover = plan.HandoverKeep
 		}

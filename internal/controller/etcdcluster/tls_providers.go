@@ -124,6 +124,7 @@ func (r *Reconciler) ensureProvidedTLS(ctx context.Context, cluster *etcdv1alpha
 		return nil, fmt.Errorf("unknown TLS provider %q", ts.provider)
 	}
 	material.ServerName = resources.ClientServiceHost(cluster, r.Options)
+	material.SourceHosts = sourceHosts(cluster)
 	return ts, r.Etcd.SetTLS(client.ObjectKeyFromObject(cluster).String(), material)
 }
 
