@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 	"steward.dev/steward/internal/testbed"
@@ -317,17 +318,23 @@ func anyContains(msgs []string, part string) bool {
 	return false
 }
 
-// TestAdoptionRefusedThenAborted: the preflight's refusals, each with nothing changed on the source: an endpoint
-// nothing listens on (SourceUnreachable; that cluster is then deleted before admission), a source whose minor is
-// not spec.version's (SourceVersionUnsupported), a database larger than the quota (SourceTooBig). With the spec
-// fixed Steward's members join, and handover Abort removes them again, the leader's role handed back to the
-// source: the source ends with its own members and cluster ID, Steward's Pods and volumes are gone, and no
-// acknowledged write is lost. The source's members advertise client URLs nothing listens on: Steward reads them
-// through the spec's endpoints alone, before and after admission.
+// TestAdoptionRefusedThenAborted: a source serving TLS with client certificates on both ports (as kubeadm's etcd
+// does) is adopted with certificates of its CA (provider Secrets). The preflight's refusals come first, each with
+// nothing changed on the source: an endpoint nothing listens on (SourceUnreachable; that cluster is then deleted
+// before admission), a source whose minor is not spec.version's (SourceVersionUnsupported), peerAuth
+// MemberIdentity, which the source's peer certificates cannot pass (SourceTLSUnsupported), a database larger than
+// the quota (SourceTooBig). With the spec fixed Steward's members join over TLS, and handover Abort removes them
+// again, the leader's role handed back to the source: the source ends with its own members and cluster ID,
+// Steward's Pods and volumes are gone, and no acknowledged write is lost. The source's members advertise client
+// URLs nothing listens on: Steward reads them through the spec's endpoints alone, before and after admission.
 func TestAdoptionRefusedThenAborted(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
-	ns, src, srcCli, before := adoptionSource(t, "adopt-abort", false, framework.UnreachableClientURLs())
+	ca, err := pki.NewCA("source-ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, src, srcCli, before := adoptionSource(t, "adopt-abort", false, framework.UnreachableClientURLs(), framework.SourceTLS(ca))
 	for _, m := range before.Members {
 		if slices.ContainsFunc(m.ClientURLs, func(u string) bool { return slices.Contains(src.ClientURLs, u) }) {
 			t.Fatalf("source member %s advertises %v, where it listens", m.Name, m.ClientURLs)
@@ -336,6 +343,11 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 	nowhere := framework.AdoptingCluster(ns, "nowhere", []string{"http://" + framework.FreeAddress(t)})
 	nowhereKey := create(t, nowhere)
 	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs)
+	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets, PeerAuth: etcdv1alpha1.PeerAuthMemberIdentity,
+		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "aborted-members", ClientSecretName: "aborted-steward"}}
+	user := &userPKI{ca: ca}
+	putUserSecret(t, ns, "aborted-members", ca.CertPEM, user.member(t, c, 24*time.Hour, time.Now()))
+	putUserSecret(t, ns, "aborted-steward", ca.CertPEM, user.client(t, 24*time.Hour))
 	c.Spec.Version = "3.7.3" // the source runs 3.6
 	tiny := resource.MustParse("1Ki")
 	c.Spec.Etcd.QuotaBackendBytes = &tiny // below any etcd database
@@ -347,6 +359,9 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 	waitRefused(t, key, etcdv1alpha1.ReasonSourceVersionUnsupported, "set spec.version to a 3.6 release", src)
 	requireSourceUnchanged(t, srcCli, before, "refused: version")
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Version = testbed.EtcdVersions[0] })
+	waitRefused(t, key, etcdv1alpha1.ReasonSourceTLSUnsupported, "set peerAuth AnyCertificate", src)
+	requireSourceUnchanged(t, srcCli, before, "refused: peerAuth")
+	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.TLS.PeerAuth = etcdv1alpha1.PeerAuthAnyCertificate })
 	waitRefused(t, key, etcdv1alpha1.ReasonSourceTooBig, "more than the quota of 1024 bytes", src)
 	requireSourceUnchanged(t, srcCli, before, "refused: too big")
 	framework.Poll(t, "the unreachable source's EtcdCluster deleted before admission", time.Minute, func() error {
@@ -359,7 +374,7 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 		return nil
 	})
 
-	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs})
+	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs, TLS: src.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +409,7 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 				continue
 			}
 			// etcd takes a leadership transfer only from the leader itself.
-			leader, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			leader, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: src.TLS})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/pki"
 	"steward.dev/steward/internal/testbed"
 )
 
@@ -27,8 +30,10 @@ type HostEtcd struct {
 	Names, PeerURLs, ClientURLs, AdvertisedClientURLs []string
 	// Username and Password of the user Client authenticates as (empty while authentication is off).
 	Username, Password string
-	procs              []*exec.Cmd
-	dir                string
+	// TLS is what a client of a source serving TLS dials with (nil: plaintext): a client certificate of its CA.
+	TLS   *tls.Config
+	procs []*exec.Cmd
+	dir   string
 }
 
 // HostEtcdOption changes how StartHostEtcd starts a source.
@@ -36,6 +41,13 @@ type HostEtcdOption func(*hostEtcdOptions)
 
 type hostEtcdOptions struct {
 	unreachableClientURLs bool
+	ca                    *pki.KeyPair
+}
+
+// SourceTLS makes the source serve TLS on its client and peer URLs with certificates of ca (for the node's
+// address), requiring client certificates of ca on both, as a kubeadm etcd does; Client presents one.
+func SourceTLS(ca *pki.KeyPair) HostEtcdOption {
+	return func(o *hostEtcdOptions) { o.ca = ca }
 }
 
 // UnreachableClientURLs makes each member advertise a client URL nothing listens on (as a source behind NAT, or
@@ -98,15 +110,19 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 		t.Fatal(err)
 	}
 	h := &HostEtcd{dir: dir}
+	scheme, tlsArgs := "http://", []string(nil)
+	if o.ca != nil {
+		scheme, tlsArgs = "https://", h.writeTLS(t, o.ca)
+	}
 	var initial []string
 	for i := range n {
 		h.Names = append(h.Names, fmt.Sprintf("%s%d", name, i))
-		h.PeerURLs = append(h.PeerURLs, "http://"+FreeAddress(t))
-		h.ClientURLs = append(h.ClientURLs, "http://"+FreeAddress(t))
+		h.PeerURLs = append(h.PeerURLs, scheme+FreeAddress(t))
+		h.ClientURLs = append(h.ClientURLs, scheme+FreeAddress(t))
 		initial = append(initial, h.Names[i]+"="+h.PeerURLs[i])
 		advertised := h.ClientURLs[i]
 		if o.unreachableClientURLs {
-			advertised = "http://" + FreeAddress(t)
+			advertised = scheme + FreeAddress(t)
 		}
 		h.AdvertisedClientURLs = append(h.AdvertisedClientURLs, advertised)
 	}
@@ -118,6 +134,7 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 			"--listen-client-urls", h.ClientURLs[i], "--advertise-client-urls", h.AdvertisedClientURLs[i],
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", name,
 			"--snapshot-count", "10000"}
+		args = append(args, tlsArgs...)
 		script := fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s \"$@\"", resolv, bin)
 		cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "etcd"}, args...)...)
 		logFile, err := os.Create(filepath.Join(dir, h.Names[i]+".log"))
@@ -160,7 +177,7 @@ func AdoptingCluster(ns, name string, endpoints []string) *etcdv1alpha1.EtcdClus
 func (h *HostEtcd) Client(t *testing.T) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: h.ClientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		Username: h.Username, Password: h.Password})
+		Username: h.Username, Password: h.Password, TLS: h.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +202,37 @@ func (h *HostEtcd) stop() {
 			_ = p.Wait()
 		}
 	}
+}
+
+// writeTLS issues the members' certificate (server and client, for the node's address; the members share it)
+// and a client's of ca, sets h.TLS, and returns etcd's TLS flags for both ports.
+func (h *HostEtcd) writeTLS(t *testing.T, ca *pki.KeyPair) []string {
+	t.Helper()
+	member, err := ca.Issue(pki.Request{CommonName: "source-member", DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP(testbed.NodeIP)},
+		Server: true, Client: true, Lifetime: 24 * time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := ca.Issue(pki.Request{CommonName: "source-admin", Client: true, Lifetime: 24 * time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"ca.crt": ca.CertPEM, "member.crt": member.CertPEM, "member.key": member.KeyPEM}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(h.dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair, err := tls.X509KeyPair(cli.CertPEM, cli.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	h.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, MinVersion: tls.VersionTLS12}
+	caFile, certFile, keyFile := filepath.Join(h.dir, "ca.crt"), filepath.Join(h.dir, "member.crt"), filepath.Join(h.dir, "member.key")
+	return []string{"--cert-file", certFile, "--key-file", keyFile, "--trusted-ca-file", caFile, "--client-cert-auth",
+		"--peer-cert-file", certFile, "--peer-key-file", keyFile, "--peer-trusted-ca-file", caFile, "--peer-client-cert-auth"}
 }
 
 // FreeAddress is a free TCP address on the first node's address (nothing listens there once it returns).
