@@ -211,9 +211,10 @@ const (
 	ReasonSourceVersionUnsupported = "SourceVersionUnsupported"
 	// ReasonSourceTooBig: the source's database is larger than the quota Steward's members would run with.
 	ReasonSourceTooBig = "SourceTooBig"
-	// ReasonSourceTLSUnsupported: the source's endpoints, peer or client URLs speak TLS (not adopted yet), a source
-	// member advertises more than one peer URL, or spec.tls does not match the source (a plaintext source is
-	// adopted with spec.tls.provider None).
+	// ReasonSourceTLSUnsupported: spec.tls does not match the source (a plaintext source is adopted with
+	// spec.tls.provider None; a TLS source with certificates of its own CA, provider Secrets or CertManager, and
+	// peerAuth AnyCertificate), the TLS handshake with the source failed, the source is half switched to TLS, or a
+	// source member advertises more than one peer URL or mixes schemes.
 	ReasonSourceTLSUnsupported = "SourceTLSUnsupported"
 	// ReasonSourceAuthUnsupported: Steward could not tell whether the source has etcd's authentication on, or it
 	// has and spec.auth.enabled is false (Steward would turn it off for the source's clients).

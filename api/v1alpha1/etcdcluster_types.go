@@ -705,9 +705,9 @@ type ExistingSource struct {
 	// CredentialsSecret is a Secret in the cluster's namespace with the user (keys username and password) Steward
 	// acts as on a source with etcd's authentication on: a user with the root role. Steward reads the source and
 	// changes its membership as that user until it has added its own, steward:operator (status.adoption
-	// .operatorUser); keep the Secret valid until then. Not needed for a source without authentication. A
-	// client certificate (tls.crt, tls.key, ca.crt) for a TLS source is not supported yet: TLS sources are
-	// refused (docs/user/adoption.md).
+	// .operatorUser); keep the Secret valid until then. Not needed for a source without authentication. A TLS
+	// source is read with Steward's own client certificate (spec.tls, issued by the source's CA), not with
+	// certificate keys of this Secret; a TLS source with authentication on is refused (docs/user/adoption.md).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
