@@ -43,9 +43,7 @@ func TestContinuousBackupFollower(t *testing.T) {
 	s.Spec.Continuous = &etcdv1alpha1.ContinuousBackup{Enabled: true, SegmentInterval: &metav1.Duration{Duration: 2 * time.Second}}
 	e := newEnv(t, s)
 	ctx := context.Background()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}, Status: etcdv1alpha1.EtcdClusterStatus{ClusterID: "c1"}}
-	if err := e.c.Create(ctx, cluster); err != nil {
+	if err := e.c.Create(ctx, dbCluster()); err != nil {
 		t.Fatal(err)
 	}
 	report := pitr.FollowerStatus{ClusterID: "c1", Watching: true, ChainStart: 101, LastRevision: 150, CurrentRevision: 153,
@@ -224,9 +222,7 @@ func TestFollowerWithoutItsServiceAccount(t *testing.T) {
 	s.Spec.Continuous = &etcdv1alpha1.ContinuousBackup{Enabled: true}
 	e := newEnv(t, s)
 	ctx := context.Background()
-	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
-		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16"}, Status: etcdv1alpha1.EtcdClusterStatus{ClusterID: "c1"}}
-	if err := e.c.Create(ctx, cluster); err != nil {
+	if err := e.c.Create(ctx, dbCluster()); err != nil {
 		t.Fatal(err)
 	}
 	e.r.Options = resources.Options{ClusterDomain: "cluster.local", AgentImage: "agent:test"}

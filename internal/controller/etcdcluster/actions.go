@@ -143,11 +143,16 @@ func (r *Reconciler) act(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster,
 	case plan.CancelDowngrade:
 		return r.cancelDowngrade(ctx, cluster, obs, action)
 	case plan.Wait:
-		if waitStarts(cluster.Status.Conditions, action.Reason) {
-			r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
-		}
+		r.warnWaitStart(cluster, action)
 	}
 	return nil
+}
+
+// warnWaitStart records the Warning of a wait that only a human ends, when it begins (waitStarts).
+func (r *Reconciler) warnWaitStart(cluster *etcdv1alpha1.EtcdCluster, action plan.Action) {
+	if waitStarts(cluster.Status.Conditions, action.Reason) {
+		r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
+	}
 }
 
 // waitStarts reports whether a Wait for reason needs a human and has just begun: its reason is one that only a

@@ -251,9 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			// afresh: a message that changed on every pass would wake the next pass at once, a spin.
 			log.V(1).Info("Membership change refused until members settle", "EtcdCluster", klog.KObj(cluster), "action", action.Kind)
 			action = notSettled(action, err, obs.memberAt(), r.Now())
-			if waitStarts(cluster.Status.Conditions, action.Reason) {
-				r.Recorder.Event(cluster, corev1.EventTypeWarning, action.Reason, action.Message)
-			}
+			r.warnWaitStart(cluster, action)
 			var run *etcd.RefusedError
 			if errors.As(err, &run) && len(run.Refusing) > 0 {
 				// Each member was dialed on its own (an authentication each, with a password): not four times a second.
