@@ -574,6 +574,7 @@ func MemberPod(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) *corev1.P
 	delete(annotations, AnnotationPeerIdentity) // Steward's to say, never spec.pod.annotations'
 	delete(annotations, AnnotationTrust)
 	delete(annotations, AnnotationCertificates)
+	delete(annotations, AnnotationVolumeCapacity)
 	if trustsClusterCA(cluster, m) {
 		annotations[AnnotationTrust] = TrustClusterCA
 	}

@@ -275,7 +275,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // keepInStep is the part of act that disrupts no member and runs on every pass: the certificates of the members
-// with a Pod, and (unless paused) the kubelet's refresh of their volumes, the Services and the budget, and the
+// with a Pod, and (unless paused) the kubelet's refresh of their certificate volumes and grown file systems, the Services and the budget, and the
 // marks on members' volumes the plan asked for.
 func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation, decision plan.Decision) error {
 	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
@@ -285,6 +285,9 @@ func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdC
 		return nil
 	}
 	if err := r.refreshCertificates(ctx, cluster, ts, obs); err != nil {
+		return err
+	}
+	if err := r.refreshResizedVolumes(ctx, cluster, obs); err != nil {
 		return err
 	}
 	if err := r.ensureServices(ctx, cluster, obs, decision.BudgetMinAvailable); err != nil {

@@ -2,13 +2,16 @@ package etcdcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -118,4 +121,45 @@ func (r *Reconciler) expandVolume(ctx context.Context, cluster *etcdv1alpha1.Etc
 		fmt.Sprintf("Expanding the volume of member %s from %s to %s in place", name, from.String(), size.String()),
 		"persistentVolumeClaim", pvc.Name, "from", from.String(), "to", size.String())
 	return nil
+}
+
+// refreshResizedVolumes annotates the Pods of the members whose volume has grown and waits for its file system
+// to follow (resources.VolumeResizeRefresh): the Pod update makes the kubelet sync the Pod now, which grows a file
+// system its driver can grow online, instead of on its periodic sync a minute or more later. An expansion goes one
+// member at a time, so each member's wait adds up. Nothing restarts; a driver that can only grow file systems
+// offline leaves the claim pending, and the plan restarts the member after FileSystemResizeGrace as before.
+func (r *Reconciler) refreshResizedVolumes(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	var refreshed []string
+	var errs []error
+	for _, m := range obs.plan.Members {
+		pod := obs.pods[m.Name]
+		value, refresh := resources.VolumeResizeRefresh(pod, m.Volume)
+		if !refresh || !memberPodOf(cluster, pod) {
+			continue
+		}
+		if err := r.annotateMemberPod(ctx, pod, resources.AnnotationVolumeCapacity, value); err != nil {
+			errs = append(errs, fmt.Errorf("annotate member %s with its volume's capacity: %w", m.Name, err))
+			continue
+		}
+		refreshed = append(refreshed, m.Name)
+	}
+	if len(refreshed) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Asked the kubelet to grow member file systems", "EtcdCluster", klog.KObj(cluster), "members", refreshed)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "VolumeFileSystemResizeRequested",
+			"Annotated the Pods of members %v with their grown volumes' capacity: the kubelet grows their file systems now, while they run", refreshed)
+	}
+	return errors.Join(errs...)
+}
+
+// annotateMemberPod sets one of Steward's annotations on a member Pod, by a merge patch of that key alone and
+// without the resourceVersion: the kubelet's status writes would make an optimistic lock fail often, and the key
+// is Steward's alone. A Pod already gone is no error.
+func (r *Reconciler) annotateMemberPod(ctx context.Context, pod *corev1.Pod, key, value string) error {
+	p := pod.DeepCopy()
+	patch := client.MergeFrom(pod)
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[key] = value
+	return client.IgnoreNotFound(r.Client.Patch(ctx, p, patch))
 }

@@ -2,11 +2,13 @@ package etcdcluster
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,5 +146,63 @@ func TestExpandVolumeRaisesTheRequest(t *testing.T) {
 	}
 	if len(rec.Events) != 1 {
 		t.Errorf("%d events, want one VolumeExpanding for one expansion", len(rec.Events))
+	}
+}
+
+// TestRefreshResizedVolumes replays passes over a member whose volume grows: nothing while the claim is not
+// pending, one annotation (and one Event) when its file system resize is pending, nothing more on the passes that
+// see the same claim, and again for a later expansion to another capacity. Only the annotation moves: the Pod's
+// spec stays as created.
+func TestRefreshResizedVolumes(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cluster := testCluster()
+	pod := resources.MemberPod(cluster, resources.Member{Name: "db-aaaaa", State: "new",
+		InitialCluster: map[string]string{"db-aaaaa": resources.PeerURL(cluster, "db-aaaaa", testOpts)}}, testOpts)
+	r, c := tlsReconciler(t, &now, cluster, pod)
+	rec := r.Recorder.(*record.FakeRecorder)
+	pass := func(v plan.Volume) (annotation string, events int) {
+		t.Helper()
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+			t.Fatal(err)
+		}
+		obs := &observation{pods: map[string]*corev1.Pod{p.Name: &p},
+			plan: plan.Observation{Members: []plan.Member{{Name: "db-aaaaa", HasPod: true, HasPVC: true, InEtcd: true, Volume: v}}}}
+		if err := r.refreshResizedVolumes(ctx, cluster, obs); err != nil {
+			t.Fatal(err)
+		}
+		var after corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &after); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(after.Spec, p.Spec) {
+			t.Fatal("the Pod's spec changed")
+		}
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, "VolumeFileSystemResizeRequested") {
+				events++
+			}
+		}
+		return after.Annotations[resources.AnnotationVolumeCapacity], events
+	}
+	const gi1, gi2 = 1 << 30, 2 << 30
+	steps := []struct {
+		name       string
+		volume     plan.Volume
+		annotation string
+		events     int
+	}{
+		{"as created", plan.Volume{Request: gi1, Capacity: gi1}, "", 0},
+		{"the claim asks for more", plan.Volume{Request: gi2, Capacity: gi1, Resize: "Resizing"}, "", 0},
+		{"the volume has grown, its file system not yet", plan.Volume{Request: gi2, Capacity: gi2, Resize: "FileSystemResizePending"}, "2147483648", 1},
+		{"the same claim again", plan.Volume{Request: gi2, Capacity: gi2, Resize: "FileSystemResizePending"}, "2147483648", 0},
+		{"the file system has grown", plan.Volume{Request: gi2, Capacity: gi2}, "2147483648", 0},
+		{"a later expansion", plan.Volume{Request: 2 * gi2, Capacity: 2 * gi2, Resize: "FileSystemResizePending"}, "4294967296", 1},
+	}
+	for _, s := range steps {
+		if annotation, events := pass(s.volume); annotation != s.annotation || events != s.events {
+			t.Errorf("%s: annotation %q with %d Events, want %q with %d", s.name, annotation, events, s.annotation, s.events)
+		}
 	}
 }

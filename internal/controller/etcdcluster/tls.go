@@ -494,15 +494,7 @@ func (r *Reconciler) refreshCertificates(ctx context.Context, cluster *etcdv1alp
 		if !refresh {
 			continue
 		}
-		// A merge patch of the one key, without the resourceVersion: the kubelet's status writes would make an
-		// optimistic lock fail often, and the key is Steward's alone.
-		p := pod.DeepCopy()
-		patch := client.MergeFrom(pod)
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		p.Annotations[resources.AnnotationCertificates] = value
-		if err := r.Client.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+		if err := r.annotateMemberPod(ctx, pod, resources.AnnotationCertificates, value); err != nil {
 			errs = append(errs, fmt.Errorf("annotate member %s with its certificates: %w", name, err))
 			continue
 		}
