@@ -75,7 +75,7 @@ status.hibernation.phase is Hibernating, then Hibernated. Watch it: kubectl stew
 Bring it back: kubectl steward resume %[1]s -n %[2]s
 `, cluster.Name, cluster.Namespace)
 	if w.wait {
-		last, err := o.waitForCluster(cmd.Context(), c, cluster, msg, w.timeout, "hibernate", hibernated)
+		last, err := o.waitForCluster(cmd.Context(), c, cluster, msg, w.timeout, "hibernate", report.HibernationProgress, hibernated)
 		if err != nil {
 			return err
 		}
@@ -128,10 +128,10 @@ func resumed(c *etcdv1alpha1.EtcdCluster) (bool, error) {
 	return c.Status.Hibernation == nil && meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionAvailable), nil
 }
 
-// waitForCluster follows the cluster until done says so, printing a progress line whenever where it is in
-// hibernating or resuming changes. It returns the cluster as last read; --timeout passing is ErrTimeout.
+// waitForCluster follows the cluster until done says so, printing progress's line whenever it changes. It
+// returns the cluster as last read; --timeout passing is ErrTimeout.
 func (o *Options) waitForCluster(ctx context.Context, c client.WithWatch, cluster *etcdv1alpha1.EtcdCluster, msg io.Writer,
-	timeout time.Duration, goal string, done func(*etcdv1alpha1.EtcdCluster) (bool, error)) (*etcdv1alpha1.EtcdCluster, error) {
+	timeout time.Duration, goal string, progressOf func(*etcdv1alpha1.EtcdCluster) string, done func(*etcdv1alpha1.EtcdCluster) (bool, error)) (*etcdv1alpha1.EtcdCluster, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	key := client.ObjectKeyFromObject(cluster)
@@ -143,7 +143,7 @@ func (o *Options) waitForCluster(ctx context.Context, c client.WithWatch, cluste
 				return false, fmt.Errorf("EtcdCluster %s was deleted while waiting for it to %s", key, goal)
 			}
 			last = obj.(*etcdv1alpha1.EtcdCluster)
-			if line := report.HibernationProgress(last); line != printed {
+			if line := progressOf(last); line != printed {
 				progress.print(line)
 				printed = line
 			}
@@ -151,7 +151,7 @@ func (o *Options) waitForCluster(ctx context.Context, c client.WithWatch, cluste
 		})
 	if errors.Is(err, ErrTimeout) {
 		return last, fmt.Errorf("%w %s for EtcdCluster %s to %s (%s); Steward carries on: kubectl steward status %s -n %s",
-			ErrTimeout, timeout, key, goal, report.HibernationProgress(last), key.Name, key.Namespace)
+			ErrTimeout, timeout, key, goal, progressOf(last), key.Name, key.Namespace)
 	}
 	return last, err
 }

@@ -102,7 +102,7 @@ func (o *Options) runResume(cmd *cobra.Command, name, format string, w clusterWa
 	}
 	// Only a hibernation has something to wait for; a pause ends with the patch.
 	if w.wait && (hibernated || cluster.Status.Hibernation != nil) {
-		last, err := o.waitForCluster(cmd.Context(), c, cluster, msg, w.timeout, "resume", resumed)
+		last, err := o.waitForCluster(cmd.Context(), c, cluster, msg, w.timeout, "resume", report.HibernationProgress, resumed)
 		if err != nil {
 			return err
 		}

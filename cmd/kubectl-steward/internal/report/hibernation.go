@@ -73,3 +73,19 @@ func ResumedSummary(c *etcdv1alpha1.EtcdCluster) string {
 	}
 	return line
 }
+
+// AdoptionProgress is one line on where an adoption of a running etcd is while `adopt --wait` follows it: the
+// phase once Steward reports one, with Progressing's reason and message (the preflight's refusal among them).
+func AdoptionProgress(c *etcdv1alpha1.EtcdCluster) string {
+	line := "checking the source"
+	if a := c.Status.Adoption; a != nil && a.Phase != "" {
+		line = "phase " + string(a.Phase)
+	}
+	if p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing); p != nil && p.Reason != "" {
+		line += fmt.Sprintf(" (%s)", p.Reason)
+		if m := oneLine(p.Message); m != "" {
+			line += ": " + m
+		}
+	}
+	return line
+}
