@@ -7,8 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"steward.dev/steward/internal/testbed"
 )
+
+// sameQuantity: a and b are the same quantity however written (the API server prints 2048Mi as 2Gi).
+func sameQuantity(a, b string) bool {
+	qa, errA := resource.ParseQuantity(a)
+	qb, errB := resource.ParseQuantity(b)
+	return errA == nil && errB == nil && qa.Cmp(qb) == 0
+}
 
 // benchStorage times storage changes of a 3-member cluster: its volumes grown in place (the test bed's default
 // class allows expansion), and every member moved to the other storage class and back (each a replacement of all
@@ -40,7 +49,7 @@ func benchStorage(ctx context.Context, c *testbed.Cluster, runs int) (section, e
 			}
 			for _, v := range strings.Fields(pvcs) {
 				cls, size, _ := strings.Cut(v, "=")
-				if cls != class || (capacity != "" && size != capacity) {
+				if cls != class || (capacity != "" && !sameQuantity(size, capacity)) {
 					return fmt.Errorf("volumes: %s", pvcs)
 				}
 			}

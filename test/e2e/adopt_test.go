@@ -352,8 +352,19 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 			t.Fatalf("source member %s advertises %v, where it listens", m.Name, m.ClientURLs)
 		}
 	}
-	nowhere := framework.AdoptingCluster(ns, "nowhere", []string{"http://" + framework.FreeAddress(t)})
-	nowhereKey := create(t, nowhere)
+	// The cluster adopting nothing is created with the plugin, which waits for the preflight's verdict and fails
+	// with Steward's reason.
+	out, code := plugin(t, ns, "adopt", "nowhere", "--endpoints", "http://"+framework.FreeAddress(t), "--version", testbed.EtcdVersions[0],
+		"--storage-size", "1Gi", "--wait", "--timeout", "3m")
+	if code != 1 || !strings.Contains(out, "Steward refused the source (SourceUnreachable)") {
+		t.Errorf("kubectl steward adopt of an unreachable source: exit %d, want 1 with Steward's reason:\n%s", code, out)
+	}
+	t.Logf("kubectl steward adopt of an unreachable source (exit %d):\n%s", code, out)
+	nowhereKey := client.ObjectKey{Namespace: ns, Name: "nowhere"}
+	nowhere := &etcdv1alpha1.EtcdCluster{}
+	if err := framework.K8s.Get(ctx, nowhereKey, nowhere); err != nil {
+		t.Fatal(err)
+	}
 	c := framework.AdoptingCluster(ns, "aborted", src.ClientURLs)
 	c.Spec.TLS = &etcdv1alpha1.TLSSpec{Provider: etcdv1alpha1.TLSProviderSecrets, PeerAuth: etcdv1alpha1.PeerAuthMemberIdentity,
 		Secrets: &etcdv1alpha1.TLSSecrets{MemberSecretName: "aborted-members", ClientSecretName: "aborted-steward"}}
