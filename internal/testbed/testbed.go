@@ -176,6 +176,10 @@ func (c *Cluster) EtcdBinDir(version string) string { return c.etcdBins[version]
 // KubectlPath is the kubectl built with the cluster.
 func (c *Cluster) KubectlPath() string { return filepath.Join(c.kubeBin, "kubectl") }
 
+// KubeAPIServerPath is the kube-apiserver binary of the cluster's Kubernetes release, for tests that run a
+// kube-apiserver of their own against an etcd under test.
+func (c *Cluster) KubeAPIServerPath() string { return filepath.Join(c.kubeBin, "kube-apiserver") }
+
 // KubernetesVersion is the Kubernetes release the cluster runs.
 func (c *Cluster) KubernetesVersion() string { return c.opts.KubernetesVersion }
 
