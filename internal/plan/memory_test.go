@@ -1,0 +1,139 @@
+package plan
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+)
+
+const mi = int64(1) << 20
+
+func TestMemberMemory(t *testing.T) {
+	tests := map[string]struct {
+		in         MemoryInputs
+		bytes, log int64
+		entries    int64
+	}{
+		// The default cluster: storage 1Gi, so a quota of 288Mi; 3.6's snapshot-count; 1.5Mi requests.
+		"defaults, quota of a 1Gi volume": {MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}, 784 * mi, 288 * mi, 15000},
+		"etcd's default quota":            {MemoryInputs{Version: "3.6.16"}, 5184 * mi, 2 * gi, 15000},
+		"small values bound the log below the quota": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 64 << 10, Version: "3.6.16"},
+			2408 * mi, 15000 * 64 << 10, 15000},
+		"3.5's default snapshot-count keeps ten times the entries": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 10 << 10, Version: "3.5.35"},
+			2628 * mi, 105000 * 10 << 10, 105000},
+		"a low snapshot-count":                       {MemoryInputs{Quota: 8 * gi, SnapshotCount: 1000, MaxRequestBytes: 10 << 10, Version: "3.6.16"}, 211 * mi, 6000 * 10 << 10, 6000},
+		"a huge snapshot-count does not overflow":    {MemoryInputs{Quota: 8 * gi, SnapshotCount: math.MaxInt64 - snapshotCatchUpEntries, Version: "3.6.16"}, 20544 * mi, 8 * gi, math.MaxInt64},
+		"an unknown version gets the larger default": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 10 << 10, Version: "main"}, 2628 * mi, 105000 * 10 << 10, 105000},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := MemberMemory(tt.in)
+			if got.Bytes != tt.bytes || got.RaftLogBytes != tt.log || got.LogEntries != tt.entries {
+				t.Fatalf("MemberMemory(%+v) = %d MiB (log %d bytes, %d entries), want %d MiB (log %d bytes, %d entries)",
+					tt.in, got.Bytes/mi, got.RaftLogBytes, got.LogEntries, tt.bytes/mi, tt.log, tt.entries)
+			}
+		})
+	}
+}
+
+// TestMemberMemoryCoversMeasurements: the estimate is at least what single members used with the same settings
+// (hack/membermemory, docs/development/benchmarks.md "Member memory": peak anonymous memory while writing), with
+// the quota as large as the data written (what the database held) and max-request-bytes the request written (a
+// value and its key).
+func TestMemberMemoryCoversMeasurements(t *testing.T) {
+	for _, m := range []struct {
+		name     string
+		in       MemoryInputs
+		measured int64
+	}{
+		{"256Mi as 1Mi values", MemoryInputs{Quota: 256 * mi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 550 * mi},
+		{"256Mi as 1Mi values, snapshot-count 1000", MemoryInputs{Quota: 256 * mi, SnapshotCount: 1000, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 631 * mi},
+		{"1Gi as 1Mi values", MemoryInputs{Quota: gi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 1974 * mi},
+		{"1Gi as 1Mi values, 3.5", MemoryInputs{Quota: gi, MaxRequestBytes: mi + 1<<10, Version: "3.5.35"}, 2038 * mi},
+		{"1Gi as 10Ki values", MemoryInputs{Quota: gi, MaxRequestBytes: 11 << 10, Version: "3.6.16"}, 167 * mi},
+		{"1Gi as 10Ki values, 3.5", MemoryInputs{Quota: gi, MaxRequestBytes: 11 << 10, Version: "3.5.35"}, 1890 * mi},
+		{"2Gi as 256Ki values, snapshot-count 100", MemoryInputs{Quota: 2 * gi, SnapshotCount: 100, MaxRequestBytes: 257 << 10, Version: "3.6.16"}, 2822 * mi},
+	} {
+		if got := MemberMemory(m.in); got.Bytes < m.measured {
+			t.Errorf("%s: estimate %d MiB, below the %d MiB measured", m.name, got.Bytes/mi, m.measured/mi)
+		}
+	}
+}
+
+func TestMemoryLimitProblem(t *testing.T) {
+	need := MemberMemory(MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}) // 784Mi
+	tests := map[string]struct {
+		limit  int64
+		reason string
+		says   []string
+	}{
+		"no limit":          {0, "", nil},
+		"a limit as needed": {784 * mi, "", nil},
+		"a limit above":     {gi, "", nil},
+		"a limit below": {512 * mi, etcdv1alpha1.ReasonMemoryLimitTooLow, []string{"limits.memory 512Mi", "below the 784Mi", "288Mi",
+			"at least 784Mi", "spec.etcd.maxRequestBytes", "snapshot-count 10000"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			reason, msg := MemoryLimitProblem(need, tt.limit)
+			if reason != tt.reason {
+				t.Fatalf("reason %q, want %q (%s)", reason, tt.reason, msg)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(msg, s) {
+					t.Errorf("message %q does not say %q", msg, s)
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryFitProblem(t *testing.T) {
+	need := MemberMemory(MemoryInputs{Quota: 2 * gi, Version: "3.6.16"}) // 5184Mi
+	node := func(name string, alloc int64, eligible bool, members ...string) NodeMemory {
+		return NodeMemory{Name: name, Allocatable: alloc, Eligible: eligible, Members: members}
+	}
+	tests := map[string]struct {
+		request, limit int64
+		nodes          []NodeMemory
+		says           []string // empty: no problem
+	}{
+		"no nodes known": {request: need.Bytes},
+		"one member per large node": {request: need.Bytes, nodes: []NodeMemory{node("a", 16*gi, true, "m0"), node("b", 16*gi, true, "m1"),
+			node("c", 16*gi, true, "m2")}},
+		"three members on one node that holds them": {request: need.Bytes, nodes: []NodeMemory{node("a", 16*gi, true, "m0", "m1", "m2")}},
+		"three members on one node too small for them": {request: need.Bytes, nodes: []NodeMemory{node("a", 12*gi, true, "m2", "m0", "m1")},
+			says: []string{"m0, m1, m2 on node a may need 15552Mi of its 12Gi allocatable", "each up to 5184Mi", "spec.etcd.maxRequestBytes"}},
+		// A user's small request does not lower what members may grow to without a limit.
+		"small requests, no limit": {request: 256 * mi, nodes: []NodeMemory{node("a", 12*gi, true, "m0", "m1", "m2")},
+			says: []string{"may need 15552Mi"}},
+		// With a limit, a member cannot grow past it (MemoryLimitTooLow says the rest).
+		"limited members fit": {request: 256 * mi, limit: 2 * gi, nodes: []NodeMemory{node("a", 12*gi, true, "m0", "m1", "m2")}},
+		"a larger request than the need counts": {request: 5 * gi, limit: 0, nodes: []NodeMemory{node("a", 14*gi, true, "m0", "m1", "m2")},
+			says: []string{"may need 15552Mi"}},
+		"a request no eligible node can give": {request: need.Bytes, nodes: []NodeMemory{node("big", 64*gi, false), node("a", 4*gi, true),
+			node("b", 3*gi, true)}, says: []string{"requests 5184Mi", "the largest, a, has 4Gi allocatable", "stays Pending"}},
+		"only nodes of unknown size": {request: need.Bytes, nodes: []NodeMemory{node("a", 0, true, "m0", "m1")}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			reason, msg := MemoryFitProblem(need, tt.request, tt.limit, tt.nodes)
+			if len(tt.says) == 0 {
+				if reason != "" {
+					t.Fatalf("reported %s: %s", reason, msg)
+				}
+				return
+			}
+			if reason != etcdv1alpha1.ReasonMemberMemoryExceedsNodes {
+				t.Fatalf("reason %q, want %s (%s)", reason, etcdv1alpha1.ReasonMemberMemoryExceedsNodes, msg)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(msg, s) {
+					t.Errorf("message %q does not say %q", msg, s)
+				}
+			}
+		})
+	}
+}
