@@ -20,7 +20,8 @@ import (
 //     what is live: 1 GiB of log measured 1.9-2.0 GiB of anonymous memory, 256 MiB 550-630 MiB, a log held at
 //     1.25 GiB by a low snapshot-count 2.8 GiB. Between 1.9 and 2.3 times the log, and 2.5 times covers it;
 //   - a base of gRPC and HTTP buffers, watchers, the backend's write buffer and the runtime: an idle member
-//     measured 30-40 MiB; 64 MiB leaves room for client connections.
+//     measured 30 MiB resident, 7 MiB of it anonymous (the rest is its binary); 64 MiB leaves room for client
+//     connections.
 //
 // The database file itself is mapped into memory (bbolt's mmap) but is page cache: the kernel drops those pages
 // under a limit instead of killing the process, so it is not counted here (a member whose database stays in

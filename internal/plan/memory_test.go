@@ -54,6 +54,12 @@ func TestMemberMemoryCoversMeasurements(t *testing.T) {
 		{"1Gi as 1Mi values, 3.5", MemoryInputs{Quota: gi, MaxRequestBytes: mi + 1<<10, Version: "3.5.35"}, 2038 * mi},
 		{"1Gi as 10Ki values", MemoryInputs{Quota: gi, MaxRequestBytes: 11 << 10, Version: "3.6.16"}, 167 * mi},
 		{"1Gi as 10Ki values, 3.5", MemoryInputs{Quota: gi, MaxRequestBytes: 11 << 10, Version: "3.5.35"}, 1890 * mi},
+		{"2Gi as 1Mi values", MemoryInputs{Quota: 2 * gi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 3906 * mi},
+		{"2Gi as 100Ki values", MemoryInputs{Quota: 2 * gi, MaxRequestBytes: 101 << 10, Version: "3.6.16"}, 1113 * mi},
+		{"1Gi as 1Mi values, 3.7", MemoryInputs{Quota: gi, MaxRequestBytes: mi + 1<<10, Version: "3.7.3"}, 1971 * mi},
+		{"1Gi as 10Ki values, 3.7", MemoryInputs{Quota: gi, MaxRequestBytes: 11 << 10, Version: "3.7.3"}, 166 * mi},
+		{"1Gi as 10Ki values, snapshot-count 1000", MemoryInputs{Quota: gi, SnapshotCount: 1000, MaxRequestBytes: 11 << 10, Version: "3.6.16"}, 165 * mi},
+		{"2Gi as 256Ki values, snapshot-count 1000", MemoryInputs{Quota: 2 * gi, SnapshotCount: 1000, MaxRequestBytes: 257 << 10, Version: "3.6.16"}, 2816 * mi},
 		{"2Gi as 256Ki values, snapshot-count 100", MemoryInputs{Quota: 2 * gi, SnapshotCount: 100, MaxRequestBytes: 257 << 10, Version: "3.6.16"}, 2822 * mi},
 	} {
 		if got := MemberMemory(m.in); got.Bytes < m.measured {
