@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -79,7 +80,8 @@ func MemberMemory(in MemoryInputs) MemoryNeed {
 		v, _ := ParseVersion(in.Version) // an unparsable version gets the largest default (3.5's)
 		n.SnapshotCount = int64(snapshotInterval(Spec{}, v))
 	}
-	n.LogEntries = n.SnapshotCount + snapshotCatchUpEntries
+	// Saturating: admission lets snapshotCount be as large as an int64 holds.
+	n.LogEntries = min(n.SnapshotCount, math.MaxInt64-snapshotCatchUpEntries) + snapshotCatchUpEntries
 	n.RaftLogBytes = n.Quota
 	// Compared by division: entries * bytes overflows int64 for large snapshot-counts.
 	if n.LogEntries <= n.Quota/n.MaxRequestBytes {

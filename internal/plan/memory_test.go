@@ -143,3 +143,30 @@ func TestMemoryFitProblem(t *testing.T) {
 		})
 	}
 }
+
+// FuzzMemberMemory: for any settings the estimate is at least the base, a whole number of MiB, never overflows,
+// and never falls when the quota, snapshot-count or largest request grows (a larger setting never asks for less
+// memory).
+func FuzzMemberMemory(f *testing.F) {
+	f.Add(int64(288<<20), int64(0), int64(0), "3.6.16")
+	f.Add(int64(8<<30), int64(1000), int64(16<<10), "3.5.35")
+	f.Add(int64(100<<30), int64(math.MaxInt64), int64(64<<20), "3.7.3")
+	f.Add(int64(-1), int64(-1), int64(-1), "garbage")
+	f.Fuzz(func(t *testing.T, quota, snapshotCount, maxRequest int64, version string) {
+		quota, snapshotCount, maxRequest = quota%(100<<30), snapshotCount, maxRequest%(64<<20)
+		in := MemoryInputs{Quota: quota, SnapshotCount: snapshotCount, MaxRequestBytes: maxRequest, Version: version}
+		n := MemberMemory(in)
+		if n.Bytes < memberBaseBytes || n.Bytes%mi != 0 || n.RaftLogBytes <= 0 || n.RaftLogBytes > n.Quota {
+			t.Fatalf("MemberMemory(%+v) = %+v", in, n)
+		}
+		for _, more := range []MemoryInputs{
+			{Quota: n.Quota + mi, SnapshotCount: n.SnapshotCount, MaxRequestBytes: n.MaxRequestBytes},
+			{Quota: n.Quota, SnapshotCount: n.SnapshotCount + min(1, math.MaxInt64-n.SnapshotCount), MaxRequestBytes: n.MaxRequestBytes},
+			{Quota: n.Quota, SnapshotCount: n.SnapshotCount, MaxRequestBytes: n.MaxRequestBytes + 1},
+		} {
+			if m := MemberMemory(more); m.Bytes < n.Bytes {
+				t.Fatalf("MemberMemory(%+v) = %d, below %d for %+v", more, m.Bytes, n.Bytes, in)
+			}
+		}
+	})
+}
