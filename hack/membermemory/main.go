@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"steward.dev/steward/internal/testbed"
 )
 
 type result struct {
@@ -66,15 +67,6 @@ func main() {
 		r.writeTime.Round(100*time.Millisecond))
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func measure(ctx context.Context, bin string, snapshotCount, valueSize, total int64, workers int) (result, error) {
 	var r result
 	dir, err := os.MkdirTemp("", "steward-membermemory-")
@@ -82,18 +74,13 @@ func measure(ctx context.Context, bin string, snapshotCount, valueSize, total in
 		return r, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	cp, err := freePort()
-	if err != nil {
-		return r, err
+	var ports [3]int // client, peer, metrics
+	for i := range ports {
+		if ports[i], err = testbed.LoopbackPort(); err != nil {
+			return r, err
+		}
 	}
-	pp, err := freePort()
-	if err != nil {
-		return r, err
-	}
-	mp, err := freePort()
-	if err != nil {
-		return r, err
-	}
+	cp, pp, mp := ports[0], ports[1], ports[2]
 	client, peer := fmt.Sprintf("http://127.0.0.1:%d", cp), fmt.Sprintf("http://127.0.0.1:%d", pp)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mp)
 	args := []string{"--name=m0", "--data-dir=" + filepath.Join(dir, "data"), "--listen-client-urls=" + client,
@@ -140,7 +127,7 @@ func measure(ctx context.Context, bin string, snapshotCount, valueSize, total in
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if m, err := procMemory(pid); err == nil {
+			if m, err := testbed.ProcessMemory(pid); err == nil {
 				r.peakRSS = max(r.peakRSS, m["VmRSS"])
 				r.peakAnon = max(r.peakAnon, m["RssAnon"])
 				r.peakFile = max(r.peakFile, m["RssFile"])
@@ -185,7 +172,7 @@ func measure(ctx context.Context, bin string, snapshotCount, valueSize, total in
 	if firstErr != nil {
 		return r, firstErr
 	}
-	if m, err := procMemory(pid); err == nil {
+	if m, err := testbed.ProcessMemory(pid); err == nil {
 		r.endAnon, r.endFile = m["RssAnon"], m["RssFile"]
 		r.peakRSS = max(r.peakRSS, m["VmHWM"])
 	}
@@ -194,29 +181,6 @@ func measure(ctx context.Context, bin string, snapshotCount, valueSize, total in
 	}
 	r.promRSS, err = promGauge(ctx, metricsURL+"/metrics", "process_resident_memory_bytes")
 	return r, err
-}
-
-// procMemory reads the kB fields of /proc/<pid>/status, in bytes.
-func procMemory(pid int) (map[string]int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	out := map[string]int64{}
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 2 && fields[1] == "kB" {
-			n, _ := strconv.ParseInt(fields[0], 10, 64)
-			out[k] = n << 10
-		}
-	}
-	return out, s.Err()
 }
 
 func promGauge(ctx context.Context, url, name string) (int64, error) {

@@ -21,8 +21,9 @@ import (
 //     what is live: 1 GiB of log measured 1.9-2.0 GiB of anonymous memory, 256 MiB 550-630 MiB, a log held at
 //     1.25 GiB by a low snapshot-count 2.8 GiB. Between 1.9 and 2.3 times the log, and 2.5 times covers it;
 //   - a base of gRPC and HTTP buffers, watchers, the backend's write buffer and the runtime: an idle member
-//     measured 30 MiB resident, 7 MiB of it anonymous (the rest is its binary); 64 MiB leaves room for client
-//     connections.
+//     measured 30 MiB resident, 7 MiB of it anonymous (the rest is its binary), but 64 MiB written as 1 MiB values
+//     by 8 clients at once measured 165-240 MiB, about 100 MiB beyond twice the log: the buffers of the requests
+//     in flight. 128 MiB covers that.
 //
 // The database file itself is mapped into memory (bbolt's mmap) but is page cache: the kernel drops those pages
 // under a limit instead of killing the process, so it is not counted here (a member whose database stays in
@@ -35,7 +36,7 @@ const (
 	// behind a raft snapshot, for followers that lag.
 	snapshotCatchUpEntries = 5000
 	// memberBaseBytes is a member's memory beside its raft log.
-	memberBaseBytes = 64 << 20
+	memberBaseBytes = 128 << 20
 	// heapHeadroomPercent is a member's memory per byte of raft log, in percent: the Go heap reaches about twice
 	// what is live before a collection (GOGC=100), and measured up to 2.3 times the log.
 	heapHeadroomPercent = 250
@@ -95,7 +96,7 @@ func MemberMemory(in MemoryInputs) MemoryNeed {
 // explain says what need is made of and how to lower it, for condition messages.
 func (n MemoryNeed) explain() string {
 	return fmt.Sprintf("up to %s of raft log: %d entries (snapshot-count %d + 5000 kept for lagging followers) of up to %s each "+
-		"(max-request-bytes), at most the quota %s; 2.5 times that with the heap's headroom, and 64Mi besides",
+		"(max-request-bytes), at most the quota %s; 2.5 times that with the heap's headroom, and 128Mi besides",
 		memString(n.RaftLogBytes), n.LogEntries, n.SnapshotCount, memString(n.MaxRequestBytes), memString(n.Quota))
 }
 

@@ -17,15 +17,15 @@ func TestMemberMemory(t *testing.T) {
 		entries    int64
 	}{
 		// The default cluster: storage 1Gi, so a quota of 288Mi; 3.6's snapshot-count; 1.5Mi requests.
-		"defaults, quota of a 1Gi volume": {MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}, 784 * mi, 288 * mi, 15000},
-		"etcd's default quota":            {MemoryInputs{Version: "3.6.16"}, 5184 * mi, 2 * gi, 15000},
+		"defaults, quota of a 1Gi volume": {MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}, 848 * mi, 288 * mi, 15000},
+		"etcd's default quota":            {MemoryInputs{Version: "3.6.16"}, 5248 * mi, 2 * gi, 15000},
 		"small values bound the log below the quota": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 64 << 10, Version: "3.6.16"},
-			2408 * mi, 15000 * 64 << 10, 15000},
+			2472 * mi, 15000 * 64 << 10, 15000},
 		"3.5's default snapshot-count keeps ten times the entries": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 10 << 10, Version: "3.5.35"},
-			2628 * mi, 105000 * 10 << 10, 105000},
-		"a low snapshot-count":                       {MemoryInputs{Quota: 8 * gi, SnapshotCount: 1000, MaxRequestBytes: 10 << 10, Version: "3.6.16"}, 211 * mi, 6000 * 10 << 10, 6000},
-		"a huge snapshot-count does not overflow":    {MemoryInputs{Quota: 8 * gi, SnapshotCount: math.MaxInt64 - snapshotCatchUpEntries, Version: "3.6.16"}, 20544 * mi, 8 * gi, math.MaxInt64},
-		"an unknown version gets the larger default": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 10 << 10, Version: "main"}, 2628 * mi, 105000 * 10 << 10, 105000},
+			2692 * mi, 105000 * 10 << 10, 105000},
+		"a low snapshot-count":                       {MemoryInputs{Quota: 8 * gi, SnapshotCount: 1000, MaxRequestBytes: 10 << 10, Version: "3.6.16"}, 275 * mi, 6000 * 10 << 10, 6000},
+		"a huge snapshot-count does not overflow":    {MemoryInputs{Quota: 8 * gi, SnapshotCount: math.MaxInt64 - snapshotCatchUpEntries, Version: "3.6.16"}, 20608 * mi, 8 * gi, math.MaxInt64},
+		"an unknown version gets the larger default": {MemoryInputs{Quota: 8 * gi, MaxRequestBytes: 10 << 10, Version: "main"}, 2692 * mi, 105000 * 10 << 10, 105000},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +48,8 @@ func TestMemberMemoryCoversMeasurements(t *testing.T) {
 		in       MemoryInputs
 		measured int64
 	}{
+		{"64Mi as 1Mi values", MemoryInputs{Quota: 64 * mi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 239 * mi},
+		{"128Mi as 1Mi values", MemoryInputs{Quota: 128 * mi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 348 * mi},
 		{"256Mi as 1Mi values", MemoryInputs{Quota: 256 * mi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 550 * mi},
 		{"256Mi as 1Mi values, snapshot-count 1000", MemoryInputs{Quota: 256 * mi, SnapshotCount: 1000, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 631 * mi},
 		{"1Gi as 1Mi values", MemoryInputs{Quota: gi, MaxRequestBytes: mi + 1<<10, Version: "3.6.16"}, 1974 * mi},
@@ -69,17 +71,17 @@ func TestMemberMemoryCoversMeasurements(t *testing.T) {
 }
 
 func TestMemoryLimitProblem(t *testing.T) {
-	need := MemberMemory(MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}) // 784Mi
+	need := MemberMemory(MemoryInputs{Quota: 288 * mi, Version: "3.6.16"}) // 848Mi
 	tests := map[string]struct {
 		limit  int64
 		reason string
 		says   []string
 	}{
 		"no limit":          {0, "", nil},
-		"a limit as needed": {784 * mi, "", nil},
+		"a limit as needed": {848 * mi, "", nil},
 		"a limit above":     {gi, "", nil},
-		"a limit below": {512 * mi, etcdv1alpha1.ReasonMemoryLimitTooLow, []string{"limits.memory 512Mi", "below the 784Mi", "288Mi",
-			"at least 784Mi", "spec.etcd.maxRequestBytes", "snapshot-count 10000"}},
+		"a limit below": {512 * mi, etcdv1alpha1.ReasonMemoryLimitTooLow, []string{"limits.memory 512Mi", "below the 848Mi", "288Mi",
+			"at least 848Mi", "spec.etcd.maxRequestBytes", "snapshot-count 10000"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestMemoryLimitProblem(t *testing.T) {
 }
 
 func TestMemoryFitProblem(t *testing.T) {
-	need := MemberMemory(MemoryInputs{Quota: 2 * gi, Version: "3.6.16"}) // 5184Mi
+	need := MemberMemory(MemoryInputs{Quota: 2 * gi, Version: "3.6.16"}) // 5248Mi
 	node := func(name string, alloc int64, eligible bool, members ...string) NodeMemory {
 		return NodeMemory{Name: name, Allocatable: alloc, Eligible: eligible, Members: members}
 	}
@@ -111,16 +113,16 @@ func TestMemoryFitProblem(t *testing.T) {
 			node("c", 16*gi, true, "m2")}},
 		"three members on one node that holds them": {request: need.Bytes, nodes: []NodeMemory{node("a", 16*gi, true, "m0", "m1", "m2")}},
 		"three members on one node too small for them": {request: need.Bytes, nodes: []NodeMemory{node("a", 12*gi, true, "m2", "m0", "m1")},
-			says: []string{"m0, m1, m2 on node a may need 15552Mi of its 12Gi allocatable", "each up to 5184Mi", "spec.etcd.maxRequestBytes"}},
+			says: []string{"m0, m1, m2 on node a may need 15744Mi of its 12Gi allocatable", "each up to 5248Mi", "spec.etcd.maxRequestBytes"}},
 		// A user's small request does not lower what members may grow to without a limit.
 		"small requests, no limit": {request: 256 * mi, nodes: []NodeMemory{node("a", 12*gi, true, "m0", "m1", "m2")},
-			says: []string{"may need 15552Mi"}},
+			says: []string{"may need 15744Mi"}},
 		// With a limit, a member cannot grow past it (MemoryLimitTooLow says the rest).
 		"limited members fit": {request: 256 * mi, limit: 2 * gi, nodes: []NodeMemory{node("a", 12*gi, true, "m0", "m1", "m2")}},
 		"a larger request than the need counts": {request: 5 * gi, limit: 0, nodes: []NodeMemory{node("a", 14*gi, true, "m0", "m1", "m2")},
-			says: []string{"may need 15552Mi"}},
+			says: []string{"may need 15744Mi"}},
 		"a request no eligible node can give": {request: need.Bytes, nodes: []NodeMemory{node("big", 64*gi, false), node("a", 4*gi, true),
-			node("b", 3*gi, true)}, says: []string{"requests 5184Mi", "the largest, a, has 4Gi allocatable", "stays Pending"}},
+			node("b", 3*gi, true)}, says: []string{"requests 5248Mi", "the largest, a, has 4Gi allocatable", "stays Pending"}},
 		"only nodes of unknown size": {request: need.Bytes, nodes: []NodeMemory{node("a", 0, true, "m0", "m1")}},
 	}
 	for name, tt := range tests {

@@ -96,22 +96,22 @@ func TestMemberResources(t *testing.T) {
 		want   corev1.ResourceRequirements
 	}{
 		// Storage 2Gi: a quota of 800Mi, all of which a member may hold as raft log (3.6's 10000 + 5000 entries
-		// of up to 1.5Mi), at 2.5 times its size, and 64Mi.
-		"none set: CPU's default, memory from the quota": {want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2064Mi")}},
+		// of up to 1.5Mi), at 2.5 times its size, and 128Mi.
+		"none set: CPU's default, memory from the quota": {want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2128Mi")}},
 		"the user's memory request":                      {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = custom }, want: custom},
 		"a memory limit only is the user's choice too":   {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = limitsOnly }, want: limitsOnly},
 		"CPU only: memory from the quota": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Resources = corev1.ResourceRequirements{Requests: list("cpu", "1"), Limits: list("cpu", "2")}
-		}, want: corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "2064Mi"), Limits: list("cpu", "2")}},
+		}, want: corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "2128Mi"), Limits: list("cpu", "2")}},
 		"small values lower it": {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.MaxRequestBytes = ptr.To(q("16Ki")) },
-			want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "650Mi")}},
+			want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "714Mi")}},
 		"never below the floor": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Etcd.SnapshotCount, c.Spec.Etcd.MaxRequestBytes = ptr.To[int64](100), ptr.To(q("4Ki"))
 		}, want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "256Mi")}},
 		"a raised quota counts": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{MaxQuotaBackendBytes: ptr.To(q("1Gi"))}}
 			c.Status.RaisedQuotaBackendBytes = 1 << 30
-		}, want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2624Mi")}},
+		}, want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2688Mi")}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

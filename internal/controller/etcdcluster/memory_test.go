@@ -32,7 +32,7 @@ func podOn(node string) *corev1.Pod { return &corev1.Pod{Spec: corev1.PodSpec{No
 
 // TestObserveMemory: members' memory is compared with their limit and with the nodes' allocatable memory, as the
 // Node cache holds them; the cluster's quota is etcd's default (2Gi, no storage size), so a member may need
-// 5184Mi.
+// 5248Mi.
 func TestObserveMemory(t *testing.T) {
 	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
 	three := map[string]*corev1.Pod{"db-a": podOn("n1"), "db-b": podOn("n1"), "db-c": podOn("n1")}
@@ -46,14 +46,14 @@ func TestObserveMemory(t *testing.T) {
 	}{
 		"no nodes to read, no limit": {pods: three},
 		"a limit below the need, without nodes": {resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
-			reason: etcdv1alpha1.ReasonMemoryLimitTooLow, says: "below the 5184Mi"},
+			reason: etcdv1alpha1.ReasonMemoryLimitTooLow, says: "below the 5248Mi"},
 		"one member per node": {nodes: []client.Object{memoryNode("n1", "8Gi"), memoryNode("n2", "8Gi"), memoryNode("n3", "8Gi")}, pods: spread},
 		"three members on a node too small for them": {nodes: []client.Object{memoryNode("n1", "12Gi")}, pods: three,
-			reason: etcdv1alpha1.ReasonMemberMemoryExceedsNodes, says: "db-a, db-b, db-c on node n1 may need 15552Mi of its 12Gi allocatable"},
+			reason: etcdv1alpha1.ReasonMemberMemoryExceedsNodes, says: "db-a, db-b, db-c on node n1 may need 15744Mi of its 12Gi allocatable"},
 		"a deleted member's Pod does not count": {nodes: []client.Object{memoryNode("n1", "12Gi")}, pods: map[string]*corev1.Pod{"db-a": podOn("n1"),
 			"db-b": podOn("n1"), "db-c": {ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: time.Unix(1, 0)}}, Spec: corev1.PodSpec{NodeName: "n1"}}}},
 		"no node members may use can give the request": {nodes: []client.Object{memoryNode("big", "64Gi", cordoned), memoryNode("n1", "4Gi")},
-			reason: etcdv1alpha1.ReasonMemberMemoryExceedsNodes, says: "requests 5184Mi of memory, more than any node members may use can give (the largest, n1, has 4Gi"},
+			reason: etcdv1alpha1.ReasonMemberMemoryExceedsNodes, says: "requests 5248Mi of memory, more than any node members may use can give (the largest, n1, has 4Gi"},
 		"a small limit on a small node: the limit is reported": {resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
 			nodes: []client.Object{memoryNode("n1", "2Gi")}, pods: three, reason: etcdv1alpha1.ReasonMemoryLimitTooLow},
 	}
