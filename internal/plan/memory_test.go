@@ -155,7 +155,7 @@ func FuzzMemberMemory(f *testing.F) {
 	f.Add(int64(100<<30), int64(math.MaxInt64), int64(64<<20), "3.7.3")
 	f.Add(int64(-1), int64(-1), int64(-1), "garbage")
 	f.Fuzz(func(t *testing.T, quota, snapshotCount, maxRequest int64, version string) {
-		quota, snapshotCount, maxRequest = quota%(100<<30), snapshotCount, maxRequest%(64<<20)
+		quota, maxRequest = quota%(100<<30), maxRequest%(64<<20)
 		in := MemoryInputs{Quota: quota, SnapshotCount: snapshotCount, MaxRequestBytes: maxRequest, Version: version}
 		n := MemberMemory(in)
 		if n.Bytes < memberBaseBytes || n.Bytes%mi != 0 || n.RaftLogBytes <= 0 || n.RaftLogBytes > n.Quota {
