@@ -79,7 +79,7 @@ func MemberMemory(in MemoryInputs) MemoryNeed {
 	}
 	if n.SnapshotCount <= 0 {
 		v, _ := ParseVersion(in.Version) // an unparsable version gets the largest default (3.5's)
-		n.SnapshotCount = int64(snapshotInterval(Spec{}, v))
+		n.SnapshotCount = int64(snapshotInterval(Spec{}, v)) //nolint:gosec // one of etcd's defaults, at most 100000
 	}
 	// Saturating: admission lets snapshotCount be as large as an int64 holds.
 	n.LogEntries = min(n.SnapshotCount, math.MaxInt64-snapshotCatchUpEntries) + snapshotCatchUpEntries
