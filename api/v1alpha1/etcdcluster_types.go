@@ -50,7 +50,10 @@ type EtcdClusterSpec struct {
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
-	// Resources of the etcd container.
+	// Resources of the etcd container. Without memory in it, a member requests what its settings may need: 128Mi
+	// and 2.5 times the raft log it may keep in memory, min(quota, (etcd.snapshotCount + 5000) x
+	// etcd.maxRequestBytes), at least 256Mi (docs/user/clusters.md, "Sizing"); without anything in it, cpu 50m
+	// besides. Steward reports a memory limit below that need, and members whose nodes cannot give it (Degraded).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 

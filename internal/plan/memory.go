@@ -78,7 +78,8 @@ func MemberMemory(in MemoryInputs) MemoryNeed {
 		n.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if n.SnapshotCount <= 0 {
-		v, _ := ParseVersion(in.Version) // an unparsable version gets the largest default (3.5's)
+		// An unparsable version gets the largest default (3.5's).
+		v, _ := ParseVersion(in.Version)
 		n.SnapshotCount = int64(snapshotInterval(Spec{}, v)) //nolint:gosec // one of etcd's defaults, at most 100000
 	}
 	// Saturating: admission lets snapshotCount be as large as an int64 holds.
