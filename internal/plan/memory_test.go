@@ -86,15 +86,21 @@ func TestMemoryLimitProblem(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			reason, msg := MemoryLimitProblem(need, tt.limit)
-			if reason != tt.reason {
-				t.Fatalf("reason %q, want %q (%s)", reason, tt.reason, msg)
-			}
-			for _, s := range tt.says {
-				if !strings.Contains(msg, s) {
-					t.Errorf("message %q does not say %q", msg, s)
-				}
-			}
+			checkProblem(t, reason, msg, tt.reason, tt.says)
 		})
+	}
+}
+
+// checkProblem fails t unless a problem check gave reason want, with a message that says each of says.
+func checkProblem(t *testing.T, reason, msg, want string, says []string) {
+	t.Helper()
+	if reason != want {
+		t.Fatalf("reason %q, want %q (%s)", reason, want, msg)
+	}
+	for _, s := range says {
+		if !strings.Contains(msg, s) {
+			t.Errorf("message %q does not say %q", msg, s)
+		}
 	}
 }
 
@@ -128,20 +134,11 @@ func TestMemoryFitProblem(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			reason, msg := MemoryFitProblem(need, tt.request, tt.limit, tt.nodes)
-			if len(tt.says) == 0 {
-				if reason != "" {
-					t.Fatalf("reported %s: %s", reason, msg)
-				}
-				return
+			want := ""
+			if len(tt.says) > 0 {
+				want = etcdv1alpha1.ReasonMemberMemoryExceedsNodes
 			}
-			if reason != etcdv1alpha1.ReasonMemberMemoryExceedsNodes {
-				t.Fatalf("reason %q, want %s (%s)", reason, etcdv1alpha1.ReasonMemberMemoryExceedsNodes, msg)
-			}
-			for _, s := range tt.says {
-				if !strings.Contains(msg, s) {
-					t.Errorf("message %q does not say %q", msg, s)
-				}
-			}
+			checkProblem(t, reason, msg, want, tt.says)
 		})
 	}
 }
