@@ -65,6 +65,16 @@ const (
 	// ReasonClientServiceRefused: the API server refuses the client Service as spec.service shapes it (a node port
 	// taken or out of range, a load balancer class not allowed); clients reach the members as before.
 	ReasonClientServiceRefused = "ClientServiceRefused"
+	// ReasonMemoryLimitTooLow: spec.resources.limits.memory is below what a member may need with its settings
+	// (the raft log it keeps in memory: spec.etcd.snapshotCount, maxRequestBytes, the quota; docs/user/clusters.md
+	// "Sizing"): a burst of writes of large values would get it OOM-killed. Reported before it happens; Steward
+	// keeps the user's limit.
+	ReasonMemoryLimitTooLow = "MemoryLimitTooLow"
+	// ReasonMemberMemoryExceedsNodes: members may need more memory than their nodes can give: a member Pod
+	// requests more than any node it may use has allocatable (the next one created would stay Pending), or the
+	// members on one node may together grow past its allocatable memory. Reported before it happens, from the
+	// Nodes' allocatable memory; Steward moves nothing because of it.
+	ReasonMemberMemoryExceedsNodes = "MemberMemoryExceedsNodes"
 )
 
 // Reasons of EtcdCluster Degraded: waits for a human. Degraded is True with the reason (and Progressing False with

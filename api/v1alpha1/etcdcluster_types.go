@@ -50,7 +50,10 @@ type EtcdClusterSpec struct {
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
-	// Resources of the etcd container.
+	// Resources of the etcd container. Without memory in it, a member requests what its settings may need: 128Mi
+	// and 2.5 times the raft log it may keep in memory, min(quota, (etcd.snapshotCount + 5000) x
+	// etcd.maxRequestBytes), at least 256Mi (docs/user/clusters.md, "Sizing"); without anything in it, cpu 50m
+	// besides. Steward reports a memory limit below that need, and members whose nodes cannot give it (Degraded).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -455,6 +458,14 @@ type EtcdTuning struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+	// MaxRequestBytes is the largest client request a member accepts (etcd's --max-request-bytes; unset, etcd's
+	// 1.5Mi): so the largest value clients can write, and the largest entry of the raft log a member keeps in
+	// memory. Setting it to what clients really write (a kube-apiserver's objects stay below 1.5Mi; most
+	// applications' values below 100Ki) lowers the memory members are given when spec.resources sets none: see
+	// docs/user/clusters.md "Sizing". Members start with a changed value when their Pods are next created.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Ki')) >= 0 && quantity(string(self)).compareTo(quantity('64Mi')) <= 0",message="maxRequestBytes must be between 4Ki and 64Mi"
+	// +optional
+	MaxRequestBytes *resource.Quantity `json:"maxRequestBytes,omitempty"`
 }
 
 // AuthSpec is etcd's authentication on the cluster.

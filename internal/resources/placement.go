@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/plan"
 )
 
 // Topology keys of the default spread: the well-known labels the kubelet and cloud providers set on nodes.
@@ -15,25 +16,56 @@ const (
 	TopologyKeyZone     = corev1.LabelTopologyZone
 )
 
-// DefaultMemberRequests is what a member's etcd container requests when spec.resources sets neither requests nor
-// limits. Without requests a member Pod is BestEffort: the first Pod the kubelet evicts under memory pressure,
-// and one the scheduler packs onto a node as if it needed nothing. The figures are what members used on the test
-// bed (docs/user/clusters.md, "Placement and resources"): memory covers a member serving clients with a database of
-// about 100 MiB; CPU is a share under contention, not a limit, and etcd takes what is idle beyond it.
+// DefaultMemberRequests is the floor of what a member's etcd container requests when spec.resources sets no
+// memory (MemberResources). Without requests a member Pod is BestEffort: the first Pod the kubelet evicts under
+// memory pressure, and one the scheduler packs onto a node as if it needed nothing. CPU is a share under
+// contention, not a limit, and etcd takes what is idle beyond it; memory is what a member serving clients with a
+// database of about 100 MiB used on the test bed, below which MemberMemoryNeed never sets the request.
 var DefaultMemberRequests = corev1.ResourceList{
 	corev1.ResourceCPU:    resource.MustParse("50m"),
 	corev1.ResourceMemory: resource.MustParse("256Mi"),
 }
 
-// MemberResources are the etcd container's resources: the spec's, or DefaultMemberRequests when it sets none.
-// No default limit: a memory limit turns a large range read into an OOM kill of a voting member, and a CPU limit
-// throttles heartbeats into elections.
+// MemberResources are the etcd container's resources: the spec's, with a memory request of MemberMemoryNeed (at
+// least DefaultMemberRequests') where it sets no memory, and DefaultMemberRequests' CPU where it sets nothing at
+// all. Sized so, the scheduler puts a member only where its raft log can grow to what its settings allow, and
+// three members of a large database never share a node too small for them. No default limit: a memory limit
+// turns a large range read into an OOM kill of a voting member, and a CPU limit throttles heartbeats into
+// elections. A changed need (a new quota or snapshotCount) applies to member Pods created afterwards.
 func MemberResources(cluster *etcdv1alpha1.EtcdCluster) corev1.ResourceRequirements {
-	r := cluster.Spec.Resources
-	if len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
+	r := *cluster.Spec.Resources.DeepCopy()
+	setNothing := len(r.Requests) == 0 && len(r.Limits) == 0 && len(r.Claims) == 0
+	_, requested := r.Requests[corev1.ResourceMemory]
+	_, limited := r.Limits[corev1.ResourceMemory]
+	if requested || limited {
 		return r
 	}
-	return corev1.ResourceRequirements{Requests: DefaultMemberRequests.DeepCopy()}
+	if r.Requests == nil {
+		r.Requests = corev1.ResourceList{}
+	}
+	if setNothing {
+		r.Requests[corev1.ResourceCPU] = DefaultMemberRequests[corev1.ResourceCPU].DeepCopy()
+	}
+	memory := DefaultMemberRequests[corev1.ResourceMemory].DeepCopy()
+	if need := MemberMemoryNeed(cluster); need.Bytes > memory.Value() {
+		memory = *resource.NewQuantity(need.Bytes, resource.BinarySI)
+	}
+	r.Requests[corev1.ResourceMemory] = memory
+	return r
+}
+
+// MemberMemoryNeed is the most memory a member of cluster may hold with its settings (plan.MemberMemory): the
+// quota members run with, spec.etcd's snapshotCount and maxRequestBytes, and the spec's version for etcd's
+// default snapshotCount.
+func MemberMemoryNeed(cluster *etcdv1alpha1.EtcdCluster) plan.MemoryNeed {
+	in := plan.MemoryInputs{Quota: QuotaBackendBytes(cluster), Version: cluster.Spec.Version}
+	if c := cluster.Spec.Etcd.SnapshotCount; c != nil {
+		in.SnapshotCount = *c
+	}
+	if m := cluster.Spec.Etcd.MaxRequestBytes; m != nil {
+		in.MaxRequestBytes = m.Value()
+	}
+	return plan.MemberMemory(in)
 }
 
 // AgentRequests is what Steward's own agent containers request: backup, verify and point-in-time Jobs, the

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
@@ -79,30 +81,59 @@ func TestMemberPlacement(t *testing.T) {
 }
 
 func TestMemberResources(t *testing.T) {
-	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
-	limitsOnly := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}
+	q := resource.MustParse
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = q(kv[i+1])
+		}
+		return l
+	}
+	custom := corev1.ResourceRequirements{Requests: list("cpu", "2", "memory", "8Gi")}
+	limitsOnly := corev1.ResourceRequirements{Limits: list("memory", "4Gi")}
 	tests := map[string]struct {
-		spec corev1.ResourceRequirements
-		want corev1.ResourceRequirements
+		mutate func(*etcdv1alpha1.EtcdCluster)
+		want   corev1.ResourceRequirements
 	}{
-		"none set: default requests, no limits": {want: corev1.ResourceRequirements{Requests: DefaultMemberRequests}},
-		"the user's requests":                   {spec: custom, want: custom},
-		"limits only are the user's choice too": {spec: limitsOnly, want: limitsOnly},
+		// Storage 2Gi: a quota of 800Mi, all of which a member may hold as raft log (3.6's 10000 + 5000 entries
+		// of up to 1.5Mi), at 2.5 times its size, and 128Mi.
+		"none set: CPU's default, memory from the quota": {want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2128Mi")}},
+		"the user's memory request":                      {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = custom }, want: custom},
+		"a memory limit only is the user's choice too":   {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = limitsOnly }, want: limitsOnly},
+		"CPU only: memory from the quota": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Resources = corev1.ResourceRequirements{Requests: list("cpu", "1"), Limits: list("cpu", "2")}
+		}, want: corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "2128Mi"), Limits: list("cpu", "2")}},
+		"small values lower it": {mutate: func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Etcd.MaxRequestBytes = ptr.To(q("16Ki")) },
+			want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "714Mi")}},
+		"never below the floor": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Etcd.SnapshotCount, c.Spec.Etcd.MaxRequestBytes = ptr.To[int64](100), ptr.To(q("4Ki"))
+		}, want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "256Mi")}},
+		"a raised quota counts": {mutate: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Maintenance = &etcdv1alpha1.Maintenance{RecoverFromNoSpace: &etcdv1alpha1.NoSpaceRecovery{MaxQuotaBackendBytes: ptr.To(q("1Gi"))}}
+			c.Status.RaisedQuotaBackendBytes = 1 << 30
+		}, want: corev1.ResourceRequirements{Requests: list("cpu", "50m", "memory", "2688Mi")}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := testCluster(func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Resources = tt.spec })
+			c := testCluster()
+			if tt.mutate != nil {
+				tt.mutate(c)
+			}
 			got := MemberPod(c, boot, opts).Spec.Containers[0].Resources
-			if !reflect.DeepEqual(got, tt.want) {
+			if !equality.Semantic.DeepEqual(got, tt.want) {
 				t.Fatalf("resources %+v, want %+v", got, tt.want)
 			}
 		})
 	}
-	// The default is copied: a Pod's requests changed in place must not change the next Pod's.
-	p := MemberPod(testCluster(), boot, opts)
-	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("9")
-	if got := MemberPod(testCluster(), boot, opts).Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.String() != "50m" {
-		t.Fatalf("default CPU request became %s", got.String())
+	// The spec and the default are copied: a Pod's requests changed in place must not change the next Pod's.
+	for _, c := range []*etcdv1alpha1.EtcdCluster{testCluster(), testCluster(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Spec.Resources = corev1.ResourceRequirements{Requests: list("cpu", "50m")}
+	})} {
+		p := MemberPod(c, boot, opts)
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = q("9")
+		if got := MemberPod(c, boot, opts).Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.String() != "50m" {
+			t.Fatalf("CPU request became %s", got.String())
+		}
 	}
 }
 

@@ -488,6 +488,9 @@ func etcdArgs(cluster *etcdv1alpha1.EtcdCluster, m Member, o Options) []string {
 	if t.SnapshotCount != nil {
 		args = append(args, fmt.Sprintf("--snapshot-count=%d", *t.SnapshotCount))
 	}
+	if t.MaxRequestBytes != nil {
+		args = append(args, "--max-request-bytes="+strconv.FormatInt(t.MaxRequestBytes.Value(), 10))
+	}
 	if EtcdChecksEnabled(cluster) {
 		version, _ := release(cluster, m, o)
 		args = append(args, corruptionCheckArgs(version)...)

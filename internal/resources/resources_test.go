@@ -176,14 +176,16 @@ func TestMemberPod(t *testing.T) {
 				c.Spec.Image = "registry.example/etcd:custom"
 				q := resource.MustParse("4Gi")
 				c.Spec.Etcd = etcdv1alpha1.EtcdTuning{QuotaBackendBytes: &q, AutoCompactionMode: "periodic", AutoCompactionRetention: "1h",
-					HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000), SnapshotCount: ptr.To[int64](5000)}
+					HeartbeatIntervalMillis: ptr.To[int32](200), ElectionTimeoutMillis: ptr.To[int32](2000), SnapshotCount: ptr.To[int64](5000),
+					MaxRequestBytes: ptr.To(resource.MustParse("128Ki"))}
 			}),
 			check: func(t *testing.T, p *corev1.Pod) {
 				if p.Spec.Containers[0].Image != "registry.example/etcd:custom" {
 					t.Errorf("image %s", p.Spec.Containers[0].Image)
 				}
 				for flag, v := range map[string]string{"--quota-backend-bytes": "4294967296", "--auto-compaction-mode": "periodic",
-					"--auto-compaction-retention": "1h", "--heartbeat-interval": "200", "--election-timeout": "2000", "--snapshot-count": "5000"} {
+					"--auto-compaction-retention": "1h", "--heartbeat-interval": "200", "--election-timeout": "2000", "--snapshot-count": "5000",
+					"--max-request-bytes": "131072"} {
 					if got, _ := arg(p.Spec.Containers[0].Command, flag); got != v {
 						t.Errorf("%s = %q, want %q", flag, got, v)
 					}
@@ -196,7 +198,7 @@ func TestMemberPod(t *testing.T) {
 				if got, _ := arg(p.Spec.Containers[0].Command, "--quota-backend-bytes"); got != strconv.Itoa((2048-448)/2<<20) {
 					t.Errorf("--quota-backend-bytes = %q on a 2Gi volume, want (2Gi - 448Mi) / 2", got)
 				}
-				for _, flag := range []string{"--heartbeat-interval", "--election-timeout", "--auto-compaction-mode"} {
+				for _, flag := range []string{"--heartbeat-interval", "--election-timeout", "--auto-compaction-mode", "--max-request-bytes"} {
 					if _, ok := arg(p.Spec.Containers[0].Command, flag); ok {
 						t.Errorf("%s set without a spec value", flag)
 					}

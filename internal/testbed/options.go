@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -228,13 +229,22 @@ func FreeLoopbackPort(t interface {
 	Fatal(args ...any)
 }) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := LoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strconv.Itoa(p)
+}
+
+// LoopbackPort is a TCP port on 127.0.0.1 that was free a moment ago, for programs that start processes on
+// loopback (the benchmarks, hack/membermemory).
+func LoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer func() { _ = l.Close() }()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // kubernetesRelease resolves a requested Kubernetes release ("", "v1.34.4", "1.34.4", "1.34", "v1.34", "newest",

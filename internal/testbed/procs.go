@@ -229,17 +229,29 @@ func (c *Cluster) ComponentMemory() map[string]int64 {
 		if !r.alive() {
 			continue
 		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					out[r.name] = kb * 1024
-				}
+		if m, err := ProcessMemory(r.pid); err == nil {
+			if rss, ok := m["VmRSS"]; ok {
+				out[r.name] = rss
 			}
 		}
 	}
 	return out
+}
+
+// ProcessMemory is the memory a process's /proc/<pid>/status reports in kB (VmRSS, VmHWM, RssAnon, RssFile, ...),
+// in bytes, by field name.
+func ProcessMemory(pid int) (map[string]int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && strings.HasSuffix(f[0], ":") && f[2] == "kB" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				out[strings.TrimSuffix(f[0], ":")] = kb * 1024
+			}
+		}
+	}
+	return out, nil
 }

@@ -212,7 +212,7 @@ func startOperatorProcess(ctx context.Context, c *testbed.Cluster) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
-	port, err := freeLoopbackPort()
+	port, err := testbed.LoopbackPort()
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ type dataPathRate struct {
 func benchDataPath(ctx context.Context, c *testbed.Cluster, runs int) (section, error) {
 	runs = min(runs, 3)
 	variants := []struct{ name, label, spec string }{
-		{"bench-datapath", "default resources (requests cpu 50m, memory 256Mi)", ""},
+		{"bench-datapath", "default resources (requests cpu 50m, memory from the quota)", ""},
 		{"bench-datapath-cpu", "requests cpu 500m, memory 256Mi", `, resources: {requests: {cpu: 500m, memory: 256Mi}}`},
 	}
 	group, err := newPodWeightGroup()

@@ -184,17 +184,21 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// NodeCacheTransform keeps of a cached Node only what placement reads (labels, spec, conditions) and what the
-// agent's delivery reads (the container runtime's version, memberPodOptions): a Node's status also lists every
-// image it holds and every volume attached, which in a large cluster would make the cache of Nodes many times
-// larger than it needs to be.
+// NodeCacheTransform keeps of a cached Node only what placement reads (labels, spec, conditions), what the
+// agent's delivery reads (the container runtime's version, memberPodOptions) and what members' memory is compared
+// with (allocatable memory, observeMemory): a Node's status also lists every image it holds and every volume
+// attached, which in a large cluster would make the cache of Nodes many times larger than it needs to be.
 func NodeCacheTransform(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	n.ManagedFields = nil
-	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions,
+	var allocatable corev1.ResourceList
+	if m, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
+		allocatable = corev1.ResourceList{corev1.ResourceMemory: m}
+	}
+	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, Allocatable: allocatable,
 		NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion}}
 	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
@@ -103,16 +104,18 @@ func TestPlacementOf(t *testing.T) {
 	}
 }
 
-func TestNodeCacheTransformKeepsWhatPlacementReads(t *testing.T) {
+func TestNodeCacheTransformKeepsWhatStewardReads(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			Images:   []corev1.ContainerImage{{Names: []string{"quay.io/coreos/etcd:v3.6.16"}, SizeBytes: 1 << 24}},
-			NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.4.2", KernelVersion: "6.1.0", OSImage: "Debian"}}}
+			Images:      []corev1.ContainerImage{{Names: []string{"quay.io/coreos/etcd:v3.6.16"}, SizeBytes: 1 << 24}},
+			Allocatable: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("15Gi"), corev1.ResourceCPU: resource.MustParse("4")},
+			NodeInfo:    corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.4.2", KernelVersion: "6.1.0", OSImage: "Debian"}}}
 	want := n.DeepCopy()
 	want.ManagedFields = nil
 	want.Status.Images = nil
+	want.Status.Allocatable = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("15Gi")}
 	want.Status.NodeInfo = corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.4.2"}
 	got, err := NodeCacheTransform(n)
 	if err != nil {

@@ -67,6 +67,8 @@ type observation struct {
 	serviceObserved bool
 	externalAccess  *etcdv1alpha1.ExternalAccess
 	serviceRefused  string
+	// memory is why members may run out of memory before they do (observeMemory); empty when nothing is found.
+	memory memoryProblem
 }
 
 // objects are the cluster's Pods and PVCs as a pass reads them, once, before anything is written: the TLS
@@ -145,6 +147,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster *etcdv1alpha1.EtcdClus
 		return nil, err
 	}
 	r.observeNodes(ctx, cluster, obs)
+	r.observeMemory(ctx, cluster, obs)
 	r.observeNoSpace(ctx, cluster, obs)
 	r.observeHashCheck(ctx, cluster, obs)
 	r.observeAuth(ctx, cluster, obs)

@@ -28,7 +28,8 @@ const podOverdueAfter = 2 * time.Minute
 // degradedWarnings are Degraded reasons that record a Warning Event when they begin (the human waits of the
 // planner record theirs when the wait begins).
 var degradedWarnings = map[string]bool{etcdv1alpha1.ReasonMemberVolumeDeleting: true, etcdv1alpha1.ReasonPodStuckTerminating: true,
-	etcdv1alpha1.ReasonNoSpaceAlarm: true, etcdv1alpha1.ReasonCorruptAlarm: true, etcdv1alpha1.ReasonMemberDataMismatch: true}
+	etcdv1alpha1.ReasonNoSpaceAlarm: true, etcdv1alpha1.ReasonCorruptAlarm: true, etcdv1alpha1.ReasonMemberDataMismatch: true,
+	etcdv1alpha1.ReasonMemoryLimitTooLow: true, etcdv1alpha1.ReasonMemberMemoryExceedsNodes: true}
 
 // reportedWait: the kubelet's waiting reasons reported as a failing member Pod: those of a container that
 // cannot start because of its spec, and a crash loop.
@@ -462,6 +463,9 @@ func degradedCondition(obs *observation, action plan.Action, passErr error, avai
 			"(defragmentation, rebalancing, restarts for a changed quota or authentication) waits until it can; what keeps data safe does not", obs.window.Error))
 	case obs.serviceRefused != "":
 		set(etcdv1alpha1.ReasonClientServiceRefused, obs.serviceRefused)
+	case obs.memory.reason != "":
+		// Nothing has run out yet: what may, under a burst of large writes.
+		set(obs.memory.reason, obs.memory.message)
 	case obs.tls != nil && obs.tls.sharedIssuer != "":
 		// Last: nothing is broken, but whoever else the issuer serves can be root on this cluster.
 		set(etcdv1alpha1.ReasonSharedIssuerTrusted, obs.tls.sharedIssuer)

@@ -83,9 +83,10 @@ func CheckDefaultPlacement(t *testing.T, c *etcdv1alpha1.EtcdCluster) {
 		if !reflect.DeepEqual(p.Spec.TopologySpreadConstraints, resources.MemberSpread(c)) {
 			t.Errorf("Pod %s spread %+v, want the default %+v", p.Name, p.Spec.TopologySpreadConstraints, resources.MemberSpread(c))
 		}
-		if got := p.Spec.Containers[0].Resources.Requests; len(got) != len(resources.DefaultMemberRequests) ||
-			got.Cpu().Cmp(*resources.DefaultMemberRequests.Cpu()) != 0 || got.Memory().Cmp(*resources.DefaultMemberRequests.Memory()) != 0 {
-			t.Errorf("Pod %s requests %v, want the default %v", p.Name, got, resources.DefaultMemberRequests)
+		want := resources.MemberResources(c).Requests
+		if got := p.Spec.Containers[0].Resources.Requests; len(got) != len(want) ||
+			got.Cpu().Cmp(*want.Cpu()) != 0 || got.Memory().Cmp(*want.Memory()) != 0 {
+			t.Errorf("Pod %s requests %v, want the default %v (memory from the quota)", p.Name, got, want)
 		}
 		if p.Status.QOSClass != corev1.PodQOSBurstable {
 			t.Errorf("Pod %s QoS class %s, want Burstable", p.Name, p.Status.QOSClass)
