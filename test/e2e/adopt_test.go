@@ -356,7 +356,7 @@ func TestAdoptionRefusedThenAborted(t *testing.T) {
 	// with Steward's reason.
 	out, code := plugin(t, ns, "adopt", "nowhere", "--endpoints", "http://"+framework.FreeAddress(t), "--version", testbed.EtcdVersions[0],
 		"--storage-size", "1Gi", "--wait", "--timeout", "3m")
-	if code != 1 || !strings.Contains(out, "Steward refused the source (SourceUnreachable)") {
+	if code != 1 || !strings.Contains(out, "the source was refused by Steward (SourceUnreachable)") {
 		t.Errorf("kubectl steward adopt of an unreachable source: exit %d, want 1 with Steward's reason:\n%s", code, out)
 	}
 	t.Logf("kubectl steward adopt of an unreachable source (exit %d):\n%s", code, out)

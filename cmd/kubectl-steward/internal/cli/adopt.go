@@ -283,7 +283,7 @@ func admitted(c *etcdv1alpha1.EtcdCluster) (bool, error) {
 	}
 	p := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing)
 	if p != nil && p.ObservedGeneration == c.Generation && strings.HasPrefix(p.Reason, "Source") && p.Reason != etcdv1alpha1.ReasonSourceAdmitted {
-		return false, fmt.Errorf("Steward refused the source (%s): %s; nothing was changed on it, and Steward checks again every few seconds: fix the cause, "+
+		return false, fmt.Errorf("the source was refused by Steward (%s): %s; nothing was changed on it, and Steward checks again every few seconds: fix the cause, "+
 			"or delete the EtcdCluster (kubectl delete etcdcluster %s -n %s)", p.Reason, p.Message, c.Name, c.Namespace)
 	}
 	return false, nil

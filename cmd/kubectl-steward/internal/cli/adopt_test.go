@@ -158,7 +158,7 @@ func TestAdoptWaitEnds(t *testing.T) {
 	}{
 		"nothing reported yet":           {},
 		"checking":                       {phase: etcdv1alpha1.AdoptionChecking},
-		"refused":                        {phase: etcdv1alpha1.AdoptionChecking, conditions: progressing(etcdv1alpha1.ReasonSourceUnreachable, 1), wantErr: "refused the source (SourceUnreachable): the message"},
+		"refused":                        {phase: etcdv1alpha1.AdoptionChecking, conditions: progressing(etcdv1alpha1.ReasonSourceUnreachable, 1), wantErr: "the source was refused by Steward (SourceUnreachable): the message"},
 		"refused for an earlier spec":    {conditions: progressing(etcdv1alpha1.ReasonSourceUnreachable, 0)},
 		"admitted, reported by reason":   {conditions: progressing(etcdv1alpha1.ReasonSourceAdmitted, 1)},
 		"migrating":                      {phase: etcdv1alpha1.AdoptionMigrating, want: true},
