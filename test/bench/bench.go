@@ -64,7 +64,7 @@ func bench(ctx context.Context, args []string) error {
 	out := fs.String("out", "docs/development/benchmarks.md", "file to write the results into")
 	runs := fs.Int("runs", 5, "repetitions of each measurement")
 	cold := fs.Bool("cold", false, "also measure a cold start: empty Go module and build caches and binary cache (about 30 minutes)")
-	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet, data-path, under-load, hibernate, backup-formats; warm-start is measured when -only is empty or names it); the others in the file are kept")
+	only := fs.String("only", "", "measure only these sections (comma-separated: etcd-start, takeover, cluster-create, scale, upgrade, tls-switch, backup-restore, pod-loss, metrics-scrape, storage, defrag, pitr, fleet, data-path, under-load, hibernate, backup-formats, adopt; warm-start is measured when -only is empty or names it); the others in the file are kept")
 	extra := fs.String("operator-flags", "", "extra flags for the operator process (space-separated), e.g. --max-concurrent-reconciles=1")
 	_ = fs.Parse(args)
 	operatorFlags = strings.Fields(*extra)
@@ -93,7 +93,7 @@ func bench(ctx context.Context, args []string) error {
 	}{{"etcd-start", benchEtcdStart}, {"takeover", benchTakeover}, {"cluster-create", benchClusterCreate}, {"scale", benchScale}, {"upgrade", benchUpgrade},
 		{"tls-switch", benchTLSSwitch}, {"backup-restore", benchBackupRestore}, {"pod-loss", benchPodLoss}, {"metrics-scrape", benchMetricsScrape},
 		{"storage", benchStorage}, {"defrag", benchDefrag}, {"pitr", benchPITR}, {"fleet", benchFleet}, {"data-path", benchDataPath}, {"under-load", benchUnderLoad},
-		{"hibernate", benchHibernate}, {"backup-formats", benchBackupFormats}}
+		{"hibernate", benchHibernate}, {"backup-formats", benchBackupFormats}, {"adopt", benchAdopt}}
 	operatorRunning := false
 	for _, m := range measured {
 		if !want(m.name) {

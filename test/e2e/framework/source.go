@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,10 +104,6 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 		opt(&o)
 	}
 	dir := t.TempDir()
-	resolv := filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver "+testbed.DNSServiceIP+"\noptions ndots:1 timeout:1 attempts:2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	h := &HostEtcd{dir: dir}
 	scheme, tlsArgs := "http://", []string(nil)
 	if o.ca != nil {
@@ -135,14 +130,15 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", name,
 			"--snapshot-count", "10000"}
 		args = append(args, tlsArgs...)
-		script := fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s \"$@\"", resolv, bin)
-		cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "etcd"}, args...)...)
+		cmd, err := testbed.ClusterDNSCommand(dir, bin, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		logFile, err := os.Create(filepath.Join(dir, h.Names[i]+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start source member %s: %v", h.Names[i], err)
 		}
@@ -238,10 +234,9 @@ func (h *HostEtcd) writeTLS(t *testing.T, ca *pki.KeyPair) []string {
 // FreeAddress is a free TCP address on the first node's address (nothing listens there once it returns).
 func FreeAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", testbed.NodeIP+":0")
+	addr, err := testbed.NodeAddress()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return addr
 }
