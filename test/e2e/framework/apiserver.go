@@ -21,8 +21,8 @@ import (
 
 // HostAPIServer is a kube-apiserver the test started on the test bed's host, storing in an etcd under test (a
 // source being adopted, a standby being promoted): what a control plane outside Kubernetes does with the etcd
-// Steward runs or takes over. It serves anonymous requests with every permission on a self-signed certificate:
-// only the test talks to it.
+// Steward runs or takes over. It serves on a self-signed certificate and allows everything to the one token it
+// knows, which only the test holds.
 type HostAPIServer struct {
 	// URL is where it serves (https://<node IP>:<port>).
 	URL string
@@ -53,13 +53,19 @@ func StartKubeAPIServer(t *testing.T, etcdServers []string) *HostAPIServer {
 	if err := os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A static token: kube-apiserver turns anonymous requests off under the AlwaysAllow authorizer.
+	token := fmt.Sprintf("%x", key.D.Bytes()[:16])
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(token+",test,test,system:masters\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr := FreeAddress(t)
 	host, port, _ := strings.Cut(addr, ":")
 	h := &HostAPIServer{URL: "https://" + addr, log: filepath.Join(dir, "kube-apiserver.log")}
 	h.cmd = exec.Command(Bed.KubeAPIServerPath(),
 		"--etcd-servers="+strings.Join(etcdServers, ","),
 		"--bind-address="+host, "--advertise-address="+host, "--secure-port="+port, "--cert-dir="+dir,
-		"--anonymous-auth=true", "--authorization-mode=AlwaysAllow",
+		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
 		"--service-account-issuer=https://host-apiserver.test", "--service-account-key-file="+pubPath,
 		"--service-account-signing-key-file="+keyPath, "--service-cluster-ip-range=10.99.0.0/24",
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=1")
@@ -77,7 +83,7 @@ func StartKubeAPIServer(t *testing.T, etcdServers []string) *HostAPIServer {
 		_ = h.cmd.Process.Kill()
 		_ = h.cmd.Wait()
 	})
-	h.Config = &rest.Config{Host: h.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400, Timeout: 30 * time.Second}
+	h.Config = &rest.Config{Host: h.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400, Timeout: 30 * time.Second}
 	if h.Client, err = kubernetes.NewForConfig(h.Config); err != nil {
 		t.Fatal(err)
 	}
