@@ -56,7 +56,14 @@ func startHostSource(ctx context.Context, c *testbed.Cluster, token string) (*ho
 	}
 	s.initial = strings.Join(initial, ",")
 	for i := 0; i < 3; i++ {
-		if err := s.start(ctx, s.names[i], s.peers[i], s.clients[i], s.initial, "new", token); err != nil {
+		if err := s.start(s.names[i], s.peers[i], s.clients[i], s.initial, "new", token); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
+	// Each answers /health once the cluster has a leader, which needs two of them started.
+	for _, client := range s.clients {
+		if err := healthy(ctx, client); err != nil {
 			s.stop()
 			return nil, err
 		}
@@ -64,8 +71,13 @@ func startHostSource(ctx context.Context, c *testbed.Cluster, token string) (*ho
 	return s, nil
 }
 
-// start starts one member process and waits until it answers /health.
-func (s *hostSource) start(ctx context.Context, name, peer, client, initial, state, token string) error {
+// healthy waits until the member at client answers /health.
+func healthy(ctx context.Context, client string) error {
+	return testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error { return testbed.HTTPHealthy(client + "/health")(ctx) })
+}
+
+// start starts one member process.
+func (s *hostSource) start(name, peer, client, initial, state, token string) error {
 	cmd, err := testbed.ClusterDNSCommand(s.dir, s.bin, "--name", name, "--data-dir", filepath.Join(s.dir, name),
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--listen-client-urls", client, "--advertise-client-urls", client,
 		"--initial-cluster", initial, "--initial-cluster-state", state, "--initial-cluster-token", token)
@@ -79,7 +91,7 @@ func (s *hostSource) start(ctx context.Context, name, peer, client, initial, sta
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	return testbed.Eventually(ctx, time.Minute, 50*time.Millisecond, func() error { return testbed.HTTPHealthy(client + "/health")(ctx) })
+	return nil
 }
 
 // joinByHand is the physical bound of one of Steward's members joining: a fourth process added to the source as
@@ -104,7 +116,7 @@ func (s *hostSource) joinByHand(ctx context.Context, cli *clientv3.Client, token
 	}); err != nil {
 		return 0, fmt.Errorf("add learner: %w", err)
 	}
-	if err := s.start(ctx, "bound", peer, client, s.initial+",bound="+peer, "existing", token); err != nil {
+	if err := s.start("bound", peer, client, s.initial+",bound="+peer, "existing", token); err != nil {
 		return 0, err
 	}
 	if err := testbed.Eventually(ctx, 5*time.Minute, 100*time.Millisecond, func() error {
