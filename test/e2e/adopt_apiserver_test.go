@@ -204,9 +204,11 @@ func startConfigMapWriter(t *testing.T, kas *framework.HostAPIServer) *configMap
 					w.mu.Unlock()
 				}
 			}
-			w.mu.Lock()
-			w.resumed++
-			w.mu.Unlock()
+			if ctx.Err() == nil {
+				w.mu.Lock()
+				w.resumed++ // the kube-apiserver ended the watch: it is opened again from the last resourceVersion
+				w.mu.Unlock()
+			}
 		}
 	}()
 	t.Cleanup(func() {

@@ -120,7 +120,7 @@ var expected = map[string]time.Duration{
 	"TestAdoptRunningEtcd":                              65 * time.Second,
 	"TestAdoptionRefusedThenAborted":                    70 * time.Second,
 	"TestAdoptionDeletedMidway":                         55 * time.Second,
-	"TestKubeAPIServerThroughAdoption":                  70 * time.Second,
+	"TestKubeAPIServerThroughAdoption":                  45 * time.Second,
 	"TestNamespaceScopedInstallWithLeastPrivilege":      10 * time.Second,
 	"TestEtcdUserNameConflict":                          10 * time.Second,
 	"TestOneMemberCluster":                              10 * time.Second,
