@@ -37,16 +37,7 @@ func TestKubeAPIServerThroughAdoption(t *testing.T) {
 	const name = "control-plane"
 	mustPlugin(t, ns, "adopt", name, "--endpoints", strings.Join(src.ClientURLs, ","), "--version", testbed.EtcdVersions[0], "--storage-size", "1Gi")
 	key := client.ObjectKey{Namespace: ns, Name: name}
-	var svcIP string
-	framework.Poll(t, "client Service", time.Minute, func() error {
-		var svc corev1.Service
-		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ClientServiceName(&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}})}, &svc); err != nil {
-			return err
-		}
-		svcIP = svc.Spec.ClusterIP
-		return nil
-	})
-	svcURL := fmt.Sprintf("http://%s:%d", svcIP, resources.ClientPort)
+	svcIP, svcURL := clientServiceAddress(t, ns, name)
 	kas := framework.StartKubeAPIServer(t, append(append([]string(nil), src.ClientURLs...), svcURL))
 	writes := startConfigMapWriter(t, kas)
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,

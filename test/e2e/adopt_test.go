@@ -64,16 +64,7 @@ func TestAdoptRunningEtcd(t *testing.T) {
 	setCredentials(t, creds, "root", framework.SourceRootPassword)
 	// Clients of the source, which move on to Steward's client Service once the source's endpoints fail (they
 	// stop serving when their members are retired): what an application that lists both does.
-	var svcIP string
-	framework.Poll(t, "client Service", time.Minute, func() error {
-		var svc corev1.Service
-		if err := framework.K8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ClientServiceName(c)}, &svc); err != nil {
-			return err
-		}
-		svcIP = svc.Spec.ClusterIP
-		return nil
-	})
-	svcURL := fmt.Sprintf("http://%s:%d", svcIP, resources.ClientPort)
+	svcIP, svcURL := clientServiceAddress(t, ns, c.Name)
 	watchCli.SetEndpoints(append(append([]string(nil), src.ClientURLs...), svcURL)...)
 	// The load is an application of the source's, as its own user all along.
 	load, err := linearizability.Start(linearizability.Config{Endpoints: src.ClientURLs,
@@ -281,6 +272,23 @@ func adoptionSource(t *testing.T, base string, auth bool, opts ...framework.Host
 		t.Fatal(err)
 	}
 	return ns, src, srcCli, before
+}
+
+// clientServiceAddress waits until cluster ns/name's client Service has its ClusterIP, and returns it and the
+// plaintext client URL there: what an adopted source's clients add to their endpoints.
+func clientServiceAddress(t *testing.T, ns, name string) (string, string) {
+	t.Helper()
+	var ip string
+	framework.Poll(t, "client Service", time.Minute, func() error {
+		var svc corev1.Service
+		key := client.ObjectKey{Namespace: ns, Name: resources.ClientServiceName(&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}})}
+		if err := framework.K8s.Get(context.Background(), key, &svc); err != nil {
+			return err
+		}
+		ip = svc.Spec.ClusterIP
+		return nil
+	})
+	return ip, fmt.Sprintf("http://%s:%d", ip, resources.ClientPort)
 }
 
 // create creates cluster c and returns its key.

@@ -157,8 +157,7 @@ func TestRefreshResizedVolumes(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cluster := testCluster()
-	pod := resources.MemberPod(cluster, resources.Member{Name: "db-aaaaa", State: "new",
-		InitialCluster: map[string]string{"db-aaaaa": resources.PeerURL(cluster, "db-aaaaa", testOpts)}}, testOpts)
+	pod := newMemberPod(cluster, "db-aaaaa")
 	r, c := tlsReconciler(t, &now, cluster, pod)
 	rec := r.Recorder.(*record.FakeRecorder)
 	pass := func(v plan.Volume) (annotation string, events int) {

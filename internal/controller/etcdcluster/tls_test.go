@@ -42,6 +42,12 @@ func tlsReconciler(t *testing.T, now *time.Time, objs ...client.Object) (*Reconc
 		Now: func() time.Time { return *now }}, c
 }
 
+// newMemberPod is the Pod of a new member name of cluster, as the first member of a bootstrap gets it.
+func newMemberPod(cluster *etcdv1alpha1.EtcdCluster, name string) *corev1.Pod {
+	return resources.MemberPod(cluster, resources.Member{Name: name, State: "new",
+		InitialCluster: map[string]string{name: resources.PeerURL(cluster, name, testOpts)}}, testOpts)
+}
+
 func secretCert(t *testing.T, c client.Client, name string) (*corev1.Secret, string) {
 	t.Helper()
 	var s corev1.Secret
@@ -344,8 +350,7 @@ func TestRefreshCertificates(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cluster := testCluster()
-	pod := resources.MemberPod(cluster, resources.Member{Name: "db-aaaaa", State: "new",
-		InitialCluster: map[string]string{"db-aaaaa": resources.PeerURL(cluster, "db-aaaaa", testOpts)}}, testOpts)
+	pod := newMemberPod(cluster, "db-aaaaa")
 	r, c := tlsReconciler(t, &now, cluster, pod)
 	rec := r.Recorder.(*record.FakeRecorder)
 	var created corev1.Pod
