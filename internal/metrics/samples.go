@@ -39,6 +39,12 @@ var (
 	hibernated     = newFamily("steward_cluster_hibernated",
 		"1 while the cluster hibernates or its members stop to (status.hibernation.phase Hibernating or Hibernated), else 0; alerts meant for running clusters skip it.",
 		"namespace", "cluster")
+	adoptionPhase = newFamily("steward_cluster_adoption_phase",
+		"1, with status.adoption.phase, for a cluster that adopts a running etcd (spec.bootstrap.fromExisting); no series for one that adopts nothing.",
+		"namespace", "cluster", "phase")
+	externalMembers = newFamily("steward_cluster_external_members",
+		"The adopted source's members still in etcd (recorded at admission and not retired); no series for a cluster that adopts nothing.",
+		"namespace", "cluster")
 	windowOpen = newFamily("steward_cluster_maintenance_window_open",
 		"1 while the cluster's maintenance window (spec.maintenance.window) is open, else 0; no series without a window.", "namespace", "cluster")
 	windowDeferred = newFamily("steward_cluster_maintenance_deferred",
@@ -92,7 +98,7 @@ var (
 )
 
 // families are every gauge, for Describe.
-var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, windowOpen, windowDeferred, leaderInfo, versionInfo,
+var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, adoptionPhase, externalMembers, windowOpen, windowDeferred, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
 	backupLastTime, backupLastSize, backupLastDur, claimAvailable, claimCapacity, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
 	continuousFollowing, continuousTo, continuousFrom, continuousPending}
@@ -161,6 +167,10 @@ func (s *clusterSampler) addMembership() {
 	s.add(hasQuorum, boolValue(meta.IsStatusConditionTrue(st.Conditions, etcdv1alpha1.ConditionAvailable)))
 	// Not while resuming: a resume that does not bring the cluster back is for the alerts to report.
 	s.add(hibernated, boolValue(st.Hibernation != nil && st.Hibernation.Phase != etcdv1alpha1.HibernationResuming))
+	if a := st.Adoption; a != nil && a.Phase != "" {
+		s.add(adoptionPhase, 1, string(a.Phase))
+		s.add(externalMembers, float64(externalLeft(a)))
+	}
 	if w := st.MaintenanceWindow; w != nil {
 		s.add(windowOpen, boolValue(w.Open))
 		s.add(windowDeferred, float64(len(w.Deferred)))
@@ -169,6 +179,22 @@ func (s *clusterSampler) addMembership() {
 		s.add(leaderInfo, 1, st.Leader)
 	}
 	s.add(versionInfo, 1, c.Spec.Version, st.CurrentVersion, st.ClusterVersion)
+}
+
+// externalLeft is how many of the source's recorded members have not been retired (an aborted adoption leaves
+// them all).
+func externalLeft(a *etcdv1alpha1.AdoptionStatus) int {
+	retired := map[string]bool{}
+	for _, m := range a.Retired {
+		retired[m.ID] = true
+	}
+	n := 0
+	for _, m := range a.ExternalMembers {
+		if !retired[m.ID] {
+			n++
+		}
+	}
+	return n
 }
 
 // addStep: the step under way and for how long, and the conditions Steward owns.

@@ -254,6 +254,24 @@ func TestClusterSamples(t *testing.T) {
 				return out
 			},
 		},
+		"adopting, a source member retired": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionRetiring,
+					ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}, {ID: "a2", Name: "infra2"}, {ID: "a3", Name: "infra3"}},
+					Retired:         []etcdv1alpha1.ExternalMember{{ID: "a2", Name: "infra2"}}}
+			},
+			func() []string {
+				out := []string{}
+				for _, l := range healthyClusterSamples {
+					out = append(out, l)
+					if strings.HasPrefix(l, "steward_cluster_hibernated{") {
+						out = append(out, `steward_cluster_adoption_phase{namespace="ns",cluster="c",phase="Retiring"} 1`,
+							`steward_cluster_external_members{namespace="ns",cluster="c"} 2`)
+					}
+				}
+				return out
+			},
+		},
 		"resuming": {
 			func(c *etcdv1alpha1.EtcdCluster) {
 				c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationResuming}
