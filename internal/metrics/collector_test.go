@@ -52,6 +52,8 @@ func world() []client.Object {
 	c.Status.StepSince = ts(now)
 	c.Status.HashCheck = &etcdv1alpha1.HashCheck{Time: metav1.NewTime(now), Revision: 7, Result: "Consistent"}
 	c.Status.MaintenanceWindow = &etcdv1alpha1.MaintenanceWindowStatus{Open: true}
+	c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionMigrating,
+		ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}}}
 	t0 := now.Add(-time.Hour)
 	b := backupOf("c", "b", true, t0, t0.Add(time.Second), 10)
 	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/b.db"}
