@@ -5,18 +5,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
 // NodeAddress is a TCP address on the first node's address (NodeIP) that was free a moment ago: where a process
 // the host runs can listen so that Pods reach it (an adoption's source, a kube-apiserver of a test's own).
 func NodeAddress() (string, error) {
-	l, err := net.Listen("tcp", NodeIP+":0")
+	port, err := freePort(NodeIP)
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
+	return net.JoinHostPort(NodeIP, strconv.Itoa(port)), nil
 }
 
 // ClusterDNSCommand is a command running bin with args on the host, in a mount namespace of its own whose
@@ -24,9 +24,12 @@ func NodeAddress() (string, error) {
 // Kubernetes that must resolve cluster names, as an adopted source's members must to reach Steward's members by
 // their peer URLs; the host's own resolver does not know them.
 func ClusterDNSCommand(dir, bin string, args ...string) (*exec.Cmd, error) {
+	// Written once per dir: processes started before have it mounted, and a rewrite would empty it under them.
 	resolv := filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver "+DNSServiceIP+"\noptions ndots:1 timeout:1 attempts:2\n"), 0o644); err != nil {
-		return nil, err
+	if _, err := os.Stat(resolv); os.IsNotExist(err) {
+		if err := os.WriteFile(resolv, []byte("nameserver "+DNSServiceIP+"\noptions ndots:1 timeout:1 attempts:2\n"), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	script := "mount --bind " + resolv + " /etc/resolv.conf && exec " + bin + ` "$@"`
 	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, filepath.Base(bin)}, args...)...)

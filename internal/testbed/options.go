@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -239,12 +240,50 @@ func FreeLoopbackPort(t interface {
 // LoopbackPort is a TCP port on 127.0.0.1 that was free a moment ago, for programs that start processes on
 // loopback (the benchmarks, hack/membermemory).
 func LoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePort("127.0.0.1")
+}
+
+// freePort is a TCP port on ip that was free a moment ago, for a process started next to listen on. It is chosen
+// from 10000 up to the kernel's ephemeral range or Kubernetes' NodePort range (30000), whichever begins first: a
+// port the kernel hands out for listen(":0") is from the range it also gives outgoing connections, and on a busy
+// test bed one of those can take it between the check and the process's own bind, which then fails with "address
+// already in use"; and a NodePort Service's rules would capture traffic to a port of the NodePort range.
+func freePort(ip string) (int, error) {
+	if high := min(ephemeralLow(), 30000); high > 11000 {
+		for range 50 {
+			port := 10000 + rand.IntN(high-10000)
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				continue
+			}
+			_ = l.Close()
+			return port, nil
+		}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), 32768 when it
+// cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return low
 }
 
 // kubernetesRelease resolves a requested Kubernetes release ("", "v1.34.4", "1.34.4", "1.34", "v1.34", "newest",

@@ -146,7 +146,7 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 		h.procs = append(h.procs, cmd)
 	}
 	cli := h.Client(t)
-	Poll(t, "source members healthy", time.Minute, func() error {
+	err := testbed.Eventually(context.Background(), time.Minute, 100*time.Millisecond, func() error {
 		for _, ep := range h.ClientURLs {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, err := cli.Status(ctx, ep)
@@ -157,6 +157,13 @@ func StartHostEtcd(t *testing.T, name string, n int, version string, opts ...Hos
 		}
 		return nil
 	})
+	if err != nil {
+		// A member that does not come up says why in its log (a port taken before it could bind, say).
+		for i := range h.Names {
+			t.Logf("source member %s log:\n%s", h.Names[i], h.Log(i))
+		}
+		t.Fatalf("source members healthy: %v", err)
+	}
 	return h
 }
 
