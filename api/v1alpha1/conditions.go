@@ -147,7 +147,7 @@ const (
 	// ReasonPaused: spec.paused is true: Steward observes but changes nothing (Progressing False).
 	ReasonPaused = "Paused"
 	// ReasonBootstrapping: the first members of a new cluster are being created (Available is False with this
-	// reason until the cluster forms).
+	// reason until the cluster forms; a standby's Standby condition too, until its applier starts).
 	ReasonBootstrapping = "Bootstrapping"
 	// ReasonWaitingForMembers: no member list from etcd; waiting for members re-created on their volumes to form
 	// a quorum.
@@ -230,7 +230,9 @@ const (
 	// has and spec.auth.enabled is false (Steward would turn it off for the source's clients).
 	ReasonSourceAuthUnsupported = "SourceAuthUnsupported"
 	// ReasonSourceChanged: the source's endpoints answer for another etcd cluster than the one admitted, or a
-	// member neither Steward's nor the source's appeared: Steward stops the adoption and changes nothing.
+	// member neither Steward's nor the source's appeared: Steward stops the adoption and changes nothing. On a
+	// standby's Standby condition: the source holds segments of a newer etcd cluster ID than the one it follows
+	// (the primary was re-seeded); the standby stops.
 	ReasonSourceChanged = "SourceChanged"
 	// ReasonAddingOperatorUser: Steward adds its own etcd user (steward:operator, root role) to an admitted source
 	// with authentication on, through spec.bootstrap.fromExisting.credentialsSecret's user, before its first
@@ -412,7 +414,7 @@ const (
 	// recoverable window(s).
 	ReasonOutsideWindow = "OutsideWindow"
 	// ReasonSegmentCorrupt: a segment the target needs failed its checksum or does not match its name; nothing was
-	// written.
+	// written. On an EtcdCluster's Standby condition: a segment the standby needs next; the standby stops.
 	ReasonSegmentCorrupt = "SegmentCorrupt"
 	// ReasonReplayFailed: replaying the segments onto the snapshot failed (they were not one history).
 	ReasonReplayFailed = "ReplayFailed"
@@ -434,7 +436,8 @@ const (
 	// ConditionContinuousBackup is True while continuous backup follows the cluster and every change is being
 	// stored; absent when it is not enabled.
 	ConditionContinuousBackup = "ContinuousBackup"
-	// ReasonFollowing: the follower watches the cluster and stores segments; a snapshot starts its chain.
+	// ReasonFollowing: the follower watches the cluster and stores segments; a snapshot starts its chain. On an
+	// EtcdCluster's Standby condition: the applier replays the source's segments as they arrive.
 	ReasonFollowing = "Following"
 	// ReasonFollowerStarting: the follower's Pod is not ready yet, or has not reported.
 	ReasonFollowerStarting = "FollowerStarting"
@@ -537,4 +540,37 @@ const (
 	// ReasonRoleConflict: spec.permissions needs a role named like the user, and etcd holds a role of that name
 	// that Steward did not create (made by hand): Steward neither changes nor deletes it.
 	ReasonRoleConflict = "RoleConflict"
+)
+
+// Condition type and reasons of a standby EtcdCluster (spec.standby). Standby is True while the applier replays
+// the source's segments; False with the reason that holds it (Bootstrapping, starting, a stop, a refused
+// promotion) or, after promotion, Promoted. Absent on a cluster that was never a standby.
+const (
+	// ConditionStandby is True while the standby follows its source.
+	ConditionStandby = "Standby"
+	// ReasonApplierStarting: the applier's Pod is not ready yet, or has not reported.
+	ReasonApplierStarting = "ApplierStarting"
+	// ReasonSourceUnreadable: the applier cannot list or read the source (credentials, network, a missing
+	// bucket); it retries, and the lag grows. Not a stop.
+	ReasonSourceUnreadable = "SourceUnreadable"
+	// ReasonSegmentGap: the source's segments after the applied revision do not start at the next revision (the
+	// primary's follower was away past a compaction, retention pruned what the standby still needed, or a
+	// segment was deleted). The standby stops: it never skips revisions. Re-create it to start from a newer
+	// snapshot.
+	ReasonSegmentGap = "SegmentGap"
+	// ReasonDiverged: a replayed change came out at another revision than the primary's: something other than
+	// the applier changed the standby's key space. The standby stops.
+	ReasonDiverged = "Diverged"
+	// ReasonSourceChanged (declared with the adoption's reasons, which use it too): on a standby, the source holds
+	// segments of a newer etcd cluster ID than the one the standby follows (the primary was re-seeded from a
+	// backup): its history does not continue the standby's. The standby stops.
+	// ReasonSourceStillAdvancing: promotion was asked for, but the source's segments changed within
+	// spec.standby.fencingWindow: the old primary may still take writes. Steward keeps following and promotes
+	// once the source is quiet for the window (or at once with forcePromotion).
+	ReasonSourceStillAdvancing = "SourceStillAdvancing"
+	// ReasonPromoting: promotion is under way: applying the last complete segments, stopping the applier,
+	// opening writes.
+	ReasonPromoting = "Promoting"
+	// ReasonPromoted: the standby was promoted and is an ordinary cluster (status.standby.promotedRevision).
+	ReasonPromoted = "Promoted"
 )

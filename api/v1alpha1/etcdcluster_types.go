@@ -14,6 +14,9 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.storage) || !has(self.storage.size) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).add(quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes))).add(quantity('448Mi')).compareTo(quantity(string(self.storage.size))) <= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes does not fit storage.size: a raised quota must fit the volume as any quota (twice the quota plus 448Mi); raise storage.size or lower the maximum"
 // +kubebuilder:validation:XValidation:rule="!has(self.hibernation) || !self.hibernation.enabled || !has(self.storage) || !self.storage.ephemeral",message="hibernation.enabled needs volumes: an ephemeral cluster (storage.ephemeral) keeps its data in emptyDirs, which go with its Pods; it cannot hibernate"
 // +kubebuilder:validation:XValidation:rule="!has(self.maintenance) || !has(self.maintenance.recoverFromNoSpace) || !has(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes) || !has(self.etcd) || !has(self.etcd.quotaBackendBytes) || quantity(string(self.maintenance.recoverFromNoSpace.maxQuotaBackendBytes)).compareTo(quantity(string(self.etcd.quotaBackendBytes))) >= 0",message="maintenance.recoverFromNoSpace.maxQuotaBackendBytes is below etcd.quotaBackendBytes: the maximum Steward may raise the quota to cannot be below the quota itself"
+// +kubebuilder:validation:XValidation:rule="has(self.standby) == has(oldSelf.standby)",message="standby can only be set when the cluster is created (a running cluster's history cannot be continued by another's segments), and stays after promotion as its record"
+// +kubebuilder:validation:XValidation:rule="!has(self.standby) || !has(self.bootstrap)",message="a standby bootstraps from its source's newest snapshot: bootstrap cannot be combined with standby"
+// +kubebuilder:validation:XValidation:rule="!has(self.standby) || self.standby.promote || (has(self.auth) && self.auth.enabled)",message="a standby needs auth.enabled: etcd's authentication is how its writes are refused (every user but root is read-only until promotion)"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. Odd, because an even count tolerates no more failures than the
 	// odd count below it and makes quorum harder to keep.
@@ -121,6 +124,13 @@ type EtcdClusterSpec struct {
 	// whose data goes with its Pods.
 	// +optional
 	Hibernation *Hibernation `json:"hibernation,omitempty"`
+
+	// Standby makes the cluster a standby of a primary whose continuous backup it reads from an object store:
+	// it starts from the source's newest snapshot, keeps replaying its segments with the primary's revisions,
+	// refuses client writes (every etcd user but root is read-only), reports its lag, stops with the reason on
+	// a gap, and becomes an ordinary cluster when promoted. Set only at creation.
+	// +optional
+	Standby *StandbySpec `json:"standby,omitempty"`
 }
 
 // Hibernation is whether the cluster is to be stopped, keeping its data.
@@ -1137,6 +1147,10 @@ type EtcdClusterStatus struct {
 	// field), so that `kubectl get etcdcluster -o yaml` answers "when was this last backed up?".
 	// +optional
 	LastBackup *BackupRef `json:"lastBackup,omitempty"`
+
+	// Standby is the standby's progress (spec.standby): lag, last segment applied, promotion.
+	// +optional
+	Standby *StandbyStatus `json:"standby,omitempty"`
 }
 
 // EtcdCluster is an etcd cluster managed by Steward.
@@ -1149,6 +1163,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Hibernation",type=string,JSONPath=`.status.hibernation.phase`
+// +kubebuilder:printcolumn:name="Standby",type=string,JSONPath=`.status.standby.phase`
 // +kubebuilder:printcolumn:name="Adoption",type=string,JSONPath=`.status.adoption.phase`,priority=1
 // +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.provider`,priority=1
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.time`,priority=1

@@ -321,3 +321,95 @@ func TestAdmissionOfAdoptions(t *testing.T) {
 		t.Run(name, func(t *testing.T) { a.check(t, tt.obj, tt.want) })
 	}
 }
+
+// updateErrors is what the API server would say about updating old to obj (transition rules see both); "" when
+// it would admit it.
+func (a *admission) updateErrors(t *testing.T, obj, old map[string]any) string {
+	t.Helper()
+	kind := obj["kind"].(string)
+	s := a.schema[kind]
+	errs := apivalidation.ValidateCustomResource(nil, obj, a.validators[kind])
+	celErrs, _ := cel.NewValidator(s, true, celconfig.PerCallLimit).Validate(context.Background(), nil, s, obj, old, celconfig.RuntimeCELCostBudget)
+	if errs = append(errs, celErrs...); len(errs) == 0 {
+		return ""
+	}
+	return errs.ToAggregate().Error()
+}
+
+// TestAdmissionOfStandby: spec.standby's rules on create (a source of any destination type, auth on, no
+// bootstrap, a fencing window of at least 2m) and on update (set only at creation, source immutable, promotion
+// one-way, never removed).
+func TestAdmissionOfStandby(t *testing.T) {
+	a := loadCRDs(t)
+	standby := func(mutate func(spec, sb map[string]any)) map[string]any {
+		sb := map[string]any{"source": map[string]any{"clusterName": "main",
+			"destination": map[string]any{"s3": map[string]any{"endpoint": "minio.storage:9000", "bucket": "etcd", "key": "prod/main"}}}}
+		spec := map[string]any{"replicas": int64(3), "version": "3.6.16", "auth": map[string]any{"enabled": true}, "standby": sb}
+		mutate(spec, sb)
+		return object("EtcdCluster", "dr", spec)
+	}
+	same := func(map[string]any, map[string]any) {}
+	create := map[string]struct {
+		obj  map[string]any
+		want string // "" admitted, else part of the refusal
+	}{
+		"S3 source": {standby(same), ""},
+		"PVC source": {standby(func(_, sb map[string]any) {
+			sb["source"].(map[string]any)["destination"] = map[string]any{"pvc": map[string]any{"claimName": "shared", "path": "main"}}
+		}), ""},
+		"encrypted": {standby(func(_, sb map[string]any) {
+			sb["source"].(map[string]any)["encryption"] = map[string]any{"keySecret": map[string]any{"name": "k"}}
+		}), ""},
+		"window of 2m":       {standby(func(_, sb map[string]any) { sb["fencingWindow"] = "2m" }), ""},
+		"window of 1m":       {standby(func(_, sb map[string]any) { sb["fencingWindow"] = "1m" }), "fencingWindow must be at least 2m"},
+		"without auth":       {standby(func(spec, _ map[string]any) { delete(spec, "auth") }), "a standby needs auth.enabled"},
+		"auth off":           {standby(func(spec, _ map[string]any) { spec["auth"] = map[string]any{"enabled": false} }), "a standby needs auth.enabled"},
+		"promoted, auth off": {standby(func(spec, sb map[string]any) { delete(spec, "auth"); sb["promote"] = true }), ""},
+		"with bootstrap": {standby(func(spec, _ map[string]any) {
+			spec["bootstrap"] = map[string]any{"fromBackup": map[string]any{"backupName": "b"}}
+		}), "bootstrap cannot be combined with standby"},
+		"no destination": {standby(func(_, sb map[string]any) { delete(sb["source"].(map[string]any), "destination") }), "spec.standby.source.destination"},
+		"two destinations": {standby(func(_, sb map[string]any) {
+			sb["source"].(map[string]any)["destination"].(map[string]any)["pvc"] = map[string]any{"claimName": "c", "path": "p"}
+		}), "exactly one of pvc, s3, gcs or azure"},
+		"source of another namespace": {standby(func(_, sb map[string]any) { sb["source"].(map[string]any)["clusterName"] = "other/main" }), "spec.standby.source.clusterName"},
+	}
+	for name, tt := range create {
+		t.Run("create "+name, func(t *testing.T) {
+			got := a.errors(t, tt.obj)
+			switch {
+			case tt.want == "" && got != "":
+				t.Fatalf("refused: %s", got)
+			case tt.want != "" && !strings.Contains(got, tt.want):
+				t.Fatalf("refusal %q does not say %q", got, tt.want)
+			}
+		})
+	}
+	ordinary := object("EtcdCluster", "dr", map[string]any{"replicas": int64(3), "version": "3.6.16", "auth": map[string]any{"enabled": true}})
+	update := map[string]struct {
+		old, obj map[string]any
+		want     string
+	}{
+		"promote":         {standby(same), standby(func(_, sb map[string]any) { sb["promote"] = true }), ""},
+		"force promotion": {standby(same), standby(func(_, sb map[string]any) { sb["promote"], sb["forcePromotion"] = true, true }), ""},
+		"scale":           {standby(same), standby(func(spec, _ map[string]any) { spec["replicas"] = int64(5) }), ""},
+		"auth off once promoted": {standby(func(_, sb map[string]any) { sb["promote"] = true }),
+			standby(func(spec, sb map[string]any) { sb["promote"] = true; spec["auth"] = map[string]any{"enabled": false} }), ""},
+		"undo promotion": {standby(func(_, sb map[string]any) { sb["promote"] = true }), standby(same), "promote cannot be undone"},
+		"another source": {standby(same), standby(func(_, sb map[string]any) { sb["source"].(map[string]any)["clusterName"] = "other" }),
+			"standby.source is immutable"},
+		"standby added later": {ordinary, standby(same), "standby can only be set when the cluster is created"},
+		"standby removed":     {standby(func(_, sb map[string]any) { sb["promote"] = true }), ordinary, "standby can only be set when the cluster is created"},
+	}
+	for name, tt := range update {
+		t.Run("update "+name, func(t *testing.T) {
+			got := a.updateErrors(t, tt.obj, tt.old)
+			switch {
+			case tt.want == "" && got != "":
+				t.Fatalf("refused: %s", got)
+			case tt.want != "" && !strings.Contains(got, tt.want):
+				t.Fatalf("refusal %q does not say %q", got, tt.want)
+			}
+		})
+	}
+}
