@@ -2,6 +2,7 @@ package pitr
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 )
@@ -89,6 +90,45 @@ func FuzzPlan(f *testing.F) {
 			if target > 0 && covered < target {
 				t.Fatalf("chain ends at %d before target %d", covered, target)
 			}
+		}
+	})
+}
+
+// FuzzNextSegments: whatever segments are stored, the ones a standby applies next continue its revision without a
+// gap and each adds revisions; a gap is reported exactly when a stored segment beyond them starts past the
+// covered revision + 1, and it names the first missing revision.
+func FuzzNextSegments(f *testing.F) {
+	f.Add([]byte{1, 5, 6, 9, 10, 20, 3, 3}, int64(100))
+	f.Fuzz(func(t *testing.T, spans []byte, applied int64) {
+		if applied < 0 || applied > 1<<40 {
+			return
+		}
+		var refs []Ref
+		next := applied - 3
+		for i := 0; i+1 < len(spans); i += 2 {
+			first := max(next+int64(spans[i]%5)-2, 1) // overlaps, continues, or leaves gaps
+			last := first + int64(spans[i+1]%8) - 1
+			refs = append(refs, Ref{First: first, Last: last, LastTime: t0.Add(time.Duration(i) * time.Second)})
+			next = last + 1
+		}
+		segs, err := NextSegments(applied, refs)
+		covered := applied
+		for _, r := range segs {
+			if r.First > covered+1 || r.Last <= covered {
+				t.Fatalf("segment %+v does not continue revision %d", r, covered)
+			}
+			covered = r.Last
+		}
+		var gap *GapError
+		beyond := false
+		for _, r := range refs {
+			beyond = beyond || r.Last > covered
+		}
+		switch {
+		case err == nil && beyond:
+			t.Fatalf("stored segments reach past %d, but no gap was reported and none applied", covered)
+		case err != nil && (!errors.As(err, &gap) || gap.From != covered+1 || gap.Next.First <= covered+1):
+			t.Fatalf("gap %v after covered revision %d", err, covered)
 		}
 	})
 }

@@ -31,3 +31,34 @@ type FollowerStatus struct {
 	Error     string     `json:"error,omitempty"`
 	ErrorTime *time.Time `json:"errorTime,omitempty"`
 }
+
+// StandbyStatus is what a standby's applier reports at GET /status, and what the operator copies into the
+// cluster's status.standby. Positions, times and reasons only, never keys or values.
+type StandbyStatus struct {
+	// SourceClusterID (hex) of the primary followed; Location the segment directory read.
+	SourceClusterID string `json:"sourceClusterID,omitempty"`
+	Location        string `json:"location,omitempty"`
+	// AppliedRevision is the standby's revision, read from its etcd.
+	AppliedRevision int64 `json:"appliedRevision"`
+	// SourceRevision and SourceTime: the end of the newest stored segment.
+	SourceRevision int64     `json:"sourceRevision"`
+	SourceTime     time.Time `json:"sourceTime,omitempty"`
+	// LagRevisions and LagSeconds: see Lag; LagKnown false when the seconds could not be measured.
+	LagRevisions int64   `json:"lagRevisions"`
+	LagSeconds   float64 `json:"lagSeconds"`
+	LagKnown     bool    `json:"lagKnown"`
+	// LastSegment is the name of the last segment applied in full.
+	LastSegment string `json:"lastSegment,omitempty"`
+	// SourceChanged is when the applier last saw the source's list of segments change, on its own clock (from
+	// its start, until it has listed twice): what promotion's fencing window counts from.
+	SourceChanged time.Time `json:"sourceChanged"`
+	// Stopped is the reason the applier applies nothing more (a gap, a corrupt segment, a diverged standby, a
+	// changed source: the Standby condition's reasons); empty while it follows. Message says why in words.
+	Stopped string `json:"stopped,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Error is the last failure that does not stop the standby (reading the source, reaching the standby's
+	// etcd), cleared by the next poll that succeeds.
+	Error string `json:"error,omitempty"`
+	// Time is when the applier last polled.
+	Time time.Time `json:"time"`
+}
