@@ -65,12 +65,13 @@ func (f *follower) fail(err error) {
 	f.update(func(s *pitr.FollowerStatus) { s.Error, s.ErrorTime, s.Watching = err.Error(), &now, false })
 }
 
-// serveStatus answers GET /status with the follower's status (positions and times only) and /healthz.
-func (f *follower) serveStatus(ctx context.Context, addr string) error {
+// serveStatus answers GET /status with what status returns (a follower's or an applier's report: positions and
+// times only) and /healthz.
+func serveStatus(ctx context.Context, addr string, status func() any) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(f.status())
+		_ = json.NewEncoder(w).Encode(status())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	l, err := net.Listen("tcp", addr)
@@ -336,7 +337,7 @@ func runFollow(ctx context.Context, cfg followConfig, endpoints, listen string, 
 		return 2
 	}
 	f := &follower{cfg: cfg}
-	if err := f.serveStatus(ctx, listen); err != nil {
+	if err := serveStatus(ctx, listen, func() any { return f.status() }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

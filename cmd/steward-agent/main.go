@@ -7,7 +7,9 @@
 // snapshot and restores it into an empty data dir; `await-dns`, a bootstrap member's init container, waits until the
 // cluster DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
 // container's entrypoint, starts etcd unless its data dir was emptied after the member had run, and answers the
-// member's readiness and liveness probes for it. The Jobs and restore containers report their result as one line of
+// member's readiness and liveness probes for it; `follow` stores a cluster's changes as continuous backup's segments,
+// `point-in-time` replays them onto a snapshot, and `standby` replays a primary's segments into a standby cluster
+// as they are stored. The Jobs and restore containers report their result as one line of
 // JSON in the container's termination message, which the controllers read into status. It never holds a whole snapshot
 // in memory and never prints credentials.
 package main
@@ -50,7 +52,7 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|run-etcd|follow|point-in-time [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|run-etcd|follow|point-in-time|standby [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -81,6 +83,7 @@ type jobFlags struct {
 	fc                                        followConfig
 	endpoints, listen                         string
 	pc                                        pointInTimeConfig
+	poll                                      time.Duration
 	candidates, segments                      string
 	compression, encryptionKeyFile            string
 	readKeyFiles                              memberList
@@ -122,15 +125,16 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.certFile, "cert-file", "", "client certificate to authenticate to members with")
 	fs.StringVar(&f.keyFile, "key-file", "", "key of --cert-file")
 	fs.StringVar(&f.credentialsDir, "credentials-dir", "", "directory of files username and password: the etcd user to authenticate as (clusters where members do not verify client certificates); missing files: none")
-	fs.StringVar(&f.endpoints, "endpoints", "", "follow: the cluster's client URLs, comma-separated (its client Service)")
+	fs.StringVar(&f.endpoints, "endpoints", "", "follow, standby: the cluster's client URLs, comma-separated (its client Service)")
 	fs.DurationVar(&f.fc.interval, "interval", 5*time.Second, "follow: how often pending changes are stored as a segment")
 	fs.DurationVar(&f.fc.heartbeat, "heartbeat", time.Minute, "follow: store an empty segment after this long without changes")
 	fs.IntVar(&f.fc.maxEvents, "max-events", 10000, "follow: store a segment as soon as this many changes are pending")
 	fs.StringVar(&f.fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
-	fs.StringVar(&f.listen, "listen", ":8080", "follow: address of the status endpoint (GET /status)")
+	fs.StringVar(&f.listen, "listen", ":8080", "follow, standby: address of the status endpoint (GET /status)")
+	fs.DurationVar(&f.poll, "poll", 2*time.Second, "standby: how often the source is listed for new segments")
 	fs.StringVar(&f.candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
-	fs.StringVar(&f.segments, "segments", "", "point-in-time: the segment directory (PVC path, S3, GCS or Azure prefix) of the cluster ID")
-	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time: the source cluster's etcd cluster ID (hex); segments of another are refused")
+	fs.StringVar(&f.segments, "segments", "", "point-in-time, standby: the segment directory (PVC path, S3, GCS or Azure prefix) of the cluster ID")
+	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time, standby: the source cluster's etcd cluster ID (hex); segments of another are refused")
 	fs.Int64Var(&f.targetRev, "target-revision", 0, "point-in-time: the revision to restore to")
 	fs.StringVar(&f.targetTime, "target-time", "", "point-in-time: the time (RFC 3339) to restore to; neither: the latest point")
 	fs.StringVar(&f.pc.etcd, "etcd", "/usr/local/bin/etcd", "point-in-time: etcd of the cluster's release")
@@ -289,8 +293,8 @@ func runJob(cmd string, args []string) {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	timeout := f.timeout
-	if cmd == "follow" {
-		timeout = 100 * 365 * 24 * time.Hour // a follower runs until it is stopped
+	if cmd == "follow" || cmd == "standby" {
+		timeout = 100 * 365 * 24 * time.Hour // a follower or a standby's applier runs until it is stopped
 	}
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
 	defer cancelT()
@@ -312,6 +316,9 @@ func runJob(cmd string, args []string) {
 		finish(f.resultFile, f.withSpace(snapshot(ctx, f.members, store, codec, t, pw)))
 	case "follow":
 		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return encodedDirAt(pitr.SegmentsDir(f.path, id)) }))
+	case "standby":
+		os.Exit(runStandby(ctx, standbyConfig{tls: t, password: pw, segments: encodedDirAt(f.segments), clusterID: f.pc.clusterID, poll: f.poll},
+			f.endpoints, f.listen))
 	case "point-in-time":
 		pc := f.pc
 		if pc.candidates, err = parseCandidates(f.candidates); err != nil {

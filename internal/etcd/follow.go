@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,6 +174,8 @@ type Replayer struct {
 	alive  map[int64]bool
 	cancel context.CancelFunc
 	ctx    context.Context
+	// minLeaseTTL is the least TTL a lease is granted with (0: the recorded TTL).
+	minLeaseTTL int64
 }
 
 // DefaultReplayLeaseTTL is granted to a lease whose TTL the follower could not read (it was gone already).
@@ -189,8 +192,29 @@ func NewReplayer(ctx context.Context, endpoint string, t *TLS) (*Replayer, error
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}
+	return newReplayer(ctx, c, 0)
+}
+
+// StandbyLeaseTTL is the least TTL a standby grants a replayed lease with, whatever the primary granted: the
+// standby keeps its leases alive only while its applier runs, and an applier away for longer than a lease's TTL
+// (a rescheduled Pod, a node drain) would let the standby's etcd expire the lease and delete its keys, a change
+// the primary never made. The primary's own expiries arrive as recorded deletes.
+const StandbyLeaseTTL = 600
+
+// NewStandbyReplayer connects to a standby cluster (its client Service, with Steward's identity) to apply a
+// primary's segments to it while it runs: leases are granted with at least StandbyLeaseTTL seconds, and every
+// lease the standby holds is kept alive until Close.
+func NewStandbyReplayer(ctx context.Context, endpoints []string, t *TLS, pw Password) (*Replayer, error) {
+	c, err := connect(ctx, endpoints, t, pw, func(cfg *clientv3.Config) { cfg.MaxCallSendMsgSize = 256 << 20 })
+	if err != nil {
+		return nil, err
+	}
+	return newReplayer(ctx, c, StandbyLeaseTTL)
+}
+
+func newReplayer(ctx context.Context, c *clientv3.Client, minLeaseTTL int64) (*Replayer, error) {
 	kctx, cancel := context.WithCancel(ctx)
-	r := &Replayer{c: c, leases: clientv3.RetryLeaseClient(c), alive: map[int64]bool{}, cancel: cancel, ctx: kctx}
+	r := &Replayer{c: c, leases: clientv3.RetryLeaseClient(c), alive: map[int64]bool{}, cancel: cancel, ctx: kctx, minLeaseTTL: minLeaseTTL}
 	ls, err := c.Leases(ctx)
 	if err != nil {
 		r.Close()
@@ -233,6 +257,33 @@ func (r *Replayer) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
+// ErrNotOneHistory means a replayed revision came out as another: the member's key space and the segments are not
+// one history (the snapshot is of another cluster, or something else wrote to the member).
+var ErrNotOneHistory = errors.New("the snapshot and the segments are not one history")
+
+// Holds reports whether the member's key space has one recorded revision's changes at that revision: each put's
+// key with its value and that mod revision, each delete's key absent. A member whose revision equals a recorded
+// one but holds other changes at it took a write that is not in the history. Inconclusive (true) when the member
+// compacted the revision away.
+func (r *Replayer) Holds(ctx context.Context, group []pitr.Event) (bool, error) {
+	for _, e := range group {
+		resp, err := r.c.Get(ctx, string(e.Key), clientv3.WithRev(e.Revision))
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %q at revision %d: %w", e.Key, e.Revision, err)
+		}
+		switch {
+		case e.Type == pitr.Delete && len(resp.Kvs) != 0:
+			return false, nil
+		case e.Type == pitr.Put && (len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != e.Revision || !bytes.Equal(resp.Kvs[0].Value, e.Value)):
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Apply replays one revision's changes as one transaction and checks that etcd gave it the recorded revision:
 // anything else means the snapshot and the segments are not one history, and the replay must stop.
 func (r *Replayer) Apply(ctx context.Context, group []pitr.Event) error {
@@ -263,7 +314,7 @@ func (r *Replayer) Apply(ctx context.Context, group []pitr.Event) error {
 		return fmt.Errorf("replay revision %d (%d changes): %w", rev, len(ops), err)
 	}
 	if resp.Header.Revision != rev {
-		return fmt.Errorf("replay revision %d came out as revision %d: the snapshot and the segments are not one history", rev, resp.Header.Revision)
+		return fmt.Errorf("%w: replay revision %d came out as revision %d", ErrNotOneHistory, rev, resp.Header.Revision)
 	}
 	return nil
 }
@@ -275,6 +326,7 @@ func (r *Replayer) grant(ctx context.Context, id, ttl int64) error {
 	if ttl <= 0 {
 		ttl = DefaultReplayLeaseTTL
 	}
+	ttl = max(ttl, r.minLeaseTTL)
 	_, err := r.leases.LeaseGrant(ctx, &etcdserverpb.LeaseGrantRequest{ID: id, TTL: ttl})
 	if err != nil && !errors.Is(err, rpctypes.ErrGRPCLeaseExist) && !errors.Is(err, rpctypes.ErrLeaseExist) {
 		return fmt.Errorf("grant lease %x: %w", id, err)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
+	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/pitr"
+)
+
+// TestStandbyFollowsAPrimary: a standby restored from a primary's snapshot follows it through the segments its
+// continuous backup stores: after puts, overwrites, deletes, a range delete, a transaction and a lease-bound key,
+// on both sides of the snapshot, the standby holds exactly the primary's key space (values, create and mod
+// revisions, versions) at the primary's revision, with the lag reported. A restarted applier continues where the
+// standby is, losing and repeating nothing; a segment missing from the chain stops it at the revision before the
+// gap, naming the gap, and a write to the standby that is not the primary's stops it as Diverged.
+func TestStandbyFollowsAPrimary(t *testing.T) {
+	bin := etcdBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
+	root := t.TempDir()
+	base := "backups/main-segments"
+	dirOf := func(id string) backup.ObjectDir {
+		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
+	}
+	f := &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
+		heartbeat: 500 * time.Millisecond, maxEvents: 7}}
+	fctx, fcancel := context.WithCancel(ctx)
+	fdone := make(chan struct{})
+	go func() { _ = f.run(fctx); close(fdone) }()
+	defer func() { fcancel(); <-fdone }()
+	put := func(k, v string, opts ...clientv3.OpOption) int64 {
+		t.Helper()
+		r, err := src.Put(ctx, k, v, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	history := func(round int) int64 {
+		t.Helper()
+		for i := range 12 {
+			put(fmt.Sprintf("r%d/k%02d", round, i), fmt.Sprintf("v%d", i))
+		}
+		put(fmt.Sprintf("r%d/k00", round), "overwritten")
+		if _, err := src.Delete(ctx, fmt.Sprintf("r%d/k01", round)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Delete(ctx, fmt.Sprintf("r%d/k1", round), clientv3.WithPrefix()); err != nil { // k10, k11 at one revision
+			t.Fatal(err)
+		}
+		if _, err := src.Txn(ctx).Then(clientv3.OpPut(fmt.Sprintf("r%d/t1", round), "a"), clientv3.OpDelete(fmt.Sprintf("r%d/k02", round))).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := src.Grant(ctx, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return put(fmt.Sprintf("r%d/leased", round), "x", clientv3.WithLease(lease.ID))
+	}
+	stored := func(rev int64) {
+		t.Helper()
+		waitFor(t, func() bool { return f.status().LastRevision >= rev }, fmt.Sprintf("the follower to store revision %d", rev))
+	}
+	stored(history(0))
+	cand, clusterID := storeSnapshot(ctx, t, root, "main-1", srcURL, etcd.Password{})
+	stored(history(1))
+
+	// The standby's member starts from the snapshot, as a bootstrap from a backup does.
+	data := filepath.Join(t.TempDir(), "standby")
+	restore := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", filepath.Join(root, cand.Path), "--data-dir="+data)
+	if b, err := restore.CombinedOutput(); err != nil {
+		t.Fatalf("restore the snapshot: %v: %s", err, b)
+	}
+	sb, sbURL := startEtcd(t, bin, data)
+	fromSnapshot := map[clientv3.LeaseID]bool{}
+	if ls, err := sb.Leases(ctx); err == nil {
+		for _, l := range ls.Leases {
+			fromSnapshot[l.ID] = true
+		}
+	}
+	startApplier := func() (stop func(), a *applier) {
+		a = &applier{cfg: standbyConfig{endpoints: []string{sbURL}, segments: dirOf(clusterID), clusterID: clusterID, poll: 50 * time.Millisecond}}
+		actx, acancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { a.run(actx); close(done) }()
+		return func() { acancel(); <-done }, a
+	}
+	caughtUp := func(a *applier, rev int64) {
+		t.Helper()
+		waitFor(t, func() bool {
+			st := a.status()
+			return st.AppliedRevision == rev && st.SourceRevision == rev || st.Stopped != ""
+		},
+			fmt.Sprintf("the standby to apply revision %d", rev))
+		if st := a.status(); st.Stopped != "" || st.Error != "" || st.LagRevisions != 0 || st.LagSeconds != 0 || !st.LagKnown || st.LastSegment == "" {
+			t.Fatalf("status when caught up: %+v", st)
+		}
+		if d := sameState(state(t, src, rev), state(t, sb, 0)); d != "" {
+			t.Fatalf("the standby's key space differs from the primary's at revision %d: %s", rev, d)
+		}
+	}
+
+	stop, a := startApplier()
+	rev := history(2)
+	stored(rev)
+	caughtUp(a, rev)
+	// Leases the applier grants get the standby's floor, so that an applier away for a while does not expire
+	// them; those the snapshot brought keep the primary's TTL.
+	ls, err := sb.Leases(ctx)
+	if err != nil || len(ls.Leases) != 3 || len(fromSnapshot) != 1 {
+		t.Fatalf("standby's leases: %v (%d from the snapshot), %v", ls, len(fromSnapshot), err)
+	}
+	for _, l := range ls.Leases {
+		ttl, err := sb.TimeToLive(ctx, l.ID)
+		if err != nil || !fromSnapshot[l.ID] && ttl.GrantedTTL < etcd.StandbyLeaseTTL || fromSnapshot[l.ID] && ttl.GrantedTTL != 30 {
+			t.Fatalf("lease %x on the standby: TTL %d, granted %d, %v", l.ID, ttl.TTL, ttl.GrantedTTL, err)
+		}
+	}
+
+	// The applier restarts while the primary writes: the new one continues from the standby's revision.
+	stop()
+	rev = history(3)
+	stored(rev)
+	stop, a = startApplier()
+	caughtUp(a, rev)
+	stop()
+
+	// A segment missing from the chain: the applier applies what comes before it and stops there, naming the gap.
+	before := rev
+	rev = history(4)
+	stored(rev)
+	last := history(5)
+	stored(last)
+	var missing string
+	var missingRef pitr.Ref
+	for _, n := range listSegments(t, root, base) {
+		if r, ok := pitr.ParseName(n); ok && r.First > before+1 && r.Last < rev && (missing == "" || r.First < missingRef.First) {
+			missing, missingRef = filepath.Join(root, pitr.SegmentsDir(base, clusterID), n), r
+		}
+	}
+	if missing == "" {
+		t.Fatal("no segment in the middle of round 4 to remove")
+	}
+	kept, err := os.ReadFile(missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(missing); err != nil {
+		t.Fatal(err)
+	}
+	stop, a = startApplier()
+	waitFor(t, func() bool { return a.status().Stopped != "" }, "the applier to stop at the gap")
+	st := a.status()
+	want := fmt.Sprintf("revisions %d..%d are missing", missingRef.First, missingRef.Last)
+	if st.Stopped != etcdv1alpha1.ReasonSegmentGap || !strings.Contains(st.Message, want) || st.AppliedRevision != missingRef.First-1 ||
+		st.SourceRevision != last || st.LagRevisions != last-missingRef.First+1 {
+		t.Fatalf("at the gap: %+v, want SegmentGap saying %q at revision %d", st, want, missingRef.First-1)
+	}
+	if d := sameState(state(t, src, st.AppliedRevision), state(t, sb, 0)); d != "" {
+		t.Fatalf("the standby stopped at a gap differs from the primary at revision %d: %s", st.AppliedRevision, d)
+	}
+	stop()
+	// The segment back, a new applier carries on from where the standby stopped.
+	if err := os.WriteFile(missing, kept, 0o600); err != nil { //nolint:gosec // a file the test made
+		t.Fatal(err)
+	}
+	stop, a = startApplier()
+	caughtUp(a, last)
+
+	// A write to the standby that is not the primary's: the applier stops as soon as a segment shows what the
+	// primary did at that revision, and applies nothing on top.
+	if _, err := sb.Put(ctx, "intruder", "x"); err != nil {
+		t.Fatal(err)
+	}
+	rev = put("after", "intruder")
+	stored(put("after", "more"))
+	waitFor(t, func() bool { return a.status().Stopped != "" }, "the applier to notice the foreign write")
+	if st := a.status(); st.Stopped != etcdv1alpha1.ReasonDiverged || st.AppliedRevision != rev || !strings.Contains(st.Message, fmt.Sprintf("revision %d", rev)) {
+		t.Fatalf("after a foreign write: %+v", st)
+	}
+	stop()
+}
