@@ -95,13 +95,22 @@ var (
 		"namespace", "schedule", "cluster")
 	continuousPending = newFamily("steward_continuous_backup_pending_revisions",
 		"Revisions the follower has received but not stored yet (the lag), as last reported.", "namespace", "schedule", "cluster")
+	standbyFollowing = newFamily("steward_standby_following",
+		"1 while the standby's applier replays its source without a problem (condition Standby True), else 0; no series before its applier runs or after promotion.",
+		"namespace", "cluster")
+	standbyLagRevisions = newFamily("steward_standby_lag_revisions",
+		"Revisions the standby is behind the newest segment its source has stored (status.standby.lagRevisions); series as for steward_standby_following.",
+		"namespace", "cluster")
+	standbyLagSeconds = newFamily("steward_standby_lag_seconds",
+		"How much older, on the primary follower's clock, the standby's state is than the newest stored segment (status.standby.lagSeconds); series as for steward_standby_following.",
+		"namespace", "cluster")
 )
 
 // families are every gauge, for Describe.
 var families = []*family{desiredMembers, readyMembers, voters, learners, healthyVoters, quorumNeeded, hasQuorum, hibernated, adoptionPhase, externalMembers, windowOpen, windowDeferred, leaderInfo, versionInfo,
 	stepInfo, stepDuration, condition, memberInfo, memberHealthy, memberDBSize, memberDBInUse, dbQuota, alarms, hashMismatch, hashCheckTime, certExpiry,
 	backupLastTime, backupLastSize, backupLastDur, claimAvailable, claimCapacity, scheduleNext, scheduleEvery, scheduleLast, scheduleClaim,
-	continuousFollowing, continuousTo, continuousFrom, continuousPending}
+	continuousFollowing, continuousTo, continuousFrom, continuousPending, standbyFollowing, standbyLagRevisions, standbyLagSeconds}
 
 // defaultQuotaBytes is etcd's backend quota when --quota-backend-bytes is not set (2 GiB).
 const defaultQuotaBytes = 2 << 30
@@ -141,7 +150,20 @@ func clusterSamples(c *etcdv1alpha1.EtcdCluster, now time.Time) []sample {
 	s.addMembers()
 	s.addStorage()
 	s.addChecks()
+	s.addStandby()
 	return s.out
+}
+
+// addStandby: a following (or stopped) standby's lag. Bootstrapping it has nothing to lag behind yet, and once
+// promoted (or promoting) it follows nothing.
+func (s *clusterSampler) addStandby() {
+	sb := s.c.Status.Standby
+	if sb == nil || sb.Phase != etcdv1alpha1.StandbyFollowing && sb.Phase != etcdv1alpha1.StandbyStopped {
+		return
+	}
+	s.add(standbyFollowing, boolValue(meta.IsStatusConditionTrue(s.c.Status.Conditions, etcdv1alpha1.ConditionStandby)))
+	s.add(standbyLagRevisions, float64(sb.LagRevisions))
+	s.add(standbyLagSeconds, float64(sb.LagSeconds))
 }
 
 // clusterSampler collects one cluster's samples, each labelled with the cluster's namespace and name first.

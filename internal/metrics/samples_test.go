@@ -272,6 +272,32 @@ func TestClusterSamples(t *testing.T) {
 				return out
 			},
 		},
+		"a standby following: lag, and following while Standby is True": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyFollowing, LagRevisions: 120, LagSeconds: 4}
+				c.Status.Conditions = append(c.Status.Conditions, cond(etcdv1alpha1.ConditionStandby, metav1.ConditionTrue, etcdv1alpha1.ReasonFollowing, now))
+			},
+			func() []string {
+				return append(append([]string(nil), healthyClusterSamples...), `steward_standby_following{namespace="ns",cluster="c"} 1`,
+					`steward_standby_lag_revisions{namespace="ns",cluster="c"} 120`, `steward_standby_lag_seconds{namespace="ns",cluster="c"} 4`)
+			},
+		},
+		"a standby stopped at a gap: not following": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyStopped, LagRevisions: 7, LagSeconds: 30}
+				c.Status.Conditions = append(c.Status.Conditions, cond(etcdv1alpha1.ConditionStandby, metav1.ConditionFalse, etcdv1alpha1.ReasonSegmentGap, now))
+			},
+			func() []string {
+				return append(append([]string(nil), healthyClusterSamples...), `steward_standby_following{namespace="ns",cluster="c"} 0`,
+					`steward_standby_lag_revisions{namespace="ns",cluster="c"} 7`, `steward_standby_lag_seconds{namespace="ns",cluster="c"} 30`)
+			},
+		},
+		"a standby bootstrapping, or promoted: no standby series": {
+			func(c *etcdv1alpha1.EtcdCluster) {
+				c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyPromoted, PromotedRevision: 900}
+			},
+			func() []string { return healthyClusterSamples },
+		},
 		"resuming": {
 			func(c *etcdv1alpha1.EtcdCluster) {
 				c.Status.Hibernation = &etcdv1alpha1.HibernationStatus{Phase: etcdv1alpha1.HibernationResuming}
