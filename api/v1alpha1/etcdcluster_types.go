@@ -852,11 +852,14 @@ type BackupSource struct {
 // BootstrapRestoreName is the EtcdRestore Steward creates for cluster with spec.bootstrap.fromBackup.
 func BootstrapRestoreName(cluster string) string { return DerivedName(cluster, "-from-backup") }
 
-// BootstrapBackupName is the EtcdBackup a new cluster starts from: spec.bootstrap.fromBackup.backupName, or the
-// point-in-time backup its EtcdRestore (<cluster>-from-backup) makes; "" without spec.bootstrap.fromBackup.
+// BootstrapBackupName is the EtcdBackup a new cluster starts from: spec.bootstrap.fromBackup.backupName, the
+// point-in-time backup its EtcdRestore (<cluster>-from-backup) makes, or a standby's seed (StandbySeedName); ""
+// without spec.bootstrap.fromBackup or spec.standby.
 func BootstrapBackupName(c *EtcdCluster) string {
 	b := c.Spec.Bootstrap
 	switch {
+	case c.Spec.Standby != nil:
+		return StandbySeedName(c.Name)
 	case b == nil || b.FromBackup == nil:
 		return ""
 	case b.FromBackup.PointInTime != nil:

@@ -124,3 +124,10 @@ type StandbyStatus struct {
 	// +optional
 	PromotedTime *metav1.Time `json:"promotedTime,omitempty"`
 }
+
+// StandbySeedName is the EtcdBackup a standby's members start from: its source's newest snapshot carried to the
+// newest segment, recording the source's etcd cluster ID.
+func StandbySeedName(cluster string) string { return DerivedName(cluster, "-standby-seed") }
+
+// StandbyApplierName is the Deployment that replays a standby's source into it.
+func StandbyApplierName(cluster string) string { return DerivedName(cluster, "-standby") }

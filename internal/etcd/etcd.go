@@ -540,6 +540,20 @@ func (p *Pool) withClient(ctx context.Context, key string, endpoints []string, c
 	return call(ctx, c)
 }
 
+// Revision is the cluster's key-space revision, read linearizably (through the leader) now.
+func (p *Pool) Revision(ctx context.Context, key string, endpoints []string) (int64, error) {
+	var rev int64
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		r, err := c.Get(ctx, "\x00", clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("read revision: %w", err)
+		}
+		rev = r.Header.Revision
+		return nil
+	})
+	return rev, err
+}
+
 // AskEachAfter is how long a cluster's membership changes are refused as ErrClusterNotSettled through the balanced
 // client before each member is asked on its own. etcd's own window is 5 s after a peer (re)connects; past it, a member
 // that still refuses has a peer it counts as not connected although they replicate (a peer marked inactive by a

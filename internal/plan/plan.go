@@ -28,8 +28,11 @@ type Spec struct {
 	SnapshotCount int64
 	// ReplaceUnhealthyAfter is how long a member may stay unhealthy before it is replaced; 0 never.
 	ReplaceUnhealthyAfter time.Duration
-	// FromBackup is spec.bootstrap.fromBackup's backup name: a new cluster starts from it.
+	// FromBackup is spec.bootstrap.fromBackup's backup name: a new cluster starts from it. A standby's is its seed.
 	FromBackup string
+	// Standby: spec.standby is set: the cluster starts from its seed backup (FromBackup), which a standby's source
+	// produces, so a missing seed is waited for rather than refused.
+	Standby bool
 	// QuorumLossAfter is how long the cluster may be without quorum before Steward re-seeds it from its newest
 	// backup (spec.quorumLossRecovery with policy RestoreLatestBackup); 0 never.
 	QuorumLossAfter time.Duration
@@ -247,6 +250,8 @@ type Observation struct {
 	// Restore is the EtcdRestore under way for the cluster (the oldest, if several), or for a new cluster with
 	// spec.bootstrap.fromBackup its restore even if it failed; nil when none.
 	Restore *Restore
+	// StandbySeedComplete: the standby's seed backup (spec.FromBackup) is Complete.
+	StandbySeedComplete bool
 	// QuorumLostFor is how long the formed cluster has been without quorum (0 while it has quorum).
 	QuorumLostFor time.Duration
 	// LatestBackup is the newest Complete EtcdBackup of this cluster, empty when there is none.
@@ -405,6 +410,11 @@ func bootstrapNew(spec Spec, obs Observation) (Action, bool) {
 			Message: "every member and volume of this cluster is gone; restore it from a backup or delete and re-create the EtcdCluster"}, true
 	}
 	restore := ""
+	if spec.Standby && obs.Restore == nil && !obs.StandbySeedComplete {
+		// A restore of a seed that does not exist yet would fail for good; the seed appears once its Job is done.
+		return Action{Kind: Wait, Reason: etcdv1alpha1.ReasonBootstrapping, Message: fmt.Sprintf(
+			"standby: waiting for EtcdBackup %s, the source's newest snapshot carried to its newest segment, to be Complete before any member starts", spec.FromBackup)}, true
+	}
 	if spec.FromBackup != "" || obs.Restore != nil {
 		if a, waiting := fromBackup(spec, obs); waiting {
 			return a, true

@@ -11,6 +11,7 @@ func TestRestoreSteps(t *testing.T) {
 	spec3 := Spec{Replicas: 3, Version: "3.6.16"}
 	names := []string{"c-x", "c-y", "c-z", "c-w"}
 	fromB := Spec{Replicas: 3, Version: "3.6.16", FromBackup: "b1"}
+	standby := Spec{Replicas: 3, Version: "3.6.16", FromBackup: "c-standby-seed", Standby: true}
 	ready := &Restore{Name: "r1", Ready: true}
 	reseedReady := &Restore{Name: "r1", Reseed: true, Ready: true}
 	// Quorum lost: two of three members down (their Pods not Ready: etcd's /readyz needs a leader).
@@ -47,6 +48,16 @@ func TestRestoreSteps(t *testing.T) {
 	}{
 		"fromBackup: first the restore is created": {
 			spec: fromB, obs: Observation{NewMemberNames: names}, want: CreateRestore, reason: etcdv1alpha1.ReasonRestoringFromBackup,
+		},
+		"standby: nothing starts before the seed is Complete": {
+			spec: standby, obs: Observation{NewMemberNames: names}, want: Wait, reason: etcdv1alpha1.ReasonBootstrapping,
+		},
+		"standby: the seed Complete, its restore is created": {
+			spec: standby, obs: Observation{NewMemberNames: names, StandbySeedComplete: true}, want: CreateRestore, reason: etcdv1alpha1.ReasonRestoringFromBackup,
+		},
+		"standby: the seed's restore verified, every member starts from it": {
+			spec: standby, obs: Observation{NewMemberNames: names, Restore: ready}, want: Bootstrap, reason: etcdv1alpha1.ReasonBootstrapping,
+			members: []string{"c-x", "c-y", "c-z"}, restore: "r1",
 		},
 		"fromBackup: members wait for the snapshot to be verified": {
 			spec: fromB, obs: Observation{NewMemberNames: names, Restore: &Restore{Name: "r1"}}, want: Wait, reason: etcdv1alpha1.ReasonWaitingForRestore,

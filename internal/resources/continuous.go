@@ -137,25 +137,34 @@ func FollowerDeployment(s *etcdv1alpha1.EtcdBackupSchedule, cluster *etcdv1alpha
 	withAccess := corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{VolumeMounts: mounts}}}
 	args = access.addTo(args, &withAccess)
 	volumes, mounts = withAccess.Volumes, withAccess.Containers[0].VolumeMounts
-	labels := FollowerLabels(s)
+	owner := metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))
+	return agentDeployment(metav1.ObjectMeta{Name: FollowerName(s), Namespace: s.Namespace, Labels: FollowerLabels(s),
+		OwnerReferences: []metav1.OwnerReference{*owner}}, FollowerContainer, d, args, env, volumes, mounts, o)
+}
+
+// agentDeployment is a Deployment of one Pod running steward-agent with args (a follower, a standby's applier):
+// Recreate, since two would write the same chain or the same standby; reaching destination d with env, volumes
+// and mounts; reporting at GET :8080/status, which is also its readiness.
+func agentDeployment(meta metav1.ObjectMeta, container string, d etcdv1alpha1.BackupDestination, args []string, env []corev1.EnvVar,
+	volumes []corev1.Volume, mounts []corev1.VolumeMount, o Options) *appsv1.Deployment {
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: FollowerName(s), Namespace: s.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, etcdv1alpha1.GroupVersion.WithKind("EtcdBackupSchedule"))}},
+		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: meta.Labels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: destinationPodLabels(d, labels)},
+				ObjectMeta: metav1.ObjectMeta{Labels: destinationPodLabels(d, meta.Labels)},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           DestinationServiceAccount(d),
 					EnableServiceLinks:           ptr.To(false),
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext:              restrictedPod(),
-					// The follower stores what it holds when stopped; a segment write takes well under this.
+					// A follower stores what it holds when stopped, an applier finishes its transaction; either
+					// takes well under this.
 					TerminationGracePeriodSeconds: ptr.To[int64](30),
 					Containers: []corev1.Container{{
-						Name:            FollowerContainer,
+						Name:            container,
 						Image:           o.AgentImage,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{"/usr/local/bin/steward-agent"},

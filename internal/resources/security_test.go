@@ -60,6 +60,7 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 		"restore verify Job on S3":    VerifyJob(restore, s3Backup, "agent").Spec.Template.Spec,
 		"continuous-backup follower":  FollowerDeployment(schedule, testCluster(), AgentAccessFor(testCluster()), opts).Spec.Template.Spec,
 		"point-in-time Job":           pitJob.Spec.Template.Spec,
+		"standby applier":             StandbyApplierDeployment(standbyCluster(), "abc", AgentAccessFor(standbyCluster()), opts).Spec.Template.Spec,
 	}
 	for name, spec := range pods {
 		t.Run(name, func(t *testing.T) {

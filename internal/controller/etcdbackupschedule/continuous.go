@@ -2,11 +2,8 @@ package etcdbackupschedule
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"sort"
 	"strconv"
 	"time"
@@ -23,6 +20,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/controller/etcdbackup"
+	"steward.dev/steward/internal/controller/agentjob"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
 )
@@ -227,51 +225,29 @@ func (r *Reconciler) removeFollower(ctx context.Context, s *etcdv1alpha1.EtcdBac
 	return nil
 }
 
-// followerClient reads follower reports; short, since a pass must not wait on a follower that hangs.
-var followerClient = &http.Client{Timeout: 2 * time.Second}
-
 // readFollower asks the ready follower Pod for its report.
 func (r *Reconciler) readFollower(ctx context.Context, s *etcdv1alpha1.EtcdBackupSchedule) (pitr.FollowerStatus, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.Namespace), client.MatchingLabels(resources.FollowerLabels(s))); err != nil {
-		return pitr.FollowerStatus{}, fmt.Errorf("list follower Pods: %w", err)
+	read := r.ReadFollower
+	if read == nil {
+		read = FetchFollowerStatus
 	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !resources.PodReady(p) {
-			continue
-		}
-		read := r.ReadFollower
-		if read == nil {
-			read = FetchFollowerStatus
-		}
-		st, err := read(ctx, p.Status.PodIP)
-		if err != nil {
-			return pitr.FollowerStatus{}, fmt.Errorf("read the follower's report from Pod %s: %w", p.Name, err)
-		}
-		return st, nil
+	var st pitr.FollowerStatus
+	err := agentjob.ReadReport(ctx, r.Client, s.Namespace, resources.FollowerLabels(s), func(ctx context.Context, ip string) (err error) {
+		st, err = read(ctx, ip)
+		return err
+	})
+	if errors.Is(err, agentjob.ErrNoReadyPod) {
+		return st, fmt.Errorf("no ready follower Pod of Deployment %s yet", resources.FollowerName(s))
 	}
-	return pitr.FollowerStatus{}, fmt.Errorf("no ready follower Pod of Deployment %s yet", resources.FollowerName(s))
+	if err != nil {
+		return st, fmt.Errorf("follower: %w", err)
+	}
+	return st, nil
 }
 
 // FetchFollowerStatus is GET http://<podIP>:8080/status: a follower Pod's report.
 func FetchFollowerStatus(ctx context.Context, podIP string) (pitr.FollowerStatus, error) {
-	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(resources.FollowerStatusPort)) + "/status"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return pitr.FollowerStatus{}, err
-	}
-	resp, err := followerClient.Do(req)
-	if err != nil {
-		return pitr.FollowerStatus{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return pitr.FollowerStatus{}, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
 	var st pitr.FollowerStatus
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&st); err != nil {
-		return pitr.FollowerStatus{}, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return st, nil
+	err := agentjob.FetchReport(ctx, podIP, &st)
+	return st, err
 }

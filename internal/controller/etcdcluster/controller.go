@@ -29,6 +29,7 @@ import (
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/metrics"
+	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
 )
@@ -123,6 +124,8 @@ type Reconciler struct {
 	Nodes client.Reader
 	// Now is the clock for condition timestamps (injected for tests).
 	Now func() time.Time
+	// ReadApplier reads a standby applier Pod's report (GET :8080/status); nil for the real one (tests inject).
+	ReadApplier func(ctx context.Context, podIP string) (pitr.StandbyStatus, error)
 }
 
 // The least this controller's code uses: it reads EtcdClusters and patches their status; it creates member Pods
@@ -136,6 +139,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
+// A standby's applier is a Deployment it owns: created, rolled when its template changes, deleted on promotion.
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;delete
 // It reads EtcdBackups (the newest for the quorum-loss policy) and EtcdRestores, and creates the EtcdRestore of
 // bootstrap.fromBackup and of the quorum-loss policy.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;create
@@ -271,7 +276,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if until := untilWindow(obs, action, r.Now()); until > 0 && until < requeue {
 		requeue = until
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: standbyRequeue(obs, requeue)}, nil
 }
 
 // keepInStep is the part of act that disrupts no member and runs on every pass: the certificates of the members
@@ -279,6 +284,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // marks on members' volumes the plan asked for.
 func (r *Reconciler) keepInStep(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, ts *tlsState, obs *observation, decision plan.Decision) error {
 	if err := r.ensureMemberCerts(ctx, cluster, ts, obs); err != nil {
+		return err
+	}
+	// A standby's applier is no member and disrupts none; paused, it is only reported.
+	if err := r.reconcileStandby(ctx, cluster, obs); err != nil {
 		return err
 	}
 	if cluster.Spec.Paused {
@@ -372,6 +381,7 @@ func specOf(c *etcdv1alpha1.EtcdCluster, o resources.Options) plan.Spec {
 			s.Adopt.Handover = plan.HandoverKeep
 		}
 	}
+	s.Standby = c.Spec.Standby != nil
 	s.RecoveryGrace = plan.DefaultRecoveryGrace
 	s.UpgradeVia = upgradeStages(c, o)
 	s.Maintenance = maintenanceOf(c)

@@ -53,6 +53,15 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 	}
 	obs.plan.LatestBackup = latestBackup(cluster, backups.Items)
 	obs.plan.BackupRunning = backupRunning(cluster, backups.Items)
+	if cluster.Spec.Standby != nil {
+		obs.standbySeed = nil
+		for i := range backups.Items {
+			if b := &backups.Items[i]; b.Name == etcdv1alpha1.StandbySeedName(cluster.Name) && meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+				obs.standbySeed = b
+			}
+		}
+		obs.plan.StandbySeedComplete = obs.standbySeed != nil
+	}
 	return r.observeSnapshotReach(ctx, cluster, obs)
 }
 
@@ -182,7 +191,7 @@ func pickRestore(cluster *etcdv1alpha1.EtcdCluster, restores []etcdv1alpha1.Etcd
 			Rollback: rs.Spec.AllowRollbackOfHealthyCluster && rs.Status.SafetyBackup != "",
 		}
 	}
-	if out.object == nil && !cluster.Status.Bootstrapped && cluster.Spec.Bootstrap != nil && cluster.Spec.Bootstrap.FromBackup != nil {
+	if out.object == nil && !cluster.Status.Bootstrapped && etcdv1alpha1.BootstrapBackupName(cluster) != "" {
 		for i := range items {
 			rs := &items[i]
 			if rs.Name != FromBackupRestoreName(cluster) || rs.Spec.ClusterName != cluster.Name {

@@ -84,6 +84,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	r.statusHibernation(cluster, obs, action)
 	r.statusWindow(cluster, obs, action)
 	r.statusAdoption(cluster, obs, action)
+	r.statusStandby(cluster, obs)
 	if passErr == nil {
 		st.ObservedGeneration = cluster.Generation
 	}
