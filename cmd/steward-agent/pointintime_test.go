@@ -141,16 +141,9 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
 	root := t.TempDir()
 	base := "backups/main-segments"
-	dirOf := func(id string) backup.ObjectDir {
-		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
-	}
+	dirOf := segmentDirs(root, base)
 	startFollower := func() (stop func(), f *follower) {
-		f = &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
-			heartbeat: 500 * time.Millisecond, maxEvents: 7}}
-		fctx, fcancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { _ = f.run(fctx); close(done) }()
-		return func() { fcancel(); <-done }, f
+		return runFollower(ctx, followConfig{endpoints: []string{srcURL}, dir: dirOf})
 	}
 	put := func(k, v string, opts ...clientv3.OpOption) int64 {
 		r, err := src.Put(ctx, k, v, opts...)
@@ -326,14 +319,9 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := listSegments(t, root, base)
-	f = &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
-		heartbeat: 500 * time.Millisecond, maxEvents: 7, pruneFile: pruneFile}}
-	fctx, fcancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = f.run(fctx); close(done) }()
+	stop, _ = runFollower(ctx, followConfig{endpoints: []string{srcURL}, dir: dirOf, pruneFile: pruneFile})
 	waitFor(t, func() bool { return len(listSegments(t, root, base)) < len(before) }, "the follower to prune")
-	fcancel()
-	<-done
+	stop()
 	for _, n := range listSegments(t, root, base) {
 		if r, ok := pitr.ParseName(n); ok && r.Last < keep {
 			t.Fatalf("segment %s ends before %d and was kept", n, keep)
@@ -344,6 +332,25 @@ func TestContinuousBackupAndPointInTime(t *testing.T) {
 			t.Fatalf("segment %s (needed from %d) was pruned", n, keep)
 		}
 	}
+}
+
+// segmentDirs is where the integration tests' followers store segments: base under root, a directory per etcd
+// cluster ID.
+func segmentDirs(root, base string) func(id string) backup.ObjectDir {
+	return func(id string) backup.ObjectDir {
+		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
+	}
+}
+
+// runFollower runs a follower with short intervals (a segment every 100 ms, or 7 changes; a heartbeat every
+// 500 ms) until stop, which waits for it to store what it holds.
+func runFollower(ctx context.Context, cfg followConfig) (stop func(), f *follower) {
+	cfg.interval, cfg.heartbeat, cfg.maxEvents = 100*time.Millisecond, 500*time.Millisecond, 7
+	f = &follower{cfg: cfg}
+	fctx, fcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = f.run(fctx); close(done) }()
+	return func() { fcancel(); <-done }, f
 }
 
 func listSegments(t *testing.T, root, base string) []string {
@@ -414,15 +421,9 @@ func TestPointInTimeWithAuth(t *testing.T) {
 
 	root := t.TempDir()
 	base := "backups/auth-segments"
-	dirOf := func(id string) backup.ObjectDir {
-		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
-	}
-	f := &follower{cfg: followConfig{endpoints: []string{srcURL}, password: pw, dir: dirOf, interval: 100 * time.Millisecond,
-		heartbeat: 500 * time.Millisecond, maxEvents: 7}}
-	fctx, fcancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = f.run(fctx); close(done) }()
-	defer func() { fcancel(); <-done }()
+	dirOf := segmentDirs(root, base)
+	stop, f := runFollower(ctx, followConfig{endpoints: []string{srcURL}, password: pw, dir: dirOf})
+	defer stop()
 	put := func(k, v string) int64 {
 		r, err := authed.Put(ctx, k, v)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pitr"
 )
@@ -31,15 +30,9 @@ func TestStandbyFollowsAPrimary(t *testing.T) {
 	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
 	root := t.TempDir()
 	base := "backups/main-segments"
-	dirOf := func(id string) backup.ObjectDir {
-		return backup.FileDir{Root: root, Dir: pitr.SegmentsDir(base, id), Claim: "c"}
-	}
-	f := &follower{cfg: followConfig{endpoints: []string{srcURL}, dir: dirOf, interval: 100 * time.Millisecond,
-		heartbeat: 500 * time.Millisecond, maxEvents: 7}}
-	fctx, fcancel := context.WithCancel(ctx)
-	fdone := make(chan struct{})
-	go func() { _ = f.run(fctx); close(fdone) }()
-	defer func() { fcancel(); <-fdone }()
+	dirOf := segmentDirs(root, base)
+	stopFollower, f := runFollower(ctx, followConfig{endpoints: []string{srcURL}, dir: dirOf})
+	defer stopFollower()
 	put := func(k, v string, opts ...clientv3.OpOption) int64 {
 		t.Helper()
 		r, err := src.Put(ctx, k, v, opts...)

@@ -162,7 +162,7 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	standby(etcdv1alpha1.StandbyStopped, metav1.ConditionFalse, etcdv1alpha1.ReasonSegmentGap, "501..510 are missing")
-	if evs := drain(rec); !strings.Contains(evs, "Warning SegmentGap stopped at revision 480: revisions 501..510 are missing") {
+	if evs := events(r); !strings.Contains(evs, "Warning SegmentGap stopped at revision 480: revisions 501..510 are missing") {
 		t.Fatalf("events %q", evs)
 	}
 
@@ -177,7 +177,7 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 	if applier() == nil {
 		t.Fatal("the applier was stopped while the source advances")
 	}
-	if evs := drain(rec); !strings.Contains(evs, "Warning SourceStillAdvancing") {
+	if evs := events(r); !strings.Contains(evs, "Warning SourceStillAdvancing") {
 		t.Fatalf("events %q", evs)
 	}
 	if got := obs.standby.decision.RecheckAfter; got != defaultFencingWindow-time.Second {
@@ -216,19 +216,6 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 	standby(etcdv1alpha1.StandbyPromoting, metav1.ConditionFalse, etcdv1alpha1.ReasonPromoting, "recording the revision")
 	if applier() != nil {
 		t.Fatal("the applier was started again during the promotion")
-	}
-}
-
-// drain is the events recorded so far, one a line.
-func drain(rec *record.FakeRecorder) string {
-	var out []string
-	for {
-		select {
-		case ev := <-rec.Events:
-			out = append(out, ev)
-		default:
-			return strings.Join(out, "\n")
-		}
 	}
 }
 
@@ -278,7 +265,7 @@ func TestStandbyRecordsPromotion(t *testing.T) {
 	if st.Phase != etcdv1alpha1.StandbyPromoted || st.PromotedRevision != rev || st.PromotedTime == nil || cond == nil || cond.Reason != etcdv1alpha1.ReasonPromoted {
 		t.Fatalf("after promotion: %+v, %+v (revision %d)", st, cond, rev)
 	}
-	if evs := drain(rec); strings.Count(evs, "StandbyPromoted") != 1 || !strings.Contains(evs, fmt.Sprintf("Promoted at revision %d", rev)) {
+	if evs := events(r); strings.Count(evs, "StandbyPromoted") != 1 || !strings.Contains(evs, fmt.Sprintf("Promoted at revision %d", rev)) {
 		t.Fatalf("events %q", evs)
 	}
 	var deps appsv1.DeploymentList
