@@ -233,6 +233,28 @@ func (d AzureDir) List(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// Dirs implements ObjectDir: the hierarchy listing's blob prefixes.
+func (d AzureDir) Dirs(ctx context.Context) ([]string, error) {
+	var names []string
+	pager := d.c.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: to.Ptr(d.prefix + "/")})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+		}
+		for _, p := range page.Segment.BlobPrefixes {
+			if p.Name == nil {
+				continue
+			}
+			name, ok := strings.CutSuffix(strings.TrimPrefix(*p.Name, d.prefix+"/"), "/")
+			if ok && name != "" && !strings.Contains(name, "/") {
+				names = append(names, name)
+			}
+		}
+	}
+	return names, nil
+}
+
 // Put implements ObjectDir: a single Put Blob request, which Azure makes visible whole or not at all.
 func (d AzureDir) Put(ctx context.Context, name string, b []byte) error {
 	bb, err := d.blob(name)

@@ -205,6 +205,25 @@ func (d GCSDir) List(ctx context.Context) ([]string, error) {
 	}
 }
 
+// Dirs implements ObjectDir: with a delimiter, GCS lists each deeper prefix once, as an entry with only Prefix set.
+func (d GCSDir) Dirs(ctx context.Context) ([]string, error) {
+	var names []string
+	it := d.b.client.Bucket(d.b.cfg.Bucket).Objects(ctx, &storage.Query{Prefix: d.prefix + "/", Delimiter: "/"})
+	for {
+		o, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return names, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Prefix, d.prefix+"/"), "/")
+		if o.Name == "" && ok && name != "" && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+}
+
 // Put implements ObjectDir: a single-request upload (ChunkSize 0), which GCS makes visible whole or not at all.
 func (d GCSDir) Put(ctx context.Context, name string, b []byte) error {
 	o, err := d.object(name)

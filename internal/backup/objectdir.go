@@ -28,6 +28,9 @@ type ObjectDir interface {
 	Delete(ctx context.Context, name string) error
 	// Location names the directory: pvc://<claim>/<dir> or s3://<bucket>/<prefix>.
 	Location() string
+	// Dirs names the directories (key prefixes followed by a '/') directly in the directory, in no particular
+	// order: a segment base's etcd cluster IDs.
+	Dirs(ctx context.Context) ([]string, error)
 }
 
 // FileDir is a directory on a mounted volume.
@@ -61,6 +64,27 @@ func (d FileDir) List(context.Context) ([]string, error) {
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// Dirs implements ObjectDir. A missing directory has none.
+func (d FileDir) Dirs(context.Context) ([]string, error) {
+	if err := CheckRelativePath(d.Dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(filepath.Join(d.Root, filepath.FromSlash(d.Dir)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			names = append(names, e.Name())
 		}
 	}
@@ -144,7 +168,13 @@ func (s *S3Store) Dir(prefix string) S3Dir {
 // Location implements ObjectDir.
 func (d S3Dir) Location() string { return "s3://" + d.s.cfg.Bucket + "/" + d.prefix }
 
-func (d S3Dir) key(name string) string { return path.Join(d.prefix, name) }
+// key is the object key of name, which must be a plain name: path.Join would resolve "../x" out of the prefix.
+func (d S3Dir) key(name string) (string, error) {
+	if name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("object %q in %s: not a plain name", name, d.Location())
+	}
+	return path.Join(d.prefix, name), nil
+}
 
 // List implements ObjectDir.
 func (d S3Dir) List(ctx context.Context) ([]string, error) {
@@ -161,9 +191,28 @@ func (d S3Dir) List(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// Dirs implements ObjectDir: a listing without recursion returns each deeper prefix once, as a key ending in '/'.
+func (d S3Dir) Dirs(ctx context.Context) ([]string, error) {
+	var names []string
+	for obj := range d.s.client.ListObjects(ctx, d.s.cfg.Bucket, minio.ListObjectsOptions{Prefix: d.prefix + "/"}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", d.Location(), obj.Err)
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, d.prefix+"/"), "/")
+		if ok && name != "" && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
 // Put implements ObjectDir: a single PUT, which S3 makes visible whole or not at all.
 func (d S3Dir) Put(ctx context.Context, name string, b []byte) error {
-	_, err := d.s.client.PutObject(ctx, d.s.cfg.Bucket, d.key(name), bytes.NewReader(b), int64(len(b)),
+	key, err := d.key(name)
+	if err != nil {
+		return err
+	}
+	_, err = d.s.client.PutObject(ctx, d.s.cfg.Bucket, key, bytes.NewReader(b), int64(len(b)),
 		minio.PutObjectOptions{ContentType: "application/x-ndjson"})
 	if err != nil {
 		return fmt.Errorf("upload %s/%s: %w", d.Location(), name, err)
@@ -173,7 +222,11 @@ func (d S3Dir) Put(ctx context.Context, name string, b []byte) error {
 
 // Get implements ObjectDir.
 func (d S3Dir) Get(ctx context.Context, name string) ([]byte, error) {
-	obj, err := d.s.client.GetObject(ctx, d.s.cfg.Bucket, d.key(name), minio.GetObjectOptions{})
+	key, err := d.key(name)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := d.s.client.GetObject(ctx, d.s.cfg.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", d.Location(), name, err)
 	}
@@ -187,7 +240,11 @@ func (d S3Dir) Get(ctx context.Context, name string) ([]byte, error) {
 
 // Delete implements ObjectDir.
 func (d S3Dir) Delete(ctx context.Context, name string) error {
-	err := d.s.client.RemoveObject(ctx, d.s.cfg.Bucket, d.key(name), minio.RemoveObjectOptions{})
+	key, err := d.key(name)
+	if err != nil {
+		return err
+	}
+	err = d.s.client.RemoveObject(ctx, d.s.cfg.Bucket, key, minio.RemoveObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
 		return fmt.Errorf("delete %s/%s: %w", d.Location(), name, err)
 	}

@@ -162,6 +162,20 @@ func checkDir(t *testing.T, dir func(prefix string) ObjectDir, location string) 
 	if err != nil || !slices.Equal(names, []string{"a.ndjson", "b.ndjson"}) {
 		t.Fatalf("list: %v %v", names, err)
 	}
+	if err := dir("segments/c2").Put(ctx, "y", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := dir("segments").Dirs(ctx)
+	slices.Sort(dirs)
+	if err != nil || !slices.Equal(dirs, []string{"c1", "c2"}) {
+		t.Fatalf("dirs of segments: %v %v", dirs, err)
+	}
+	if dirs, err := d.Dirs(ctx); err != nil || !slices.Equal(dirs, []string{"deeper"}) {
+		t.Fatalf("dirs of segments/c1: %v %v", dirs, err)
+	}
+	if dirs, err := dir("segments/c1/deeper").Dirs(ctx); err != nil || len(dirs) != 0 {
+		t.Fatalf("dirs of a directory with only objects: %v %v", dirs, err)
+	}
 	if got, err := d.Get(ctx, "a.ndjson"); err != nil || string(got) != "second" {
 		t.Fatalf("get: %q %v", got, err)
 	}

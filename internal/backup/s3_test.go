@@ -280,3 +280,12 @@ func TestS3AmbientCredentialsFromIAM(t *testing.T) {
 		})
 	}
 }
+
+// TestS3Dir: checkDir, on an S3 gateway.
+func TestS3Dir(t *testing.T) {
+	s, err := NewS3Store(startVersityGW(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, func(p string) ObjectDir { return s.Dir(p) }, "s3://bkt/")
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -96,5 +97,29 @@ func TestCopyVerified(t *testing.T) {
 				t.Fatal("copy differs from the stored snapshot")
 			}
 		})
+	}
+}
+
+// TestFileDirDirs: a directory's subdirectories, not its files or hidden entries; none for a missing directory.
+func TestFileDirDirs(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"segments/c1/x", "segments/c2/y", "segments/.partial/z"} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "segments", "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := FileDir{Root: root, Dir: "segments"}.Dirs(context.Background())
+	slices.Sort(dirs)
+	if err != nil || !slices.Equal(dirs, []string{"c1", "c2"}) {
+		t.Fatalf("dirs %v, %v", dirs, err)
+	}
+	if dirs, err := (FileDir{Root: root, Dir: "missing"}).Dirs(context.Background()); err != nil || len(dirs) != 0 {
+		t.Fatalf("dirs of a missing directory: %v, %v", dirs, err)
 	}
 }
