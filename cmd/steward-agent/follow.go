@@ -206,7 +206,8 @@ func (f *follower) resume(ctx context.Context, fl *etcd.Follower, id string) err
 	}
 	pitr.Sort(refs)
 	f.dir = d
-	f.st.ClusterID, f.st.Location = id, d.Location()
+	// The status endpoint reads st meanwhile: every write to it takes the lock.
+	f.update(func(s *pitr.FollowerStatus) { s.ClusterID, s.Location = id, d.Location() })
 	if len(refs) == 0 {
 		return f.startChain(ctx, fl)
 	}
@@ -226,13 +227,15 @@ func (f *follower) resume(ctx context.Context, fl *etcd.Follower, id string) err
 		end = max(end, r.Last)
 	}
 	f.next, f.lastWrite = end+1, last.LastTime
-	f.st.ChainStart = covered
+	var startTime time.Time
 	if b, err := d.Get(ctx, start.Name); err == nil {
 		if seg, err := pitr.Parse(b); err == nil {
-			f.st.ChainStartTime = seg.Header.FirstTime
+			startTime = seg.Header.FirstTime
 		}
 	}
-	f.st.LastRevision, f.st.LastTime = end, last.LastTime
+	f.update(func(s *pitr.FollowerStatus) {
+		s.ChainStart, s.ChainStartTime, s.LastRevision, s.LastTime = covered, startTime, end, last.LastTime
+	})
 	log.Printf("follow: resuming the chain of %s at revision %d (%d segments stored)", d.Location(), f.next, len(refs))
 	return nil
 }

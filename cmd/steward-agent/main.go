@@ -8,10 +8,10 @@
 // cluster DNS knows every peer's name, without leaving a negative answer in its cache; `run-etcd`, a member's etcd
 // container's entrypoint, starts etcd unless its data dir was emptied after the member had run, and answers the
 // member's readiness and liveness probes for it; `follow` stores a cluster's changes as continuous backup's segments,
-// `point-in-time` replays them onto a snapshot, and `standby` replays a primary's segments into a standby cluster
-// as they are stored. The Jobs and restore containers report their result as one line of
-// JSON in the container's termination message, which the controllers read into status. It never holds a whole snapshot
-// in memory and never prints credentials.
+// `point-in-time` replays them onto a snapshot, `standby-seed` finds the snapshot a standby starts from in a
+// primary's continuous backup, and `standby` replays the primary's segments into the standby as they are stored.
+// The Jobs and restore containers report their result as one line of JSON in the container's termination message,
+// which the controllers read into status. It never holds a whole snapshot in memory and never prints credentials.
 package main
 
 import (
@@ -52,7 +52,7 @@ func (m *memberList) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|run-etcd|follow|point-in-time|standby [flags]")
+		fmt.Fprintln(os.Stderr, "usage: steward-agent snapshot|delete|verify|restore|install|await-dns|run-etcd|follow|point-in-time|standby|standby-seed [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -84,6 +84,7 @@ type jobFlags struct {
 	endpoints, listen                         string
 	pc                                        pointInTimeConfig
 	poll                                      time.Duration
+	sourceCluster                             string
 	candidates, segments                      string
 	compression, encryptionKeyFile            string
 	readKeyFiles                              memberList
@@ -132,6 +133,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.fc.pruneFile, "prune-file", "", "follow: a file holding a revision; segments ending before it are deleted")
 	fs.StringVar(&f.listen, "listen", ":8080", "follow, standby: address of the status endpoint (GET /status)")
 	fs.DurationVar(&f.poll, "poll", 2*time.Second, "standby: how often the source is listed for new segments")
+	fs.StringVar(&f.sourceCluster, "source-cluster", "", "standby-seed: the primary EtcdCluster's name; --path is its schedule's directory")
 	fs.StringVar(&f.candidates, "candidates", "", "point-in-time: JSON list of full snapshots to start from (name, path, size, sha256, revision, time)")
 	fs.StringVar(&f.segments, "segments", "", "point-in-time, standby: the segment directory (PVC path, S3, GCS or Azure prefix) of the cluster ID")
 	fs.StringVar(&f.pc.clusterID, "cluster-id", "", "point-in-time, standby: the source cluster's etcd cluster ID (hex); segments of another are refused")
@@ -319,6 +321,11 @@ func runJob(cmd string, args []string) {
 	case "standby":
 		os.Exit(runStandby(ctx, standbyConfig{tls: t, password: pw, segments: encodedDirAt(f.segments), clusterID: f.pc.clusterID, poll: f.poll},
 			f.endpoints, f.listen))
+	case "standby-seed":
+		pc := f.pc
+		pc.open, pc.codec = storeAt, codec
+		finish(f.resultFile, standbySeed(ctx, seedConfig{pointInTimeConfig: pc, cluster: f.sourceCluster, prefix: f.path, dir: dirAt,
+			wait: 2 * time.Minute, poll: 5 * time.Second}))
 	case "point-in-time":
 		pc := f.pc
 		if pc.candidates, err = parseCandidates(f.candidates); err != nil {

@@ -136,48 +136,12 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 		return *failure, false
 	}
 
-	peer, client, err := freePorts()
+	tw, err := startThrowaway(ctx, c, snapFile, work)
 	if err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
+		return fail(etcdv1alpha1.ReasonReplayFailed, "etcd from snapshot %s: %v", cand.Name, err)
 	}
-	peerURL, clientURL := "http://127.0.0.1:"+peer, "https://127.0.0.1:"+client
-	tlsArgs, access, err := replayTLS(work)
-	if err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
-	}
-	data := filepath.Join(work, "data")
-	if err := restoreThrowaway(ctx, c.etcdutl, snapFile, data, peerURL); err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
-	}
-	_ = os.Remove(snapFile)
-	var log bytes.Buffer
-	ectx, stop := context.WithCancel(ctx)
-	defer stop()
-	member := exec.CommandContext(ectx, c.etcd, "--name=pitr", "--data-dir="+data, //nolint:gosec // etcd of the cluster's image
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=pitr="+peerURL,
-		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
-		// One recorded revision is one transaction however many keys it touched (a range delete of thousands).
-		"--max-txn-ops=1000000", "--max-request-bytes="+strconv.Itoa(c.maxRequestBytes),
-		// Throwaway: its result is read back and verified through a snapshot, and a crash starts it over, so an
-		// fsync per replayed revision would buy nothing and cost most of the replay's time.
-		"--unsafe-no-fsync",
-		"--quota-backend-bytes="+strconv.FormatInt(8<<30, 10))
-	member.Args = append(member.Args, tlsArgs...)
-	member.Stdout, member.Stderr = &log, &log
-	if err := member.Start(); err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "start etcd: %v", err)
-	}
-	// exited closes when the member is gone; cancelling ectx (stop) kills it. Its exit status says nothing the
-	// log tail does not.
-	exited := make(chan struct{})
-	go func() { _ = member.Wait(); close(exited) }()
-	defer func() { stop(); <-exited }()
-
-	rp, err := waitReplayer(ctx, clientURL, access, c.readyTimeout, exited)
-	if err != nil {
-		return fail(etcdv1alpha1.ReasonReplayFailed, "etcd from snapshot %s: %v: %s", cand.Name, err, tail(log.String(), 1500))
-	}
-	defer rp.Close()
+	defer tw.stop()
+	rp, clientURL, access := tw.rp, tw.clientURL, tw.access
 	actual, err := rp.Revision(ctx)
 	if err != nil {
 		return fail(etcdv1alpha1.ReasonReplayFailed, "%v", err)
@@ -203,6 +167,63 @@ func replayOnto(ctx context.Context, out backup.Store, c pointInTimeConfig, cand
 			cand.Name, actual, c.target, len(events), len(groups), len(segs), final)
 	}
 	return r, false
+}
+
+// throwaway is a single etcd member on loopback, restored from a snapshot, serving TLS with a CA of its own, and
+// a replayer connected to it as root.
+type throwaway struct {
+	rp        *etcd.Replayer
+	clientURL string
+	access    *etcd.TLS
+	// stop closes the replayer and kills the member, and waits for it to go.
+	stop func()
+}
+
+// startThrowaway restores snapFile into a data dir under work and starts the member from it with c's etcd,
+// waiting up to c.readyTimeout for it to answer; the error carries the tail of etcd's log.
+func startThrowaway(ctx context.Context, c pointInTimeConfig, snapFile, work string) (*throwaway, error) {
+	peer, client, err := freePorts()
+	if err != nil {
+		return nil, err
+	}
+	peerURL, clientURL := "http://127.0.0.1:"+peer, "https://127.0.0.1:"+client
+	tlsArgs, access, err := replayTLS(work)
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(work, "data")
+	if err := restoreThrowaway(ctx, c.etcdutl, snapFile, data, peerURL); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(snapFile)
+	var log bytes.Buffer
+	ectx, kill := context.WithCancel(ctx)
+	member := exec.CommandContext(ectx, c.etcd, "--name=pitr", "--data-dir="+data, //nolint:gosec // etcd of the cluster's image
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=pitr="+peerURL,
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		// One recorded revision is one transaction however many keys it touched (a range delete of thousands).
+		"--max-txn-ops=1000000", "--max-request-bytes="+strconv.Itoa(c.maxRequestBytes),
+		// Throwaway: its result is read back and verified through a snapshot, and a crash starts it over, so an
+		// fsync per replayed revision would buy nothing and cost most of the replay's time.
+		"--unsafe-no-fsync",
+		"--quota-backend-bytes="+strconv.FormatInt(8<<30, 10))
+	member.Args = append(member.Args, tlsArgs...)
+	member.Stdout, member.Stderr = &log, &log
+	if err := member.Start(); err != nil {
+		kill()
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+	// exited closes when the member is gone; kill (cancelling ectx) kills it. Its exit status says nothing the
+	// log tail does not.
+	exited := make(chan struct{})
+	go func() { _ = member.Wait(); close(exited) }()
+	rp, err := waitReplayer(ctx, clientURL, access, c.readyTimeout, exited)
+	if err != nil {
+		kill()
+		<-exited
+		return nil, fmt.Errorf("%w: %s", err, tail(log.String(), 1500))
+	}
+	return &throwaway{rp: rp, clientURL: clientURL, access: access, stop: func() { rp.Close(); kill(); <-exited }}, nil
 }
 
 // restoreThrowaway restores snapFile into data, the data dir of the one-member throwaway cluster at peerURL.

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
+	"steward.dev/steward/internal/backup"
 	"steward.dev/steward/internal/etcd"
 	"steward.dev/steward/internal/pitr"
 )
@@ -184,4 +185,89 @@ func TestStandbyFollowsAPrimary(t *testing.T) {
 		t.Fatalf("after a foreign write: %+v", st)
 	}
 	stop()
+}
+
+// TestStandbySeed: the seed finds, in a primary's schedule directory alone, the etcd cluster ID stored last (not an
+// older identity's directory) and the newest snapshot (compressed, as schedules store them) that its segments
+// continue, waiting for the follower to store a segment that reaches a snapshot newer than every segment. Its
+// record (path, size, sha256, revision, cluster ID) reads the snapshot back verified; a standby restored from it
+// and followed by the applier holds the primary's key space at the primary's revision. A directory without
+// segments is refused, naming it.
+func TestStandbySeed(t *testing.T) {
+	bin := etcdBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, srcURL := startEtcd(t, bin, filepath.Join(t.TempDir(), "src"))
+	root := t.TempDir()
+	dirAt := func(p string) backup.ObjectDir { return backup.FileDir{Root: root, Dir: p, Claim: "c"} }
+	seedCfg := seedConfig{pointInTimeConfig: pointInTimeConfig{codec: backup.Codec{Compression: etcdv1alpha1.CompressionZstd},
+		open: func(p string) (backup.Store, error) { return backup.FileStore{Root: root, Path: p, Claim: "c"}, nil },
+		etcd: filepath.Join(bin, "etcd"), etcdutl: filepath.Join(bin, "etcdutl"), workDir: t.TempDir(), readyTimeout: time.Minute, maxRequestBytes: 8 << 20},
+		cluster: "main", prefix: "prod", dir: dirAt, wait: 20 * time.Second, poll: 100 * time.Millisecond}
+	if r := standbySeed(ctx, seedCfg); r.Succeeded || r.Reason != etcdv1alpha1.ReasonOutsideWindow || !strings.Contains(r.Message, "no segments in pvc://c/prod/main-segments") {
+		t.Fatalf("seed without segments: %+v", r)
+	}
+	// An older identity's segments, from before a re-seed: not the one to follow.
+	old := pitr.Header{ClusterID: "0ld1d", First: 1, Last: 1, FirstTime: time.Now().Add(-time.Hour), LastTime: time.Now().Add(-time.Hour)}
+	b, err := pitr.Encode(pitr.Segment{Header: old, Events: []pitr.Event{{Revision: 1, Type: pitr.Put, Key: []byte("k"), Observed: old.LastTime}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dirAt(pitr.SegmentsDir(pitr.SegmentsBase("prod", "main"), "0ld1d")).Put(ctx, pitr.Name(old), b); err != nil {
+		t.Fatal(err)
+	}
+	stopFollower, f := runFollower(ctx, followConfig{endpoints: []string{srcURL}, dir: segmentDirs(root, pitr.SegmentsBase("prod", "main"))})
+	defer stopFollower()
+	var rev int64
+	for i := range 30 {
+		r, err := src.Put(ctx, fmt.Sprintf("k%02d", i%7), fmt.Sprintf("v%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r.Header.Revision
+	}
+	waitFor(t, func() bool { return f.status().LastRevision >= rev }, "the follower to store the writes")
+	// The schedule's snapshot, as a scheduled backup stores it (compressed), newer than every segment so far.
+	snap, err := etcd.OpenSnapshot(ctx, srcURL, nil, etcd.Password{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := "prod/" + backup.ArtifactName("main", time.Now())
+	if _, err := backup.PutEncoded(ctx, backup.FileStore{Root: root, Path: object, Claim: "c"}, seedCfg.codec, backup.NewVerifier(snap.Data)); err != nil {
+		t.Fatal(err)
+	}
+	_ = snap.Data.Close()
+	clusterID := etcd.FormatID(snap.ClusterID)
+	r := standbySeed(ctx, seedCfg)
+	if !r.Succeeded || r.Path != object || r.Revision != snap.Revision || r.ClusterID != clusterID || r.Compression != "Zstd" || r.EtcdVersion == "" {
+		t.Fatalf("seed: %+v, want %s at revision %d of %s", r, object, snap.Revision, clusterID)
+	}
+	t.Log(r.Message)
+
+	// The standby starts from the seed as a restore would (the record verifies it), and follows.
+	restored := readBackStored(t, root, r.Path, r)
+	data := filepath.Join(t.TempDir(), "standby")
+	if out, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", restored, "--data-dir="+data).CombinedOutput(); err != nil {
+		t.Fatalf("restore the seed: %v: %s", err, out)
+	}
+	sb, sbURL := startEtcd(t, bin, data)
+	a := &applier{cfg: standbyConfig{endpoints: []string{sbURL}, segments: segmentDirs(root, pitr.SegmentsBase("prod", "main"))(clusterID), clusterID: clusterID, poll: 50 * time.Millisecond}}
+	actx, acancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { a.run(actx); close(done) }()
+	defer func() { acancel(); <-done }()
+	for i := range 20 {
+		r, err := src.Put(ctx, fmt.Sprintf("after/%d", i), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r.Header.Revision
+	}
+	waitFor(t, func() bool { st := a.status(); return st.AppliedRevision == rev || st.Stopped != "" }, "the standby to catch up")
+	if st := a.status(); st.Stopped != "" {
+		t.Fatalf("applier stopped: %+v", st)
+	}
+	if d := sameState(state(t, src, rev), state(t, sb, 0)); d != "" {
+		t.Fatalf("the standby differs from the primary at revision %d: %s", rev, d)
+	}
 }

@@ -21,6 +21,13 @@ func TestNames(t *testing.T) {
 	if got := ArtifactName("prod", t0.In(time.FixedZone("x", 3600))); got != "prod-20260102T030405Z.db" {
 		t.Errorf("ArtifactName = %s", got)
 	}
+	for name, want := range map[string]bool{"prod-20260102T030405Z.db": true, "backups/prod-20260102T030405Z.db": true,
+		"prod-x-20260102T030405Z.db": false, "prod-20260102T030405Z.db.partial-1": false, ".prod-20260102T030405Z.db.partial-1": false,
+		"prod-at-1403.db": false, "staging-20260102T030405Z.db": false} {
+		if at, ok := ParseArtifactName("prod", name); ok != want || ok && !at.Equal(t0) {
+			t.Errorf("ParseArtifactName(prod, %s) = %s, %v", name, at, ok)
+		}
+	}
 	for prefix, want := range map[string]string{"": "f.db", "a": "a/f.db", "a/": "a/f.db", "a/b//": "a/b/f.db"} {
 		if got := JoinPrefix(prefix, "f.db"); got != want {
 			t.Errorf("JoinPrefix(%q) = %s, want %s", prefix, got, want)

@@ -44,3 +44,18 @@ func TempName(name, nonce string) string {
 	dir, file := path.Split(name)
 	return dir + "." + file + ".partial-" + nonce
 }
+
+// ParseArtifactName reads the scheduled time from name when it is a scheduled backup's object of cluster
+// (ArtifactName); ok is false for anything else (a partial upload, another cluster's, a point-in-time snapshot).
+func ParseArtifactName(cluster, name string) (t time.Time, ok bool) {
+	rest, found := strings.CutPrefix(path.Base(name), cluster+"-")
+	if !found {
+		return time.Time{}, false
+	}
+	stamp, found := strings.CutSuffix(rest, ".db")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(TimeFormat, stamp)
+	return t, err == nil
+}

@@ -17,9 +17,12 @@ type Result struct {
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 
-	Member         string `json:"member,omitempty"`
-	Endpoint       string `json:"endpoint,omitempty"`
-	Location       string `json:"location,omitempty"`
+	Member   string `json:"member,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Location string `json:"location,omitempty"`
+	// Path is the object's path or key in its store, when the agent chose the object (a standby's seed: the
+	// source's snapshot it starts from).
+	Path           string `json:"path,omitempty"`
 	SizeBytes      int64  `json:"sizeBytes,omitempty"`
 	SHA256         string `json:"sha256,omitempty"`
 	Revision       int64  `json:"revision,omitempty"`

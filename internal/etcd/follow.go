@@ -248,6 +248,15 @@ func (r *Replayer) keepAlive(id int64) error {
 	return nil
 }
 
+// Versions are the etcd release and data format version (3.6+, empty before) of the member at endpoint.
+func (r *Replayer) Versions(ctx context.Context, endpoint string) (version, storage string, err error) {
+	st, err := r.c.Status(ctx, endpoint)
+	if err != nil {
+		return "", "", fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	return st.Version, st.StorageVersion, nil
+}
+
 // Revision is the member's current revision.
 func (r *Replayer) Revision(ctx context.Context) (int64, error) {
 	resp, err := r.c.Get(ctx, "\x00", clientv3.WithCountOnly())
