@@ -10,6 +10,7 @@ import (
 // EtcdBackupSpec is one snapshot of one cluster to one destination. Immutable: a backup is a record of what was
 // taken; to take another, create another EtcdBackup.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a new EtcdBackup instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.standbySeed) || ((!has(self.deletionPolicy) || self.deletionPolicy == 'Retain') && !has(self.pointInTime))",message="a standbySeed records a snapshot of another cluster's schedule, which Steward never deletes: it needs deletionPolicy Retain and no pointInTime"
 type EtcdBackupSpec struct {
 	// ClusterName is the EtcdCluster in the backup's namespace to take the snapshot of.
 	// +kubebuilder:validation:MinLength=1
@@ -37,6 +38,12 @@ type EtcdBackupSpec struct {
 	// bootstrap.fromBackup). The destination must be on the schedule's claim or bucket.
 	// +optional
 	PointInTime *PointInTimeSource `json:"pointInTime,omitempty"`
+	// StandbySeed makes this backup not a snapshot Steward takes but the record of one a primary's schedule
+	// stored, found by a Job: the newest snapshot in the schedule's directory (spec.destination) that the
+	// primary's continuous-backup segments continue. A standby cluster starts from it (Steward creates
+	// <standby>-standby-seed for spec.standby); status.path names the snapshot found. Read only: never deleted.
+	// +optional
+	StandbySeed *StandbySeedSource `json:"standbySeed,omitempty"`
 
 	// Compression of the stored snapshot: Zstd (the default: a standard zstd frame, which `zstd -d` reads) or
 	// None. Restores read both, and backups taken before compression existed.
@@ -340,6 +347,10 @@ type EtcdBackupStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Path is the snapshot's path or key in spec.destination's store when the backup found it rather than named
+	// it (spec.standbySeed); empty: spec.destination's own.
+	// +optional
+	Path string `json:"path,omitempty"`
 	// Conditions: Complete and Failed (see conditions.go). At most one of them is True, and once one is, the
 	// backup never runs again.
 	// +listType=map

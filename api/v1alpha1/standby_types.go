@@ -131,3 +131,13 @@ func StandbySeedName(cluster string) string { return DerivedName(cluster, "-stan
 
 // StandbyApplierName is the Deployment that replays a standby's source into it.
 func StandbyApplierName(cluster string) string { return DerivedName(cluster, "-standby") }
+
+// StandbySeedSource names the primary whose schedule's snapshots a standby seed is found among.
+type StandbySeedSource struct {
+	// ClusterName is the primary EtcdCluster's name (its schedule's snapshots are <clusterName>-<time>.db).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	ClusterName string `json:"clusterName"`
+}

@@ -219,6 +219,13 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 	job := agentJob(b, BackupJobName(b), etcdImage, args)
 	job.Spec.ActiveDeadlineSeconds = ptr.To(deadline)
 	withCodec(job, b.Spec.Compression, b.Spec.Encryption, s.Spec.Encryption)
+	withAgentInEtcdImage(job, agentImage)
+	return job, nil
+}
+
+// withAgentInEtcdImage makes job's container (of an etcd image) run the agent, which an init container installs
+// from agentImage, with a scratch emptyDir at workMount: for the Jobs that need etcd and etcdutl of a release.
+func withAgentInEtcdImage(job *batchv1.Job, agentImage string) {
 	spec := &job.Spec.Template.Spec
 	install, tools, toolsVol := agentInstall(agentImage)
 	spec.Volumes = append(spec.Volumes, toolsVol,
@@ -227,7 +234,24 @@ func PointInTimeJob(b *etcdv1alpha1.EtcdBackup, s *etcdv1alpha1.EtcdBackupSchedu
 	c := &spec.Containers[0]
 	c.Command = []string{toolsMount + "/steward-agent"}
 	c.VolumeMounts = append(c.VolumeMounts, tools, corev1.VolumeMount{Name: workVolume, MountPath: workMount})
-	return job, nil
+}
+
+// StandbySeedJob finds standby seed b (spec.standbySeed) in the primary's schedule directory (b's destination):
+// the agent, installed into the etcd image of the standby's release (for its etcd and etcdutl), lists the
+// directory, picks the newest snapshot the primary's segments continue, checks it in a throwaway member on
+// loopback, and reports its record. It only reads the source.
+func StandbySeedJob(b *etcdv1alpha1.EtcdBackup, etcdImage, agentImage string) *batchv1.Job {
+	args := append([]string{"standby-seed",
+		"--source-cluster=" + b.Spec.StandbySeed.ClusterName,
+		"--etcd=/usr/local/bin/etcd", "--etcdutl=/usr/local/bin/etcdutl",
+		"--work-dir=" + workMount,
+	}, destinationArgs(b)...)
+	// Read only: the source is another cluster's schedule's.
+	job := oneShotJob(b.Namespace, BackupJobName(b), map[string]string{LabelBackup: b.Name},
+		*metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup")), b.Spec.Destination, true, etcdImage, args)
+	withCodec(job, b.Spec.Compression, nil, b.Spec.Encryption)
+	withAgentInEtcdImage(job, agentImage)
+	return job
 }
 
 // ReplayPerChange is the time a point-in-time Job is given for each change it may replay: about three times what

@@ -56,13 +56,22 @@ type RestoreSource struct {
 	BumpRevision uint64
 }
 
+// StoredDestination is where backup b's snapshot is: spec.destination, at the path the backup found it at when it
+// did (status.path: a standby seed, found in its primary's schedule directory).
+func StoredDestination(b *etcdv1alpha1.EtcdBackup) etcdv1alpha1.BackupDestination {
+	if b.Status.Path == "" {
+		return b.Spec.Destination
+	}
+	return WithPath(b.Spec.Destination, b.Status.Path)
+}
+
 // VerifyJobName is the Job that verifies a restore's snapshot.
 func VerifyJobName(r *etcdv1alpha1.EtcdRestore) string { return jobName(r.Name, "-verify") }
 
 // VerifyJob runs `steward-agent verify`: it reads the stored snapshot of backup to the end and checks it against
 // the backup's size and sha256 and etcd's own checksum, before a restore touches anything.
 func VerifyJob(r *etcdv1alpha1.EtcdRestore, b *etcdv1alpha1.EtcdBackup, agentImage string) *batchv1.Job {
-	args := append([]string{"verify"}, sourceArgs(b.Spec.Destination)...)
+	args := append([]string{"verify"}, sourceArgs(StoredDestination(b))...)
 	args = append(args, expectedArgs(b)...)
 	job := oneShotJob(r.Namespace, VerifyJobName(r), map[string]string{LabelRestore: r.Name},
 		*metav1.NewControllerRef(r, etcdv1alpha1.GroupVersion.WithKind("EtcdRestore")), b.Spec.Destination, true, agentImage, args)
@@ -93,7 +102,7 @@ func restoreInitContainers(cluster *etcdv1alpha1.EtcdCluster, m Member, image st
 		"--initial-cluster=" + FormatInitialCluster(m.InitialCluster),
 		"--initial-cluster-token=" + string(cluster.UID),
 		"--initial-advertise-peer-urls=" + PeerURLWith(cluster, m.Name, SchemeOf(MemberTLSOf(cluster, m)), o),
-	}, sourceArgs(src.Backup.Spec.Destination)...)
+	}, sourceArgs(StoredDestination(src.Backup))...)
 	args = append(args, expectedArgs(src.Backup)...)
 	codecArgs, codecVolumes, codecMounts := codecAccess(src.Backup.Spec.Compression, nil, src.Backup.Spec.Encryption)
 	args = append(args, codecArgs...)

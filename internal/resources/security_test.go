@@ -61,6 +61,9 @@ func TestEveryContainerIsRestricted(t *testing.T) {
 		"continuous-backup follower":  FollowerDeployment(schedule, testCluster(), AgentAccessFor(testCluster()), opts).Spec.Template.Spec,
 		"point-in-time Job":           pitJob.Spec.Template.Spec,
 		"standby applier":             StandbyApplierDeployment(standbyCluster(), "abc", AgentAccessFor(standbyCluster()), opts).Spec.Template.Spec,
+		"standby seed Job": StandbySeedJob(&etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dr-standby-seed"},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "dr", StandbySeed: &etcdv1alpha1.StandbySeedSource{ClusterName: "main"},
+				Destination: etcdv1alpha1.BackupDestination{PVC: &etcdv1alpha1.PVCDestination{ClaimName: "shared", Path: "prod"}}}}, "etcd", "agent").Spec.Template.Spec,
 	}
 	for name, spec := range pods {
 		t.Run(name, func(t *testing.T) {

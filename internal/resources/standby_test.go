@@ -53,3 +53,23 @@ func TestStandbyApplierDeployment(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredDestination: a backup that found its snapshot (a standby seed) is read where it found it, by the
+// restore's verify Job as by a member's restore; any other backup where its spec says.
+func TestStoredDestination(t *testing.T) {
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "dr-ns", Name: "dr-standby-seed"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "dr", StandbySeed: &etcdv1alpha1.StandbySeedSource{ClusterName: "main"},
+			Destination: etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{Endpoint: "minio:9000", Bucket: "etcd", Key: "prod/main"}}}}
+	rs := &etcdv1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "dr-ns", Name: "dr-from-backup"}}
+	if args := strings.Join(VerifyJob(rs, b, "agent").Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--path=prod/main ") &&
+		!strings.HasSuffix(args, "--path=prod/main") {
+		t.Fatalf("before the seed is found: %s", args)
+	}
+	b.Status.Path = "prod/main/main-20261129T110000Z.db"
+	if args := strings.Join(VerifyJob(rs, b, "agent").Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--path=prod/main/main-20261129T110000Z.db") {
+		t.Fatalf("verify Job args %s", args)
+	}
+	if d := StoredDestination(b); d.S3.Key != b.Status.Path || b.Spec.Destination.S3.Key != "prod/main" {
+		t.Fatalf("stored at %+v, spec changed to %+v", d.S3, b.Spec.Destination.S3)
+	}
+}

@@ -374,6 +374,23 @@ func TestAdmissionOfStandby(t *testing.T) {
 		}), "exactly one of pvc, s3, gcs or azure"},
 		"source of another namespace": {standby(func(_, sb map[string]any) { sb["source"].(map[string]any)["clusterName"] = "other/main" }), "spec.standby.source.clusterName"},
 	}
+	seed := func(spec map[string]any) map[string]any {
+		spec["clusterName"], spec["standbySeed"] = "dr", map[string]any{"clusterName": "main"}
+		spec["destination"] = map[string]any{"s3": map[string]any{"endpoint": "minio.storage:9000", "bucket": "etcd", "key": "prod/main"}}
+		return object("EtcdBackup", "dr-standby-seed", spec)
+	}
+	create["seed"] = struct {
+		obj  map[string]any
+		want string
+	}{seed(map[string]any{}), ""}
+	create["seed that deletes the primary's snapshot"] = struct {
+		obj  map[string]any
+		want string
+	}{seed(map[string]any{"deletionPolicy": "Delete"}), "needs deletionPolicy Retain"}
+	create["seed at a point in time"] = struct {
+		obj  map[string]any
+		want string
+	}{seed(map[string]any{"pointInTime": map[string]any{"scheduleName": "nightly"}}), "needs deletionPolicy Retain and no pointInTime"}
 	for name, tt := range create {
 		t.Run("create "+name, func(t *testing.T) {
 			got := a.errors(t, tt.obj)

@@ -161,6 +161,9 @@ func (r *Reconciler) execute(ctx context.Context, b *etcdv1alpha1.EtcdBackup, o 
 	if b.Spec.PointInTime != nil {
 		return r.startPointInTime(ctx, b, o)
 	}
+	if b.Spec.StandbySeed != nil {
+		return r.startStandbySeed(ctx, b, o)
+	}
 	// Admit.
 	in, access, err := r.admitInput(ctx, b)
 	if err != nil {

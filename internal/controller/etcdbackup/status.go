@@ -117,6 +117,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 		st.Location, st.SizeBytes, st.SHA256, st.Revision = res.Location, res.SizeBytes, res.SHA256, res.Revision
 		st.EtcdVersion, st.StorageVersion, st.ClusterID, st.Member = res.EtcdVersion, res.StorageVersion, res.ClusterID, res.Member
 		st.SnapshotSizeBytes, st.Compression, st.EncryptionRecipient = res.SnapshotSizeBytes, etcdv1alpha1.BackupCompression(res.Compression), res.EncryptionRecipient
+		st.Path = res.Path
 	}
 	if sp := o.space; sp.Capacity > 0 {
 		st.ClaimSpace = &etcdv1alpha1.ClaimSpace{AvailableBytes: sp.Available, CapacityBytes: sp.Capacity}
@@ -163,7 +164,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup
 // Only that field is patched (a merge patch of it alone), so the cluster controller's own status writes and
 // this one never overwrite each other.
 func (r *Reconciler) recordLastBackup(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {
-	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || b.Status.CompletionTime == nil {
+	// A standby's seed is its primary's snapshot, not a backup of the standby.
+	if !meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) || b.Status.CompletionTime == nil || b.Spec.StandbySeed != nil {
 		return nil
 	}
 	cluster := &etcdv1alpha1.EtcdCluster{}

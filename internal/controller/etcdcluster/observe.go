@@ -69,8 +69,9 @@ type observation struct {
 	serviceRefused  string
 	// memory is why members may run out of memory before they do (observeMemory); empty when nothing is found.
 	memory memoryProblem
-	// standbySeed is a standby's Complete seed backup (spec.standby), nil while there is none; standby what the
-	// pass decided for a standby and the applier's report it decided from (standby.go), nil for other clusters.
+	// standbySeed is a standby's seed backup (spec.standby) in whatever state, nil while there is none; standby
+	// what the pass decided for a standby and the applier's report it decided from (standby.go), nil for other
+	// clusters.
 	standbySeed *etcdv1alpha1.EtcdBackup
 	standby     *standbyPass
 }

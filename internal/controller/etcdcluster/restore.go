@@ -54,13 +54,12 @@ func (r *Reconciler) observeRestores(ctx context.Context, cluster *etcdv1alpha1.
 	obs.plan.LatestBackup = latestBackup(cluster, backups.Items)
 	obs.plan.BackupRunning = backupRunning(cluster, backups.Items)
 	if cluster.Spec.Standby != nil {
-		obs.standbySeed = nil
 		for i := range backups.Items {
-			if b := &backups.Items[i]; b.Name == etcdv1alpha1.StandbySeedName(cluster.Name) && meta.IsStatusConditionTrue(b.Status.Conditions, etcdv1alpha1.ConditionComplete) {
+			if b := &backups.Items[i]; b.Name == etcdv1alpha1.StandbySeedName(cluster.Name) {
 				obs.standbySeed = b
 			}
 		}
-		obs.plan.StandbySeedComplete = obs.standbySeed != nil
+		obs.plan.StandbySeedComplete = obs.standbySeed != nil && meta.IsStatusConditionTrue(obs.standbySeed.Status.Conditions, etcdv1alpha1.ConditionComplete)
 	}
 	return r.observeSnapshotReach(ctx, cluster, obs)
 }

@@ -76,6 +76,9 @@ func (r *Reconciler) reconcileStandby(ctx context.Context, cluster *etcdv1alpha1
 	if cluster.Spec.Paused {
 		return nil
 	}
+	if err := r.ensureSeed(ctx, cluster, obs); err != nil {
+		return err
+	}
 	switch pass.decision.Step {
 	case plan.StandbyRunApplier:
 		return r.ensureApplier(ctx, cluster, pass.sourceClusterID)
@@ -93,8 +96,62 @@ func sourceClusterID(cluster *etcdv1alpha1.EtcdCluster, obs *observation) string
 	if st := cluster.Status.Standby; st != nil && st.SourceClusterID != "" {
 		return st.SourceClusterID
 	}
-	if obs.standbySeed != nil {
+	if obs.plan.StandbySeedComplete {
 		return obs.standbySeed.Status.ClusterID
+	}
+	return ""
+}
+
+// seedRetryAfter is how long a failed seed stays (its condition says why) before Steward deletes it to try again:
+// the source may not hold a snapshot yet, or its credentials may be fixed meanwhile.
+const seedRetryAfter = time.Minute
+
+// ensureSeed creates the seed backup a new standby starts from (its primary's newest snapshot the primary's
+// segments continue, found by the backup controller's Job), and replaces a failed one after seedRetryAfter. Once
+// the cluster has formed the seed is history: kept, never replaced.
+func (r *Reconciler) ensureSeed(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
+	if obs.plan.Bootstrapped || obs.plan.Restore != nil {
+		return nil
+	}
+	src := cluster.Spec.Standby.Source
+	if seed := obs.standbySeed; seed != nil {
+		failed := meta.FindStatusCondition(seed.Status.Conditions, etcdv1alpha1.ConditionFailed)
+		if failed == nil || failed.Status != metav1.ConditionTrue || !metav1.IsControlledBy(seed, cluster) ||
+			seed.Status.CompletionTime == nil || r.Now().Sub(seed.Status.CompletionTime.Time) < seedRetryAfter {
+			return nil
+		}
+		if err := r.Client.Delete(ctx, seed, client.Preconditions{UID: &seed.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete failed standby seed: %w", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Retrying the standby seed", "EtcdCluster", klog.KObj(cluster), "EtcdBackup", klog.KObj(seed), "reason", failed.Reason)
+		return nil
+	}
+	seed := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: etcdv1alpha1.StandbySeedName(cluster.Name),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cluster, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))}},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: cluster.Name, Destination: *src.Destination.DeepCopy(), DeletionPolicy: etcdv1alpha1.DeletionPolicyRetain,
+			StandbySeed: &etcdv1alpha1.StandbySeedSource{ClusterName: src.ClusterName}, Encryption: src.Encryption.DeepCopy()},
+	}
+	if err := r.Client.Create(ctx, seed); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create standby seed: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created the standby seed", "EtcdCluster", klog.KObj(cluster), "EtcdBackup", klog.KObj(seed))
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "StandbySeedCreated", "EtcdBackup %s finds the newest snapshot of %s that its continuous backup continues",
+		seed.Name, src.ClusterName)
+	return nil
+}
+
+// seedNote says how the seed is doing while the standby bootstraps, for the Standby condition.
+func seedNote(obs *observation) string {
+	seed := obs.standbySeed
+	if seed == nil || obs.plan.Bootstrapped {
+		return ""
+	}
+	if c := meta.FindStatusCondition(seed.Status.Conditions, etcdv1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+		return fmt.Sprintf("; seed %s failed (%s: %s), retried %s after it ended", seed.Name, c.Reason, c.Message, seedRetryAfter)
+	}
+	if c := meta.FindStatusCondition(seed.Status.Conditions, etcdv1alpha1.ConditionComplete); c != nil {
+		return fmt.Sprintf("; seed %s: %s", seed.Name, c.Message)
 	}
 	return ""
 }
@@ -250,6 +307,9 @@ func (r *Reconciler) statusStandby(cluster *etcdv1alpha1.EtcdCluster, obs *obser
 			next.ObservedTime = &metav1.Time{Time: r.Now()}
 		}
 		cluster.Status.Standby = &next
+	}
+	if d.Phase == etcdv1alpha1.StandbyBootstrapping {
+		d.Message += seedNote(obs)
 	}
 	status := metav1.ConditionFalse
 	if d.Following {

@@ -44,7 +44,7 @@ func standbyTestCluster() *etcdv1alpha1.EtcdCluster {
 func TestStandbyWaitsForItsSeed(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	c := standbyTestCluster()
-	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}, &etcdv1alpha1.EtcdBackup{}).Build()
 	r := &Reconciler{Client: cl, Recorder: record.NewFakeRecorder(100), Etcd: etcd.NewPool(), Options: testOpts, Now: func() time.Time { return now }}
 	got := reconcileOnce(t, r, c)
 	if n := len(memberPods(t, cl)); n != 0 {
@@ -57,10 +57,22 @@ func TestStandbyWaitsForItsSeed(t *testing.T) {
 		t.Fatalf("before the seed: Progressing %+v, Standby %+v, status %+v", p, sb, got.Status.Standby)
 	}
 
-	seed := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-standby-seed"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "main"}}
-	seed.Status.ClusterID = "87afdd7b6dce50e8"
+	// The seed: a record of the primary's snapshot, found by the backup controller's Job in the source, read only.
+	seed := &etcdv1alpha1.EtcdBackup{}
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "db-standby-seed"}, seed); err != nil {
+		t.Fatalf("the seed: %v", err)
+	}
+	if sp := seed.Spec; sp.ClusterName != "db" || sp.StandbySeed == nil || sp.StandbySeed.ClusterName != "main" || sp.DeletionPolicy != etcdv1alpha1.DeletionPolicyRetain ||
+		sp.Destination.S3 == nil || sp.Destination.S3.Key != "prod/main" || !metav1.IsControlledBy(seed, c) {
+		t.Fatalf("seed spec %+v, owners %v", sp, seed.OwnerReferences)
+	}
+	reconcileOnce(t, r, got)
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "db-from-backup"}, &etcdv1alpha1.EtcdRestore{}); err == nil {
+		t.Fatal("a restore of the seed before it is Complete")
+	}
+	seed.Status.ClusterID, seed.Status.Path = "87afdd7b6dce50e8", "prod/main/main-20261129T110000Z.db"
 	seed.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: metav1.NewTime(now)}}
-	if err := cl.Create(context.Background(), seed); err != nil {
+	if err := cl.Status().Update(context.Background(), seed); err != nil {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, got)
@@ -82,6 +94,7 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 	c.Status.Bootstrapped = true
 	seed := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-standby-seed"}}
 	seed.Status.ClusterID = "87afdd7b6dce50e8"
+	seed.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: "Succeeded"}}
 	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
 	rec := record.NewFakeRecorder(100)
 	var report *pitr.StandbyStatus
@@ -97,7 +110,7 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			t.Fatal(err)
 		}
-		obs := &observation{plan: plan.Observation{Bootstrapped: true}, standbySeed: seed}
+		obs := &observation{plan: plan.Observation{Bootstrapped: true, StandbySeedComplete: true}, standbySeed: seed}
 		err := r.reconcileStandby(ctx, c, obs)
 		before := c.DeepCopy()
 		r.statusStandby(c, obs)
