@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -319,7 +320,9 @@ func runJob(cmd string, args []string) {
 	case "follow":
 		os.Exit(runFollow(ctx, f.fc, f.endpoints, f.listen, t, pw, func(id string) backup.ObjectDir { return encodedDirAt(pitr.SegmentsDir(f.path, id)) }))
 	case "standby":
-		os.Exit(runStandby(ctx, standbyConfig{tls: t, password: pw, segments: encodedDirAt(f.segments), clusterID: f.pc.clusterID, poll: f.poll},
+		base := path.Dir(f.segments)
+		os.Exit(runStandby(ctx, standbyConfig{tls: t, password: pw, segments: encodedDirAt(f.segments), clusterID: f.pc.clusterID, poll: f.poll,
+			base: dirAt(base), dirOf: func(id string) backup.ObjectDir { return dirAt(path.Join(base, id)) }, identities: time.Minute},
 			f.endpoints, f.listen))
 	case "standby-seed":
 		pc := f.pc

@@ -26,6 +26,11 @@ type standbyConfig struct {
 	segments  backup.ObjectDir
 	clusterID string
 	poll      time.Duration
+	// base is the segment base the identities' directories are in and dirOf one identity's directory (both
+	// listed only), nil to skip the check for a re-seeded primary; identities is how often they are listed.
+	base       backup.ObjectDir
+	dirOf      func(id string) backup.ObjectDir
+	identities time.Duration
 }
 
 // applier replays a primary's segments into a standby as they are stored. Its memory is the standby's own
@@ -46,6 +51,9 @@ type applier struct {
 	listed string
 	// stopped is set once for good: the applier never applies past a gap, a corrupt segment or a divergence.
 	stopped bool
+	// checkedIdentities is when the segment base was last listed for a newer identity; newerSeen the newest
+	// segment time of a newer identity seen then.
+	checkedIdentities, newerSeen time.Time
 }
 
 func (a *applier) status() pitr.StandbyStatus {
@@ -118,8 +126,8 @@ func (a *applier) poll(ctx context.Context) error {
 	}
 	refs := a.sourceChanged(names)
 	defer func() { a.report(applied, refs) }()
-	if a.stopped {
-		return nil
+	if err := a.checkIdentities(ctx); err != nil || a.stopped {
+		return err
 	}
 	segs, gap := pitr.NextSegments(applied, refs)
 	if applied != a.left {
@@ -165,6 +173,35 @@ func (a *applier) sourceChanged(names []string) []pitr.Ref {
 	}
 	a.listed = fp
 	return refs
+}
+
+// checkIdentities stops the standby when another etcd cluster ID of the primary has a segment newer than the
+// newest of the one it follows: the primary was re-seeded from a backup (or restored to a point in time), and its
+// history from there does not continue the standby's. Once a cluster ID has gone quiet its primary is gone, so
+// the newer directory is also what makes a promotion's fencing see the source still advancing.
+//
+// It keeps looking after the stop: the re-seeded primary's segments changing are the source advancing, which a
+// promotion's fencing must see.
+func (a *applier) checkIdentities(ctx context.Context) error {
+	if a.cfg.base == nil || time.Since(a.checkedIdentities) < a.cfg.identities {
+		return nil
+	}
+	id, newest, err := newestIdentity(ctx, a.cfg.base, a.cfg.dirOf)
+	if err != nil {
+		return err
+	}
+	a.checkedIdentities = time.Now()
+	if id == a.cfg.clusterID || !newest.After(a.newerSeen) {
+		return nil
+	}
+	a.newerSeen = newest
+	now := time.Now().UTC()
+	a.update(func(s *pitr.StandbyStatus) { s.SourceChanged = now })
+	if !a.stopped {
+		a.stop(etcdv1alpha1.ReasonSourceChanged, "the source's segments of etcd cluster %s are newer than those of %s, which the standby follows: the primary was re-seeded, "+
+			"and its history from there does not continue the standby's; create a new standby to follow it", id, a.cfg.clusterID)
+	}
+	return nil
 }
 
 // checkTip compares the standby's key space at its revision with the primary's changes at that revision: a

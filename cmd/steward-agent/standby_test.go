@@ -191,8 +191,9 @@ func TestStandbyFollowsAPrimary(t *testing.T) {
 // older identity's directory) and the newest snapshot (compressed, as schedules store them) that its segments
 // continue, waiting for the follower to store a segment that reaches a snapshot newer than every segment. Its
 // record (path, size, sha256, revision, cluster ID) reads the snapshot back verified; a standby restored from it
-// and followed by the applier holds the primary's key space at the primary's revision. A directory without
-// segments is refused, naming it.
+// and followed by the applier holds the primary's key space at the primary's revision, until segments of a newer
+// etcd cluster ID (the primary re-seeded) stop it as SourceChanged. A directory without segments is refused,
+// naming it.
 func TestStandbySeed(t *testing.T) {
 	bin := etcdBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -251,7 +252,9 @@ func TestStandbySeed(t *testing.T) {
 		t.Fatalf("restore the seed: %v: %s", err, out)
 	}
 	sb, sbURL := startEtcd(t, bin, data)
-	a := &applier{cfg: standbyConfig{endpoints: []string{sbURL}, segments: segmentDirs(root, pitr.SegmentsBase("prod", "main"))(clusterID), clusterID: clusterID, poll: 50 * time.Millisecond}}
+	base := pitr.SegmentsBase("prod", "main")
+	a := &applier{cfg: standbyConfig{endpoints: []string{sbURL}, segments: segmentDirs(root, base)(clusterID), clusterID: clusterID, poll: 50 * time.Millisecond,
+		base: dirAt(base), dirOf: func(id string) backup.ObjectDir { return dirAt(pitr.SegmentsDir(base, id)) }}}
 	actx, acancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { a.run(actx); close(done) }()
@@ -269,5 +272,19 @@ func TestStandbySeed(t *testing.T) {
 	}
 	if d := sameState(state(t, src, rev), state(t, sb, 0)); d != "" {
 		t.Fatalf("the standby differs from the primary at revision %d: %s", rev, d)
+	}
+
+	// The primary re-seeded: segments of a new etcd cluster ID, newer than the followed one's, stop the standby.
+	reseeded := pitr.Header{ClusterID: "n3w1d", First: 1, Last: 1, FirstTime: time.Now().Add(time.Minute), LastTime: time.Now().Add(time.Minute)}
+	b, err = pitr.Encode(pitr.Segment{Header: reseeded, Events: []pitr.Event{{Revision: 1, Type: pitr.Put, Key: []byte("k"), Observed: reseeded.LastTime}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dirAt(pitr.SegmentsDir(base, "n3w1d")).Put(ctx, pitr.Name(reseeded), b); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return a.status().Stopped != "" }, "the standby to notice the re-seeded primary")
+	if st := a.status(); st.Stopped != etcdv1alpha1.ReasonSourceChanged || !strings.Contains(st.Message, "n3w1d") || st.AppliedRevision != rev {
+		t.Fatalf("after the primary was re-seeded: %+v", st)
 	}
 }

@@ -40,7 +40,7 @@ func standbySeed(ctx context.Context, c seedConfig) backup.Result {
 		return backup.Result{Reason: reason, Message: fmt.Sprintf(format, a...)}
 	}
 	base := pitr.SegmentsBase(c.prefix, c.cluster)
-	id, err := newestIdentity(ctx, c.dir(base), func(id string) backup.ObjectDir { return c.dir(pitr.SegmentsDir(base, id)) })
+	id, _, err := newestIdentity(ctx, c.dir(base), func(id string) backup.ObjectDir { return c.dir(pitr.SegmentsDir(base, id)) })
 	if err != nil {
 		return fail(etcdv1alpha1.ReasonOutsideWindow, "%v", err)
 	}
@@ -78,18 +78,19 @@ func standbySeed(ctx context.Context, c seedConfig) backup.Result {
 		c.dir(c.prefix).Location(), id, skipped)
 }
 
-// newestIdentity is the etcd cluster ID under base whose newest segment is the newest of all.
-func newestIdentity(ctx context.Context, base backup.ObjectDir, dirOf func(id string) backup.ObjectDir) (string, error) {
+// newestIdentity is the etcd cluster ID under base whose newest segment is the newest of all, and that segment's
+// time.
+func newestIdentity(ctx context.Context, base backup.ObjectDir, dirOf func(id string) backup.ObjectDir) (string, time.Time, error) {
 	ids, err := base.Dirs(ctx)
 	if err != nil {
-		return "", fmt.Errorf("list the source's etcd cluster IDs: %w", err)
+		return "", time.Time{}, fmt.Errorf("list the source's etcd cluster IDs: %w", err)
 	}
 	var best string
 	var newest time.Time
 	for _, id := range ids {
 		names, err := dirOf(id).List(ctx)
 		if err != nil {
-			return "", fmt.Errorf("list the segments of etcd cluster %s: %w", id, err)
+			return "", time.Time{}, fmt.Errorf("list the segments of etcd cluster %s: %w", id, err)
 		}
 		for _, n := range names {
 			if r, ok := pitr.ParseName(n); ok && r.LastTime.After(newest) {
@@ -98,9 +99,9 @@ func newestIdentity(ctx context.Context, base backup.ObjectDir, dirOf func(id st
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("no segments in %s: is continuous backup on for the primary's schedule?", base.Location())
+		return "", time.Time{}, fmt.Errorf("no segments in %s: is continuous backup on for the primary's schedule?", base.Location())
 	}
-	return best, nil
+	return best, newest, nil
 }
 
 // seedFrom checks one snapshot object. why says why it is skipped for an older one ("" when it is the seed, or
