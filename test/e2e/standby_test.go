@@ -18,9 +18,9 @@ import (
 
 // TestStandbyFollowsAndPromotes: a primary under a steady writer, with continuous backup to S3; a standby in
 // another namespace, sharing only the bucket (its own credentials Secret), seeds itself from the primary's newest
-// snapshot, follows with its lag reported, and after the primary is deleted is promoted (forced: the test bed
-// deletes the primary, which is the fencing): every write acknowledged up to the promoted revision is on it with
-// the primary's revision, and it takes writes.
+// snapshot, follows with its lag reported, and after the primary is deleted catches up with the source's last
+// segment and is promoted there (forced: deleting the primary is the fencing): every write acknowledged up to the
+// promoted revision is on it with the primary's revision, and it takes writes.
 func TestStandbyFollowsAndPromotes(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -96,9 +96,15 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 	if err := framework.K8s.Delete(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	// The source's last segments (the follower stores what it holds when it stops) reach the standby: its source
+	// revision has stopped moving and it has applied up to it. Status follows the applier's report every 10 s.
+	deletedAt, lastSource, stableSince := time.Now(), int64(0), time.Now()
 	caught := waitStandby(t, key, "caught up with the source's last segment", 2*time.Minute, func(c *etcdv1alpha1.EtcdCluster) bool {
 		s := c.Status.Standby
-		return s.SourceRevision > 0 && s.AppliedRevision == s.SourceRevision
+		if s.SourceRevision != lastSource {
+			lastSource, stableSince = s.SourceRevision, time.Now()
+		}
+		return time.Since(deletedAt) > 15*time.Second && time.Since(stableSince) > 15*time.Second && s.AppliedRevision == s.SourceRevision
 	})
 	framework.PatchSpec(t, key, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Standby.Promote, c.Spec.Standby.ForcePromotion = true, true })
 	promotedAt := time.Now()
@@ -106,7 +112,10 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		return c.Status.Standby.Phase == etcdv1alpha1.StandbyPromoted
 	})
 	rev := promoted.Status.Standby.PromotedRevision
-	t.Logf("promoted at revision %d in %.1fs (source's last stored revision %d)", rev, time.Since(promotedAt).Seconds(), caught.Status.Standby.SourceRevision)
+	t.Logf("promoted at revision %d in %.1fs (the source's last stored revision %d)", rev, time.Since(promotedAt).Seconds(), caught.Status.Standby.SourceRevision)
+	if rev != caught.Status.Standby.SourceRevision {
+		t.Fatalf("promoted at revision %d, not at the source's last stored revision %d", rev, caught.Status.Standby.SourceRevision)
+	}
 
 	// Every write acknowledged up to the promoted revision is there, at the primary's revision.
 	states := keyStates(t, promoted, "w/", 0)
@@ -125,7 +134,7 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d acknowledged writes, %d up to the promoted revision %d all present with their revisions, %d after it (not yet stored when the primary went)",
+	t.Logf("%d acknowledged writes, %d up to the promoted revision %d all present with their revisions, %d after it (never stored by the primary's follower)",
 		len(acked), len(acked)-after, rev, after)
 	if missing > 0 || len(acked)-after == 0 {
 		t.Fatalf("%d acknowledged writes up to revision %d missing or changed", missing, rev)
