@@ -212,47 +212,38 @@ func (d AzureDir) blob(name string) (*blockblob.Client, error) {
 	return d.c.client.NewBlockBlobClient(path.Join(d.prefix, name)), nil
 }
 
-// List implements ObjectDir: the blobs directly under the prefix (the delimiter leaves deeper ones out).
+// List implements ObjectDir.
 func (d AzureDir) List(ctx context.Context) ([]string, error) {
-	var names []string
-	pager := d.c.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: to.Ptr(d.prefix + "/")})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
-		}
-		for _, item := range page.Segment.BlobItems {
-			if item.Name == nil {
-				continue
-			}
-			if name := strings.TrimPrefix(*item.Name, d.prefix+"/"); name != "" && !strings.Contains(name, "/") {
-				names = append(names, name)
-			}
-		}
-	}
-	return names, nil
+	names, _, err := d.listing(ctx)
+	return names, err
 }
 
-// Dirs implements ObjectDir: the hierarchy listing's blob prefixes.
+// Dirs implements ObjectDir.
 func (d AzureDir) Dirs(ctx context.Context) ([]string, error) {
-	var names []string
+	_, dirs, err := d.listing(ctx)
+	return dirs, err
+}
+
+// listing is the blobs directly under the prefix and the deeper prefixes, from the hierarchy listing.
+func (d AzureDir) listing(ctx context.Context) (names, dirs []string, err error) {
 	pager := d.c.client.NewListBlobsHierarchyPager("/", &container.ListBlobsHierarchyOptions{Prefix: to.Ptr(d.prefix + "/")})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+			return nil, nil, fmt.Errorf("list %s: %w", d.Location(), err)
+		}
+		for _, item := range page.Segment.BlobItems {
+			if item.Name != nil {
+				names, dirs = sortEntry(strings.TrimPrefix(*item.Name, d.prefix+"/"), names, dirs)
+			}
 		}
 		for _, p := range page.Segment.BlobPrefixes {
-			if p.Name == nil {
-				continue
-			}
-			name, ok := strings.CutSuffix(strings.TrimPrefix(*p.Name, d.prefix+"/"), "/")
-			if ok && name != "" && !strings.Contains(name, "/") {
-				names = append(names, name)
+			if p.Name != nil {
+				names, dirs = sortEntry(strings.TrimPrefix(*p.Name, d.prefix+"/"), names, dirs)
 			}
 		}
 	}
-	return names, nil
+	return names, dirs, nil
 }
 
 // Put implements ObjectDir: a single Put Blob request, which Azure makes visible whole or not at all.

@@ -186,41 +186,33 @@ func (d GCSDir) object(name string) (*storage.ObjectHandle, error) {
 
 // List implements ObjectDir: the objects directly under the prefix (the delimiter leaves deeper ones out).
 func (d GCSDir) List(ctx context.Context) ([]string, error) {
-	var names []string
-	it := d.b.client.Bucket(d.b.cfg.Bucket).Objects(ctx, &storage.Query{Prefix: d.prefix + "/", Delimiter: "/"})
-	for {
-		o, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return names, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
-		}
-		if o.Name == "" { // a "directory" (prefix) deeper down
-			continue
-		}
-		if name := strings.TrimPrefix(o.Name, d.prefix+"/"); name != "" && !strings.Contains(name, "/") {
-			names = append(names, name)
-		}
-	}
+	names, _, err := d.listing(ctx)
+	return names, err
 }
 
-// Dirs implements ObjectDir: with a delimiter, GCS lists each deeper prefix once, as an entry with only Prefix set.
+// Dirs implements ObjectDir.
 func (d GCSDir) Dirs(ctx context.Context) ([]string, error) {
-	var names []string
+	_, dirs, err := d.listing(ctx)
+	return dirs, err
+}
+
+// listing is the objects directly under the prefix and the deeper prefixes: with a delimiter, GCS lists each
+// deeper prefix once, as an entry with only Prefix set.
+func (d GCSDir) listing(ctx context.Context) (names, dirs []string, err error) {
 	it := d.b.client.Bucket(d.b.cfg.Bucket).Objects(ctx, &storage.Query{Prefix: d.prefix + "/", Delimiter: "/"})
 	for {
 		o, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return names, nil
+			return names, dirs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+			return nil, nil, fmt.Errorf("list %s: %w", d.Location(), err)
 		}
-		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Prefix, d.prefix+"/"), "/")
-		if o.Name == "" && ok && name != "" && !strings.Contains(name, "/") {
-			names = append(names, name)
+		entry := o.Name
+		if entry == "" {
+			entry = o.Prefix
 		}
+		names, dirs = sortEntry(strings.TrimPrefix(entry, d.prefix+"/"), names, dirs)
 	}
 }
 

@@ -51,44 +51,38 @@ func (d FileDir) path(name string) (string, error) {
 
 // List implements ObjectDir. A missing directory is empty.
 func (d FileDir) List(context.Context) ([]string, error) {
-	if err := CheckRelativePath(d.Dir); err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(filepath.Join(d.Root, filepath.FromSlash(d.Dir)))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.Location(), err)
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil
+	names, _, err := d.listing()
+	return names, err
 }
 
 // Dirs implements ObjectDir. A missing directory has none.
 func (d FileDir) Dirs(context.Context) ([]string, error) {
+	_, dirs, err := d.listing()
+	return dirs, err
+}
+
+// listing is the directory's regular files and subdirectories, hidden ones (partial writes) left out.
+func (d FileDir) listing() (names, dirs []string, err error) {
 	if err := CheckRelativePath(d.Dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	entries, err := os.ReadDir(filepath.Join(d.Root, filepath.FromSlash(d.Dir)))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.Location(), err)
+		return nil, nil, fmt.Errorf("list %s: %w", d.Location(), err)
 	}
-	var names []string
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		switch {
+		case strings.HasPrefix(e.Name(), "."):
+		case e.Type().IsRegular():
 			names = append(names, e.Name())
+		case e.IsDir():
+			dirs = append(dirs, e.Name())
 		}
 	}
-	return names, nil
+	return names, dirs, nil
 }
 
 // Put implements ObjectDir: a hidden temporary file, fsynced, renamed into place, the directory fsynced.
@@ -178,32 +172,41 @@ func (d S3Dir) key(name string) (string, error) {
 
 // List implements ObjectDir.
 func (d S3Dir) List(ctx context.Context) ([]string, error) {
-	var names []string
-	for obj := range d.s.client.ListObjects(ctx, d.s.cfg.Bucket, minio.ListObjectsOptions{Prefix: d.prefix + "/"}) {
-		if obj.Err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), obj.Err)
-		}
-		name := strings.TrimPrefix(obj.Key, d.prefix+"/")
-		if name != "" && !strings.Contains(name, "/") {
-			names = append(names, name)
-		}
-	}
-	return names, nil
+	names, _, err := d.listing(ctx)
+	return names, err
 }
 
-// Dirs implements ObjectDir: a listing without recursion returns each deeper prefix once, as a key ending in '/'.
+// Dirs implements ObjectDir.
 func (d S3Dir) Dirs(ctx context.Context) ([]string, error) {
-	var names []string
+	_, dirs, err := d.listing(ctx)
+	return dirs, err
+}
+
+// listing is the objects directly under the prefix and the deeper prefixes: a listing without recursion returns
+// each deeper prefix once, as a key ending in '/'.
+func (d S3Dir) listing(ctx context.Context) (names, dirs []string, err error) {
 	for obj := range d.s.client.ListObjects(ctx, d.s.cfg.Bucket, minio.ListObjectsOptions{Prefix: d.prefix + "/"}) {
 		if obj.Err != nil {
-			return nil, fmt.Errorf("list %s: %w", d.Location(), obj.Err)
+			return nil, nil, fmt.Errorf("list %s: %w", d.Location(), obj.Err)
 		}
-		name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, d.prefix+"/"), "/")
-		if ok && name != "" && !strings.Contains(name, "/") {
-			names = append(names, name)
-		}
+		names, dirs = sortEntry(strings.TrimPrefix(obj.Key, d.prefix+"/"), names, dirs)
 	}
-	return names, nil
+	return names, dirs, nil
+}
+
+// sortEntry adds a listing's entry relative to its directory to names (a plain name) or dirs (a name and a
+// trailing '/'); anything deeper or empty is left out.
+func sortEntry(rel string, names, dirs []string) ([]string, []string) {
+	if dir, ok := strings.CutSuffix(rel, "/"); ok {
+		if dir != "" && !strings.Contains(dir, "/") {
+			dirs = append(dirs, dir)
+		}
+		return names, dirs
+	}
+	if rel != "" && !strings.Contains(rel, "/") {
+		names = append(names, rel)
+	}
+	return names, dirs
 }
 
 // Put implements ObjectDir: a single PUT, which S3 makes visible whole or not at all.
