@@ -60,7 +60,7 @@ var expected = map[string]time.Duration{
 	"TestWedgedMembersAreRestartedByTheirLivenessProbe": 150 * time.Second,
 	"TestTLSSwitchUnderLoad":                            230 * time.Second,
 	"TestContinuousBackupPointInTime":                   220 * time.Second,
-	"TestStandbyFollowsAndPromotes":                     150 * time.Second,
+	"TestStandbyFollowsAndPromotes":                     60 * time.Second,
 	"TestRestore":                                       210 * time.Second,
 	"TestHibernationUnderLoad":                          200 * time.Second,
 	"TestStorageExpansionInPlace":                       40 * time.Second,
