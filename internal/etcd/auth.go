@@ -248,3 +248,67 @@ func (p *Pool) UserRoles(ctx context.Context, key string, endpoints []string, na
 func isPermissionDenied(err error) bool {
 	return err != nil && (errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrPermissionDenied))
 }
+
+// AuthStore reads every role of etcd's auth store with its permissions, and every user with its roles: what a
+// standby's fence is planned from (etcdauth.Fence, etcdauth.Unfence).
+func (p *Pool) AuthStore(ctx context.Context, key string, endpoints []string) ([]etcdauth.Role, []etcdauth.UserRoles, error) {
+	var roles []etcdauth.Role
+	var users []etcdauth.UserRoles
+	err := p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		roles, users = nil, nil
+		roleList, err := c.RoleList(ctx)
+		if err != nil {
+			return fmt.Errorf("list roles: %w", err)
+		}
+		for _, name := range roleList.Roles {
+			resp, err := c.RoleGet(ctx, name)
+			if err != nil {
+				return fmt.Errorf("get role %s: %w", name, err)
+			}
+			role := etcdauth.Role{Name: name}
+			for _, perm := range resp.Perm {
+				role.Permissions = append(role.Permissions, etcdauth.Permission{
+					Key: string(perm.Key), RangeEnd: string(perm.RangeEnd), Access: etcdauth.Access(perm.PermType)})
+			}
+			roles = append(roles, role)
+		}
+		userList, err := c.UserList(ctx)
+		if err != nil {
+			return fmt.Errorf("list users: %w", err)
+		}
+		for _, name := range userList.Users {
+			resp, err := c.UserGet(ctx, name)
+			if err != nil {
+				return fmt.Errorf("get user %s: %w", name, err)
+			}
+			users = append(users, etcdauth.UserRoles{Name: name, Roles: resp.Roles})
+		}
+		return nil
+	})
+	return roles, users, err
+}
+
+// ApplyFence makes a fence's (or its undoing's) calls, in order. Each is etcd's own idempotent call (a grant of
+// what is held, a revocation of what is not held, are answered without change or with a not-found that
+// means the same), so a run cut short is simply planned and made again.
+func (p *Pool) ApplyFence(ctx context.Context, key string, endpoints []string, ops []etcdauth.FenceOp) error {
+	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
+		for _, op := range ops {
+			if err := applyOp(ctx, c, op.User, op.Op, ""); err != nil && !fenceDone(op, err) {
+				return fmt.Errorf("%s %s: %w", op.Op, op.User, err)
+			}
+		}
+		return nil
+	})
+}
+
+// fenceDone reports whether err says op's effect already holds: a permission or root grant revoked before.
+func fenceDone(op etcdauth.FenceOp, err error) bool {
+	switch op.Kind {
+	case etcdauth.RevokePermission:
+		return errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionNotGranted) || errors.Is(err, rpctypes.ErrPermissionNotGranted)
+	case etcdauth.RevokeRole:
+		return errors.Is(rpctypes.Error(err), rpctypes.ErrRoleNotGranted) || errors.Is(err, rpctypes.ErrRoleNotGranted)
+	}
+	return false
+}
