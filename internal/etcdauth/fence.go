@@ -140,3 +140,17 @@ func sortedUsers(users []UserRoles) []UserRoles {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// FencedUser is what etcd holds for an EtcdUser while its cluster is a standby: its own role with the read
+// permissions of its spec only (the role not granted when none is left), and not the root role, which the fence
+// would revoke again. After promotion the user gets what it declares.
+func FencedUser(u User) User {
+	fenced := User{Name: u.Name, Password: u.Password, Permissions: ReadOnly(u.Permissions)}
+	for _, r := range u.Roles {
+		if r == RootRole || (r == u.Name && len(fenced.Permissions) == 0) {
+			continue
+		}
+		fenced.Roles = append(fenced.Roles, r)
+	}
+	return fenced
+}
