@@ -548,6 +548,11 @@ const (
 const (
 	// ConditionStandby is True while the standby follows its source.
 	ConditionStandby = "Standby"
+	// ReasonFencingWrites: the members have started from the source's snapshot, and Steward is making etcd refuse
+	// every client write before the applier starts: each role but root keeps only its read permissions and no user
+	// but root and Steward's own identity keeps the root role (recorded first in the ConfigMap
+	// <cluster>-standby-fence, given back at promotion).
+	ReasonFencingWrites = "FencingWrites"
 	// ReasonApplierStarting: the applier's Pod is not ready yet, or has not reported.
 	ReasonApplierStarting = "ApplierStarting"
 	// ReasonSourceUnreadable: the applier cannot list or read the source (credentials, network, a missing
@@ -569,7 +574,7 @@ const (
 	// once the source is quiet for the window (or at once with forcePromotion).
 	ReasonSourceStillAdvancing = "SourceStillAdvancing"
 	// ReasonPromoting: promotion is under way: applying the last complete segments, stopping the applier,
-	// opening writes.
+	// recording the revision reached, then opening writes (giving back what the fence took).
 	ReasonPromoting = "Promoting"
 	// ReasonPromoted: the standby was promoted and is an ordinary cluster (status.standby.promotedRevision).
 	ReasonPromoted = "Promoted"

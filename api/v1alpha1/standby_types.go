@@ -132,6 +132,10 @@ func StandbySeedName(cluster string) string { return DerivedName(cluster, "-stan
 // StandbyApplierName is the Deployment that replays a standby's source into it.
 func StandbyApplierName(cluster string) string { return DerivedName(cluster, "-standby") }
 
+// StandbyFenceName is the ConfigMap that records what a standby's write fence took from etcd's roles and users,
+// so that promotion gives back exactly that.
+func StandbyFenceName(cluster string) string { return DerivedName(cluster, "-standby-fence") }
+
 // StandbySeedSource names the primary whose schedule's snapshots a standby seed is found among.
 type StandbySeedSource struct {
 	// ClusterName is the primary EtcdCluster's name (its schedule's snapshots are <clusterName>-<time>.db).
@@ -140,4 +144,10 @@ type StandbySeedSource struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	ClusterName string `json:"clusterName"`
+}
+
+// WritesFenced reports whether c is a standby whose promotion is not done: etcd refuses its clients' writes
+// (the write fence), and EtcdUsers of it get read permissions only.
+func WritesFenced(c *EtcdCluster) bool {
+	return c.Spec.Standby != nil && (c.Status.Standby == nil || c.Status.Standby.Phase != StandbyPromoted)
 }

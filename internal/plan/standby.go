@@ -14,6 +14,11 @@ import (
 // promotion refuse while the source still advances (fencing), wait until every complete segment is applied,
 // stop the applier, and only once it is gone record the revision reached and open writes. Nothing writes to a
 // standby but its applier, so once the applier is gone the revision read from etcd is final.
+//
+// Nothing else writes because of the fence: etcd's own auth refuses every client write once each role but root
+// is read-only and only root and Steward's identity hold the root role. The fence is made right after the
+// members formed and before the applier starts, so a standby is never reported Following while clients could
+// write to it; it is undone only after the promoted revision is recorded.
 
 // StandbyStep is what the controller does for a standby on this pass.
 type StandbyStep string
@@ -26,9 +31,14 @@ const (
 	StandbyRunApplier StandbyStep = "RunApplier"
 	// StandbyStopApplier: delete the applier's Deployment (promotion), and wait for its Pod to be gone.
 	StandbyStopApplier StandbyStep = "StopApplier"
-	// StandbyRecordPromotion: the applier is gone: read the revision from etcd, record it
-	// (status.standby.promotedRevision) and open writes.
+	// StandbyFence: make etcd refuse client writes (etcdauth.Fence), recording first what it takes.
+	StandbyFence StandbyStep = "Fence"
+	// StandbyRecordPromotion: the applier is gone: read the revision from etcd and record it
+	// (status.standby.promotedRevision), then open writes.
 	StandbyRecordPromotion StandbyStep = "RecordPromotion"
+	// StandbyOpenWrites: the promoted revision is recorded: give back what the fence took (etcdauth.Unfence)
+	// and declare the promotion done.
+	StandbyOpenWrites StandbyStep = "OpenWrites"
 )
 
 // StandbyObservation is what the standby's next step is decided from.
@@ -42,6 +52,12 @@ type StandbyObservation struct {
 	// Phase is status.standby.phase, the controller's memory: Promoting once it began stopping the applier for
 	// a promotion, Promoted once it recorded the promotion.
 	Phase etcdv1alpha1.StandbyPhase
+	// Fenced: the fence's record says every call of the fence was made (the controller's memory, in the
+	// ConfigMap <cluster>-standby-fence).
+	Fenced bool
+	// RevisionRecorded: status.standby.promotedRevision is set (memory): the revision reached once the applier
+	// was gone.
+	RevisionRecorded bool
 	// ApplierExists: the applier's Deployment, or a Pod of it, still exists.
 	ApplierExists bool
 	// Report is what the applier reported on this pass; nil when it did not answer (not started, not ready).
@@ -77,11 +93,20 @@ func DecideStandby(o StandbyObservation) StandbyDecision {
 			return StandbyDecision{Step: StandbyStopApplier, Phase: etcdv1alpha1.StandbyPromoting, Reason: etcdv1alpha1.ReasonPromoting,
 				Message: "promoting: waiting for the applier to stop, so that nothing writes to the standby any more"}
 		}
-		return StandbyDecision{Step: StandbyRecordPromotion, Phase: etcdv1alpha1.StandbyPromoting, Reason: etcdv1alpha1.ReasonPromoting,
-			Message: "promoting: the applier is gone; recording the revision reached and opening writes"}
+		if !o.RevisionRecorded {
+			return StandbyDecision{Step: StandbyRecordPromotion, Phase: etcdv1alpha1.StandbyPromoting, Reason: etcdv1alpha1.ReasonPromoting,
+				Message: "promoting: the applier is gone; recording the revision reached, then opening writes"}
+		}
+		return StandbyDecision{Step: StandbyOpenWrites, Phase: etcdv1alpha1.StandbyPromoting, Reason: etcdv1alpha1.ReasonPromoting,
+			Message: "promoting: the revision reached is recorded; opening writes"}
 	case !o.Formed:
 		return StandbyDecision{Step: StandbyNone, Phase: etcdv1alpha1.StandbyBootstrapping, Reason: etcdv1alpha1.ReasonBootstrapping,
 			Message: "the members are starting from the source's newest snapshot"}
+	case !o.Fenced:
+		// Before anything reports Following, and before a promotion (which undoes exactly what the fence
+		// recorded): a standby whose clients could write is never shown as one that follows.
+		return StandbyDecision{Step: StandbyFence, Phase: etcdv1alpha1.StandbyBootstrapping, Reason: etcdv1alpha1.ReasonFencingWrites,
+			Message: "making etcd refuse client writes (every role but root read-only) before the applier starts"}
 	case o.Promote:
 		return promoteStandby(o)
 	}

@@ -25,7 +25,7 @@ func TestDecideStandby(t *testing.T) {
 		r.Stopped, r.Message, r.SourceRevision = etcdv1alpha1.ReasonSegmentGap, "revisions 501..510 are missing before segment seg-x", 600
 	})
 	unreadable := report(func(r *pitr.StandbyStatus) { r.Error = "list s3://etcd/prod: access denied" })
-	following := StandbyObservation{Now: now, FencingWindow: 3 * time.Minute, Formed: true, ApplierExists: true, Report: report(nil)}
+	following := StandbyObservation{Now: now, FencingWindow: 3 * time.Minute, Formed: true, Fenced: true, ApplierExists: true, Report: report(nil)}
 	promote := following
 	promote.Promote = true
 	with := func(o StandbyObservation, mutate func(*StandbyObservation)) StandbyObservation {
@@ -43,6 +43,12 @@ func TestDecideStandby(t *testing.T) {
 	}{
 		"bootstrapping": {with(following, func(o *StandbyObservation) { o.Formed, o.ApplierExists, o.Report = false, false, nil }),
 			StandbyNone, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonBootstrapping, false, "source's newest snapshot", 0},
+		"bootstrapping, not fenced": {with(following, func(o *StandbyObservation) { o.Formed, o.Fenced, o.ApplierExists, o.Report = false, false, false, nil }),
+			StandbyNone, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonBootstrapping, false, "", 0},
+		"formed, not fenced": {with(following, func(o *StandbyObservation) { o.Fenced, o.ApplierExists, o.Report = false, false, nil }),
+			StandbyFence, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonFencingWrites, false, "refuse client writes", 0},
+		"not fenced, an applier reporting": {with(following, func(o *StandbyObservation) { o.Fenced = false }),
+			StandbyFence, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonFencingWrites, false, "", 0},
 		"formed, no applier yet": {with(following, func(o *StandbyObservation) { o.ApplierExists, o.Report = false, nil }),
 			StandbyRunApplier, etcdv1alpha1.StandbyFollowing, etcdv1alpha1.ReasonApplierStarting, false, "not reported", 0},
 		"following, caught up": {following, StandbyRunApplier, etcdv1alpha1.StandbyFollowing, etcdv1alpha1.ReasonFollowing, true,
@@ -75,6 +81,8 @@ func TestDecideStandby(t *testing.T) {
 		"promote, window just over": {with(promote, func(o *StandbyObservation) {
 			o.Report = report(func(r *pitr.StandbyStatus) { r.SourceChanged = now.Add(-3 * time.Minute) })
 		}), StandbyStopApplier, etcdv1alpha1.StandbyPromoting, etcdv1alpha1.ReasonPromoting, false, "stopping the applier", 0},
+		"promote before the fence": {with(promote, func(o *StandbyObservation) { o.Fenced = false }),
+			StandbyFence, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonFencingWrites, false, "", 0},
 		"promote while bootstrapping": {with(promote, func(o *StandbyObservation) { o.Formed, o.Report = false, nil }),
 			StandbyNone, etcdv1alpha1.StandbyBootstrapping, etcdv1alpha1.ReasonBootstrapping, false, "", 0},
 
@@ -87,6 +95,14 @@ func TestDecideStandby(t *testing.T) {
 			o.Phase, o.ApplierExists, o.Report = etcdv1alpha1.StandbyPromoting, false, nil
 		}),
 			StandbyRecordPromotion, etcdv1alpha1.StandbyPromoting, etcdv1alpha1.ReasonPromoting, false, "recording the revision", 0},
+		"promoting, revision recorded": {with(promote, func(o *StandbyObservation) {
+			o.Phase, o.ApplierExists, o.Report, o.RevisionRecorded = etcdv1alpha1.StandbyPromoting, false, nil, true
+		}),
+			StandbyOpenWrites, etcdv1alpha1.StandbyPromoting, etcdv1alpha1.ReasonPromoting, false, "opening writes", 0},
+		"promoting, revision recorded, applier back": {with(promote, func(o *StandbyObservation) {
+			o.Phase, o.RevisionRecorded = etcdv1alpha1.StandbyPromoting, true
+		}),
+			StandbyStopApplier, etcdv1alpha1.StandbyPromoting, etcdv1alpha1.ReasonPromoting, false, "", 0},
 		"promoted": {with(promote, func(o *StandbyObservation) {
 			o.Phase, o.ApplierExists, o.Report = etcdv1alpha1.StandbyPromoted, false, nil
 		}),
@@ -109,7 +125,9 @@ func TestDecideStandby(t *testing.T) {
 
 // TestDecideStandbyNeverPromotesUnfenced: over every combination of inputs, a promotion that is not forced never
 // stops the applier while the source changed within the window, and the applier is never stopped at all unless
-// promotion was asked for (or is under way, or done).
+// promotion was asked for (or is under way, or done). The write fence: nothing runs the applier or reports
+// Following before the fence is made, the fence is never made once promotion began, and writes open only with
+// the applier gone and the promoted revision recorded.
 func TestDecideStandbyNeverPromotesUnfenced(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	window := 3 * time.Minute
@@ -127,11 +145,12 @@ func TestDecideStandbyNeverPromotesUnfenced(t *testing.T) {
 	phases := []etcdv1alpha1.StandbyPhase{"", etcdv1alpha1.StandbyFollowing, etcdv1alpha1.StandbyStopped, etcdv1alpha1.StandbyPromoting, etcdv1alpha1.StandbyPromoted}
 	for _, r := range reports {
 		for _, phase := range phases {
-			for _, bits := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} {
+			for bits := range 64 {
 				o := StandbyObservation{Now: now, FencingWindow: window, Report: r, Phase: phase,
-					Promote: bits&1 != 0, Force: bits&2 != 0, Formed: bits&4 != 0, ApplierExists: bits&8 != 0}
+					Promote: bits&1 != 0, Force: bits&2 != 0, Formed: bits&4 != 0, ApplierExists: bits&8 != 0,
+					Fenced: bits&16 != 0, RevisionRecorded: bits&32 != 0}
 				d := DecideStandby(o)
-				stops := d.Step == StandbyStopApplier || d.Step == StandbyRecordPromotion
+				stops := d.Step == StandbyStopApplier || d.Step == StandbyRecordPromotion || d.Step == StandbyOpenWrites
 				begun := phase == etcdv1alpha1.StandbyPromoting || phase == etcdv1alpha1.StandbyPromoted
 				switch {
 				case stops && !o.Promote && !begun:
@@ -142,6 +161,12 @@ func TestDecideStandbyNeverPromotesUnfenced(t *testing.T) {
 					t.Fatalf("%+v: stops the applier before the last complete segment is applied: %+v", o, d)
 				case d.Step == StandbyRunApplier && begun:
 					t.Fatalf("%+v: runs the applier again after promotion began: %+v", o, d)
+				case (d.Step == StandbyRunApplier || d.Following) && !o.Fenced:
+					t.Fatalf("%+v: runs the applier or reports Following before the fence: %+v", o, d)
+				case d.Step == StandbyFence && begun:
+					t.Fatalf("%+v: fences again after promotion began: %+v", o, d)
+				case d.Step == StandbyOpenWrites && (o.ApplierExists || !o.RevisionRecorded || phase != etcdv1alpha1.StandbyPromoting):
+					t.Fatalf("%+v: opens writes before the applier is gone and the revision recorded: %+v", o, d)
 				}
 			}
 		}

@@ -141,6 +141,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 // A standby's applier is a Deployment it owns: created, rolled when its template changes, deleted on promotion.
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;delete
+// A standby's write fence records what it takes from etcd's roles in a ConfigMap it owns, read past the cache.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // It reads EtcdBackups (the newest for the quorum-loss policy) and EtcdRestores, and creates the EtcdRestore of
 // bootstrap.fromBackup and of the quorum-loss policy.
 // +kubebuilder:rbac:groups=etcd.steward.dev,resources=etcdrestores,verbs=get;list;watch;create

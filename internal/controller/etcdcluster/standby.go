@@ -67,11 +67,19 @@ func (r *Reconciler) reconcileStandby(ctx context.Context, cluster *etcdv1alpha1
 		window = spec.FencingWindow.Duration
 	}
 	var phase etcdv1alpha1.StandbyPhase
+	var recorded bool
 	if st := cluster.Status.Standby; st != nil {
-		phase = st.Phase
+		phase, recorded = st.Phase, st.PromotedRevision > 0
+	}
+	fence := &fenceRecord{}
+	if phase != etcdv1alpha1.StandbyPromoted && phase != etcdv1alpha1.StandbyPromoting {
+		if fence, err = r.readFence(ctx, cluster); err != nil {
+			return err
+		}
 	}
 	pass.decision = plan.DecideStandby(plan.StandbyObservation{Now: r.Now(), Promote: spec.Promote, Force: spec.ForcePromotion, FencingWindow: window,
-		Formed: obs.plan.Bootstrapped && pass.sourceClusterID != "", Phase: phase, ApplierExists: exists, Report: pass.report})
+		Formed: obs.plan.Bootstrapped && pass.sourceClusterID != "", Fenced: fence.fenced(), RevisionRecorded: recorded,
+		Phase: phase, ApplierExists: exists, Report: pass.report})
 	obs.standby = pass
 	if cluster.Spec.Paused {
 		return nil
@@ -80,12 +88,19 @@ func (r *Reconciler) reconcileStandby(ctx context.Context, cluster *etcdv1alpha1
 		return err
 	}
 	switch pass.decision.Step {
+	case plan.StandbyFence:
+		return r.fenceWrites(ctx, cluster, obs, fence)
 	case plan.StandbyRunApplier:
 		return r.ensureApplier(ctx, cluster, pass.sourceClusterID)
 	case plan.StandbyStopApplier:
 		return r.stopApplier(ctx, cluster, pass.decision)
 	case plan.StandbyRecordPromotion:
-		return r.recordPromotion(ctx, cluster, obs, pass)
+		if err := r.recordPromotion(ctx, cluster, obs); err != nil {
+			return err
+		}
+		return r.openWrites(ctx, cluster, obs, pass)
+	case plan.StandbyOpenWrites:
+		return r.openWrites(ctx, cluster, obs, pass)
 	}
 	return nil
 }
@@ -256,8 +271,9 @@ func (r *Reconciler) stopApplier(ctx context.Context, cluster *etcdv1alpha1.Etcd
 	return nil
 }
 
-// recordPromotion reads the revision the standby reached, now that nothing writes to it, and records it.
-func (r *Reconciler) recordPromotion(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation, pass *standbyPass) error {
+// recordPromotion reads the revision the standby reached, now that nothing writes to it, and records it in
+// status before writes open: a client's write after openWrites must not be counted in it.
+func (r *Reconciler) recordPromotion(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, obs *observation) error {
 	if len(obs.endpoints) == 0 {
 		return errors.New("promotion: no member answers to read the revision reached from")
 	}
@@ -265,9 +281,15 @@ func (r *Reconciler) recordPromotion(ctx context.Context, cluster *etcdv1alpha1.
 	if err != nil {
 		return fmt.Errorf("promotion: %w", err)
 	}
-	pass.promotedRevision = rev
-	ctrl.LoggerFrom(ctx).Info("Promoted the standby", "EtcdCluster", klog.KObj(cluster), "revision", rev)
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "StandbyPromoted", "Promoted at revision %d: an ordinary cluster now, open to writes", rev)
+	before := cluster.DeepCopy()
+	if cluster.Status.Standby == nil {
+		cluster.Status.Standby = &etcdv1alpha1.StandbyStatus{}
+	}
+	cluster.Status.Standby.Phase, cluster.Status.Standby.PromotedRevision = etcdv1alpha1.StandbyPromoting, rev
+	if err := r.Client.Status().Patch(ctx, cluster, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("record the promoted revision: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Recorded the standby's promoted revision", "EtcdCluster", klog.KObj(cluster), "revision", rev)
 	return nil
 }
 

@@ -2,9 +2,11 @@ package etcdcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ import (
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 	"steward.dev/steward/internal/etcd"
+	"steward.dev/steward/internal/etcdauth"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/plan"
 	"steward.dev/steward/internal/resources"
@@ -142,7 +145,23 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		}
 	}
 
-	// Formed from the seed: the applier starts for the source identity the seed recorded, which status keeps.
+	// Formed from the seed: first the write fence, which needs etcd (none answers here): nothing runs, and the
+	// standby is not reported as following while clients could write.
+	if _, err := pass(); err == nil || !strings.Contains(err.Error(), "standby fence") {
+		t.Fatalf("fencing without etcd: %v", err)
+	}
+	standby(etcdv1alpha1.StandbyBootstrapping, metav1.ConditionFalse, etcdv1alpha1.ReasonFencingWrites, "refuse client writes")
+	if applier() != nil {
+		t.Fatal("the applier started before the fence")
+	}
+	// The fence made (TestStandbyFencesAndPromotes makes it against etcd): the applier starts for the source
+	// identity the seed recorded, which status keeps.
+	fence := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-standby-fence",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))}},
+		Data: map[string]string{fenceRecordKey: "{}", fenceStateKey: fenceStateFenced}}
+	if err := cl.Create(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pass(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,10 +251,12 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 	}
 }
 
-// TestStandbyRecordsPromotion: with the applier gone, the pass reads the revision the standby reached from etcd
-// itself (a real member on loopback), records it as the promoted revision, and from then on the cluster is
-// promoted for good: no applier is started again.
-func TestStandbyRecordsPromotion(t *testing.T) {
+// TestStandbyFencesAndPromotes (a real etcd member on loopback, holding a primary's role with readwrite access
+// and a second user with the root role): the pass after the members formed fences writes, recording what it
+// takes in the ConfigMap first, and reports no Following while it does; once promotion stopped the applier, the
+// pass reads the revision reached from etcd, records it, and only then gives back what the fence took, deletes
+// the record and declares the cluster promoted for good: no applier is started again.
+func TestStandbyFencesAndPromotes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs an etcd process")
 	}
@@ -258,25 +279,99 @@ func TestStandbyRecordsPromotion(t *testing.T) {
 		}
 		rev = resp.Header.Revision
 	}
+	primaryRole := []etcdauth.Permission{{Key: "/app/", RangeEnd: "/app0", Access: etcdauth.ReadWrite}}
+	for _, step := range []func() error{
+		func() error { _, err := ec.RoleAdd(ctx, "app"); return err },
+		func() error {
+			_, err := ec.RoleGrantPermission(ctx, "app", "/app/", "/app0", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := ec.UserAdd(ctx, "ops", "pw"); return err },
+		func() error { _, err := ec.UserGrantRole(ctx, "ops", etcdauth.RootRole); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auth := func() ([]etcdauth.Permission, []string) {
+		t.Helper()
+		role, err := ec.RoleGet(ctx, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var perms []etcdauth.Permission
+		for _, p := range role.Perm {
+			perms = append(perms, etcdauth.Permission{Key: string(p.Key), RangeEnd: string(p.RangeEnd), Access: etcdauth.Access(p.PermType)})
+		}
+		user, err := ec.UserGet(ctx, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return perms, user.Roles
+	}
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	c := standbyTestCluster()
-	c.Spec.Standby.Promote = true
 	c.Status.Bootstrapped = true
-	c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyPromoting, SourceClusterID: "87afdd7b6dce50e8", AppliedRevision: rev}
+	c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyBootstrapping, SourceClusterID: "87afdd7b6dce50e8", AppliedRevision: rev}
 	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
 	rec := record.NewFakeRecorder(100)
 	r := &Reconciler{Client: cl, Recorder: rec, Etcd: etcd.NewPool(), Options: testOpts, Now: func() time.Time { return now }}
 	defer r.Etcd.Forget(client.ObjectKeyFromObject(c).String())
-	for range 2 {
+	pass := func() {
+		t.Helper()
 		obs := &observation{plan: plan.Observation{Bootstrapped: true}, endpoints: []string{url}}
 		if err := r.reconcileStandby(ctx, c, obs); err != nil {
 			t.Fatal(err)
 		}
 		r.statusStandby(c, obs)
 	}
+
+	// The fence: recorded, made, and no Following while it is made.
+	pass()
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionStandby)
+	if c.Status.Standby.Phase != etcdv1alpha1.StandbyBootstrapping || cond == nil || cond.Reason != etcdv1alpha1.ReasonFencingWrites {
+		t.Fatalf("while fencing: %+v, %+v", c.Status.Standby, cond)
+	}
+	if perms, roles := auth(); !reflect.DeepEqual(perms, etcdauth.ReadOnly(primaryRole)) || len(roles) != 0 {
+		t.Fatalf("fenced: role app %v, ops' roles %v", perms, roles)
+	}
+	fence := &corev1.ConfigMap{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-standby-fence"}, fence); err != nil {
+		t.Fatal(err)
+	}
+	var recorded etcdauth.FenceRecord
+	if err := json.Unmarshal([]byte(fence.Data[fenceRecordKey]), &recorded); err != nil || fence.Data[fenceStateKey] != fenceStateFenced ||
+		!reflect.DeepEqual(recorded, etcdauth.FenceRecord{Roles: map[string][]etcdauth.Permission{"app": primaryRole}, RootOf: []string{"ops"}}) ||
+		!metav1.IsControlledBy(fence, c) {
+		t.Fatalf("fence record %+v (%v), state %q", recorded, err, fence.Data[fenceStateKey])
+	}
+	if evs := events(r); !strings.Contains(evs, "StandbyFenced") {
+		t.Fatalf("events %q", evs)
+	}
+	// Fenced, the applier runs.
+	pass()
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-standby"}, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the applier after the fence: %v", err)
+	}
+
+	// Promotion with the applier gone: the revision recorded, then writes opened.
+	if err := cl.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Standby.Promote = true
+	c.Status.Standby.Phase = etcdv1alpha1.StandbyPromoting
+	for range 2 {
+		pass()
+	}
 	st, cond := c.Status.Standby, meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionStandby)
 	if st.Phase != etcdv1alpha1.StandbyPromoted || st.PromotedRevision != rev || st.PromotedTime == nil || cond == nil || cond.Reason != etcdv1alpha1.ReasonPromoted {
 		t.Fatalf("after promotion: %+v, %+v (revision %d)", st, cond, rev)
+	}
+	if perms, roles := auth(); !reflect.DeepEqual(perms, primaryRole) || !reflect.DeepEqual(roles, []string{etcdauth.RootRole}) {
+		t.Fatalf("after promotion: role app %v, ops' roles %v; want what the primary held", perms, roles)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "db-standby-fence"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the fence record after promotion: %v", err)
 	}
 	if evs := events(r); strings.Count(evs, "StandbyPromoted") != 1 || !strings.Contains(evs, fmt.Sprintf("Promoted at revision %d", rev)) {
 		t.Fatalf("events %q", evs)

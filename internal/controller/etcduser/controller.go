@@ -111,7 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // clusterChangeForUsers passes the cluster updates its users act on: auth switched, which members are healthy,
-// the TLS provider, or the spec. A cluster's status changes on most of its passes (revision, sizes), and each user
+// the TLS provider, the spec, or a standby's promotion done (its users get their declared permissions). A cluster's status changes on most of its passes (revision, sizes), and each user
 // pass costs etcd three raft proposals (auth reads go through raft), so the rest is left to the periodic pass.
 var clusterChangeForUsers = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*etcdv1alpha1.EtcdCluster)
@@ -120,7 +120,8 @@ var clusterChangeForUsers = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent
 		return true
 	}
 	return o.Generation != n.Generation || !reflect.DeepEqual(o.Status.AuthEnabled, n.Status.AuthEnabled) ||
-		!reflect.DeepEqual(healthyVoters(o), healthyVoters(n)) || resources.TLSMode(o) != resources.TLSMode(n)
+		!reflect.DeepEqual(healthyVoters(o), healthyVoters(n)) || resources.TLSMode(o) != resources.TLSMode(n) ||
+		etcdv1alpha1.WritesFenced(o) != etcdv1alpha1.WritesFenced(n)
 }}
 
 // pass is one reconcile's outcome for the Ready condition.
@@ -187,6 +188,11 @@ func (r *Reconciler) sync(ctx context.Context, user *etcdv1alpha1.EtcdUser, clus
 	want, err := etcdauth.Desired(authSpec(user))
 	if err != nil {
 		return pass{reason: etcdv1alpha1.ReasonInvalidSpec, message: err.Error()}, nil
+	}
+	if etcdv1alpha1.WritesFenced(cluster) {
+		// A standby's fence makes every role read-only until promotion; a user's own role granted as declared
+		// would open writes the fence does not record, and the fence would take them again.
+		want = etcdauth.FencedUser(want)
 	}
 	if p, err := r.claimName(ctx, user, cluster, want.Name); err != nil || p != nil {
 		return derefPass(p), err

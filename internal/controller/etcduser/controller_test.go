@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
 )
 
@@ -35,5 +37,23 @@ func TestHealthyVoters(t *testing.T) {
 	}}}
 	if got, want := healthyVoters(c), map[string]bool{"a": true, "e": true}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("healthyVoters = %v, want %v (healthy, not learners)", got, want)
+	}
+}
+
+// TestPromotionWakesUsers: a standby's promotion done (status only, no generation change) passes the predicate,
+// so that its users get their declared write permissions at once rather than at their next periodic pass.
+func TestPromotionWakesUsers(t *testing.T) {
+	standby := &etcdv1alpha1.EtcdCluster{Spec: etcdv1alpha1.EtcdClusterSpec{Standby: &etcdv1alpha1.StandbySpec{Promote: true}},
+		Status: etcdv1alpha1.EtcdClusterStatus{Standby: &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyPromoting}}}
+	promoted := standby.DeepCopy()
+	promoted.Status.Standby.Phase = etcdv1alpha1.StandbyPromoted
+	if !etcdv1alpha1.WritesFenced(standby) || etcdv1alpha1.WritesFenced(promoted) {
+		t.Fatalf("fenced while promoting %v, once promoted %v", etcdv1alpha1.WritesFenced(standby), etcdv1alpha1.WritesFenced(promoted))
+	}
+	if !clusterChangeForUsers.Update(event.UpdateEvent{ObjectOld: standby, ObjectNew: promoted}) {
+		t.Fatal("the promotion does not wake the cluster's users")
+	}
+	if clusterChangeForUsers.Update(event.UpdateEvent{ObjectOld: standby, ObjectNew: standby.DeepCopy()}) {
+		t.Fatal("an unchanged standby wakes its users")
 	}
 }
