@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +22,9 @@ import (
 // another namespace, sharing only the bucket (its own credentials Secret), seeds itself from the primary's newest
 // snapshot, follows with its lag reported, and after the primary is deleted catches up with the source's last
 // segment and is promoted there (forced: deleting the primary is the fencing): every write acknowledged up to the
-// promoted revision is on it with the primary's revision, and it takes writes.
+// promoted revision is on it with the primary's revision, and it takes writes. An EtcdUser declared with write
+// access is refused its writes by etcd while the standby follows (the write fence), reads, and writes once it is
+// promoted.
 func TestStandbyFollowsAndPromotes(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -79,12 +83,29 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(sb)
+	// An application's identity on the standby, declared with write access: the fence gives it reads only.
+	app := framework.NewEtcdUser(dr, "app", sb.Name, "w/", etcdv1alpha1.AccessReadWrite, false)
+	if err := framework.K8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
 	following := waitStandby(t, key, "following, with its lag reported", 4*time.Minute, func(c *etcdv1alpha1.EtcdCluster) bool {
 		return meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionStandby) && c.Status.Standby.AppliedRevision > 0 && c.Status.Standby.LastSegment != ""
 	})
 	st := following.Status.Standby
 	t.Logf("standby following %.0fs after creation: applied revision %d of %d (%d revisions, %ds behind), last segment %s, following etcd cluster %s",
 		time.Since(begin).Seconds(), st.AppliedRevision, st.SourceRevision, st.LagRevisions, st.LagSeconds, st.LastSegment, st.SourceClusterID)
+
+	// Following: etcd refuses the application's write with its permission error, and serves its read.
+	app = framework.WaitUserReady(t, client.ObjectKeyFromObject(app), time.Minute)
+	appCli := framework.UserClient(t, following, app)
+	wrctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = appCli.Put(wrctx, "w/app", "from the application")
+	cancel()
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("the application's write to the following standby: %v, want etcd's %v", err, rpctypes.ErrPermissionDenied)
+	}
+	t.Logf("the application's write to the following standby refused by etcd: %v", err)
+	framework.MayRead(t, "app", appCli, "w/000000", true)
 
 	// The primary goes (its region is lost): the writer stops, the cluster and its schedule are deleted.
 	time.Sleep(5 * time.Second)
@@ -150,6 +171,13 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 		if err == nil && r.Header.Revision != rev+1 {
 			return fmt.Errorf("the first write after promotion got revision %d, want %d", r.Header.Revision, rev+1)
 		}
+		return err
+	})
+	// The application's write, refused while a standby, goes through: its declared permissions are granted.
+	framework.Poll(t, "the application's write to the promoted cluster", time.Minute, func() error {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := appCli.Put(wctx, "w/app", "from the application")
 		return err
 	})
 }
