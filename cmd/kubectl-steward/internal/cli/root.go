@@ -120,7 +120,7 @@ Steward, the operator, does the work.`,
 	root.SetErr(o.Streams.ErrOut)
 	o.Flags.AddFlags(root.PersistentFlags())
 	root.AddCommand(newStatusCommand(o), newBackupCommand(o), newRestoreCommand(o),
-		newPauseCommand(o), newResumeCommand(o), newHibernateCommand(o), newHandoverCommand(o), newAdoptCommand(o), newEtcdctlCommand(o))
+		newPauseCommand(o), newResumeCommand(o), newHibernateCommand(o), newHandoverCommand(o), newAdoptCommand(o), newPromoteCommand(o), newEtcdctlCommand(o))
 	for _, cmd := range root.Commands() {
 		if cmd.Args != nil && cmd.Name() != "completion" && cmd.Name() != "help" {
 			cmd.ValidArgsFunction = o.completeClusters
