@@ -42,14 +42,7 @@ func port(t *testing.T) string { return testbed.FreeLoopbackPort(t) }
 // startEtcd runs one etcd member on loopback, from dataDir (restored or new), until the test ends.
 func startEtcd(t *testing.T, bin, dataDir string, as ...etcd.Password) (*clientv3.Client, string) {
 	t.Helper()
-	peer, client := "http://127.0.0.1:"+port(t), "http://127.0.0.1:"+port(t)
-	cmd := exec.Command(filepath.Join(bin, "etcd"), "--name=m", "--data-dir="+dataDir,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=m="+peer,
-		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--log-level=error")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	client := testbed.StartLoopbackEtcd(t, filepath.Join(bin, "etcd"), dataDir)
 	cfg := clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	for _, pw := range as {
 		cfg.Username, cfg.Password = pw.User, pw.Password

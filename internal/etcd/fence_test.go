@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"reflect"
 	"testing"
 	"time"
@@ -30,13 +29,7 @@ func TestFenceRefusesWritesThenUnfenceOpensThem(t *testing.T) {
 	if len(bins) == 0 {
 		t.Skip("etcd not cached yet (start the test bed once)")
 	}
-	peer, url := "http://127.0.0.1:"+freePort(t), "http://127.0.0.1:"+freePort(t)
-	cmd := exec.Command(bins[len(bins)-1], "--name=m", "--data-dir="+t.TempDir(), "--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=m="+peer, "--listen-client-urls="+url, "--advertise-client-urls="+url, "--log-level=error")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := testbed.StartLoopbackEtcd(t, bins[len(bins)-1], t.TempDir())
 	ctx := context.Background()
 	endpoints := []string{url}
 	dial := func(user, password string) *clientv3.Client {

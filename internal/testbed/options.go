@@ -286,6 +286,25 @@ func ephemeralLow() int {
 	return low
 }
 
+// StartLoopbackEtcd runs a one-member plaintext etcd of binary bin on loopback, from dataDir (new, or restored
+// from a snapshot), until the test t ends, and returns its client URL. For integration tests that need a real
+// member without the test bed; they wait for it to serve as their clients dial it.
+func StartLoopbackEtcd(t interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}, bin, dataDir string) string {
+	t.Helper()
+	peer, client := "http://127.0.0.1:"+FreeLoopbackPort(t), "http://127.0.0.1:"+FreeLoopbackPort(t)
+	cmd := exec.Command(bin, "--name=m", "--data-dir="+dataDir, "--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=m="+peer, "--listen-client-urls="+client, "--advertise-client-urls="+client, "--log-level=error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return client
+}
+
 // kubernetesRelease resolves a requested Kubernetes release ("", "v1.34.4", "1.34.4", "1.34", "v1.34", "newest",
 // "oldest") to one of KubernetesVersions; "" is the default.
 func kubernetesRelease(requested string) (string, error) {

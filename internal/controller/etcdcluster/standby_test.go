@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"os/exec"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,7 +262,7 @@ func TestStandbyFencesAndPromotes(t *testing.T) {
 		t.Skip("etcd not cached yet (start the test bed once)")
 	}
 	ctx := context.Background()
-	url := startMember(t, bins[len(bins)-1])
+	url := testbed.StartLoopbackEtcd(t, bins[len(bins)-1], t.TempDir())
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -380,25 +377,4 @@ func TestStandbyFencesAndPromotes(t *testing.T) {
 	if err := cl.List(ctx, &deps); err != nil || len(deps.Items) != 0 {
 		t.Fatalf("deployments after promotion: %d, %v", len(deps.Items), err)
 	}
-}
-
-// startMember runs one plaintext etcd member on loopback until the test ends and returns its client URL.
-func startMember(t *testing.T, bin string) string {
-	t.Helper()
-	port := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = l.Close() }()
-		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	}
-	peer, url := "http://127.0.0.1:"+port(), "http://127.0.0.1:"+port()
-	cmd := exec.Command(bin, "--name=m", "--data-dir="+t.TempDir(), "--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=m="+peer, "--listen-client-urls="+url, "--advertise-client-urls="+url, "--log-level=error")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return url
 }
