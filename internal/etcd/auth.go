@@ -295,7 +295,10 @@ func (p *Pool) ApplyFence(ctx context.Context, key string, endpoints []string, o
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		for _, op := range ops {
 			if err := applyOp(ctx, c, op.User, op.Op, ""); err != nil && !fenceDone(op, err) {
-				return fmt.Errorf("%s %s: %w", op.Op, op.User, err)
+				if op.User != "" {
+					return fmt.Errorf("%s of user %s: %w", op.Op, op.User, err)
+				}
+				return fmt.Errorf("%s: %w", op.Op, err)
 			}
 		}
 		return nil
