@@ -288,13 +288,12 @@ func (p *Pool) AuthStore(ctx context.Context, key string, endpoints []string) ([
 	return roles, users, err
 }
 
-// ApplyFence makes a fence's (or its undoing's) calls, in order. Each is etcd's own idempotent call (a grant of
-// what is held, a revocation of what is not held, are answered without change or with a not-found that
-// means the same), so a run cut short is simply planned and made again.
+// ApplyFence makes a fence's (or its undoing's) calls, in order, stopping at the first etcd refuses: the caller
+// plans the rest again from etcd's roles and users and the fence's record (etcdauth.Fence, etcdauth.Unfence).
 func (p *Pool) ApplyFence(ctx context.Context, key string, endpoints []string, ops []etcdauth.FenceOp) error {
 	return p.withClient(ctx, key, endpoints, func(ctx context.Context, c *clientv3.Client) error {
 		for _, op := range ops {
-			if err := applyOp(ctx, c, op.User, op.Op, ""); err != nil && !fenceDone(op, err) {
+			if err := applyOp(ctx, c, op.User, op.Op, ""); err != nil {
 				if op.User != "" {
 					return fmt.Errorf("%s of user %s: %w", op.Op, op.User, err)
 				}
@@ -303,15 +302,4 @@ func (p *Pool) ApplyFence(ctx context.Context, key string, endpoints []string, o
 		}
 		return nil
 	})
-}
-
-// fenceDone reports whether err says op's effect already holds: a permission or root grant revoked before.
-func fenceDone(op etcdauth.FenceOp, err error) bool {
-	switch op.Kind {
-	case etcdauth.RevokePermission:
-		return errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionNotGranted) || errors.Is(err, rpctypes.ErrPermissionNotGranted)
-	case etcdauth.RevokeRole:
-		return errors.Is(rpctypes.Error(err), rpctypes.ErrRoleNotGranted) || errors.Is(err, rpctypes.ErrRoleNotGranted)
-	}
-	return false
 }
