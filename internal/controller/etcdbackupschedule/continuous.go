@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "steward.dev/steward/api/v1alpha1"
-	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/controller/agentjob"
+	"steward.dev/steward/internal/controller/etcdbackup"
 	"steward.dev/steward/internal/pitr"
 	"steward.dev/steward/internal/resources"
 )

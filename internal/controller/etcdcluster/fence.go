@@ -44,7 +44,9 @@ type fenceRecord struct {
 }
 
 // fenced reports whether every call of the fence was made.
-func (f *fenceRecord) fenced() bool { return f.cm != nil && f.cm.Data[fenceStateKey] == fenceStateFenced }
+func (f *fenceRecord) fenced() bool {
+	return f.cm != nil && f.cm.Data[fenceStateKey] == fenceStateFenced
+}
 
 // readFence reads the fence's record past the cache: a record read stale would plan the fence from less than
 // it took, and what the missing part took would never be given back.
