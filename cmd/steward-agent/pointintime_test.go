@@ -27,14 +27,7 @@ import (
 // etcdBin finds a release the test bed cached (under ~/.cache/steward/bin).
 func etcdBin(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: runs etcd processes")
-	}
-	bins := testbed.CachedBinaries("etcd-v3.6.*/etcd")
-	if len(bins) == 0 {
-		t.Skip("etcd not cached yet (start the test bed once)")
-	}
-	return filepath.Dir(bins[len(bins)-1])
+	return filepath.Dir(testbed.NewestCachedEtcd(t, testing.Short()))
 }
 
 func port(t *testing.T) string { return testbed.FreeLoopbackPort(t) }

@@ -21,14 +21,7 @@ import (
 // from etcd's own check, right after a member restarted (both members then count the other connected for less
 // than 5 s).
 func TestAddLearnerAsksEachMemberOnItsOwn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs etcd processes")
-	}
-	bins := testbed.CachedBinaries("etcd-v3.6.*/etcd")
-	if len(bins) == 0 {
-		t.Skip("etcd not cached yet (start the test bed once)")
-	}
-	bin := bins[len(bins)-1]
+	bin := testbed.NewestCachedEtcd(t, testing.Short())
 	dir := t.TempDir()
 	type member struct{ name, peer, client string }
 	members := []member{{name: "a"}, {name: "b"}}

@@ -22,14 +22,8 @@ import (
 // user's put with its permission error and serves its get; Steward's identity still writes. Unfenced from the
 // record, the same puts go through.
 func TestFenceRefusesWritesThenUnfenceOpensThem(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs an etcd process")
-	}
-	bins := testbed.CachedBinaries("etcd-v3.6.*/etcd")
-	if len(bins) == 0 {
-		t.Skip("etcd not cached yet (start the test bed once)")
-	}
-	url := testbed.StartLoopbackEtcd(t, bins[len(bins)-1], t.TempDir())
+	bin := testbed.NewestCachedEtcd(t, testing.Short())
+	url := testbed.StartLoopbackEtcd(t, bin, t.TempDir())
 	ctx := context.Background()
 	endpoints := []string{url}
 	dial := func(user, password string) *clientv3.Client {

@@ -286,6 +286,23 @@ func ephemeralLow() int {
 	return low
 }
 
+// NewestCachedEtcd is the newest etcd 3.6 binary the test bed built, for integration tests that run etcd
+// processes: t is skipped when short (go test -short) and when the test bed has not built one yet.
+func NewestCachedEtcd(t interface {
+	Helper()
+	Skip(args ...any)
+}, short bool) string {
+	t.Helper()
+	if short {
+		t.Skip("integration test: runs etcd processes")
+	}
+	bins := CachedBinaries("etcd-v3.6.*/etcd")
+	if len(bins) == 0 {
+		t.Skip("etcd not cached yet (start the test bed once)")
+	}
+	return bins[len(bins)-1]
+}
+
 // StartLoopbackEtcd runs a one-member plaintext etcd of binary bin on loopback, from dataDir (new, or restored
 // from a snapshot), until the test t ends, and returns its client URL. For integration tests that need a real
 // member without the test bed; they wait for it to serve as their clients dial it.

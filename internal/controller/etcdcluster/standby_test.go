@@ -254,15 +254,9 @@ func TestStandbyFollowsAndPromotes(t *testing.T) {
 // pass reads the revision reached from etcd, records it, and only then gives back what the fence took, deletes
 // the record and declares the cluster promoted for good: no applier is started again.
 func TestStandbyFencesAndPromotes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs an etcd process")
-	}
-	bins := testbed.CachedBinaries("etcd-v3.6.*/etcd")
-	if len(bins) == 0 {
-		t.Skip("etcd not cached yet (start the test bed once)")
-	}
+	bin := testbed.NewestCachedEtcd(t, testing.Short())
 	ctx := context.Background()
-	url := testbed.StartLoopbackEtcd(t, bins[len(bins)-1], t.TempDir())
+	url := testbed.StartLoopbackEtcd(t, bin, t.TempDir())
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
