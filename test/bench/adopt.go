@@ -200,7 +200,7 @@ func benchAdopt(ctx context.Context, c *testbed.Cluster, runs int) (section, err
 				}
 				return phase("Retiring")
 			}); err != nil {
-				return fmt.Errorf("Steward's members joined: %w", err)
+				return fmt.Errorf("the members of Steward joined: %w", err)
 			}
 			retiring = append(retiring, time.Since(begin))
 			if err := testbed.Eventually(ctx, 10*time.Minute, 200*time.Millisecond, func() error { return phase("Complete") }); err != nil {
