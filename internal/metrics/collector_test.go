@@ -55,8 +55,6 @@ func world() []client.Object {
 	c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionMigrating,
 		ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}}}
 	c.Status.Standby = &etcdv1alpha1.StandbyStatus{Phase: etcdv1alpha1.StandbyFollowing, LagRevisions: 3, LagSeconds: 1}
-	c.Status.Adoption = &etcdv1alpha1.AdoptionStatus{Phase: etcdv1alpha1.AdoptionMigrating,
-		ExternalMembers: []etcdv1alpha1.ExternalMember{{ID: "a1", Name: "infra1"}}}
 	t0 := now.Add(-time.Hour)
 	b := backupOf("c", "b", true, t0, t0.Add(time.Second), 10)
 	b.Spec.Destination.PVC = &etcdv1alpha1.PVCDestination{ClaimName: "backups", Path: "etcd/b.db"}
