@@ -251,7 +251,7 @@ func LoopbackPort() (int, error) {
 func freePort(ip string) (int, error) {
 	if high := min(ephemeralLow(), 30000); high > 11000 {
 		for range 50 {
-			port := 10000 + rand.IntN(high-10000)
+			port := 10000 + rand.IntN(high-10000) //nolint:gosec // a port to try, not a secret
 			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 			if err != nil {
 				continue
