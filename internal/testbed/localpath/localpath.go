@@ -241,7 +241,11 @@ func (p *provisioner) resize(ctx context.Context, claim *corev1.PersistentVolume
 	}
 	have := pv.Spec.Capacity[corev1.ResourceStorage]
 	if have.Cmp(want) >= 0 {
-		return nil
+		// Grown: done, unless an earlier pass grew the volume and failed to mark the claim.
+		allocated := claim.Status.AllocatedResources[corev1.ResourceStorage]
+		if allocated.Cmp(want) >= 0 || claim.Status.Capacity.Storage().Cmp(want) >= 0 {
+			return nil
+		}
 	}
 	class, err := p.cs.StorageV1().StorageClasses().Get(ctx, pv.Spec.StorageClassName, metav1.GetOptions{})
 	if err != nil {
@@ -264,12 +268,17 @@ func (p *provisioner) resize(ctx context.Context, claim *corev1.PersistentVolume
 		Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
 		Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
 	})
+	// The volume first, then the claim, as the external-resizer does: the kubelet grows a file system to the
+	// PersistentVolume's capacity, so a claim marked FileSystemResizePending before its volume has grown would
+	// send the kubelet (and Steward's annotation, which makes it sync the Pod) to a volume of the old size.
+	if have.Cmp(want) < 0 {
+		pv.Spec.Capacity[corev1.ResourceStorage] = want
+		if _, err := p.cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("grow PersistentVolume %s to %s: %w", pv.Name, want.String(), err)
+		}
+	}
 	if _, err := p.cs.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("mark claim %s/%s for a file system resize: %w", claim.Namespace, claim.Name, err)
-	}
-	pv.Spec.Capacity[corev1.ResourceStorage] = want
-	if _, err := p.cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("grow PersistentVolume %s to %s: %w", pv.Name, want.String(), err)
 	}
 	klog.InfoS("Expanded volume", "pv", pv.Name, "pvc", klog.KObj(claim), "from", have.String(), "to", want.String())
 	return nil
