@@ -54,7 +54,7 @@ func StartKubeAPIServer(t *testing.T, etcdServers []string) *HostAPIServer {
 		t.Fatal(err)
 	}
 	// A static token: kube-apiserver turns anonymous requests off under the AlwaysAllow authorizer.
-	token := fmt.Sprintf("%x", key.D.Bytes()[:16])
+	token := rand.Text()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(token+",test,test,system:masters\n"), 0o600); err != nil {
 		t.Fatal(err)
